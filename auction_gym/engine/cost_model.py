@@ -1,0 +1,85 @@
+"""How long one engine iteration takes (DESIGN.md section 4).
+
+    prefill  t = a + b * new_tokens + c * attention
+    decode   t = d + e * batch + f * context
+
+`new_tokens` is the number of prompt tokens the batch computes (cached ones are free), `attention`
+the sum over the batch's requests of new_i * (cached_i + new_i / 2), i.e. query-key pairs of causal
+attention over the new tokens; `batch` is the number of running requests and `context` the sum of
+their lengths (prompt + tokens generated so far).
+
+Default coefficients: Llama-3-8B in bf16 on one H100 SXM 80GB (989 TFLOP/s dense bf16, 3.35 TB/s HBM),
+derived from the roofline at stated efficiencies rather than measured; `gpu_backend` calibration
+measures real ones and writes a JSON file this module loads.
+
+| coefficient | value     | derivation                                                                |
+|-------------|-----------|---------------------------------------------------------------------------|
+| a           | 4 ms      | per-iteration scheduling and launch overhead (SGLang-scale)               |
+| b           | 32.5 us   | 2 x 8.03e9 FLOP per token at 50% of peak                                  |
+| c           | 1.3 ns    | 4 x 32 layers x 4096 FLOP per query-key pair at 40% of peak               |
+| d           | 6.0 ms    | 16.1 GB of weights read per step at 80% of HBM bandwidth                  |
+| e           | 30 us     | per-sequence GEMM rows, sampling and bookkeeping                          |
+| f           | 49 ns     | 128 KiB of K/V per context token (32 layers x 8 KV heads x 128 x 2 x 2 B) |
+|             |           | read per step at 80% of HBM bandwidth                                     |
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Iteration-time model of a serving engine; all coefficients in seconds (per unit named)."""
+
+    prefill_base: float = 4.0e-3
+    prefill_per_token: float = 3.25e-5
+    prefill_per_attention: float = 1.3e-9
+    decode_base: float = 6.0e-3
+    decode_per_request: float = 3.0e-5
+    decode_per_context_token: float = 4.9e-8
+    name: str = "llama-3-8b-bf16/h100-sxm-80gb (roofline)"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name == "name":
+                continue
+            v = getattr(self, f.name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"cost model {f.name} must be a finite number >= 0, got {v!r}")
+
+    def prefill_time(self, new_tokens: int, attention: float) -> float:
+        """Seconds for a prefill batch computing `new_tokens` with `attention` query-key pairs."""
+        return (
+            self.prefill_base
+            + self.prefill_per_token * new_tokens
+            + self.prefill_per_attention * attention
+        )
+
+    def decode_time(self, batch: int, context: int) -> float:
+        """Seconds for one decode step of `batch` requests holding `context` tokens in all."""
+        return self.decode_base + self.decode_per_request * batch + self.decode_per_context_token * context
+
+    def decode_steps_time(self, steps: int, batch: int, context: int) -> float:
+        """Seconds for `steps` decode steps of a fixed batch whose context grows by `batch` a step."""
+        per_step = self.decode_time(batch, context)
+        return steps * per_step + self.decode_per_context_token * batch * steps * (steps - 1) / 2
+
+    def to_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> CostModel:
+        """Load coefficients written by `to_json` (or by `radix-auction calibrate`)."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not a JSON cost model ({e})") from None
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"{path}: unknown cost model fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**data)

@@ -1,0 +1,101 @@
+"""What the engine measured: one record per request, and the aggregates over them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..request import Request
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Timeline of one request in engine seconds. Times not reached yet are NaN."""
+
+    id: int
+    bidder: int
+    arrival: float
+    prompt_len: int
+    output_len: int
+    urgency: float
+    value: float
+    bid: float
+    admit: float = math.nan
+    first_token: float = math.nan
+    finish: float = math.nan
+    cached_tokens: int = 0
+    computed_tokens: int = 0
+    rejected: str | None = None
+
+    @classmethod
+    def of(cls, r: Request) -> RequestRecord:
+        return cls(
+            id=r.id, bidder=r.bidder, arrival=r.arrival, prompt_len=r.prompt_len,
+            output_len=r.output_len, urgency=r.urgency, value=r.value, bid=r.bid,
+        )
+
+    @property
+    def finished(self) -> bool:
+        return not math.isnan(self.finish)
+
+    @property
+    def ttft(self) -> float:
+        return self.first_token - self.arrival
+
+    @property
+    def latency(self) -> float:
+        return self.finish - self.arrival
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Aggregates over finished requests. Times in s, rates per s of engine time."""
+
+    finished: int
+    rejected: int
+    unfinished: int
+    hit_rate: float
+    """Cached prompt tokens / prompt tokens, over finished requests."""
+    mean_ttft: float
+    p50_ttft: float
+    p99_ttft: float
+    mean_latency: float
+    p50_latency: float
+    p99_latency: float
+    throughput_rps: float
+    """Finished requests per second between the first arrival and the last finish."""
+    throughput_tps: float
+    """Prompt plus output tokens of finished requests per second, same span."""
+    makespan: float
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def summarize(records: list[RequestRecord]) -> Metrics:
+    done = [r for r in records if r.finished]
+    rejected = sum(r.rejected is not None for r in records)
+    nan = math.nan
+    if not done:
+        return Metrics(0, rejected, len(records) - rejected, nan, nan, nan, nan, nan, nan, nan, 0.0, 0.0, 0.0)
+    ttft = np.array([r.ttft for r in done])
+    lat = np.array([r.latency for r in done])
+    prompt = sum(r.prompt_len for r in done)
+    span = max(r.finish for r in done) - min(r.arrival for r in done)
+    return Metrics(
+        finished=len(done),
+        rejected=rejected,
+        unfinished=len(records) - len(done) - rejected,
+        hit_rate=sum(r.cached_tokens for r in done) / prompt,
+        mean_ttft=float(ttft.mean()),
+        p50_ttft=float(np.percentile(ttft, 50)),
+        p99_ttft=float(np.percentile(ttft, 99)),
+        mean_latency=float(lat.mean()),
+        p50_latency=float(np.percentile(lat, 50)),
+        p99_latency=float(np.percentile(lat, 99)),
+        throughput_rps=len(done) / span if span > 0 else math.inf,
+        throughput_tps=(prompt + sum(r.output_len for r in done)) / span if span > 0 else math.inf,
+        makespan=span,
+    )

@@ -1,0 +1,9 @@
+"""Auctions over the waiting queue (DESIGN.md section 3): the radix-tree auction, which maximises
+welfare over depth-first orders of the queue's radix tree, and the strict priority auction; both
+charge VCG payments and are schedulers ("radix_vcg", "strict_vcg") the engine can run."""
+
+from .outcome import AuctionOutcome
+from .radix_auction import RadixTreeAuction
+from .strict_priority import StrictPriorityAuction
+
+__all__ = ["AuctionOutcome", "RadixTreeAuction", "StrictPriorityAuction"]

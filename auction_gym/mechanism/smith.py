@@ -1,0 +1,87 @@
+"""Smith's rule on the child blocks of one node, and the node's cost when some blocks change.
+
+A block is a child subtree or a request ending at the node. Block b has bid sum S_b, work P_b (the
+completion units it adds to everything served after it) and internal cost F_b (sum of bid x
+completion inside the block, measured from the block's start). Served in a given order, the blocks
+of a node cost
+
+    sum_j F_j + G,    G = sum_j S_j * (sum of P over the blocks before j),
+
+and G is minimised by sorting on S/P descending (an adjacent exchange changes G by
+S_a P_b - S_b P_a). Zero-work blocks come first; equal keys cost the same in either order, so the
+tie-break (smallest request id in the block) only makes the order deterministic.
+
+`interaction_after_change` gives G of the optimal order after m blocks leave and m' <= m (changed
+versions of some of them) come back, from prefix sums over the old sorted order, in
+O((m + m') log d) for a node of d blocks instead of re-sorting in O(d log d).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+from itertools import accumulate
+
+SortKey = tuple[int, float, int]
+
+
+def block_key(s: float, p: float, tie: int) -> SortKey:
+    """Sort key: zero-work blocks first, then S/P descending, then `tie` (smallest request id)."""
+    return (0, 0.0, tie) if p == 0 else (1, -s / p, tie)
+
+
+@dataclass(eq=False)
+class NodeIndex:
+    """Prefix sums over a node's blocks in their optimal order: cum_*[k] sums the first k blocks."""
+
+    keys: list[SortKey]
+    cum_p: list[float]
+    cum_s: list[float]
+
+
+def index_node(
+    blocks: list[int], s: list[float], p: list[float], tie: list[int], pos: list[int]
+) -> NodeIndex:
+    """Index `blocks` (already in optimal order) and record each block's rank in `pos`. O(d)."""
+    for k, b in enumerate(blocks):
+        pos[b] = k
+    return NodeIndex(
+        keys=[block_key(s[b], p[b], tie[b]) for b in blocks],
+        cum_p=list(accumulate((p[b] for b in blocks), initial=0.0)),
+        cum_s=list(accumulate((s[b] for b in blocks), initial=0.0)),
+    )
+
+
+def interaction_after_change(
+    g: float,
+    index: NodeIndex,
+    leaving: list[tuple[int, float, float]],
+    entering: list[tuple[SortKey, float, float]],
+) -> float:
+    """G of the optimal order after the blocks `leaving` (rank, S, P) go and `entering` (key, S, P)
+    come in; `g` is G before. Keys of entering blocks must differ from every staying block's key.
+
+    With U the staying blocks, X the leaving ones and Y the entering ones:
+    G(U) = G - sum_x [S_x P(before x) + P_x S(after x)] + G(X)   (pairs inside X were taken twice),
+    G' = G(U) + sum_y [S_y P_U(before y) + P_y S_U(after y)] + G(Y).
+    """
+    leaving = sorted(leaving)
+    s_total = index.cum_s[-1]
+    ranks: list[int] = []
+    cum_xp, cum_xs = [0.0], [0.0]
+    strip = 0.0
+    for rank, s, p in leaving:
+        strip += s * index.cum_p[rank] + p * (s_total - index.cum_s[rank + 1]) - s * cum_xp[-1]
+        ranks.append(rank)
+        cum_xp.append(cum_xp[-1] + p)
+        cum_xs.append(cum_xs[-1] + s)
+    g -= strip
+    before_y = 0.0
+    for key, s, p in sorted(entering):
+        at = bisect_left(index.keys, key)
+        j = bisect_left(ranks, at)  # leaving blocks ranked before the insertion point
+        p_before = index.cum_p[at] - cum_xp[j] + before_y
+        s_after = (s_total - index.cum_s[at]) - (cum_xs[-1] - cum_xs[j])
+        g += s * p_before + p * s_after
+        before_y += p
+    return g

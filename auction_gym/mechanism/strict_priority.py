@@ -1,0 +1,119 @@
+"""The strict priority auction (the unconstrained market): order by bid, VCG-style payments.
+
+Order: bid descending, ties by arrival, then request id. Completion times come from the same cost
+model as the radix auction (queue_tree.completion_times).
+
+Payments: p_i = (others' cost in the strict order of Q without i) subtracted from (others' cost in
+the strict order of Q), with cost = sum bid x completion. Removing i keeps the others' relative
+order, so the difference has a closed form over ranks k = 0..n-1 of the order. For another
+bidder's request r, C_r drops by
+  - w for each of i's requests ranked before r (w = 1 under "unit", request_overhead else), and
+  - under "tokens", e_v for each tree node v whose first request (rank a_v) is i's and whose first
+    request of another bidder has rank c_v > rank r (the node's edge was computed for i at a_v and
+    is computed for the others only at c_v; c_v = n when no other bidder reaches v).
+Hence, with others_i(a, c) the sum of non-i bids at ranks strictly between a and c,
+    p_i = w * sum_{x in Q_i} others_i(rank x, n)
+          + sum_{v: first request is i's} e_v * others_i(a_v, c_v).
+Under "unit" this is sum over others' r of b_r x (number of i's requests ahead of r), and the strict
+order is welfare-optimal over all orders, so this is exact VCG over all orders.
+Cost: O(n log n) for the sort and the rank look-ups, plus O(n + V) for the tree under "tokens".
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from itertools import accumulate
+from typing import Sequence
+
+from ..request import Request
+from ..scheduler.base import register_scheduler
+from .base import AuctionMechanism, Cached
+from .outcome import AuctionOutcome
+from .queue_tree import QueueTree, build_queue_tree, cached_prefix_lengths, completion_times
+from .radix_auction import ROUNDING
+from .validation import validate_requests
+
+
+@register_scheduler("strict_vcg")
+class StrictPriorityAuction(AuctionMechanism):
+    """Highest bid first, with the closed-form payments of the module docstring."""
+
+    name = "strict_vcg"
+
+    def run(self, requests: Sequence[Request], cached: Cached = None) -> AuctionOutcome:
+        """Order `requests` by bid and price them; `cached` as in RadixTreeAuction.run."""
+        if len(requests) == 0:
+            return AuctionOutcome()
+        requests = list(requests)
+        tokens, bids = validate_requests(requests)
+        n, w = len(requests), self.request_work
+        order = sorted(range(n), key=lambda r: (-bids[r], requests[r].arrival, requests[r].id))
+        rank = [0] * n
+        for k, r in enumerate(order):
+            rank[r] = k
+        tree = None
+        if self.cost_model == "unit":
+            completion = [float(k + 1) for k in rank]
+        else:
+            tree = build_queue_tree(tokens, cached_prefix_lengths(tokens, cached))
+            completion = completion_times(tree, order, w)
+        cost = math.fsum(b * c for b, c in zip(bids, completion))
+        payments = self._payments(requests, bids, order, rank, tree, w, cost)
+        return AuctionOutcome(
+            order=[requests[r].id for r in order],
+            payments=payments,
+            welfare=-cost,
+            completion={req.id: c for req, c in zip(requests, completion)},
+        )
+
+    @staticmethod
+    def _payments(
+        requests: list[Request],
+        bids: list[float],
+        order: list[int],
+        rank: list[int],
+        tree: QueueTree | None,
+        w: float,
+        cost: float,
+    ) -> dict[int, float]:
+        n = len(order)
+        total = list(accumulate((bids[r] for r in order), initial=0.0))  # bids at ranks < k
+        ranks: dict[int, list[int]] = {}
+        cum: dict[int, list[float]] = {}
+        for k, r in enumerate(order):
+            i = requests[r].bidder
+            ranks.setdefault(i, []).append(k)
+            cum.setdefault(i, [0.0]).append(cum[i][-1] + bids[r])
+
+        def others_between(i: int, a: int, c: int) -> float:
+            """Bids of requests not of bidder i at ranks a < k < c."""
+            own = cum[i][bisect_left(ranks[i], c)] - cum[i][bisect_left(ranks[i], a + 1)]
+            return (total[c] - total[a + 1]) - own
+
+        pay = {i: w * sum(others_between(i, k, n) for k in ks) for i, ks in ranks.items()}
+        if tree is not None:
+            for v, (a, i, c) in enumerate(_first_requests(tree, requests, rank)):
+                if tree.edge_work[v] > 0:
+                    pay[i] += tree.edge_work[v] * others_between(i, a, c)
+        for i, p in pay.items():
+            if p < -ROUNDING * max(cost, 1.0):
+                raise AssertionError(f"negative strict-priority payment {p} for bidder {i}")
+            pay[i] = max(p, 0.0)
+        return pay
+
+
+def _first_requests(
+    tree: QueueTree, requests: list[Request], rank: list[int]
+) -> list[tuple[int, int, int]]:
+    """Per node: (rank a of its first request, that request's bidder, rank c of its first request
+    of another bidder, n if none), over the requests of its subtree. Children first, O(n + V)."""
+    n = len(rank)
+    first: list[tuple[int, int, int]] = [(n, -1, n)] * tree.n_nodes
+    for v in range(tree.n_nodes - 1, -1, -1):
+        items = [(rank[r], requests[r].bidder, n) for r in tree.ends[v]]
+        items += [first[c] for c in tree.children[v]]
+        a, i, _ = min(items, key=lambda t: t[0])
+        c = min(ai if bi != i else ci for ai, bi, ci in items)
+        first[v] = (a, i, c)
+    return first

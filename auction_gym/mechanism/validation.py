@@ -1,0 +1,59 @@
+"""Run-time checks of an auction's inputs.
+
+Bids are re-checked at every run because the market rewrites `Request.bid` (multiplier x urgency)
+after construction, so `Request.__post_init__` alone does not guarantee them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..request import Request, as_tokens
+
+COST_MODELS = ("unit", "tokens")
+
+
+def validate_cost_model(cost_model: str, request_overhead: float) -> tuple[str, float]:
+    """Return (cost_model, request_overhead) checked.
+
+    Raises ValueError on an unknown cost model or a request_overhead that is not finite and >= 0.
+    """
+    if cost_model not in COST_MODELS:
+        raise ValueError(f"unknown cost_model {cost_model!r}; valid: {', '.join(COST_MODELS)}")
+    try:
+        overhead = float(request_overhead)
+    except (TypeError, ValueError):
+        raise ValueError(f"request_overhead must be a number, got {request_overhead!r}") from None
+    if not math.isfinite(overhead) or overhead < 0:
+        raise ValueError(f"request_overhead must be finite and >= 0, got {request_overhead!r}")
+    return cost_model, overhead
+
+
+def validate_requests(requests: Sequence[Request]) -> tuple[list[np.ndarray], list[float]]:
+    """Check a round's queue; return each request's tokens (read-only int64) and bid (float).
+
+    Raises ValueError naming the request for a bid that is not a finite number >= 0, a duplicate
+    request id, or an empty token sequence.
+    """
+    seen: set[int] = set()
+    tokens: list[np.ndarray] = []
+    bids: list[float] = []
+    for r in requests:
+        if r.id in seen:
+            raise ValueError(f"request {r.id}: duplicate request id in the queue")
+        seen.add(r.id)
+        try:
+            bid = float(r.bid)
+        except (TypeError, ValueError):
+            raise ValueError(f"request {r.id}: bid must be a number, got {r.bid!r}") from None
+        if not math.isfinite(bid) or bid < 0:
+            raise ValueError(f"request {r.id}: bid must be finite and >= 0, got {r.bid!r}")
+        toks = as_tokens(r.tokens, f"request {r.id}: tokens")
+        if toks.size == 0:
+            raise ValueError(f"request {r.id}: empty token sequence")
+        tokens.append(toks)
+        bids.append(bid)
+    return tokens, bids

@@ -1,0 +1,347 @@
+"""A radix tree over token sequences: which prompt prefixes have their KV cache resident.
+
+Semantics follow SGLang's `RadixCache` (python/sglang/srt/mem_cache/radix_cache.py):
+
+- `match_prefix(tokens)` finds the longest cached prefix, splits a node when the match ends inside its
+  edge (so a match always ends on a node boundary), and refreshes the access time of the path.
+- `insert(tokens, value)` adds what is not yet cached and returns how much already was.
+- `lock(node)` / `unlock(node)` count references along the path from `node` to the root; a node with a
+  reference is protected, the others are evictable.
+- `evict(num_tokens)` removes least-recently-used unlocked leaves until `num_tokens` are freed; a parent
+  becomes a leaf, and so a candidate, when its last child goes.
+
+Invariants (checked by tests/test_radix_cache.py):
+- `total_size == evictable_size + protected_size == sum of edge lengths`.
+- A node is protected iff `lock_ref > 0`; a locked node's ancestors are locked too.
+- Every edge length is a multiple of `page_size`; children of a node differ in their first page.
+- Evicted nodes are detached (`alive` False) and never returned again.
+
+Time is a logical clock (one tick per `match_prefix`/`insert`), so eviction order is deterministic.
+Only the deepest node of a matched path gets the new time; when a node is evicted its parent inherits
+the later of the two times. An inner node cannot be evicted before its last child, so it is evicted
+exactly as if every access had stamped the whole path (as SGLang does), at O(1) per access.
+Edges hold numpy token arrays; matching compares a whole edge in one vectorized call, so its cost is
+per node on the path, not per token.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, NamedTuple, Sequence
+
+import numpy as np
+
+from .request import TOKEN_DTYPE, as_tokens
+
+
+@dataclass(eq=False, slots=True)
+class TreeNode:
+    """An edge of the tree and the node it leads to. `depth` counts tokens from the root to this node."""
+
+    key: np.ndarray
+    value: np.ndarray | None
+    parent: TreeNode | None = field(repr=False)
+    depth: int
+    children: dict = field(default_factory=dict, repr=False)
+    lock_ref: int = 0
+    last_access: int = 0
+    alive: bool = True
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+
+class MatchResult(NamedTuple):
+    length: int
+    """Tokens of the query that are cached (a multiple of page_size)."""
+    last_node: TreeNode
+    """The node where the match ends (the root when nothing matched); lock it to protect the prefix."""
+    value: np.ndarray | None
+    """Per-token values of the matched prefix, concatenated, when the tree stores values."""
+
+
+class InsertResult(NamedTuple):
+    cached: int
+    """Tokens of the inserted sequence that were already in the tree before the call."""
+    last_node: TreeNode
+    """The node where the inserted (page-aligned) sequence ends."""
+
+
+def _as_query(tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Tokens to look up. Lookups store nothing, so an integer array is used as is (no copy, no
+    range check: a token that is not cached simply does not match)."""
+    if isinstance(tokens, np.ndarray) and tokens.ndim == 1 and tokens.dtype == TOKEN_DTYPE:
+        return tokens
+    return as_tokens(tokens)
+
+
+def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    eq = a[:n] == b[:n]
+    return n if eq.all() else int(eq.argmin())
+
+
+class RadixCache:
+    """Prefix cache of token sequences with LRU eviction of unlocked leaves.
+
+    Args:
+        page_size: tokens per KV page; matches, inserts and splits happen in whole pages, and a
+            trailing partial page is never cached (as in SGLang with page_size > 1).
+        on_evict: called with the per-token values of every evicted node that has values, so the
+            owner of the KV slots (gpu_backend) can free them.
+    """
+
+    def __init__(
+        self,
+        page_size: int = 1,
+        on_evict: Callable[[np.ndarray], None] | None = None,
+    ) -> None:
+        if int(page_size) != page_size or page_size < 1:
+            raise ValueError(f"page_size must be a positive int, got {page_size!r}")
+        self.page_size = int(page_size)
+        self.on_evict = on_evict
+        self._log_epoch = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.root = TreeNode(key=as_tokens([]), value=None, parent=None, depth=0, lock_ref=1)
+        self.evictable_size = 0
+        self.protected_size = 0
+        self.node_count = 0
+        self._tick = 0
+        self._serial = 0
+        # Lazy min-heap of eviction candidates (last_access, serial, node). Entries go stale when the
+        # node is touched, locked, gains a child or is evicted; `evict` skips those.
+        self._heap: list[tuple[int, int, TreeNode]] = []
+        # Change log for `changes_since`; cleared (under a new epoch) when it grows long, so a
+        # long-lived cache does not keep it forever.
+        self._log_epoch += 1
+        self._log: list[TreeNode] = []
+
+    @property
+    def total_size(self) -> int:
+        return self.evictable_size + self.protected_size
+
+    def _key(self, tokens: np.ndarray, pos: int) -> int | bytes:
+        if self.page_size == 1:
+            return int(tokens[pos])
+        return tokens[pos : pos + self.page_size].tobytes()
+
+    def _aligned(self, n: int) -> int:
+        return n - n % self.page_size
+
+    def _walk(
+        self, tokens: np.ndarray, split: bool, start: TreeNode | None = None
+    ) -> tuple[int, TreeNode, list[TreeNode]]:
+        """Longest cached prefix: (length, node it ends at, nodes on the path below `start`).
+
+        With `split`, a match that ends inside an edge splits it so the match ends on a node.
+        Without it the returned node is the last one matched in full (the length may go further).
+        `start` must be a node whose whole path is a prefix of `tokens` (an earlier match of them);
+        if it has been evicted since, the walk resumes from its closest ancestor still cached.
+        """
+        n = self._aligned(len(tokens))
+        node = self.root if start is None else start
+        while not node.alive:
+            node = node.parent
+        pos, path = node.depth, []
+        while pos < n:
+            child = node.children.get(self._key(tokens, pos))
+            if child is None:
+                break
+            m = self._aligned(_common_prefix(child.key, tokens[pos:n]))
+            if m < len(child):
+                if split:
+                    child = self._split(child, m)
+                    path.append(child)
+                    node = child
+                pos += m
+                break
+            path.append(child)
+            node, pos = child, pos + m
+        return pos, node, path
+
+    def match_prefix(self, tokens: Sequence[int] | np.ndarray) -> MatchResult:
+        """Longest cached prefix of `tokens`; splits a partially matched edge; refreshes LRU times."""
+        length, node, path = self._walk(_as_query(tokens), split=True)
+        self._touch(node)
+        values = [n.value for n in path if n.value is not None]
+        return MatchResult(length, node, np.concatenate(values) if values else None)
+
+    def prefix_len(self, tokens: Sequence[int] | np.ndarray) -> int:
+        """Length of the longest cached prefix of `tokens`, without changing the tree or LRU times."""
+        return self._walk(_as_query(tokens), split=False)[0]
+
+    def peek(
+        self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None, split: bool = False
+    ) -> tuple[int, TreeNode]:
+        """Match without refreshing LRU times: (longest cached prefix length, node).
+
+        The node is the deepest one matched in full; with `split`, a partially matched edge is
+        split first (as `match_prefix` does), so the node is where the match ends. `start`, the node
+        of an earlier `peek` of the same tokens, skips re-comparing what is known to match; the
+        result is the same as without it.
+        """
+        length, node, _ = self._walk(_as_query(tokens), split=split, start=start)
+        return length, node
+
+    def changes_since(self, cursor: tuple[int, int] | None) -> tuple[tuple[int, int], list[TreeNode] | None]:
+        """Nodes whose match results may differ since `cursor`, and the cursor to pass next time.
+
+        A cached match that ends at (or partially inside a child of) node X can only change when X
+        gains, loses or splits a child, or is evicted; those X are logged. None instead of a list
+        means the log was reset (or `cursor` is None): every cached match must be redone.
+        """
+        now = (self._log_epoch, len(self._log))
+        if cursor is None or cursor[0] != self._log_epoch:
+            return now, None
+        return now, self._log[cursor[1] :]
+
+    def insert(
+        self, tokens: Sequence[int] | np.ndarray, value: np.ndarray | None = None
+    ) -> InsertResult:
+        """Cache the page-aligned part of `tokens`; `value[i]` is stored with token i when given.
+
+        Values of the part that was already cached are kept; the caller owns (and frees) its own
+        values for those first `cached` tokens.
+        """
+        tokens = as_tokens(tokens)
+        if value is not None and len(value) < len(tokens):
+            raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
+        n = self._aligned(len(tokens))
+        cached, node, _ = self._walk(tokens, split=True)
+        if cached < n:
+            leaf = TreeNode(
+                key=tokens[cached:n],
+                value=None if value is None else np.asarray(value[cached:n]),
+                parent=node,
+                depth=node.depth + n - cached,
+            )
+            node.children[self._key(tokens, cached)] = leaf
+            self._changed(node)
+            self.node_count += 1
+            self.evictable_size += len(leaf)
+            node = leaf
+        self._touch(node)
+        return InsertResult(cached, node)
+
+    def lock(self, node: TreeNode) -> None:
+        """Add a reference to `node` and its ancestors; referenced nodes are never evicted."""
+        while node is not self.root:
+            if node.lock_ref == 0:
+                self.evictable_size -= len(node)
+                self.protected_size += len(node)
+            node.lock_ref += 1
+            node = node.parent
+
+    def unlock(self, node: TreeNode) -> None:
+        """Drop a reference taken by `lock(node)`."""
+        while node is not self.root:
+            if node.lock_ref <= 0:
+                raise RuntimeError("unlock of a node that is not locked")
+            node.lock_ref -= 1
+            if node.lock_ref == 0:
+                self.evictable_size += len(node)
+                self.protected_size -= len(node)
+                if not node.children:
+                    self._push(node)
+            node = node.parent
+
+    def evict(self, num_tokens: int) -> int:
+        """Evict least-recently-used unlocked leaves until `num_tokens` are freed or none is left.
+
+        Whole nodes are evicted, so the tokens freed (returned) can exceed `num_tokens`.
+        """
+        freed = 0
+        if len(self._heap) > 2 * self.node_count + 64:
+            self._rebuild_heap()
+        while freed < num_tokens and self._heap:
+            stamp, _, node = heapq.heappop(self._heap)
+            if not node.alive or node.children or node.lock_ref or stamp != node.last_access:
+                continue
+            parent = node.parent
+            del parent.children[self._key(node.key, 0)]
+            node.alive = False
+            self._changed(node)
+            self._changed(parent)
+            self.node_count -= 1
+            self.evictable_size -= len(node)
+            freed += len(node)
+            if node.value is not None and self.on_evict is not None:
+                self.on_evict(node.value)
+            parent.last_access = max(parent.last_access, node.last_access)
+            if parent is not self.root and not parent.children and parent.lock_ref == 0:
+                self._push(parent)
+        return freed
+
+    def sequences(self) -> Iterator[np.ndarray]:
+        """Every cached root-to-leaf token sequence (for inspection and tests)."""
+        stack: list[tuple[TreeNode, list[np.ndarray]]] = [(self.root, [])]
+        while stack:
+            node, keys = stack.pop()
+            keys = keys + [node.key]
+            if not node.children and node is not self.root:
+                yield np.concatenate(keys)
+            stack.extend((c, keys) for c in node.children.values())
+
+    def nodes(self) -> Iterator[TreeNode]:
+        """Every node but the root, parents before children."""
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    def _split(self, child: TreeNode, m: int) -> TreeNode:
+        """Cut `child`'s edge after m tokens; the new upper node is returned, `child` keeps the rest."""
+        parent = child.parent
+        upper = TreeNode(
+            key=child.key[:m],
+            value=None if child.value is None else child.value[:m],
+            parent=parent,
+            depth=child.depth - len(child) + m,
+            lock_ref=child.lock_ref,
+            last_access=child.last_access,
+        )
+        parent.children[self._key(child.key, 0)] = upper
+        child.key = child.key[m:]
+        if child.value is not None:
+            child.value = child.value[m:]
+        child.parent = upper
+        upper.children[self._key(child.key, 0)] = child
+        self._changed(parent)
+        self.node_count += 1
+        return upper
+
+    def _changed(self, node: TreeNode) -> None:
+        if len(self._log) >= 1 << 16:
+            self._log_epoch += 1
+            self._log = []
+        self._log.append(node)
+
+    def _touch(self, node: TreeNode) -> None:
+        self._tick += 1
+        if node is self.root:
+            return
+        node.last_access = self._tick
+        if not node.children and node.lock_ref == 0:
+            self._push(node)
+
+    def _push(self, node: TreeNode) -> None:
+        self._serial += 1
+        heapq.heappush(self._heap, (node.last_access, self._serial, node))
+
+    def _rebuild_heap(self) -> None:
+        self._heap = []
+        for node in self.nodes():
+            if not node.children and node.lock_ref == 0:
+                self._serial += 1
+                self._heap.append((node.last_access, self._serial, node))
+        heapq.heapify(self._heap)
+
+    def __repr__(self) -> str:
+        return (
+            f"RadixCache(nodes={self.node_count}, evictable={self.evictable_size}, "
+            f"protected={self.protected_size}, page_size={self.page_size})"
+        )

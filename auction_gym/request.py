@@ -1,0 +1,90 @@
+"""The unit of work: one LLM call with its prompt, its owner and its worth (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+TOKEN_DTYPE = np.int64
+
+
+def as_tokens(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.ndarray:
+    """Return `tokens` as a read-only 1-D int64 array; raise ValueError if they are not token ids."""
+    arr = np.asarray(tokens)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be a 1-D sequence of ints, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{what} must contain integer token ids, got dtype {arr.dtype}")
+    arr = arr.astype(TOKEN_DTYPE, copy=arr.dtype != TOKEN_DTYPE or arr.flags.writeable)
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"{what} must be non-negative token ids")
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(eq=False)
+class Request:
+    """One inference call.
+
+    | field         | unit                 | meaning                                                      |
+    |---------------|----------------------|--------------------------------------------------------------|
+    | id            | -                    | unique within a workload                                     |
+    | bidder        | -                    | who pays for it (tenant / agent)                             |
+    | tokens        | token ids            | the prompt; any sequence of non-negative ints                |
+    | bid           | money / s of latency | reported urgency, what the auction ranks by                  |
+    | output_len    | tokens               | tokens to generate (>= 1: prefill emits the first)           |
+    | arrival       | s                    | time the request reaches the server                          |
+    | value         | money                | worth of the completed request, V                            |
+    | urgency       | money / s of latency | true cost of waiting, w (defaults to `bid`)                  |
+    | output_tokens | token ids            | the reply, if the workload knows it (a later turn of a       |
+    |               |                      | session quotes it); otherwise the engine makes one up        |
+
+    Requests compare by identity: two objects are never "the same request" by value.
+    """
+
+    id: int
+    bidder: int
+    tokens: np.ndarray
+    bid: float = 0.0
+    output_len: int = 1
+    arrival: float = 0.0
+    value: float = 0.0
+    urgency: float | None = None
+    output_tokens: np.ndarray | None = field(default=None, repr=False)
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        self.tokens = as_tokens(self.tokens, f"request {self.id}: tokens")
+        if self.tokens.size == 0:
+            raise ValueError(f"request {self.id}: empty prompt (tokens has length 0)")
+        if isinstance(self.output_len, bool) or int(self.output_len) != self.output_len:
+            raise ValueError(f"request {self.id}: output_len must be an int, got {self.output_len!r}")
+        self.output_len = int(self.output_len)
+        if self.output_len < 1:
+            raise ValueError(f"request {self.id}: output_len must be >= 1, got {self.output_len}")
+        for name in ("bid", "arrival", "value"):
+            v = float(getattr(self, name))
+            if not math.isfinite(v):
+                raise ValueError(f"request {self.id}: {name} must be finite, got {v}")
+            setattr(self, name, v)
+        if self.arrival < 0 or self.bid < 0:
+            raise ValueError(
+                f"request {self.id}: arrival and bid must be >= 0, got {self.arrival}, {self.bid}"
+            )
+        self.urgency = self.bid if self.urgency is None else float(self.urgency)
+        if not math.isfinite(self.urgency) or self.urgency < 0:
+            raise ValueError(f"request {self.id}: urgency must be finite and >= 0, got {self.urgency}")
+        if self.output_tokens is not None:
+            self.output_tokens = as_tokens(self.output_tokens, f"request {self.id}: output_tokens")
+            if self.output_tokens.size != self.output_len:
+                raise ValueError(
+                    f"request {self.id}: output_tokens has {self.output_tokens.size} tokens, "
+                    f"output_len is {self.output_len}"
+                )
+
+    @property
+    def prompt_len(self) -> int:
+        return int(self.tokens.size)

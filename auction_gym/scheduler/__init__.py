@@ -1,0 +1,11 @@
+"""Admission-order policies without money; the auctions in `auction_gym.mechanism` share the interface."""
+
+from .base import Scheduler, fcfs_key, make_scheduler, register_scheduler, scheduler_names
+from .dfs_weight import DFSWeight
+from .fcfs import FCFS
+from .lpm import LPM
+
+__all__ = [
+    "DFSWeight", "FCFS", "LPM", "Scheduler", "fcfs_key", "make_scheduler", "register_scheduler",
+    "scheduler_names",
+]

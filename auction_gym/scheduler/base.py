@@ -1,0 +1,61 @@
+"""The scheduler interface: given the waiting queue and the cache, the admission order.
+
+Every policy that orders the queue (cache-aware ones without money here, the auctions of
+`auction_gym.mechanism`) is a `Scheduler` and is found by name through `make_scheduler`.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+from ..radix_cache import RadixCache
+from ..request import Request
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """Orders a waiting queue for admission; first = admitted first.
+
+    `order` must return a permutation of `queue`. It may call `cache.match_prefix` (which refreshes
+    LRU times and splits nodes, as SGLang's policies do) but must not insert, lock or evict.
+    The engine passes the queue in FCFS order (`fcfs_key`), so a stable sort breaks ties by it.
+    """
+
+    name: str
+
+    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]: ...
+
+
+_REGISTRY: dict[str, Callable[..., Scheduler]] = {}
+
+
+def register_scheduler(name: str) -> Callable[[Callable[..., Scheduler]], Callable[..., Scheduler]]:
+    """Class decorator: make a scheduler constructible as `make_scheduler(name, **kwargs)`."""
+
+    def decorate(factory: Callable[..., Scheduler]) -> Callable[..., Scheduler]:
+        if name in _REGISTRY:
+            raise ValueError(f"scheduler name {name!r} is already registered")
+        _REGISTRY[name] = factory
+        return factory
+
+    return decorate
+
+
+def scheduler_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def make_scheduler(name: str, **kwargs) -> Scheduler:
+    """Build the scheduler registered under `name`; an unknown name lists the valid ones."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown scheduler {name!r}; valid names: {', '.join(scheduler_names())}"
+        ) from None
+    return factory(**kwargs)
+
+
+fcfs_key: Callable[[Request], tuple[float, int]] = attrgetter("arrival", "id")
+"""First come, first served; equal arrivals by id, so every order is deterministic."""

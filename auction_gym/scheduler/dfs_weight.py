@@ -1,0 +1,58 @@
+"""Depth-first by weight (SGLang's `dfs-weight` policy).
+
+Each waiting request hangs on the cache node where its longest cached prefix ends (a partially
+matched edge is split there, as SGLang does). The weight of a
+node is the number of waiting requests in its subtree. The cache tree is walked depth first, children
+in descending weight (ties: the subtree holding the earliest request first), and a node's own requests
+come after its children's, in arrival order; requests with nothing cached hang on the root and come
+last. Only the nodes on paths from those match points to the root are visited, not the whole cache.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+from ..radix_cache import RadixCache, TreeNode
+from ..request import Request
+from .base import fcfs_key, register_scheduler
+from .prefix_matcher import PrefixMatcher
+
+
+@register_scheduler("dfs_weight")
+class DFSWeight:
+    name = "dfs_weight"
+
+    def __init__(self) -> None:
+        self._matcher = PrefixMatcher(split=True)
+
+    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
+        match = self._matcher.update(queue, cache)
+        hanging: dict[TreeNode, list[Request]] = defaultdict(list)
+        for r in sorted(queue, key=fcfs_key):
+            hanging[match[r.id][1]].append(r)
+        weight: dict[TreeNode, int] = defaultdict(int)
+        first: dict[TreeNode, tuple[float, int]] = {}
+        children: dict[TreeNode, list[TreeNode]] = defaultdict(list)
+        for node, reqs in hanging.items():
+            head, n = fcfs_key(reqs[0]), len(reqs)
+            child, child_is_new = None, False
+            while node is not None:
+                if child_is_new:
+                    children[node].append(child)
+                is_new = node not in weight
+                weight[node] += n
+                first[node] = min(first.get(node, head), head)
+                child, child_is_new = node, is_new
+                node = node.parent
+        out: list[Request] = []
+        stack: list[tuple[TreeNode, bool]] = [(cache.root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                out.extend(hanging.get(node, ()))
+                continue
+            stack.append((node, True))
+            kids = sorted(children[node], key=lambda c: (-weight[c], first[c]))
+            stack.extend((c, False) for c in reversed(kids))
+        return out

@@ -1,0 +1,303 @@
+"""Synthetic agentic traffic: bursty, stateful, prefix-sharing requests from several bidders.
+
+Each bidder (tenant) owns a system prompt and a tool-definition block. Its traffic is a stream of
+*episodes*, each of one shape:
+
+| shape     | requests                              | prompt                              | class       |
+|-----------|---------------------------------------|-------------------------------------|-------------|
+| `session` | turns 1..K, K ~ Geometric(mean        | turn 1: sys + tools + user msg;     | per session |
+|           | `session_turns`), capped at           | turn k: turn k-1's prompt + turn    | (mix)       |
+|           | `max_session_turns`                   | k-1's reply + user msg              |             |
+| `fanout`  | W parallel tool calls, W uniform in   | sys + tools + context + own suffix  | interactive |
+|           | `fanout_width` (inclusive)            |                                     |             |
+| `rollout` | `rollouts` speculative branches       | sys + tools + context + own suffix  | background  |
+| `urgent`  | 1 short call                          | sys + short query (no tools)        | urgent      |
+
+So the radix tree of a workload branches at the root (bidders), after the system prompt (tools vs
+urgent queries), after the tools (episodes), and after a fan-out/rollout context (branches); session
+turns form chains whose prompts end at inner nodes.
+
+A session turn's reply is fixed in advance (`Request.output_tokens`) and quoted verbatim by the next
+turn, so the engine's cache holds exactly what the next turn reuses. Turn k arrives an exponential
+think time after turn k-1 *arrives* (the workload is open-loop: it does not know latencies). Fan-out
+and rollout branches arrive together, at the episode's start.
+
+Arrivals: episodes start as a Poisson process whose rate is chosen so that requests arrive at `rate`
+per second on average outside bursts; every `burst_period` seconds a burst of `burst_duration` seconds
+(at the start of each period) multiplies the episode rate by `burst_factor`. An episode's bidder is
+uniform over bidders; its shape is drawn from that bidder's shape mix, which is Dirichlet around
+`shape_mix` (so tenants differ: some send mostly urgent calls, some mostly rollouts).
+
+Urgency, value and output length of each request come from its class (`classes.py`); bid = urgency
+(truthful reports; the market applies bid multipliers). With the default configuration about 62% of
+requests are interactive, 30% background and 8% urgent.
+
+Everything is drawn from `numpy.random.default_rng(seed)`, so a seed fixes the workload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..request import Request
+from .classes import CLASSES, normalize_mix
+
+SHAPES = ("session", "fanout", "rollout", "urgent")
+
+
+@dataclass
+class AgenticConfig:
+    """Parameters of `agentic_workload`. Lengths are in tokens, times in seconds.
+
+    Size: when `num_requests` is set it governs (the workload is the first `num_requests` requests by
+    arrival) and `duration` is ignored; otherwise the workload is every request arriving in
+    [0, `duration`).
+    """
+
+    num_bidders: int = 8
+    rate: float = 20.0
+    """Mean request arrival rate over all bidders outside bursts (requests/s); with bursts the long-run
+    mean is rate * (1 + (burst_factor - 1) * burst_duration / burst_period)."""
+    duration: float = 60.0
+    num_requests: int | None = None
+    burst_period: float = 0.0
+    """Seconds between burst starts; 0 = no bursts."""
+    burst_factor: float = 4.0
+    """Multiplier of the arrival rate during a burst."""
+    burst_duration: float = 5.0
+    """Length of each burst (s), at the start of each period; <= burst_period."""
+    vocab_size: int = 32000
+    system_prompt_len: int = 256
+    tool_defs_len: int = 768
+    user_turn_len: int = 32
+    """Mean length of a session's user message (Poisson, >= 1)."""
+    urgent_query_len: int = 24
+    """Mean length of an urgent call's query (Poisson, >= 1)."""
+    context_len: int = 512
+    """Task context shared by the branches of a fan-out or rollout episode."""
+    branch_len: int = 32
+    """Suffix that distinguishes one fan-out/rollout branch."""
+    shape_mix: dict[str, float] = field(
+        default_factory=lambda: {"session": 0.45, "fanout": 0.2, "rollout": 0.1, "urgent": 0.25}
+    )
+    """Episode shape probabilities (see the module table)."""
+    bidder_heterogeneity: float = 10.0
+    """Dirichlet concentration of each bidder's shape mix around `shape_mix`; 0 = all bidders equal.
+    Smaller values make bidders more different."""
+    session_class_mix: dict[str, float] = field(
+        default_factory=lambda: {"interactive": 0.85, "background": 0.15}
+    )
+    """Class of a session (all its turns); fan-out is interactive, rollouts background, urgent urgent."""
+    session_turns: float = 4.0
+    """Mean number of turns of a session (geometric before the cap)."""
+    max_session_turns: int = 12
+    think_time: float = 5.0
+    """Mean time between a session's turns (exponential, s)."""
+    fanout_width: tuple[int, int] = (2, 6)
+    rollouts: int = 8
+
+    def validate(self) -> None:
+        """Raise ValueError for an inconsistent configuration."""
+        if self.num_bidders < 1 or self.vocab_size < 2:
+            raise ValueError("num_bidders must be >= 1 and vocab_size >= 2")
+        if not self.rate > 0:
+            raise ValueError(f"rate must be > 0, got {self.rate}")
+        if self.num_requests is None and not self.duration > 0:
+            raise ValueError(f"duration must be > 0, got {self.duration}")
+        if self.num_requests is not None and self.num_requests < 0:
+            raise ValueError(f"num_requests must be >= 0, got {self.num_requests}")
+        if self.burst_period < 0 or self.burst_duration < 0 or self.burst_factor <= 0:
+            raise ValueError("burst_period and burst_duration must be >= 0 and burst_factor > 0")
+        if self.burst_period > 0 and self.burst_duration > self.burst_period:
+            raise ValueError("burst_duration must not exceed burst_period")
+        if min(self.system_prompt_len, self.tool_defs_len, self.context_len, self.branch_len) < 1:
+            raise ValueError("system_prompt_len, tool_defs_len, context_len, branch_len must be >= 1")
+        if self.user_turn_len < 1 or self.urgent_query_len < 1:
+            raise ValueError("user_turn_len and urgent_query_len must be >= 1")
+        if unknown := set(self.shape_mix) - set(SHAPES):
+            raise ValueError(f"unknown shapes {sorted(unknown)} in shape_mix; known: {SHAPES}")
+        if unknown := set(self.session_class_mix) - set(CLASSES):
+            raise ValueError(f"unknown classes {sorted(unknown)} in session_class_mix")
+        if self.bidder_heterogeneity < 0:
+            raise ValueError("bidder_heterogeneity must be >= 0")
+        if not (self.session_turns >= 1 and self.max_session_turns >= 1 and self.think_time >= 0):
+            raise ValueError("session_turns and max_session_turns must be >= 1, think_time >= 0")
+        lo, hi = self.fanout_width
+        if not 1 <= lo <= hi or self.rollouts < 1:
+            raise ValueError("fanout_width must be (lo, hi) with 1 <= lo <= hi; rollouts >= 1")
+
+
+def _expected_episode_sizes(cfg: AgenticConfig) -> dict[str, float]:
+    # E[min(G, cap)] for G ~ Geometric(p) on {1, 2, ...}: sum_{k<cap} (1-p)^k.
+    p = 1.0 / cfg.session_turns
+    session = (1.0 - (1.0 - p) ** cfg.max_session_turns) / p
+    return {
+        "session": session,
+        "fanout": (cfg.fanout_width[0] + cfg.fanout_width[1]) / 2.0,
+        "rollout": float(cfg.rollouts),
+        "urgent": 1.0,
+    }
+
+
+def in_burst(t: np.ndarray | float, cfg: AgenticConfig) -> np.ndarray | bool:
+    """Whether time(s) `t` fall inside a burst window of `cfg` (always False without bursts)."""
+    if cfg.burst_period <= 0 or cfg.burst_duration <= 0:
+        return np.zeros(np.shape(t), dtype=bool) if np.ndim(t) else False
+    return np.mod(t, cfg.burst_period) < cfg.burst_duration
+
+
+class _Generator:
+    """Draws episodes into per-request field lists (generation order); `Request`s are made last."""
+
+    def __init__(self, cfg: AgenticConfig, seed: int) -> None:
+        self.cfg = cfg
+        self.rng = np.random.default_rng(seed)
+        # Per-bidder fixed prefixes: system prompt, and system prompt + tool definitions.
+        self.systems = [self.tokens(cfg.system_prompt_len) for _ in range(cfg.num_bidders)]
+        self.with_tools = [np.concatenate([s, self.tokens(cfg.tool_defs_len)]) for s in self.systems]
+        self.session_classes, self.session_class_p = normalize_mix(
+            cfg.session_class_mix, "session_class_mix")
+        self.bidder: list[int] = []
+        self.prompt: list[np.ndarray] = []
+        self.arrival: list[float] = []
+        self.kind: list[str] = []
+        self.reply: list[np.ndarray | None] = []
+        self.urgency: list[np.ndarray] = []
+        self.value: list[np.ndarray] = []
+        self.output_len: list[np.ndarray] = []
+
+    def tokens(self, n: int) -> np.ndarray:
+        return self.rng.integers(0, self.cfg.vocab_size, n, dtype=np.int64)
+
+    def poisson_len(self, mean: int) -> int:
+        return max(1, int(self.rng.poisson(mean)))
+
+    def add(self, bidder: int, kind: str, prompts: list[np.ndarray], arrivals: list[float],
+            replies: list[np.ndarray | None] | None = None) -> None:
+        """Record requests of one class (their urgency/value/output_len come from a `draw` call)."""
+        n = len(prompts)
+        # Read-only arrays are taken by `Request` without a copy.
+        for arr in prompts + (replies or []):
+            if arr is not None:
+                arr.flags.writeable = False
+        self.bidder += [bidder] * n
+        self.kind += [kind] * n
+        self.prompt += prompts
+        self.arrival += arrivals
+        self.reply += replies if replies is not None else [None] * n
+
+    def draw(self, kind: str, n: int) -> np.ndarray:
+        """Draw n requests' (urgency, value, output_len) of class `kind`; return the output lengths."""
+        w, v, out = CLASSES[kind].sample(self.rng, n)
+        self.urgency.append(w)
+        self.value.append(v)
+        self.output_len.append(out)
+        return out
+
+    def episode(self, shape: str, bidder: int, t: float) -> None:
+        cfg = self.cfg
+        if shape == "urgent":
+            self.draw("urgent", 1)
+            query = self.tokens(self.poisson_len(cfg.urgent_query_len))
+            self.add(bidder, "urgent", [np.concatenate([self.systems[bidder], query])], [t])
+        elif shape == "session":
+            kind = self.session_classes[int(self.rng.choice(len(self.session_classes),
+                                                            p=self.session_class_p))]
+            turns = min(int(self.rng.geometric(1.0 / cfg.session_turns)), cfg.max_session_turns)
+            out_lens = self.draw(kind, turns)
+            gaps = self.rng.exponential(cfg.think_time, turns - 1) if cfg.think_time > 0 else (
+                np.zeros(turns - 1))
+            arrivals = (t + np.concatenate([[0.0], np.cumsum(gaps)])).tolist()
+            prompts, replies = [], []
+            context = self.with_tools[bidder]
+            for k in range(turns):
+                context = np.concatenate([context, self.tokens(self.poisson_len(cfg.user_turn_len))])
+                reply = self.tokens(int(out_lens[k]))
+                prompts.append(context)
+                replies.append(reply)
+                # The next turn quotes exactly this reply, so its cached KV is reusable.
+                context = np.concatenate([context, reply])
+            self.add(bidder, kind, prompts, arrivals, replies)
+        else:
+            kind = "interactive" if shape == "fanout" else "background"
+            lo, hi = cfg.fanout_width
+            width = int(self.rng.integers(lo, hi + 1)) if shape == "fanout" else cfg.rollouts
+            self.draw(kind, width)
+            context = np.concatenate([self.with_tools[bidder], self.tokens(cfg.context_len)])
+            prompts = [np.concatenate([context, self.tokens(cfg.branch_len)]) for _ in range(width)]
+            self.add(bidder, kind, prompts, [t] * width)
+
+
+def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list[Request]:
+    """Generate a synthetic agentic workload: requests sorted by arrival, ids 0..n-1.
+
+    Deterministic in (config, seed): all randomness comes from `numpy.random.default_rng(seed)`.
+    See the module docstring for the traffic model and `AgenticConfig` for the knobs.
+    """
+    cfg = config if config is not None else AgenticConfig()
+    cfg.validate()
+    gen = _Generator(cfg, seed)
+    rng = gen.rng
+
+    shape_names, shape_p = normalize_mix(cfg.shape_mix, "shape_mix")
+    if cfg.bidder_heterogeneity > 0:
+        # Shapes of probability 0 stay at 0 (Dirichlet parameters must be positive).
+        pos = shape_p > 0
+        bidder_mix = np.zeros((cfg.num_bidders, len(shape_names)))
+        bidder_mix[:, pos] = rng.dirichlet(cfg.bidder_heterogeneity * shape_p[pos], cfg.num_bidders)
+    else:
+        bidder_mix = np.tile(shape_p, (cfg.num_bidders, 1))
+    bidder_cdf = np.cumsum(bidder_mix, axis=1)
+
+    sizes = _expected_episode_sizes(cfg)
+    mean_size = float(np.mean(bidder_mix @ np.array([sizes[s] for s in shape_names])))
+    episode_rate = cfg.rate / mean_size
+    peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
+
+    n_target = cfg.num_requests
+    horizon = np.inf if n_target is not None else cfg.duration
+    # With num_requests governing: once n_target requests exist, the n_target-th earliest arrival so
+    # far bounds the final workload's last arrival; an episode starting later cannot contribute (its
+    # requests arrive at or after its start), so generation stops there.
+    cutoff = np.inf if n_target != 0 else -1.0
+    t = 0.0
+    while True:
+        # Poisson episode starts: thinning of a process at the peak rate.
+        t += rng.exponential(1.0 / (episode_rate * peak))
+        if t >= horizon or t > cutoff:
+            break
+        if rng.random() * peak >= (cfg.burst_factor if in_burst(t, cfg) else 1.0):
+            continue
+        bidder = int(rng.integers(cfg.num_bidders))
+        shape_idx = min(int(np.searchsorted(bidder_cdf[bidder], rng.random(), side="right")),
+                        len(shape_names) - 1)
+        gen.episode(shape_names[shape_idx], bidder, t)
+        if n_target is not None and len(gen.arrival) >= n_target:
+            cutoff = float(np.partition(np.asarray(gen.arrival), n_target - 1)[n_target - 1])
+
+    arrivals = np.asarray(gen.arrival, dtype=float)
+    keep = np.flatnonzero(arrivals < horizon)
+    # Stable sort keeps generation order among equal arrivals (a fan-out's branches).
+    order = keep[np.argsort(arrivals[keep], kind="stable")][:n_target]
+    if not len(arrivals):
+        return []
+    urgency = np.concatenate(gen.urgency)
+    value = np.concatenate(gen.value)
+    output_len = np.concatenate(gen.output_len)
+    return [
+        Request(
+            id=new_id,
+            bidder=gen.bidder[i],
+            tokens=gen.prompt[i],
+            bid=float(urgency[i]),
+            output_len=int(output_len[i]),
+            arrival=float(arrivals[i]),
+            value=float(value[i]),
+            urgency=float(urgency[i]),
+            output_tokens=gen.reply[i],
+            kind=gen.kind[i],
+        )
+        for new_id, i in enumerate(order.tolist())
+    ]

@@ -1,0 +1,88 @@
+"""Urgency classes: how much a request is worth and how much its owner minds waiting.
+
+Every workload labels a request with one of three classes (`Request.kind`) and draws its urgency w,
+value V and output length from that class. All three are lognormal (heavy right tail, always
+positive), parametrized by median and log-space sigma: X = median * exp(sigma * N(0, 1)).
+
+V is drawn as V = w * H, where the "horizon" H (seconds) is the break-even latency: a request served
+within H seconds has positive realized utility V - w * latency. So V exceeds the latency cost of a
+normal wait, and V scales with w (an urgent call is worth more than a rollout).
+
+| class       | urgency w (money/s) | horizon H = V/w (s) | value V (money)    | output_len (tokens) |
+|-------------|---------------------|---------------------|--------------------|---------------------|
+| urgent      | median 10, s 0.5    | median 3, s 0.5     | median 30, s 0.71  | median 32, s 0.6    |
+| interactive | median 1, s 0.6     | median 10, s 0.6    | median 10, s 0.85  | median 128, s 0.8   |
+| background  | median 0.02, s 0.8  | median 120, s 0.8   | median 2.4, s 1.13 | median 256, s 0.8   |
+
+(s = sigma of the log; V's sigma is sqrt(s_w^2 + s_H^2). Means are median * exp(s^2 / 2): w means
+11.3, 1.20, 0.028. Output lengths are rounded and clipped to [1, output_max]: 256, 2048, 4096.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RequestClass:
+    """Distributions of one urgency class (see the module table for units)."""
+
+    name: str
+    urgency_median: float
+    urgency_sigma: float
+    horizon_median: float
+    horizon_sigma: float
+    output_median: float
+    output_sigma: float
+    output_max: int
+
+    def sample(
+        self, rng: np.random.Generator, size: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Draw `size` requests' (urgency, value, output_len) arrays; float, float, int64."""
+        w = self.urgency_median * np.exp(self.urgency_sigma * rng.standard_normal(size))
+        h = self.horizon_median * np.exp(self.horizon_sigma * rng.standard_normal(size))
+        out = self.output_median * np.exp(self.output_sigma * rng.standard_normal(size))
+        out = np.clip(np.rint(out), 1, self.output_max).astype(np.int64)
+        return w, w * h, out
+
+
+URGENT = RequestClass("urgent", 10.0, 0.5, 3.0, 0.5, 32.0, 0.6, 256)
+INTERACTIVE = RequestClass("interactive", 1.0, 0.6, 10.0, 0.6, 128.0, 0.8, 2048)
+BACKGROUND = RequestClass("background", 0.02, 0.8, 120.0, 0.8, 256.0, 0.8, 4096)
+
+CLASSES: dict[str, RequestClass] = {c.name: c for c in (URGENT, INTERACTIVE, BACKGROUND)}
+"""The classes by name."""
+
+DEFAULT_CLASS_MIX: dict[str, float] = {"urgent": 0.1, "interactive": 0.6, "background": 0.3}
+"""Class probabilities for traces that carry no class (Mooncake replay)."""
+
+
+def get_class(cls: RequestClass | str) -> RequestClass:
+    """Return the class object for a class or its name; ValueError for an unknown name."""
+    if isinstance(cls, RequestClass):
+        return cls
+    try:
+        return CLASSES[cls]
+    except KeyError:
+        raise ValueError(f"unknown request class {cls!r}; known: {sorted(CLASSES)}") from None
+
+
+def draw_request_params(
+    cls: RequestClass | str, rng: np.random.Generator
+) -> tuple[float, float, int]:
+    """Draw one request's (urgency w, value V, output_len) from class `cls`."""
+    w, v, out = get_class(cls).sample(rng, 1)
+    return float(w[0]), float(v[0]), int(out[0])
+
+
+def normalize_mix(mix: Mapping[str, float], what: str = "class mix") -> tuple[list[str], np.ndarray]:
+    """Check a {name: weight} mix (weights >= 0, positive sum) and return names and probabilities."""
+    names = list(mix)
+    p = np.array([float(mix[k]) for k in names], dtype=float)
+    if not names or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
+        raise ValueError(f"{what} must have non-negative weights with a positive sum, got {dict(mix)}")
+    return names, p / p.sum()

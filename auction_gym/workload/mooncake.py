@@ -1,0 +1,200 @@
+"""Replay of the Mooncake FAST'25 traces (kvcache-ai/Mooncake, FAST25-release/traces/, Apache-2.0).
+
+Format: one JSON object per line with `timestamp` (arrival, ms from the trace start), `input_length`,
+`output_length` (tokens) and `hash_ids` (prefix-block ids; a block is `block_size` = 512 tokens, the
+last one possibly partial; equal ids mean reusable KV blocks). The trace has no text, tenant or bid;
+this loader derives them:
+
+- Tokens: block id b, offset j -> token b * block_size + j when `vocab_size` is None (injective, so
+  equal token prefixes <=> equal block-id prefixes), else splitmix64(splitmix64(b) + j) mod
+  `vocab_size` (equal block ids still give equal tokens; distinct blocks almost surely diverge within
+  a few tokens). The last block is cut so that len(tokens) == input_length, which must satisfy
+  (len(hash_ids) - 1) * block_size < input_length <= len(hash_ids) * block_size.
+- Arrival (s) = timestamp / 1000 * time_scale: time_scale < 1 compresses the trace (raises the load),
+  > 1 stretches it. Arrivals are not shifted, so a slice starting late starts late.
+- Bidder: a conversation stays with one tenant. In the conversation trace every request starts with
+  block 0 (a global prefix) and the second block identifies the conversation (the 12,031 requests
+  have 7,373 distinct second blocks); so bidder = splitmix64(splitmix64(seed) ^ hash_ids[1]) mod
+  num_bidders (hash_ids[0] for a one-block request).
+- Class and draws: per request, an rng = numpy.random.default_rng([seed, line index]) draws the class
+  from `class_mix` (default `DEFAULT_CLASS_MIX`: urgent 0.1, interactive 0.6, background 0.3) and then
+  (urgency, value) from that class (`classes.py`); bid = urgency, kind = class name. Keyed by the line
+  index, a request's draws do not depend on which slice is loaded.
+- output_len = output_length; it must be >= 1 (the conversation trace's minimum is 1; a 0 is an error,
+  since every request emits at least its first token).
+- id = 0-based line index in the file, so `start`/`limit` slices keep ids.
+
+Blank (whitespace-only) lines are skipped but still count as lines. A malformed line raises ValueError
+naming the file and its 1-based line number.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from typing import Iterator, Mapping
+
+import numpy as np
+
+from ..request import Request
+from .classes import CLASSES, DEFAULT_CLASS_MIX, normalize_mix
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    """The splitmix64 finalizer on a Python int (a well-mixed 64-bit hash of x)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _splitmix64_np(x: np.ndarray) -> np.ndarray:
+    """splitmix64 on a uint64 array (numpy wraps on overflow, which is the arithmetic we want)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def expand_blocks(
+    hash_ids: list[int] | np.ndarray,
+    input_length: int,
+    block_size: int = 512,
+    vocab_size: int | None = None,
+) -> np.ndarray:
+    """Token ids of a prompt given by block ids (see the module docstring); length input_length."""
+    blocks = np.asarray(hash_ids, dtype=np.int64)
+    n = len(blocks)
+    if not (n - 1) * block_size < input_length <= n * block_size:
+        raise ValueError(
+            f"input_length {input_length} does not fit {n} blocks of {block_size} tokens "
+            f"(needs {(n - 1) * block_size} < input_length <= {n * block_size})"
+        )
+    offsets = np.arange(block_size, dtype=np.int64)
+    if vocab_size is None:
+        tokens = (blocks[:, None] * block_size + offsets).ravel()
+    else:
+        mixed = _splitmix64_np(blocks.astype(np.uint64))
+        tokens = (_splitmix64_np(mixed[:, None] + offsets.astype(np.uint64)).ravel()
+                  % np.uint64(vocab_size)).astype(np.int64)
+    return tokens[:input_length]
+
+
+def _field_int(obj: dict, name: str, minimum: int) -> int:
+    v = obj[name]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{name} must be an integer, got {v!r}")
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}")
+    return v
+
+
+def _parse(
+    line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, time_scale: float,
+    block_size: int, vocab_size: int | None, class_names: list[str], class_cdf: np.ndarray,
+) -> Request:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        # Reworded: the decoder's own "line 1 column 5" would read as the file's line number.
+        raise ValueError(f"invalid JSON: {e.msg} at column {e.colno}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    missing = [k for k in ("timestamp", "input_length", "output_length", "hash_ids") if k not in obj]
+    if missing:
+        raise ValueError(f"missing field(s) {missing}")
+    ts = obj["timestamp"]
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not ts >= 0 or ts == float("inf"):
+        raise ValueError(f"timestamp must be a finite number >= 0, got {ts!r}")
+    input_length = _field_int(obj, "input_length", 1)
+    output_length = _field_int(obj, "output_length", 1)
+    hash_ids = obj["hash_ids"]
+    if (not isinstance(hash_ids, list) or not hash_ids
+            or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hash_ids)):
+        raise ValueError("hash_ids must be a non-empty list of non-negative integers")
+    tokens = expand_blocks(hash_ids, input_length, block_size, vocab_size)
+
+    conversation = hash_ids[1] if len(hash_ids) > 1 else hash_ids[0]
+    bidder = _splitmix64(seed_key ^ conversation) % num_bidders
+    rng = np.random.default_rng([seed, index])
+    # min(): guards against the cdf's last entry rounding to just below 1.
+    cls = CLASSES[class_names[min(int(np.searchsorted(class_cdf, rng.random(), side="right")),
+                                  len(class_names) - 1)]]
+    w, v, _ = cls.sample(rng, 1)
+    tokens.flags.writeable = False  # taken by Request without a copy
+    return Request(
+        id=index, bidder=bidder, tokens=tokens, bid=float(w[0]), output_len=output_length,
+        arrival=ts / 1000.0 * time_scale, value=float(v[0]), urgency=float(w[0]), kind=cls.name,
+    )
+
+
+def iter_mooncake(
+    path: str | os.PathLike,
+    *,
+    num_bidders: int = 8,
+    seed: int = 0,
+    time_scale: float = 1.0,
+    start: int = 0,
+    limit: int | None = None,
+    block_size: int = 512,
+    vocab_size: int | None = None,
+    class_mix: Mapping[str, float] | None = None,
+) -> Iterator[Request]:
+    """Yield the requests of lines [start, start + limit) of a Mooncake trace, lazily, in file order.
+
+    `start` and `limit` count lines (0-based; blank lines count but yield nothing); limit None reads to
+    the end. See the module docstring for how tokens, arrivals, bidders and classes are derived.
+    """
+    if num_bidders < 1 or block_size < 1 or start < 0 or (limit is not None and limit < 0):
+        raise ValueError("num_bidders and block_size must be >= 1; start and limit >= 0")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    if not time_scale > 0:
+        raise ValueError(f"time_scale must be > 0, got {time_scale}")
+    if vocab_size is not None and vocab_size < 1:
+        raise ValueError(f"vocab_size must be >= 1 or None, got {vocab_size}")
+    class_names, class_p = normalize_mix(class_mix if class_mix is not None else DEFAULT_CLASS_MIX)
+    if unknown := set(class_names) - set(CLASSES):
+        raise ValueError(f"unknown classes {sorted(unknown)} in class_mix; known: {sorted(CLASSES)}")
+    # Arguments are checked above, at the call; the file is opened on the first next().
+    return _iter_lines(
+        os.fspath(path), start, None if limit is None else start + limit,
+        num_bidders=num_bidders, seed_key=_splitmix64(seed), seed=seed, time_scale=time_scale,
+        block_size=block_size, vocab_size=vocab_size, class_names=class_names,
+        class_cdf=np.cumsum(class_p),
+    )
+
+
+def _iter_lines(path: str, start: int, stop: int | None, **parse_args) -> Iterator[Request]:
+    with open(path, encoding="utf-8") as f:
+        for index, line in enumerate(itertools.islice(f, start, stop), start=start):
+            if not line.strip():
+                continue
+            try:
+                request = _parse(line, index, **parse_args)
+            except ValueError as e:
+                raise ValueError(f"{path}: line {index + 1}: {e}") from e
+            yield request
+
+
+def load_mooncake(
+    path: str | os.PathLike,
+    *,
+    num_bidders: int = 8,
+    seed: int = 0,
+    time_scale: float = 1.0,
+    start: int = 0,
+    limit: int | None = None,
+    block_size: int = 512,
+    vocab_size: int | None = None,
+    class_mix: Mapping[str, float] | None = None,
+) -> list[Request]:
+    """`iter_mooncake` as a list. Mind memory: 8 bytes per prompt token (the whole conversation trace
+    is ~145M tokens, ~1.2 GB); replay long traces with the iterator."""
+    return list(iter_mooncake(
+        path, num_bidders=num_bidders, seed=seed, time_scale=time_scale, start=start, limit=limit,
+        block_size=block_size, vocab_size=vocab_size, class_mix=class_mix,
+    ))

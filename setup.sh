@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create .venv/ and install the project with its test extras. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")"
+if [ ! -x .venv/bin/python ]; then
+    "${PYTHON:-python3}" -m venv .venv
+fi
+# A bare `torch` requirement would pull a multi-GB CUDA build; the CPU wheel of 2.13.0 satisfies
+# the project's range, so install it first when no torch is importable.
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+    .venv/bin/python -m pip install --quiet torch==2.13.0
+fi
+.venv/bin/python -m pip install --quiet -e ".[dev]"

@@ -1,0 +1,124 @@
+"""The auctions' contract: validation, empty rounds, the scheduler face, and the cached argument."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from auction_gym import RadixCache, Request
+from auction_gym.mechanism import AuctionOutcome, RadixTreeAuction, StrictPriorityAuction
+from auction_gym.scheduler.base import Scheduler, make_scheduler
+
+AUCTIONS = [RadixTreeAuction, StrictPriorityAuction]
+
+
+def queue() -> list[Request]:
+    return [
+        Request(0, 0, [1, 2, 3], bid=1.0),
+        Request(1, 1, [1, 2, 4], bid=2.0),
+        Request(2, 0, [5], bid=0.5),
+        Request(3, 2, [1, 2], bid=3.0),
+    ]
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, -1e-12, "high", None])
+def test_invalid_bid_names_the_request(cls, bad):
+    reqs = queue()
+    reqs[2].bid = bad  # the market rewrites bids after construction
+    with pytest.raises(ValueError, match="request 2"):
+        cls().run(reqs)
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_duplicate_ids_and_empty_tokens_are_rejected(cls):
+    reqs = queue() + [Request(1, 3, [9], bid=1.0)]
+    with pytest.raises(ValueError, match="request 1.*duplicate"):
+        cls().run(reqs)
+    reqs = queue()
+    reqs[3].tokens = np.array([], dtype=np.int64)
+    with pytest.raises(ValueError, match="request 3.*empty"):
+        cls().run(reqs)
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_constructor_checks(cls):
+    with pytest.raises(ValueError, match="cost_model"):
+        cls(cost_model="latency")
+    with pytest.raises(ValueError, match="request_overhead"):
+        cls(cost_model="tokens", request_overhead=-0.5)
+    assert cls("tokens", request_overhead=0).request_overhead == 0.0
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_empty_queue(cls):
+    outcome = cls().run([])
+    assert outcome == AuctionOutcome(order=[], payments={}, welfare=0.0, completion={})
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_single_bidder_pays_nothing(cls):
+    reqs = [Request(k, 7, [k % 2, k], bid=float(k)) for k in range(5)]
+    assert cls("tokens").run(reqs).payments == {7: 0.0}
+
+
+@pytest.mark.parametrize(
+    "name,cls", [("radix_vcg", RadixTreeAuction), ("strict_vcg", StrictPriorityAuction)]
+)
+def test_scheduler_face(name, cls):
+    auction = make_scheduler(name, cost_model="tokens", request_overhead=2.0)
+    assert isinstance(auction, cls) and isinstance(auction, Scheduler)
+    assert auction.name == name and auction.last_outcome is None
+    cache = RadixCache()
+    cache.insert([1, 2])
+    reqs = queue()
+    admitted = auction.order(reqs, cache)
+    assert [r.id for r in admitted] == auction.last_outcome.order
+    assert all(any(r is q for q in reqs) for r in admitted)
+    assert auction.last_outcome == auction.run(reqs, cached=[[1, 2]])
+
+
+def test_known_example():
+    """Unit model: [1,2] (bid 3) first, then [1,2,4] (2), [1,2,3] (1), and [5] (0.5) last."""
+    outcome = RadixTreeAuction().run(queue())
+    assert outcome.order == [3, 1, 0, 2]
+    assert outcome.welfare == -(3 * 1 + 2 * 2 + 1 * 3 + 0.5 * 4)
+    # Bidder 2 delays 2 + 1 + 0.5 by one position; bidder 1 delays 1 + 0.5; bidder 0 is last.
+    assert outcome.payments == {0: 0.0, 1: 1.5, 2: 3.5}
+
+
+def test_radix_keeps_prefixes_together_where_strict_does_not():
+    reqs = [
+        Request(0, 0, [1, 1, 1], bid=5.0),
+        Request(1, 1, [2, 2, 2], bid=4.0),
+        Request(2, 0, [1, 1, 3], bid=0.0),
+    ]
+    assert StrictPriorityAuction().run(reqs).order == [0, 1, 2]
+    # Block [1,1,*] has average 2.5 < 4: the radix auction serves [2,2,2] first, then the block.
+    assert RadixTreeAuction().run(reqs).order == [1, 0, 2]
+
+
+def test_zero_work_blocks_come_first():
+    """Under "tokens" with no overhead, a fully cached request costs nothing and goes first even
+    with bid 0; a zero-bid block with work goes last."""
+    reqs = [
+        Request(0, 0, [1, 2], bid=1.0),
+        Request(1, 1, [3], bid=0.0),
+        Request(2, 2, [4, 4], bid=0.0),
+    ]
+    outcome = RadixTreeAuction("tokens", request_overhead=0.0).run(reqs, cached=[[3]])
+    assert outcome.order == [1, 0, 2]
+    assert outcome.completion == {1: 0.0, 0: 2.0, 2: 4.0}
+
+
+def test_page_size_cache_is_read_without_changes():
+    cache = RadixCache(page_size=2)
+    cache.insert([1, 2, 3, 4, 5, 6])
+    reqs = [Request(0, 0, [1, 2, 3, 4, 9], bid=1.0), Request(1, 1, [1, 2, 7], bid=1.0)]
+    nodes = cache.node_count
+    outcome = RadixTreeAuction("tokens", request_overhead=0.0).run(reqs, cached=cache)
+    assert cache.node_count == nodes
+    # Request 0 has 4 cached tokens, request 1 has 2: one uncached token each.
+    assert sorted(outcome.completion.values()) == [1.0, 2.0]

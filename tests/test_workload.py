@@ -1,0 +1,360 @@
+"""Tests of auction_gym.workload: urgency classes, the synthetic agentic workload, Mooncake replay."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from auction_gym import RadixCache
+from auction_gym.workload import (
+    CLASSES,
+    AgenticConfig,
+    agentic_workload,
+    draw_request_params,
+    expand_blocks,
+    iter_mooncake,
+    load_mooncake,
+)
+from auction_gym.workload.agentic import in_burst
+
+SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
+
+
+@pytest.fixture(scope="module")
+def slice_records() -> list[dict]:
+    return [json.loads(line) for line in SLICE.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def slice_requests():
+    return load_mooncake(SLICE)
+
+
+# ---------------------------------------------------------------- classes
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_class_draws_match_documented_medians(name):
+    cls = CLASSES[name]
+    w, v, out = cls.sample(np.random.default_rng(0), 20000)
+    assert np.all(w > 0) and np.all(v > 0)
+    assert out.dtype == np.int64 and out.min() >= 1 and out.max() <= cls.output_max
+    assert np.median(w) == pytest.approx(cls.urgency_median, rel=0.05)
+    assert np.median(v / w) == pytest.approx(cls.horizon_median, rel=0.05)
+    assert np.median(out) == pytest.approx(cls.output_median, rel=0.05)
+
+
+def test_class_ordering_and_scalar_draw():
+    rng = np.random.default_rng(1)
+    w, v, n = draw_request_params("urgent", rng)
+    assert isinstance(w, float) and isinstance(v, float) and isinstance(n, int)
+    med = {k: c.urgency_median for k, c in CLASSES.items()}
+    assert med["urgent"] > med["interactive"] > med["background"] > 0
+    with pytest.raises(ValueError, match="unknown request class"):
+        draw_request_params("vip", rng)
+
+
+# ---------------------------------------------------------------- agentic
+
+
+def _fingerprint(reqs):
+    return [
+        (r.id, r.bidder, r.tokens.tobytes(), r.arrival, r.kind, r.urgency, r.value, r.output_len)
+        for r in reqs
+    ]
+
+
+def test_agentic_benchmark_call_and_determinism():
+    cfg = AgenticConfig(num_bidders=16, num_requests=1000)
+    a = agentic_workload(cfg, seed=0)
+    b = agentic_workload(AgenticConfig(num_bidders=16, num_requests=1000), seed=0)
+    c = agentic_workload(cfg, seed=1)
+    assert len(a) == len(c) == 1000
+    assert _fingerprint(a) == _fingerprint(b)
+    assert _fingerprint(a) != _fingerprint(c)
+    assert {r.bidder for r in a} == set(range(16))
+
+
+@pytest.mark.parametrize(
+    "cfg", [AgenticConfig(num_requests=500), AgenticConfig(duration=20.0, vocab_size=1000)]
+)
+def test_agentic_basic_invariants(cfg):
+    reqs = agentic_workload(cfg, seed=3)
+    assert reqs
+    assert [r.id for r in reqs] == list(range(len(reqs)))
+    arrivals = np.array([r.arrival for r in reqs])
+    assert np.all(np.diff(arrivals) >= 0) and arrivals[0] >= 0
+    if cfg.num_requests is None:
+        assert arrivals[-1] < cfg.duration
+    for r in reqs:
+        assert 0 <= r.tokens.min() and r.tokens.max() < cfg.vocab_size
+        assert 0 <= r.bidder < cfg.num_bidders
+        assert r.kind in CLASSES and r.bid == r.urgency > 0 and r.value > 0
+        if r.output_tokens is not None:
+            assert r.output_tokens.max() < cfg.vocab_size
+
+
+def test_agentic_num_requests_is_a_prefix_by_arrival():
+    # The first n requests by arrival do not depend on how many more were asked for.
+    small = agentic_workload(AgenticConfig(num_requests=300), seed=5)
+    big = agentic_workload(AgenticConfig(num_requests=600), seed=5)
+    assert [r.arrival for r in small] == [r.arrival for r in big[:300]]
+
+
+def _predecessors(reqs):
+    """For each session turn q (a request with a reply), the turn p whose prompt + reply q extends
+    directly (the longest such: q also extends all earlier turns of its session)."""
+    by_bidder = defaultdict(list)
+    for r in reqs:
+        if r.output_tokens is not None:
+            by_bidder[r.bidder].append(r)
+    pred = {}
+    for turns in by_bidder.values():
+        for q in turns:
+            for p in turns:
+                full = np.concatenate([p.tokens, p.output_tokens])
+                if len(full) < len(q.tokens) and np.array_equal(q.tokens[: len(full)], full):
+                    if q.id not in pred or pred[q.id].prompt_len < p.prompt_len:
+                        pred[q.id] = p
+    return pred
+
+
+def test_sessions_extend_previous_prompt_and_reply():
+    cfg = AgenticConfig(
+        num_bidders=4, duration=60.0, rate=10.0, shape_mix={"session": 1.0},
+        session_turns=1e9, max_session_turns=5, think_time=0.0,
+    )
+    reqs = agentic_workload(cfg, seed=2)
+    assert all(r.output_tokens is not None and len(r.output_tokens) == r.output_len for r in reqs)
+    pred = _predecessors(reqs)
+    # Every session has exactly 5 turns: all but the first of each extend their predecessor.
+    assert len(reqs) % 5 == 0
+    assert len(pred) == len(reqs) - len(reqs) // 5
+    by_id = {r.id: r for r in reqs}
+    for q, p in pred.items():
+        assert p.id < q
+        # What follows the quoted reply is the new user message (Poisson(user_turn_len), >= 1).
+        assert 1 <= by_id[q].prompt_len - p.prompt_len - p.output_len < 4 * cfg.user_turn_len
+
+
+def test_session_turns_arrive_after_previous_turn():
+    reqs = agentic_workload(AgenticConfig(num_requests=600), seed=4)
+    pred = _predecessors(reqs)
+    assert len(pred) > 50
+    by_id = {r.id: r for r in reqs}
+    assert all(by_id[q].arrival > p.arrival for q, p in pred.items())
+
+
+def _branching_depth(cache: RadixCache) -> int:
+    """Max number of nodes with >= 2 children on a root-to-leaf path (root included)."""
+    best = 0
+    stack = [(cache.root, 0)]
+    while stack:
+        node, count = stack.pop()
+        count += len(node.children) >= 2
+        best = max(best, count)
+        stack.extend((c, count) for c in node.children.values())
+    return best
+
+
+def test_agentic_radix_tree_is_deep():
+    reqs = agentic_workload(AgenticConfig(num_bidders=16, num_requests=1000), seed=0)
+    cache = RadixCache()
+    for r in reqs:
+        cache.insert(r.tokens)
+    # root (bidders) -> after system prompt (tools vs urgent) -> after tools (episodes) -> branches
+    assert _branching_depth(cache) >= 4
+    assert len(cache.root.children) == 16
+    # Sharing: far fewer cached tokens than prompt tokens.
+    assert cache.total_size < 0.5 * sum(r.prompt_len for r in reqs)
+
+
+def test_bursts_raise_arrivals_inside_windows():
+    base = dict(duration=400.0, rate=5.0, shape_mix={"urgent": 1.0})
+    windows = AgenticConfig(burst_period=20.0, burst_duration=5.0, burst_factor=5.0, **base)
+
+    def density_ratio(cfg):
+        t = np.array([r.arrival for r in agentic_workload(cfg, seed=0)])
+        inside = in_burst(t, windows)
+        return (inside.sum() / 5.0) / ((~inside).sum() / 15.0)
+
+    assert density_ratio(windows) > 3.0
+    assert 0.6 < density_ratio(AgenticConfig(**base)) < 1.6
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(rate=0.0),
+        dict(burst_period=5.0, burst_duration=6.0),
+        dict(shape_mix={"chat": 1.0}),
+        dict(shape_mix={"session": 0.0}),
+        dict(fanout_width=(3, 2)),
+    ],
+)
+def test_agentic_config_validation(bad):
+    with pytest.raises(ValueError):
+        agentic_workload(AgenticConfig(**bad))
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 60),
+    bidders=st.integers(1, 5),
+    heterogeneity=st.sampled_from([0.0, 0.5, 10.0]),
+)
+def test_agentic_property(seed, n, bidders, heterogeneity):
+    cfg = AgenticConfig(
+        num_bidders=bidders, num_requests=n, vocab_size=500, system_prompt_len=8, tool_defs_len=8,
+        context_len=8, bidder_heterogeneity=heterogeneity, burst_period=3.0, burst_duration=1.0,
+    )
+    reqs = agentic_workload(cfg, seed=seed)
+    assert len(reqs) == n
+    assert [r.id for r in reqs] == list(range(n))
+    assert all(a.arrival <= b.arrival for a, b in zip(reqs, reqs[1:]))
+    assert all(r.tokens.max() < 500 and 0 <= r.bidder < bidders for r in reqs)
+
+
+# ---------------------------------------------------------------- mooncake
+
+
+def test_mooncake_round_trip(slice_records, slice_requests):
+    assert len(slice_requests) == len(slice_records) == 1000
+    for r, rec in zip(slice_requests, slice_records):
+        assert r.prompt_len == rec["input_length"]
+        assert r.output_len == rec["output_length"]
+        assert r.arrival == rec["timestamp"] / 1000.0
+        # Re-blocking the tokens by 512 gives back the block ids and offsets.
+        pos = np.arange(r.prompt_len)
+        assert np.array_equal(r.tokens // 512, np.asarray(rec["hash_ids"])[pos // 512])
+        assert np.array_equal(r.tokens % 512, pos % 512)
+
+
+def _common(a, b) -> int:
+    n = min(len(a), len(b))
+    neq = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(neq[0]) if len(neq) else n
+
+
+def test_mooncake_equal_block_prefixes_iff_equal_token_prefixes(slice_records):
+    hashed = load_mooncake(SLICE, vocab_size=32000, limit=400)
+    rng = np.random.default_rng(0)
+    # Pairs within a conversation (same second block) share long prefixes; random pairs share block 0.
+    by_conv = defaultdict(list)
+    for i in range(400):
+        by_conv[slice_records[i]["hash_ids"][1]].append(i)
+    pairs = [(g[0], j) for g in by_conv.values() for j in g[1:]]
+    pairs += [tuple(rng.choice(400, 2, replace=False)) for _ in range(100)]
+    assert any(len(g) > 1 for g in by_conv.values())
+    for i, j in pairs:
+        ha, hb = slice_records[i]["hash_ids"], slice_records[j]["hash_ids"]
+        k = _common(ha, hb)
+        expected = min(hashed[i].prompt_len, hashed[j].prompt_len, k * 512)
+        got = _common(hashed[i].tokens, hashed[j].tokens)
+        assert got >= expected
+        if expected == k * 512 < min(hashed[i].prompt_len, hashed[j].prompt_len):
+            assert got < expected + 16  # distinct blocks diverge (all but surely) at once
+        assert hashed[i].tokens.max() < 32000
+
+
+def test_mooncake_time_scale_bidders_and_classes(slice_records, slice_requests):
+    fast = load_mooncake(SLICE, time_scale=0.25, limit=200)
+    assert [r.arrival for r in fast] == [rec["timestamp"] / 1000.0 * 0.25 for rec in slice_records[:200]]
+    # A conversation stays with one bidder.
+    owner = {}
+    for r, rec in zip(slice_requests, slice_records):
+        assert owner.setdefault(rec["hash_ids"][1], r.bidder) == r.bidder
+    assert {r.bidder for r in slice_requests} == set(range(8))
+    kinds = {k: sum(r.kind == k for r in slice_requests) for k in CLASSES}
+    assert 40 < kinds["urgent"] < 170 and kinds["interactive"] > kinds["background"] > 200
+    assert all(r.bid == r.urgency > 0 and r.value > 0 for r in slice_requests)
+    other = load_mooncake(SLICE, seed=1, num_bidders=3, limit=200)
+    assert [r.bidder for r in other] != [r.bidder for r in slice_requests[:200]]
+    assert all(0 <= r.bidder < 3 for r in other)
+
+
+@pytest.mark.parametrize("start,limit", [(0, 10), (137, 200), (990, 50), (1000, 5), (5, 0)])
+def test_mooncake_slicing_is_stable(slice_requests, start, limit):
+    part = load_mooncake(SLICE, start=start, limit=limit)
+    ref = slice_requests[start : start + limit]
+    assert len(part) == len(ref)
+    for a, b in zip(part, ref):
+        assert (a.id, a.bidder, a.kind, a.urgency, a.value, a.arrival, a.output_len) == (
+            b.id, b.bidder, b.kind, b.urgency, b.value, b.arrival, b.output_len
+        )
+        assert np.array_equal(a.tokens, b.tokens)
+
+
+GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}'
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not json",
+        "[1, 2]",
+        '{"timestamp": 0, "input_length": 600, "output_length": 5}',
+        '{"timestamp": 0, "input_length": "600", "output_length": 5, "hash_ids": [0, 1]}',
+        '{"timestamp": 0, "input_length": 600, "output_length": -1, "hash_ids": [0, 1]}',
+        '{"timestamp": 0, "input_length": 600, "output_length": 0, "hash_ids": [0, 1]}',
+        '{"timestamp": -5, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}',
+        '{"timestamp": 0, "input_length": 1200, "output_length": 5, "hash_ids": [0, 1]}',
+        '{"timestamp": 0, "input_length": 512, "output_length": 5, "hash_ids": [0, 1]}',
+        '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, -1]}',
+        '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": []}',
+    ],
+)
+def test_mooncake_malformed_line(tmp_path, bad):
+    path = tmp_path / "broken_trace.jsonl"
+    path.write_text("\n".join([GOOD, GOOD, bad, GOOD]) + "\n")
+    it = iter_mooncake(path)
+    # Lazy: the lines before the bad one are read without error.
+    assert [next(it).id, next(it).id] == [0, 1]
+    with pytest.raises(ValueError, match=r"broken_trace\.jsonl: line 3\b"):
+        next(it)
+
+
+@pytest.mark.parametrize(
+    "bad", [dict(time_scale=0.0), dict(start=-1), dict(num_bidders=0), dict(class_mix={"vip": 1.0})]
+)
+def test_mooncake_bad_arguments_raise_at_call(bad):
+    with pytest.raises(ValueError):
+        iter_mooncake(SLICE, **bad)
+
+
+def test_mooncake_blank_lines_are_skipped_but_counted(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(GOOD + "\n\n" + GOOD + "\n")
+    assert [r.id for r in load_mooncake(path)] == [0, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    a=st.lists(st.integers(0, 6), min_size=1, max_size=6),
+    b=st.lists(st.integers(0, 6), min_size=1, max_size=6),
+    cut_a=st.integers(0, 3),
+    cut_b=st.integers(0, 3),
+    vocab=st.sampled_from([None, 7, 1000]),
+)
+def test_expand_blocks_prefix_property(a, b, cut_a, cut_b, vocab):
+    bs = 4
+    la, lb = len(a) * bs - cut_a, len(b) * bs - cut_b
+    ta, tb = expand_blocks(a, la, bs, vocab), expand_blocks(b, lb, bs, vocab)
+    assert len(ta) == la and len(tb) == lb
+    if vocab is not None:
+        assert ta.min() >= 0 and ta.max() < vocab
+    common_blocks = _common(a, b)
+    expected = min(la, lb, common_blocks * bs)
+    if vocab is None:
+        assert _common(ta, tb) == expected  # injective: equal token prefixes <=> equal block prefixes
+    else:
+        assert _common(ta, tb) >= expected
+    with pytest.raises(ValueError):
+        expand_blocks(a, len(a) * bs + 1, bs, vocab)
