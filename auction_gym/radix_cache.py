@@ -32,7 +32,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from .request import TOKEN_DTYPE, as_tokens
+from .request import as_tokens, token_view
 
 
 @dataclass(eq=False, slots=True)
@@ -66,14 +66,6 @@ class InsertResult(NamedTuple):
     """Tokens of the inserted sequence that were already in the tree before the call."""
     last_node: TreeNode
     """The node where the inserted (page-aligned) sequence ends."""
-
-
-def _as_query(tokens: Sequence[int] | np.ndarray) -> np.ndarray:
-    """Tokens to look up. Lookups store nothing, so an integer array is used as is (no copy, no
-    range check: a token that is not cached simply does not match)."""
-    if isinstance(tokens, np.ndarray) and tokens.ndim == 1 and tokens.dtype == TOKEN_DTYPE:
-        return tokens
-    return as_tokens(tokens)
 
 
 def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
@@ -117,7 +109,7 @@ class RadixCache:
         # Change log for `changes_since`; cleared (under a new epoch) when it grows long, so a
         # long-lived cache does not keep it forever.
         self._log_epoch += 1
-        self._log: list[TreeNode] = []
+        self._log: list[tuple[TreeNode, int | bytes | None]] = []
 
     @property
     def total_size(self) -> int:
@@ -164,14 +156,14 @@ class RadixCache:
 
     def match_prefix(self, tokens: Sequence[int] | np.ndarray) -> MatchResult:
         """Longest cached prefix of `tokens`; splits a partially matched edge; refreshes LRU times."""
-        length, node, path = self._walk(_as_query(tokens), split=True)
+        length, node, path = self._walk(token_view(tokens), split=True)
         self._touch(node)
         values = [n.value for n in path if n.value is not None]
         return MatchResult(length, node, np.concatenate(values) if values else None)
 
     def prefix_len(self, tokens: Sequence[int] | np.ndarray) -> int:
         """Length of the longest cached prefix of `tokens`, without changing the tree or LRU times."""
-        return self._walk(_as_query(tokens), split=False)[0]
+        return self._walk(token_view(tokens), split=False)[0]
 
     def peek(
         self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None, split: bool = False
@@ -183,20 +175,27 @@ class RadixCache:
         of an earlier `peek` of the same tokens, skips re-comparing what is known to match; the
         result is the same as without it.
         """
-        length, node, _ = self._walk(_as_query(tokens), split=split, start=start)
+        length, node, _ = self._walk(token_view(tokens), split=split, start=start)
         return length, node
 
-    def changes_since(self, cursor: tuple[int, int] | None) -> tuple[tuple[int, int], list[TreeNode] | None]:
-        """Nodes whose match results may differ since `cursor`, and the cursor to pass next time.
+    def changes_since(
+        self, cursor: tuple[int, int] | None
+    ) -> tuple[tuple[int, int], list[tuple[TreeNode, int | bytes | None]] | None]:
+        """What may have changed match results since `cursor`, and the cursor to pass next time.
 
-        A cached match that ends at (or partially inside a child of) node X can only change when X
-        gains, loses or splits a child, or is evicted; those X are logged. None instead of a list
-        means the log was reset (or `cursor` is None): every cached match must be redone.
+        A match that ends at node X (or inside X's child with key k) can only change when X gains,
+        loses or splits its child k, logged as (X, k), or X is evicted, logged as (X, None). None
+        instead of a list means the log was reset (or `cursor` is None): redo every match.
         """
         now = (self._log_epoch, len(self._log))
         if cursor is None or cursor[0] != self._log_epoch:
             return now, None
         return now, self._log[cursor[1] :]
+
+    def edge_key(self, tokens: Sequence[int] | np.ndarray, pos: int) -> int | bytes | None:
+        """The child key that `tokens` follow after `pos` tokens (None past the last whole page)."""
+        tokens = token_view(tokens)
+        return self._key(tokens, pos) if pos + self.page_size <= len(tokens) else None
 
     def insert(
         self, tokens: Sequence[int] | np.ndarray, value: np.ndarray | None = None
@@ -218,8 +217,9 @@ class RadixCache:
                 parent=node,
                 depth=node.depth + n - cached,
             )
-            node.children[self._key(tokens, cached)] = leaf
-            self._changed(node)
+            key = self._key(tokens, cached)
+            node.children[key] = leaf
+            self._changed(node, key)
             self.node_count += 1
             self.evictable_size += len(leaf)
             node = leaf
@@ -261,10 +261,11 @@ class RadixCache:
             if not node.alive or node.children or node.lock_ref or stamp != node.last_access:
                 continue
             parent = node.parent
-            del parent.children[self._key(node.key, 0)]
+            key = self._key(node.key, 0)
+            del parent.children[key]
             node.alive = False
-            self._changed(node)
-            self._changed(parent)
+            self._changed(node, None)
+            self._changed(parent, key)
             self.node_count -= 1
             self.evictable_size -= len(node)
             freed += len(node)
@@ -304,21 +305,22 @@ class RadixCache:
             lock_ref=child.lock_ref,
             last_access=child.last_access,
         )
-        parent.children[self._key(child.key, 0)] = upper
+        key = self._key(child.key, 0)
+        parent.children[key] = upper
         child.key = child.key[m:]
         if child.value is not None:
             child.value = child.value[m:]
         child.parent = upper
         upper.children[self._key(child.key, 0)] = child
-        self._changed(parent)
+        self._changed(parent, key)
         self.node_count += 1
         return upper
 
-    def _changed(self, node: TreeNode) -> None:
+    def _changed(self, node: TreeNode, key: int | bytes | None) -> None:
         if len(self._log) >= 1 << 16:
             self._log_epoch += 1
             self._log = []
-        self._log.append(node)
+        self._log.append((node, key))
 
     def _touch(self, node: TreeNode) -> None:
         self._tick += 1

@@ -25,6 +25,15 @@ def as_tokens(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.nd
     return arr
 
 
+def token_view(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.ndarray:
+    """`tokens` for reading: an int64 1-D array is used as is (no copy, no O(n) range check), so
+    hot paths can take `Request.tokens`, which the constructor validated, for free; anything else
+    goes through `as_tokens`."""
+    if isinstance(tokens, np.ndarray) and tokens.ndim == 1 and tokens.dtype == TOKEN_DTYPE:
+        return tokens
+    return as_tokens(tokens, what)
+
+
 @dataclass(eq=False)
 class Request:
     """One inference call.

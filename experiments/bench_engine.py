@@ -60,6 +60,7 @@ def main() -> None:
     if not args.trace.exists():
         raise SystemExit(f"trace not found: {args.trace} (pass --trace PATH)")
     print(f"trace {args.trace} time_scale {args.time_scale} limit {args.limit}")
+    replay(args.trace, "fcfs", args.time_scale, 500)  # warm-up: first-touch allocation costs ~2 s
     print(f"{'scheduler':<11} {'wall s':>7} {'req/wall s':>10} {'hit rate':>8} {'latency s':>9} "
           f"{'TTFT s':>8} {'max queue':>9} {'finished':>8}")
     for name in args.schedulers.split(","):

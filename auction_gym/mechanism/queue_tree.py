@@ -80,13 +80,43 @@ def _lcp(a: np.ndarray, b: np.ndarray) -> int:
     return i if neq[i] else m
 
 
-def build_queue_tree(tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None) -> QueueTree:
-    """Build the queue's radix tree; `prefix_lens` None means no edge work ("unit" cost model)."""
+class ByteKeys:
+    """Sort keys (raw bytes) of token arrays, remembered from one call to the next.
+
+    An auction run by the engine at every admission round sees a queue that changes little; keeping
+    each waiting prompt's bytes saves copying every prompt every round. Only read-only arrays (as
+    `Request.tokens` are) are remembered, so a key can never go stale.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[np.ndarray, bytes]] = {}
+
+    def __call__(self, tokens: Sequence[np.ndarray]) -> list[bytes]:
+        old, new, keys = self._memo, {}, []
+        for t in tokens:
+            hit = old.get(id(t))
+            if hit is None or hit[0] is not t:
+                hit = (t, t.tobytes())
+            if not t.flags.writeable:
+                new[id(t)] = hit  # holding `t` keeps its id from being reused
+            keys.append(hit[1])
+        self._memo = new
+        return keys
+
+
+def build_queue_tree(
+    tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None, keys: Sequence[bytes] | None = None
+) -> QueueTree:
+    """Build the queue's radix tree; `prefix_lens` None means no edge work ("unit" cost model).
+
+    `keys`, if given, are the token arrays' bytes (`ByteKeys`); they are computed otherwise.
+    """
     n = len(tokens)
     # Sequences sharing a prefix are adjacent in any lexicographic order; byte order of the int64
     # buffers is one (fixed-width tokens, so the first differing byte lies in the first differing
     # token), and comparing bytes runs in C.
-    keys = [t.tobytes() for t in tokens]
+    if keys is None:
+        keys = [t.tobytes() for t in tokens]
     ranked = sorted(range(n), key=keys.__getitem__)
     par, dep, kids, ends = [-1], [0], [[]], [[]]
 

@@ -98,7 +98,7 @@ class RadixTreeAuction(AuctionMechanism):
         tokens, bids = validate_requests(requests)
         n = len(requests)
         prefix_lens = None if self.cost_model == "unit" else cached_prefix_lengths(tokens, cached)
-        tree = build_queue_tree(tokens, prefix_lens)
+        tree = build_queue_tree(tokens, prefix_lens, self._byte_keys(tokens))
         nn, w = tree.n_nodes, self.request_work
         s = [0.0] * nn + bids
         p = [0.0] * nn + [w] * n

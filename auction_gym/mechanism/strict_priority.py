@@ -56,7 +56,7 @@ class StrictPriorityAuction(AuctionMechanism):
         if self.cost_model == "unit":
             completion = [float(k + 1) for k in rank]
         else:
-            tree = build_queue_tree(tokens, cached_prefix_lengths(tokens, cached))
+            tree = build_queue_tree(tokens, cached_prefix_lengths(tokens, cached), self._byte_keys(tokens))
             completion = completion_times(tree, order, w)
         cost = math.fsum(b * c for b, c in zip(bids, completion))
         payments = self._payments(requests, bids, order, rank, tree, w, cost)

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..request import Request, as_tokens
+from ..request import Request, token_view
 
 COST_MODELS = ("unit", "tokens")
 
@@ -51,7 +51,7 @@ def validate_requests(requests: Sequence[Request]) -> tuple[list[np.ndarray], li
             raise ValueError(f"request {r.id}: bid must be a number, got {r.bid!r}") from None
         if not math.isfinite(bid) or bid < 0:
             raise ValueError(f"request {r.id}: bid must be finite and >= 0, got {r.bid!r}")
-        toks = as_tokens(r.tokens, f"request {r.id}: tokens")
+        toks = token_view(r.tokens, f"request {r.id}: tokens")
         if toks.size == 0:
             raise ValueError(f"request {r.id}: empty token sequence")
         tokens.append(toks)

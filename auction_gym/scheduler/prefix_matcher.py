@@ -2,8 +2,11 @@
 
 Cache-aware policies need each waiting request's cached prefix at every admission round. Matching
 the whole queue from the root each round costs O(queue x path length) and dominates a saturated
-replay; here a request is re-matched only when the cache logged a change at the node its previous
-match ended on (`RadixCache.changes_since`), and then from that node, not from the root.
+replay. Here a request is re-matched only when the cache logged a change where its previous match
+ended (`RadixCache.changes_since`): its end node X was evicted, or X's child on the request's path
+(the child key the request follows out of X) appeared, went or split. A change elsewhere under X,
+say a new conversation under a prefix every request shares, does not touch it. A re-match resumes
+from X (or its closest surviving ancestor), not from the root.
 
 Matching does not refresh LRU times (`RadixCache.peek`): ordering the queue is not serving it. SGLang's
 `lpm` and `dfs-weight` match with `match_prefix`, which does, so there the waiting requests' prefixes
@@ -14,14 +17,23 @@ policy alike, so policies are compared under one eviction rule.
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 from typing import Sequence
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
 
+_id = attrgetter("id")
+Key = int | bytes | None
+
 
 class PrefixMatcher:
     """Per-request (cached prefix length, cache node), incrementally.
+
+    Requests are identified by id while they wait (the engine keeps ids unique); `requests` maps
+    the ids of the last queue to their requests. After `update`, `dropped` lists the ids whose
+    previous result no longer holds (gone, or re-matched) and `added` the ids matched this round
+    (new, or re-matched), so a policy can maintain its order incrementally too.
 
     Args:
         split: split a partially matched edge so each request's node is where its match ends
@@ -33,8 +45,12 @@ class PrefixMatcher:
         self._cache: RadixCache | None = None
         self._cursor: tuple[int, int] | None = None
         self._match: dict[int, tuple[int, TreeNode]] = {}
-        self._request: dict[int, Request] = {}
-        self._hanging: dict[TreeNode, set[int]] = defaultdict(set)
+        self._next: dict[int, Key] = {}
+        # end node -> child key the request follows out of it -> ids
+        self._hanging: dict[TreeNode, dict[Key, set[int]]] = defaultdict(lambda: defaultdict(set))
+        self.requests: dict[int, Request] = {}
+        self.dropped: list[int] = []
+        self.added: list[int] = []
 
     def update(self, queue: Sequence[Request], cache: RadixCache) -> dict[int, tuple[int, TreeNode]]:
         """Match every request of `queue` against `cache`; returns request id -> (length, node).
@@ -43,38 +59,54 @@ class PrefixMatcher:
         """
         if cache is not self._cache:
             self._cache, self._cursor = cache, None
-            self._match, self._request, self._hanging = {}, {}, defaultdict(set)
         self._cursor, changed = cache.changes_since(self._cursor)
-        stale = set(self._match) if changed is None else {
-            rid for node in set(changed) for rid in self._hanging.get(node, ())
-        }
-        fresh = [r for r in queue if self._request.get(r.id) is not r]
-        gone = self._match.keys() - {r.id for r in fresh} - set(map(_id, queue))
-        for rid in gone | {r.id for r in fresh}:
-            self._forget(rid)
-        for rid in stale - gone - {r.id for r in fresh}:
-            self._peek(self._request[rid], cache, start=self._forget(rid))
-        for r in fresh:
-            self._peek(r, cache, start=None)
+        ids = set(map(_id, queue))
+        known = self._match.keys()
+        gone = known - ids
+        stale = set(known) - gone if changed is None else self._affected(changed) - gone
+        new = ids - known
+        self.dropped = list(gone | stale)
+        starts = {rid: self._forget(rid) for rid in self.dropped}
+        for rid in gone:
+            del self.requests[rid]
+        for rid in stale:
+            self._peek(self.requests[rid], cache, start=starts[rid] if changed is not None else None)
+        if new:
+            for r in queue:
+                if r.id in new:
+                    self.requests[r.id] = r
+                    self._peek(r, cache, start=None)
+        self.added = list(stale | new)
         return self._match
 
+    def _affected(self, changed: list[tuple[TreeNode, Key]]) -> set[int]:
+        out: set[int] = set()
+        for node, key in changed:
+            by_key = self._hanging.get(node)
+            if by_key is None:
+                continue
+            if key is None:
+                for rids in by_key.values():
+                    out |= rids
+            elif key in by_key:
+                out |= by_key[key]
+        return out
+
     def _peek(self, r: Request, cache: RadixCache, start: TreeNode | None) -> None:
-        length, node = cache.peek(r.tokens[:-1], start=start, split=self.split)
+        tokens = r.tokens[:-1]
+        length, node = cache.peek(tokens, start=start, split=self.split)
+        key = cache.edge_key(tokens, node.depth)
         self._match[r.id] = (length, node)
-        self._request[r.id] = r
-        self._hanging[node].add(r.id)
+        self._next[r.id] = key
+        self._hanging[node][key].add(r.id)
 
-    def _forget(self, rid: int) -> TreeNode | None:
-        if rid not in self._match:
-            return None
+    def _forget(self, rid: int) -> TreeNode:
         node = self._match.pop(rid)[1]
-        del self._request[rid]
-        ids = self._hanging[node]
-        ids.discard(rid)
-        if not ids:
-            del self._hanging[node]
+        key = self._next.pop(rid)
+        by_key = self._hanging[node]
+        by_key[key].discard(rid)
+        if not by_key[key]:
+            del by_key[key]
+            if not by_key:
+                del self._hanging[node]
         return node
-
-
-def _id(r: Request) -> int:
-    return r.id
