@@ -1,12 +1,22 @@
 """Radix Auction Gym: priority auctions over LLM inference that respect the KV cache."""
 
+import gymnasium
+
 from . import mechanism  # registers the auctions as schedulers "radix_vcg" and "strict_vcg"
 from .engine import CostModel, EngineConfig, Iteration, Metrics, RequestRecord, SimEngine
+from .envs import RadixAuctionEnv, RadixAuctionParallelEnv, parallel_env
+from .market import Market, MarketConfig, Obs
 from .radix_cache import MatchResult, RadixCache, TreeNode
 from .request import Request
 from .scheduler import make_scheduler, scheduler_names
 
+# Gymnasium 1.x has no plugin discovery: registering on import makes gym.make("RadixAuction-v0")
+# work after `import auction_gym`, and gym.make("auction_gym:RadixAuction-v0") imports it first.
+if "RadixAuction-v0" not in gymnasium.registry:
+    gymnasium.register(id="RadixAuction-v0", entry_point="auction_gym.envs:RadixAuctionEnv")
+
 __all__ = [
-    "CostModel", "EngineConfig", "Iteration", "MatchResult", "Metrics", "RadixCache", "Request",
-    "RequestRecord", "SimEngine", "TreeNode", "make_scheduler", "scheduler_names",
+    "CostModel", "EngineConfig", "Iteration", "Market", "MarketConfig", "MatchResult", "Metrics",
+    "Obs", "RadixAuctionEnv", "RadixAuctionParallelEnv", "RadixCache", "Request", "RequestRecord",
+    "SimEngine", "TreeNode", "make_scheduler", "parallel_env", "scheduler_names",
 ]

@@ -79,15 +79,17 @@ class _Running:
     request: Request
     record: RequestRecord
     node: TreeNode
-    generated: int
+    done_at: int
+    """Value of the engine's decode-step counter at which the last output token is out."""
     private: int
     """Prompt tokens held outside the cache (a partial last page), reserved with the output."""
 
 
 def _synthetic_output(request: Request) -> np.ndarray:
-    """Reply tokens for a request whose workload does not know them: distinct from any prompt."""
-    rng = np.random.default_rng((0x5EED, request.id))
-    return rng.integers(2**40, 2**41, size=request.output_len, dtype=np.int64)
+    """Reply tokens for a request whose workload does not know them: ids from 2**40 up, which no
+    prompt uses, and distinct per request, so a made-up reply never matches anything."""
+    start = 2**40 + (request.id << 24)
+    return np.arange(start, start + request.output_len, dtype=np.int64)
 
 
 class SimEngine:
@@ -106,6 +108,12 @@ class SimEngine:
         self.now = 0.0
         self.waiting: list[Request] = []
         self.running: list[_Running] = []
+        # Decode bookkeeping in O(log n) per event: every running request gains one token per
+        # step, so a global step counter, a heap of completion steps and the summed context
+        # replace per-request counters.
+        self._steps = 0
+        self._finishing: list[tuple[int, int, _Running]] = []
+        self._context = 0
         self.records: dict[int, RequestRecord] = {}
         self.reserved = 0
         self._pending: list[tuple[float, int, Request]] = []
@@ -155,7 +163,7 @@ class SimEngine:
             if admitted:
                 it = Iteration("prefill", start, self.now, queue_len, rejected=rejected)
                 it.admitted = [run.request.id for run in admitted]
-                it.finished = self._retire([run for run in admitted if run.generated >= run.request.output_len])
+                it.finished = self._retire(self._pop_finished())
                 return it
         if self.running:
             steps, finished = self._decode()
@@ -212,7 +220,19 @@ class SimEngine:
         self.waiting.extend(sorted(arrived, key=fcfs_key))
         return rejected
 
+    def _admission_possible(self) -> bool:
+        """False when no waiting request could be admitted whatever the order, so the scheduler
+        (an auction over the whole queue) need not run: the running batch is full, or memory
+        left plus all evictable cache cannot hold the smallest possible need (1 prompt token +
+        the output) of any waiting request."""
+        if len(self.running) >= self.config.max_running_requests:
+            return False
+        room = self.config.kv_capacity_tokens - self.used_tokens + self.cache.evictable_size
+        return room >= 1 + min(r.output_len for r in self.waiting)
+
     def _prefill(self) -> list[_Running]:
+        if not self._admission_possible():
+            return []
         order = self.scheduler.order(self.waiting, self.cache)
         if len(order) != len(self.waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(self.waiting)} requests")
@@ -252,24 +272,29 @@ class SimEngine:
             cache.unlock(node)
             private = r.prompt_len - ins.last_node.depth
             self.reserved += r.output_len + private
-            admitted.append(_Running(r, rec, ins.last_node, generated=1, private=private))
+            run = _Running(r, rec, ins.last_node, done_at=self._steps + r.output_len - 1, private=private)
+            heapq.heappush(self._finishing, (run.done_at, r.id, run))
+            self._context += r.prompt_len + 1
+            admitted.append(run)
         taken = {r.id for r, _, _ in batch}
         self.waiting = [r for r in self.waiting if r.id not in taken]
         self.running.extend(admitted)
         return admitted
 
     def _decode(self) -> tuple[int, list[int]]:
-        batch = len(self.running)
-        context = sum(run.request.prompt_len + run.generated for run in self.running)
-        steps = min(run.request.output_len - run.generated for run in self.running)
+        batch, context = len(self.running), self._context
+        steps = self._finishing[0][0] - self._steps
         steps = min(steps, self._steps_until(self._next_arrival() - self.now, batch, context))
         self.now += self.cost.decode_steps_time(steps, batch, context)
+        self._steps += steps
+        self._context += steps * batch
+        return steps, self._retire(self._pop_finished())
+
+    def _pop_finished(self) -> list[_Running]:
         done = []
-        for run in self.running:
-            run.generated += steps
-            if run.generated >= run.request.output_len:
-                done.append(run)
-        return steps, self._retire(done)
+        while self._finishing and self._finishing[0][0] <= self._steps:
+            done.append(heapq.heappop(self._finishing)[2])
+        return done
 
     def _steps_until(self, dt: float, batch: int, context: int) -> int:
         """Fewest decode steps (>= 1) whose total time reaches `dt` seconds; a huge number if never."""
@@ -300,6 +325,7 @@ class SimEngine:
             output = r.output_tokens if r.output_tokens is not None else _synthetic_output(r)
             # The reservation is released before the insert that fills it, so the insert fits.
             self.reserved -= r.output_len + run.private
+            self._context -= r.prompt_len + r.output_len
             self.cache.insert(np.concatenate([r.tokens, output]))
             self.cache.unlock(run.node)
             run.record.finish = self.now

@@ -1,0 +1,118 @@
+"""The same market for all bidders at once, as a PettingZoo ParallelEnv."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Sequence
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from ..market import Market, MarketConfig, Obs
+from .radix_auction_env import market_info, parse_action
+
+
+class RadixAuctionParallelEnv(ParallelEnv):
+    """Every bidder acts each round. Agents are "bidder_0" ... "bidder_{n-1}".
+
+    Observation, action, reward (each agent's own utility x `reward_scale`), episode end and info
+    are those of `RadixAuctionEnv`, per agent; see its docstring. All agents terminate together
+    after `horizon` rounds (or are truncated together if the workload runs dry).
+
+    Arguments: those of `RadixAuctionEnv` except `other_bidders` and `focal_bidder`.
+    """
+
+    metadata = {"name": "radix_auction_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+
+    def __init__(
+        self,
+        num_bidders: int = MarketConfig.num_bidders,
+        mechanism: str = MarketConfig.mechanism,
+        cost_model: str = MarketConfig.cost_model,
+        request_overhead: float = MarketConfig.request_overhead,
+        workload: str = MarketConfig.workload,
+        trace_path: str | None = None,
+        workload_kwargs: dict[str, Any] | None = None,
+        backend: str = MarketConfig.backend,
+        engine_kwargs: dict[str, Any] | None = None,
+        budget: float | Sequence[float] | None = None,
+        budget_per_round: float = MarketConfig.budget_per_round,
+        horizon: int = MarketConfig.horizon,
+        alpha_max: float = MarketConfig.alpha_max,
+        reward_scale: float = 0.1,
+        render_mode: str | None = None,
+    ) -> None:
+        self.config = MarketConfig(
+            num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
+            request_overhead=request_overhead, workload=workload, trace_path=trace_path,
+            workload_kwargs=dict(workload_kwargs or {}), backend=backend,
+            engine_kwargs=dict(engine_kwargs or {}), horizon=horizon, budget=budget,
+            budget_per_round=budget_per_round, alpha_max=alpha_max,
+        )
+        if not math.isfinite(reward_scale) or reward_scale <= 0:
+            raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.reward_scale = float(reward_scale)
+        self.render_mode = render_mode
+        self.possible_agents = [f"bidder_{i}" for i in range(num_bidders)]
+        self.agents: list[str] = []
+        self.market = Market(self.config)
+        self._rng = np.random.default_rng()
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent: str) -> spaces.Box:
+        return spaces.Box(Obs.LOW, Obs.high(self.config.horizon), dtype=np.float32)
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent: str) -> spaces.Box:
+        return spaces.Box(0.0, float(self.config.alpha_max), shape=(1,), dtype=np.float32)
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.market.reset(int(self._rng.integers(2**31 - 1)))
+        self.agents = list(self.possible_agents)
+        obs = self.market.observations()
+        infos = {a: {"budget": float(self.market.budget[i])} for i, a in enumerate(self.agents)}
+        return {a: obs[i] for i, a in enumerate(self.agents)}, infos
+
+    def step(self, actions: dict[str, Any]):
+        if not self.agents:
+            raise RuntimeError("the episode is over; call reset()")
+        if missing := set(self.agents) - set(actions):
+            raise ValueError(f"missing actions for {sorted(missing)}")
+        alphas = [parse_action(actions[a], self.config.alpha_max, f"action of {a}") for a in self.agents]
+        report = self.market.step(alphas)
+        obs = self.market.observations()
+        terminated = self.market.round >= self.config.horizon
+        truncated = self.market.exhausted and not terminated
+        agents = self.agents
+        out = (
+            {a: obs[i] for i, a in enumerate(agents)},
+            {a: float(report.utility[i] * self.reward_scale) for i, a in enumerate(agents)},
+            {a: bool(terminated) for a in agents},
+            {a: bool(truncated) for a in agents},
+            {a: market_info(self.market, report, i) for i, a in enumerate(agents)},
+        )
+        if terminated or truncated:
+            self.agents = []
+        self._last = report
+        return out
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or not hasattr(self, "_last"):
+            return None
+        m = self.market
+        return (f"round {m.round}/{self.config.horizon} queue={len(m.engine.waiting)} "
+                f"alpha={np.round(m.alpha, 3).tolist()} spent/budget={np.round(m.spent / m.budget, 3).tolist()}")
+
+    def close(self) -> None:
+        pass
+
+
+def parallel_env(**kwargs: Any) -> RadixAuctionParallelEnv:
+    """`RadixAuctionParallelEnv(**kwargs)`, PettingZoo's conventional constructor name."""
+    return RadixAuctionParallelEnv(**kwargs)

@@ -1,0 +1,217 @@
+"""`RadixAuction-v0`: one learning bidder in a KV-cache-aware priority auction."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..market import Market, MarketConfig, Obs, RoundReport
+from ..pacing import Policy, make_policy
+
+
+def parse_action(action: Any, alpha_max: float, what: str = "action") -> float:
+    """The bid multiplier of an action: one finite number, clipped to [0, alpha_max]."""
+    a = np.asarray(action, dtype=np.float64).reshape(-1)
+    if a.size != 1:
+        raise ValueError(f"{what} must hold one bid multiplier, got shape {np.shape(action)}")
+    if not math.isfinite(a[0]):
+        raise ValueError(f"{what} must be finite, got {a[0]}")
+    return float(np.clip(a[0], 0.0, alpha_max))
+
+
+def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, Any]:
+    """The `info` dict of one bidder after a round (see RadixAuctionEnv).
+
+    Means over no requests are reported as 0 (not NaN, so equal steps give equal infos); the
+    counts `admitted` and `finished` say when a mean is empty, and weight it when aggregating.
+    """
+    finished = len(report.finished)
+    return {
+        "payment": float(report.payments[bidder]),
+        "spent": float(market.spent[bidder]),
+        "budget": float(market.budget[bidder]),
+        "utility": float(report.utility[bidder]),
+        "multiplier": float(market.alpha[bidder]),
+        "round": market.round,
+        "time": report.time,
+        "welfare": report.welfare,
+        "revenue": report.revenue,
+        "hit_rate": report.hit_rate if report.admitted else 0.0,
+        "latency": report.mean_latency if finished else 0.0,
+        "ttft": report.mean_ttft if finished else 0.0,
+        "admitted": len(report.admitted),
+        "finished": finished,
+    }
+
+
+class RadixAuctionEnv(gym.Env):
+    """One bidder paces its bids in an auction for LLM serving priority that respects the KV cache.
+
+    A simulated serving engine (continuous batching, radix prefix cache) admits requests in the order
+    an auction decides: by default the radix-tree auction with VCG payments (DESIGN.md section 3).
+    Several bidders (tenants) send agentic traffic; each bids alpha x urgency for its requests and
+    pays from an episode budget. The learner controls one bidder's multiplier alpha (the focal
+    bidder); the others follow built-in policies (OGD pacing by default).
+
+    ## Action Space
+
+    `Box(0, alpha_max, (1,), float32)`: the focal bidder's bid multiplier alpha for the next round
+    (alpha = 1 bids true urgency; 0 bids nothing). Out-of-range values are clipped; NaN or inf raise
+    ValueError. A bidder whose budget is spent bids 0 whatever it plays.
+
+    ## Observation Space
+
+    `Box(0, high, (12,), float32)`; `auction_gym.market.Obs` names the indices.
+
+    | index | name                 | meaning                                                    | range   |
+    |-------|----------------------|------------------------------------------------------------|---------|
+    | 0     | budget_left          | remaining budget / budget                                  | [0, 1]  |
+    | 1     | time_left            | rounds left / horizon                                      | [0, 1]  |
+    | 2     | spend_vs_target      | (spent / rounds so far) / rho, rho = budget / horizon      | [0, 4]  |
+    | 3     | last_spend_log       | log1p(spend in the last round / rho)                       | [0, log1p(horizon)] |
+    | 4     | own_queued           | own waiting requests / 16                                  | [0, 4]  |
+    | 5     | own_urgency          | log1p(mean urgency of own waiting requests) / log1p(10)    | [0, 2]  |
+    | 6     | total_queue          | all waiting requests / 64                                  | [0, 4]  |
+    | 7     | clearing_price       | recent mean payment per admitted request / rho             | [0, 10] |
+    | 8     | own_latency          | recent latency of own finished requests / 10 s             | [0, 10] |
+    | 9     | own_ttft             | recent time to first token of own finished requests / 1 s  | [0, 10] |
+    | 10    | cache_hit_rate       | recent cached / prompt tokens of admitted requests         | [0, 1]  |
+    | 11    | prev_multiplier      | the focal bidder's last multiplier / alpha_max             | [0, 1]  |
+
+    Values are clipped to the range. "Recent" is an exponential moving average over rounds (weight
+    0.1 on the newest), see `auction_gym.market.observation`.
+
+    ## Rewards
+
+    The focal bidder's realized utility during the step, times `reward_scale`: for each of its
+    requests that finished in the step, value V minus urgency w x latency, minus the payment charged
+    this round. (Requests still unfinished when the episode ends add nothing.)
+
+    ## Starting State
+
+    An empty engine; a fresh workload drawn from the seed; full budgets; every multiplier 1.
+
+    ## Episode End
+
+    One step is one admission round: the engine runs up to and including its next prefill
+    iteration. The episode terminates after `horizon` rounds (the budget period ends; time left is
+    observed, so this is a terminal state). It is truncated if the workload runs dry first.
+
+    ## Info
+
+    `payment` (focal's payment this round), `spent` (its cumulative spend), `budget`, `utility`
+    (unscaled reward), `multiplier`, `round`, `time` (engine seconds), and market metrics of the
+    step: `welfare` (sum of V - w x latency of all requests finished), `revenue` (all payments),
+    `hit_rate` (cache hit rate of the requests admitted), `latency`, `ttft` (means over the requests
+    finished), `admitted`, `finished` (counts). A mean over no requests is 0; weight means by the
+    counts when aggregating.
+
+    ## Arguments
+
+    | argument         | default      | meaning                                                          |
+    |------------------|--------------|------------------------------------------------------------------|
+    | num_bidders      | 4            | bidders in the market (focal included)                           |
+    | mechanism        | "radix_vcg"  | "radix_vcg", "strict_vcg", or no-payment "fcfs", "lpm", "dfs_weight" |
+    | cost_model       | "unit"       | the auction's completion model, "unit" or "tokens"               |
+    | request_overhead | 1.0          | per-request work under "tokens"                                  |
+    | workload         | "agentic"    | "agentic", or "mooncake" with `trace_path`                       |
+    | trace_path       | None         | Mooncake conversation trace (JSONL)                              |
+    | workload_kwargs  | None         | AgenticConfig fields / iter_mooncake arguments (MarketConfig)    |
+    | backend          | "sim"        | serving engine                                                   |
+    | engine_kwargs    | None         | EngineConfig fields (kv_capacity_tokens, ...)                    |
+    | budget           | None         | budget per bidder per episode; None: budget_per_round x horizon  |
+    | budget_per_round | 0.002        | target spend per round rho                                       |
+    | horizon          | 500          | rounds per episode                                               |
+    | other_bidders    | "ogd"        | "ogd", "truthful", "fixed:<alpha>", a policy, or one per other bidder |
+    | focal_bidder     | 0            | which bidder the learner plays                                   |
+    | alpha_max        | 2.0          | action upper bound                                               |
+    | reward_scale     | 0.1          | reward = utility x reward_scale                                  |
+
+    The default scenario (stationary traffic just below the engine's capacity, budgets that bind) is
+    described in `auction_gym.market.MarketConfig`.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        num_bidders: int = MarketConfig.num_bidders,
+        mechanism: str = MarketConfig.mechanism,
+        cost_model: str = MarketConfig.cost_model,
+        request_overhead: float = MarketConfig.request_overhead,
+        workload: str = MarketConfig.workload,
+        trace_path: str | None = None,
+        workload_kwargs: dict[str, Any] | None = None,
+        backend: str = MarketConfig.backend,
+        engine_kwargs: dict[str, Any] | None = None,
+        budget: float | Sequence[float] | None = None,
+        budget_per_round: float = MarketConfig.budget_per_round,
+        horizon: int = MarketConfig.horizon,
+        other_bidders: str | Policy | Sequence[str | Policy] = "ogd",
+        focal_bidder: int = 0,
+        alpha_max: float = MarketConfig.alpha_max,
+        reward_scale: float = 0.1,
+        render_mode: str | None = None,
+    ) -> None:
+        self.config = MarketConfig(
+            num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
+            request_overhead=request_overhead, workload=workload, trace_path=trace_path,
+            workload_kwargs=dict(workload_kwargs or {}), backend=backend,
+            engine_kwargs=dict(engine_kwargs or {}), horizon=horizon, budget=budget,
+            budget_per_round=budget_per_round, alpha_max=alpha_max,
+        )
+        if not 0 <= focal_bidder < num_bidders:
+            raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {focal_bidder}")
+        if not math.isfinite(reward_scale) or reward_scale <= 0:
+            raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.focal = focal_bidder
+        self.others = [i for i in range(num_bidders) if i != focal_bidder]
+        specs = other_bidders if isinstance(other_bidders, (list, tuple)) else [other_bidders] * len(self.others)
+        if len(specs) != len(self.others):
+            raise ValueError(f"other_bidders has {len(specs)} policies for {len(self.others)} other bidders")
+        self.policies = [make_policy(s, alpha_max) for s in specs]
+        self.reward_scale = float(reward_scale)
+        self.render_mode = render_mode
+        self.market = Market(self.config)
+        self.observation_space = spaces.Box(Obs.LOW, Obs.high(self.config.horizon), dtype=np.float32)
+        self.action_space = spaces.Box(0.0, float(alpha_max), shape=(1,), dtype=np.float32)
+        self._obs: np.ndarray | None = None
+        self._last: RoundReport | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.market.reset(int(self.np_random.integers(2**31 - 1)))
+        self._obs = self.market.observations()
+        self._last = None
+        return self._obs[self.focal].copy(), {"budget": float(self.market.budget[self.focal])}
+
+    def step(self, action):
+        if self._obs is None:
+            raise RuntimeError("call reset() before step()")
+        alphas = np.empty(self.config.num_bidders)
+        alphas[self.focal] = parse_action(action, self.config.alpha_max)
+        for i, policy in zip(self.others, self.policies):
+            act, _ = policy.predict(self._obs[i], deterministic=True)
+            alphas[i] = parse_action(act, self.config.alpha_max, f"policy of bidder {i}")
+        report = self.market.step(alphas)
+        self._last = report
+        self._obs = self.market.observations()
+        terminated = self.market.round >= self.config.horizon
+        truncated = self.market.exhausted and not terminated
+        reward = float(report.utility[self.focal] * self.reward_scale)
+        return (self._obs[self.focal].copy(), reward, bool(terminated), bool(truncated),
+                market_info(self.market, report, self.focal))
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._last is None:
+            return None
+        m, r = self.market, self._last
+        return (f"round {m.round}/{self.config.horizon} t={r.time:.2f}s queue={len(m.engine.waiting)} "
+                f"alpha={np.round(m.alpha, 3).tolist()} spent/budget={np.round(m.spent / m.budget, 3).tolist()} "
+                f"admitted={len(r.admitted)} finished={len(r.finished)}")

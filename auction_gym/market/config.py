@@ -1,0 +1,127 @@
+"""What a market is made of: workload, engine, mechanism, bidders and budgets."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..engine import EngineConfig, SimEngine
+from ..mechanism import RadixTreeAuction, StrictPriorityAuction
+from ..request import Request
+from ..scheduler import Scheduler, make_scheduler
+from ..workload import AgenticConfig, agentic_workload, iter_mooncake
+
+MECHANISMS = ("radix_vcg", "strict_vcg", "fcfs", "lpm", "dfs_weight")
+WORKLOADS = ("agentic", "mooncake")
+BACKENDS = ("sim",)
+AUCTIONS = {"radix_vcg": RadixTreeAuction, "strict_vcg": StrictPriorityAuction}
+DEFAULT_WORKLOAD = {"rate": 20.0, "bidder_heterogeneity": 0.0, "shape_mix": {"session": 0.6, "urgent": 0.4}}
+DEFAULT_ENGINE = {"kv_capacity_tokens": 60_000, "max_running_requests": 32}
+
+
+@dataclass
+class MarketConfig:
+    """A market scenario. Money is in the workload's units (`auction_gym.workload.classes`).
+
+    The defaults are the default scenario of `RadixAuction-v0`: four alike bidders
+    (`bidder_heterogeneity` 0) sending stationary agentic traffic (Poisson, no bursts; 60% growing
+    sessions, 40% short urgent calls; 20 requests/s) to an engine with 60k KV tokens and 32 running
+    slots. That is just above what the engine serves, so a queue builds (10 to 20 waiting on
+    average over an episode) and the auction has something to decide. Budgets bind: with everyone
+    pacing by OGD a bidder spends 90-100% of its budget in most episodes, and truthful bidding
+    would spend several times it. `workload_kwargs` and `engine_kwargs` are merged over
+    DEFAULT_WORKLOAD and DEFAULT_ENGINE.
+    """
+
+    num_bidders: int = 4
+    mechanism: str = "radix_vcg"
+    """One of MECHANISMS; the auctions charge VCG payments, the others nothing."""
+    cost_model: str = "unit"
+    """The auction's completion-time model, "unit" or "tokens" (DESIGN.md section 3)."""
+    request_overhead: float = 1.0
+    workload: str = "agentic"
+    trace_path: str | Path | None = None
+    """The Mooncake trace (JSONL), required with workload="mooncake"."""
+    workload_kwargs: dict[str, Any] = field(default_factory=dict)
+    """AgenticConfig fields (over DEFAULT_WORKLOAD), or iter_mooncake keyword arguments (start,
+    limit, time_scale (default 4), ...)."""
+    backend: str = "sim"
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    """EngineConfig fields, over DEFAULT_ENGINE."""
+    horizon: int = 500
+    """Rounds per episode (T)."""
+    budget: float | Sequence[float] | None = None
+    """Budget per bidder for the episode (money); one number for all, or one per bidder. None:
+    budget_per_round x horizon."""
+    budget_per_round: float = 0.002
+    """Target spend per round, rho = B / T, when `budget` is None."""
+    alpha_max: float = 2.0
+    """Largest bid multiplier a bidder may play (the action bound)."""
+    warmup: float = 10.0
+    """Engine seconds served before the first round, with truthful bids and no charges, so an
+    episode starts from a loaded engine instead of an empty one."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_bidders, bool) or int(self.num_bidders) != self.num_bidders or self.num_bidders < 1:
+            raise ValueError(f"num_bidders must be a positive int, got {self.num_bidders!r}")
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"unknown mechanism {self.mechanism!r}; valid: {', '.join(MECHANISMS)}")
+        if self.workload not in WORKLOADS:
+            raise ValueError(f"unknown workload {self.workload!r}; valid: {', '.join(WORKLOADS)}")
+        if self.workload == "mooncake" and (self.trace_path is None or not Path(self.trace_path).exists()):
+            raise ValueError(f"workload='mooncake' needs trace_path to an existing file, got {self.trace_path!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
+        if isinstance(self.horizon, bool) or int(self.horizon) != self.horizon or self.horizon < 1:
+            raise ValueError(f"horizon must be a positive int, got {self.horizon!r}")
+        known = {f.name for f in fields(EngineConfig)}
+        if unknown := set(self.engine_kwargs) - known:
+            raise ValueError(f"unknown engine_kwargs {sorted(unknown)}; known: {sorted(known)}")
+        if self.workload == "agentic":
+            known = {f.name for f in fields(AgenticConfig)} - {"num_bidders"}
+            if unknown := set(self.workload_kwargs) - known:
+                raise ValueError(f"unknown workload_kwargs {sorted(unknown)}; known: {sorted(known)}")
+        if not math.isfinite(self.warmup) or self.warmup < 0:
+            raise ValueError(f"warmup must be finite and >= 0, got {self.warmup!r}")
+        if not math.isfinite(self.alpha_max) or self.alpha_max <= 0:
+            raise ValueError(f"alpha_max must be finite and > 0, got {self.alpha_max!r}")
+        self.budgets()  # validates the budget settings
+
+    def budgets(self) -> list[float]:
+        """Each bidder's budget for one episode (money)."""
+        if self.budget is None:
+            rho = self.budget_per_round
+            if not math.isfinite(rho) or rho <= 0:
+                raise ValueError(f"budget_per_round must be finite and > 0, got {rho!r}")
+            return [rho * self.horizon] * self.num_bidders
+        values = [self.budget] * self.num_bidders if isinstance(self.budget, (int, float)) else list(self.budget)
+        if len(values) != self.num_bidders:
+            raise ValueError(f"budget has {len(values)} entries for {self.num_bidders} bidders")
+        for b in values:
+            if not math.isfinite(b) or b <= 0:
+                raise ValueError(f"budgets must be finite and > 0, got {b!r}")
+        return [float(b) for b in values]
+
+    def make_scheduler(self) -> Scheduler:
+        if self.mechanism in AUCTIONS:
+            return AUCTIONS[self.mechanism](cost_model=self.cost_model, request_overhead=self.request_overhead)
+        return make_scheduler(self.mechanism)
+
+    def make_engine(self, scheduler: Scheduler) -> SimEngine:
+        return SimEngine(scheduler, EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs}))
+
+    def make_workload(self, seed: int) -> Iterable[Request]:
+        """The episode's requests. Agentic traffic lasts, unless set, warmup + 2.5 x horizon / rate
+        seconds: every round admits at least one request, and in the default scenario a round
+        admits about 1.4, so that lasts `horizon` rounds with room to spare. (If the traffic runs
+        out first, the episode is truncated.)"""
+        if self.workload == "mooncake":
+            kwargs = {"time_scale": 4.0, **self.workload_kwargs}
+            return iter_mooncake(self.trace_path, num_bidders=self.num_bidders, seed=seed, **kwargs)
+        kwargs = {**DEFAULT_WORKLOAD, **self.workload_kwargs}
+        rate = kwargs["rate"]
+        if "duration" not in kwargs and "num_requests" not in kwargs:
+            kwargs["duration"] = self.warmup + max(30.0, 2.5 * self.horizon / rate)
+        return agentic_workload(AgenticConfig(num_bidders=self.num_bidders, **kwargs), seed=seed)

@@ -1,0 +1,134 @@
+"""Built-in bidding policies: OGD pacing (the paper's), truthful, fixed multiplier.
+
+They live here, not in `agents/`, because the environments run them for the bidders that are not
+learning (`other_bidders`), and `auction_gym` never imports `agents`; `agents` re-exports them.
+
+Every policy answers Stable-Baselines3's `predict(observation, state=None, episode_start=None,
+deterministic=True) -> (action, state)` on one observation (shape (obs_dim,)) or a batch (shape
+(n, obs_dim)), so `stable_baselines3.common.evaluation.evaluate_policy` runs them like a trained
+model. The action is the bid multiplier alpha, shape (1,) or (n, 1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .market.observation import Obs
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that maps an observation to a bid multiplier, SB3-style."""
+
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]: ...
+
+
+class _Stateless:
+    """Shared batching for policies whose action depends on the current observation alone."""
+
+    def _alpha(self, obs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        obs = np.asarray(observation, dtype=np.float64)
+        batch = obs.reshape(-1, obs.shape[-1])
+        action = self._alpha(batch).astype(np.float32).reshape(-1, 1)
+        return (action if obs.ndim == 2 else action[0]), state
+
+
+class Truthful(_Stateless):
+    """Bid the true urgency: alpha = 1 always. Overspends whenever the budget binds."""
+
+    def _alpha(self, obs: np.ndarray) -> np.ndarray:
+        return np.ones(len(obs))
+
+    def __repr__(self) -> str:
+        return "Truthful()"
+
+
+class FixedMultiplier(_Stateless):
+    """Bid alpha x urgency with a constant alpha >= 0."""
+
+    def __init__(self, alpha: float) -> None:
+        if not math.isfinite(alpha) or alpha < 0:
+            raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
+        self.alpha = float(alpha)
+
+    def _alpha(self, obs: np.ndarray) -> np.ndarray:
+        return np.full(len(obs), self.alpha)
+
+    def __repr__(self) -> str:
+        return f"FixedMultiplier({self.alpha})"
+
+
+class OGDPacer(_Stateless):
+    """Adaptive pacing by online gradient descent on the budget's dual (Balseiro and Gur).
+
+        lambda_{t+1} = clip(lambda_t - eta * (1 - z_t / rho), 0, lambda_max),  alpha = 1 / (1 + lambda)
+
+    z_t is the spend in round t and rho = B / T the target spend per round. The step is taken on the
+    spend measured in units of rho, so `eta` is unitless; DESIGN.md's money-unit step is eta / rho.
+    Spending above target raises lambda and shades the bid; spending below lowers it back to
+    truthful (alpha = 1 at lambda = 0).
+
+    The policy reads everything from the observation: z_t / rho is expm1 of `last_spend_log` and
+    lambda_t is recovered from the multiplier it played last (`prev_multiplier`), so it keeps no
+    state of its own and works batched and under `evaluate_policy` as is. At reset the previous
+    multiplier is 1, i.e. lambda_0 = 0.
+
+    Args:
+        eta: step size per round, in units of lambda per (spend / target). The default, 0.05, was
+            tuned on the default scenario: the spend of an episode ends within 90-100% of the budget
+            while the multiplier stays smooth.
+        lambda_max: cap on lambda; the smallest multiplier is 1 / (1 + lambda_max).
+        alpha_max: the environment's action bound, to decode `prev_multiplier` (scaled by it).
+    """
+
+    def __init__(self, eta: float = 0.02, lambda_max: float = 20.0, alpha_max: float = 2.0) -> None:
+        for name, v in (("eta", eta), ("lambda_max", lambda_max), ("alpha_max", alpha_max)):
+            if not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be finite and > 0, got {v!r}")
+        self.eta, self.lambda_max, self.alpha_max = float(eta), float(lambda_max), float(alpha_max)
+
+    def _alpha(self, obs: np.ndarray) -> np.ndarray:
+        prev = np.maximum(obs[:, Obs.PREV_MULTIPLIER] * self.alpha_max, 1.0 / (1.0 + self.lambda_max))
+        lam = np.clip(1.0 / prev - 1.0, 0.0, self.lambda_max)
+        z = np.expm1(obs[:, Obs.LAST_SPEND_LOG])
+        lam = np.clip(lam - self.eta * (1.0 - z), 0.0, self.lambda_max)
+        return 1.0 / (1.0 + lam)
+
+    def __repr__(self) -> str:
+        return f"OGDPacer(eta={self.eta}, lambda_max={self.lambda_max}, alpha_max={self.alpha_max})"
+
+
+def make_policy(spec: str | Policy, alpha_max: float = 2.0) -> Policy:
+    """A policy from "ogd", "truthful", "fixed:<alpha>", or a policy object (returned as is)."""
+    if not isinstance(spec, str):
+        if not callable(getattr(spec, "predict", None)):
+            raise ValueError(f"a policy needs a predict(observation) method, got {spec!r}")
+        return spec
+    if spec == "ogd":
+        return OGDPacer(alpha_max=alpha_max)
+    if spec == "truthful":
+        return Truthful()
+    if spec.startswith("fixed:"):
+        try:
+            return FixedMultiplier(float(spec[len("fixed:"):]))
+        except ValueError as e:
+            raise ValueError(f"bad policy {spec!r}: {e}") from None
+    raise ValueError(f"unknown policy {spec!r}; valid: 'ogd', 'truthful', 'fixed:<alpha>', or an object with predict()")

@@ -1,0 +1,130 @@
+"""RadixAuction-v0 and the PettingZoo parallel env: API checkers, registration, seeding, actions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from pettingzoo.test import parallel_api_test
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+
+import auction_gym
+from agents import FixedMultiplier, OGDPacer, Truthful
+from auction_gym import Obs, RadixAuctionEnv
+
+FAST = dict(horizon=30, workload_kwargs={"rate": 40.0})
+SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
+
+
+def test_gym_make_after_import():
+    env = gym.make("RadixAuction-v0", **FAST)
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (Obs.SIZE,) and obs.dtype == np.float32 and info["budget"] > 0
+    assert env.observation_space.contains(obs)
+
+
+def test_gym_make_with_module_prefix_imports_the_package():
+    code = ("import gymnasium as gym; e = gym.make('auction_gym:RadixAuction-v0', horizon=5); "
+            "e.reset(seed=0); print(type(e.unwrapped).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "RadixAuctionEnv"
+
+
+def test_env_checkers_pass():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the [0, alpha_max] action range is documented, not [-1, 1]
+        gym_check_env(RadixAuctionEnv(**FAST))
+        sb3_check_env(RadixAuctionEnv(**FAST))
+
+
+def test_pettingzoo_parallel_api():
+    parallel_api_test(auction_gym.parallel_env(**FAST), num_cycles=60)
+
+
+def test_step_types_and_info_keys():
+    env = RadixAuctionEnv(**FAST)
+    env.reset(seed=1)
+    obs, reward, terminated, truncated, info = env.step(np.array([1.0], dtype=np.float32))
+    assert type(reward) is float and type(terminated) is bool and type(truncated) is bool
+    for key in ("payment", "spent", "budget", "welfare", "hit_rate", "latency", "ttft", "revenue"):
+        assert key in info and np.isfinite(info[key])
+
+
+def test_episode_terminates_at_horizon():
+    env = RadixAuctionEnv(**FAST)
+    env.reset(seed=2)
+    steps, done = 0, False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        steps += 1
+        done = terminated or truncated
+    assert terminated and steps == 30
+    with pytest.raises(RuntimeError):
+        env.step([1.0])
+
+
+def test_same_seed_same_actions_identical():
+    rollouts = []
+    for seed in (42, 42, 43):
+        env = RadixAuctionEnv(**FAST)
+        trace = [env.reset(seed=seed)[0].tolist()]
+        for a in np.linspace(0, 2, 30):
+            obs, r, te, tr, info = env.step([a])
+            trace.append((obs.tolist(), r, te, tr, sorted(info.items())))
+        rollouts.append(trace)
+    assert rollouts[0] == rollouts[1]
+    assert rollouts[0] != rollouts[2]
+
+
+def test_actions_are_clipped_and_non_finite_raise():
+    env = RadixAuctionEnv(**FAST)
+    env.reset(seed=0)
+    assert env.step([7.0])[4]["multiplier"] == 2.0
+    assert env.step([-3.0])[4]["multiplier"] == 0.0
+    for bad in ([np.nan], [np.inf], [1.0, 2.0]):
+        with pytest.raises(ValueError):
+            env.step(bad)
+
+
+def test_bad_arguments_raise():
+    for bad in (dict(focal_bidder=4), dict(other_bidders="greedy"), dict(other_bidders=["ogd"]),
+                dict(reward_scale=0.0), dict(mechanism="vickrey"), dict(render_mode="human")):
+        with pytest.raises(ValueError):
+            RadixAuctionEnv(**bad)
+
+
+@pytest.mark.parametrize("policy", [OGDPacer(), Truthful(), FixedMultiplier(0.5)])
+def test_builtin_policies_run_under_evaluate_policy(policy):
+    venv = make_vec_env(RadixAuctionEnv, n_envs=2, seed=0, env_kwargs=FAST)
+    mean, std = evaluate_policy(policy, venv, n_eval_episodes=2)
+    assert np.isfinite(mean) and np.isfinite(std)
+
+
+def test_other_bidders_per_bidder_and_focal_choice():
+    env = RadixAuctionEnv(other_bidders=["truthful", "fixed:0.3", OGDPacer()], focal_bidder=2, **FAST)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step([1.0])
+    alpha = env.market.alpha
+    assert alpha[0] == 1.0 and alpha[1] == pytest.approx(0.3) and alpha[2] == 1.0
+
+
+def test_mooncake_workload_runs_on_the_slice():
+    env = RadixAuctionEnv(workload="mooncake", trace_path=str(SLICE), horizon=20,
+                          workload_kwargs={"time_scale": 0.25}, engine_kwargs={"kv_capacity_tokens": 200_000})
+    env.reset(seed=0)
+    total = 0
+    for _ in range(20):
+        _, _, te, tr, info = env.step([1.0])
+        total += info["admitted"]
+        if te or tr:
+            break
+    assert total > 0

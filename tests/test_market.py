@@ -1,0 +1,162 @@
+"""The market: budgets, charging, determinism, every mechanism, OGD pacing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from auction_gym.market import MECHANISMS, Market, MarketConfig
+from auction_gym.pacing import OGDPacer, Truthful
+
+SMALL = dict(horizon=40, warmup=5.0, workload_kwargs={"rate": 60.0})  # a queue forms fast
+
+
+def play(market: Market, alphas) -> list:
+    reports = []
+    for a in alphas:
+        if market.done:
+            break
+        reports.append(market.step(a))
+    return reports
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    budget=st.floats(0.01, 2.0),
+    alphas=st.lists(st.lists(st.floats(0.0, 2.0), min_size=3, max_size=3), min_size=40, max_size=40),
+)
+def test_spend_never_exceeds_budget(seed, budget, alphas):
+    market = Market(MarketConfig(num_bidders=3, budget=budget, **SMALL))
+    market.reset(seed)
+    for report in play(market, alphas):
+        assert np.all(report.payments >= 0)
+        assert np.all(market.spent <= market.budget + 1e-12)
+    assert market.round > 0
+
+
+def test_bidder_out_of_budget_pays_nothing_and_bids_zero():
+    market = Market(MarketConfig(num_bidders=3, budget=[1e-3, 1e9, 1e9], **SMALL))
+    market.reset(1)
+    broke_at = None
+    while not market.done:
+        report = market.step(np.ones(3))
+        if broke_at is not None:
+            assert report.payments[0] == 0.0
+            # Every waiting request was in this round's auction, stamped with its bid then.
+            assert all(r.bid == 0.0 for r in market.engine.waiting if r.bidder == 0)
+        elif market.remaining[0] <= 0:
+            broke_at = market.round
+    assert broke_at is not None and broke_at < market.config.horizon
+    assert market.spent[0] == pytest.approx(1e-3)
+    assert any(r.bidder == 0 for r in market.engine.waiting) or market.round == market.config.horizon
+
+
+@pytest.mark.parametrize("cost_model", ["unit", "tokens"])
+def test_charges_follow_design_rule(cost_model):
+    """p_i x a_i / q_i x seconds_per_unit, capped by what is left (DESIGN.md section 3)."""
+    market = Market(MarketConfig(num_bidders=3, budget=[0.5, 1e9, 1e9], cost_model=cost_model, **SMALL))
+    market.reset(7)
+    checked = 0
+    while not market.done:
+        before = market.remaining.copy()
+        report = market.step([1.0, 0.5, 1.5])
+        if not report.admitted:
+            continue
+        outcome = market._bidding.inner.last_outcome
+        if cost_model == "unit":
+            spu = market.busy_time / market.admitted_total
+        else:
+            spu = market.engine.cost.prefill_per_token
+        admitted = np.bincount([market.engine.records[i].bidder for i in report.admitted], minlength=3)
+        for i in range(3):
+            due = outcome.payments.get(i, 0.0) * admitted[i] / max(market._bidding.queued[i], 1) * spu
+            assert report.payments[i] == pytest.approx(min(due, before[i]) if admitted[i] else 0.0, rel=1e-12, abs=1e-15)
+            checked += admitted[i] > 0 and due > 0
+    assert checked > 5
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_episode_under_every_mechanism(mechanism):
+    market = Market(MarketConfig(mechanism=mechanism, **SMALL))
+    market.reset(1)
+    reports = play(market, [np.ones(4)] * 40)
+    assert market.round == 40 and len(reports) == 40
+    revenue = sum(r.revenue for r in reports)
+    if mechanism.endswith("_vcg"):
+        assert revenue > 0
+    else:
+        assert revenue == 0
+    assert sum(len(r.finished) for r in reports) > 0
+
+
+def test_same_seed_same_actions_same_trajectory():
+    rng = np.random.default_rng(0)
+    alphas = rng.uniform(0, 2, size=(40, 4))
+    runs = []
+    for _ in range(2):
+        market = Market(MarketConfig(**SMALL))
+        market.reset(11)
+        trace = []
+        for a in alphas:
+            r = market.step(a)
+            trace.append((r.time, tuple(r.admitted), tuple(r.finished), tuple(r.payments), tuple(r.utility)))
+            trace.append(tuple(market.observations().ravel()))
+        runs.append(trace)
+    assert runs[0] == runs[1]
+
+
+def test_bids_are_multiplier_times_urgency():
+    market = Market(MarketConfig(num_bidders=2, budget=1e9, **SMALL))
+    market.reset(5)
+    for _ in range(5):
+        market.step([0.25, 2.0])
+    assert market.engine.waiting
+    for r in market.engine.waiting:
+        assert r.bid == pytest.approx((0.25 if r.bidder == 0 else 2.0) * r.urgency)
+
+
+# A stationary load (Poisson arrivals at a constant rate, alike bidders) above the engine's
+# capacity, where the focal bidder's truthful bids would exhaust its budget early.
+STATIONARY = dict(num_bidders=4, budget=[5.0, 1e9, 1e9, 1e9], workload_kwargs={"rate": 25.0})
+
+
+def run_focal(policy, seed: int) -> tuple[float, int]:
+    """Spent fraction of bidder 0 at the end, and the round its budget ran out (horizon if not)."""
+    market = Market(MarketConfig(**STATIONARY))
+    market.reset(seed)
+    others = Truthful()
+    ran_out = market.config.horizon
+    while not market.done:
+        obs = market.observations()
+        alpha = np.concatenate([policy.predict(obs[0])[0], others.predict(obs[1:])[0].ravel()])
+        market.step(alpha)
+        if ran_out == market.config.horizon and market.remaining[0] <= 0.01 * market.budget[0]:
+            ran_out = market.round
+    return market.spent[0] / market.budget[0], ran_out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ogd_spends_90_to_100_percent_where_truthful_overspends(seed):
+    truthful_frac, truthful_out = run_focal(Truthful(), seed)
+    ogd_frac, ogd_out = run_focal(OGDPacer(), seed)
+    assert truthful_frac == pytest.approx(1.0) and truthful_out < 450  # the budget binds
+    assert 0.9 <= ogd_frac <= 1.0 + 1e-9
+    assert ogd_out > truthful_out  # pacing makes the budget last longer
+
+
+def test_bad_configs_raise():
+    for bad in (dict(mechanism="sjf"), dict(workload="sharegpt"), dict(backend="tpu"),
+                dict(workload="mooncake"), dict(budget=[1.0]), dict(budget=-1.0), dict(horizon=0),
+                dict(engine_kwargs={"kv_tokens": 1}), dict(workload_kwargs={"rat": 1.0})):
+        with pytest.raises(ValueError):
+            MarketConfig(**bad)
+    market = Market(MarketConfig(**SMALL))
+    with pytest.raises(RuntimeError):
+        market.step(np.ones(4))
+    market.reset(0)
+    for bad_alpha in ([1.0, 1.0], [np.nan, 1, 1, 1], [-1, 1, 1, 1]):
+        with pytest.raises(ValueError):
+            market.step(bad_alpha)
