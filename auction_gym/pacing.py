@@ -92,9 +92,11 @@ class OGDPacer(_Stateless):
     multiplier is 1, i.e. lambda_0 = 0.
 
     Args:
-        eta: step size per round, in units of lambda per (spend / target). The default, 0.05, was
-            tuned on the default scenario: the spend of an episode ends within 90-100% of the budget
-            while the multiplier stays smooth.
+        eta: step size per round, in units of lambda per (spend / target). The default, 0.02, was
+            tuned on the default scenario among 0.01, 0.02 and 0.05 (8 seeds, every bidder
+            pacing): bidders spend 89% of their budgets on average (0.01: 94% but budgets run out
+            earlier, some before mid-episode; 0.05: 86%). Payments are lumpy, one round can cost
+            tens of rho, so a larger step overreacts and a smaller one reacts too late.
         lambda_max: cap on lambda; the smallest multiplier is 1 / (1 + lambda_max).
         alpha_max: the environment's action bound, to decode `prev_multiplier` (scaled by it).
     """

@@ -70,8 +70,12 @@ class InsertResult(NamedTuple):
 
 def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     n = min(len(a), len(b))
-    eq = a[:n] == b[:n]
-    return n if eq.all() else int(eq.argmin())
+    a, b = a[:n], b[:n]
+    # Whole-edge matches are the common case; comparing the raw bytes answers them without
+    # numpy's per-call reduction overhead.
+    if a.tobytes() == b.tobytes():
+        return n
+    return int((a == b).argmin())
 
 
 class RadixCache:
@@ -205,21 +209,25 @@ class RadixCache:
         Values of the part that was already cached are kept; the caller owns (and frees) its own
         values for those first `cached` tokens.
         """
-        tokens = as_tokens(tokens)
+        tokens = token_view(tokens)
         if value is not None and len(value) < len(tokens):
             raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
         n = self._aligned(len(tokens))
         cached, node, _ = self._walk(tokens, split=True)
         if cached < n:
+            key = tokens[cached:n]
+            if key.flags.writeable:  # the caller may change its array; the tree keeps its own
+                key = key.copy()
+                key.flags.writeable = False
             leaf = TreeNode(
-                key=tokens[cached:n],
+                key=key,
                 value=None if value is None else np.asarray(value[cached:n]),
                 parent=node,
                 depth=node.depth + n - cached,
             )
-            key = self._key(tokens, cached)
-            node.children[key] = leaf
-            self._changed(node, key)
+            child_key = self._key(tokens, cached)
+            node.children[child_key] = leaf
+            self._changed(node, child_key)
             self.node_count += 1
             self.evictable_size += len(leaf)
             node = leaf

@@ -21,12 +21,12 @@ import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 def env_seconds_per_step(steps: int, seed: int = 0) -> tuple[float, float]:
     """(seconds per step including resets, mean queue length) over `steps` random-action steps."""
     env = gym.make("RadixAuction-v0")
-    env.action_space.seed(seed)
+    actions = np.random.default_rng(seed).uniform(0.0, 2.0, size=(steps, 1)).astype(np.float32)
     env.reset(seed=seed)
     queue = []
     t0 = time.perf_counter()
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+    for action in actions:
+        _, _, terminated, truncated, _ = env.step(action)
         queue.append(len(env.unwrapped.market.engine.waiting))
         if terminated or truncated:
             env.reset()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from ..market import Market, MarketConfig, Obs
-from .radix_auction_env import market_info, parse_action
+from ..market import Market, Obs
+from .radix_auction_env import market_config, market_info, parse_action
 
 
 class RadixAuctionParallelEnv(ParallelEnv):
@@ -21,43 +21,21 @@ class RadixAuctionParallelEnv(ParallelEnv):
     are those of `RadixAuctionEnv`, per agent; see its docstring. All agents terminate together
     after `horizon` rounds (or are truncated together if the workload runs dry).
 
-    Arguments: those of `RadixAuctionEnv` except `other_bidders` and `focal_bidder`.
+    Arguments: `reward_scale`, `render_mode`, and the market's keyword arguments, as for
+    `RadixAuctionEnv` (everything but `other_bidders` and `focal_bidder`).
     """
 
     metadata = {"name": "radix_auction_v0", "render_modes": ["ansi"], "is_parallelizable": True}
 
-    def __init__(
-        self,
-        num_bidders: int = MarketConfig.num_bidders,
-        mechanism: str = MarketConfig.mechanism,
-        cost_model: str = MarketConfig.cost_model,
-        request_overhead: float = MarketConfig.request_overhead,
-        workload: str = MarketConfig.workload,
-        trace_path: str | None = None,
-        workload_kwargs: dict[str, Any] | None = None,
-        backend: str = MarketConfig.backend,
-        engine_kwargs: dict[str, Any] | None = None,
-        budget: float | Sequence[float] | None = None,
-        budget_per_round: float = MarketConfig.budget_per_round,
-        horizon: int = MarketConfig.horizon,
-        alpha_max: float = MarketConfig.alpha_max,
-        reward_scale: float = 0.1,
-        render_mode: str | None = None,
-    ) -> None:
-        self.config = MarketConfig(
-            num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
-            request_overhead=request_overhead, workload=workload, trace_path=trace_path,
-            workload_kwargs=dict(workload_kwargs or {}), backend=backend,
-            engine_kwargs=dict(engine_kwargs or {}), horizon=horizon, budget=budget,
-            budget_per_round=budget_per_round, alpha_max=alpha_max,
-        )
+    def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None, **market: Any) -> None:
+        self.config = market_config(**market)
         if not math.isfinite(reward_scale) or reward_scale <= 0:
             raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
-        self.possible_agents = [f"bidder_{i}" for i in range(num_bidders)]
+        self.possible_agents = [f"bidder_{i}" for i in range(self.config.num_bidders)]
         self.agents: list[str] = []
         self.market = Market(self.config)
         self._rng = np.random.default_rng()

@@ -15,12 +15,19 @@ from ..pacing import Policy, make_policy
 
 def parse_action(action: Any, alpha_max: float, what: str = "action") -> float:
     """The bid multiplier of an action: one finite number, clipped to [0, alpha_max]."""
-    a = np.asarray(action, dtype=np.float64).reshape(-1)
-    if a.size != 1:
+    if np.size(action) != 1:
         raise ValueError(f"{what} must hold one bid multiplier, got shape {np.shape(action)}")
-    if not math.isfinite(a[0]):
-        raise ValueError(f"{what} must be finite, got {a[0]}")
-    return float(np.clip(a[0], 0.0, alpha_max))
+    a = float(action[0] if np.ndim(action) else action)
+    if not math.isfinite(a):
+        raise ValueError(f"{what} must be finite, got {a}")
+    return min(max(a, 0.0), alpha_max)
+
+
+def market_config(
+    workload_kwargs: dict[str, Any] | None = None, engine_kwargs: dict[str, Any] | None = None, **kwargs: Any
+) -> MarketConfig:
+    """The MarketConfig of an environment's keyword arguments (None kwargs dicts mean empty)."""
+    return MarketConfig(workload_kwargs=dict(workload_kwargs or {}), engine_kwargs=dict(engine_kwargs or {}), **kwargs)
 
 
 def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, Any]:
@@ -157,12 +164,11 @@ class RadixAuctionEnv(gym.Env):
         reward_scale: float = 0.1,
         render_mode: str | None = None,
     ) -> None:
-        self.config = MarketConfig(
+        self.config = market_config(
             num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
             request_overhead=request_overhead, workload=workload, trace_path=trace_path,
-            workload_kwargs=dict(workload_kwargs or {}), backend=backend,
-            engine_kwargs=dict(engine_kwargs or {}), horizon=horizon, budget=budget,
-            budget_per_round=budget_per_round, alpha_max=alpha_max,
+            workload_kwargs=workload_kwargs, backend=backend, engine_kwargs=engine_kwargs,
+            horizon=horizon, budget=budget, budget_per_round=budget_per_round, alpha_max=alpha_max,
         )
         if not 0 <= focal_bidder < num_bidders:
             raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {focal_bidder}")
@@ -172,10 +178,20 @@ class RadixAuctionEnv(gym.Env):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.focal = focal_bidder
         self.others = [i for i in range(num_bidders) if i != focal_bidder]
-        specs = other_bidders if isinstance(other_bidders, (list, tuple)) else [other_bidders] * len(self.others)
-        if len(specs) != len(self.others):
-            raise ValueError(f"other_bidders has {len(specs)} policies for {len(self.others)} other bidders")
-        self.policies = [make_policy(s, alpha_max) for s in specs]
+        if isinstance(other_bidders, (list, tuple)):
+            if len(other_bidders) != len(self.others):
+                raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(self.others)} other bidders")
+            policies = [make_policy(s, alpha_max) for s in other_bidders]
+        else:
+            policies = [make_policy(other_bidders, alpha_max)] * len(self.others)
+        # Bidders sharing a policy object are asked in one batched predict per step.
+        self._groups: list[tuple[Policy, list[int]]] = []
+        for bidder, policy in zip(self.others, policies):
+            group = next((g for p, g in self._groups if p is policy), None)
+            if group is None:
+                self._groups.append((policy, [bidder]))
+            else:
+                group.append(bidder)
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
         self.market = Market(self.config)
@@ -196,9 +212,10 @@ class RadixAuctionEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         alphas = np.empty(self.config.num_bidders)
         alphas[self.focal] = parse_action(action, self.config.alpha_max)
-        for i, policy in zip(self.others, self.policies):
-            act, _ = policy.predict(self._obs[i], deterministic=True)
-            alphas[i] = parse_action(act, self.config.alpha_max, f"policy of bidder {i}")
+        for policy, bidders in self._groups:
+            acts, _ = policy.predict(self._obs[bidders], deterministic=True)
+            for i, act in zip(bidders, np.asarray(acts).reshape(len(bidders), -1)):
+                alphas[i] = parse_action(act, self.config.alpha_max, f"policy of bidder {i}")
         report = self.market.step(alphas)
         self._last = report
         self._obs = self.market.observations()

@@ -166,12 +166,12 @@ class Market:
             lat[rec.bidder].append(rec.latency)
             ttft[rec.bidder].append(rec.ttft)
         if report.finished:
-            report.mean_latency = float(np.mean([x for xs in lat for x in xs]))
-            report.mean_ttft = float(np.mean([x for xs in ttft for x in xs]))
+            report.mean_latency = sum(map(sum, lat)) / len(report.finished)
+            report.mean_ttft = sum(map(sum, ttft)) / len(report.finished)
         for i in range(self.n):
             if lat[i]:
-                self.latency_ema[i] = ema(self.latency_ema[i], float(np.mean(lat[i])))
-                self.ttft_ema[i] = ema(self.ttft_ema[i], float(np.mean(ttft[i])))
+                self.latency_ema[i] = ema(self.latency_ema[i], sum(lat[i]) / len(lat[i]))
+                self.ttft_ema[i] = ema(self.ttft_ema[i], sum(ttft[i]) / len(ttft[i]))
 
     def _charge(self, report: RoundReport) -> None:
         records = self.engine.records

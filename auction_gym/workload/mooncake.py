@@ -180,21 +180,7 @@ def _iter_lines(path: str, start: int, stop: int | None, **parse_args) -> Iterat
             yield request
 
 
-def load_mooncake(
-    path: str | os.PathLike,
-    *,
-    num_bidders: int = 8,
-    seed: int = 0,
-    time_scale: float = 1.0,
-    start: int = 0,
-    limit: int | None = None,
-    block_size: int = 512,
-    vocab_size: int | None = None,
-    class_mix: Mapping[str, float] | None = None,
-) -> list[Request]:
-    """`iter_mooncake` as a list. Mind memory: 8 bytes per prompt token (the whole conversation trace
-    is ~145M tokens, ~1.2 GB); replay long traces with the iterator."""
-    return list(iter_mooncake(
-        path, num_bidders=num_bidders, seed=seed, time_scale=time_scale, start=start, limit=limit,
-        block_size=block_size, vocab_size=vocab_size, class_mix=class_mix,
-    ))
+def load_mooncake(path: str | os.PathLike, **kwargs) -> list[Request]:
+    """`iter_mooncake(path, **kwargs)` as a list. Mind memory: 8 bytes per prompt token (the whole
+    conversation trace is ~145M tokens, ~1.2 GB); replay long traces with the iterator."""
+    return list(iter_mooncake(path, **kwargs))
