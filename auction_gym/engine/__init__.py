@@ -1,7 +1,12 @@
-"""Serving engines. The simulated one lives here; the PyTorch one in `gpu_backend` has the same interface."""
+"""Serving engines: the shared `ServingEngine`, the simulated `SimEngine`; the PyTorch one lives in
+`gpu_backend` and has the same interface."""
 
 from .cost_model import CostModel
 from .records import Metrics, RequestRecord, summarize
-from .sim_engine import EngineConfig, Iteration, SimEngine
+from .serving_engine import Admission, EngineConfig, Iteration, Running, ServingEngine, synthetic_output
+from .sim_engine import SimEngine
 
-__all__ = ["CostModel", "EngineConfig", "Iteration", "Metrics", "RequestRecord", "SimEngine", "summarize"]
+__all__ = [
+    "Admission", "CostModel", "EngineConfig", "Iteration", "Metrics", "RequestRecord", "Running",
+    "ServingEngine", "SimEngine", "summarize", "synthetic_output",
+]

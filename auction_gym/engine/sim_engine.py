@@ -1,300 +1,39 @@
-"""A simulated continuous-batching serving engine with a radix prefix cache (DESIGN.md section 4).
+"""The simulated engine: iteration times come from a `CostModel`, not from running a model.
 
-Each `step()` is one iteration, as in SGLang's scheduler loop:
-
-1. Requests whose arrival time has come join the waiting queue (one that could never fit,
-   prompt + output > kv_capacity_tokens, is rejected with a reason instead).
-2. If the queue is not empty, the scheduler orders it and a prefill batch is admitted in that order:
-   each request matches its longest cached prefix (at most prompt - 1 tokens, so the last prompt
-   token is always computed, as in SGLang), locks it, and reserves its uncached prompt tokens and its
-   whole output; least-recently-used unlocked leaves are evicted to make room. Admission stops at the
-   first request that does not fit in memory, would push the batch past `max_prefill_tokens` (the
-   first request of a batch is exempt, as in SGLang without chunked prefill), or past
-   `max_running_requests`. At the end of the prefill the prompts are inserted into the cache and
-   stay locked while their requests run; each admitted request has its first token.
-3. Otherwise the running batch decodes. Nothing changes between events, so consecutive decode steps
-   are taken at once up to the next event (a request finishing, or an arrival that may be admitted);
-   the result is the same as stepping one token at a time.
-4. A finished request inserts prompt + output into the cache and unlocks its path.
-
-Memory invariant: cache.total_size + reserved <= kv_capacity_tokens, where `reserved` holds each
-running request's output and the prompt tokens the cache does not hold for it (a partial last page).
+Because time is computed, not measured, a decode iteration takes every step up to the next event
+at once (the first request to finish, or the first step that ends after the next arrival, which may
+be admitted); the clock and every record are the same as stepping one token at a time.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
 
-import numpy as np
-
-from ..radix_cache import RadixCache, TreeNode
-from ..request import Request
-from ..scheduler.base import Scheduler, fcfs_key, make_scheduler
-from .cost_model import CostModel
-from .records import Metrics, RequestRecord, summarize
+from .serving_engine import Admission, ServingEngine
 
 
-@dataclass(frozen=True)
-class EngineConfig:
-    """Capacity limits of the engine. Defaults: one H100 80GB serving Llama-3-8B (cost_model.py):
-    80 GB x 0.88 static memory fraction - 16 GB weights = ~54 GB of KV at 128 KiB per token."""
-
-    kv_capacity_tokens: int = 400_000
-    max_prefill_tokens: int = 16_384
-    max_running_requests: int = 256
-    page_size: int = 1
-    cost_model: CostModel = field(default_factory=CostModel)
-
-    def __post_init__(self) -> None:
-        for name in ("kv_capacity_tokens", "max_prefill_tokens", "max_running_requests", "page_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        cm = self.cost_model
-        if cm.decode_base + cm.decode_per_request <= 0 or cm.prefill_base + cm.prefill_per_token <= 0:
-            raise ValueError("cost model must give every iteration a positive duration")
-
-
-@dataclass(slots=True)
-class Iteration:
-    """One engine iteration; a `decode` iteration may cover several identical steps."""
-
-    kind: str
-    """"prefill", "decode" or "idle" (nothing to do until the next arrival)."""
-    start: float
-    end: float
-    queue_len: int
-    """Waiting requests when the iteration started (after arrivals were let in)."""
-    admitted: list[int] = field(default_factory=list)
-    finished: list[int] = field(default_factory=list)
-    rejected: list[int] = field(default_factory=list)
-    steps: int = 1
-
-
-@dataclass(slots=True, eq=False)
-class _Running:
-    request: Request
-    record: RequestRecord
-    node: TreeNode
-    done_at: int
-    """Value of the engine's decode-step counter at which the last output token is out."""
-    private: int
-    """Prompt tokens held outside the cache (a partial last page), reserved with the output."""
-
-
-def _synthetic_output(request: Request) -> np.ndarray:
-    """Reply tokens for a request whose workload does not know them: ids from 2**40 up, which no
-    prompt uses, and distinct per request, so a made-up reply never matches anything."""
-    start = 2**40 + (request.id << 24)
-    return np.arange(start, start + request.output_len, dtype=np.int64)
-
-
-class SimEngine:
-    """Simulated serving engine: time comes from a `CostModel`, not from running a model.
+class SimEngine(ServingEngine):
+    """Simulated serving engine (see `ServingEngine` for scheduling, memory and cache).
 
     Args:
         scheduler: a `Scheduler` or the name of one (`auction_gym.scheduler.scheduler_names()`).
-        config: capacity limits and cost model.
+        config: capacity limits and the cost model that times iterations.
     """
 
-    def __init__(self, scheduler: Scheduler | str = "fcfs", config: EngineConfig | None = None) -> None:
-        self.scheduler = make_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
-        self.config = config or EngineConfig()
-        self.cost = self.config.cost_model
-        self.cache = RadixCache(page_size=self.config.page_size)
-        self.now = 0.0
-        self.waiting: list[Request] = []
-        self.running: list[_Running] = []
-        # Decode bookkeeping in O(log n) per event: every running request gains one token per
-        # step, so a global step counter, a heap of completion steps and the summed context
-        # replace per-request counters.
-        self._steps = 0
-        self._finishing: list[tuple[int, int, _Running]] = []
-        self._context = 0
-        self.records: dict[int, RequestRecord] = {}
-        self.reserved = 0
-        self._pending: list[tuple[float, int, Request]] = []
-        self._source: Iterator[Request] | None = None
-        self._lookahead: Request | None = None
+    def _execute_prefill(self, batch: list[Admission]) -> float:
+        new = sum(adm.request.prompt_len - adm.cached for adm in batch)
+        # Causal attention of the new tokens: each attends to the cached prefix and to the new
+        # tokens before it, so on average to cached + new / 2 keys.
+        attention = sum(
+            (adm.request.prompt_len - adm.cached) * (adm.cached + (adm.request.prompt_len - adm.cached) / 2)
+            for adm in batch
+        )
+        return self.cost.prefill_time(new, attention)
 
-    @property
-    def used_tokens(self) -> int:
-        return self.cache.total_size + self.reserved
-
-    def submit(self, requests: Request | Iterable[Request]) -> None:
-        """Queue requests for arrival at their `arrival` time.
-
-        A list (any Sequence) is taken at once, in any order. Any other iterable is read lazily as
-        the clock reaches each arrival, so a long trace is never held in memory whole; it must be
-        sorted by arrival.
-        """
-        if isinstance(requests, Request):
-            requests = [requests]
-        if isinstance(requests, Sequence):
-            for r in requests:
-                self._add_record(r)
-                heapq.heappush(self._pending, (r.arrival, r.id, r))
-            return
-        if self._source is not None:
-            raise RuntimeError("a lazily read workload is already being replayed")
-        self._source = iter(requests)
-        self._advance_source()
-
-    def run(self, requests: Iterable[Request] | None = None, until: float = math.inf) -> Metrics:
-        """Submit `requests` (if any) and step until nothing is left or the clock passes `until`."""
-        if requests is not None:
-            self.submit(requests)
-        while self.now < until and self.step() is not None:
-            pass
-        return self.metrics()
-
-    def metrics(self) -> Metrics:
-        return summarize(list(self.records.values()))
-
-    def step(self) -> Iteration | None:
-        """Run one iteration; None when no request is waiting, running or still to arrive."""
-        rejected = self._let_in_arrivals()
-        start, queue_len = self.now, len(self.waiting)
-        if self.waiting:
-            admitted = self._prefill()
-            if admitted:
-                it = Iteration("prefill", start, self.now, queue_len, rejected=rejected)
-                it.admitted = [run.request.id for run in admitted]
-                it.finished = self._retire(self._pop_finished())
-                return it
-        if self.running:
-            steps, finished = self._decode()
-            return Iteration("decode", start, self.now, queue_len, finished=finished, rejected=rejected, steps=steps)
-        nxt = self._next_arrival()
-        if math.isinf(nxt):
-            return None if not rejected else Iteration("idle", start, start, queue_len, rejected=rejected)
-        self.now = max(self.now, nxt)
-        return Iteration("idle", start, self.now, queue_len, rejected=rejected)
-
-    def _add_record(self, r: Request) -> None:
-        if r.id in self.records:
-            raise ValueError(f"request {r.id}: duplicate request id")
-        self.records[r.id] = RequestRecord.of(r)
-
-    def _advance_source(self) -> None:
-        prev = self._lookahead
-        self._lookahead = next(self._source, None)
-        if self._lookahead is None:
-            self._source = None
-            return
-        if prev is not None and self._lookahead.arrival < prev.arrival:
-            raise ValueError(
-                f"request {self._lookahead.id}: lazily read workloads must be sorted by arrival "
-                f"({self._lookahead.arrival} after {prev.arrival})"
-            )
-        self._add_record(self._lookahead)
-
-    def _next_arrival(self) -> float:
-        t = self._pending[0][0] if self._pending else math.inf
-        if self._lookahead is not None:
-            t = min(t, self._lookahead.arrival)
-        return t
-
-    def _let_in_arrivals(self) -> list[int]:
-        # Everything let in now arrived after everything already waiting, so appending the new
-        # arrivals in FCFS order keeps the whole queue in FCFS order, as schedulers expect.
-        rejected, arrived = [], []
-        capacity = self.config.kv_capacity_tokens
-        while self._next_arrival() <= self.now:
-            if self._pending and self._pending[0][0] <= self.now:
-                r = heapq.heappop(self._pending)[2]
-            else:
-                r = self._lookahead
-                self._advance_source()
-            need = r.prompt_len + r.output_len
-            if need > capacity:
-                self.records[r.id].rejected = (
-                    f"prompt + output = {need} tokens exceeds kv_capacity_tokens = {capacity}"
-                )
-                rejected.append(r.id)
-            else:
-                arrived.append(r)
-        self.waiting.extend(sorted(arrived, key=fcfs_key))
-        return rejected
-
-    def _admission_possible(self) -> bool:
-        """False when no waiting request could be admitted whatever the order, so the scheduler
-        (an auction over the whole queue) need not run: the running batch is full, or memory
-        left plus all evictable cache cannot hold the smallest possible need (1 prompt token +
-        the output) of any waiting request."""
-        if len(self.running) >= self.config.max_running_requests:
-            return False
-        room = self.config.kv_capacity_tokens - self.used_tokens + self.cache.evictable_size
-        return room >= 1 + min(r.output_len for r in self.waiting)
-
-    def _prefill(self) -> list[_Running]:
-        if not self._admission_possible():
-            return []
-        order = self.scheduler.order(self.waiting, self.cache)
-        if len(order) != len(self.waiting):
-            raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(self.waiting)} requests")
-        cfg, cache = self.config, self.cache
-        free = cfg.kv_capacity_tokens - self.used_tokens
-        batch: list[tuple[Request, TreeNode, int]] = []
-        new_total = 0
-        for r in order:
-            if len(self.running) + len(batch) >= cfg.max_running_requests:
-                break
-            match = cache.match_prefix(r.tokens[:-1])
-            new = r.prompt_len - match.length
-            if batch and new_total + new > cfg.max_prefill_tokens:
-                break
-            need = new + r.output_len
-            cache.lock(match.last_node)
-            if need > free:
-                free += cache.evict(need - free)
-            if need > free:
-                cache.unlock(match.last_node)
-                break
-            free -= need
-            new_total += new
-            batch.append((r, match.last_node, match.length))
-        if not batch:
-            return []
-        attention = sum((r.prompt_len - m) * (m + (r.prompt_len - m) / 2) for r, _, m in batch)
-        start = self.now
-        self.now += self.cost.prefill_time(new_total, attention)
-        admitted = []
-        for r, node, m in batch:
-            rec = self.records[r.id]
-            rec.admit, rec.first_token = start, self.now
-            rec.cached_tokens, rec.computed_tokens = m, r.prompt_len - m
-            ins = cache.insert(r.tokens)
-            cache.lock(ins.last_node)
-            cache.unlock(node)
-            private = r.prompt_len - ins.last_node.depth
-            self.reserved += r.output_len + private
-            run = _Running(r, rec, ins.last_node, done_at=self._steps + r.output_len - 1, private=private)
-            heapq.heappush(self._finishing, (run.done_at, r.id, run))
-            self._context += r.prompt_len + 1
-            admitted.append(run)
-        taken = {r.id for r, _, _ in batch}
-        self.waiting = [r for r in self.waiting if r.id not in taken]
-        self.running.extend(admitted)
-        return admitted
-
-    def _decode(self) -> tuple[int, list[int]]:
+    def _execute_decode(self) -> tuple[int, float]:
         batch, context = len(self.running), self._context
-        steps = self._finishing[0][0] - self._steps
-        steps = min(steps, self._steps_until(self._next_arrival() - self.now, batch, context))
-        self.now += self.cost.decode_steps_time(steps, batch, context)
-        self._steps += steps
-        self._context += steps * batch
-        return steps, self._retire(self._pop_finished())
-
-    def _pop_finished(self) -> list[_Running]:
-        done = []
-        while self._finishing and self._finishing[0][0] <= self._steps:
-            done.append(heapq.heappop(self._finishing)[2])
-        return done
+        steps = min(self._steps_to_next_finish(), self._steps_until(self._next_arrival() - self.now, batch, context))
+        return steps, self.cost.decode_steps_time(steps, batch, context)
 
     def _steps_until(self, dt: float, batch: int, context: int) -> int:
         """Fewest decode steps (>= 1) whose total time reaches `dt` seconds; a huge number if never."""
@@ -316,19 +55,3 @@ class SimEngine:
         while self.cost.decode_steps_time(k, batch, context) < dt:
             k += 1
         return k
-
-    def _retire(self, done: list[_Running]) -> list[int]:
-        if not done:
-            return []
-        for run in done:
-            r = run.request
-            output = r.output_tokens if r.output_tokens is not None else _synthetic_output(r)
-            # The reservation is released before the insert that fills it, so the insert fits.
-            self.reserved -= r.output_len + run.private
-            self._context -= r.prompt_len + r.output_len
-            self.cache.insert(np.concatenate([r.tokens, output]))
-            self.cache.unlock(run.node)
-            run.record.finish = self.now
-        gone = {id(run) for run in done}
-        self.running = [run for run in self.running if id(run) not in gone]
-        return [run.request.id for run in done]

@@ -24,10 +24,16 @@ def parse_action(action: Any, alpha_max: float, what: str = "action") -> float:
 
 
 def market_config(
-    workload_kwargs: dict[str, Any] | None = None, engine_kwargs: dict[str, Any] | None = None, **kwargs: Any
+    workload_kwargs: dict[str, Any] | None = None,
+    engine_kwargs: dict[str, Any] | None = None,
+    backend_kwargs: dict[str, Any] | None = None,
+    **kwargs: Any,
 ) -> MarketConfig:
     """The MarketConfig of an environment's keyword arguments (None kwargs dicts mean empty)."""
-    return MarketConfig(workload_kwargs=dict(workload_kwargs or {}), engine_kwargs=dict(engine_kwargs or {}), **kwargs)
+    return MarketConfig(
+        workload_kwargs=dict(workload_kwargs or {}), engine_kwargs=dict(engine_kwargs or {}),
+        backend_kwargs=dict(backend_kwargs or {}), **kwargs,
+    )
 
 
 def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, Any]:
@@ -128,8 +134,9 @@ class RadixAuctionEnv(gym.Env):
     | workload         | "agentic"    | "agentic", or "mooncake" with `trace_path`                       |
     | trace_path       | None         | Mooncake conversation trace (JSONL)                              |
     | workload_kwargs  | None         | AgenticConfig fields / iter_mooncake arguments (MarketConfig)    |
-    | backend          | "sim"        | serving engine                                                   |
+    | backend          | "sim"        | serving engine: "sim", or "torch" (gpu_backend)                  |
     | engine_kwargs    | None         | EngineConfig fields (kv_capacity_tokens, ...)                    |
+    | backend_kwargs   | None         | extra arguments of the backend's engine (torch: model preset...) |
     | budget           | None         | budget per bidder per episode; None: budget_per_round x horizon  |
     | budget_per_round | 0.002        | target spend per round rho                                       |
     | horizon          | 500          | rounds per episode                                               |
@@ -155,6 +162,7 @@ class RadixAuctionEnv(gym.Env):
         workload_kwargs: dict[str, Any] | None = None,
         backend: str = MarketConfig.backend,
         engine_kwargs: dict[str, Any] | None = None,
+        backend_kwargs: dict[str, Any] | None = None,
         budget: float | Sequence[float] | None = None,
         budget_per_round: float = MarketConfig.budget_per_round,
         horizon: int = MarketConfig.horizon,
@@ -168,6 +176,7 @@ class RadixAuctionEnv(gym.Env):
             num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
             request_overhead=request_overhead, workload=workload, trace_path=trace_path,
             workload_kwargs=workload_kwargs, backend=backend, engine_kwargs=engine_kwargs,
+            backend_kwargs=backend_kwargs,
             horizon=horizon, budget=budget, budget_per_round=budget_per_round, alpha_max=alpha_max,
         )
         if not 0 <= focal_bidder < num_bidders:

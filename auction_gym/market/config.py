@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..engine import EngineConfig, SimEngine
+from ..engine import EngineConfig, ServingEngine
 from ..mechanism import RadixTreeAuction, StrictPriorityAuction
 from ..request import Request
 from ..scheduler import Scheduler, make_scheduler
@@ -15,7 +16,9 @@ from ..workload import AgenticConfig, agentic_workload, iter_mooncake
 
 MECHANISMS = ("radix_vcg", "strict_vcg", "fcfs", "lpm", "dfs_weight")
 WORKLOADS = ("agentic", "mooncake")
-BACKENDS = ("sim",)
+# Engines by backend name, as "module:Class", imported on first use: the PyTorch engine lives in
+# gpu_backend, which builds on auction_gym, so auction_gym must not import it up front.
+BACKENDS = {"sim": "auction_gym.engine:SimEngine", "torch": "gpu_backend:TorchEngine"}
 AUCTIONS = {"radix_vcg": RadixTreeAuction, "strict_vcg": StrictPriorityAuction}
 DEFAULT_WORKLOAD = {"rate": 20.0, "bidder_heterogeneity": 0.0, "shape_mix": {"session": 0.6, "urgent": 0.4}}
 DEFAULT_ENGINE = {"kv_capacity_tokens": 60_000, "max_running_requests": 32}
@@ -48,8 +51,11 @@ class MarketConfig:
     """AgenticConfig fields (over DEFAULT_WORKLOAD), or iter_mooncake keyword arguments (start,
     limit, time_scale (default 4), ...)."""
     backend: str = "sim"
+    """A name in BACKENDS: "sim" (simulated) or "torch" (gpu_backend, CUDA when present)."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """EngineConfig fields, over DEFAULT_ENGINE."""
+    backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments of the backend's engine class (e.g. the torch engine's model preset)."""
     horizon: int = 500
     """Rounds per episode (T)."""
     budget: float | Sequence[float] | None = None
@@ -109,8 +115,11 @@ class MarketConfig:
             return AUCTIONS[self.mechanism](cost_model=self.cost_model, request_overhead=self.request_overhead)
         return make_scheduler(self.mechanism)
 
-    def make_engine(self, scheduler: Scheduler) -> SimEngine:
-        return SimEngine(scheduler, EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs}))
+    def make_engine(self, scheduler: Scheduler) -> ServingEngine:
+        module, name = BACKENDS[self.backend].split(":")
+        engine_class = getattr(importlib.import_module(module), name)
+        config = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
+        return engine_class(scheduler, config, **self.backend_kwargs)
 
     def make_workload(self, seed: int) -> Iterable[Request]:
         """The episode's requests. Agentic traffic lasts, unless set, warmup + 2.5 x horizon / rate

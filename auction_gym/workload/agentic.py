@@ -37,7 +37,10 @@ Everything is drawn from `numpy.random.default_rng(seed)`, so a seed fixes the w
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
@@ -149,24 +152,33 @@ def in_burst(t: np.ndarray | float, cfg: AgenticConfig) -> np.ndarray | bool:
 
 
 class _Generator:
-    """Draws episodes into per-request field lists (generation order); `Request`s are made last."""
+    """Draws episodes into per-request field lists (generation order); `Request`s are made last.
+
+    Token arrays are made read-only (so `Request` takes them without a copy), and one `tokens` call
+    draws what several consecutive ones would (the same stream): a session's turns are prefixes of
+    one array, and a fan-out's prompts rows of one matrix.
+    """
 
     def __init__(self, cfg: AgenticConfig, seed: int) -> None:
         self.cfg = cfg
         self.rng = np.random.default_rng(seed)
         # Per-bidder fixed prefixes: system prompt, and system prompt + tool definitions.
-        self.systems = [self.tokens(cfg.system_prompt_len) for _ in range(cfg.num_bidders)]
-        self.with_tools = [np.concatenate([s, self.tokens(cfg.tool_defs_len)]) for s in self.systems]
-        self.session_classes, self.session_class_p = normalize_mix(
-            cfg.session_class_mix, "session_class_mix")
+        b = cfg.num_bidders
+        systems = self.tokens(b * cfg.system_prompt_len).reshape(b, -1)
+        with_tools = np.concatenate([systems, self.tokens(b * cfg.tool_defs_len).reshape(b, -1)], 1)
+        self.systems, self.with_tools = list(systems), list(with_tools)
+        self.session_classes, session_class_p = normalize_mix(cfg.session_class_mix,
+                                                              "session_class_mix")
+        # What `rng.choice(p=session_class_p)` compares its one uniform draw with.
+        cdf = np.cumsum(session_class_p)
+        self.session_class_cdf = (cdf / cdf[-1]).tolist()
         self.bidder: list[int] = []
         self.prompt: list[np.ndarray] = []
         self.arrival: list[float] = []
         self.kind: list[str] = []
         self.reply: list[np.ndarray | None] = []
-        self.urgency: list[np.ndarray] = []
-        self.value: list[np.ndarray] = []
-        self.output_len: list[np.ndarray] = []
+        # Per class, the standard normals behind its requests' urgency, value and output length.
+        self.normals: dict[str, list[np.ndarray]] = {name: [] for name in CLASSES}
 
     def tokens(self, n: int) -> np.ndarray:
         return self.rng.integers(0, self.cfg.vocab_size, n, dtype=np.int64)
@@ -178,10 +190,6 @@ class _Generator:
             replies: list[np.ndarray | None] | None = None) -> None:
         """Record requests of one class (their urgency/value/output_len come from a `draw` call)."""
         n = len(prompts)
-        # Read-only arrays are taken by `Request` without a copy.
-        for arr in prompts + (replies or []):
-            if arr is not None:
-                arr.flags.writeable = False
         self.bidder += [bidder] * n
         self.kind += [kind] * n
         self.prompt += prompts
@@ -189,45 +197,69 @@ class _Generator:
         self.reply += replies if replies is not None else [None] * n
 
     def draw(self, kind: str, n: int) -> np.ndarray:
-        """Draw n requests' (urgency, value, output_len) of class `kind`; return the output lengths."""
-        w, v, out = CLASSES[kind].sample(self.rng, n)
-        self.urgency.append(w)
-        self.value.append(v)
-        self.output_len.append(out)
-        return out
+        """Draw the standard normals behind n requests' (urgency, value, output_len) of class `kind`
+        (as `CLASSES[kind].sample` would) and return them; `params` turns them into values."""
+        z = self.rng.standard_normal((3, n))
+        self.normals[kind].append(z)
+        return z
+
+    def params(self) -> tuple[list[float], list[float], list[int]]:
+        """Urgency, value and output length of each request (generation order), class by class."""
+        kinds = np.array(self.kind)
+        urgency, value = np.empty(len(kinds)), np.empty(len(kinds))
+        output_len = np.empty(len(kinds), dtype=np.int64)
+        for name, normals in self.normals.items():
+            if normals:
+                of_class = kinds == name
+                urgency[of_class], value[of_class], output_len[of_class] = CLASSES[name].from_normals(
+                    np.concatenate(normals, axis=1))
+        return urgency.tolist(), value.tolist(), output_len.tolist()
 
     def episode(self, shape: str, bidder: int, t: float) -> None:
-        cfg = self.cfg
+        cfg, rng = self.cfg, self.rng
         if shape == "urgent":
             self.draw("urgent", 1)
             query = self.tokens(self.poisson_len(cfg.urgent_query_len))
-            self.add(bidder, "urgent", [np.concatenate([self.systems[bidder], query])], [t])
+            self.add(bidder, "urgent", [_frozen(np.concatenate([self.systems[bidder], query]))], [t])
         elif shape == "session":
-            kind = self.session_classes[int(self.rng.choice(len(self.session_classes),
-                                                            p=self.session_class_p))]
-            turns = min(int(self.rng.geometric(1.0 / cfg.session_turns)), cfg.max_session_turns)
-            out_lens = self.draw(kind, turns)
-            gaps = self.rng.exponential(cfg.think_time, turns - 1) if cfg.think_time > 0 else (
-                np.zeros(turns - 1))
-            arrivals = (t + np.concatenate([[0.0], np.cumsum(gaps)])).tolist()
-            prompts, replies = [], []
-            context = self.with_tools[bidder]
-            for k in range(turns):
-                context = np.concatenate([context, self.tokens(self.poisson_len(cfg.user_turn_len))])
-                reply = self.tokens(int(out_lens[k]))
-                prompts.append(context)
-                replies.append(reply)
-                # The next turn quotes exactly this reply, so its cached KV is reusable.
-                context = np.concatenate([context, reply])
-            self.add(bidder, kind, prompts, arrivals, replies)
+            kind = self.session_classes[bisect_right(self.session_class_cdf, rng.random())]
+            turns = min(int(rng.geometric(1.0 / cfg.session_turns)), cfg.max_session_turns)
+            out_lens = CLASSES[kind].output_lens(self.draw(kind, turns)[2]).tolist()
+            gaps = rng.exponential(cfg.think_time, turns - 1).tolist() if cfg.think_time > 0 else (
+                [0.0] * (turns - 1))
+            arrivals = [t + gap_sum for gap_sum in accumulate(gaps, initial=0.0)]
+            # Turn k's prompt is turn k-1's prompt + its reply + a user message, so the whole session
+            # is one array: prefix, then (user message, reply) per turn, each drawn by one call.
+            chunks, spans = [self.with_tools[bidder]], []
+            end = chunks[0].size
+            for out_len in out_lens:
+                user_len = self.poisson_len(cfg.user_turn_len)
+                chunks.append(self.tokens(user_len + out_len))
+                spans.append((end + user_len, end + user_len + out_len))
+                end += user_len + out_len
+            session = _frozen(np.concatenate(chunks))
+            # The next turn quotes exactly this reply, so its cached KV is reusable.
+            self.add(bidder, kind, [session[:a] for a, _ in spans], arrivals,
+                     [session[a:b] for a, b in spans])
         else:
             kind = "interactive" if shape == "fanout" else "background"
             lo, hi = cfg.fanout_width
-            width = int(self.rng.integers(lo, hi + 1)) if shape == "fanout" else cfg.rollouts
+            width = int(rng.integers(lo, hi + 1)) if shape == "fanout" else cfg.rollouts
             self.draw(kind, width)
-            context = np.concatenate([self.with_tools[bidder], self.tokens(cfg.context_len)])
-            prompts = [np.concatenate([context, self.tokens(cfg.branch_len)]) for _ in range(width)]
-            self.add(bidder, kind, prompts, [t] * width)
+            # One row per branch: sys + tools, the shared context, then the branch's own suffix.
+            prefix, ctx = self.with_tools[bidder].size, cfg.context_len
+            own = self.tokens(ctx + width * cfg.branch_len)
+            prompts = np.empty((width, prefix + ctx + cfg.branch_len), dtype=np.int64)
+            prompts[:, :prefix] = self.with_tools[bidder]
+            prompts[:, prefix:prefix + ctx] = own[:ctx]
+            prompts[:, prefix + ctx:] = own[ctx:].reshape(width, cfg.branch_len)
+            self.add(bidder, kind, list(_frozen(prompts)), [t] * width)
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """Mark `arr` read-only (so are views of it) and return it."""
+    arr.flags.writeable = False
+    return arr
 
 
 def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list[Request]:
@@ -249,12 +281,13 @@ def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list
         bidder_mix[:, pos] = rng.dirichlet(cfg.bidder_heterogeneity * shape_p[pos], cfg.num_bidders)
     else:
         bidder_mix = np.tile(shape_p, (cfg.num_bidders, 1))
-    bidder_cdf = np.cumsum(bidder_mix, axis=1)
+    bidder_cdf = np.cumsum(bidder_mix, axis=1).tolist()
 
     sizes = _expected_episode_sizes(cfg)
     mean_size = float(np.mean(bidder_mix @ np.array([sizes[s] for s in shape_names])))
     episode_rate = cfg.rate / mean_size
     peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
+    bursts = cfg.burst_period > 0 and cfg.burst_duration > 0
 
     n_target = cfg.num_requests
     horizon = np.inf if n_target is not None else cfg.duration
@@ -262,20 +295,30 @@ def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list
     # far bounds the final workload's last arrival; an episode starting later cannot contribute (its
     # requests arrive at or after its start), so generation stops there.
     cutoff = np.inf if n_target != 0 else -1.0
+    earliest: list[float] = []  # then: the n_target earliest arrivals so far, negated (a max-heap)
+    gap_scale, last_shape = 1.0 / (episode_rate * peak), len(shape_names) - 1
     t = 0.0
     while True:
         # Poisson episode starts: thinning of a process at the peak rate.
-        t += rng.exponential(1.0 / (episode_rate * peak))
+        t += rng.exponential(gap_scale)
         if t >= horizon or t > cutoff:
             break
-        if rng.random() * peak >= (cfg.burst_factor if in_burst(t, cfg) else 1.0):
+        burst = bursts and t % cfg.burst_period < cfg.burst_duration  # in_burst(t, cfg)
+        if rng.random() * peak >= (cfg.burst_factor if burst else 1.0):
             continue
         bidder = int(rng.integers(cfg.num_bidders))
-        shape_idx = min(int(np.searchsorted(bidder_cdf[bidder], rng.random(), side="right")),
-                        len(shape_names) - 1)
+        shape_idx = min(bisect_right(bidder_cdf[bidder], rng.random()), last_shape)
+        n_before = len(gen.arrival)
         gen.episode(shape_names[shape_idx], bidder, t)
         if n_target is not None and len(gen.arrival) >= n_target:
-            cutoff = float(np.partition(np.asarray(gen.arrival), n_target - 1)[n_target - 1])
+            if not earliest:
+                earliest = [-a for a in heapq.nsmallest(n_target, gen.arrival)]
+                heapq.heapify(earliest)
+            else:
+                for a in gen.arrival[n_before:]:
+                    if -a > earliest[0]:
+                        heapq.heapreplace(earliest, -a)
+            cutoff = -earliest[0]
 
     arrivals = np.asarray(gen.arrival, dtype=float)
     keep = np.flatnonzero(arrivals < horizon)
@@ -283,19 +326,17 @@ def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list
     order = keep[np.argsort(arrivals[keep], kind="stable")][:n_target]
     if not len(arrivals):
         return []
-    urgency = np.concatenate(gen.urgency)
-    value = np.concatenate(gen.value)
-    output_len = np.concatenate(gen.output_len)
+    urgency, value, output_len = gen.params()
     return [
         Request(
             id=new_id,
             bidder=gen.bidder[i],
             tokens=gen.prompt[i],
-            bid=float(urgency[i]),
-            output_len=int(output_len[i]),
-            arrival=float(arrivals[i]),
-            value=float(value[i]),
-            urgency=float(urgency[i]),
+            bid=urgency[i],
+            output_len=output_len[i],
+            arrival=gen.arrival[i],
+            value=value[i],
+            urgency=urgency[i],
             output_tokens=gen.reply[i],
             kind=gen.kind[i],
         )

@@ -43,11 +43,21 @@ class RequestClass:
         self, rng: np.random.Generator, size: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Draw `size` requests' (urgency, value, output_len) arrays; float, float, int64."""
-        w = self.urgency_median * np.exp(self.urgency_sigma * rng.standard_normal(size))
-        h = self.horizon_median * np.exp(self.horizon_sigma * rng.standard_normal(size))
-        out = self.output_median * np.exp(self.output_sigma * rng.standard_normal(size))
-        out = np.clip(np.rint(out), 1, self.output_max).astype(np.int64)
-        return w, w * h, out
+        return self.from_normals(rng.standard_normal((3, size)))
+
+    def from_normals(
+        self, z: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`sample`'s result from its standard normal draws `z`, shape (3, size): urgency from z[0],
+        horizon from z[1], output length from z[2] (`output_lens`)."""
+        w = self.urgency_median * np.exp(self.urgency_sigma * z[0])
+        h = self.horizon_median * np.exp(self.horizon_sigma * z[1])
+        return w, w * h, self.output_lens(z[2])
+
+    def output_lens(self, z: np.ndarray) -> np.ndarray:
+        """Output lengths (int64) from standard normals `z`."""
+        out = np.rint(self.output_median * np.exp(self.output_sigma * z))
+        return out.clip(1, self.output_max).astype(np.int64)
 
 
 URGENT = RequestClass("urgent", 10.0, 0.5, 3.0, 0.5, 32.0, 0.6, 256)
