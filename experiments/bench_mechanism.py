@@ -9,7 +9,13 @@ holding the prompts of the first 20% of the queue. Times are the best of `--repe
 wall clock). Target: run/allocation <= 3 at 1,000 requests and 16 bidders (the naive ratio is about
 1 + number of bidders).
 
+`--small 2 4 8 ...` times `run` instead on the first q requests of a 4-bidder agentic queue, the
+environment's round sizes (microseconds per call, best of `--repeats` batches): "warm" repeats the
+queue on one auction (its memo of sort keys, ranks and common prefixes hits), "cold" uses a fresh
+auction per call (nothing remembered).
+
     .venv/bin/python experiments/bench_mechanism.py [--requests 1000 10000] [--bidders 16]
+    .venv/bin/python experiments/bench_mechanism.py --small 2 4 8 16 32 64
 """
 
 from __future__ import annotations
@@ -42,13 +48,33 @@ def naive_run(
         auction.allocate([r for r in queue if r.bidder != bidder], cached)
 
 
+def small_queues(sizes: Sequence[int], repeats: int, seed: int, calls: int = 500) -> None:
+    """Per-call time of `run` on small queues, warm and cold (see the module docstring)."""
+    queue = agentic_workload(AgenticConfig(num_bidders=4, num_requests=max(sizes)), seed=seed)
+    print(f"radix-tree auction run, first q of a 4-bidder agentic queue, best of {repeats}")
+    print(f"{'q':>4} {'cost_model':>10} {'warm_us':>8} {'cold_us':>8}  (per call)")
+    for q in sizes:
+        for model in ("unit", "tokens"):
+            auction = RadixTreeAuction(cost_model=model)
+            warm = best_time(lambda: [auction.run(queue[:q]) for _ in range(calls)], repeats)
+            cold = best_time(
+                lambda: [RadixTreeAuction(cost_model=model).run(queue[:q]) for _ in range(calls)],
+                repeats,
+            )
+            print(f"{q:>4} {model:>10} {warm / calls * 1e6:>8.1f} {cold / calls * 1e6:>8.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--bidders", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--small", type=int, nargs="+", help="queue sizes: time small queues")
     args = parser.parse_args()
+    if args.small:
+        small_queues(args.small, args.repeats, args.seed)
+        return
 
     print(f"radix-tree auction, agentic workload, {args.bidders} bidders, best of {args.repeats}")
     print(

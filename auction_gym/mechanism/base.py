@@ -7,7 +7,7 @@ from typing import Iterable, Sequence
 from ..radix_cache import RadixCache
 from ..request import Request
 from .outcome import AuctionOutcome
-from .queue_tree import ByteKeys
+from .queue_tree import TokenMemo
 from .validation import validate_cost_model
 
 Cached = RadixCache | Iterable[Sequence[int]] | None
@@ -27,7 +27,7 @@ class AuctionMechanism:
     def __init__(self, cost_model: str = "unit", request_overhead: float = 1.0) -> None:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
         self.last_outcome: AuctionOutcome | None = None
-        self._byte_keys = ByteKeys()
+        self._memo = TokenMemo()
 
     @property
     def request_work(self) -> float:

@@ -1,13 +1,19 @@
 """The radix (compressed trie) tree of a waiting queue, with the uncached work on each edge.
 
-Nodes are numbered 0..V-1 in pre-order (node 0 is the root, the empty prefix), so every child has a
-larger index than its parent and a loop over reversed indices visits children before parents.
-Requests are numbered by their position in the queue as given (0..n-1). A request ends at the node
-whose depth equals its length; several requests with the same tokens end at the same node.
+Nodes are numbered 0..V-1 from the root down (node 0 is the root, the empty prefix; pre-order), so
+every child has a larger index than its parent and a loop over reversed indices visits children
+before parents.
+Requests are numbered by their position in the queue as given (0..n-1). Each request is attached to
+one node: the node whose depth equals its length (several requests with the same tokens end at the
+same node), or, for a request that shares no token beyond some node with any other request, that
+node: such a request hangs below it on an edge of its own rather than as a leaf node, which saves a
+node per request on the common path of building, sorting and pricing.
 
 Invariants:
-- every non-root node has depth > its parent's, and is a request end or has >= 2 children;
-- `edge_work[v]` = tokens on the edge into v that are not in the cached set (0 for the root and
+- every non-root node has depth > its parent's and at least two blocks (children and attached
+  requests);
+- `edge_work[v]` = tokens on the edge into v that are not in the cached set, `req_work[r]` the same
+  for the own edge of a hanging request (0 for the root, for a request that ends at its node, and
   under the "unit" cost model); cached tokens always form a prefix of a root path.
 
 The cached set is a set of token prefixes fixed for the round: a prefix of request r of length L is
@@ -18,11 +24,14 @@ are removed.
 
 Complexity: building is O(n log n) comparisons of byte strings plus O(L) vectorised token
 comparisons (L = total tokens) for the longest common prefixes, and O(n) Python steps for the
-stack that turns the sorted sequences into the tree; V <= 2n.
+stack that turns the sorted sequences into the tree; V <= n. With a `TokenMemo` kept across
+rounds, only the prompts new since the last round are compared (O(log n) each) and only new pairs
+of sorted neighbours get their common prefix computed.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -42,12 +51,14 @@ class QueueTree:
     """Tokens from the root to v."""
     children: list[list[int]]
     """Child nodes of v, in no particular order."""
-    ends: list[list[int]]
-    """Requests whose tokens end exactly at v."""
+    attached: list[list[int]]
+    """Requests attached to v: ending at v or hanging below it."""
     edge_work: list[float]
     """Uncached tokens on the edge into v."""
     req_node: list[int]
-    """The node where request r ends."""
+    """The node request r is attached to."""
+    req_work: list[float]
+    """Uncached tokens on request r's own edge below its node (0 if it ends there)."""
 
     @property
     def n_nodes(self) -> int:
@@ -80,123 +91,155 @@ def _lcp(a: np.ndarray, b: np.ndarray) -> int:
     return i if neq[i] else m
 
 
-class ByteKeys:
-    """Sort keys (raw bytes) of token arrays, remembered from one call to the next.
+class TokenMemo:
+    """Sorted order of token arrays (by their bytes) and the longest common prefix of each array
+    with its sorted successor, remembered from one call to the next.
 
     An auction run by the engine at every admission round sees a queue that changes little; keeping
-    each waiting prompt's bytes saves copying every prompt every round. Only read-only arrays (as
-    `Request.tokens` are) are remembered, so a key can never go stale.
+    each waiting prompt's bytes saves copying every prompt every round, keeping its rank saves
+    comparing it again with the prompts it was sorted among (only new prompts are placed, by binary
+    search), and keeping its common prefix with its sorted successor saves comparing the pairs that
+    stay neighbours. Only read-only arrays (as `Request.tokens` are) are remembered, so nothing can
+    go stale; each call of `sort` keeps the arrays it was given and drops the rest.
     """
 
     def __init__(self) -> None:
-        self._memo: dict[int, tuple[np.ndarray, bytes]] = {}
+        # id(t) -> [t, bytes of t, successor array or None, common prefix with it, rank]; holding
+        # the arrays keeps their ids from being reused.
+        self._memo: dict[int, list] = {}
 
-    def __call__(self, tokens: Sequence[np.ndarray]) -> list[bytes]:
-        old, new, keys = self._memo, {}, []
-        for t in tokens:
+    def sort(self, tokens: Sequence[np.ndarray]) -> tuple[list[int], list[int]]:
+        """Indices of `tokens` in lexicographic order (equal arrays in no particular order), and
+        the longest common prefix of each with the next in that order.
+
+        Sequences sharing a prefix are adjacent in any lexicographic order; byte order of the int64
+        buffers is one (fixed-width tokens, so the first differing byte lies in the first differing
+        token), and comparing bytes runs in C.
+        """
+        old, new = self._memo, {}
+        keys, hits, known, fresh = [], [], [], []
+        for i, t in enumerate(tokens):
             hit = old.get(id(t))
             if hit is None or hit[0] is not t:
-                hit = (t, t.tobytes())
+                hit = [t, t.tobytes(), None, 0, 0]
+                fresh.append(i)
+            else:
+                known.append((hit[4], i))
             if not t.flags.writeable:
-                new[id(t)] = hit  # holding `t` keeps its id from being reused
+                new[id(t)] = hit
             keys.append(hit[1])
+            hits.append(hit)
         self._memo = new
-        return keys
+        if 2 * len(fresh) > len(tokens):  # mostly new: sort from scratch
+            ranked = sorted(range(len(tokens)), key=keys.__getitem__)
+        else:  # the known keep their order; place each new one
+            known.sort()
+            ranked = [i for _, i in known]
+            for i in fresh:
+                insort(ranked, i, key=keys.__getitem__)
+        lcps: list[int] = []
+        prev = None
+        for k, i in enumerate(ranked):
+            hit = hits[i]
+            hit[4] = k
+            if prev is not None:
+                t = hit[0]
+                if prev[2] is not t:  # not neighbours last time: compare
+                    prev[2], prev[3] = (None if t.flags.writeable else t), _lcp(prev[0], t)
+                lcps.append(prev[3])
+            prev = hit
+        return ranked, lcps
 
 
 def build_queue_tree(
-    tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None, keys: Sequence[bytes] | None = None
+    tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None, memo: TokenMemo | None = None
 ) -> QueueTree:
     """Build the queue's radix tree; `prefix_lens` None means no edge work ("unit" cost model).
 
-    `keys`, if given, are the token arrays' bytes (`ByteKeys`); they are computed otherwise.
+    `memo` is the caller's `TokenMemo`, kept from round to round; without one nothing is reused.
     """
     n = len(tokens)
-    # Sequences sharing a prefix are adjacent in any lexicographic order; byte order of the int64
-    # buffers is one (fixed-width tokens, so the first differing byte lies in the first differing
-    # token), and comparing bytes runs in C.
-    if keys is None:
-        keys = [t.tobytes() for t in tokens]
-    ranked = sorted(range(n), key=keys.__getitem__)
-    par, dep, kids, ends = [-1], [0], [[]], [[]]
-
-    def new_node(parent: int, depth: int) -> int:
-        par.append(parent)
-        dep.append(depth)
-        kids.append([])
-        ends.append([])
-        return len(par) - 1
-
-    # `stack` is the rightmost root path of the tree built so far (depths strictly increasing).
-    stack = [0]
-    prev: np.ndarray | None = None
-    for r in ranked:
-        t = tokens[r]
-        common = 0 if prev is None else _lcp(prev, t)
-        last = -1
-        while dep[stack[-1]] > common:
-            last = stack.pop()
-        top = stack[-1]
-        if dep[top] < common:
-            # The shared prefix ends inside the edge into `last`: split that edge.
-            mid = new_node(top, common)
-            kids[top][-1] = mid
-            par[last] = mid
-            kids[mid].append(last)
-            stack.append(mid)
-            top = mid
-        if len(t) == common:
-            ends[top].append(r)
-        else:
-            leaf = new_node(top, len(t))
-            kids[top].append(leaf)
-            ends[leaf].append(r)
-            stack.append(leaf)
-        prev = t
-
-    # Renumber in pre-order so that children follow their parents.
-    order, todo = [], [0]
-    while todo:
-        v = todo.pop()
-        order.append(v)
-        todo.extend(kids[v])
-    new_id = [0] * len(order)
-    for i, v in enumerate(order):
-        new_id[v] = i
-    parent = [-1 if par[v] < 0 else new_id[par[v]] for v in order]
-    depth = [dep[v] for v in order]
-    children = [[new_id[c] for c in kids[v]] for v in order]
-    ending = [ends[v] for v in order]
+    ranked, lcps = (memo or TokenMemo()).sort(tokens)
+    # shared[k]: common prefix of the k-th sequence with the one before (0 for the first; -1 after
+    # the last, which closes every node).
+    shared = ([0] + lcps)[:n] + [-1]
+    parent: list[int] = []
+    depth: list[int] = []
+    children: list[list[int]] = []
+    attached: list[list[int]] = []
+    edge_work: list[float] = []
     req_node = [0] * n
-    for v, rs in enumerate(ending):
-        for r in rs:
-            req_node[r] = v
-
-    edge_work = [0.0] * len(order)
-    if prefix_lens is not None:
-        # Largest cached length below each node (children first), clipped to the node's edge.
-        reach = [0] * len(order)
-        for v in range(len(order) - 1, 0, -1):
-            best = max([reach[v]] + [prefix_lens[r] for r in ending[v]])
-            top = parent[v]
-            reach[top] = max(reach[top], best)
-            cached_depth = min(depth[v], max(depth[top], best))
-            edge_work[v] = float(depth[v] - cached_depth)
-    return QueueTree(parent, depth, children, ending, edge_work, req_node)
+    req_work = [0.0] * n
+    # The open nodes: the rightmost root path of the tree built so far, depths strictly increasing,
+    # above a sentinel at depth -1. Each is [depth, children, attached requests, largest cached
+    # length below it]; a node is numbered k when it is the k-th to close (its subtree complete),
+    # and renumbered V-1-k at the end, which is pre-order (siblings close in sorted order).
+    stack: list[list] = [[-1, [], [], 0], [0, [], [], 0]]
+    for k, r in enumerate(ranked + [-1]):
+        while stack[-1][0] > shared[k]:
+            d, kids, reqs, reach = stack.pop()
+            if stack[-1][0] < shared[k]:
+                # The shared prefix ends inside the edge into this node: open a node there.
+                stack.append([shared[k], [], [], 0])
+            top = stack[-1]
+            v = len(parent)
+            for c in kids:
+                parent[c] = v
+            for q in reqs:
+                req_node[q] = v
+            parent.append(-1)
+            depth.append(d)
+            children.append(kids)
+            attached.append(reqs)
+            top[1].append(v)
+            if prefix_lens is None:
+                edge_work.append(0.0)
+            else:  # cached up to the largest cached length below, clipped to the node's edge
+                top[3] = max(top[3], reach)
+                edge_work.append(float(d - min(d, max(top[0], reach))))
+        if r < 0:
+            break
+        # The request's node is as deep as the prefix it shares with either neighbour.
+        at = max(shared[k], shared[k + 1])
+        if stack[-1][0] < at:
+            stack.append([at, [], [], 0])
+        top = stack[-1]
+        top[2].append(r)
+        if prefix_lens is not None:
+            length, cached = len(tokens[r]), prefix_lens[r]
+            top[3] = max(top[3], cached)
+            req_work[r] = float(length - min(length, max(at, cached)))
+    last = len(parent) - 1
+    return QueueTree(
+        [-1] + [last - u for u in reversed(parent[:-1])],  # parent
+        depth[::-1],
+        [[last - c for c in kids] for kids in reversed(children)],  # children
+        attached[::-1],
+        edge_work[::-1],
+        [last - v for v in req_node],  # req_node
+        req_work,
+    )
 
 
 def completion_times(tree: QueueTree, order: Sequence[int], request_work: float) -> list[float]:
     """C_r of each request (indexed like the queue) when served in `order` (request indices).
 
     C_k = (uncached tokens of all prefixes of the first k requests) + k * request_work: serving a
-    request first computes the edges on its root path that no earlier request covered. O(n + V).
+    request first computes its own edge and the edges on its node's root path that no earlier
+    request covered. O(n + V).
     """
+    done = [0.0] * len(order)
+    clock = 0.0
+    if not any(tree.edge_work) and not any(tree.req_work):  # no edge work: skip the walks
+        for r in order:
+            clock += request_work
+            done[r] = clock
+        return done
     covered = [False] * tree.n_nodes
     covered[0] = True
     parent, work = tree.parent, tree.edge_work
-    clock = 0.0
-    done = [0.0] * len(order)
     for r in order:
+        clock += tree.req_work[r]
         v = tree.req_node[r]
         while not covered[v]:
             covered[v] = True

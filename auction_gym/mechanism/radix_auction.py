@@ -1,14 +1,18 @@
 """The radix-tree auction: welfare-maximal depth-first order and its VCG payments.
 
-Allocation. In the queue's radix tree (see queue_tree), a block is a child subtree or a request that
-ends at the node. Block stats, children before parents:
-    request r:  S = b_r, P = w, F = b_r * w             (w = 1 under "unit", request_overhead else)
+Allocation. In the queue's radix tree (see queue_tree), a block is a child subtree or a request
+attached to the node (ending there, or hanging below it on its own edge). Block stats, children
+before parents:
+    request r:  S = b_r, P = e_r + w, F = e_r * b_r + b_r * w
     node v:     S = sum S_j, P = e_v + sum P_j, F = e_v * S + sum F_j + G_v
-where e_v is the uncached edge work and G_v the interaction term of v's blocks in Smith order
-(smith.py). The order visits blocks depth-first in that order, and the optimal cost is F_root, so
-W = -F_root; the outcome's welfare is recomputed as -sum b_r C_r from the completion times.
-Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v log d_v) to sort, d_v the
-number of blocks at v; O(n) prefix_len walks of the cache under "tokens".
+where w = 1 under "unit" and request_overhead else, e_v and e_r are the uncached work on the edge
+into v and on r's own edge (0 if r ends at its node), and G_v is the interaction term of v's blocks
+in Smith order (smith.py). The order visits blocks depth-first in that order, and the optimal cost
+is F_root, so W = -F_root; the outcome's welfare is recomputed as -sum b_r C_r from the completion
+times. Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v log d_v) to sort,
+d_v the number of blocks at v; O(n) prefix_len walks of the cache under "tokens". The constant
+matters as much: the auction runs at every admission round on queues of a few to a few dozen
+requests, so each step is one pass over plain lists, and sort keys are made once per block.
 
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
@@ -36,7 +40,7 @@ from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, cached_prefix_lengths, completion_times
-from .smith import NodeIndex, block_key, index_node, interaction_after_change
+from .smith import NodeIndex, SortKey, block_key, index_node, interaction_after_change
 from .validation import validate_requests
 
 _MIXED = object()  # owner of a node whose subtree holds more than one bidder
@@ -48,7 +52,8 @@ class RadixAllocation:
     """The allocation of one round, with what the payments reuse.
 
     Blocks are numbered: node v -> v, request r -> n_nodes + r (r = position in the queue).
-    `s`, `p`, `f`, `tie` are per block; `sorted_blocks[v]`, `g[v]`, `sum_f[v]` per node.
+    `s`, `p`, `f`, `tie`, `key` (Smith sort key) are per block; `sorted_blocks[v]`, `g[v]`,
+    `sum_f[v]` per node.
     """
 
     requests: list[Request]
@@ -58,6 +63,7 @@ class RadixAllocation:
     p: list[float]
     f: list[float]
     tie: list[int]
+    key: list[SortKey]
     sorted_blocks: list[list[int]]
     g: list[float]
     sum_f: list[float]
@@ -98,27 +104,33 @@ class RadixTreeAuction(AuctionMechanism):
         tokens, bids = validate_requests(requests)
         n = len(requests)
         prefix_lens = None if self.cost_model == "unit" else cached_prefix_lengths(tokens, cached)
-        tree = build_queue_tree(tokens, prefix_lens, self._byte_keys(tokens))
+        tree = build_queue_tree(tokens, prefix_lens, self._memo)
         nn, w = tree.n_nodes, self.request_work
+        ids = [req.id for req in requests]
+        own_p = [e + w for e in tree.req_work]  # a hanging request's own edge, then its overhead
         s = [0.0] * nn + bids
-        p = [0.0] * nn + [w] * n
-        f = [0.0] * nn + [b * w for b in bids]
-        tie = [0] * nn + [req.id for req in requests]
-        sorted_blocks: list[list[int]] = [[] for _ in range(nn)]
+        p = [0.0] * nn + own_p
+        f = [0.0] * nn + [e * b + b * w for e, b in zip(tree.req_work, bids)]
+        tie = [0] * nn + ids
+        key: list[SortKey | None] = [None] * nn
+        key += [block_key(b, q, i) for b, q, i in zip(bids, own_p, ids)]
+        sorted_blocks: list[list[int]] = [[]] * nn
         g, sum_f = [0.0] * nn, [0.0] * nn
-        for v in range(nn - 1, -1, -1):
-            blocks = tree.children[v] + [nn + r for r in tree.ends[v]]
-            blocks.sort(key=lambda b: block_key(s[b], p[b], tie[b]))
+        for v in range(nn - 1, -1, -1):  # children before parents
+            kids, attached, e = tree.children[v], tree.attached[v], tree.edge_work[v]
+            blocks = kids + [nn + r for r in attached]
+            blocks.sort(key=key.__getitem__)
             work = inter = bid_sum = internal = 0.0
             for b in blocks:
                 inter += s[b] * work
                 work += p[b]
                 bid_sum += s[b]
                 internal += f[b]
-            e = tree.edge_work[v]
             s[v], p[v], f[v] = bid_sum, e + work, e * bid_sum + internal + inter
-            tie[v] = min(tie[b] for b in blocks)
-            sorted_blocks[v], g[v], sum_f[v] = blocks, inter, internal
+            tie[v] = min([tie[b] for b in blocks])
+            key[v] = block_key(s[v], p[v], tie[v])
+            sorted_blocks[v] = blocks
+            g[v], sum_f[v] = inter, internal
         order: list[int] = []
         todo = [0]
         while todo:
@@ -130,32 +142,35 @@ class RadixTreeAuction(AuctionMechanism):
         completion = completion_times(tree, order, w)
         cost = math.fsum(b * c for b, c in zip(bids, completion))
         return RadixAllocation(
-            requests, bids, tree, s, p, f, tie, sorted_blocks, g, sum_f, order, completion, cost
+            requests, bids, tree, s, p, f, tie, key, sorted_blocks, g, sum_f, order, completion,
+            cost,
         )
 
     def payments(self, alloc: RadixAllocation) -> dict[int, float]:
         """VCG payment of every bidder in the round (see the module docstring)."""
-        tree, requests, nn = alloc.tree, alloc.requests, alloc.tree.n_nodes
-        owner: list[object] = [_MIXED] * nn + [req.bidder for req in requests]
+        nn = alloc.tree.n_nodes
+        owner: list[object] = [_MIXED] * nn + [req.bidder for req in alloc.requests]
         own_cost: dict[int, float] = {}
-        for req, b, c in zip(requests, alloc.bids, alloc.completion):
-            own_cost[req.bidder] = own_cost.get(req.bidder, 0.0) + b * c
-        for v in range(nn - 1, -1, -1):
-            owners = {owner[b] for b in alloc.sorted_blocks[v]}
-            owner[v] = owners.pop() if len(owners) == 1 else _MIXED
-        if owner[0] is not _MIXED:
-            return {owner[0]: 0.0}
-        tops: dict[int, list[int]] = {i: [] for i in own_cost}
-        for v in range(nn):
-            if owner[v] is _MIXED:
-                for b in alloc.sorted_blocks[v]:
-                    if owner[b] is not _MIXED:
-                        tops[owner[b]].append(b)
+        for i, b, c in zip(owner[nn:], alloc.bids, alloc.completion):
+            own_cost[i] = own_cost.get(i, 0.0) + b * c
+        if len(own_cost) == 1:  # a lone bidder delays nobody else
+            return {i: 0.0 for i in own_cost}
+        # Per bidder, its top blocks grouped by parent node, in each node's sorted order.
+        tops: dict[int, dict[int, list[int]]] = {i: {} for i in own_cost}
+        for v in range(nn - 1, -1, -1):  # children before parents
+            blocks = alloc.sorted_blocks[v]
+            owners = {owner[b] for b in blocks}
+            if len(owners) == 1:
+                owner[v] = owners.pop()  # one bidder, or _MIXED for a lone mixed child
+                continue
+            for b in blocks:
+                if owner[b] is not _MIXED:
+                    tops[owner[b]].setdefault(v, []).append(b)
         indexes: dict[int, NodeIndex] = {}
         pos = [0] * len(owner)
         payments: dict[int, float] = {}
-        for bidder, blocks in tops.items():
-            without = self._cost_without(alloc, blocks, indexes, pos)
+        for bidder, leaving in tops.items():
+            without = self._cost_without(alloc, leaving, indexes, pos)
             pay = (alloc.cost - own_cost[bidder]) - without
             if pay < 0:
                 if pay < -ROUNDING * max(alloc.cost, 1.0):
@@ -167,46 +182,52 @@ class RadixTreeAuction(AuctionMechanism):
     def _cost_without(
         self,
         alloc: RadixAllocation,
-        removed: list[int],
+        leaving: dict[int, list[int]],
         indexes: dict[int, NodeIndex],
         pos: list[int],
     ) -> float:
-        """Optimal cost of the queue without the blocks `removed` (all of one bidder's requests)."""
-        tree, nn = alloc.tree, alloc.tree.n_nodes
-        leaving: dict[int, list[int]] = {}
-        entering: dict[int, list[tuple[int, float, float, float]]] = {}
-        for b in removed:
-            v = tree.parent[b] if b < nn else tree.req_node[b - nn]
-            leaving.setdefault(v, []).append(b)
-        affected: set[int] = set()
-        for v in list(leaving):
-            while v >= 0 and v not in affected:
-                affected.add(v)
-                v = tree.parent[v]
+        """Optimal cost of the queue without one bidder's requests, given as its top blocks
+        `leaving` grouped by parent node."""
+        parent = alloc.tree.parent
+        affected: list[int] = []  # children before parents
+        if len(leaving) == 1:  # one path (the usual case; the root alone in the agentic workload)
+            v = next(iter(leaving))
+            while v >= 0:
+                affected.append(v)
+                v = parent[v]
+        else:
+            seen: set[int] = set()
+            for v in leaving:
+                while v >= 0 and v not in seen:
+                    seen.add(v)
+                    v = parent[v]
+            affected = sorted(seen, reverse=True)
         s, p, f, tie = alloc.s, alloc.p, alloc.f, alloc.tie
-        for v in sorted(affected, reverse=True):  # children before parents
+        entering: dict[int, list[tuple[int, float, float, float]]] = {}
+        for v in affected:
             index = indexes.get(v)
             if index is None:
-                index = indexes[v] = index_node(alloc.sorted_blocks[v], s, p, tie, pos)
-            out = leaving.get(v, [])
-            new = entering.get(v, [])
-            inter = interaction_after_change(
-                alloc.g[v],
-                index,
-                [(pos[b], s[b], p[b]) for b in out] + [(pos[c], s[c], p[c]) for c, *_ in new],
-                [(block_key(bs, bp, tie[c]), bs, bp) for c, bs, bp, _ in new],
-            )
-            bid_sum = index.cum_s[-1] - sum(s[b] for b in out)
-            work = index.cum_p[-1] - sum(p[b] for b in out)
-            internal = alloc.sum_f[v] - sum(f[b] for b in out)
-            for c, bs, bp, bf in new:
+                index = indexes[v] = index_node(alloc.sorted_blocks[v], alloc.key, s, p, pos)
+            out = leaving.get(v, ())
+            new = entering.get(v, ())
+            gone = [(pos[b], s[b], p[b]) for b in out]
+            back = []
+            if new:  # changed children: the old version leaves, the new one comes back
+                gone += [(pos[c], s[c], p[c]) for c, *_ in new]
+                back = [(block_key(bs, bp, tie[c]), bs, bp) for c, bs, bp, _ in new]
+            inter = interaction_after_change(alloc.g[v], index, gone, back)
+            internal = alloc.sum_f[v] - sum([f[b] for b in out])
+            for c, _, _, bf in new:
+                internal += bf - f[c]
+            if v == 0:  # the root
+                return internal + inter
+            bid_sum = index.cum_s[-1] - sum([s[b] for b in out])
+            work = index.cum_p[-1] - sum([p[b] for b in out])
+            for c, bs, bp, _ in new:
                 bid_sum += bs - s[c]
                 work += bp - p[c]
-                internal += bf - f[c]
-            e = tree.edge_work[v]
-            if v == 0:
-                return internal + inter
-            entering.setdefault(tree.parent[v], []).append(
+            e = alloc.tree.edge_work[v]
+            entering.setdefault(parent[v], []).append(
                 (v, bid_sum, e + work, e * bid_sum + internal + inter)
             )
         raise AssertionError("the root is an ancestor of every removed block")

@@ -40,15 +40,16 @@ class NodeIndex:
 
 
 def index_node(
-    blocks: list[int], s: list[float], p: list[float], tie: list[int], pos: list[int]
+    blocks: list[int], key: list[SortKey], s: list[float], p: list[float], pos: list[int]
 ) -> NodeIndex:
-    """Index `blocks` (already in optimal order) and record each block's rank in `pos`. O(d)."""
+    """Index `blocks` (already in optimal order; `key`, `s`, `p` per block) and record each
+    block's rank in `pos`. O(d)."""
     for k, b in enumerate(blocks):
         pos[b] = k
     return NodeIndex(
-        keys=[block_key(s[b], p[b], tie[b]) for b in blocks],
-        cum_p=list(accumulate((p[b] for b in blocks), initial=0.0)),
-        cum_s=list(accumulate((s[b] for b in blocks), initial=0.0)),
+        keys=list(map(key.__getitem__, blocks)),
+        cum_p=list(accumulate(map(p.__getitem__, blocks), initial=0.0)),
+        cum_s=list(accumulate(map(s.__getitem__, blocks), initial=0.0)),
     )
 
 

@@ -13,7 +13,10 @@ bidder's request r, C_r drops by
     is computed for the others only at c_v; c_v = n when no other bidder reaches v).
 Hence, with others_i(a, c) the sum of non-i bids at ranks strictly between a and c,
     p_i = w * sum_{x in Q_i} others_i(rank x, n)
-          + sum_{v: first request is i's} e_v * others_i(a_v, c_v).
+          + sum_{v: first request is i's} e_v * others_i(a_v, c_v)
+          + sum_{x in Q_i} e_x * others_i(rank x, n),
+the last term for the own edges of requests hanging alone below their node (queue_tree), which no
+other request reaches.
 Under "unit" this is sum over others' r of b_r x (number of i's requests ahead of r), and the strict
 order is welfare-optimal over all orders, so this is exact VCG over all orders.
 Cost: O(n log n) for the sort and the rank look-ups, plus O(n + V) for the tree under "tokens".
@@ -56,7 +59,7 @@ class StrictPriorityAuction(AuctionMechanism):
         if self.cost_model == "unit":
             completion = [float(k + 1) for k in rank]
         else:
-            tree = build_queue_tree(tokens, cached_prefix_lengths(tokens, cached), self._byte_keys(tokens))
+            tree = build_queue_tree(tokens, cached_prefix_lengths(tokens, cached), self._memo)
             completion = completion_times(tree, order, w)
         cost = math.fsum(b * c for b, c in zip(bids, completion))
         payments = self._payments(requests, bids, order, rank, tree, w, cost)
@@ -96,6 +99,10 @@ class StrictPriorityAuction(AuctionMechanism):
             for v, (a, i, c) in enumerate(_first_requests(tree, requests, rank)):
                 if tree.edge_work[v] > 0:
                     pay[i] += tree.edge_work[v] * others_between(i, a, c)
+            for r, e in enumerate(tree.req_work):  # own edges: nobody else reaches them
+                if e > 0:
+                    i = requests[r].bidder
+                    pay[i] += e * others_between(i, rank[r], n)
         for i, p in pay.items():
             if p < -ROUNDING * max(cost, 1.0):
                 raise AssertionError(f"negative strict-priority payment {p} for bidder {i}")
@@ -111,7 +118,7 @@ def _first_requests(
     n = len(rank)
     first: list[tuple[int, int, int]] = [(n, -1, n)] * tree.n_nodes
     for v in range(tree.n_nodes - 1, -1, -1):
-        items = [(rank[r], requests[r].bidder, n) for r in tree.ends[v]]
+        items = [(rank[r], requests[r].bidder, n) for r in tree.attached[v]]
         items += [first[c] for c in tree.children[v]]
         a, i, _ = min(items, key=lambda t: t[0])
         c = min(ai if bi != i else ci for ai, bi, ci in items)

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..request import Request, token_view
+from ..request import TOKEN_DTYPE, Request, token_view
 
 COST_MODELS = ("unit", "tokens")
 
@@ -38,6 +38,33 @@ def validate_requests(requests: Sequence[Request]) -> tuple[list[np.ndarray], li
     Raises ValueError naming the request for a bid that is not a finite number >= 0, a duplicate
     request id, or an empty token sequence.
     """
+    # Fast path for the usual queue (no strings built); anything it does not accept, including
+    # tokens that need converting, goes through the request-by-request check, which names the
+    # culprit.
+    seen: set[int] = set()
+    tokens: list[np.ndarray] = []
+    bids: list[float] = []
+    try:
+        for r in requests:
+            bid, toks = float(r.bid), r.tokens
+            if (
+                r.id in seen
+                or not 0.0 <= bid < math.inf  # also rejects nan
+                or type(toks) is not np.ndarray
+                or toks.dtype != TOKEN_DTYPE
+                or toks.ndim != 1
+                or toks.size == 0
+            ):
+                return _validate_one_by_one(requests)
+            seen.add(r.id)
+            tokens.append(toks)
+            bids.append(bid)
+    except (TypeError, ValueError):
+        return _validate_one_by_one(requests)
+    return tokens, bids
+
+
+def _validate_one_by_one(requests: Sequence[Request]) -> tuple[list[np.ndarray], list[float]]:
     seen: set[int] = set()
     tokens: list[np.ndarray] = []
     bids: list[float] = []
