@@ -202,18 +202,23 @@ class RadixCache:
         return self._key(tokens, pos) if pos + self.page_size <= len(tokens) else None
 
     def insert(
-        self, tokens: Sequence[int] | np.ndarray, value: np.ndarray | None = None
+        self,
+        tokens: Sequence[int] | np.ndarray,
+        value: np.ndarray | None = None,
+        start: TreeNode | None = None,
     ) -> InsertResult:
         """Cache the page-aligned part of `tokens`; `value[i]` is stored with token i when given.
 
         Values of the part that was already cached are kept; the caller owns (and frees) its own
-        values for those first `cached` tokens.
+        values for those first `cached` tokens. `start`, a node whose path is a prefix of `tokens`
+        (say the locked end of a request's prompt when its output is added), skips re-comparing
+        that prefix; the result is the same as without it.
         """
         tokens = token_view(tokens)
         if value is not None and len(value) < len(tokens):
             raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
         n = self._aligned(len(tokens))
-        cached, node, _ = self._walk(tokens, split=True)
+        cached, node, _ = self._walk(tokens, split=True, start=start)
         if cached < n:
             key = tokens[cached:n]
             if key.flags.writeable:  # the caller may change its array; the tree keeps its own

@@ -43,6 +43,17 @@ class CacheMachine(RuleBasedStateMachine):
         self.model |= prefixes(seq, self.page)
         assert res.last_node.depth == len(seq) - len(seq) % self.page
 
+    @rule(seq=seqs, extra=seqs)
+    def insert_from_match(self, seq, extra) -> None:
+        """Inserting from a node known to be a prefix gives what inserting from the root gives."""
+        node = self.cache.match_prefix(seq).last_node
+        full = seq + extra
+        before = self.expected_match(full)
+        res = self.cache.insert(full, start=node)
+        assert res.cached == before
+        self.model |= prefixes(full, self.page)
+        assert res.last_node.depth == len(full) - len(full) % self.page
+
     @rule(seq=seqs)
     def match(self, seq) -> None:
         assert self.cache.prefix_len(seq) == self.expected_match(seq)

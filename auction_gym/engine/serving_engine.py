@@ -347,10 +347,10 @@ class ServingEngine:
 
     def _cache_prompt(self, adm: Admission) -> TreeNode:
         """Insert a prompt whose prefill just ended; return its end node (locked while it runs)."""
-        return self.cache.insert(adm.request.tokens).last_node
+        return self.cache.insert(adm.request.tokens, start=adm.node).last_node
 
     def _cache_finished(self, run: Running) -> None:
         """Insert a finished request's prompt + output into the cache."""
         r = run.request
         output = r.output_tokens if r.output_tokens is not None else synthetic_output(r)
-        self.cache.insert(np.concatenate([r.tokens, output]))
+        self.cache.insert(np.concatenate([r.tokens, output]), start=run.node)
