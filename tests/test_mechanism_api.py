@@ -122,3 +122,24 @@ def test_page_size_cache_is_read_without_changes():
     assert cache.node_count == nodes
     # Request 0 has 4 cached tokens, request 1 has 2: one uncached token each.
     assert sorted(outcome.completion.values()) == [1.0, 2.0]
+
+
+def test_scheduler_face_recomputes_when_the_round_changes():
+    """`order` reuses the last outcome only for the same requests, bids and (tokens) cache."""
+    queue = [Request(0, 0, [1, 2, 3], 1.0), Request(1, 1, [1, 2, 4], 2.0), Request(2, 2, [5, 6], 0.5)]
+    cache = RadixCache()
+    for cls in (RadixTreeAuction, StrictPriorityAuction):
+        for model in ("unit", "tokens"):
+            auction = cls(cost_model=model)
+            first = auction.order(queue, cache)
+            again = auction.order(list(queue), cache)
+            assert [r.id for r in again] == [r.id for r in first]
+            queue[2].bid = 9.0
+            assert auction.order(queue, cache)[0].id == 2
+            assert auction.last_outcome.order == cls(cost_model=model).run(queue, cached=cache).order
+            cache.insert([5, 6])
+            fresh = cls(cost_model=model).run(queue, cached=cache)
+            auction.order(queue, cache)
+            assert auction.last_outcome.payments == pytest.approx(fresh.payments)
+            queue[2].bid = 0.5
+            cache = RadixCache()
