@@ -6,12 +6,13 @@ where admission order matters for both hit rate and latency.
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from auction_gym import EngineConfig, Metrics, Request, SimEngine
+from auction_gym import EngineConfig, Metrics, Request, SimEngine, scheduler_names
 from auction_gym.workload import AgenticConfig, agentic_workload, iter_mooncake
 
 POLICIES = ("fcfs", "lpm", "dfs_weight", "strict_vcg", "radix_vcg")
@@ -68,3 +69,30 @@ def run_demo(
     cost = config.cost_model.name
     return (f"{title}\nengine: {kv_capacity} KV tokens, {cost}; times in simulated seconds\n\n"
             + format_table(rows))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rate", type=float, default=35.0, help="agentic arrivals per second (default 35)")
+    parser.add_argument("--duration", type=float, default=60.0, help="agentic workload length in s (default 60)")
+    parser.add_argument("--bidders", type=int, default=8)
+    parser.add_argument("--kv-capacity", type=int, default=60_000, help="KV cache size in tokens (default 60000)")
+    parser.add_argument("--schedulers", type=lambda s: s.split(","), default=list(POLICIES),
+                        help=f"comma-separated (default {','.join(POLICIES)})")
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="replay a Mooncake trace (JSONL) instead of the agentic workload")
+    parser.add_argument("--time-scale", type=float, default=4.0, help="trace arrival-time multiplier (default 4)")
+    parser.add_argument("--limit", type=int, default=None, help="replay only the first N trace requests")
+
+
+def run(args: argparse.Namespace) -> None:
+    unknown = set(args.schedulers) - set(scheduler_names())
+    if unknown:
+        raise SystemExit(f"unknown scheduler(s) {sorted(unknown)}; valid: {', '.join(scheduler_names())}")
+    if args.trace is not None and not args.trace.exists():
+        raise SystemExit(f"trace not found: {args.trace}")
+    print(run_demo(
+        seed=args.seed, rate=args.rate, duration=args.duration, bidders=args.bidders,
+        kv_capacity=args.kv_capacity, schedulers=args.schedulers, trace=args.trace,
+        time_scale=args.time_scale, limit=args.limit,
+    ))
