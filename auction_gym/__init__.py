@@ -2,7 +2,7 @@
 
 import gymnasium
 
-from . import mechanism  # registers the auctions as schedulers "radix_vcg" and "strict_vcg"
+from . import mechanism  # noqa: F401  (registers the auctions as schedulers "radix_vcg", "strict_vcg")
 from .engine import CostModel, EngineConfig, Iteration, Metrics, RequestRecord, SimEngine
 from .envs import RadixAuctionEnv, RadixAuctionParallelEnv, parallel_env
 from .market import Market, MarketConfig, Obs

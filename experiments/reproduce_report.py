@@ -1,5 +1,5 @@
 """Tables and figures of a `reproduce` run: the headline table with 95% confidence intervals over
-seeds (results/reproduce.md) and PNG figures."""
+seeds (Student's t; results/reproduce.md) and PNG figures."""
 
 from __future__ import annotations
 
@@ -7,18 +7,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
+from agents.stats import mean_ci
 
 POLICY_ORDER = ("fcfs", "lpm", "dfs_weight", "strict_vcg", "radix_vcg")
-
-
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and half-width of a normal 95% confidence interval (0 with a single value)."""
-    v = np.array([x for x in values if not math.isnan(x)], dtype=float)
-    if len(v) == 0:
-        return math.nan, math.nan
-    half = 1.96 * v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else 0.0
-    return float(v.mean()), float(half)
 
 
 def fmt(values: list[float], digits: int = 2) -> str:

@@ -102,7 +102,6 @@ class RadixTreeAuction(AuctionMechanism):
         """The allocation alone (no payments), for `run` and for timing it separately."""
         requests = list(requests)
         tokens, bids = validate_requests(requests)
-        n = len(requests)
         prefix_lens = None if self.cost_model == "unit" else cached_prefix_lengths(tokens, cached)
         tree = build_queue_tree(tokens, prefix_lens, self._memo)
         nn, w = tree.n_nodes, self.request_work

@@ -1,0 +1,172 @@
+"""Stable-Baselines3 plumbing: algorithms, RL Zoo hyperparameter files, environments, saved models.
+
+A trained run directory holds `model.zip`, `vecnormalize.pkl` when the hyperparameters ask for
+observation/reward normalization, `config.json` (algorithm, seed, environment arguments,
+hyperparameters) and the TensorBoard event files. Checkpoints go to `checkpoints/` in SB3's
+naming (`<algo>_<steps>_steps.zip`, `<algo>_vecnormalize_<steps>_steps.pkl`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import yaml
+from stable_baselines3 import A2C, PPO, SAC, TD3
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
+
+import auction_gym  # noqa: F401  (registers RadixAuction-v0)
+
+ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "a2c": A2C}
+ENV_ID = "RadixAuction-v0"
+# The id that imports auction_gym first, so SubprocVecEnv workers can build the env too.
+ENV_ENTRY = f"auction_gym:{ENV_ID}"
+HYPERPARAMS_DIR = Path(__file__).resolve().parents[1] / "hyperparams"
+# RL Zoo keys that configure the run rather than the algorithm's constructor.
+_RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "policy", "noise_type", "noise_std")
+_NOISES = {"normal": NormalActionNoise, "ornstein-uhlenbeck": OrnsteinUhlenbeckActionNoise}
+
+
+def check_algo(algo: str) -> type[BaseAlgorithm]:
+    """The SB3 class of an algorithm name; ValueError lists the valid names."""
+    if algo not in ALGOS:
+        raise ValueError(f"unknown algo {algo!r}; valid: {', '.join(ALGOS)}")
+    return ALGOS[algo]
+
+
+def load_hyperparams(algo: str, path: str | Path | None = None, env_id: str = ENV_ID,
+                     overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An algorithm's hyperparameters for `env_id` from an RL Zoo YAML file (`hyperparams/<algo>.yml`
+    by default), with `overrides` applied on top. Values are as in the file (`policy_kwargs` and a
+    dict-valued `normalize` may be Python expression strings, RL Zoo style)."""
+    check_algo(algo)
+    path = Path(path) if path is not None else HYPERPARAMS_DIR / f"{algo}.yml"
+    with open(path) as f:
+        table = yaml.safe_load(f) or {}
+    if env_id not in table:
+        raise ValueError(f"{path} has no entry for {env_id!r}; it has {sorted(table)}")
+    return {**table[env_id], **(overrides or {})}
+
+
+def _expr(value: Any) -> Any:
+    """RL Zoo writes dicts as strings such as "dict(net_arch=[64, 64])"; evaluate those (no builtins)."""
+    if isinstance(value, str):
+        return eval(value, {"__builtins__": {}}, {"dict": dict})  # noqa: S307 (trusted config file)
+    return value
+
+
+def normalize_kwargs(hyperparams: dict[str, Any]) -> dict[str, Any] | None:
+    """VecNormalize arguments from the `normalize` entry (false/absent: None; true: defaults)."""
+    norm = _expr(hyperparams.get("normalize", False))
+    if norm is False or norm is None:
+        return None
+    kwargs = {} if norm is True else dict(norm)
+    kwargs.setdefault("gamma", hyperparams.get("gamma", 0.99))
+    return kwargs
+
+
+def algo_kwargs(hyperparams: dict[str, Any], action_dim: int = 1) -> dict[str, Any]:
+    """The algorithm constructor's keyword arguments of a hyperparameter dict (RL Zoo semantics:
+    `noise_type`/`noise_std` become `action_noise`)."""
+    kwargs = {k: v for k, v in hyperparams.items() if k not in _RUN_KEYS}
+    if "policy_kwargs" in kwargs:
+        kwargs["policy_kwargs"] = _expr(kwargs["policy_kwargs"])
+    noise = hyperparams.get("noise_type")
+    if noise is not None:
+        if noise not in _NOISES:
+            raise ValueError(f"unknown noise_type {noise!r}; valid: {', '.join(_NOISES)}")
+        std = float(hyperparams.get("noise_std", 0.1))
+        kwargs["action_noise"] = _NOISES[noise](mean=np.zeros(action_dim), sigma=std * np.ones(action_dim))
+    return kwargs
+
+
+def make_env(env_kwargs: dict[str, Any], n_envs: int, seed: int,
+             normalize: dict[str, Any] | None = None) -> VecEnv:
+    """`n_envs` monitored copies of RadixAuction-v0 (SubprocVecEnv when n_envs > 1), env i seeded
+    `seed + i`, wrapped in VecNormalize when `normalize` is given."""
+    if n_envs < 1:
+        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+    vec_cls = SubprocVecEnv if n_envs > 1 else DummyVecEnv
+    venv = vec_cls([partial(_monitored_env, env_kwargs) for _ in range(n_envs)])
+    venv.seed(seed)
+    return VecNormalize(venv, **normalize) if normalize is not None else venv
+
+
+def _monitored_env(env_kwargs: dict[str, Any]) -> Monitor:
+    """One RadixAuction-v0 in SB3's Monitor (episode returns and lengths for rollout/ep_rew_mean)."""
+    return Monitor(gym.make(ENV_ENTRY, **env_kwargs))
+
+
+def detect_algo(path: str | Path) -> str:
+    """The algorithm that saved a model zip, read from the zip's `data` (no weights loaded)."""
+    path = Path(path)
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not an SB3 model zip")
+    with zipfile.ZipFile(path) as z:
+        data = json.loads(z.read("data"))
+    if "clip_range" in data:
+        return "ppo"
+    if "policy_delay" in data:
+        return "td3"
+    if "target_entropy" in data:
+        return "sac"
+    if "normalize_advantage" in data:
+        return "a2c"
+    raise ValueError(f"cannot tell which algorithm saved {path}; valid: {', '.join(ALGOS)}")
+
+
+def vecnormalize_path(model_path: str | Path) -> Path | None:
+    """The VecNormalize statistics saved with a model zip, if any: `vecnormalize.pkl` beside a
+    final model, `<algo>_vecnormalize_<n>_steps.pkl` beside a checkpoint `<algo>_<n>_steps.zip`."""
+    model_path = Path(model_path)
+    candidates = [model_path.with_name("vecnormalize.pkl")]
+    if checkpoint := re.fullmatch(r"(.+)_(\d+)_steps", model_path.stem):
+        prefix, steps = checkpoint.groups()
+        candidates.insert(0, model_path.with_name(f"{prefix}_vecnormalize_{steps}_steps.pkl"))
+    return next((p for p in candidates if p.exists()), None)
+
+
+class SB3Policy:
+    """A trained SB3 model as a policy on raw observations: observations are normalized with the
+    VecNormalize statistics when given (never updated), and actions are deterministic."""
+
+    def __init__(self, model: BaseAlgorithm, vecnormalize: VecNormalize | None = None) -> None:
+        self.model, self.vecnormalize = model, vecnormalize
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: np.ndarray | None = None,
+                deterministic: bool = True) -> tuple[np.ndarray, Any]:
+        obs = np.asarray(observation, dtype=np.float32)
+        if self.vecnormalize is not None:
+            obs = self.vecnormalize.normalize_obs(obs).astype(np.float32)
+        return self.model.predict(obs, state, episode_start, deterministic)
+
+
+def load_policy(path: str | Path) -> SB3Policy:
+    """A saved model zip (with its VecNormalize statistics when present) as an SB3Policy on CPU."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"model not found: {path}")
+    model = ALGOS[detect_algo(path)].load(path, device="cpu")
+    stats = vecnormalize_path(path)
+    vecnormalize = None
+    if stats is not None:
+        vecnormalize = VecNormalize.load(str(stats), DummyVecEnv([lambda: _dummy_env(model)]))
+        vecnormalize.training, vecnormalize.norm_reward = False, False
+    return SB3Policy(model, vecnormalize)
+
+
+def _dummy_env(model: BaseAlgorithm):
+    """A stand-in env with the model's spaces, to attach loaded VecNormalize statistics to."""
+    class _Spaces(gym.Env):
+        observation_space, action_space = model.observation_space, model.action_space
+
+    return _Spaces()
