@@ -14,6 +14,10 @@ from types import ModuleType
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("experiments.demo", "replay a workload under every scheduler and print a table"),
     "reproduce": ("experiments.reproduce", "reproduce the paper's findings over a sweep of load and KV size"),
+    "train": ("experiments.train", "train a Stable-Baselines3 pacing agent on RadixAuction-v0"),
+    "evaluate": ("experiments.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
+    "compare": ("experiments.compare", "train SB3 agents and compare them with OGD and truthful bidding"),
+    "calibrate": ("experiments.calibrate", "profile the torch engine and fit the simulator's cost model"),
 }
 
 

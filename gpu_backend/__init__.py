@@ -1,4 +1,14 @@
-"""The PyTorch serving engine with a paged KV pool owned by the radix cache.
+"""The PyTorch serving engine: a decoder-only transformer over a paged KV pool whose slots the
+radix cache owns (DESIGN.md section 2). Runs on CUDA when present, on CPU otherwise.
 
-Empty until the gpu_backend issue lands; see DESIGN.md section 2.
+- `build_model`, `ModelConfig`, `PRESETS` ("tiny" for CPU tests, "llama-3-8b" for GPUs): the model.
+- `KVPool`: preallocated K/V tensors (layers x slots x kv_heads x head_dim) and their allocator.
+- `TorchEngine`: `ServingEngine` with measured iteration times; the market's `backend="torch"`.
+- `experiments/calibrate.py` profiles it to fit the simulated engine's `CostModel`.
 """
+
+from .kv_pool import KVPool
+from .model import PRESETS, ModelConfig, Transformer, build_model
+from .torch_engine import TorchEngine, default_device
+
+__all__ = ["KVPool", "ModelConfig", "PRESETS", "Transformer", "TorchEngine", "build_model", "default_device"]

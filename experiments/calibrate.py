@@ -1,0 +1,227 @@
+"""Calibrate the simulated engine's cost model against the torch engine (`radix-auction calibrate`).
+
+Profiles prefill batches over a grid of (requests, cached tokens, new tokens) and decode steps over
+a grid of (batch, context), each timed the way `TorchEngine` times its iterations (same code path,
+CUDA events on a GPU, perf_counter elsewhere; after a warm-up, the fastest of `repeats` runs, which
+filters out interference from other processes, or their median), then fits
+
+    prefill  t = a + b * new_tokens + c * attention     (attention = sum_i new_i (cached_i + new_i / 2))
+    decode   t = d + e * batch + f * context
+
+by non-negative least squares on relative error (each point weighted by 1 / its measured time, so
+small and large iterations count alike). A random `holdout` share of the points is left out of the
+fit; the printed error is the absolute percent error on those held-out points (median and p90).
+The coefficients go to a JSON file that `CostModel.from_json` (and so `EngineConfig`) loads.
+
+torch and gpu_backend are imported when a calibration runs, not with this module, so the command
+line can offer `calibrate` without loading them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from auction_gym.engine import CostModel
+
+if TYPE_CHECKING:
+    from gpu_backend import KVPool, Transformer
+    from gpu_backend.timer import DeviceTimer
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured iteration: features x (1, size, quadratic term) and seconds t."""
+
+    kind: str
+    x: tuple[float, float, float]
+    t: float
+
+
+def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Non-negative least squares min ||a x - b||, x >= 0, exactly, by trying every support
+    (a has few columns: 2**k small least-squares problems)."""
+    best, best_err = np.zeros(a.shape[1]), float(np.sum(b * b))
+    for k in range(1, a.shape[1] + 1):
+        for support in itertools.combinations(range(a.shape[1]), k):
+            cols = list(support)
+            sol = np.linalg.lstsq(a[:, cols], b, rcond=None)[0]
+            if (sol < 0).any():
+                continue
+            err = float(np.sum((a[:, cols] @ sol - b) ** 2))
+            if err < best_err:
+                best, best_err = np.zeros(a.shape[1]), err
+                best[cols] = sol
+    return best
+
+
+def fit(samples: list[Sample]) -> np.ndarray:
+    """Coefficients of t = x . coef, coef >= 0, minimizing the squared relative error."""
+    x = np.array([s.x for s in samples])
+    t = np.array([s.t for s in samples])
+    return nnls(x / t[:, None], np.ones(len(t)))
+
+
+def ape(samples: list[Sample], coef: np.ndarray) -> np.ndarray:
+    """Absolute percent error of the fitted times."""
+    x = np.array([s.x for s in samples])
+    t = np.array([s.t for s in samples])
+    return 100 * np.abs(x @ coef - t) / t
+
+
+STATISTICS = {"min": np.min, "median": np.median}
+
+
+def _timed(timer: DeviceTimer, fn: Callable[[], object], repeats: int, statistic: str) -> float:
+    fn()  # warm-up (allocator, kernels)
+    times = []
+    for _ in range(repeats):
+        with timer as tm:
+            fn()
+        times.append(tm.seconds)
+    return float(STATISTICS[statistic](times))
+
+
+def profile(
+    model: Transformer, pool: KVPool, *, rng: np.random.Generator, repeats: int, max_prefill: int, max_context: int,
+    statistic: str = "min",
+) -> list[Sample]:
+    """Measure prefill and decode iterations over the grid (see module docstring)."""
+    from gpu_backend.timer import DeviceTimer
+    from gpu_backend.torch_engine import run_decode, run_prefill
+
+    vocab, timer, samples = model.cfg.vocab_size, DeviceTimer(model.device), []
+    limit = min(model.cfg.max_context, max_context)
+    news = [n for n in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if n <= max_prefill]
+    for requests, cached, new in itertools.product((1, 2, 3, 4), (0, 128, 512, 1024, 2048, 4096), news):
+        if cached + new > limit or requests * new > max_prefill:
+            continue
+        # Per-request sizes jitter around the grid point, as real batches are not uniform.
+        c = [int(cached * rng.uniform(0.75, 1.25)) for _ in range(requests)]
+        n = [max(1, int(new * rng.uniform(0.75, 1.25))) for _ in range(requests)]
+        c = [min(ci, limit - ni) for ci, ni in zip(c, n)]
+        cached_slots = [pool.alloc(ci) for ci in c]
+        new_slots = [pool.alloc(ni) for ni in n]
+        tokens = [rng.integers(0, vocab, ni) for ni in n]
+        t = _timed(timer, lambda: run_prefill(model, pool, cached_slots, new_slots, tokens), repeats, statistic)
+        attention = sum(ni * (ci + ni / 2) for ci, ni in zip(c, n))
+        samples.append(Sample("prefill", (1.0, float(sum(n)), float(attention)), t))
+        for s in cached_slots + new_slots:
+            pool.free(s)
+    for batch, ctx in itertools.product((1, 2, 3, 4, 6, 8, 12, 16, 24, 32), (64, 128, 256, 512, 1024, 2048, 4096)):
+        if ctx * 1.25 + 1 > limit or batch * ctx * 1.25 > pool.num_free - batch:
+            continue
+        lens = [int(ctx * rng.uniform(0.75, 1.25)) for _ in range(batch)]
+        context = [pool.alloc(n) for n in lens]
+        new = pool.alloc(batch)
+        tokens = rng.integers(0, vocab, batch)
+        t = _timed(timer, lambda: run_decode(model, pool, context, new, tokens), repeats, statistic)
+        samples.append(Sample("decode", (1.0, float(batch), float(sum(lens) + batch)), t))
+        for s in context + [new]:
+            pool.free(s)
+    return samples
+
+
+def calibrate(
+    out: str | Path,
+    preset: str = "tiny",
+    device: str | None = None,
+    dtype: str | None = None,
+    *,
+    seed: int = 0,
+    repeats: int = 5,
+    holdout: float = 0.25,
+    max_prefill: int = 4096,
+    max_context: int = 8192,
+    pool_tokens: int = 140_000,
+    statistic: str = "min",
+) -> dict:
+    """Profile `preset` on `device`, fit the cost model, write it to `out`; returns a summary
+    (coefficients, held-out errors in percent, point counts), which is also printed."""
+    import torch
+
+    from gpu_backend import KVPool, build_model, default_device
+
+    device = device or default_device()
+    torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    model = build_model(preset, device=device, dtype=torch_dtype, seed=seed)
+    cfg = model.cfg
+    pool = KVPool(pool_tokens, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, device=device, dtype=torch_dtype)
+    rng = np.random.default_rng(seed)
+    samples = profile(model, pool, rng=rng, repeats=repeats, max_prefill=max_prefill, max_context=max_context,
+                      statistic=statistic)
+    coef, errors = {}, {}
+    for kind in ("prefill", "decode"):
+        pts = [s for s in samples if s.kind == kind]
+        test = rng.random(len(pts)) < holdout
+        test[rng.integers(len(pts))] = True  # at least one held-out point
+        train = [p for p, h in zip(pts, test) if not h]
+        held = [p for p, h in zip(pts, test) if h]
+        coef[kind] = fit(train)
+        errors[kind] = ape(held, coef[kind])
+    name = f"{preset}-{str(torch_dtype).removeprefix('torch.')}/{_device_name(device)} (calibrated)"
+    model_json = CostModel(*map(float, coef["prefill"]), *map(float, coef["decode"]), name=name)
+    model_json.to_json(out)
+    both = np.concatenate([errors["prefill"], errors["decode"]])
+    summary = {
+        "out": str(out), "cost_model": model_json.__dict__,
+        "points": {k: sum(s.kind == k for s in samples) for k in ("prefill", "decode")},
+        "held_out": {k: len(v) for k, v in errors.items()},
+        "median_ape_pct": {**{k: float(np.median(v)) for k, v in errors.items()}, "all": float(np.median(both))},
+        "p90_ape_pct": {
+            **{k: float(np.percentile(v, 90)) for k, v in errors.items()}, "all": float(np.percentile(both, 90))
+        },
+    }
+    print(json.dumps(summary, indent=2))
+    return summary
+
+
+def _device_name(device: str) -> str:
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device)).replace(" ", "-").lower()
+    return "cpu"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=Path("costs.json"), help="cost model JSON to write")
+    parser.add_argument("--preset", default="tiny", help="model preset (gpu_backend.PRESETS)")
+    parser.add_argument("--device", default=None, help="torch device (default cuda if available, else cpu)")
+    parser.add_argument("--dtype", default=None, help="float32, bfloat16, ... (default bf16 on CUDA, fp32 on CPU)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per grid point")
+    parser.add_argument("--statistic", choices=sorted(STATISTICS), default="min",
+                        help="time kept of a point's runs: min (dedicated machine, default) or median "
+                        "(a shared CPU, where the engine's own timings include other processes' interference)")
+    parser.add_argument("--holdout", type=float, default=0.25, help="share of points held out of the fit")
+    parser.add_argument("--max-prefill", type=int, default=4096, help="largest prefill batch in tokens")
+    parser.add_argument("--max-context", type=int, default=8192, help="longest sequence profiled in tokens")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Run a calibration with the arguments of `add_arguments`."""
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return calibrate(args.out, args.preset, args.device, args.dtype, seed=args.seed, repeats=args.repeats,
+                     holdout=args.holdout, max_prefill=args.max_prefill, max_context=args.max_context,
+                     statistic=args.statistic)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="radix-auction calibrate", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
