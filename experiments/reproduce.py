@@ -18,7 +18,8 @@ Definitions (per workload, KV capacity and seed):
   policy's order of each queue snapshot, summed over the snapshots and divided by their number.
   The snapshots are identical for every policy: the waiting queues (and what of each request was
   cached) at each round of the FCFS run.
-- welfare_capture (radix_vcg rows): (W_radix - W_fcfs) / (W_strict - W_fcfs) of model welfare.
+- welfare_capture (radix_vcg rows): (W_radix - W_fcfs) / (W_strict - W_fcfs) of model welfare,
+  NaN where W_strict - W_fcfs is under 5% of |W_fcfs|.
 - realized_welfare: sum over finished requests of V - w x latency; revenue: payments charged.
 """
 
@@ -67,6 +68,9 @@ FULL = Sweep(loads=(0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0), agentic_kv=(15_000, 30_0
 # tenants that differ, unlike the env's default scenario.
 AGENTIC = {"bidder_heterogeneity": AgenticConfig.bidder_heterogeneity, "shape_mix": AgenticConfig().shape_mix}
 NUM_BIDDERS = 8
+CAPTURE_MIN_GAIN = 0.05
+"""Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
+model welfare: near zero load the ratio of two tiny differences says nothing."""
 SATURATING = {"agentic": 80.0, "mooncake": 0.25}
 """Arrival settings that saturate the engine: agentic requests/s, Mooncake time scale (4x its rate)."""
 
@@ -170,11 +174,12 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "u
                         bar.update()
                     welfare = {p: snapshot_welfare(snapshots, p, sweep.max_snapshots, cost_model) for p in POLICIES}
                     gain = welfare["strict_vcg"] - welfare["fcfs"]
+                    material = gain > CAPTURE_MIN_GAIN * abs(welfare["fcfs"])
                     for row in point_rows[-len(POLICIES):]:
                         row["model_welfare"] = welfare[row["policy"]]
                         row["welfare_capture"] = (
                             (welfare["radix_vcg"] - welfare["fcfs"]) / gain
-                            if row["policy"] == "radix_vcg" and gain > 0 else math.nan
+                            if row["policy"] == "radix_vcg" and material else math.nan
                         )
                 top = max(sweep.loads)
                 saturated = {r["policy"]: r["throughput"] for r in point_rows if r["load"] == top}

@@ -1,8 +1,9 @@
 """The simulated engine: iteration times come from a `CostModel`, not from running a model.
 
 Because time is computed, not measured, a decode iteration takes every step up to the next event
-at once (the first request to finish, or the first step that ends after the next arrival, which may
-be admitted); the clock and every record are the same as stepping one token at a time.
+at once (the first request to finish, or the first step that ends after the next arrival when a
+running slot is free, so that it may be admitted); the clock and every record are the same as
+stepping one token at a time.
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ class SimEngine(ServingEngine):
 
     def _execute_decode(self) -> tuple[int, float]:
         batch, context = len(self.running), self._context
-        steps = min(self._steps_to_next_finish(), self._steps_until(self._next_arrival() - self.now, batch, context))
+        steps = self._steps_to_next_finish()
+        # An arrival can only change what happens next if it could be admitted; with every running
+        # slot taken it waits for a finish anyway, so decoding need not stop for it.
+        if batch < self.config.max_running_requests:
+            steps = min(steps, self._steps_until(self._next_arrival() - self.now, batch, context))
         return steps, self.cost.decode_steps_time(steps, batch, context)
 
     def _steps_until(self, dt: float, batch: int, context: int) -> int:
