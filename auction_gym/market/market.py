@@ -25,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..engine import Iteration
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler import Scheduler
@@ -146,7 +147,7 @@ class Market:
         self.last_spend = report.payments
         return report
 
-    def _advance(self):
+    def _advance(self) -> Iteration | None:
         """One engine iteration, keeping the busy time and admissions behind seconds_per_unit."""
         it = self.engine.step()
         if it is not None and it.kind != "idle":
