@@ -4,6 +4,11 @@ deterministic=True) -> (action, state)`, so evaluation treats built-in and learn
 OGD pacing, truthful and fixed-multiplier bidding are implemented in `auction_gym.pacing` (the
 environments run them for the bidders that are not learning, and `auction_gym` never imports
 `agents`); they are exported here as the agents' public names.
+
+Stable-Baselines3 helpers live in submodules, imported on use so that `import agents` stays light:
+`agents.training` (train, resume, checkpoints), `agents.evaluation` (fixed-seed evaluation and the
+shared `eval/*` TensorBoard tags), `agents.sb3` (algorithms, envs, loading a saved zip as a policy),
+`agents.callbacks`, and `agents.stats` (confidence intervals).
 """
 
 from auction_gym.pacing import FixedMultiplier, OGDPacer, Policy, Truthful, make_policy
