@@ -75,7 +75,7 @@ SATURATING = {"agentic": 80.0, "mooncake": 0.25}
 """Arrival settings that saturate the engine: agentic requests/s, Mooncake time scale (4x its rate)."""
 
 
-def market_config(workload: str, kv: int, rate_or_scale: float, sweep: Sweep, policy: str,
+def replay_config(workload: str, kv: int, rate_or_scale: float, sweep: Sweep, policy: str,
                   trace: Path | None, cost_model: str = "unit") -> MarketConfig:
     """A market that replays one workload to its end under `policy`, truthful and unbudgeted."""
     if workload == "agentic":
@@ -133,7 +133,7 @@ def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str =
 
 def capacity(workload: str, kv: int, sweep: Sweep, trace: Path | None, seed: int) -> float:
     """Requests/s that LPM serves on this workload when saturated (arrivals at SATURATING)."""
-    cfg = market_config(workload, kv, SATURATING[workload], sweep, "lpm", trace)
+    cfg = replay_config(workload, kv, SATURATING[workload], sweep, "lpm", trace)
     return replay(cfg, seed)["throughput"]
 
 
@@ -167,7 +167,7 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "u
                     setting = rate if workload == "agentic" else natural / rate
                     snapshots: list = []
                     for policy in POLICIES:
-                        cfg = market_config(workload, kv, setting, sweep, policy, trace, cost_model)
+                        cfg = replay_config(workload, kv, setting, sweep, policy, trace, cost_model)
                         row = replay(cfg, seed, snapshots if policy == "fcfs" else None)
                         row.update(workload=workload, policy=policy, load=load, kv_capacity=kv, seed=seed)
                         point_rows.append(row)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -69,9 +69,6 @@ class Metrics:
     throughput_tps: float
     """Prompt plus output tokens of finished requests per second, same span."""
     makespan: float
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
 
 
 def summarize(records: list[RequestRecord]) -> Metrics:

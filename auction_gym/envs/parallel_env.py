@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import numpy as np
@@ -11,7 +10,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from ..market import Market, Obs
-from .radix_auction_env import market_config, market_info, parse_action
+from .radix_auction_env import check_env_arguments, market_config, market_info, parse_action
 
 
 class RadixAuctionParallelEnv(ParallelEnv):
@@ -29,10 +28,7 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
     def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None, **market: Any) -> None:
         self.config = market_config(**market)
-        if not math.isfinite(reward_scale) or reward_scale <= 0:
-            raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
         self.possible_agents = [f"bidder_{i}" for i in range(self.config.num_bidders)]
@@ -65,8 +61,7 @@ class RadixAuctionParallelEnv(ParallelEnv):
         alphas = [parse_action(actions[a], self.config.alpha_max, f"action of {a}") for a in self.agents]
         report = self.market.step(alphas)
         obs = self.market.observations()
-        terminated = self.market.round >= self.config.horizon
-        truncated = self.market.exhausted and not terminated
+        terminated, truncated = self.market.terminated, self.market.truncated
         agents = self.agents
         out = (
             {a: obs[i] for i, a in enumerate(agents)},

@@ -36,6 +36,14 @@ def market_config(
     )
 
 
+def check_env_arguments(reward_scale: float, render_mode: str | None, render_modes: list[str]) -> None:
+    """The checks both environments make of their own (non-market) arguments."""
+    if not math.isfinite(reward_scale) or reward_scale <= 0:
+        raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
+    if render_mode is not None and render_mode not in render_modes:
+        raise ValueError(f"render_mode must be one of {render_modes}, got {render_mode!r}")
+
+
 def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, Any]:
     """The `info` dict of one bidder after a round (see RadixAuctionEnv).
 
@@ -181,10 +189,7 @@ class RadixAuctionEnv(gym.Env):
         )
         if not 0 <= focal_bidder < num_bidders:
             raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {focal_bidder}")
-        if not math.isfinite(reward_scale) or reward_scale <= 0:
-            raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
         self.focal = focal_bidder
         self.others = [i for i in range(num_bidders) if i != focal_bidder]
         if isinstance(other_bidders, (list, tuple)):
@@ -228,10 +233,8 @@ class RadixAuctionEnv(gym.Env):
         report = self.market.step(alphas)
         self._last = report
         self._obs = self.market.observations()
-        terminated = self.market.round >= self.config.horizon
-        truncated = self.market.exhausted and not terminated
         reward = float(report.utility[self.focal] * self.reward_scale)
-        return (self._obs[self.focal].copy(), reward, bool(terminated), bool(truncated),
+        return (self._obs[self.focal].copy(), reward, self.market.terminated, self.market.truncated,
                 market_info(self.market, report, self.focal))
 
     def render(self) -> str | None:

@@ -113,8 +113,18 @@ class Market:
         return self.budget - self.spent
 
     @property
+    def terminated(self) -> bool:
+        """All `horizon` rounds were played: the budget period is over."""
+        return self.round >= self.config.horizon
+
+    @property
+    def truncated(self) -> bool:
+        """The workload ran dry before the horizon."""
+        return self.exhausted and not self.terminated
+
+    @property
     def done(self) -> bool:
-        return self.exhausted or self.round >= self.config.horizon
+        return self.exhausted or self.terminated
 
     def step(self, multipliers: Sequence[float] | np.ndarray) -> RoundReport:
         """Play one round with bid multipliers alpha (one per bidder, finite, >= 0)."""
