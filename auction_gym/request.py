@@ -12,17 +12,26 @@ TOKEN_DTYPE = np.int64
 
 
 def as_tokens(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.ndarray:
-    """Return `tokens` as a read-only 1-D int64 array; raise ValueError if they are not token ids."""
-    arr = np.asarray(tokens)
+    """Return `tokens` as a read-only 1-D int64 array; raise ValueError if they are not token ids.
+
+    A read-only int64 array is returned as is (after the range check), so a workload that freezes
+    its arrays hands them to `Request` without a copy."""
+    arr = tokens if isinstance(tokens, np.ndarray) else np.asarray(tokens)
     if arr.ndim != 1:
         raise ValueError(f"{what} must be a 1-D sequence of ints, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{what} must contain integer token ids, got dtype {arr.dtype}")
-    arr = arr.astype(TOKEN_DTYPE, copy=arr.dtype != TOKEN_DTYPE or arr.flags.writeable)
-    if arr.size and arr.min() < 0:
+    if arr.dtype != TOKEN_DTYPE:
+        if arr.size and arr.dtype.kind not in "iu":
+            raise ValueError(f"{what} must contain integer token ids, got dtype {arr.dtype}")
+        arr = arr.astype(TOKEN_DTYPE)
+    elif arr.flags.writeable:
+        arr = arr.copy()
+    if arr.size and _min(arr) < 0:
         raise ValueError(f"{what} must be non-negative token ids")
     arr.flags.writeable = False
     return arr
+
+
+_min = np.minimum.reduce
 
 
 def token_view(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.ndarray:
@@ -66,33 +75,34 @@ class Request:
     kind: str = ""
 
     def __post_init__(self) -> None:
-        self.tokens = as_tokens(self.tokens, f"request {self.id}: tokens")
+        # Called once per request of every workload, so the checks are written out rather than looped.
+        try:
+            self.tokens = as_tokens(self.tokens)
+            if self.output_tokens is not None:
+                self.output_tokens = as_tokens(self.output_tokens, "output_tokens")
+        except ValueError as e:
+            raise ValueError(f"request {self.id}: {e}") from None
         if self.tokens.size == 0:
             raise ValueError(f"request {self.id}: empty prompt (tokens has length 0)")
-        if isinstance(self.output_len, bool) or int(self.output_len) != self.output_len:
-            raise ValueError(f"request {self.id}: output_len must be an int, got {self.output_len!r}")
-        self.output_len = int(self.output_len)
-        if self.output_len < 1:
-            raise ValueError(f"request {self.id}: output_len must be >= 1, got {self.output_len}")
-        for name in ("bid", "arrival", "value"):
-            v = float(getattr(self, name))
-            if not math.isfinite(v):
-                raise ValueError(f"request {self.id}: {name} must be finite, got {v}")
-            setattr(self, name, v)
-        if self.arrival < 0 or self.bid < 0:
+        out = self.output_len
+        if isinstance(out, bool) or int(out) != out:
+            raise ValueError(f"request {self.id}: output_len must be an int, got {out!r}")
+        self.output_len = out = int(out)
+        if out < 1:
+            raise ValueError(f"request {self.id}: output_len must be >= 1, got {out}")
+        self.bid, self.arrival, self.value = bid, arrival, value = float(self.bid), float(self.arrival), float(self.value)
+        if not (math.isfinite(bid) and math.isfinite(arrival) and math.isfinite(value)):
+            name, v = next((n, v) for n, v in (("bid", bid), ("arrival", arrival), ("value", value)) if not math.isfinite(v))
+            raise ValueError(f"request {self.id}: {name} must be finite, got {v}")
+        if arrival < 0 or bid < 0:
+            raise ValueError(f"request {self.id}: arrival and bid must be >= 0, got {arrival}, {bid}")
+        self.urgency = urgency = bid if self.urgency is None else float(self.urgency)
+        if not (urgency >= 0 and math.isfinite(urgency)):
+            raise ValueError(f"request {self.id}: urgency must be finite and >= 0, got {urgency}")
+        if self.output_tokens is not None and self.output_tokens.size != out:
             raise ValueError(
-                f"request {self.id}: arrival and bid must be >= 0, got {self.arrival}, {self.bid}"
+                f"request {self.id}: output_tokens has {self.output_tokens.size} tokens, output_len is {out}"
             )
-        self.urgency = self.bid if self.urgency is None else float(self.urgency)
-        if not math.isfinite(self.urgency) or self.urgency < 0:
-            raise ValueError(f"request {self.id}: urgency must be finite and >= 0, got {self.urgency}")
-        if self.output_tokens is not None:
-            self.output_tokens = as_tokens(self.output_tokens, f"request {self.id}: output_tokens")
-            if self.output_tokens.size != self.output_len:
-                raise ValueError(
-                    f"request {self.id}: output_tokens has {self.output_tokens.size} tokens, "
-                    f"output_len is {self.output_len}"
-                )
 
     @property
     def prompt_len(self) -> int:

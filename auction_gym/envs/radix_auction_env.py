@@ -15,9 +15,12 @@ from ..pacing import Policy, make_policy
 
 def parse_action(action: Any, alpha_max: float, what: str = "action") -> float:
     """The bid multiplier of an action: one finite number, clipped to [0, alpha_max]."""
-    if np.size(action) != 1:
+    if isinstance(action, np.ndarray) and action.size == 1:
+        a = float(action.reshape(-1)[0])
+    elif np.size(action) != 1:
         raise ValueError(f"{what} must hold one bid multiplier, got shape {np.shape(action)}")
-    a = float(action[0] if np.ndim(action) else action)
+    else:
+        a = float(action[0] if np.ndim(action) else action)
     if not math.isfinite(a):
         raise ValueError(f"{what} must be finite, got {a}")
     return min(max(a, 0.0), alpha_max)

@@ -12,7 +12,7 @@ from ..engine import EngineConfig, ServingEngine
 from ..mechanism import RadixTreeAuction, StrictPriorityAuction
 from ..request import Request
 from ..scheduler import Scheduler, make_scheduler
-from ..workload import AgenticConfig, agentic_workload, iter_mooncake
+from ..workload import AgenticConfig, iter_agentic, iter_mooncake
 
 MECHANISMS = ("radix_vcg", "strict_vcg", "fcfs", "lpm", "dfs_weight")
 WORKLOADS = ("agentic", "mooncake")
@@ -133,4 +133,4 @@ class MarketConfig:
         rate = kwargs["rate"]
         if "duration" not in kwargs and "num_requests" not in kwargs:
             kwargs["duration"] = self.warmup + max(30.0, 2.5 * self.horizon / rate)
-        return agentic_workload(AgenticConfig(num_bidders=self.num_bidders, **kwargs), seed=seed)
+        return iter_agentic(AgenticConfig(num_bidders=self.num_bidders, **kwargs), seed=seed)

@@ -66,15 +66,16 @@ class _Bidding:
     def __init__(self, inner: Scheduler, num_bidders: int) -> None:
         self.inner, self.name = inner, inner.name
         self.alpha = np.ones(num_bidders)
-        self.queued = np.zeros(num_bidders, dtype=np.int64)
+        self.queued = [0] * num_bidders
+        """Each bidder's waiting requests when the queue was last ordered."""
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        alpha = self.alpha
+        alpha = self.alpha.tolist()
         queued = [0] * len(alpha)
         for r in queue:
             r.bid = alpha[r.bidder] * r.urgency
             queued[r.bidder] += 1
-        self.queued = np.array(queued)
+        self.queued = queued
         return self.inner.order(queue, cache)
 
 
@@ -92,6 +93,7 @@ class Market:
     def reset(self, seed: int) -> None:
         cfg, n = self.config, self.n
         self._bidding = _Bidding(cfg.make_scheduler(), n)
+        self._auction = self._bidding.inner if cfg.mechanism in AUCTIONS else None
         self.engine = cfg.make_engine(self._bidding)
         self.engine.submit(cfg.make_workload(seed))
         self.busy_time = 0.0
@@ -132,11 +134,11 @@ class Market:
             raise RuntimeError("call reset(seed) before step()")
         if self.done:
             raise RuntimeError("the episode is over; call reset(seed)")
-        alpha = np.asarray(multipliers, dtype=np.float64).reshape(-1)
-        if alpha.shape != (self.n,) or not np.all(np.isfinite(alpha)) or np.any(alpha < 0):
+        alpha = np.array(multipliers, dtype=np.float64).reshape(-1)
+        if alpha.shape != (self.n,) or not (alpha.min() >= 0.0 and alpha.max() < math.inf):  # NaN fails too
             raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
         self.alpha = alpha
-        self._bidding.alpha = np.where(self.remaining > 0, alpha, 0.0)
+        self._bidding.alpha = np.where(self.spent < self.budget, alpha, 0.0)
         report = RoundReport(round=self.round, time=self.engine.now, payments=np.zeros(self.n), utility=np.zeros(self.n))
         while True:
             it = self._advance()
@@ -186,7 +188,7 @@ class Market:
 
     def _charge(self, report: RoundReport) -> None:
         records = self.engine.records
-        admitted = np.zeros(self.n, dtype=np.int64)
+        admitted = [0] * self.n
         cached = prompt = 0
         for rid in report.admitted:
             rec = records[rid]
@@ -195,39 +197,41 @@ class Market:
             prompt += rec.prompt_len
         report.hit_rate = cached / prompt
         self.hit_ema = ema(self.hit_ema, report.hit_rate)
-        inner = self._bidding.inner
-        if isinstance(inner, tuple(AUCTIONS.values())):
+        if self._auction is not None:
             if self.config.cost_model == "unit":
                 seconds_per_unit = self.busy_time / self.admitted_total
             else:
                 seconds_per_unit = self.engine.cost.prefill_per_token
-            queued = self._bidding.queued
-            for i, p in inner.last_outcome.payments.items():
-                if admitted[i]:
-                    due = p * admitted[i] / queued[i] * seconds_per_unit
-                    report.payments[i] = min(due, max(self.remaining[i], 0.0))
+            queued, remaining = self._bidding.queued, self.remaining
+            # Only the bidders admitted this round pay, so only their payments are computed.
+            charged = [i for i in range(self.n) if admitted[i]]
+            for i, p in self._auction.last_payments(charged).items():
+                due = p * admitted[i] / queued[i] * seconds_per_unit
+                report.payments[i] = min(due, max(remaining[i], 0.0))
         self.price_ema = ema(self.price_ema, report.payments.sum() / len(report.admitted))
 
     def observations(self) -> np.ndarray:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32 (see observation.py)."""
+        # Built from Python floats: a handful of bidders, called every step, where a dozen small
+        # numpy operations would cost more than the values themselves.
         n, T = self.n, self.config.horizon
-        count = np.zeros(n)
-        urgency = np.zeros(n)
+        count = [0] * n
+        urgency = [0.0] * n
         waiting = self.engine.waiting
         for r in waiting:
             count[r.bidder] += 1
             urgency[r.bidder] += r.urgency
-        obs = np.empty((n, Obs.SIZE))
-        obs[:, Obs.BUDGET_LEFT] = self.remaining / self.budget
-        obs[:, Obs.TIME_LEFT] = (T - self.round) / T
-        obs[:, Obs.SPEND_VS_TARGET] = self.spent / max(self.round, 1) / self.rho
-        obs[:, Obs.LAST_SPEND_LOG] = np.log1p(self.last_spend / self.rho)
-        obs[:, Obs.OWN_QUEUED] = count / QUEUE_SCALE
-        obs[:, Obs.OWN_URGENCY] = np.log1p(urgency / np.maximum(count, 1)) / URGENCY_LOG_SCALE
-        obs[:, Obs.TOTAL_QUEUE] = len(waiting) / TOTAL_QUEUE_SCALE
-        obs[:, Obs.CLEARING_PRICE] = self.price_ema / self.rho
-        obs[:, Obs.OWN_LATENCY] = self.latency_ema / LATENCY_SCALE
-        obs[:, Obs.OWN_TTFT] = self.ttft_ema / TTFT_SCALE
-        obs[:, Obs.CACHE_HIT_RATE] = self.hit_ema
-        obs[:, Obs.PREV_MULTIPLIER] = self.alpha / self.config.alpha_max
-        return np.clip(obs, Obs.LOW, self.obs_high).astype(np.float32)
+        rounds, time_left = max(self.round, 1), (T - self.round) / T
+        total, price, hit, alpha_max = len(waiting) / TOTAL_QUEUE_SCALE, self.price_ema, self.hit_ema, self.config.alpha_max
+        rows = [
+            (
+                (b - s) / b, time_left, s / rounds / rho, math.log1p(last / rho), c / QUEUE_SCALE,
+                math.log1p(u / max(c, 1)) / URGENCY_LOG_SCALE, total, price / rho, lat / LATENCY_SCALE,
+                ttft / TTFT_SCALE, hit, a / alpha_max,
+            )
+            for b, s, rho, last, c, u, lat, ttft, a in zip(
+                self.budget.tolist(), self.spent.tolist(), self.rho.tolist(), self.last_spend.tolist(), count,
+                urgency, self.latency_ema.tolist(), self.ttft_ema.tolist(), self.alpha.tolist(),
+            )
+        ]
+        return np.minimum(np.maximum(np.array(rows), Obs.LOW), self.obs_high).astype(np.float32)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
@@ -13,8 +13,23 @@ from .validation import validate_cost_model
 Cached = RadixCache | Iterable[Sequence[int]] | None
 
 
+class Allocation(Protocol):
+    """What an auction's `allocate` returns: the round's order and costs, kept for its payments."""
+
+    requests: list[Request]
+    order: list[int]
+    """Positions in `requests`, first = admitted first."""
+    completion: list[float]
+    """C_r per position in `requests`."""
+    cost: float
+    """sum_r b_r C_r in `order` (= -welfare)."""
+
+
 class AuctionMechanism:
     """Base of the auctions: `run` decides a round, `order` makes the auction a Scheduler.
+
+    A subclass defines `allocate` (the order and its costs) and `payments` (VCG payments of some or
+    all bidders from an allocation), so a scheduler round can price only the bidders it charges.
 
     Args:
         cost_model: "unit" (C_k = k) or "tokens" (C_k = uncached prefix tokens of the first k
@@ -26,7 +41,8 @@ class AuctionMechanism:
 
     def __init__(self, cost_model: str = "unit", request_overhead: float = 1.0) -> None:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
-        self.last_outcome: AuctionOutcome | None = None
+        self._last_alloc: Allocation | None = None
+        self._last_outcome: AuctionOutcome | None = None
         self._last_key: tuple[list[Request], list[float], object] | None = None
         self._memo = TokenMemo()
 
@@ -35,15 +51,39 @@ class AuctionMechanism:
         """Completion units one request adds to every later completion time."""
         return 1.0 if self.cost_model == "unit" else self.request_overhead
 
-    def run(self, requests: Sequence[Request], cached: Cached = None) -> AuctionOutcome:
+    def allocate(self, requests: Sequence[Request], cached: Cached = None) -> Allocation:
+        """The round's order and costs (no payments) over a non-empty queue."""
         raise NotImplementedError
 
+    def payments(self, alloc: Allocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
+        """VCG payment (>= 0) of each of `bidders` (default: every bidder with a request in the round;
+        a bidder without one pays 0)."""
+        raise NotImplementedError
+
+    def run(self, requests: Sequence[Request], cached: Cached = None) -> AuctionOutcome:
+        """Order `requests` and price them; `cached` is the round's cached set (RadixCache, token
+        sequences, or None). Raises ValueError on invalid bids, duplicate ids or empty tokens."""
+        if len(requests) == 0:
+            return AuctionOutcome()
+        return self._outcome(self.allocate(requests, cached))
+
+    def _outcome(self, alloc: Allocation) -> AuctionOutcome:
+        requests = alloc.requests
+        return AuctionOutcome(
+            order=[requests[r].id for r in alloc.order],
+            payments=self.payments(alloc),
+            welfare=-alloc.cost,
+            completion={req.id: c for req, c in zip(requests, alloc.completion)},
+        )
+
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        """Scheduler interface: run the round with `cache` as the cached set; keep the outcome in
-        `self.last_outcome` for the market and return the requests in admission order.
+        """Scheduler interface: allocate the round with `cache` as the cached set and return the
+        requests in admission order. Its prices come on demand: `last_payments` for some bidders,
+        `last_outcome` for the whole outcome, both from the allocation (not the cache, which the
+        engine changes as it admits).
 
         An engine asks again after a round that admitted nothing (memory was short); if the queue,
-        the bids and (under "tokens") the cache are unchanged, the last outcome is returned."""
+        the bids and (under "tokens") the cache are unchanged, the last allocation is reused."""
         # The same request objects (held here, so none is freed and replaced meanwhile), bids, and
         # cache contents; the radix tree and bids alone decide a "unit" round.
         key = (
@@ -58,11 +98,30 @@ class AuctionMechanism:
             and key[1:] == self._last_key[1:]
         )
         if not same:
-            self.last_outcome = self.run(queue, cached=cache)
+            self._last_alloc = self.allocate(key[0], cached=cache) if key[0] else None
+            self._last_outcome = None
             self._last_key = key
-        outcome = self.last_outcome
-        by_id = {r.id: r for r in queue}
-        return [by_id[i] for i in outcome.order]
+        if self._last_alloc is None:
+            return []
+        requests = self._last_alloc.requests
+        return [requests[r] for r in self._last_alloc.order]
+
+    @property
+    def last_outcome(self) -> AuctionOutcome | None:
+        """The outcome of the last round `order` decided, all payments included (None before)."""
+        if self._last_outcome is None and self._last_key is not None:
+            alloc = self._last_alloc
+            self._last_outcome = AuctionOutcome() if alloc is None else self._outcome(alloc)
+        return self._last_outcome
+
+    def last_payments(self, bidders: Iterable[int]) -> dict[int, float]:
+        """VCG payments of `bidders` in the last round `order` decided (0 for a bidder not in it),
+        computing only theirs."""
+        if self._last_outcome is not None:
+            return {i: self._last_outcome.payments.get(i, 0.0) for i in bidders}
+        if self._last_alloc is None:
+            raise RuntimeError("no round has been ordered")
+        return self.payments(self._last_alloc, bidders)
 
     def __repr__(self) -> str:
         return (

@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from ..request import Request
 from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
-from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, cached_prefix_lengths, completion_times
 from .smith import NodeIndex, SortKey, block_key, index_node, interaction_after_change
 from .validation import validate_requests
@@ -85,21 +84,8 @@ class RadixTreeAuction(AuctionMechanism):
 
     name = "radix_vcg"
 
-    def run(self, requests: Sequence[Request], cached: Cached = None) -> AuctionOutcome:
-        """Order `requests` and price them; `cached` is the round's cached set (RadixCache, token
-        sequences, or None). Raises ValueError on invalid bids, duplicate ids or empty tokens."""
-        if len(requests) == 0:
-            return AuctionOutcome()
-        alloc = self.allocate(requests, cached)
-        return AuctionOutcome(
-            order=[alloc.requests[r].id for r in alloc.order],
-            payments=self.payments(alloc),
-            welfare=-alloc.cost,
-            completion={req.id: c for req, c in zip(alloc.requests, alloc.completion)},
-        )
-
     def allocate(self, requests: Sequence[Request], cached: Cached = None) -> RadixAllocation:
-        """The allocation alone (no payments), for `run` and for timing it separately."""
+        """The welfare-maximal order and its costs (no payments) over a non-empty queue."""
         requests = list(requests)
         tokens, bids = validate_requests(requests)
         prefix_lens = None if self.cost_model == "unit" else cached_prefix_lengths(tokens, cached)
@@ -145,15 +131,18 @@ class RadixTreeAuction(AuctionMechanism):
             cost,
         )
 
-    def payments(self, alloc: RadixAllocation) -> dict[int, float]:
-        """VCG payment of every bidder in the round (see the module docstring)."""
+    def payments(self, alloc: RadixAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
+        """VCG payment of each of `bidders` (default: every bidder in the round; one without a
+        request in it pays 0); see the module docstring."""
         nn = alloc.tree.n_nodes
         owner: list[object] = [_MIXED] * nn + [req.bidder for req in alloc.requests]
         own_cost: dict[int, float] = {}
         for i, b, c in zip(owner[nn:], alloc.bids, alloc.completion):
             own_cost[i] = own_cost.get(i, 0.0) + b * c
-        if len(own_cost) == 1:  # a lone bidder delays nobody else
-            return {i: 0.0 for i in own_cost}
+        priced = list(own_cost) if bidders is None else [i for i in bidders if i in own_cost]
+        payments = {i: 0.0 for i in (own_cost if bidders is None else bidders)}
+        if len(own_cost) == 1 or not priced:  # a lone bidder delays nobody else
+            return payments
         # Per bidder, its top blocks grouped by parent node, in each node's sorted order.
         tops: dict[int, dict[int, list[int]]] = {i: {} for i in own_cost}
         for v in range(nn - 1, -1, -1):  # children before parents
@@ -167,9 +156,8 @@ class RadixTreeAuction(AuctionMechanism):
                     tops[owner[b]].setdefault(v, []).append(b)
         indexes: dict[int, NodeIndex] = {}
         pos = [0] * len(owner)
-        payments: dict[int, float] = {}
-        for bidder, leaving in tops.items():
-            without = self._cost_without(alloc, leaving, indexes, pos)
+        for bidder in priced:
+            without = self._cost_without(alloc, tops[bidder], indexes, pos)
             pay = (alloc.cost - own_cost[bidder]) - without
             if pay < 0:
                 if pay < -ROUNDING * max(alloc.cost, 1.0):

@@ -27,15 +27,30 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from itertools import accumulate
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 from ..request import Request
 from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
-from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, cached_prefix_lengths, completion_times
 from .radix_auction import ROUNDING
 from .validation import validate_requests
+
+
+@dataclass(eq=False)
+class StrictAllocation:
+    """The strict order of one round, with what the payments need."""
+
+    requests: list[Request]
+    bids: list[float]
+    order: list[int]
+    rank: list[int]
+    """rank[r]: position of request r in `order`."""
+    tree: QueueTree | None
+    """The queue's radix tree under "tokens"; None under "unit"."""
+    completion: list[float]
+    cost: float
 
 
 @register_scheduler("strict_vcg")
@@ -44,10 +59,8 @@ class StrictPriorityAuction(AuctionMechanism):
 
     name = "strict_vcg"
 
-    def run(self, requests: Sequence[Request], cached: Cached = None) -> AuctionOutcome:
-        """Order `requests` by bid and price them; `cached` as in RadixTreeAuction.run."""
-        if len(requests) == 0:
-            return AuctionOutcome()
+    def allocate(self, requests: Sequence[Request], cached: Cached = None) -> StrictAllocation:
+        """Order a non-empty queue by bid (ties by arrival, then id) and cost it."""
         requests = list(requests)
         tokens, bids = validate_requests(requests)
         n, w = len(requests), self.request_work
@@ -62,25 +75,13 @@ class StrictPriorityAuction(AuctionMechanism):
             tree = build_queue_tree(tokens, cached_prefix_lengths(tokens, cached), self._memo)
             completion = completion_times(tree, order, w)
         cost = math.fsum(b * c for b, c in zip(bids, completion))
-        payments = self._payments(requests, bids, order, rank, tree, w, cost)
-        return AuctionOutcome(
-            order=[requests[r].id for r in order],
-            payments=payments,
-            welfare=-cost,
-            completion={req.id: c for req, c in zip(requests, completion)},
-        )
+        return StrictAllocation(requests, bids, order, rank, tree, completion, cost)
 
-    @staticmethod
-    def _payments(
-        requests: list[Request],
-        bids: list[float],
-        order: list[int],
-        rank: list[int],
-        tree: QueueTree | None,
-        w: float,
-        cost: float,
-    ) -> dict[int, float]:
-        n = len(order)
+    def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
+        """Payments of `bidders` (default: every bidder in the round) by the closed form; all of
+        them cost O(n + V) together, so a subset is cut from the whole."""
+        requests, bids, order, rank, tree = alloc.requests, alloc.bids, alloc.order, alloc.rank, alloc.tree
+        n, w = len(order), self.request_work
         total = list(accumulate((bids[r] for r in order), initial=0.0))  # bids at ranks < k
         ranks: dict[int, list[int]] = {}
         cum: dict[int, list[float]] = {}
@@ -104,10 +105,10 @@ class StrictPriorityAuction(AuctionMechanism):
                     i = requests[r].bidder
                     pay[i] += e * others_between(i, rank[r], n)
         for i, p in pay.items():
-            if p < -ROUNDING * max(cost, 1.0):
+            if p < -ROUNDING * max(alloc.cost, 1.0):
                 raise AssertionError(f"negative strict-priority payment {p} for bidder {i}")
             pay[i] = max(p, 0.0)
-        return pay
+        return pay if bidders is None else {i: pay.get(i, 0.0) for i in bidders}
 
 
 def _first_requests(

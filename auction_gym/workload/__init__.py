@@ -1,6 +1,6 @@
 """Workloads: synthetic agentic traffic, Mooncake trace replay, and the urgency classes they share."""
 
-from .agentic import AgenticConfig, agentic_workload
+from .agentic import AgenticConfig, agentic_workload, iter_agentic
 from .classes import (
     BACKGROUND,
     CLASSES,
@@ -25,6 +25,7 @@ __all__ = [
     "draw_request_params",
     "expand_blocks",
     "get_class",
+    "iter_agentic",
     "iter_mooncake",
     "load_mooncake",
 ]

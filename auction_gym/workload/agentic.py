@@ -41,6 +41,7 @@ import heapq
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import Iterator
 
 import numpy as np
 
@@ -152,7 +153,7 @@ def in_burst(t: np.ndarray | float, cfg: AgenticConfig) -> np.ndarray | bool:
 
 
 class _Generator:
-    """Draws episodes into per-request field lists (generation order); `Request`s are made last.
+    """Draws episodes into per-request drafts; `flush` gives them their class parameters.
 
     Token arrays are made read-only (so `Request` takes them without a copy), and one `tokens` call
     draws what several consecutive ones would (the same stream): a session's turns are prefixes of
@@ -172,13 +173,11 @@ class _Generator:
         # What `rng.choice(p=session_class_p)` compares its one uniform draw with.
         cdf = np.cumsum(session_class_p)
         self.session_class_cdf = (cdf / cdf[-1]).tolist()
-        self.bidder: list[int] = []
-        self.prompt: list[np.ndarray] = []
-        self.arrival: list[float] = []
-        self.kind: list[str] = []
-        self.reply: list[np.ndarray | None] = []
-        # Per class, the standard normals behind its requests' urgency, value and output length.
+        # Drafts drawn since the last flush: (arrival, bidder, prompt, reply, kind), and per class
+        # the standard normals behind their urgency, value and output length.
+        self.drafts: list[tuple[float, int, np.ndarray, np.ndarray | None, str]] = []
         self.normals: dict[str, list[np.ndarray]] = {name: [] for name in CLASSES}
+        self.drawn = 0
 
     def tokens(self, n: int) -> np.ndarray:
         return self.rng.integers(0, self.cfg.vocab_size, n, dtype=np.int64)
@@ -189,31 +188,35 @@ class _Generator:
     def add(self, bidder: int, kind: str, prompts: list[np.ndarray], arrivals: list[float],
             replies: list[np.ndarray | None] | None = None) -> None:
         """Record requests of one class (their urgency/value/output_len come from a `draw` call)."""
-        n = len(prompts)
-        self.bidder += [bidder] * n
-        self.kind += [kind] * n
-        self.prompt += prompts
-        self.arrival += arrivals
-        self.reply += replies if replies is not None else [None] * n
+        replies = replies if replies is not None else [None] * len(prompts)
+        self.drafts += [(t, bidder, p, reply, kind) for t, p, reply in zip(arrivals, prompts, replies)]
 
     def draw(self, kind: str, n: int) -> np.ndarray:
         """Draw the standard normals behind n requests' (urgency, value, output_len) of class `kind`
-        (as `CLASSES[kind].sample` would) and return them; `params` turns them into values."""
+        (as `CLASSES[kind].sample` would) and return them; `flush` turns them into values."""
         z = self.rng.standard_normal((3, n))
         self.normals[kind].append(z)
         return z
 
-    def params(self) -> tuple[list[float], list[float], list[int]]:
-        """Urgency, value and output length of each request (generation order), class by class."""
-        kinds = np.array(self.kind)
-        urgency, value = np.empty(len(kinds)), np.empty(len(kinds))
-        output_len = np.empty(len(kinds), dtype=np.int64)
+    def flush(self) -> list[tuple]:
+        """The drafts since the last flush as (arrival, generation index, bidder, prompt, reply, kind,
+        urgency, value, output_len), their parameters computed class by class in one go."""
+        kinds = [d[4] for d in self.drafts]
+        n = len(kinds)
+        urgency, value = np.empty(n), np.empty(n)
+        output_len = np.empty(n, dtype=np.int64)
+        kind_arr = np.array(kinds)
         for name, normals in self.normals.items():
             if normals:
-                of_class = kinds == name
+                of_class = kind_arr == name
                 urgency[of_class], value[of_class], output_len[of_class] = CLASSES[name].from_normals(
                     np.concatenate(normals, axis=1))
-        return urgency.tolist(), value.tolist(), output_len.tolist()
+                normals.clear()
+        out = [(t, self.drawn + i, b, p, reply, kind, w, v, o) for i, ((t, b, p, reply, kind), w, v, o)
+               in enumerate(zip(self.drafts, urgency.tolist(), value.tolist(), output_len.tolist()))]
+        self.drawn += n
+        self.drafts = []
+        return out
 
     def episode(self, shape: str, bidder: int, t: float) -> None:
         cfg, rng = self.cfg, self.rng
@@ -262,14 +265,34 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+_FLUSH_DRAFTS = 64
+"""Drafts gathered before their parameters are computed (vectorized) and they become emittable: a
+streamed workload draws at most about this many requests ahead of what its reader took."""
+
+
 def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list[Request]:
     """Generate a synthetic agentic workload: requests sorted by arrival, ids 0..n-1.
 
     Deterministic in (config, seed): all randomness comes from `numpy.random.default_rng(seed)`.
     See the module docstring for the traffic model and `AgenticConfig` for the knobs.
     """
+    return list(iter_agentic(config, seed))
+
+
+def iter_agentic(config: AgenticConfig | None = None, seed: int = 0) -> Iterator[Request]:
+    """`agentic_workload` as a stream: the same requests, drawn only as far as they are read.
+
+    Episodes are drawn in order of their start, and an episode's requests arrive at or after its
+    start, so every request arriving before the next episode's start is final: it is yielded then.
+    An engine that reads the stream lazily (`ServingEngine.submit`) never draws the traffic beyond
+    its clock, which is most of a market's reset time saved when episodes end early.
+    """
     cfg = config if config is not None else AgenticConfig()
     cfg.validate()
+    return _stream(cfg, seed)
+
+
+def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
     gen = _Generator(cfg, seed)
     rng = gen.rng
 
@@ -288,57 +311,43 @@ def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list
     episode_rate = cfg.rate / mean_size
     peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
     bursts = cfg.burst_period > 0 and cfg.burst_duration > 0
-
-    n_target = cfg.num_requests
-    horizon = np.inf if n_target is not None else cfg.duration
-    # With num_requests governing: once n_target requests exist, the n_target-th earliest arrival so
-    # far bounds the final workload's last arrival; an episode starting later cannot contribute (its
-    # requests arrive at or after its start), so generation stops there.
-    cutoff = np.inf if n_target != 0 else -1.0
-    earliest: list[float] = []  # then: the n_target earliest arrivals so far, negated (a max-heap)
+    horizon = np.inf if cfg.num_requests is not None else cfg.duration
+    limit = cfg.num_requests if cfg.num_requests is not None else np.inf
     gap_scale, last_shape = 1.0 / (episode_rate * peak), len(shape_names) - 1
+
+    # Flushed drafts by (arrival, generation index): the stable order of the whole workload.
+    ready: list[tuple] = []
+    emitted = 0
+
+    def emit_before(bound: float) -> Iterator[Request]:
+        nonlocal emitted
+        while ready and ready[0][0] < bound and emitted < limit:
+            t, _, bidder, prompt, reply, kind, w, v, out = heapq.heappop(ready)
+            yield Request(id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t, value=v,
+                          urgency=w, output_tokens=reply, kind=kind)
+            emitted += 1
+
+    # Start of the first episode whose drafts are not flushed yet: nothing in `ready` arriving
+    # before it (and before the next start) can be overtaken by a request still to come.
+    unflushed_from = np.inf
     t = 0.0
-    while True:
+    while emitted < limit:
         # Poisson episode starts: thinning of a process at the peak rate.
         t += rng.exponential(gap_scale)
-        if t >= horizon or t > cutoff:
+        if len(gen.drafts) >= _FLUSH_DRAFTS:
+            for item in gen.flush():
+                heapq.heappush(ready, item)
+            unflushed_from = np.inf
+        yield from emit_before(min(t, horizon, unflushed_from))
+        if t >= horizon:
             break
         burst = bursts and t % cfg.burst_period < cfg.burst_duration  # in_burst(t, cfg)
         if rng.random() * peak >= (cfg.burst_factor if burst else 1.0):
             continue
         bidder = int(rng.integers(cfg.num_bidders))
         shape_idx = min(bisect_right(bidder_cdf[bidder], rng.random()), last_shape)
-        n_before = len(gen.arrival)
+        unflushed_from = min(unflushed_from, t)
         gen.episode(shape_names[shape_idx], bidder, t)
-        if n_target is not None and len(gen.arrival) >= n_target:
-            if not earliest:
-                earliest = [-a for a in heapq.nsmallest(n_target, gen.arrival)]
-                heapq.heapify(earliest)
-            else:
-                for a in gen.arrival[n_before:]:
-                    if -a > earliest[0]:
-                        heapq.heapreplace(earliest, -a)
-            cutoff = -earliest[0]
-
-    arrivals = np.asarray(gen.arrival, dtype=float)
-    keep = np.flatnonzero(arrivals < horizon)
-    # Stable sort keeps generation order among equal arrivals (a fan-out's branches).
-    order = keep[np.argsort(arrivals[keep], kind="stable")][:n_target]
-    if not len(arrivals):
-        return []
-    urgency, value, output_len = gen.params()
-    return [
-        Request(
-            id=new_id,
-            bidder=gen.bidder[i],
-            tokens=gen.prompt[i],
-            bid=urgency[i],
-            output_len=output_len[i],
-            arrival=gen.arrival[i],
-            value=value[i],
-            urgency=urgency[i],
-            output_tokens=gen.reply[i],
-            kind=gen.kind[i],
-        )
-        for new_id, i in enumerate(order.tolist())
-    ]
+    for item in gen.flush():
+        heapq.heappush(ready, item)
+    yield from emit_before(horizon)
