@@ -35,7 +35,8 @@ class Policy(Protocol):
 class _Stateless:
     """Shared batching for policies whose action depends on the current observation alone."""
 
-    def _alpha(self, obs: np.ndarray) -> np.ndarray:
+    def _alpha(self, obs: list[float]) -> float:
+        """The multiplier for one observation."""
         raise NotImplementedError
 
     def predict(
@@ -45,17 +46,19 @@ class _Stateless:
         episode_start: np.ndarray | None = None,
         deterministic: bool = True,
     ) -> tuple[np.ndarray, Any]:
-        obs = np.asarray(observation, dtype=np.float64)
-        batch = obs.reshape(-1, obs.shape[-1])
-        action = self._alpha(batch).astype(np.float32).reshape(-1, 1)
+        obs = np.asarray(observation)
+        # Row by row in Python floats: the environments ask for a few bidders every step, where
+        # numpy's per-call overhead would outweigh the arithmetic.
+        rows = obs.reshape(-1, obs.shape[-1]).tolist()
+        action = np.array([self._alpha(row) for row in rows], dtype=np.float32).reshape(-1, 1)
         return (action if obs.ndim == 2 else action[0]), state
 
 
 class Truthful(_Stateless):
     """Bid the true urgency: alpha = 1 always. Overspends whenever the budget binds."""
 
-    def _alpha(self, obs: np.ndarray) -> np.ndarray:
-        return np.ones(len(obs))
+    def _alpha(self, obs: list[float]) -> float:
+        return 1.0
 
     def __repr__(self) -> str:
         return "Truthful()"
@@ -69,8 +72,8 @@ class FixedMultiplier(_Stateless):
             raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
         self.alpha = float(alpha)
 
-    def _alpha(self, obs: np.ndarray) -> np.ndarray:
-        return np.full(len(obs), self.alpha)
+    def _alpha(self, obs: list[float]) -> float:
+        return self.alpha
 
     def __repr__(self) -> str:
         return f"FixedMultiplier({self.alpha})"
@@ -107,13 +110,11 @@ class OGDPacer(_Stateless):
                 raise ValueError(f"{name} must be finite and > 0, got {v!r}")
         self.eta, self.lambda_max, self.alpha_max = float(eta), float(lambda_max), float(alpha_max)
 
-    def _alpha(self, obs: np.ndarray) -> np.ndarray:
-        # np.minimum/np.maximum rather than np.clip, whose Python-level dispatch costs more than
-        # the arithmetic on a few bidders.
-        prev = np.maximum(obs[:, Obs.PREV_MULTIPLIER] * self.alpha_max, 1.0 / (1.0 + self.lambda_max))
-        lam = np.minimum(np.maximum(1.0 / prev - 1.0, 0.0), self.lambda_max)
-        z = np.expm1(obs[:, Obs.LAST_SPEND_LOG])
-        lam = np.minimum(np.maximum(lam - self.eta * (1.0 - z), 0.0), self.lambda_max)
+    def _alpha(self, obs: list[float]) -> float:
+        prev = max(obs[Obs.PREV_MULTIPLIER] * self.alpha_max, 1.0 / (1.0 + self.lambda_max))
+        lam = min(max(1.0 / prev - 1.0, 0.0), self.lambda_max)
+        z = math.expm1(obs[Obs.LAST_SPEND_LOG])
+        lam = min(max(lam - self.eta * (1.0 - z), 0.0), self.lambda_max)
         return 1.0 / (1.0 + lam)
 
     def __repr__(self) -> str:

@@ -111,7 +111,8 @@ def test_same_seed_same_actions_same_trajectory():
 def test_bids_are_multiplier_times_urgency():
     market = Market(MarketConfig(num_bidders=2, budget=1e9, **SMALL))
     market.reset(5)
-    for _ in range(5):
+    market.step([0.25, 2.0])
+    while not market.engine.waiting and not market.done:  # until a round leaves a queue
         market.step([0.25, 2.0])
     assert market.engine.waiting
     for r in market.engine.waiting:

@@ -208,7 +208,7 @@ class Market:
             for i, p in self._auction.last_payments(charged).items():
                 due = p * admitted[i] / queued[i] * seconds_per_unit
                 report.payments[i] = min(due, max(remaining[i], 0.0))
-        self.price_ema = ema(self.price_ema, report.payments.sum() / len(report.admitted))
+        self.price_ema = ema(self.price_ema, np.add.reduce(report.payments) / len(report.admitted))
 
     def observations(self) -> np.ndarray:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32 (see observation.py)."""
@@ -234,4 +234,7 @@ class Market:
                 urgency, self.latency_ema.tolist(), self.ttft_ema.tolist(), self.alpha.tolist(),
             )
         ]
-        return np.minimum(np.maximum(np.array(rows), Obs.LOW), self.obs_high).astype(np.float32)
+        # Rounding to float32 before clipping to float32 bounds gives what clipping first would.
+        obs = np.array(rows, dtype=np.float32)
+        np.maximum(obs, Obs.LOW, out=obs)
+        return np.minimum(obs, self.obs_high, out=obs)

@@ -38,9 +38,7 @@ Everything is drawn from `numpy.random.default_rng(seed)`, so a seed fixes the w
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Iterator
 
 import numpy as np
@@ -153,121 +151,144 @@ def in_burst(t: np.ndarray | float, cfg: AgenticConfig) -> np.ndarray | bool:
 
 
 class _Generator:
-    """Draws episodes into per-request drafts; `flush` gives them their class parameters.
+    """Draws the workload `CHUNK` candidate episode starts at a time, each kind of draw for the
+    whole chunk in one call, so a request costs a few microseconds of Python rather than a dozen
+    small numpy calls; `chunk` returns the requests of the accepted episodes as drafts.
 
-    Token arrays are made read-only (so `Request` takes them without a copy), and one `tokens` call
-    draws what several consecutive ones would (the same stream): a session's turns are prefixes of
-    one array, and a fan-out's prompts rows of one matrix.
+    Token arrays are read-only (so `Request` takes them without a copy): a session is one array
+    whose turns are prefixes of it, a fan-out's prompts rows of one matrix.
     """
+
+    CHUNK = 32
 
     def __init__(self, cfg: AgenticConfig, seed: int) -> None:
         self.cfg = cfg
-        self.rng = np.random.default_rng(seed)
+        self.rng = rng = np.random.default_rng(seed)
         # Per-bidder fixed prefixes: system prompt, and system prompt + tool definitions.
         b = cfg.num_bidders
         systems = self.tokens(b * cfg.system_prompt_len).reshape(b, -1)
         with_tools = np.concatenate([systems, self.tokens(b * cfg.tool_defs_len).reshape(b, -1)], 1)
-        self.systems, self.with_tools = list(systems), list(with_tools)
-        self.session_classes, session_class_p = normalize_mix(cfg.session_class_mix,
-                                                              "session_class_mix")
-        # What `rng.choice(p=session_class_p)` compares its one uniform draw with.
-        cdf = np.cumsum(session_class_p)
-        self.session_class_cdf = (cdf / cdf[-1]).tolist()
-        # Drafts drawn since the last flush: (arrival, bidder, prompt, reply, kind), and per class
-        # the standard normals behind their urgency, value and output length.
-        self.drafts: list[tuple[float, int, np.ndarray, np.ndarray | None, str]] = []
-        self.normals: dict[str, list[np.ndarray]] = {name: [] for name in CLASSES}
+        self.systems, self.with_tools = list(_frozen(systems)), list(_frozen(with_tools))
+        self.session_classes, session_class_p = normalize_mix(cfg.session_class_mix, "session_class_mix")
+        self.session_class_cdf = np.cumsum(session_class_p)
+        self.shape_names, shape_p = normalize_mix(cfg.shape_mix, "shape_mix")
+        if cfg.bidder_heterogeneity > 0:
+            # Shapes of probability 0 stay at 0 (Dirichlet parameters must be positive).
+            pos = shape_p > 0
+            bidder_mix = np.zeros((b, len(self.shape_names)))
+            bidder_mix[:, pos] = rng.dirichlet(cfg.bidder_heterogeneity * shape_p[pos], b)
+        else:
+            bidder_mix = np.tile(shape_p, (b, 1))
+        self.bidder_cdf = np.cumsum(bidder_mix, axis=1)
+        sizes = _expected_episode_sizes(cfg)
+        mean_size = float(np.mean(bidder_mix @ np.array([sizes[s] for s in self.shape_names])))
+        # Poisson episode starts by thinning a process at the peak rate.
+        self.peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
+        self.gap_scale = mean_size / (cfg.rate * self.peak)
+        self.t = 0.0
         self.drawn = 0
 
     def tokens(self, n: int) -> np.ndarray:
         return self.rng.integers(0, self.cfg.vocab_size, n, dtype=np.int64)
 
-    def poisson_len(self, mean: int) -> int:
-        return max(1, int(self.rng.poisson(mean)))
+    def lengths(self, mean: int, n: int) -> np.ndarray:
+        """n Poisson(mean) lengths, at least 1."""
+        return np.maximum(self.rng.poisson(mean, n), 1)
 
-    def add(self, bidder: int, kind: str, prompts: list[np.ndarray], arrivals: list[float],
-            replies: list[np.ndarray | None] | None = None) -> None:
-        """Record requests of one class (their urgency/value/output_len come from a `draw` call)."""
-        replies = replies if replies is not None else [None] * len(prompts)
-        self.drafts += [(t, bidder, p, reply, kind) for t, p, reply in zip(arrivals, prompts, replies)]
-
-    def draw(self, kind: str, n: int) -> np.ndarray:
-        """Draw the standard normals behind n requests' (urgency, value, output_len) of class `kind`
-        (as `CLASSES[kind].sample` would) and return them; `flush` turns them into values."""
-        z = self.rng.standard_normal((3, n))
-        self.normals[kind].append(z)
-        return z
-
-    def flush(self) -> list[tuple]:
-        """The drafts since the last flush as (arrival, generation index, bidder, prompt, reply, kind,
-        urgency, value, output_len), their parameters computed class by class in one go."""
-        kinds = [d[4] for d in self.drafts]
-        n = len(kinds)
-        urgency, value = np.empty(n), np.empty(n)
-        output_len = np.empty(n, dtype=np.int64)
-        kind_arr = np.array(kinds)
-        for name, normals in self.normals.items():
-            if normals:
-                of_class = kind_arr == name
-                urgency[of_class], value[of_class], output_len[of_class] = CLASSES[name].from_normals(
-                    np.concatenate(normals, axis=1))
-                normals.clear()
-        out = [(t, self.drawn + i, b, p, reply, kind, w, v, o) for i, ((t, b, p, reply, kind), w, v, o)
-               in enumerate(zip(self.drafts, urgency.tolist(), value.tolist(), output_len.tolist()))]
-        self.drawn += n
-        self.drafts = []
+    def chunk(self, horizon: float) -> list[tuple]:
+        """The requests of the next `CHUNK` candidate episodes that start before `horizon`, as
+        (arrival, generation index, bidder, prompt, reply, kind, urgency, value, output_len); after
+        it, `self.t` is the last candidate start, before which no later chunk has a request."""
+        cfg, rng, n = self.cfg, self.rng, self.CHUNK
+        starts = self.t + np.cumsum(rng.exponential(self.gap_scale, n))
+        self.t = float(starts[-1])
+        rate = np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0)
+        accepted = (rng.random(n) * self.peak < rate) & (starts < horizon)
+        bidders = rng.integers(cfg.num_bidders, size=n)
+        u = rng.random(n)
+        shapes = np.minimum((u[:, None] >= self.bidder_cdf[bidders]).sum(axis=1), len(self.shape_names) - 1)
+        drafts: list[tuple] = []
+        for k, shape in enumerate(self.shape_names):
+            sel = np.flatnonzero(accepted & (shapes == k))
+            if sel.size:
+                draw = self.sessions if shape == "session" else self.urgent if shape == "urgent" else self.branches
+                drafts += draw(starts[sel].tolist(), bidders[sel].tolist(), shape)
+        out = [(d[0], self.drawn + i, *d[1:]) for i, d in enumerate(drafts)]
+        self.drawn += len(out)
         return out
 
-    def episode(self, shape: str, bidder: int, t: float) -> None:
-        cfg, rng = self.cfg, self.rng
-        if shape == "urgent":
-            self.draw("urgent", 1)
-            query = self.tokens(self.poisson_len(cfg.urgent_query_len))
-            self.add(bidder, "urgent", [_frozen(np.concatenate([self.systems[bidder], query]))], [t])
-        elif shape == "session":
-            kind = self.session_classes[bisect_right(self.session_class_cdf, rng.random())]
-            turns = min(int(rng.geometric(1.0 / cfg.session_turns)), cfg.max_session_turns)
-            out_lens = CLASSES[kind].output_lens(self.draw(kind, turns)[2]).tolist()
-            gaps = rng.exponential(cfg.think_time, turns - 1).tolist() if cfg.think_time > 0 else (
-                [0.0] * (turns - 1))
-            arrivals = [t + gap_sum for gap_sum in accumulate(gaps, initial=0.0)]
-            # Turn k's prompt is turn k-1's prompt + its reply + a user message, so the whole session
-            # is one array: prefix, then (user message, reply) per turn, each drawn by one call.
-            chunks, spans = [self.with_tools[bidder]], []
-            end = chunks[0].size
-            for out_len in out_lens:
-                user_len = self.poisson_len(cfg.user_turn_len)
-                chunks.append(self.tokens(user_len + out_len))
-                spans.append((end + user_len, end + user_len + out_len))
-                end += user_len + out_len
-            session = _frozen(np.concatenate(chunks))
-            # The next turn quotes exactly this reply, so its cached KV is reusable.
-            self.add(bidder, kind, [session[:a] for a, _ in spans], arrivals,
-                     [session[a:b] for a, b in spans])
-        else:
-            kind = "interactive" if shape == "fanout" else "background"
-            lo, hi = cfg.fanout_width
-            width = int(rng.integers(lo, hi + 1)) if shape == "fanout" else cfg.rollouts
-            self.draw(kind, width)
+    def urgent(self, starts: list[float], bidders: list[int], shape: str) -> list[tuple]:
+        n = len(starts)
+        w, v, out = CLASSES["urgent"].sample(self.rng, n)
+        ends = np.cumsum(self.lengths(self.cfg.urgent_query_len, n)).tolist()
+        query = self.tokens(ends[-1])
+        return [
+            (t, b, _frozen(np.concatenate([self.systems[b], query[a:e]])), None, "urgent", wi, vi, oi)
+            for t, b, a, e, wi, vi, oi in zip(starts, bidders, [0] + ends[:-1], ends, w.tolist(), v.tolist(),
+                                               out.tolist())
+        ]
+
+    def sessions(self, starts: list[float], bidders: list[int], shape: str) -> list[tuple]:
+        cfg, rng, n = self.cfg, self.rng, len(starts)
+        classes = np.minimum(np.searchsorted(self.session_class_cdf, rng.random(n), side="right"),
+                             len(self.session_classes) - 1)
+        turns = np.minimum(rng.geometric(1.0 / cfg.session_turns, n), cfg.max_session_turns)
+        turn_class = np.repeat(classes, turns)
+        m = int(turns.sum())
+        z = rng.standard_normal((3, m))
+        w, v, out = np.empty(m), np.empty(m), np.empty(m, dtype=np.int64)
+        for k, name in enumerate(self.session_classes):
+            of_class = turn_class == k
+            if of_class.any():
+                w[of_class], v[of_class], out[of_class] = CLASSES[name].from_normals(z[:, of_class])
+        think = rng.exponential(cfg.think_time, m) if cfg.think_time > 0 else np.zeros(m)
+        user = self.lengths(cfg.user_turn_len, m)
+        # Each turn adds its user message then its reply; a session's turns are consecutive draws.
+        tokens = self.tokens(int((user + out).sum()))
+        w, v, drafts = w.tolist(), v.tolist(), []
+        turn, offset = 0, 0
+        for t, b, k, count in zip(starts, bidders, classes.tolist(), turns.tolist()):
+            prefix = self.with_tools[b]
+            users, outs = user[turn:turn + count].tolist(), out[turn:turn + count].tolist()
+            size = sum(users) + sum(outs)
+            session = _frozen(np.concatenate([prefix, tokens[offset:offset + size]]))
+            kind, end = self.session_classes[k], prefix.size
+            # Turn k arrives an exponential think time after turn k-1 arrives.
+            for j, (u, o, gap) in enumerate(zip(users, outs, think[turn:turn + count].tolist())):
+                t += gap if j else 0.0
+                a = end + u
+                drafts.append((t, b, session[:a], session[a:a + o], kind, w[turn + j], v[turn + j], o))
+                end = a + o
+            turn, offset = turn + count, offset + size
+        return drafts
+
+    def branches(self, starts: list[float], bidders: list[int], shape: str) -> list[tuple]:
+        cfg, rng, n = self.cfg, self.rng, len(starts)
+        kind = "interactive" if shape == "fanout" else "background"
+        lo, hi = cfg.fanout_width
+        widths = (rng.integers(lo, hi + 1, n) if shape == "fanout" else np.full(n, cfg.rollouts)).tolist()
+        w, v, out = (x.tolist() for x in CLASSES[kind].sample(rng, sum(widths)))
+        ctx, branch = cfg.context_len, cfg.branch_len
+        tokens = self.tokens(sum(ctx + width * branch for width in widths))
+        drafts, first, offset = [], 0, 0
+        for t, b, width in zip(starts, bidders, widths):
             # One row per branch: sys + tools, the shared context, then the branch's own suffix.
-            prefix, ctx = self.with_tools[bidder].size, cfg.context_len
-            own = self.tokens(ctx + width * cfg.branch_len)
-            prompts = np.empty((width, prefix + ctx + cfg.branch_len), dtype=np.int64)
-            prompts[:, :prefix] = self.with_tools[bidder]
-            prompts[:, prefix:prefix + ctx] = own[:ctx]
-            prompts[:, prefix + ctx:] = own[ctx:].reshape(width, cfg.branch_len)
-            self.add(bidder, kind, list(_frozen(prompts)), [t] * width)
+            prefix = self.with_tools[b]
+            own = tokens[offset:offset + ctx + width * branch]
+            prompts = np.empty((width, prefix.size + ctx + branch), dtype=np.int64)
+            prompts[:, :prefix.size] = prefix
+            prompts[:, prefix.size:prefix.size + ctx] = own[:ctx]
+            prompts[:, prefix.size + ctx:] = own[ctx:].reshape(width, branch)
+            drafts += [(t, b, p, None, kind, w[first + j], v[first + j], out[first + j])
+                       for j, p in enumerate(_frozen(prompts))]
+            first, offset = first + width, offset + own.size
+        return drafts
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
     """Mark `arr` read-only (so are views of it) and return it."""
     arr.flags.writeable = False
     return arr
-
-
-_FLUSH_DRAFTS = 64
-"""Drafts gathered before their parameters are computed (vectorized) and they become emittable: a
-streamed workload draws at most about this many requests ahead of what its reader took."""
 
 
 def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list[Request]:
@@ -282,10 +303,10 @@ def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list
 def iter_agentic(config: AgenticConfig | None = None, seed: int = 0) -> Iterator[Request]:
     """`agentic_workload` as a stream: the same requests, drawn only as far as they are read.
 
-    Episodes are drawn in order of their start, and an episode's requests arrive at or after its
-    start, so every request arriving before the next episode's start is final: it is yielded then.
-    An engine that reads the stream lazily (`ServingEngine.submit`) never draws the traffic beyond
-    its clock, which is most of a market's reset time saved when episodes end early.
+    Episodes are drawn in chunks of consecutive starts, and an episode's requests arrive at or
+    after its start, so every request arriving before a chunk's last candidate start is final
+    once the chunk is drawn: it is yielded then. An engine that reads the stream lazily
+    (`ServingEngine.submit`) draws the traffic little beyond its clock.
     """
     cfg = config if config is not None else AgenticConfig()
     cfg.validate()
@@ -294,60 +315,20 @@ def iter_agentic(config: AgenticConfig | None = None, seed: int = 0) -> Iterator
 
 def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
     gen = _Generator(cfg, seed)
-    rng = gen.rng
-
-    shape_names, shape_p = normalize_mix(cfg.shape_mix, "shape_mix")
-    if cfg.bidder_heterogeneity > 0:
-        # Shapes of probability 0 stay at 0 (Dirichlet parameters must be positive).
-        pos = shape_p > 0
-        bidder_mix = np.zeros((cfg.num_bidders, len(shape_names)))
-        bidder_mix[:, pos] = rng.dirichlet(cfg.bidder_heterogeneity * shape_p[pos], cfg.num_bidders)
-    else:
-        bidder_mix = np.tile(shape_p, (cfg.num_bidders, 1))
-    bidder_cdf = np.cumsum(bidder_mix, axis=1).tolist()
-
-    sizes = _expected_episode_sizes(cfg)
-    mean_size = float(np.mean(bidder_mix @ np.array([sizes[s] for s in shape_names])))
-    episode_rate = cfg.rate / mean_size
-    peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
-    bursts = cfg.burst_period > 0 and cfg.burst_duration > 0
     horizon = np.inf if cfg.num_requests is not None else cfg.duration
     limit = cfg.num_requests if cfg.num_requests is not None else np.inf
-    gap_scale, last_shape = 1.0 / (episode_rate * peak), len(shape_names) - 1
-
-    # Flushed drafts by (arrival, generation index): the stable order of the whole workload.
+    # Drawn requests by (arrival, generation index): the order of the whole workload (a session's
+    # turns and a fan-out's branches in generation order when they arrive together).
     ready: list[tuple] = []
     emitted = 0
-
-    def emit_before(bound: float) -> Iterator[Request]:
-        nonlocal emitted
+    while emitted < limit:
+        for item in gen.chunk(horizon):
+            heapq.heappush(ready, item)
+        bound = min(gen.t, horizon)
         while ready and ready[0][0] < bound and emitted < limit:
             t, _, bidder, prompt, reply, kind, w, v, out = heapq.heappop(ready)
             yield Request(id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t, value=v,
                           urgency=w, output_tokens=reply, kind=kind)
             emitted += 1
-
-    # Start of the first episode whose drafts are not flushed yet: nothing in `ready` arriving
-    # before it (and before the next start) can be overtaken by a request still to come.
-    unflushed_from = np.inf
-    t = 0.0
-    while emitted < limit:
-        # Poisson episode starts: thinning of a process at the peak rate.
-        t += rng.exponential(gap_scale)
-        if len(gen.drafts) >= _FLUSH_DRAFTS:
-            for item in gen.flush():
-                heapq.heappush(ready, item)
-            unflushed_from = np.inf
-        yield from emit_before(min(t, horizon, unflushed_from))
-        if t >= horizon:
+        if gen.t >= horizon:
             break
-        burst = bursts and t % cfg.burst_period < cfg.burst_duration  # in_burst(t, cfg)
-        if rng.random() * peak >= (cfg.burst_factor if burst else 1.0):
-            continue
-        bidder = int(rng.integers(cfg.num_bidders))
-        shape_idx = min(bisect_right(bidder_cdf[bidder], rng.random()), last_shape)
-        unflushed_from = min(unflushed_from, t)
-        gen.episode(shape_names[shape_idx], bidder, t)
-    for item in gen.flush():
-        heapq.heappush(ready, item)
-    yield from emit_before(horizon)
