@@ -49,7 +49,7 @@ class TreeNode:
     alive: bool = True
 
     def __len__(self) -> int:
-        return len(self.key)
+        return self.key.size
 
 
 class MatchResult(NamedTuple):
@@ -71,8 +71,6 @@ class InsertResult(NamedTuple):
 def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     n = min(len(a), len(b))
     a, b = a[:n], b[:n]
-    # Whole-edge matches are the common case; comparing the raw bytes answers them without
-    # numpy's per-call reduction overhead.
     if a.tobytes() == b.tobytes():
         return n
     return int((a == b).argmin())
@@ -146,16 +144,20 @@ class RadixCache:
             child = node.children.get(self._key(tokens, pos))
             if child is None:
                 break
+            end = pos + child.key.size
+            # A whole-edge match is the common case: one comparison of raw bytes answers it.
+            if end <= n and tokens[pos:end].tobytes() == child.key.tobytes():
+                path.append(child)
+                node, pos = child, end
+                continue
+            # The match ends inside this edge (at least its first page matched, by its key).
             m = self._aligned(_common_prefix(child.key, tokens[pos:n]))
-            if m < len(child):
-                if split:
-                    child = self._split(child, m)
-                    path.append(child)
-                    node = child
-                pos += m
-                break
-            path.append(child)
-            node, pos = child, pos + m
+            if split:
+                child = self._split(child, m)
+                path.append(child)
+                node = child
+            pos += m
+            break
         return pos, node, path
 
     def match_prefix(self, tokens: Sequence[int] | np.ndarray) -> MatchResult:
@@ -243,8 +245,9 @@ class RadixCache:
         """Add a reference to `node` and its ancestors; referenced nodes are never evicted."""
         while node is not self.root:
             if node.lock_ref == 0:
-                self.evictable_size -= len(node)
-                self.protected_size += len(node)
+                size = node.key.size  # len(node), without the method call on this hot path
+                self.evictable_size -= size
+                self.protected_size += size
             node.lock_ref += 1
             node = node.parent
 
@@ -255,8 +258,9 @@ class RadixCache:
                 raise RuntimeError("unlock of a node that is not locked")
             node.lock_ref -= 1
             if node.lock_ref == 0:
-                self.evictable_size += len(node)
-                self.protected_size -= len(node)
+                size = node.key.size
+                self.evictable_size += size
+                self.protected_size -= size
                 if not node.children:
                     self._push(node)
             node = node.parent

@@ -104,6 +104,20 @@ class Request:
                 f"request {self.id}: output_tokens has {self.output_tokens.size} tokens, output_len is {out}"
             )
 
+    @classmethod
+    def _unchecked(
+        cls, id: int, bidder: int, tokens: np.ndarray, bid: float, output_len: int, arrival: float,
+        value: float, urgency: float, output_tokens: np.ndarray | None, kind: str,
+    ) -> Request:
+        """A request from fields a workload generator has already put in their checked form (read-only
+        int64 token arrays of non-negative ids, Python ints and finite floats in range), without
+        `__post_init__`'s checks, which would otherwise cost a generated request as much as drawing
+        it. The generators' tests rebuild their requests through the checked constructor."""
+        r = object.__new__(cls)
+        r.id, r.bidder, r.tokens, r.bid, r.output_len = id, bidder, tokens, bid, output_len
+        r.arrival, r.value, r.urgency, r.output_tokens, r.kind = arrival, value, urgency, output_tokens, kind
+        return r
+
     @property
     def prompt_len(self) -> int:
-        return int(self.tokens.size)
+        return self.tokens.size

@@ -117,6 +117,27 @@ def test_other_bidders_per_bidder_and_focal_choice():
     assert alpha[0] == 1.0 and alpha[1] == pytest.approx(0.3) and alpha[2] == 1.0
 
 
+class _Constant:
+    """A policy object that plays a fixed raw action for every bidder it is asked about."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        return np.full((len(observation), 1), self.value, dtype=np.float32), state
+
+
+def test_other_bidders_actions_are_clipped_and_non_finite_raise():
+    env = RadixAuctionEnv(other_bidders=_Constant(9.0), **FAST)
+    env.reset(seed=0)
+    env.step([1.0])
+    assert env.market.alpha.tolist() == [1.0, 2.0, 2.0, 2.0]
+    env = RadixAuctionEnv(other_bidders=["truthful", _Constant(np.nan), "truthful"], **FAST)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="policy of bidder 2"):
+        env.step([1.0])
+
+
 def test_mooncake_workload_runs_on_the_slice():
     env = RadixAuctionEnv(workload="mooncake", trace_path=str(SLICE), horizon=20,
                           workload_kwargs={"time_scale": 0.25}, engine_kwargs={"kv_capacity_tokens": 200_000})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auction_gym import RadixCache
+from auction_gym import RadixCache, Request
 from auction_gym.workload import (
     CLASSES,
     AgenticConfig,
@@ -81,12 +82,26 @@ def test_agentic_benchmark_call_and_determinism():
     assert {r.bidder for r in a} == set(range(16))
 
 
+def assert_pass_request_checks(reqs: list[Request]) -> None:
+    """The generator builds requests without Request's checks (Request._unchecked); the checked
+    constructor must take every one of them as it is."""
+    names = [f.name for f in dataclasses.fields(Request)]
+    for r in reqs:
+        checked = Request(**{name: getattr(r, name) for name in names})
+        assert checked.tokens is r.tokens and checked.output_tokens is r.output_tokens
+        for name in names:
+            assert type(getattr(checked, name)) is type(getattr(r, name)), name
+            if name not in ("tokens", "output_tokens"):
+                assert getattr(checked, name) == getattr(r, name), name
+
+
 @pytest.mark.parametrize(
     "cfg", [AgenticConfig(num_requests=500), AgenticConfig(duration=20.0, vocab_size=1000)]
 )
 def test_agentic_basic_invariants(cfg):
     reqs = agentic_workload(cfg, seed=3)
     assert reqs
+    assert_pass_request_checks(reqs)
     assert [r.id for r in reqs] == list(range(len(reqs)))
     arrivals = np.array([r.arrival for r in reqs])
     assert np.all(np.diff(arrivals) >= 0) and arrivals[0] >= 0
@@ -217,6 +232,7 @@ def test_agentic_property(seed, n, bidders, heterogeneity):
     )
     reqs = agentic_workload(cfg, seed=seed)
     assert len(reqs) == n
+    assert_pass_request_checks(reqs)
     assert [r.id for r in reqs] == list(range(n))
     assert all(a.arrival <= b.arrival for a, b in zip(reqs, reqs[1:]))
     assert all(r.tokens.max() < 500 and 0 <= r.bidder < bidders for r in reqs)

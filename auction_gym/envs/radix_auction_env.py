@@ -231,7 +231,11 @@ class RadixAuctionEnv(gym.Env):
         alphas[self.focal] = parse_action(action, self.config.alpha_max)
         for policy, bidders in self._groups:
             acts, _ = policy.predict(self._obs[bidders], deterministic=True)
-            for i, act in zip(bidders, np.asarray(acts).reshape(len(bidders), -1)):
+            acts = np.asarray(acts, dtype=np.float64)
+            if acts.size == len(bidders) and np.isfinite(acts).all():  # one check for the group
+                alphas[bidders] = np.minimum(np.maximum(acts.reshape(-1), 0.0), self.config.alpha_max)
+                continue
+            for i, act in zip(bidders, acts.reshape(len(bidders), -1)):  # find the culprit
                 alphas[i] = parse_action(act, self.config.alpha_max, f"policy of bidder {i}")
         report = self.market.step(alphas)
         self._last = report

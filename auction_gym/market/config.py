@@ -31,10 +31,11 @@ class MarketConfig:
     The defaults are the default scenario of `RadixAuction-v0`: four alike bidders
     (`bidder_heterogeneity` 0) sending stationary agentic traffic (Poisson, no bursts; 60% growing
     sessions, 40% short urgent calls; 20 requests/s) to an engine with 60k KV tokens and 32 running
-    slots. That is just above what the engine serves, so a queue builds (about 8 waiting on average
-    over an episode) and the auction has something to decide. Budgets bind: with unlimited budgets,
-    truthful bidding would spend 6 to 46 times the budget (6 seeds); with everyone pacing by OGD a
-    bidder spends 89% of it on average (60% of bidder-episodes within 90-100%; 8 seeds).
+    slots. That is just above what the engine serves, so a queue builds (about 6 waiting on average
+    with every bidder pacing; episodes differ widely, from under 1 to over 15) and the auction has
+    something to decide. Budgets bind: with unlimited budgets, truthful bidding would spend 1.5 to 34
+    times the budget (median 9x); with everyone pacing by OGD a bidder spends 95% of it on average
+    (84% of bidder-episodes within 90-100%). 8 seeds; `python -m experiments.scenario` re-measures.
     `workload_kwargs` and `engine_kwargs` are merged over DEFAULT_WORKLOAD and DEFAULT_ENGINE.
     """
 

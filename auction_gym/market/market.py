@@ -168,6 +168,8 @@ class Market:
         return it
 
     def _account_finished(self, report: RoundReport) -> None:
+        if not report.finished:
+            return
         records = self.engine.records
         lat = [[] for _ in range(self.n)]
         ttft = [[] for _ in range(self.n)]
@@ -178,9 +180,8 @@ class Market:
             report.welfare += u
             lat[rec.bidder].append(rec.latency)
             ttft[rec.bidder].append(rec.ttft)
-        if report.finished:
-            report.mean_latency = sum(map(sum, lat)) / len(report.finished)
-            report.mean_ttft = sum(map(sum, ttft)) / len(report.finished)
+        report.mean_latency = sum(map(sum, lat)) / len(report.finished)
+        report.mean_ttft = sum(map(sum, ttft)) / len(report.finished)
         for i in range(self.n):
             if lat[i]:
                 self.latency_ema[i] = ema(self.latency_ema[i], sum(lat[i]) / len(lat[i]))

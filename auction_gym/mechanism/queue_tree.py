@@ -159,6 +159,9 @@ def build_queue_tree(
     `memo` is the caller's `TokenMemo`, kept from round to round; without one nothing is reused.
     """
     n = len(tokens)
+    if n == 1:  # a lone request hangs below the root (the usual round at light load)
+        work = 0.0 if prefix_lens is None else float(len(tokens[0]) - min(len(tokens[0]), prefix_lens[0]))
+        return QueueTree([-1], [0], [[]], [[0]], [0.0], [0], [work])
     ranked, lcps = (memo or TokenMemo()).sort(tokens)
     # shared[k]: common prefix of the k-th sequence with the one before (0 for the first; -1 after
     # the last, which closes every node).

@@ -32,6 +32,7 @@ Changed blocks keep their old tie-break id: ties do not change the cost.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -112,20 +113,22 @@ class RadixTreeAuction(AuctionMechanism):
                 bid_sum += s[b]
                 internal += f[b]
             s[v], p[v], f[v] = bid_sum, e + work, e * bid_sum + internal + inter
-            tie[v] = min([tie[b] for b in blocks])
+            tie[v] = min(map(tie.__getitem__, blocks))
             key[v] = block_key(s[v], p[v], tie[v])
             sorted_blocks[v] = blocks
             g[v], sum_f[v] = inter, internal
         order: list[int] = []
-        todo = [0]
-        while todo:
-            b = todo.pop()
-            if b >= nn:
+        path = [iter(sorted_blocks[0])]  # depth-first: the blocks still to visit at each open node
+        while path:
+            for b in path[-1]:
+                if b < nn:
+                    path.append(iter(sorted_blocks[b]))
+                    break
                 order.append(b - nn)
             else:
-                todo.extend(reversed(sorted_blocks[b]))
+                path.pop()
         completion = completion_times(tree, order, w)
-        cost = math.fsum(b * c for b, c in zip(bids, completion))
+        cost = math.fsum(map(operator.mul, bids, completion))
         return RadixAllocation(
             requests, bids, tree, s, p, f, tie, key, sorted_blocks, g, sum_f, order, completion,
             cost,

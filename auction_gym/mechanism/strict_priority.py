@@ -25,6 +25,7 @@ Cost: O(n log n) for the sort and the rank look-ups, plus O(n + V) for the tree 
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_left
 from itertools import accumulate
 from dataclasses import dataclass
@@ -74,7 +75,7 @@ class StrictPriorityAuction(AuctionMechanism):
         else:
             tree = build_queue_tree(tokens, cached_prefix_lengths(tokens, cached), self._memo)
             completion = completion_times(tree, order, w)
-        cost = math.fsum(b * c for b, c in zip(bids, completion))
+        cost = math.fsum(map(operator.mul, bids, completion))
         return StrictAllocation(requests, bids, order, rank, tree, completion, cost)
 
     def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:

@@ -32,7 +32,9 @@ Urgency, value and output length of each request come from its class (`classes.p
 (truthful reports; the market applies bid multipliers). With the default configuration about 62% of
 requests are interactive, 30% background and 8% urgent.
 
-Everything is drawn from `numpy.random.default_rng(seed)`, so a seed fixes the workload.
+Everything is drawn from `numpy.random.default_rng(seed)`, so a seed fixes the workload; it is drawn
+32 candidate episode starts at a time, each kind of draw (lengths, tokens, normals) once for the
+whole chunk, and read as a stream (`iter_agentic`) as far as its reader goes.
 """
 
 from __future__ import annotations
@@ -327,8 +329,8 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
         bound = min(gen.t, horizon)
         while ready and ready[0][0] < bound and emitted < limit:
             t, _, bidder, prompt, reply, kind, w, v, out = heapq.heappop(ready)
-            yield Request(id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t, value=v,
-                          urgency=w, output_tokens=reply, kind=kind)
+            # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
+            yield Request._unchecked(emitted, bidder, prompt, w, out, t, v, w, reply, kind)
             emitted += 1
         if gen.t >= horizon:
             break
