@@ -330,8 +330,7 @@ class ServingEngine:
             self._cache_finished(run)
             self.cache.unlock(run.node)
             run.record.finish = self.now
-        gone = {id(run) for run in done}
-        self.running = [run for run in self.running if id(run) not in gone]
+            self.running.remove(run)  # by identity: Running has no value equality
         return [run.request.id for run in done]
 
     # Execution: what subclasses define.

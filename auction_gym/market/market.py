@@ -65,12 +65,11 @@ class _Bidding:
 
     def __init__(self, inner: Scheduler, num_bidders: int) -> None:
         self.inner, self.name = inner, inner.name
-        self.alpha = np.ones(num_bidders)
-        self.queued = [0] * num_bidders
-        """Each bidder's waiting requests when the queue was last ordered."""
+        self.alpha = [1.0] * num_bidders  # each bidder's multiplier this round, 0 once out of budget
+        self.queued = [0] * num_bidders  # each bidder's waiting requests when the queue was last ordered
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        alpha = self.alpha.tolist()
+        alpha = self.alpha
         queued = [0] * len(alpha)
         for r in queue:
             r.bid = alpha[r.bidder] * r.urgency
@@ -135,10 +134,11 @@ class Market:
         if self.done:
             raise RuntimeError("the episode is over; call reset(seed)")
         alpha = np.array(multipliers, dtype=np.float64).reshape(-1)
-        if alpha.shape != (self.n,) or not (alpha.min() >= 0.0 and alpha.max() < math.inf):  # NaN fails too
+        values = alpha.tolist()
+        if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
             raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
         self.alpha = alpha
-        self._bidding.alpha = np.where(self.spent < self.budget, alpha, 0.0)
+        self._bidding.alpha = [a if s < b else 0.0 for a, s, b in zip(values, self.spent.tolist(), self.budget.tolist())]
         report = RoundReport(round=self.round, time=self.engine.now, payments=np.zeros(self.n), utility=np.zeros(self.n))
         while True:
             it = self._advance()
@@ -203,12 +203,12 @@ class Market:
                 seconds_per_unit = self.busy_time / self.admitted_total
             else:
                 seconds_per_unit = self.engine.cost.prefill_per_token
-            queued, remaining = self._bidding.queued, self.remaining
+            queued, budget, spent = self._bidding.queued, self.budget, self.spent
             # Only the bidders admitted this round pay, so only their payments are computed.
             charged = [i for i in range(self.n) if admitted[i]]
             for i, p in self._auction.last_payments(charged).items():
                 due = p * admitted[i] / queued[i] * seconds_per_unit
-                report.payments[i] = min(due, max(remaining[i], 0.0))
+                report.payments[i] = min(due, max(budget[i] - spent[i], 0.0))
         self.price_ema = ema(self.price_ema, np.add.reduce(report.payments) / len(report.admitted))
 
     def observations(self) -> np.ndarray:

@@ -138,19 +138,18 @@ class RadixTreeAuction(AuctionMechanism):
         """VCG payment of each of `bidders` (default: every bidder in the round; one without a
         request in it pays 0); see the module docstring."""
         nn = alloc.tree.n_nodes
-        owner: list[object] = [_MIXED] * nn + [req.bidder for req in alloc.requests]
-        own_cost: dict[int, float] = {}
-        for i, b, c in zip(owner[nn:], alloc.bids, alloc.completion):
-            own_cost[i] = own_cost.get(i, 0.0) + b * c
-        priced = list(own_cost) if bidders is None else [i for i in bidders if i in own_cost]
-        payments = {i: 0.0 for i in (own_cost if bidders is None else bidders)}
-        if len(own_cost) == 1 or not priced:  # a lone bidder delays nobody else
+        req_owner = [req.bidder for req in alloc.requests]
+        present = dict.fromkeys(req_owner)  # the round's bidders, in order of first request
+        priced = list(present) if bidders is None else [i for i in bidders if i in present]
+        payments = {i: 0.0 for i in (present if bidders is None else bidders)}
+        if len(present) == 1 or not priced:  # a lone bidder delays nobody else
             return payments
         # Per bidder, its top blocks grouped by parent node, in each node's sorted order.
-        tops: dict[int, dict[int, list[int]]] = {i: {} for i in own_cost}
+        owner: list[object] = [_MIXED] * nn + req_owner
+        tops: dict[int, dict[int, list[int]]] = {i: {} for i in present}
         for v in range(nn - 1, -1, -1):  # children before parents
             blocks = alloc.sorted_blocks[v]
-            owners = {owner[b] for b in blocks}
+            owners = set(map(owner.__getitem__, blocks))
             if len(owners) == 1:
                 owner[v] = owners.pop()  # one bidder, or _MIXED for a lone mixed child
                 continue
@@ -161,7 +160,8 @@ class RadixTreeAuction(AuctionMechanism):
         pos = [0] * len(owner)
         for bidder in priced:
             without = self._cost_without(alloc, tops[bidder], indexes, pos)
-            pay = (alloc.cost - own_cost[bidder]) - without
+            own = sum([b * c for i, b, c in zip(req_owner, alloc.bids, alloc.completion) if i == bidder])
+            pay = (alloc.cost - own) - without
             if pay < 0:
                 if pay < -ROUNDING * max(alloc.cost, 1.0):
                     raise AssertionError(f"negative VCG payment {pay} for bidder {bidder}")
