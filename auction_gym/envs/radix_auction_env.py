@@ -227,16 +227,19 @@ class RadixAuctionEnv(gym.Env):
     def step(self, action):
         if self._obs is None:
             raise RuntimeError("call reset() before step()")
-        alphas = np.empty(self.config.num_bidders)
-        alphas[self.focal] = parse_action(action, self.config.alpha_max)
+        alpha_max = self.config.alpha_max
+        alphas = [0.0] * self.config.num_bidders
+        alphas[self.focal] = parse_action(action, alpha_max)
         for policy, bidders in self._groups:
             acts, _ = policy.predict(self._obs[bidders], deterministic=True)
             acts = np.asarray(acts, dtype=np.float64)
-            if acts.size == len(bidders) and np.isfinite(acts).all():  # one check for the group
-                alphas[bidders] = np.minimum(np.maximum(acts.reshape(-1), 0.0), self.config.alpha_max)
+            values = acts.reshape(-1).tolist() if acts.size == len(bidders) else []
+            if len(values) == len(bidders) and all(math.isfinite(a) for a in values):
+                for i, a in zip(bidders, values):  # the group's actions, checked at once
+                    alphas[i] = min(max(a, 0.0), alpha_max)
                 continue
             for i, act in zip(bidders, acts.reshape(len(bidders), -1)):  # find the culprit
-                alphas[i] = parse_action(act, self.config.alpha_max, f"policy of bidder {i}")
+                alphas[i] = parse_action(act, alpha_max, f"policy of bidder {i}")
         report = self.market.step(alphas)
         self._last = report
         self._obs = self.market.observations()
