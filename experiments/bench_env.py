@@ -55,7 +55,7 @@ def main() -> None:
     ppo_s = ppo_seconds_per_step(args.ppo_steps)
     print(f"env:  {1 / env_s:8.0f} steps/s  ({env_s * 1e3:.3f} ms/step, mean queue {queue:.1f}, resets included)")
     print(f"PPO:  {1 / ppo_s:8.0f} steps/s  ({ppo_s * 1e3:.3f} ms/step, env included)")
-    print(f"env share of PPO's time per step: {env_s / ppo_s:.0%} (target <= 25%)")
+    print(f"env share of PPO's time per step: {env_s / ppo_s:.1%} (target <= 25%)")
 
 
 if __name__ == "__main__":

@@ -291,3 +291,20 @@ def test_incremental_payments_equal_rerunning_the_allocation(seed, cost_model, o
         mine = sum(r.bid * outcome.completion[r.id] for r in reqs if r.bidder == i)
         expected = -outcome.welfare - mine - auction.allocate(others, cached).cost
         assert outcome.payments[i] == pytest.approx(expected, rel=1e-9, abs=1e-9 * scale)
+
+
+@pytest.mark.parametrize("auction_class", [RadixTreeAuction, StrictPriorityAuction])
+@pytest.mark.parametrize("cost_model,overhead", COST_MODELS)
+@pytest.mark.parametrize("seed", range(30))
+def test_payments_of_some_bidders_equal_those_of_all(auction_class, cost_model, overhead, seed):
+    """Pricing only the bidders a round charges gives each the payment the full outcome has; a
+    bidder with no request in the round pays 0."""
+    reqs, cached_seqs = random_instance(seed)
+    auction = auction_class(cost_model=cost_model, request_overhead=overhead)
+    alloc = auction.allocate(reqs, make_cache(cached_seqs))
+    full = auction.payments(alloc)
+    assert sorted(full) == sorted({r.bidder for r in reqs})
+    for i in full:
+        assert auction.payments(alloc, [i]) == {i: full[i]}
+    absent = max(full) + 1
+    assert auction.payments(alloc, [absent, *full]) == {absent: 0.0, **full}

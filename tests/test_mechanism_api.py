@@ -143,3 +143,22 @@ def test_scheduler_face_recomputes_when_the_round_changes():
             assert auction.last_outcome.payments == pytest.approx(fresh.payments)
             queue[2].bid = 0.5
             cache = RadixCache()
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_scheduler_face_prices_on_demand(cls):
+    """After `order`, `last_payments` prices the bidders asked for, as the full outcome does, and
+    stays valid while the engine changes the cache."""
+    auction = cls(cost_model="tokens")
+    with pytest.raises(RuntimeError):
+        auction.last_payments([0])
+    cache = RadixCache()
+    cache.insert([1, 2])
+    reqs = queue()
+    expected = cls(cost_model="tokens").run(reqs, cached=[[1, 2]]).payments
+    auction.order(reqs, cache)
+    cache.insert([1, 2, 3, 4, 5])  # admission changes the cache; the round's prices must not
+    assert auction.last_payments([1]) == {1: expected[1]}
+    assert auction.last_payments([2, 9]) == {2: expected[2], 9: 0.0}
+    assert auction.last_outcome.payments == expected
+    assert auction.last_payments([1]) == {1: expected[1]}

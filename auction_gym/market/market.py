@@ -86,6 +86,7 @@ class Market:
         self.n = self.config.num_bidders
         self.budget = np.array(self.config.budgets())
         self.rho = self.budget / self.config.horizon
+        self._budget_rho = list(zip(self.budget.tolist(), self.rho.tolist()))  # constant, read every step
         self.obs_high = Obs.high(self.config.horizon)
         self.engine = None
 
@@ -171,15 +172,18 @@ class Market:
         if not report.finished:
             return
         records = self.engine.records
+        utility = [0.0] * self.n
         lat = [[] for _ in range(self.n)]
         ttft = [[] for _ in range(self.n)]
         for rid in report.finished:
             rec = records[rid]
-            u = rec.value - rec.urgency * rec.latency
-            report.utility[rec.bidder] += u
+            b, latency = rec.bidder, rec.latency
+            u = rec.value - rec.urgency * latency
+            utility[b] += u
             report.welfare += u
-            lat[rec.bidder].append(rec.latency)
-            ttft[rec.bidder].append(rec.ttft)
+            lat[b].append(latency)
+            ttft[b].append(rec.ttft)
+        report.utility = np.array(utility)
         report.mean_latency = sum(map(sum, lat)) / len(report.finished)
         report.mean_ttft = sum(map(sum, ttft)) / len(report.finished)
         for i in range(self.n):
@@ -220,8 +224,9 @@ class Market:
         urgency = [0.0] * n
         waiting = self.engine.waiting
         for r in waiting:
-            count[r.bidder] += 1
-            urgency[r.bidder] += r.urgency
+            b = r.bidder
+            count[b] += 1
+            urgency[b] += r.urgency
         rounds, time_left = max(self.round, 1), (T - self.round) / T
         total, price, hit, alpha_max = len(waiting) / TOTAL_QUEUE_SCALE, self.price_ema, self.hit_ema, self.config.alpha_max
         rows = [
@@ -230,9 +235,9 @@ class Market:
                 math.log1p(u / max(c, 1)) / URGENCY_LOG_SCALE, total, price / rho, lat / LATENCY_SCALE,
                 ttft / TTFT_SCALE, hit, a / alpha_max,
             )
-            for b, s, rho, last, c, u, lat, ttft, a in zip(
-                self.budget.tolist(), self.spent.tolist(), self.rho.tolist(), self.last_spend.tolist(), count,
-                urgency, self.latency_ema.tolist(), self.ttft_ema.tolist(), self.alpha.tolist(),
+            for (b, rho), s, last, c, u, lat, ttft, a in zip(
+                self._budget_rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,
+                self.latency_ema.tolist(), self.ttft_ema.tolist(), self.alpha.tolist(),
             )
         ]
         # Rounding to float32 before clipping to float32 bounds gives what clipping first would.

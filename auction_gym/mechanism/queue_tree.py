@@ -117,26 +117,29 @@ class TokenMemo:
         token), and comparing bytes runs in C.
         """
         old, new = self._memo, {}
-        keys, hits, known, fresh = [], [], [], []
+        hits, known, fresh = [], [], []
         for i, t in enumerate(tokens):
-            hit = old.get(id(t))
+            ident = id(t)
+            hit = old.get(ident)
             if hit is None or hit[0] is not t:
                 hit = [t, t.tobytes(), None, 0, 0]
                 fresh.append(i)
             else:
                 known.append((hit[4], i))
             if not t.flags.writeable:
-                new[id(t)] = hit
-            keys.append(hit[1])
+                new[ident] = hit
             hits.append(hit)
         self._memo = new
         if 2 * len(fresh) > len(tokens):  # mostly new: sort from scratch
+            keys = [hit[1] for hit in hits]
             ranked = sorted(range(len(tokens)), key=keys.__getitem__)
         else:  # the known keep their order; place each new one
             known.sort()
             ranked = [i for _, i in known]
-            for i in fresh:
-                insort(ranked, i, key=keys.__getitem__)
+            if fresh:
+                keys = [hit[1] for hit in hits]
+                for i in fresh:
+                    insort(ranked, i, key=keys.__getitem__)
         lcps: list[int] = []
         prev = None
         for k, i in enumerate(ranked):
@@ -178,12 +181,14 @@ def build_queue_tree(
     # length below it]; a node is numbered k when it is the k-th to close (its subtree complete),
     # and renumbered V-1-k at the end, which is pre-order (siblings close in sorted order).
     stack: list[list] = [[-1, [], [], 0], [0, [], [], 0]]
+    top = stack[-1]  # the deepest open node
     for k, r in enumerate(ranked + [-1]):
-        while stack[-1][0] > shared[k]:
+        sk = shared[k]
+        while top[0] > sk:
             d, kids, reqs, reach = stack.pop()
-            if stack[-1][0] < shared[k]:
+            if stack[-1][0] < sk:
                 # The shared prefix ends inside the edge into this node: open a node there.
-                stack.append([shared[k], [], [], 0])
+                stack.append([sk, [], [], 0])
             top = stack[-1]
             v = len(parent)
             for c in kids:
@@ -203,10 +208,12 @@ def build_queue_tree(
         if r < 0:
             break
         # The request's node is as deep as the prefix it shares with either neighbour.
-        at = max(shared[k], shared[k + 1])
-        if stack[-1][0] < at:
-            stack.append([at, [], [], 0])
-        top = stack[-1]
+        at = shared[k + 1]
+        if sk > at:
+            at = sk
+        if top[0] < at:
+            top = [at, [], [], 0]
+            stack.append(top)
         top[2].append(r)
         if prefix_lens is not None:
             length, cached = len(tokens[r]), prefix_lens[r]

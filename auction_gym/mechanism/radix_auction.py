@@ -102,18 +102,20 @@ class RadixTreeAuction(AuctionMechanism):
         key += [block_key(b, q, i) for b, q, i in zip(bids, own_p, ids)]
         sorted_blocks: list[list[int]] = [[]] * nn
         g, sum_f = [0.0] * nn, [0.0] * nn
-        for v in range(nn - 1, -1, -1):  # children before parents
-            kids, attached, e = tree.children[v], tree.attached[v], tree.edge_work[v]
+        key_of, tie_of = key.__getitem__, tie.__getitem__
+        for v, kids, attached, e in zip(range(nn - 1, -1, -1), reversed(tree.children), reversed(tree.attached),
+                                        reversed(tree.edge_work)):  # children before parents
             blocks = kids + [nn + r for r in attached]
-            blocks.sort(key=key.__getitem__)
+            blocks.sort(key=key_of)
             work = inter = bid_sum = internal = 0.0
             for b in blocks:
-                inter += s[b] * work
+                sb = s[b]
+                inter += sb * work
                 work += p[b]
-                bid_sum += s[b]
+                bid_sum += sb
                 internal += f[b]
             s[v], p[v], f[v] = bid_sum, e + work, e * bid_sum + internal + inter
-            tie[v] = min(map(tie.__getitem__, blocks))
+            tie[v] = min(map(tie_of, blocks))
             key[v] = block_key(s[v], p[v], tie[v])
             sorted_blocks[v] = blocks
             g[v], sum_f[v] = inter, internal
