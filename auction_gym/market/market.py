@@ -224,9 +224,9 @@ class Market:
         urgency = [0.0] * n
         waiting = self.engine.waiting
         for r in waiting:
-            b = r.bidder
-            count[b] += 1
-            urgency[b] += r.urgency
+            i = r.bidder
+            count[i] += 1
+            urgency[i] += r.urgency
         rounds, time_left = max(self.round, 1), (T - self.round) / T
         total, price, hit, alpha_max = len(waiting) / TOTAL_QUEUE_SCALE, self.price_ema, self.hit_ema, self.config.alpha_max
         rows = [

@@ -249,12 +249,12 @@ class _Generator:
         tokens = self.tokens(int((user + out).sum()))
         w, v, drafts = w.tolist(), v.tolist(), []
         turn, offset = 0, 0
-        for t, b, k, count in zip(starts, bidders, classes.tolist(), turns.tolist()):
+        for t, b, c, count in zip(starts, bidders, classes.tolist(), turns.tolist()):
             prefix = self.with_tools[b]
             users, outs = user[turn:turn + count].tolist(), out[turn:turn + count].tolist()
             size = sum(users) + sum(outs)
             session = _frozen(np.concatenate([prefix, tokens[offset:offset + size]]))
-            kind, end = self.session_classes[k], prefix.size
+            kind, end = self.session_classes[c], prefix.size
             # Turn k arrives an exponential think time after turn k-1 arrives.
             for j, (u, o, gap) in enumerate(zip(users, outs, think[turn:turn + count].tolist())):
                 t += gap if j else 0.0
