@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -17,6 +18,7 @@ from auction_gym.workload import (
     CLASSES,
     AgenticConfig,
     agentic_workload,
+    iter_agentic,
     draw_request_params,
     expand_blocks,
     iter_mooncake,
@@ -120,6 +122,15 @@ def test_agentic_num_requests_is_a_prefix_by_arrival():
     small = agentic_workload(AgenticConfig(num_requests=300), seed=5)
     big = agentic_workload(AgenticConfig(num_requests=600), seed=5)
     assert [r.arrival for r in small] == [r.arrival for r in big[:300]]
+
+
+def test_iter_agentic_streams_the_same_requests():
+    """The stream is the list, request for request, whether a duration or a count governs; an hour
+    of traffic is drawn only as far as it is read."""
+    cfg = AgenticConfig(duration=20.0, burst_period=5.0, burst_duration=1.0)
+    assert _fingerprint(list(iter_agentic(cfg, seed=7))) == _fingerprint(agentic_workload(cfg, seed=7))
+    first = list(itertools.islice(iter_agentic(AgenticConfig(duration=3600.0), seed=7), 50))
+    assert _fingerprint(first) == _fingerprint(agentic_workload(AgenticConfig(num_requests=50), seed=7))
 
 
 def _predecessors(reqs):

@@ -123,10 +123,11 @@ class MarketConfig:
         return engine_class(scheduler, config, **self.backend_kwargs)
 
     def make_workload(self, seed: int) -> Iterable[Request]:
-        """The episode's requests. Agentic traffic lasts, unless set, warmup + 2.5 x horizon / rate
-        seconds: every round admits at least one request, and in the default scenario a round
-        admits about 1.4, so that lasts `horizon` rounds with room to spare. (If the traffic runs
-        out first, the episode is truncated.)"""
+        """The episode's requests, as a stream the engine reads as its clock advances (so only the
+        traffic an episode reaches is drawn). Agentic traffic lasts, unless set, warmup + 2.5 x
+        horizon / rate seconds: every round admits at least one request, and in the default
+        scenario a round admits about 1.1, so that lasts `horizon` rounds with room to spare. (If
+        the traffic runs out first, the episode is truncated.)"""
         if self.workload == "mooncake":
             kwargs = {"time_scale": 4.0, **self.workload_kwargs}
             return iter_mooncake(self.trace_path, num_bidders=self.num_bidders, seed=seed, **kwargs)
