@@ -236,7 +236,7 @@ class RadixCache:
             node.children[child_key] = leaf
             self._changed(node, child_key)
             self.node_count += 1
-            self.evictable_size += len(leaf)
+            self.evictable_size += key.size
             node = leaf
         self._touch(node)
         return InsertResult(cached, node)

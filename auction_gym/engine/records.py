@@ -31,10 +31,7 @@ class RequestRecord:
 
     @classmethod
     def of(cls, r: Request) -> RequestRecord:
-        return cls(
-            id=r.id, bidder=r.bidder, arrival=r.arrival, prompt_len=r.prompt_len,
-            output_len=r.output_len, urgency=r.urgency, value=r.value, bid=r.bid,
-        )
+        return cls(r.id, r.bidder, r.arrival, r.prompt_len, r.output_len, r.urgency, r.value, r.bid)
 
     @property
     def finished(self) -> bool:

@@ -120,8 +120,8 @@ class TokenMemo:
         hits, known, fresh = [], [], []
         for i, t in enumerate(tokens):
             ident = id(t)
-            hit = old.get(ident)
-            if hit is None or hit[0] is not t:
+            hit = old.get(ident)  # the memo holds its arrays, so a remembered id is still `t`
+            if hit is None:
                 hit = [t, t.tobytes(), None, 0, 0]
                 fresh.append(i)
             else:
