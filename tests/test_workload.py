@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ from auction_gym.workload import (
     iter_mooncake,
     load_mooncake,
 )
-from auction_gym.workload.agentic import in_burst
+from auction_gym.workload.agentic import _expected_episode_sizes, in_burst
 
 SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
 
@@ -131,6 +131,25 @@ def test_iter_agentic_streams_the_same_requests():
     assert _fingerprint(list(iter_agentic(cfg, seed=7))) == _fingerprint(agentic_workload(cfg, seed=7))
     first = list(itertools.islice(iter_agentic(AgenticConfig(duration=3600.0), seed=7), 50))
     assert _fingerprint(first) == _fingerprint(agentic_workload(AgenticConfig(num_requests=50), seed=7))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_agentic_rate_and_mix_match_the_config(seed):
+    """Ten minutes of traffic: the long-run arrival rate (with and without bursts), the share of each
+    episode shape, the session class mix and the spread over bidders are what the config asks."""
+    base = dict(num_bidders=4, duration=600.0, shape_mix={"session": 0.6, "urgent": 0.4}, bidder_heterogeneity=0.0)
+    reqs = agentic_workload(AgenticConfig(**base), seed=seed)
+    assert len(reqs) / 600.0 == pytest.approx(20.0, rel=0.05)
+    sizes = _expected_episode_sizes(AgenticConfig(**base))
+    urgent = 0.4 * sizes["urgent"] / (0.4 * sizes["urgent"] + 0.6 * sizes["session"])
+    kinds = Counter(r.kind for r in reqs)
+    assert kinds["urgent"] / len(reqs) == pytest.approx(urgent, abs=0.02)
+    assert kinds["interactive"] / (kinds["interactive"] + kinds["background"]) == pytest.approx(0.85, abs=0.03)
+    per_bidder = Counter(r.bidder for r in reqs)
+    assert all(abs(per_bidder[b] / len(reqs) - 0.25) < 0.04 for b in range(4))
+    bursty = AgenticConfig(**base, burst_period=20.0, burst_factor=3.0, burst_duration=5.0)
+    # Documented long-run mean: rate * (1 + (factor - 1) * duration / period) = 30 requests/s.
+    assert len(agentic_workload(bursty, seed=seed)) / 600.0 == pytest.approx(30.0, rel=0.05)
 
 
 def _predecessors(reqs):
