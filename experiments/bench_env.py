@@ -13,7 +13,7 @@ of 2,048) play the same 40 workloads, with its own actions. (The first 8 alone a
 queue about 24, so a shorter PPO run is not comparable with the env's figure.)
 
 The env's own time inside PPO's run is printed too, measured by a wrapper around it: the same steps
-cost about a quarter more there than alone (0.29 against 0.22-0.23 ms at the same mean queue, on 2
+cost about a quarter more there than alone (0.27-0.29 against 0.22-0.23 ms at the same mean queue, on 2
 cores, with 1 or 2 torch threads alike), presumably because the policy's forward pass between two
 steps evicts the env's working set from the CPU caches.
 """
@@ -45,7 +45,7 @@ def env_seconds_per_step(steps: int, seed: int = 0) -> tuple[float, float]:
 
 
 class _Timed(gym.Wrapper):
-    """Adds the wall time of every step and reset of the wrapped env, and counts the steps and the
+    """Accumulates the wall time of every step and reset of the wrapped env, and counts the steps and the
     waiting requests after each."""
 
     def __init__(self, env: gym.Env) -> None:
