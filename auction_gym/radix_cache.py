@@ -68,14 +68,6 @@ class InsertResult(NamedTuple):
     """The node where the inserted (page-aligned) sequence ends."""
 
 
-def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    n = min(len(a), len(b))
-    a, b = a[:n], b[:n]
-    if a.tobytes() == b.tobytes():
-        return n
-    return int((a == b).argmin())
-
-
 class RadixCache:
     """Prefix cache of token sequences with LRU eviction of unlocked leaves.
 
@@ -144,14 +136,18 @@ class RadixCache:
             child = node.children.get(self._key(tokens, pos))
             if child is None:
                 break
-            end = pos + child.key.size
-            # A whole-edge match is the common case: one comparison of raw bytes answers it.
-            if end <= n and tokens[pos:end].tobytes() == child.key.tobytes():
+            key, size = child.key, child.key.size
+            m = min(size, n - pos)
+            # A whole-edge match is the common case: one comparison of raw bytes answers it; only a
+            # mismatch needs the elementwise search for where it is.
+            if tokens[pos:pos + m].tobytes() != key[:m].tobytes():
+                m = int((tokens[pos:pos + m] != key[:m]).argmax())
+            if m == size:
                 path.append(child)
-                node, pos = child, end
+                node, pos = child, pos + m
                 continue
             # The match ends inside this edge (at least its first page matched, by its key).
-            m = self._aligned(_common_prefix(child.key, tokens[pos:n]))
+            m = self._aligned(m)
             if split:
                 child = self._split(child, m)
                 path.append(child)
