@@ -183,13 +183,11 @@ class ServingEngine:
         if self.waiting:
             admitted = self._prefill()
             if admitted:
-                it = Iteration("prefill", start, self.now, queue_len, rejected=rejected)
-                it.admitted = [run.request.id for run in admitted]
-                it.finished = self._retire(self._pop_finished())
-                return it
+                ids = [run.request.id for run in admitted]
+                return Iteration("prefill", start, self.now, queue_len, ids, self._retire(self._pop_finished()), rejected)
         if self.running:
             steps, finished = self._decode()
-            return Iteration("decode", start, self.now, queue_len, finished=finished, rejected=rejected, steps=steps)
+            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps)
         nxt = self._next_arrival()
         if math.isinf(nxt):
             return None if not rejected else Iteration("idle", start, start, queue_len, rejected=rejected)
@@ -223,6 +221,8 @@ class ServingEngine:
     def _let_in_arrivals(self) -> list[int]:
         # Everything let in now arrived after everything already waiting, so appending the new
         # arrivals in FCFS order keeps the whole queue in FCFS order, as schedulers expect.
+        if self._next_arrival() > self.now:  # most iterations: nothing is due
+            return []
         rejected, arrived = [], []
         capacity = self.config.kv_capacity_tokens
         while self._next_arrival() <= self.now:
@@ -250,7 +250,8 @@ class ServingEngine:
         if len(self.running) >= self.config.max_running_requests:
             return False
         room = self.config.kv_capacity_tokens - self.used_tokens + self.cache.evictable_size
-        return room >= 1 + min(r.output_len for r in self.waiting)
+        # The first request usually fits, which settles it without the scan for the smallest.
+        return room > self.waiting[0].output_len or room >= 1 + min(r.output_len for r in self.waiting)
 
     def _prefill(self) -> list[Running]:
         if not self._admission_possible():
@@ -297,8 +298,11 @@ class ServingEngine:
             heapq.heappush(self._finishing, (run.done_at, r.id, run))
             self._context += r.prompt_len + 1
             admitted.append(run)
-        taken = {adm.request.id for adm in batch}
-        self.waiting = [r for r in self.waiting if r.id not in taken]
+        if len(batch) == 1:
+            self.waiting.remove(batch[0].request)  # by identity: Request has no value equality
+        else:
+            taken = {adm.request.id for adm in batch}
+            self.waiting = [r for r in self.waiting if r.id not in taken]
         self.running.extend(admitted)
         return admitted
 

@@ -86,7 +86,10 @@ class Market:
         self.n = self.config.num_bidders
         self.budget = np.array(self.config.budgets())
         self.rho = self.budget / self.config.horizon
-        self._budget_rho = list(zip(self.budget.tolist(), self.rho.tolist()))  # constant, read every step
+        # Constant, and read every step: Python floats (a handful of bidders, where numpy's per-call
+        # overhead would outweigh the arithmetic; so is the per-step bookkeeping below).
+        self._budget = self.budget.tolist()
+        self._budget_rho = list(zip(self._budget, self.rho.tolist()))
         self.obs_high = Obs.high(self.config.horizon)
         self.engine = None
 
@@ -106,8 +109,8 @@ class Market:
         self.last_spend = np.zeros(n)
         self.price_ema = 0.0
         self.hit_ema = 0.0
-        self.latency_ema = np.zeros(n)
-        self.ttft_ema = np.zeros(n)
+        self._latency_ema = [0.0] * n
+        self._ttft_ema = [0.0] * n
         self.exhausted = False
 
     @property
@@ -139,8 +142,9 @@ class Market:
         if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
             raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
         self.alpha = alpha
-        self._bidding.alpha = [a if s < b else 0.0 for a, s, b in zip(values, self.spent.tolist(), self.budget.tolist())]
-        report = RoundReport(round=self.round, time=self.engine.now, payments=np.zeros(self.n), utility=np.zeros(self.n))
+        spent = self.spent.tolist()
+        self._bidding.alpha = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
+        report = RoundReport(round=self.round, time=self.engine.now)
         while True:
             it = self._advance()
             if it is None:
@@ -151,13 +155,14 @@ class Market:
                 report.admitted = it.admitted
                 break
         report.time = self.engine.now
-        self._account_finished(report)
+        utility = self._account_finished(report)
+        payments = [0.0] * self.n
         if report.admitted:
-            self._charge(report)
+            self._charge(report, spent, payments)
             self.round += 1
-        report.utility -= report.payments
-        self.spent += report.payments
-        self.last_spend = report.payments
+        report.utility = np.array([u - p for u, p in zip(utility, payments)])
+        report.payments = self.last_spend = np.array(payments)
+        self.spent = np.array([s + p for s, p in zip(spent, payments)])
         return report
 
     def _advance(self) -> Iteration | None:
@@ -168,30 +173,35 @@ class Market:
             self.admitted_total += len(it.admitted)
         return it
 
-    def _account_finished(self, report: RoundReport) -> None:
+    def _account_finished(self, report: RoundReport) -> list[float]:
+        """Welfare and latencies of the requests finished in the round; returns each bidder's
+        realized value (before payments)."""
+        n = self.n
+        utility = [0.0] * n
         if not report.finished:
-            return
+            return utility
         records = self.engine.records
-        utility = [0.0] * self.n
-        lat = [[] for _ in range(self.n)]
-        ttft = [[] for _ in range(self.n)]
+        lat, ttft, count = [0.0] * n, [0.0] * n, [0] * n
         for rid in report.finished:
             rec = records[rid]
             b, latency = rec.bidder, rec.latency
             u = rec.value - rec.urgency * latency
             utility[b] += u
             report.welfare += u
-            lat[b].append(latency)
-            ttft[b].append(rec.ttft)
-        report.utility = np.array(utility)
-        report.mean_latency = sum(map(sum, lat)) / len(report.finished)
-        report.mean_ttft = sum(map(sum, ttft)) / len(report.finished)
-        for i in range(self.n):
-            if lat[i]:
-                self.latency_ema[i] = ema(self.latency_ema[i], sum(lat[i]) / len(lat[i]))
-                self.ttft_ema[i] = ema(self.ttft_ema[i], sum(ttft[i]) / len(ttft[i]))
+            lat[b] += latency
+            ttft[b] += rec.ttft
+            count[b] += 1
+        report.mean_latency = sum(lat) / len(report.finished)
+        report.mean_ttft = sum(ttft) / len(report.finished)
+        for i in range(n):
+            if count[i]:
+                self._latency_ema[i] = ema(self._latency_ema[i], lat[i] / count[i])
+                self._ttft_ema[i] = ema(self._ttft_ema[i], ttft[i] / count[i])
+        return utility
 
-    def _charge(self, report: RoundReport) -> None:
+    def _charge(self, report: RoundReport, spent: list[float], payments: list[float]) -> None:
+        """Hit rate and clearing price of the round; writes the charges into `payments`, given
+        each bidder's spend before the round."""
         records = self.engine.records
         admitted = [0] * self.n
         cached = prompt = 0
@@ -207,13 +217,13 @@ class Market:
                 seconds_per_unit = self.busy_time / self.admitted_total
             else:
                 seconds_per_unit = self.engine.cost.prefill_per_token
-            queued, budget, spent = self._bidding.queued, self.budget, self.spent
+            queued, budget = self._bidding.queued, self._budget
             # Only the bidders admitted this round pay, so only their payments are computed.
             charged = [i for i in range(self.n) if admitted[i]]
             for i, p in self._auction.last_payments(charged).items():
                 due = p * admitted[i] / queued[i] * seconds_per_unit
-                report.payments[i] = min(due, max(budget[i] - spent[i], 0.0))
-        self.price_ema = ema(self.price_ema, np.add.reduce(report.payments) / len(report.admitted))
+                payments[i] = min(due, max(budget[i] - spent[i], 0.0))
+        self.price_ema = ema(self.price_ema, sum(payments) / len(report.admitted))
 
     def observations(self) -> np.ndarray:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32 (see observation.py)."""
@@ -237,7 +247,7 @@ class Market:
             )
             for (b, rho), s, last, c, u, lat, ttft, a in zip(
                 self._budget_rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,
-                self.latency_ema.tolist(), self.ttft_ema.tolist(), self.alpha.tolist(),
+                self._latency_ema, self._ttft_ema, self.alpha.tolist(),
             )
         ]
         # Rounding to float32 before clipping to float32 bounds gives what clipping first would.

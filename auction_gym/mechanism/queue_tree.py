@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Container, Iterable, Sequence
 
 import numpy as np
 
@@ -108,6 +108,11 @@ class TokenMemo:
         # the arrays keeps their ids from being reused.
         self._memo: dict[int, list] = {}
 
+    @property
+    def held(self) -> Container[int]:
+        """Ids of the arrays remembered (and held) since the last `sort`."""
+        return self._memo
+
     def sort(self, tokens: Sequence[np.ndarray]) -> tuple[list[int], list[int]]:
         """Indices of `tokens` in lexicographic order (equal arrays in no particular order), and
         the longest common prefix of each with the next in that order.
@@ -124,9 +129,10 @@ class TokenMemo:
             if hit is None:
                 hit = [t, t.tobytes(), None, 0, 0]
                 fresh.append(i)
+                if not t.flags.writeable:
+                    new[ident] = hit
             else:
                 known.append((hit[4], i))
-            if not t.flags.writeable:
                 new[ident] = hit
             hits.append(hit)
         self._memo = new

@@ -88,9 +88,11 @@ class RadixTreeAuction(AuctionMechanism):
     def allocate(self, requests: Sequence[Request], cached: Cached = None) -> RadixAllocation:
         """The welfare-maximal order and its costs (no payments) over a non-empty queue."""
         requests = list(requests)
-        tokens, bids = validate_requests(requests)
+        tokens, bids = validate_requests(requests, self._memo.held)  # the memo's arrays passed already
         prefix_lens = None if self.cost_model == "unit" else cached_prefix_lengths(tokens, cached)
         tree = build_queue_tree(tokens, prefix_lens, self._memo)
+        if len(requests) == 1:
+            return self._allocate_lone(requests, bids, tree)
         nn, w = tree.n_nodes, self.request_work
         ids = [req.id for req in requests]
         own_p = [e + w for e in tree.req_work]  # a hanging request's own edge, then its overhead
@@ -99,7 +101,7 @@ class RadixTreeAuction(AuctionMechanism):
         f = [0.0] * nn + [e * b + b * w for e, b in zip(tree.req_work, bids)]
         tie = [0] * nn + ids
         key: list[SortKey | None] = [None] * nn
-        key += [block_key(b, q, i) for b, q, i in zip(bids, own_p, ids)]
+        key += map(block_key, bids, own_p, ids)
         sorted_blocks: list[list[int]] = [[]] * nn
         g, sum_f = [0.0] * nn, [0.0] * nn
         key_of, tie_of = key.__getitem__, tie.__getitem__
@@ -134,6 +136,18 @@ class RadixTreeAuction(AuctionMechanism):
         return RadixAllocation(
             requests, bids, tree, s, p, f, tie, key, sorted_blocks, g, sum_f, order, completion,
             cost,
+        )
+
+    def _allocate_lone(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
+        """`allocate` of a queue of one (the root and the request's block; over half the rounds of
+        the default scenario), with the values the general loop would give."""
+        (b,), (e,), rid = bids, tree.req_work, requests[0].id
+        own = e + self.request_work
+        f = e * b + b * self.request_work
+        key = block_key(b, own, rid)
+        return RadixAllocation(
+            requests, bids, tree, [b, b], [own, own], [f, f], [rid, rid], [key, key], [[1]], [0.0], [f],
+            [0], [own], b * own,
         )
 
     def payments(self, alloc: RadixAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:

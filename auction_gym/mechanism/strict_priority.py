@@ -63,7 +63,7 @@ class StrictPriorityAuction(AuctionMechanism):
     def allocate(self, requests: Sequence[Request], cached: Cached = None) -> StrictAllocation:
         """Order a non-empty queue by bid (ties by arrival, then id) and cost it."""
         requests = list(requests)
-        tokens, bids = validate_requests(requests)
+        tokens, bids = validate_requests(requests, self._memo.held)
         n, w = len(requests), self.request_work
         order = sorted(range(n), key=lambda r: (-bids[r], requests[r].arrival, requests[r].id))
         rank = [0] * n

@@ -7,7 +7,7 @@ after construction, so `Request.__post_init__` alone does not guarantee them.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Container, Sequence
 
 import numpy as np
 
@@ -32,8 +32,13 @@ def validate_cost_model(cost_model: str, request_overhead: float) -> tuple[str, 
     return cost_model, overhead
 
 
-def validate_requests(requests: Sequence[Request]) -> tuple[list[np.ndarray], list[float]]:
+def validate_requests(
+    requests: Sequence[Request], checked: Container[int] = ()
+) -> tuple[list[np.ndarray], list[float]]:
     """Check a round's queue; return each request's tokens (read-only int64) and bid (float).
+
+    `checked` holds the ids of token arrays that passed before and are still alive (held by the
+    caller, so no other array has their id), whose checks are skipped: an auction's `TokenMemo`.
 
     Raises ValueError naming the request for a bid that is not a finite number >= 0, a duplicate
     request id, or an empty token sequence.
@@ -50,10 +55,8 @@ def validate_requests(requests: Sequence[Request]) -> tuple[list[np.ndarray], li
             if (
                 r.id in seen
                 or not 0.0 <= bid < math.inf  # also rejects nan
-                or type(toks) is not np.ndarray
-                or toks.dtype != TOKEN_DTYPE
-                or toks.ndim != 1
-                or toks.size == 0
+                or id(toks) not in checked
+                and (type(toks) is not np.ndarray or toks.dtype != TOKEN_DTYPE or toks.ndim != 1 or toks.size == 0)
             ):
                 return _validate_one_by_one(requests)
             seen.add(r.id)
