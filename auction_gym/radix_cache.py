@@ -111,7 +111,7 @@ class RadixCache:
 
     def _key(self, tokens: np.ndarray, pos: int) -> int | bytes:
         if self.page_size == 1:
-            return int(tokens[pos])
+            return tokens.item(pos)
         return tokens[pos : pos + self.page_size].tobytes()
 
     def _aligned(self, n: int) -> int:
@@ -222,12 +222,7 @@ class RadixCache:
             if key.flags.writeable:  # the caller may change its array; the tree keeps its own
                 key = key.copy()
                 key.flags.writeable = False
-            leaf = TreeNode(
-                key=key,
-                value=None if value is None else np.asarray(value[cached:n]),
-                parent=node,
-                depth=node.depth + n - cached,
-            )
+            leaf = TreeNode(key, None if value is None else np.asarray(value[cached:n]), node, node.depth + n - cached)
             child_key = self._key(tokens, cached)
             node.children[child_key] = leaf
             self._changed(node, child_key)

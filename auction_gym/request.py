@@ -43,7 +43,7 @@ def token_view(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.n
     return as_tokens(tokens, what)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Request:
     """One inference call.
 

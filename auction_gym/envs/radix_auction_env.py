@@ -16,7 +16,7 @@ from ..pacing import Policy, make_policy
 def parse_action(action: Any, alpha_max: float, what: str = "action") -> float:
     """The bid multiplier of an action: one finite number, clipped to [0, alpha_max]."""
     if isinstance(action, np.ndarray) and action.size == 1:
-        a = float(action.reshape(-1)[0])
+        a = float(action.item())
     elif np.size(action) != 1:
         raise ValueError(f"{what} must hold one bid multiplier, got shape {np.shape(action)}")
     else:
@@ -202,13 +202,10 @@ class RadixAuctionEnv(gym.Env):
         else:
             policies = [make_policy(other_bidders, alpha_max)] * len(self.others)
         # Bidders sharing a policy object are asked in one batched predict per step.
-        self._groups: list[tuple[Policy, list[int]]] = []
+        groups: dict[int, tuple[Policy, list[int]]] = {}
         for bidder, policy in zip(self.others, policies):
-            group = next((g for p, g in self._groups if p is policy), None)
-            if group is None:
-                self._groups.append((policy, [bidder]))
-            else:
-                group.append(bidder)
+            groups.setdefault(id(policy), (policy, []))[1].append(bidder)
+        self._groups = [(policy, bidders, np.array(bidders)) for policy, bidders in groups.values()]
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
         self.market = Market(self.config)
@@ -230,8 +227,8 @@ class RadixAuctionEnv(gym.Env):
         alpha_max = self.config.alpha_max
         alphas = [0.0] * self.config.num_bidders
         alphas[self.focal] = parse_action(action, alpha_max)
-        for policy, bidders in self._groups:
-            acts, _ = policy.predict(self._obs[bidders], deterministic=True)
+        for policy, bidders, rows in self._groups:
+            acts, _ = policy.predict(self._obs.take(rows, 0), deterministic=True)
             acts = np.asarray(acts, dtype=np.float64)
             values = acts.reshape(-1).tolist() if acts.size == len(bidders) else []
             if len(values) == len(bidders) and all(math.isfinite(a) for a in values):

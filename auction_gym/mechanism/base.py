@@ -43,7 +43,7 @@ class AuctionMechanism:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
         self._last_alloc: Allocation | None = None
         self._last_outcome: AuctionOutcome | None = None
-        self._last_key: tuple[list[Request], list[float], object] | None = None
+        self._last_key: tuple[list[float], list[Request], object] | None = None
         self._memo = TokenMemo()
 
     @property
@@ -85,20 +85,16 @@ class AuctionMechanism:
         An engine asks again after a round that admitted nothing (memory was short); if the queue,
         the bids and (under "tokens") the cache are unchanged, the last allocation is reused."""
         # The same request objects (held here, so none is freed and replaced meanwhile), bids, and
-        # cache contents; the radix tree and bids alone decide a "unit" round.
+        # cache contents; the radix tree and bids alone decide a "unit" round. Requests compare by
+        # identity, so comparing the keys compares the objects, and the bids first: they change in
+        # almost every round.
         key = (
-            list(queue),
             [r.bid for r in queue],
+            list(queue),
             (cache, cache.changes_since(None)[0]) if self.cost_model == "tokens" else None,
         )
-        same = (
-            self._last_key is not None
-            and len(key[0]) == len(self._last_key[0])
-            and all(a is b for a, b in zip(key[0], self._last_key[0]))
-            and key[1:] == self._last_key[1:]
-        )
-        if not same:
-            self._last_alloc = self.allocate(key[0], cached=cache) if key[0] else None
+        if key != self._last_key:
+            self._last_alloc = self.allocate(key[1], cached=cache) if key[1] else None
             self._last_outcome = None
             self._last_key = key
         if self._last_alloc is None:
