@@ -1,6 +1,6 @@
 """Benchmark: RadixAuction-v0 steps per second, and the env's share of SB3 PPO's time per step.
 
-    python -m experiments.bench_env [--steps N] [--ppo-steps N]
+    python -m experiments.bench_env [--steps N] [--ppo-steps N] [--mechanism NAME]
 
 Measured in one run on the default configuration: the env alone (random actions, resets included)
 and PPO (MlpPolicy, CPU, default n_steps = 2048) learning on the same env. Target: env time per step
@@ -12,10 +12,11 @@ over many episodes: the default 20,000 steps are 40, and PPO's default 20,480 st
 of 2,048) play the same 40 workloads, with its own actions. (The first 8 alone are heavier, mean
 queue about 24, so a shorter PPO run is not comparable with the env's figure.)
 
-The env's own time inside PPO's run is printed too, measured by a wrapper around it: the same steps
-cost about a quarter more there than alone (0.27-0.29 against 0.22-0.23 ms at the same mean queue, on 2
-cores, with 1 or 2 torch threads alike), presumably because the policy's forward pass between two
-steps evicts the env's working set from the CPU caches.
+The env's own time inside PPO's run is printed too, measured by a wrapper around it: there a step
+costs about 0.05 ms more than alone (0.235-0.246 against 0.176-0.186 ms at the same mean queue, on 2
+cores, with 1 or 2 torch threads alike). The extra is the same for an env that runs no auction
+(`--mechanism fcfs`: 0.10 ms alone, 0.15 ms inside), so it is the price of alternating with the
+policy's torch code, not of the env's work: presumably the CPU caches refilled at every step.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import numpy as np
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 
 
-def env_seconds_per_step(steps: int, seed: int = 0) -> tuple[float, float]:
+def env_seconds_per_step(steps: int, seed: int = 0, mechanism: str = "radix_vcg") -> tuple[float, float]:
     """(seconds per step including resets, mean queue length) over `steps` random-action steps."""
-    env = gym.make("RadixAuction-v0")
+    env = gym.make("RadixAuction-v0", mechanism=mechanism)
     actions = np.random.default_rng(seed).uniform(0.0, 2.0, size=(steps, 1)).astype(np.float32)
     env.reset(seed=seed)
     queue = []
@@ -67,11 +68,11 @@ class _Timed(gym.Wrapper):
         return out
 
 
-def ppo_seconds_per_step(steps: int, seed: int = 0) -> tuple[float, float, float]:
+def ppo_seconds_per_step(steps: int, seed: int = 0, mechanism: str = "radix_vcg") -> tuple[float, float, float]:
     """(PPO's seconds per step, the env's seconds per step inside that run, mean queue there)."""
     from stable_baselines3 import PPO
 
-    env = _Timed(gym.make("RadixAuction-v0"))
+    env = _Timed(gym.make("RadixAuction-v0", mechanism=mechanism))
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0)
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps)
@@ -82,9 +83,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--ppo-steps", type=int, default=20480)
+    ap.add_argument("--mechanism", default="radix_vcg", help="the env's mechanism (default: the default scenario's)")
     args = ap.parse_args()
-    env_s, queue = env_seconds_per_step(args.steps)
-    ppo_s, inside_s, inside_queue = ppo_seconds_per_step(args.ppo_steps)
+    env_s, queue = env_seconds_per_step(args.steps, mechanism=args.mechanism)
+    ppo_s, inside_s, inside_queue = ppo_seconds_per_step(args.ppo_steps, mechanism=args.mechanism)
     print(f"env:  {1 / env_s:8.0f} steps/s  ({env_s * 1e3:.3f} ms/step, mean queue {queue:.1f}, resets included)")
     print(f"PPO:  {1 / ppo_s:8.0f} steps/s  ({ppo_s * 1e3:.3f} ms/step, env included)")
     print(f"env share of PPO's time per step: {env_s / ppo_s:.1%} (target <= 25%)")

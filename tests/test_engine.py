@@ -156,3 +156,23 @@ def test_cost_model_json_round_trip(tmp_path):
         CostModel.from_json(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="decode_base"):
         CostModel(decode_base=-1.0)
+
+
+def test_a_later_smaller_request_is_admitted_when_the_first_does_not_fit():
+    """The check that any admission is possible must not stop at the first waiting request: with
+    memory for C but not B, the auction runs, and C (the higher bid) is admitted while A decodes."""
+    config = EngineConfig(kv_capacity_tokens=100, max_prefill_tokens=100)
+    engine = SimEngine("strict_vcg", config)
+    a = Request(0, 0, list(range(10)), bid=1.0, output_len=60)
+    b = Request(1, 1, list(range(100, 105)), bid=1.0, output_len=50, arrival=0.1)
+    c = Request(2, 2, list(range(200, 203)), bid=5.0, output_len=20, arrival=0.1)
+    engine.submit([a, b, c])
+    assert engine.step().admitted == [0]
+    assert engine.step().kind == "decode" and engine.now >= 0.1  # up to the arrivals
+    it = engine.step()
+    assert it.queue_len == 2 and it.kind == "prefill" and it.admitted == [2]
+    room = config.kv_capacity_tokens - (engine.used_tokens - c.prompt_len - c.output_len)
+    assert b.prompt_len + b.output_len > room >= c.prompt_len + c.output_len  # B did not fit, C did
+    assert math.isnan(engine.records[0].finish)  # A still runs
+    engine.run()
+    assert all(rec.finished for rec in engine.records.values())

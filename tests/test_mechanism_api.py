@@ -162,3 +162,60 @@ def test_scheduler_face_prices_on_demand(cls):
     assert auction.last_payments([2, 9]) == {2: expected[2], 9: 0.0}
     assert auction.last_outcome.payments == expected
     assert auction.last_payments([1]) == {1: expected[1]}
+
+
+@pytest.mark.parametrize("cost_model,cached", [("unit", None), ("tokens", None), ("tokens", [[7, 8]])])
+@pytest.mark.parametrize("bid", [0.0, 0.75, 3.0])
+def test_lone_request_allocation_equals_the_general_loop(cost_model, cached, bid):
+    """A queue of one skips the per-node loops; every field must be what the loops would give."""
+    from dataclasses import fields
+
+    from auction_gym.mechanism.queue_tree import build_queue_tree, cached_prefix_lengths
+
+    auction = RadixTreeAuction(cost_model=cost_model, request_overhead=2.5)
+    reqs = [Request(4, 1, [7, 8, 9, 10], bid=bid)]
+    tokens = [reqs[0].tokens]
+    tree = build_queue_tree(tokens, None if cost_model == "unit" else cached_prefix_lengths(tokens, cached))
+    lone = auction._allocate_lone(reqs, [bid], tree)
+    loop = auction._allocate_tree(reqs, [bid], tree)
+    for f in fields(lone):
+        assert getattr(lone, f.name) == getattr(loop, f.name), f.name
+    assert auction.allocate(reqs, cached).completion == loop.completion
+    assert auction.payments(lone) == {1: 0.0}
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_checks_still_apply_to_arrays_the_memo_holds(cls):
+    """Token checks are skipped for arrays the auction has seen, never the bid or id checks, and a
+    request given a new (bad) array is checked again."""
+    auction = cls()
+    reqs = queue()
+    cache = RadixCache()
+    auction.order(reqs, cache)
+    reqs[1].bid = math.nan
+    with pytest.raises(ValueError, match="request 1: bid"):
+        auction.order(reqs, cache)
+    reqs[1].bid = 2.0
+    twin = Request(0, 5, [9], bid=1.0)
+    with pytest.raises(ValueError, match="duplicate"):
+        auction.order(reqs + [twin], cache)
+    reqs[2].tokens = np.zeros(0, dtype=np.int64)
+    reqs[2].bid = 0.25  # a new round, so no reuse of the last one
+    with pytest.raises(ValueError, match="request 2: empty token sequence"):
+        auction.order(reqs, cache)
+
+
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_scheduler_face_reuses_only_the_same_request_objects(cls):
+    """An equal-looking round made of other Request objects (same ids and bids, other tokens) is a
+    new round: its costs come from its own tokens."""
+    auction = cls(cost_model="tokens")
+    reqs, cache = queue(), RadixCache()
+    auction.order(reqs, cache)
+    first = auction.last_outcome
+    swapped = reqs[:3] + [Request(3, 2, [6, 7, 8, 9], bid=3.0)]
+    fresh = cls(cost_model="tokens").run(swapped)
+    assert fresh.completion != first.completion  # so a wrong reuse would show
+    auction.order(swapped, cache)
+    assert auction.last_outcome.completion == fresh.completion
+    assert auction.last_outcome.order == fresh.order

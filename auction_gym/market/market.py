@@ -57,7 +57,7 @@ class RoundReport:
 
     @property
     def revenue(self) -> float:
-        return sum(self.payments.tolist())  # a handful of bidders: Python's sum beats numpy's call
+        return sum(self.payments.tolist(), 0.0)  # a handful of bidders: Python's sum beats numpy's call
 
 
 class _Bidding:

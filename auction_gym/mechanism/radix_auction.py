@@ -93,6 +93,10 @@ class RadixTreeAuction(AuctionMechanism):
         tree = build_queue_tree(tokens, prefix_lens, self._memo)
         if len(requests) == 1:
             return self._allocate_lone(requests, bids, tree)
+        return self._allocate_tree(requests, bids, tree)
+
+    def _allocate_tree(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
+        """Block stats children before parents, Smith order at each node, then the depth-first order."""
         nn, w = tree.n_nodes, self.request_work
         ids = [req.id for req in requests]
         own_p = [e + w for e in tree.req_work]  # a hanging request's own edge, then its overhead
@@ -139,8 +143,8 @@ class RadixTreeAuction(AuctionMechanism):
         )
 
     def _allocate_lone(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
-        """`allocate` of a queue of one (the root and the request's block; over half the rounds of
-        the default scenario), with the values the general loop would give."""
+        """`_allocate_tree` of a queue of one (the root and the request's block; over half the
+        rounds of the default scenario), with the same values and without the loops."""
         (b,), (e,), rid = bids, tree.req_work, requests[0].id
         own = e + self.request_work
         f = e * b + b * self.request_work
