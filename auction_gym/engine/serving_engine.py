@@ -221,8 +221,6 @@ class ServingEngine:
     def _let_in_arrivals(self) -> list[int]:
         # Everything let in now arrived after everything already waiting, so appending the new
         # arrivals in FCFS order keeps the whole queue in FCFS order, as schedulers expect.
-        if self._next_arrival() > self.now:  # most iterations: nothing is due
-            return []
         rejected, arrived = [], []
         capacity = self.config.kv_capacity_tokens
         while self._next_arrival() <= self.now:
@@ -239,7 +237,8 @@ class ServingEngine:
                 rejected.append(r.id)
             else:
                 arrived.append(r)
-        self.waiting.extend(sorted(arrived, key=fcfs_key))
+        if arrived:  # most iterations let in nothing
+            self.waiting.extend(sorted(arrived, key=fcfs_key))
         return rejected
 
     def _admission_possible(self) -> bool:
