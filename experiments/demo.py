@@ -1,7 +1,8 @@
 """Replay one workload through the simulated engine under every scheduler and print a table.
 
 The default is the synthetic agentic workload near the engine's saturation with a small KV cache,
-where admission order matters for both hit rate and latency.
+where admission order matters for both hit rate and latency; `--workload shared_prefix` replays
+SGLang's generated-shared-prefix benchmark instead, and `--trace PATH` the Mooncake trace.
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from auction_gym import EngineConfig, Metrics, Request, SimEngine, scheduler_names
-from auction_gym.workload import AgenticConfig, agentic_workload, iter_mooncake
-
-POLICIES = ("fcfs", "lpm", "dfs_weight", "strict_vcg", "radix_vcg")
+from auction_gym.market import MECHANISMS as POLICIES
+from auction_gym.workload import (
+    AgenticConfig,
+    SharedPrefixConfig,
+    agentic_workload,
+    iter_mooncake,
+    shared_prefix_workload,
+)
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,21 @@ def run_demo(
     seed: int = 0, rate: float = 35.0, duration: float = 60.0, bidders: int = 8,
     kv_capacity: int = 60_000, schedulers: Iterable[str] = POLICIES,
     trace: Path | None = None, time_scale: float = 4.0, limit: int | None = None,
+    workload_name: str = "agentic", num_groups: int = 64, prompts_per_group: int = 16,
 ) -> str:
     """Build the workload, run every scheduler, return the printed report."""
     config = EngineConfig(kv_capacity_tokens=kv_capacity)
     if trace is not None:
         title = f"Mooncake trace {trace} (time_scale {time_scale}, limit {limit})"
         workload = lambda: iter_mooncake(trace, num_bidders=bidders, seed=seed, time_scale=time_scale, limit=limit)  # noqa: E731
+    elif workload_name == "shared_prefix":
+        cfg = SharedPrefixConfig(num_groups=num_groups, prompts_per_group=prompts_per_group, rate=rate,
+                                 num_bidders=bidders)
+        reqs = shared_prefix_workload(cfg, seed=seed)
+        title = (f"shared-prefix workload (SGLang's generated-shared-prefix): {num_groups} groups x "
+                 f"{prompts_per_group} prompts, {cfg.system_prompt_len}-token system prompts, {bidders} bidders, "
+                 f"{rate:g} req/s, seed {seed}")
+        workload = lambda: reqs  # noqa: E731
     else:
         reqs = agentic_workload(AgenticConfig(num_bidders=bidders, rate=rate, duration=duration), seed=seed)
         title = f"agentic workload: {len(reqs)} requests, {bidders} bidders, {rate:g} req/s for {duration:g} s, seed {seed}"
@@ -73,7 +88,9 @@ def run_demo(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rate", type=float, default=35.0, help="agentic arrivals per second (default 35)")
+    parser.add_argument("--workload", choices=("agentic", "shared_prefix"), default="agentic",
+                        help="generated workload (default agentic); --trace replays the Mooncake trace instead")
+    parser.add_argument("--rate", type=float, default=35.0, help="arrivals per second (default 35)")
     parser.add_argument("--duration", type=float, default=60.0, help="agentic workload length in s (default 60)")
     parser.add_argument("--bidders", type=int, default=8)
     parser.add_argument("--kv-capacity", type=int, default=60_000, help="KV cache size in tokens (default 60000)")
@@ -83,6 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replay a Mooncake trace (JSONL) instead of the agentic workload")
     parser.add_argument("--time-scale", type=float, default=4.0, help="trace arrival-time multiplier (default 4)")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N trace requests")
+    parser.add_argument("--num-groups", type=int, default=64, help="shared_prefix: groups (default 64)")
+    parser.add_argument("--prompts-per-group", type=int, default=16,
+                        help="shared_prefix: prompts per group (default 16)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -94,5 +114,6 @@ def run(args: argparse.Namespace) -> None:
     print(run_demo(
         seed=args.seed, rate=args.rate, duration=args.duration, bidders=args.bidders,
         kv_capacity=args.kv_capacity, schedulers=args.schedulers, trace=args.trace,
-        time_scale=args.time_scale, limit=args.limit,
+        time_scale=args.time_scale, limit=args.limit, workload_name=args.workload,
+        num_groups=args.num_groups, prompts_per_group=args.prompts_per_group,
     ))

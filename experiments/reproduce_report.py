@@ -8,8 +8,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from agents.stats import mean_ci
+from auction_gym.market import MECHANISMS
 
-POLICY_ORDER = ("fcfs", "lpm", "dfs_weight", "strict_vcg", "radix_vcg")
+from .reproduce import AUCTION
 
 
 def fmt(values: list[float], digits: int = 2) -> str:
@@ -27,38 +28,73 @@ def _by_point(rows: list[dict]) -> dict:
     return out
 
 
+def _alternative(rows: list[dict]) -> str:
+    """The radix auction under the other cost model, as named in `rows` ("radix_vcg/unit")."""
+    return next(r["policy"] for r in rows if r["policy"].startswith(AUCTION + "/"))
+
+
 def headline(rows: list[dict]) -> str:
-    """Markdown: per point, strict/radix latency ratio, hit rate and TTFT relative to LPM, capture."""
+    """Markdown: per point, strict/radix latency ratio, hit rate, TTFT and throughput relative to
+    LPM (of the radix auction under both cost models), and both welfare captures."""
     points = _by_point(rows)
-    head = ("| workload | KV tokens | load | latency strict / radix | hit rate strict / LPM "
-            "| hit rate radix / LPM | TTFT strict / LPM | TTFT radix / LPM | welfare capture |")
-    lines = [head, "|" + "---|" * 9]
+    alt = _alternative(rows)
+    head = (f"| workload | KV tokens | load | latency strict / radix | hit rate strict / LPM "
+            f"| hit rate radix / LPM | hit rate {alt} / LPM | TTFT radix / LPM | throughput radix / LPM "
+            f"| welfare capture | realized capture |")
+    lines = [head, "|" + "---|" * 11]
     for (workload, kv, load), by_policy in sorted(points.items()):
-        seeds = sorted(by_policy["radix_vcg"])
+        seeds = sorted(by_policy[AUCTION])
 
         def ratio(p: str, q: str, key: str) -> list[float]:
             return [by_policy[p][s][key] / by_policy[q][s][key] for s in seeds]
 
-        capture = [by_policy["radix_vcg"][s]["welfare_capture"] for s in seeds]
+        def own(key: str) -> list[float]:
+            return [by_policy[AUCTION][s][key] for s in seeds]
+
         lines.append(
-            f"| {workload} | {kv} | {load:g} | {fmt(ratio('strict_vcg', 'radix_vcg', 'mean_latency'))} "
-            f"| {fmt(ratio('strict_vcg', 'lpm', 'hit_rate'))} | {fmt(ratio('radix_vcg', 'lpm', 'hit_rate'))} "
-            f"| {fmt(ratio('strict_vcg', 'lpm', 'mean_ttft'))} | {fmt(ratio('radix_vcg', 'lpm', 'mean_ttft'))} "
-            f"| {fmt(capture)} |"
+            f"| {workload} | {kv} | {load:g} | {fmt(ratio('strict_vcg', AUCTION, 'mean_latency'))} "
+            f"| {fmt(ratio('strict_vcg', 'lpm', 'hit_rate'))} | {fmt(ratio(AUCTION, 'lpm', 'hit_rate'))} "
+            f"| {fmt(ratio(alt, 'lpm', 'hit_rate'))} | {fmt(ratio(AUCTION, 'lpm', 'mean_ttft'))} "
+            f"| {fmt(ratio(AUCTION, 'lpm', 'throughput'))} "
+            f"| {fmt(own('welfare_capture'))} | {fmt(own('realized_capture'))} |"
         )
+    return "\n".join(lines)
+
+
+def blow_up(rows: list[dict]) -> str:
+    """Markdown: per workload, the largest strict / radix mean-latency ratio of the sweep (mean
+    over seeds at each point) and where it is, with mean latencies there."""
+    best: dict = {}
+    for (workload, kv, load), by_policy in _by_point(rows).items():
+        seeds = sorted(by_policy[AUCTION])
+        strict = [by_policy["strict_vcg"][s]["mean_latency"] for s in seeds]
+        radix = [by_policy[AUCTION][s]["mean_latency"] for s in seeds]
+        ratio = mean_ci([a / b for a, b in zip(strict, radix)])[0]
+        if workload not in best or ratio > best[workload][0]:
+            best[workload] = (ratio, kv, load, strict, radix)
+    lines = ["| workload | max latency strict / radix | at KV tokens | at load | strict latency (s) "
+             "| radix latency (s) |", "|" + "---|" * 6]
+    for workload, (ratio, kv, load, strict, radix) in sorted(best.items()):
+        lines.append(f"| {workload} | {ratio:.1f} | {kv} | {load:g} | {fmt(strict, 1)} | {fmt(radix, 1)} |")
     return "\n".join(lines)
 
 
 def sustainable(rows: list[dict]) -> str:
     """Markdown: sustainable throughput (requests/s) per policy, per workload and KV capacity."""
+    names = policies_in(rows)
     table: dict = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r["load"] == max(x["load"] for x in rows if x["workload"] == r["workload"]):
             table[(r["workload"], r["kv_capacity"])][r["policy"]].append(r["sustainable_throughput"])
-    lines = ["| workload | KV tokens | " + " | ".join(POLICY_ORDER) + " |", "|" + "---|" * (2 + len(POLICY_ORDER))]
+    lines = ["| workload | KV tokens | " + " | ".join(names) + " |", "|" + "---|" * (2 + len(names))]
     for (workload, kv), by_policy in sorted(table.items()):
-        lines.append(f"| {workload} | {kv} | " + " | ".join(fmt(by_policy[p]) for p in POLICY_ORDER) + " |")
+        lines.append(f"| {workload} | {kv} | " + " | ".join(fmt(by_policy[p]) for p in names) + " |")
     return "\n".join(lines)
+
+
+def policies_in(rows: list[dict]) -> tuple[str, ...]:
+    """The sweep's policies in table order."""
+    return MECHANISMS + (_alternative(rows),)
 
 
 def figures(rows: list[dict], out: Path) -> list[Path]:
@@ -70,11 +106,12 @@ def figures(rows: list[dict], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     panels = sorted({(r["workload"], r["kv_capacity"]) for r in rows})
+    names = policies_in(rows)
     paths = []
     for name, key, ylabel, policies in (
-        ("latency_vs_load.png", "mean_latency", "mean latency (s)", POLICY_ORDER),
-        ("hit_rate_vs_load.png", "hit_rate", "token hit rate", POLICY_ORDER),
-        ("welfare_capture_vs_load.png", "welfare_capture", "welfare capture", ("radix_vcg",)),
+        ("latency_vs_load.png", "mean_latency", "mean latency (s)", names),
+        ("hit_rate_vs_load.png", "hit_rate", "token hit rate", names),
+        ("welfare_capture_vs_load.png", "welfare_capture", "welfare capture", (AUCTION,)),
     ):
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
         for ax, (workload, kv) in zip(axes[0], panels):
@@ -97,12 +134,15 @@ def figures(rows: list[dict], out: Path) -> list[Path]:
     return paths
 
 
-def write_report(rows: list[dict], out: Path) -> str:
+def write_report(rows: list[dict], out: Path, cost_model: str = "tokens") -> str:
     """Write reproduce.md and the figures under `out`; return the text printed at the end."""
     seeds = len({r["seed"] for r in rows})
     text = (f"# Reproduce: strict priority versus the radix-tree auction\n\n"
-            f"Mean ± 95% confidence interval over {seeds} seed(s). Ratios are per seed, then averaged.\n\n"
+            f"Mean ± 95% confidence interval over {seeds} seed(s). Ratios are per seed, then averaged. "
+            f"The auctions' cost model: {cost_model!r} (model welfare is measured in it); "
+            f"{_alternative(rows)} is the radix auction under the other one.\n\n"
             f"## Headline\n\n{headline(rows)}\n\n"
+            f"## Latency blow-up (largest strict / radix ratio per workload)\n\n{blow_up(rows)}\n\n"
             f"## Sustainable throughput (requests/s, at the highest load)\n\n{sustainable(rows)}\n")
     (out / "reproduce.md").write_text(text)
     paths = figures(rows, out)

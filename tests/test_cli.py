@@ -28,6 +28,16 @@ def test_demo_prints_a_row_per_scheduler(capsys):
     assert "fcfs" in out and "radix_vcg" in out and "hit rate" in out
 
 
+def test_demo_replays_the_shared_prefix_benchmark(capsys):
+    main(["demo", "--workload", "shared_prefix", "--num-groups", "4", "--prompts-per-group", "8",
+          "--schedulers", "lpm,klpm,radix_vcg"])
+    out = capsys.readouterr().out
+    assert "4 groups x 8 prompts" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["lpm"], ["klpm"], ["radix_vcg"])}
+    assert set(rows) == {"lpm", "klpm", "radix_vcg"}
+    assert all(row[-2] == "32" for row in rows.values())  # the "done" column: every request finished
+
+
 def test_bad_input_exits_with_a_message(capsys):
     with pytest.raises(SystemExit, match="unknown scheduler"):
         main(["demo", "--schedulers", "sjf"])

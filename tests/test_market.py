@@ -121,7 +121,7 @@ def test_bids_are_multiplier_times_urgency():
 
 # A stationary load (Poisson arrivals at a constant rate, alike bidders) above the engine's
 # capacity, where the focal bidder's truthful bids would exhaust its budget early.
-STATIONARY = dict(num_bidders=4, budget=[5.0, 1e9, 1e9, 1e9], workload_kwargs={"rate": 25.0})
+STATIONARY = dict(num_bidders=4, budget=[0.5, 1e9, 1e9, 1e9], workload_kwargs={"rate": 25.0})
 
 
 def run_focal(policy, seed: int) -> tuple[float, int]:

@@ -82,7 +82,7 @@ def test_scheduler_face(name, cls):
 
 def test_known_example():
     """Unit model: [1,2] (bid 3) first, then [1,2,4] (2), [1,2,3] (1), and [5] (0.5) last."""
-    outcome = RadixTreeAuction().run(queue())
+    outcome = RadixTreeAuction(cost_model="unit").run(queue())
     assert outcome.order == [3, 1, 0, 2]
     assert outcome.welfare == -(3 * 1 + 2 * 2 + 1 * 3 + 0.5 * 4)
     # Bidder 2 delays 2 + 1 + 0.5 by one position; bidder 1 delays 1 + 0.5; bidder 0 is last.

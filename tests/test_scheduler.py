@@ -53,8 +53,48 @@ def test_orders_are_permutations_for_every_policy():
     for _ in range(20):
         cache.insert(rng.integers(0, 3, 6))
     q = [req(i, rng.integers(0, 3, int(rng.integers(1, 8))), float(rng.integers(0, 3))) for i in range(30)]
-    for name in ("fcfs", "lpm", "dfs_weight"):
+    for name in ("fcfs", "lpm", "klpm", "dfs_weight"):
         assert sorted(ids(make_scheduler(name).order(q, cache))) == list(range(30))
+
+
+def klpm_queue() -> tuple[list[Request], RadixCache]:
+    """Oldest first: 0..5; cached prefixes (last token excluded) 0, 1, 0, 3, 2, 4."""
+    cache = RadixCache()
+    cache.insert([1, 2, 3, 4, 5])
+    q = [req(0, [9, 9], 0.0), req(1, [1, 8], 0.1), req(2, [7, 7], 0.2), req(3, [1, 2, 3, 9], 0.3),
+         req(4, [1, 2, 8], 0.4), req(5, [1, 2, 3, 4, 9], 0.5)]
+    return q, cache
+
+
+def test_klpm_cycles_one_oldest_then_k_minus_1_longest_matches():
+    q, cache = klpm_queue()
+    assert ids(make_scheduler("klpm", k=3).order(q, cache)) == [0, 5, 3, 1, 4, 2]
+    assert ids(make_scheduler("klpm", k=2).order(q, cache)) == [0, 5, 1, 3, 2, 4]
+
+
+def test_klpm_ends_are_fcfs_and_lpm():
+    q, cache = klpm_queue()
+    assert ids(make_scheduler("klpm", k=1).order(q, cache)) == ids(make_scheduler("fcfs").order(q, cache))
+    lpm = ids(make_scheduler("lpm").order(q, cache))
+    assert ids(make_scheduler("klpm", k=100).order(q, cache)) == [0] + [i for i in lpm if i != 0]
+
+
+def test_klpm_cycle_continues_over_admissions():
+    """After one admission of a k=3 cycle, the next round starts with an LPM pick, not the oldest."""
+    q, cache = klpm_queue()
+    klpm = make_scheduler("klpm", k=3)
+    klpm.order(q, cache)
+    rest = q[1:]  # the oldest was admitted
+    assert ids(klpm.order(rest, cache)) == [5, 3, 1, 4, 2]
+    rest = [r for r in rest if r.id not in (5, 3)]  # two LPM picks admitted: the oldest's turn
+    assert ids(klpm.order(rest, cache)) == [1, 4, 2]
+    assert ids(klpm.order(rest, cache)) == [1, 4, 2]  # nothing admitted: the same round again
+
+
+def test_klpm_rejects_bad_k():
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="k must be"):
+            make_scheduler("klpm", k=bad)
 
 
 @pytest.mark.parametrize("split", [False, True])

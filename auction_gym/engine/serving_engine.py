@@ -16,8 +16,11 @@ Each `step()` is one iteration, as in SGLang's scheduler loop:
    whole output; least-recently-used unlocked leaves are evicted to make room. Admission stops at the
    first request that does not fit in memory, would push the batch past `max_prefill_tokens` (the
    first request of a batch is exempt, as in SGLang without chunked prefill), or past
-   `max_running_requests`. At the end of the prefill the prompts are inserted into the cache and
-   stay locked while their requests run; each admitted request has its first token.
+   `max_running_requests`. A request that would compute an uncached prefix that a request
+   already in the batch computes is held for the next batch instead (SGLang's in-batch prefix
+   sharing, `in_batch.py`; `EngineConfig.in_batch_prefix_caching`), and admission goes on with
+   the next request in the order. At the end of the prefill the prompts are inserted into the
+   cache and stay locked while their requests run; each admitted request has its first token.
 3. Otherwise the running batch decodes one step, or, where the engine can (the simulated one),
    every step up to the next event at once (a request finishing, or an arrival that may be
    admitted): nothing changes in between, so the result is the same as stepping one at a time.
@@ -40,6 +43,7 @@ from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
 from ..scheduler.base import Scheduler, fcfs_key, make_scheduler
 from .cost_model import CostModel
+from .in_batch import BatchPrefixes
 from .records import Metrics, RequestRecord, summarize
 
 
@@ -53,12 +57,23 @@ class EngineConfig:
     max_running_requests: int = 256
     page_size: int = 1
     cost_model: CostModel = field(default_factory=CostModel)
+    in_batch_prefix_caching: bool = True
+    """SGLang's in-batch prefix sharing (`in_batch.py`): a request that would compute a prefix
+    another request of the same prefill batch computes waits for the next batch. False: off."""
+    in_batch_check_threshold: int = 32
+    """Only requests with at most this many cached prompt tokens are checked (SGLang: 32)."""
+    in_batch_deprioritize_threshold: int = 32
+    """A checked request sharing at least this many uncached tokens with the batch waits (SGLang: 32)."""
 
     def __post_init__(self) -> None:
-        for name in ("kv_capacity_tokens", "max_prefill_tokens", "max_running_requests", "page_size"):
+        for name in ("kv_capacity_tokens", "max_prefill_tokens", "max_running_requests", "page_size",
+                     "in_batch_check_threshold", "in_batch_deprioritize_threshold"):
             v = getattr(self, name)
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+            least = 0 if name == "in_batch_check_threshold" else 1
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
+        if not isinstance(self.in_batch_prefix_caching, bool):
+            raise ValueError(f"in_batch_prefix_caching must be a bool, got {self.in_batch_prefix_caching!r}")
         cm = self.cost_model
         if cm.decode_base + cm.decode_per_request <= 0 or cm.prefill_base + cm.prefill_per_token <= 0:
             raise ValueError("cost model must give every iteration a positive duration")
@@ -262,10 +277,17 @@ class ServingEngine:
         free = cfg.kv_capacity_tokens - self.used_tokens
         batch: list[Admission] = []
         new_total = 0
+        sharing = (
+            BatchPrefixes(cfg.in_batch_check_threshold, cfg.in_batch_deprioritize_threshold, cfg.page_size)
+            if cfg.in_batch_prefix_caching else None
+        )
         for r in order:
             if len(self.running) + len(batch) >= cfg.max_running_requests:
                 break
-            match = cache.match_prefix(r.tokens[:-1])
+            prompt = r.tokens[:-1]
+            match = cache.match_prefix(prompt)
+            if sharing is not None and sharing.holds(prompt, match.length):
+                continue  # its prefix is being computed in this batch: it hits the cache in the next
             new = r.prompt_len - match.length
             if batch and new_total + new > cfg.max_prefill_tokens:
                 break
@@ -279,6 +301,8 @@ class ServingEngine:
             free -= need
             new_total += new
             batch.append(Admission(r, match.last_node, match.length))
+            if sharing is not None:
+                sharing.add(prompt)
         if not batch:
             return []
         start = self.now

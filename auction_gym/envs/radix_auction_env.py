@@ -76,7 +76,8 @@ class RadixAuctionEnv(gym.Env):
     """One bidder paces its bids in an auction for LLM serving priority that respects the KV cache.
 
     A simulated serving engine (continuous batching, radix prefix cache) admits requests in the order
-    an auction decides: by default the radix-tree auction with VCG payments (DESIGN.md section 3).
+    an auction decides: by default the cache-aware radix-tree auction with VCG payments (DESIGN.md
+    section 3: completion times count the prompt tokens the cache does not hold).
     Several bidders (tenants) send agentic traffic; each bids alpha x urgency for its requests and
     pays from an episode budget. The learner controls one bidder's multiplier alpha (the focal
     bidder); the others follow built-in policies (OGD pacing by default).
@@ -140,16 +141,20 @@ class RadixAuctionEnv(gym.Env):
     |------------------|--------------|------------------------------------------------------------------|
     | num_bidders      | 4            | bidders in the market (focal included)                           |
     | mechanism        | "radix_vcg"  | "radix_vcg", "strict_vcg", or no-payment "fcfs", "lpm", "dfs_weight" |
-    | cost_model       | "unit"       | the auction's completion model, "unit" or "tokens"               |
-    | request_overhead | 1.0          | per-request work under "tokens"                                  |
-    | workload         | "agentic"    | "agentic", or "mooncake" with `trace_path`                       |
+    | cost_model       | "tokens"     | the auction's completion model: "tokens" (cache-aware) or "unit" |
+    |                  |              | (the paper's literal average subtree bid), DESIGN.md section 3   |
+    | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
+    | workload         | "agentic"    | "agentic", "shared_prefix" (SGLang's generated-shared-prefix     |
+    |                  |              | benchmark), or "mooncake" with `trace_path`                      |
     | trace_path       | None         | Mooncake conversation trace (JSONL)                              |
-    | workload_kwargs  | None         | AgenticConfig fields / iter_mooncake arguments (MarketConfig)    |
+    | workload_kwargs  | None         | AgenticConfig / SharedPrefixConfig fields, or iter_mooncake      |
+    |                  |              | arguments (MarketConfig)                                         |
     | backend          | "sim"        | serving engine: "sim", or "torch" (gpu_backend)                  |
-    | engine_kwargs    | None         | EngineConfig fields (kv_capacity_tokens, ...)                    |
+    | engine_kwargs    | None         | EngineConfig fields (kv_capacity_tokens,                         |
+    |                  |              | in_batch_prefix_caching, ...)                                    |
     | backend_kwargs   | None         | extra arguments of the backend's engine (torch: model preset...) |
     | budget           | None         | budget per bidder per episode; None: budget_per_round x horizon  |
-    | budget_per_round | 0.002        | target spend per round rho                                       |
+    | budget_per_round | 0.0001       | target spend per round rho                                       |
     | horizon          | 500          | rounds per episode                                               |
     | other_bidders    | "ogd"        | "ogd", "truthful", "fixed:<alpha>", a policy, or one per other bidder |
     | focal_bidder     | 0            | which bidder the learner plays                                   |

@@ -12,10 +12,12 @@ from ..engine import EngineConfig, ServingEngine
 from ..mechanism import RadixTreeAuction, StrictPriorityAuction
 from ..request import Request
 from ..scheduler import Scheduler, make_scheduler
-from ..workload import AgenticConfig, iter_agentic, iter_mooncake
+from ..workload import AgenticConfig, SharedPrefixConfig, iter_agentic, iter_mooncake, iter_shared_prefix
 
-MECHANISMS = ("radix_vcg", "strict_vcg", "fcfs", "lpm", "dfs_weight")
-WORKLOADS = ("agentic", "mooncake")
+MECHANISMS = ("fcfs", "lpm", "klpm", "dfs_weight", "strict_vcg", "radix_vcg")
+"""Every admission policy a market can run, in the order tables list them: no-money baselines
+(FCFS, then cache-aware ones), then the auctions."""
+WORKLOADS = ("agentic", "shared_prefix", "mooncake")
 # Engines by backend name, as "module:Class", imported on first use: the PyTorch engine lives in
 # gpu_backend, which builds on auction_gym, so auction_gym must not import it up front.
 BACKENDS = {"sim": "auction_gym.engine:SimEngine", "torch": "gpu_backend:TorchEngine"}
@@ -33,24 +35,27 @@ class MarketConfig:
     sessions, 40% short urgent calls; 20 requests/s) to an engine with 60k KV tokens and 32 running
     slots. That is just above what the engine serves, so a queue builds (about 6 waiting on average
     with every bidder pacing; episodes differ widely, from under 1 to over 15) and the auction has
-    something to decide. Budgets bind: with unlimited budgets, truthful bidding would spend 1.5 to 34
-    times the budget (median 9x); with everyone pacing by OGD a bidder spends 95% of it on average
-    (84% of bidder-episodes within 90-100%). 8 seeds; `python -m experiments.scenario` re-measures.
+    something to decide. Budgets bind: with unlimited budgets, truthful bidding would spend 0.7 to 56
+    times the budget (median 18x); with everyone pacing by OGD a bidder spends 86% of it on average
+    (66% of bidder-episodes within 90-100%). 8 seeds; `python -m experiments.scenario` re-measures.
+    (Payments are in seconds of prefill work under the default "tokens" cost model, about a tenth
+    of what "unit" charged, hence rho = 0.0001 where it was 0.002.)
     `workload_kwargs` and `engine_kwargs` are merged over DEFAULT_WORKLOAD and DEFAULT_ENGINE.
     """
 
     num_bidders: int = 4
     mechanism: str = "radix_vcg"
     """One of MECHANISMS; the auctions charge VCG payments, the others nothing."""
-    cost_model: str = "unit"
-    """The auction's completion-time model, "unit" or "tokens" (DESIGN.md section 3)."""
+    cost_model: str = "tokens"
+    """The auction's completion-time model (DESIGN.md section 3): "tokens" (cache-aware, the
+    default) or "unit" (the paper's literal average subtree bid)."""
     request_overhead: float = 1.0
     workload: str = "agentic"
     trace_path: str | Path | None = None
     """The Mooncake trace (JSONL), required with workload="mooncake"."""
     workload_kwargs: dict[str, Any] = field(default_factory=dict)
-    """AgenticConfig fields (over DEFAULT_WORKLOAD), or iter_mooncake keyword arguments (start,
-    limit, time_scale (default 4), ...)."""
+    """AgenticConfig fields (over DEFAULT_WORKLOAD), SharedPrefixConfig fields, or iter_mooncake
+    keyword arguments (start, limit, time_scale (default 4), ...)."""
     backend: str = "sim"
     """A name in BACKENDS: "sim" (simulated) or "torch" (gpu_backend, CUDA when present)."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -62,7 +67,7 @@ class MarketConfig:
     budget: float | Sequence[float] | None = None
     """Budget per bidder for the episode (money); one number for all, or one per bidder. None:
     budget_per_round x horizon."""
-    budget_per_round: float = 0.002
+    budget_per_round: float = 0.0001
     """Target spend per round, rho = B / T, when `budget` is None."""
     alpha_max: float = 2.0
     """Largest bid multiplier a bidder may play (the action bound)."""
@@ -88,8 +93,9 @@ class MarketConfig:
         known = {f.name for f in fields(EngineConfig)}
         if unknown := set(self.engine_kwargs) - known:
             raise ValueError(f"unknown engine_kwargs {sorted(unknown)}; known: {sorted(known)}")
-        if self.workload == "agentic":
-            known = {f.name for f in fields(AgenticConfig)} - {"num_bidders"}
+        generated = {"agentic": AgenticConfig, "shared_prefix": SharedPrefixConfig}.get(self.workload)
+        if generated is not None:
+            known = {f.name for f in fields(generated)} - {"num_bidders"}
             if unknown := set(self.workload_kwargs) - known:
                 raise ValueError(f"unknown workload_kwargs {sorted(unknown)}; known: {sorted(known)}")
         if not math.isfinite(self.warmup) or self.warmup < 0:
@@ -128,11 +134,15 @@ class MarketConfig:
         """The episode's requests, as a stream the engine reads as its clock advances (so only the
         traffic an episode reaches is drawn). Agentic traffic lasts, unless set, warmup + 2.5 x
         horizon / rate seconds: every round admits at least one request, and in the default
-        scenario a round admits about 1.1, so that lasts `horizon` rounds with room to spare. (If
-        the traffic runs out first, the episode is truncated.)"""
+        scenario a round admits about 1.1, so that lasts `horizon` rounds with room to spare. The
+        shared-prefix workload has its fixed number of requests. (If the traffic runs out first,
+        the episode is truncated.)"""
         if self.workload == "mooncake":
             kwargs = {"time_scale": 4.0, **self.workload_kwargs}
             return iter_mooncake(self.trace_path, num_bidders=self.num_bidders, seed=seed, **kwargs)
+        if self.workload == "shared_prefix":
+            config = SharedPrefixConfig(num_bidders=self.num_bidders, **self.workload_kwargs)
+            return iter_shared_prefix(config, seed=seed)
         kwargs = {**DEFAULT_WORKLOAD, **self.workload_kwargs}
         rate = kwargs["rate"]
         if "duration" not in kwargs and "num_requests" not in kwargs:

@@ -32,14 +32,15 @@ class AuctionMechanism:
     all bidders from an allocation), so a scheduler round can price only the bidders it charges.
 
     Args:
-        cost_model: "unit" (C_k = k) or "tokens" (C_k = uncached prefix tokens of the first k
-            requests + k * request_overhead), DESIGN.md section 3.
+        cost_model: "tokens" (the default: C_k = uncached prefix tokens of the first k requests
+            + k * request_overhead, so what the cache holds costs nothing) or "unit" (C_k = k, the
+            paper's literal model, blind to the cache), DESIGN.md section 3.
         request_overhead: completion units charged per request under "tokens" (>= 0).
     """
 
     name = ""
 
-    def __init__(self, cost_model: str = "unit", request_overhead: float = 1.0) -> None:
+    def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
         self._last_alloc: Allocation | None = None
         self._last_outcome: AuctionOutcome | None = None

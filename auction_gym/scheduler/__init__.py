@@ -3,9 +3,10 @@
 from .base import Scheduler, fcfs_key, make_scheduler, register_scheduler, scheduler_names
 from .dfs_weight import DFSWeight
 from .fcfs import FCFS
+from .klpm import KLPM
 from .lpm import LPM
 
 __all__ = [
-    "DFSWeight", "FCFS", "LPM", "Scheduler", "fcfs_key", "make_scheduler", "register_scheduler",
+    "DFSWeight", "FCFS", "KLPM", "LPM", "Scheduler", "fcfs_key", "make_scheduler", "register_scheduler",
     "scheduler_names",
 ]

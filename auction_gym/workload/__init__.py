@@ -1,4 +1,5 @@
-"""Workloads: synthetic agentic traffic, Mooncake trace replay, and the urgency classes they share."""
+"""Workloads: synthetic agentic traffic, SGLang's generated-shared-prefix benchmark, Mooncake trace
+replay, and the urgency classes they share."""
 
 from .agentic import AgenticConfig, agentic_workload, iter_agentic
 from .classes import (
@@ -12,6 +13,7 @@ from .classes import (
     get_class,
 )
 from .mooncake import expand_blocks, iter_mooncake, load_mooncake
+from .shared_prefix import SharedPrefixConfig, iter_shared_prefix, shared_prefix_workload
 
 __all__ = [
     "BACKGROUND",
@@ -21,11 +23,14 @@ __all__ = [
     "URGENT",
     "AgenticConfig",
     "RequestClass",
+    "SharedPrefixConfig",
     "agentic_workload",
     "draw_request_params",
     "expand_blocks",
     "get_class",
     "iter_agentic",
     "iter_mooncake",
+    "iter_shared_prefix",
     "load_mooncake",
+    "shared_prefix_workload",
 ]

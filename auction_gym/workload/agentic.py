@@ -145,8 +145,9 @@ def _expected_episode_sizes(cfg: AgenticConfig) -> dict[str, float]:
     }
 
 
-def in_burst(t: np.ndarray | float, cfg: AgenticConfig) -> np.ndarray | bool:
-    """Whether time(s) `t` fall inside a burst window of `cfg` (always False without bursts)."""
+def in_burst(t: np.ndarray | float, cfg) -> np.ndarray | bool:
+    """Whether time(s) `t` fall inside a burst window of `cfg` (always False without bursts); `cfg`
+    is any workload configuration with `burst_period` and `burst_duration`."""
     if cfg.burst_period <= 0 or cfg.burst_duration <= 0:
         return np.zeros(np.shape(t), dtype=bool) if np.ndim(t) else False
     return np.mod(t, cfg.burst_period) < cfg.burst_duration

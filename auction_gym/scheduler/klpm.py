@@ -1,0 +1,70 @@
+"""k-LPM (Dexter et al., "LLM Query Scheduling with Prefix Reuse and Latency Constraints", NeurIPS
+2025): the oldest waiting request, then k - 1 longest-prefix-match picks, and again.
+
+LPM alone maximises prefix reuse but can starve a request whose prefix is cold; FCFS bounds every
+wait but reuses nothing on purpose. k-LPM interpolates without money: out of every k admissions one
+goes to the oldest waiting request, so the oldest is never more than k - 1 admissions from being
+served, whatever is cached. k = 1 is FCFS; as k grows it approaches LPM.
+
+The cycle runs over admissions, not rounds: a round's order continues the cycle where the last
+round's admissions left it (the requests that left the queue since the last round were admitted,
+since the engine removes a request from the queue only by admitting it). LPM picks are by longest
+cached prefix, ties by arrival (as `lpm`); matching does not refresh LRU times (`prefix_matcher`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..radix_cache import RadixCache
+from ..request import Request
+from .base import fcfs_key, register_scheduler
+from .prefix_matcher import PrefixMatcher
+
+DEFAULT_K = 4
+"""Three LPM picks per FCFS pick: mostly cache-driven, with a bounded wait for cold prefixes. The
+paper sweeps k; pass another value as `make_scheduler("klpm", k=...)`."""
+
+
+@register_scheduler("klpm")
+class KLPM:
+    """k-LPM; see the module docstring.
+
+    Args:
+        k: admissions per cycle (>= 1): one oldest-first pick, then k - 1 longest-prefix picks.
+    """
+
+    name = "klpm"
+
+    def __init__(self, k: int = DEFAULT_K) -> None:
+        if isinstance(k, bool) or int(k) != k or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        self.k = int(k)
+        self._matcher = PrefixMatcher()
+        self._phase = 0  # position in the cycle of the next admission: 0 = the oldest's turn
+        self._last: set[int] = set()
+
+    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
+        ids = {r.id for r in queue}
+        self._phase = (self._phase + len(self._last - ids)) % self.k
+        self._last = ids
+        match = self._matcher.update(queue, cache)
+        by_arrival = sorted(queue, key=fcfs_key)
+        by_match = sorted(by_arrival, key=lambda r: -match[r.id][0])  # stable: ties by arrival
+        out: list[Request] = []
+        taken: set[int] = set()
+        oldest = longest = 0
+        phase = self._phase
+        while len(out) < len(by_arrival):
+            if phase == 0:
+                while by_arrival[oldest].id in taken:
+                    oldest += 1
+                pick = by_arrival[oldest]
+            else:
+                while by_match[longest].id in taken:
+                    longest += 1
+                pick = by_match[longest]
+            out.append(pick)
+            taken.add(pick.id)
+            phase = (phase + 1) % self.k
+        return out

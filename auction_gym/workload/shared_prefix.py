@@ -1,0 +1,160 @@
+"""SGLang's "generated-shared-prefix" benchmark (`bench_serving --dataset-name generated-shared-prefix`)
+with Poisson arrivals and the gym's bidders, urgencies and values.
+
+The benchmark SGLang itself uses for prefix caching: `num_groups` groups of `prompts_per_group`
+prompts; every prompt of a group starts with the group's system prompt of `system_prompt_len`
+tokens and ends with a question of its own of `question_len` tokens; each asks for `output_len`
+tokens. Parameter names and defaults are those of `bench_serving` (`--gsp-num-groups 64`,
+`--gsp-prompts-per-group 16`, `--gsp-system-prompt-len 2048`, `--gsp-question-len 128`,
+`--gsp-output-len 256`, `--gsp-range-ratio 1.0`). As there:
+
+- with `range_ratio` r < 1, each system prompt's, question's and output's length is drawn uniformly
+  from [max(int(full x r), 1), full]; at r = 1 every length is the full one;
+- the prompts are shuffled (SGLang's default, not `--gsp-ordered`), so consecutive arrivals come
+  from different groups, which is what a cache-aware scheduler has to sort out.
+
+Tokens are random ids in [0, vocab_size) (SGLang draws random text); two questions diverge at
+their first token almost surely, so a prompt shares exactly its system prompt with its group.
+
+What the gym adds:
+
+- Arrivals: a Poisson process of `rate` requests/s (SGLang's `--request-rate`), with optional
+  bursts as in the agentic workload: every `burst_period` seconds the rate is multiplied by
+  `burst_factor` for `burst_duration` seconds (0 = no bursts).
+- Bidders: group g belongs to bidder g mod num_bidders, so a tenant owns whole system prompts (as
+  each agentic tenant owns its own), and with 64 groups and 8 bidders each owns 8 groups.
+- Urgency and value: each request's class (urgent, interactive, background) is drawn from
+  `class_mix` (default `DEFAULT_CLASS_MIX`: 0.1 / 0.6 / 0.3, as for the Mooncake trace), and its
+  urgency w and value V from that class (`classes.py`); bid = urgency. The output length is the
+  benchmark's, not the class's.
+
+Deterministic in (config, seed): everything comes from `numpy.random.default_rng(seed)`. The
+shuffle and the system prompts are drawn up front; questions, classes and arrivals in chunks of
+`CHUNK` requests as the stream is read (`iter_shared_prefix`), so an engine that reads it lazily
+draws little beyond its clock. Ids are 0..n-1 in arrival order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ..request import Request
+from .agentic import in_burst
+from .classes import CLASSES, DEFAULT_CLASS_MIX, normalize_mix
+
+CHUNK = 256
+"""Requests drawn at a time (a fixed size, so the stream does not depend on how far it is read)."""
+
+
+@dataclass
+class SharedPrefixConfig:
+    """Parameters of `shared_prefix_workload`; lengths in tokens, times in seconds, rates per second.
+
+    The workload has num_groups x prompts_per_group requests (1,024 by default).
+    """
+
+    num_groups: int = 64
+    prompts_per_group: int = 16
+    system_prompt_len: int = 2048
+    question_len: int = 128
+    output_len: int = 256
+    range_ratio: float = 1.0
+    """Lengths are drawn uniformly from [max(int(full x range_ratio), 1), full]; 1 = fixed."""
+    rate: float = 8.0
+    """Mean arrival rate outside bursts (requests/s)."""
+    burst_period: float = 0.0
+    """Seconds between burst starts; 0 = no bursts."""
+    burst_factor: float = 4.0
+    """Multiplier of the arrival rate during a burst."""
+    burst_duration: float = 5.0
+    """Length of each burst (s), at the start of each period; <= burst_period."""
+    num_bidders: int = 8
+    vocab_size: int = 32000
+    class_mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_CLASS_MIX))
+    """Probabilities of the urgency classes (`classes.py`), drawn per request."""
+
+    @property
+    def num_requests(self) -> int:
+        return self.num_groups * self.prompts_per_group
+
+    def validate(self) -> None:
+        """Raise ValueError for an inconsistent configuration."""
+        for name in ("num_groups", "prompts_per_group", "system_prompt_len", "question_len", "output_len",
+                     "num_bidders"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if self.vocab_size < 2:
+            raise ValueError(f"vocab_size must be >= 2, got {self.vocab_size}")
+        if not 0 < self.range_ratio <= 1:
+            raise ValueError(f"range_ratio must be in (0, 1], got {self.range_ratio}")
+        if not 0 < self.rate < np.inf:
+            raise ValueError(f"rate must be finite and > 0, got {self.rate}")
+        if self.burst_period < 0 or self.burst_duration < 0 or not self.burst_factor > 0:
+            raise ValueError("burst_period and burst_duration must be >= 0 and burst_factor > 0")
+        if self.burst_period > 0 and self.burst_duration > self.burst_period:
+            raise ValueError("burst_duration must not exceed burst_period")
+        names, _ = normalize_mix(self.class_mix, "class_mix")
+        if unknown := set(names) - set(CLASSES):
+            raise ValueError(f"unknown classes {sorted(unknown)} in class_mix; known: {sorted(CLASSES)}")
+
+
+def _lengths(rng: np.random.Generator, full: int, ratio: float, n: int) -> np.ndarray:
+    """n lengths uniform in [max(int(full x ratio), 1), full] (SGLang's `compute_random_lens`)."""
+    if ratio >= 1:
+        return np.full(n, full, dtype=np.int64)
+    return rng.integers(max(int(full * ratio), 1), full + 1, n)
+
+
+def shared_prefix_workload(config: SharedPrefixConfig | None = None, seed: int = 0) -> list[Request]:
+    """SGLang's generated-shared-prefix workload as a list sorted by arrival (see the module docstring)."""
+    return list(iter_shared_prefix(config, seed))
+
+
+def iter_shared_prefix(config: SharedPrefixConfig | None = None, seed: int = 0) -> Iterator[Request]:
+    """`shared_prefix_workload` as a stream: the same requests, drawn only as far as they are read."""
+    cfg = config if config is not None else SharedPrefixConfig()
+    cfg.validate()
+    return _stream(cfg, seed)
+
+
+def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
+    rng = np.random.default_rng(seed)
+    n, groups = cfg.num_requests, cfg.num_groups
+    system_lens = _lengths(rng, cfg.system_prompt_len, cfg.range_ratio, groups)
+    systems = [rng.integers(0, cfg.vocab_size, int(k), dtype=np.int64) for k in system_lens]
+    group_of = rng.permutation(np.repeat(np.arange(groups), cfg.prompts_per_group))
+    names, p = normalize_mix(cfg.class_mix, "class_mix")
+    cdf = np.cumsum(p)
+    peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
+    t, emitted = 0.0, 0
+    while emitted < n:
+        # Arrivals by thinning a Poisson process at the peak rate; the other draws are per request.
+        gaps = rng.exponential(1.0 / (cfg.rate * peak), CHUNK)
+        starts = t + np.cumsum(gaps)
+        t = float(starts[-1])
+        keep = rng.random(CHUNK) * peak < np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0)
+        arrivals = starts[keep].tolist()[: n - emitted]
+        m = len(arrivals)
+        if m == 0:
+            continue
+        q_lens = _lengths(rng, cfg.question_len, cfg.range_ratio, m)
+        outs = _lengths(rng, cfg.output_len, cfg.range_ratio, m).tolist()
+        questions = rng.integers(0, cfg.vocab_size, int(q_lens.sum()), dtype=np.int64)
+        classes = np.minimum(np.searchsorted(cdf, rng.random(m), side="right"), len(names) - 1).tolist()
+        z = rng.standard_normal((3, m))
+        ends = np.cumsum(q_lens).tolist()
+        for k, (arrival, end, out, c) in enumerate(zip(arrivals, ends, outs, classes)):
+            g = int(group_of[emitted])
+            cls = CLASSES[names[c]]
+            w, v, _ = cls.from_normals(z[:, k : k + 1])
+            prompt = np.concatenate([systems[g], questions[end - int(q_lens[k]) : end]])
+            prompt.flags.writeable = False  # taken by Request without a copy
+            yield Request(
+                id=emitted, bidder=g % cfg.num_bidders, tokens=prompt, bid=float(w[0]), output_len=out,
+                arrival=arrival, value=float(v[0]), urgency=float(w[0]), kind=cls.name,
+            )
+            emitted += 1
