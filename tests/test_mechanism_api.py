@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from auction_gym import RadixCache, Request
+from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.mechanism import AuctionOutcome, RadixTreeAuction, StrictPriorityAuction
 from auction_gym.scheduler.base import Scheduler, make_scheduler
 
@@ -219,3 +219,32 @@ def test_scheduler_face_reuses_only_the_same_request_objects(cls):
     auction.order(swapped, cache)
     assert auction.last_outcome.completion == fresh.completion
     assert auction.last_outcome.order == fresh.order
+
+
+class _Checked:
+    """A scheduler that orders with `inner` and checks, at every round the engine asks for, that
+    its outcome equals a fresh auction's run on the same queue and cache."""
+
+    def __init__(self, inner, fresh) -> None:
+        self.inner, self.fresh, self.name, self.rounds = inner, fresh, inner.name, 0
+
+    def order(self, queue, cache):
+        out = self.inner.order(queue, cache)
+        assert self.inner.last_outcome == self.fresh().run(list(queue), cached=cache)
+        self.rounds += 1
+        return out
+
+
+@pytest.mark.parametrize("cls", [RadixTreeAuction, StrictPriorityAuction])
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_scheduler_face_keeps_cached_lengths_as_a_fresh_read_of_the_cache(cls, page_size):
+    """The scheduler face reads cached prefix lengths incrementally (only requests a cache change
+    can affect are re-matched); over a whole replay with evictions they equal fresh reads."""
+    from auction_gym.workload import AgenticConfig, agentic_workload
+
+    reqs = agentic_workload(AgenticConfig(num_bidders=3, rate=60.0, duration=4.0, system_prompt_len=64,
+                                          tool_defs_len=64, context_len=96), seed=1)
+    checked = _Checked(cls(cost_model="tokens"), lambda: cls(cost_model="tokens"))
+    engine = SimEngine(checked, EngineConfig(kv_capacity_tokens=6000, max_running_requests=8, page_size=page_size))
+    engine.run(reqs)
+    assert checked.rounds > 50 and all(rec.finished for rec in engine.records.values())

@@ -6,8 +6,9 @@ from typing import Iterable, Protocol, Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
+from ..scheduler.prefix_matcher import PrefixMatcher
 from .outcome import AuctionOutcome
-from .queue_tree import TokenMemo
+from .queue_tree import TokenMemo, cached_prefix_lengths
 from .validation import validate_cost_model
 
 Cached = RadixCache | Iterable[Sequence[int]] | None
@@ -46,15 +47,30 @@ class AuctionMechanism:
         self._last_outcome: AuctionOutcome | None = None
         self._last_key: tuple[list[float], list[Request], object] | None = None
         self._memo = TokenMemo()
+        # The scheduler face's cached prefix lengths, kept up to date from round to round under
+        # "tokens" (re-matching only the requests a cache change can affect).
+        self._matcher = PrefixMatcher(whole_prompt=True)
 
     @property
     def request_work(self) -> float:
         """Completion units one request adds to every later completion time."""
         return 1.0 if self.cost_model == "unit" else self.request_overhead
 
-    def allocate(self, requests: Sequence[Request], cached: Cached = None) -> Allocation:
-        """The round's order and costs (no payments) over a non-empty queue."""
+    def allocate(
+        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None
+    ) -> Allocation:
+        """The round's order and costs (no payments) over a non-empty queue. `prefix_lens`, per
+        request its longest prefix in `cached`, saves reading them from `cached` when the caller
+        has them (the scheduler face keeps them incrementally)."""
         raise NotImplementedError
+
+    def _prefix_lens(
+        self, tokens: Sequence, cached: Cached, prefix_lens: Sequence[int] | None
+    ) -> Sequence[int] | None:
+        """Cached prefix length per request under "tokens" (None under "unit", which ignores them)."""
+        if self.cost_model == "unit":
+            return None
+        return prefix_lens if prefix_lens is not None else cached_prefix_lengths(tokens, cached)
 
     def payments(self, alloc: Allocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """VCG payment (>= 0) of each of `bidders` (default: every bidder with a request in the round;
@@ -95,7 +111,11 @@ class AuctionMechanism:
             (cache, cache.changes_since(None)[0]) if self.cost_model == "tokens" else None,
         )
         if key != self._last_key:
-            self._last_alloc = self.allocate(key[1], cached=cache) if key[1] else None
+            lens = None
+            if self.cost_model == "tokens" and key[1]:
+                match = self._matcher.update(key[1], cache)
+                lens = [match[r.id][0] for r in key[1]]
+            self._last_alloc = self.allocate(key[1], cached=cache, prefix_lens=lens) if key[1] else None
             self._last_outcome = None
             self._last_key = key
         if self._last_alloc is None:

@@ -56,7 +56,7 @@ from typing import Iterable, Sequence
 from ..request import Request
 from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
-from .queue_tree import QueueTree, build_queue_tree, cached_prefix_lengths, completion_times
+from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import NodeIndex, SortKey, block_key, index_node, interaction_after_change
 from .validation import validate_requests
 
@@ -102,12 +102,13 @@ class RadixTreeAuction(AuctionMechanism):
 
     name = "radix_vcg"
 
-    def allocate(self, requests: Sequence[Request], cached: Cached = None) -> RadixAllocation:
+    def allocate(
+        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None
+    ) -> RadixAllocation:
         """The welfare-maximal order and its costs (no payments) over a non-empty queue."""
         requests = list(requests)
         tokens, bids = validate_requests(requests, self._memo.held)  # the memo's arrays passed already
-        prefix_lens = None if self.cost_model == "unit" else cached_prefix_lengths(tokens, cached)
-        tree = build_queue_tree(tokens, prefix_lens, self._memo)
+        tree = build_queue_tree(tokens, self._prefix_lens(tokens, cached, prefix_lens), self._memo)
         if len(requests) == 1:
             return self._allocate_lone(requests, bids, tree)
         return self._allocate_tree(requests, bids, tree)

@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 from ..request import Request
 from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
-from .queue_tree import QueueTree, build_queue_tree, cached_prefix_lengths, completion_times
+from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .radix_auction import ROUNDING
 from .validation import validate_requests
 
@@ -60,7 +60,9 @@ class StrictPriorityAuction(AuctionMechanism):
 
     name = "strict_vcg"
 
-    def allocate(self, requests: Sequence[Request], cached: Cached = None) -> StrictAllocation:
+    def allocate(
+        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None
+    ) -> StrictAllocation:
         """Order a non-empty queue by bid (ties by arrival, then id) and cost it."""
         requests = list(requests)
         tokens, bids = validate_requests(requests, self._memo.held)
@@ -73,7 +75,7 @@ class StrictPriorityAuction(AuctionMechanism):
         if self.cost_model == "unit":
             completion = [float(k + 1) for k in rank]
         else:
-            tree = build_queue_tree(tokens, cached_prefix_lengths(tokens, cached), self._memo)
+            tree = build_queue_tree(tokens, self._prefix_lens(tokens, cached, prefix_lens), self._memo)
             completion = completion_times(tree, order, w)
         cost = math.fsum(map(operator.mul, bids, completion))
         return StrictAllocation(requests, bids, order, rank, tree, completion, cost)

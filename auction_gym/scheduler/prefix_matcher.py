@@ -38,10 +38,13 @@ class PrefixMatcher:
     Args:
         split: split a partially matched edge so each request's node is where its match ends
             (`RadixCache.peek`); without it the node is the deepest one matched in full.
+        whole_prompt: match the whole prompt (`RadixCache.prefix_len(r.tokens)`, the auctions'
+            cached set) instead of all but its last token (what the engine can reuse).
     """
 
-    def __init__(self, split: bool = False) -> None:
+    def __init__(self, split: bool = False, whole_prompt: bool = False) -> None:
         self.split = split
+        self.whole_prompt = whole_prompt
         self._cache: RadixCache | None = None
         self._cursor: tuple[int, int] | None = None
         self._match: dict[int, tuple[int, TreeNode]] = {}
@@ -55,7 +58,8 @@ class PrefixMatcher:
     def update(self, queue: Sequence[Request], cache: RadixCache) -> dict[int, tuple[int, TreeNode]]:
         """Match every request of `queue` against `cache`; returns request id -> (length, node).
 
-        A request matches at most prompt - 1 tokens: the engine always computes the last one.
+        A request matches at most prompt - 1 tokens (the engine always computes the last one),
+        unless `whole_prompt`.
         """
         if cache is not self._cache:
             self._cache, self._cursor = cache, None
@@ -93,7 +97,7 @@ class PrefixMatcher:
         return out
 
     def _peek(self, r: Request, cache: RadixCache, start: TreeNode | None) -> None:
-        tokens = r.tokens[:-1]
+        tokens = r.tokens if self.whole_prompt else r.tokens[:-1]
         length, node = cache.peek(tokens, start=start, split=self.split)
         key = cache.edge_key(tokens, node.depth)
         self._match[r.id] = (length, node)
