@@ -132,8 +132,9 @@ class RadixCache:
         while not node.alive:
             node = node.parent
         pos, path = node.depth, []
+        by_token = self.page_size == 1  # keyed by the first token: `_key` inlined on this hot path
         while pos < n:
-            child = node.children.get(self._key(tokens, pos))
+            child = node.children.get(tokens.item(pos) if by_token else self._key(tokens, pos))
             if child is None:
                 break
             key, size = child.key, child.key.size

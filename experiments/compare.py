@@ -44,8 +44,9 @@ SCENARIO = {
 }
 """Bursty agentic load: every 8 engine seconds the arrival rate triples for 2 s (the default
 scenario's 20 requests/s, 4 bidders, 60% sessions and 40% urgent calls), about 3 surges per
-200-round episode (~22 engine seconds). Budgets (rho = 0.002 per round) bind: truthful bidding
-exhausts its budget before the episode ends, usually well before. The other bidders pace by OGD."""
+200-round episode (~22 engine seconds). Budgets (the default rho, 0.0001 per round) bind: truthful
+bidding exhausts its budget before the episode ends in 17 of the 20 default evaluation episodes. The
+other bidders pace by OGD."""
 BASELINES = ("ogd", "truthful")
 COLUMNS = (*METRICS, "utility_vs_ogd")
 

@@ -281,7 +281,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="small sweep, under 3 minutes on 2 cores")
+    parser.add_argument("--quick", action="store_true", help="small sweep, about 20 s on 2 cores")
     parser.add_argument("--trace", type=Path, default=None,
                         help=f"Mooncake conversation trace (default: {DEFAULT_TRACE} if present)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per point (default 1 quick, 3 full)")

@@ -209,8 +209,11 @@ def build_queue_tree(
             if prefix_lens is None:
                 edge_work.append(0.0)
             else:  # cached up to the largest cached length below, clipped to the node's edge
-                top[3] = max(top[3], reach)
-                edge_work.append(float(d - min(d, max(top[0], reach))))
+                # (comparisons rather than max/min calls: this runs for every node every round)
+                if reach > top[3]:
+                    top[3] = reach
+                lo = top[0] if top[0] > reach else reach
+                edge_work.append(float(d - lo) if d > lo else 0.0)
         if r < 0:
             break
         # The request's node is as deep as the prefix it shares with either neighbour.
@@ -223,8 +226,10 @@ def build_queue_tree(
         top[2].append(r)
         if prefix_lens is not None:
             length, cached = len(tokens[r]), prefix_lens[r]
-            top[3] = max(top[3], cached)
-            req_work[r] = float(length - min(length, max(at, cached)))
+            if cached > top[3]:
+                top[3] = cached
+            lo = at if at > cached else cached
+            req_work[r] = float(length - lo) if length > lo else 0.0
     last = len(parent) - 1
     return QueueTree(
         [-1] + [last - u for u in reversed(parent[:-1])],  # parent
