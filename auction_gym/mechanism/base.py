@@ -45,7 +45,7 @@ class AuctionMechanism:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
         self._last_alloc: Allocation | None = None
         self._last_outcome: AuctionOutcome | None = None
-        self._last_key: tuple[list[float], list[Request], object] | None = None
+        self._last_key: tuple[list[float], list[Request], list[int] | None] | None = None
         self._memo = TokenMemo()
         # The scheduler face's cached prefix lengths, kept up to date from round to round under
         # "tokens" (re-matching only the requests a cache change can affect).
@@ -100,22 +100,20 @@ class AuctionMechanism:
         engine changes as it admits).
 
         An engine asks again after a round that admitted nothing (memory was short); if the queue,
-        the bids and (under "tokens") the cache are unchanged, the last allocation is reused."""
+        the bids and (under "tokens") the requests' cached prefix lengths are unchanged, the last
+        allocation is reused: nothing else decides it."""
         # The same request objects (held here, so none is freed and replaced meanwhile), bids, and
-        # cache contents; the radix tree and bids alone decide a "unit" round. Requests compare by
-        # identity, so comparing the keys compares the objects, and the bids first: they change in
-        # almost every round.
-        key = (
-            [r.bid for r in queue],
-            list(queue),
-            (cache, cache.changes_since(None)[0]) if self.cost_model == "tokens" else None,
-        )
+        # cached lengths (kept incrementally by the matcher; None under "unit", where the radix
+        # tree and bids alone decide). Requests compare by identity, so comparing the keys compares
+        # the objects, and the bids first: they change in almost every round.
+        requests = list(queue)
+        lens = None
+        if self.cost_model == "tokens" and requests:
+            match = self._matcher.update(requests, cache)
+            lens = [match[r.id][0] for r in requests]
+        key = ([r.bid for r in requests], requests, lens)
         if key != self._last_key:
-            lens = None
-            if self.cost_model == "tokens" and key[1]:
-                match = self._matcher.update(key[1], cache)
-                lens = [match[r.id][0] for r in key[1]]
-            self._last_alloc = self.allocate(key[1], cached=cache, prefix_lens=lens) if key[1] else None
+            self._last_alloc = self.allocate(requests, cached=cache, prefix_lens=lens) if requests else None
             self._last_outcome = None
             self._last_key = key
         if self._last_alloc is None:
