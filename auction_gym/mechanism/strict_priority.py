@@ -28,30 +28,56 @@ import math
 import operator
 from bisect import bisect_left
 from itertools import accumulate
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable, Sequence
+
+import numpy as np
 
 from ..request import Request
 from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
-from .queue_tree import QueueTree, build_queue_tree, completion_times
+from .queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
 from .radix_auction import ROUNDING
 from .validation import validate_requests
 
 
 @dataclass(eq=False)
 class StrictAllocation:
-    """The strict order of one round, with what the payments need."""
+    """The strict order of one round, with what the payments need.
+
+    The order does not depend on the cost model, so the queue's radix tree and the completion
+    times, which only the payments and the outcome use, are built on first use: an engine that
+    only asks for orders (a replay without charging) never pays for them.
+    """
 
     requests: list[Request]
     bids: list[float]
     order: list[int]
     rank: list[int]
     """rank[r]: position of request r in `order`."""
-    tree: QueueTree | None
-    """The queue's radix tree under "tokens"; None under "unit"."""
-    completion: list[float]
-    cost: float
+    tokens: list[np.ndarray]
+    prefix_lens: Sequence[int] | None
+    """Cached prefix length per request under "tokens"; None under "unit"."""
+    request_work: float
+    memo: TokenMemo | None = field(default=None, repr=False)
+
+    @cached_property
+    def tree(self) -> QueueTree | None:
+        """The queue's radix tree under "tokens"; None under "unit"."""
+        return None if self.prefix_lens is None else build_queue_tree(self.tokens, self.prefix_lens, self.memo)
+
+    @cached_property
+    def completion(self) -> list[float]:
+        """C_r per position in `requests`."""
+        if self.tree is None:
+            return [float(k + 1) for k in self.rank]
+        return completion_times(self.tree, self.order, self.request_work)
+
+    @cached_property
+    def cost(self) -> float:
+        """sum_r b_r C_r in `order` (= -welfare)."""
+        return math.fsum(map(operator.mul, self.bids, self.completion))
 
 
 @register_scheduler("strict_vcg")
@@ -71,14 +97,8 @@ class StrictPriorityAuction(AuctionMechanism):
         rank = [0] * n
         for k, r in enumerate(order):
             rank[r] = k
-        tree = None
-        if self.cost_model == "unit":
-            completion = [float(k + 1) for k in rank]
-        else:
-            tree = build_queue_tree(tokens, self._prefix_lens(tokens, cached, prefix_lens), self._memo)
-            completion = completion_times(tree, order, w)
-        cost = math.fsum(map(operator.mul, bids, completion))
-        return StrictAllocation(requests, bids, order, rank, tree, completion, cost)
+        lens = self._prefix_lens(tokens, cached, prefix_lens)
+        return StrictAllocation(requests, bids, order, rank, tokens, lens, w, self._memo)
 
     def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """Payments of `bidders` (default: every bidder in the round) by the closed form; all of
