@@ -13,10 +13,10 @@ of 2,048) play the same 40 workloads, with its own actions. (The first 8 alone a
 queue about 24, so a shorter PPO run is not comparable with the env's figure.)
 
 The env's own time inside PPO's run is printed too, measured by a wrapper around it: there a step
-costs about 0.05 ms more than alone (0.235-0.246 against 0.176-0.186 ms at the same mean queue, on 2
-cores, with 1 or 2 torch threads alike). The extra is the same for an env that runs no auction
-(`--mechanism fcfs`: 0.10 ms alone, 0.15 ms inside), so it is the price of alternating with the
-policy's torch code, not of the env's work: presumably the CPU caches refilled at every step.
+costs about 0.02 ms more than alone (0.170-0.179 against 0.151-0.157 ms at about the same mean
+queue, on 2 cores). An env that runs no auction pays a similar extra (`--mechanism fcfs`: 0.077 ms
+alone, 0.092 ms inside), so it is the price of alternating with the policy's torch code, not of the
+env's work: presumably the CPU caches refilled at every step.
 """
 
 from __future__ import annotations
