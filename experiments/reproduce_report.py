@@ -97,6 +97,9 @@ def policies_in(rows: list[dict]) -> tuple[str, ...]:
     return MECHANISMS + (_alternative(rows),)
 
 
+PANELS_PER_ROW = 4
+
+
 def figures(rows: list[dict], out: Path) -> list[Path]:
     """Latency vs load, hit rate vs load (per policy), welfare capture vs load; one panel per
     workload and KV capacity."""
@@ -113,8 +116,12 @@ def figures(rows: list[dict], out: Path) -> list[Path]:
         ("hit_rate_vs_load.png", "hit_rate", "token hit rate", names),
         ("welfare_capture_vs_load.png", "welfare_capture", "welfare capture", (AUCTION,)),
     ):
-        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
-        for ax, (workload, kv) in zip(axes[0], panels):
+        cols = min(len(panels), PANELS_PER_ROW)
+        rows_ = math.ceil(len(panels) / cols)
+        fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, 3.4 * rows_), squeeze=False)
+        for ax in axes.flat[len(panels):]:
+            ax.set_visible(False)
+        for ax, (workload, kv) in zip(axes.flat, panels):
             for policy in policies:
                 loads = sorted({r["load"] for r in rows if r["workload"] == workload})
                 vals = [mean_ci([r[key] for r in rows if r["workload"] == workload and r["kv_capacity"] == kv
