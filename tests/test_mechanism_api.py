@@ -211,10 +211,11 @@ def test_scheduler_face_reuses_only_the_same_request_objects(cls):
     new round: its costs come from its own tokens."""
     auction = cls(cost_model="tokens")
     reqs, cache = queue(), RadixCache()
+    cache.insert([6, 7, 8])  # cached for the new request 3, not for the old one
     auction.order(reqs, cache)
     first = auction.last_outcome
     swapped = reqs[:3] + [Request(3, 2, [6, 7, 8, 9], bid=3.0)]
-    fresh = cls(cost_model="tokens").run(swapped)
+    fresh = cls(cost_model="tokens").run(swapped, cached=cache)
     assert fresh.completion != first.completion  # so a wrong reuse would show
     auction.order(swapped, cache)
     assert auction.last_outcome.completion == fresh.completion

@@ -70,7 +70,11 @@ class AuctionMechanism:
         """Cached prefix length per request under "tokens" (None under "unit", which ignores them)."""
         if self.cost_model == "unit":
             return None
-        return prefix_lens if prefix_lens is not None else cached_prefix_lengths(tokens, cached)
+        if prefix_lens is None:
+            return cached_prefix_lengths(tokens, cached)
+        if len(prefix_lens) != len(tokens):
+            raise ValueError(f"prefix_lens has {len(prefix_lens)} entries for {len(tokens)} requests")
+        return prefix_lens
 
     def payments(self, alloc: Allocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """VCG payment (>= 0) of each of `bidders` (default: every bidder with a request in the round;

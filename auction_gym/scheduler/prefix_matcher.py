@@ -30,8 +30,8 @@ Key = int | bytes | None
 class PrefixMatcher:
     """Per-request (cached prefix length, cache node), incrementally.
 
-    Requests are identified by id while they wait (the engine keeps ids unique); `requests` maps
-    the ids of the last queue to their requests. After `update`, `dropped` lists the ids whose
+    Requests are identified by id while they wait (the engine keeps ids unique; a different object
+    under a known id is matched afresh); `requests` maps the ids of the last queue to their requests. After `update`, `dropped` lists the ids whose
     previous result no longer holds (gone, or re-matched) and `added` the ids matched this round
     (new, or re-matched), so a policy can maintain its order incrementally too.
 
@@ -66,9 +66,11 @@ class PrefixMatcher:
         self._cursor, changed = cache.changes_since(self._cursor)
         ids = set(map(_id, queue))
         known = self._match.keys()
-        gone = known - ids
+        # A request object that replaced another under the same id is a new request.
+        replaced = {r.id for r in queue if self.requests.get(r.id, r) is not r}
+        gone = (known - ids) | replaced
         stale = set(known) - gone if changed is None else self._affected(changed) - gone
-        new = ids - known
+        new = (ids - known) | replaced
         self.dropped = list(gone | stale)
         starts = {rid: self._forget(rid) for rid in self.dropped}
         for rid in gone:
