@@ -62,9 +62,6 @@ def policies(cost_model: str) -> tuple[str, ...]:
     return MECHANISMS + (f"{AUCTION}/{other}",)
 
 
-POLICIES = policies("tokens")
-
-
 @dataclass(frozen=True)
 class Sweep:
     """The grid of one run of `reproduce`."""
