@@ -46,7 +46,7 @@ from typing import Iterator
 import numpy as np
 
 from ..request import Request
-from .classes import CLASSES, normalize_mix
+from .classes import CLASSES, checked_class_mix, normalize_mix
 
 SHAPES = ("session", "fanout", "rollout", "urgent")
 
@@ -112,18 +112,14 @@ class AgenticConfig:
             raise ValueError(f"duration must be > 0, got {self.duration}")
         if self.num_requests is not None and self.num_requests < 0:
             raise ValueError(f"num_requests must be >= 0, got {self.num_requests}")
-        if self.burst_period < 0 or self.burst_duration < 0 or self.burst_factor <= 0:
-            raise ValueError("burst_period and burst_duration must be >= 0 and burst_factor > 0")
-        if self.burst_period > 0 and self.burst_duration > self.burst_period:
-            raise ValueError("burst_duration must not exceed burst_period")
+        check_bursts(self)
         if min(self.system_prompt_len, self.tool_defs_len, self.context_len, self.branch_len) < 1:
             raise ValueError("system_prompt_len, tool_defs_len, context_len, branch_len must be >= 1")
         if self.user_turn_len < 1 or self.urgent_query_len < 1:
             raise ValueError("user_turn_len and urgent_query_len must be >= 1")
         if unknown := set(self.shape_mix) - set(SHAPES):
             raise ValueError(f"unknown shapes {sorted(unknown)} in shape_mix; known: {SHAPES}")
-        if unknown := set(self.session_class_mix) - set(CLASSES):
-            raise ValueError(f"unknown classes {sorted(unknown)} in session_class_mix")
+        checked_class_mix(self.session_class_mix, "session_class_mix")
         if self.bidder_heterogeneity < 0:
             raise ValueError("bidder_heterogeneity must be >= 0")
         if not (self.session_turns >= 1 and self.max_session_turns >= 1 and self.think_time >= 0):
@@ -143,6 +139,15 @@ def _expected_episode_sizes(cfg: AgenticConfig) -> dict[str, float]:
         "rollout": float(cfg.rollouts),
         "urgent": 1.0,
     }
+
+
+def check_bursts(cfg) -> None:
+    """Raise ValueError for inconsistent burst settings of `cfg`, any workload configuration with
+    `burst_period`, `burst_duration` and `burst_factor`."""
+    if cfg.burst_period < 0 or cfg.burst_duration < 0 or not cfg.burst_factor > 0:
+        raise ValueError("burst_period and burst_duration must be >= 0 and burst_factor > 0")
+    if cfg.burst_period > 0 and cfg.burst_duration > cfg.burst_period:
+        raise ValueError("burst_duration must not exceed burst_period")
 
 
 def in_burst(t: np.ndarray | float, cfg) -> np.ndarray | bool:

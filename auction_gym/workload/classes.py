@@ -96,3 +96,11 @@ def normalize_mix(mix: Mapping[str, float], what: str = "class mix") -> tuple[li
     if not names or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
         raise ValueError(f"{what} must have non-negative weights with a positive sum, got {dict(mix)}")
     return names, p / p.sum()
+
+
+def checked_class_mix(mix: Mapping[str, float], what: str = "class_mix") -> tuple[list[str], np.ndarray]:
+    """`normalize_mix` of a mix over the urgency classes: also rejects names not in CLASSES."""
+    names, p = normalize_mix(mix, what)
+    if unknown := set(names) - set(CLASSES):
+        raise ValueError(f"unknown classes {sorted(unknown)} in {what}; known: {sorted(CLASSES)}")
+    return names, p

@@ -38,7 +38,7 @@ from typing import Iterator, Mapping
 import numpy as np
 
 from ..request import Request
-from .classes import CLASSES, DEFAULT_CLASS_MIX, normalize_mix
+from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix
 
 _MASK64 = (1 << 64) - 1
 
@@ -156,9 +156,7 @@ def iter_mooncake(
         raise ValueError(f"time_scale must be > 0, got {time_scale}")
     if vocab_size is not None and vocab_size < 1:
         raise ValueError(f"vocab_size must be >= 1 or None, got {vocab_size}")
-    class_names, class_p = normalize_mix(class_mix if class_mix is not None else DEFAULT_CLASS_MIX)
-    if unknown := set(class_names) - set(CLASSES):
-        raise ValueError(f"unknown classes {sorted(unknown)} in class_mix; known: {sorted(CLASSES)}")
+    class_names, class_p = checked_class_mix(class_mix if class_mix is not None else DEFAULT_CLASS_MIX)
     # Arguments are checked above, at the call; the file is opened on the first next().
     return _iter_lines(
         os.fspath(path), start, None if limit is None else start + limit,

@@ -42,8 +42,8 @@ from typing import Iterator
 import numpy as np
 
 from ..request import Request
-from .agentic import in_burst
-from .classes import CLASSES, DEFAULT_CLASS_MIX, normalize_mix
+from .agentic import check_bursts, in_burst
+from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix
 
 CHUNK = 256
 """Requests drawn at a time (a fixed size, so the stream does not depend on how far it is read)."""
@@ -93,13 +93,8 @@ class SharedPrefixConfig:
             raise ValueError(f"range_ratio must be in (0, 1], got {self.range_ratio}")
         if not 0 < self.rate < np.inf:
             raise ValueError(f"rate must be finite and > 0, got {self.rate}")
-        if self.burst_period < 0 or self.burst_duration < 0 or not self.burst_factor > 0:
-            raise ValueError("burst_period and burst_duration must be >= 0 and burst_factor > 0")
-        if self.burst_period > 0 and self.burst_duration > self.burst_period:
-            raise ValueError("burst_duration must not exceed burst_period")
-        names, _ = normalize_mix(self.class_mix, "class_mix")
-        if unknown := set(names) - set(CLASSES):
-            raise ValueError(f"unknown classes {sorted(unknown)} in class_mix; known: {sorted(CLASSES)}")
+        check_bursts(self)
+        checked_class_mix(self.class_mix)
 
 
 def _lengths(rng: np.random.Generator, full: int, ratio: float, n: int) -> np.ndarray:
@@ -127,7 +122,7 @@ def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
     system_lens = _lengths(rng, cfg.system_prompt_len, cfg.range_ratio, groups)
     systems = [rng.integers(0, cfg.vocab_size, int(k), dtype=np.int64) for k in system_lens]
     group_of = rng.permutation(np.repeat(np.arange(groups), cfg.prompts_per_group))
-    names, p = normalize_mix(cfg.class_mix, "class_mix")
+    names, p = checked_class_mix(cfg.class_mix)
     cdf = np.cumsum(p)
     peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
     t, emitted = 0.0, 0
