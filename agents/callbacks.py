@@ -5,17 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import HParam
+from stable_baselines3.common.logger import TensorBoardOutputFormat
+from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+from tensorboard.plugins.hparams.api_pb2 import Status
+from tensorboard.plugins.hparams.metadata import PLUGIN_DATA_VERSION, PLUGIN_NAME, SESSION_END_INFO_TAG
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData, SessionEndInfo
+from torch.utils.tensorboard.summary import hparams
 
 from .evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, mean_metrics
 from .sb3 import SB3Policy
 
 
 class EvalMetricsCallback(BaseCallback):
-    """Every `eval_freq` environment steps (counted over all envs), evaluate the current policy
-    deterministically on `episodes` episodes seeded `seed, seed + 1, ...` (the same seeds as
-    `agents.evaluation.evaluate` uses for built-in policies) and log the mean of each metric as
-    `eval/<metric>` at the current timestep. Also evaluates once at the end of training."""
+    """Evaluate the current policy deterministically on `episodes` episodes seeded `seed, seed + 1,
+    ...` (the seeds `agents.evaluation.evaluate` uses for built-in policies) and log the mean of
+    each metric as `eval/<metric>` at the current timestep.
+
+    Evaluations happen when a rollout starts, i.e. after the policy was last updated, once at least
+    `eval_freq` environment steps (counted over all envs) have passed since the previous one, and
+    once at the end of training. So a policy is never evaluated twice between two updates: PPO
+    updates once per rollout of n_steps x n_envs steps, and evaluating during the rollout would
+    score the same policy again and again."""
 
     def __init__(self, env_kwargs: dict[str, Any], eval_freq: int, episodes: int = 5,
                  seed: int = DEFAULT_EVAL_SEED) -> None:
@@ -25,14 +35,18 @@ class EvalMetricsCallback(BaseCallback):
         self.env_kwargs, self.eval_freq, self.episodes, self.seed = env_kwargs, eval_freq, episodes, seed
         self._next = 0
         self._last_eval = -1
+        self.evaluations = 0
+        """Evaluations run so far."""
 
     def _on_training_start(self) -> None:
         self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
 
-    def _on_step(self) -> bool:
+    def _on_rollout_start(self) -> None:
         if self.num_timesteps >= self._next:
             self._evaluate()
             self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
+
+    def _on_step(self) -> bool:
         return True
 
     def _on_training_end(self) -> None:
@@ -46,19 +60,53 @@ class EvalMetricsCallback(BaseCallback):
             self.logger.record(f"eval/{m}", v)
         self.logger.dump(self.num_timesteps)
         self._last_eval = self.num_timesteps
+        self.evaluations += 1
 
 
 class HParamsCallback(BaseCallback):
-    """Write the run's hyperparameters to TensorBoard's HPARAMS tab when training starts, with the
-    `eval/*` tags and the mean training episode reward as its metrics."""
+    """The run's hyperparameters in TensorBoard's HPARAMS tab, with the `eval/*` tags and the mean
+    training episode reward as its metrics.
+
+    The session's start is written when training starts and its end only when it ends, with its
+    status (SB3's `HParam` writes "success" at the start, so an interrupted run would read as a
+    finished one): `finish("success")` after a complete run, `finish("interrupted")` after Ctrl-C,
+    `finish("failed")` after an error. TensorBoard's statuses have no "interrupted", so both of the
+    latter are STATUS_FAILURE ("did not finish"); the text tag `run/status` tells them apart."""
+
+    STATUSES = {"success": "STATUS_SUCCESS", "interrupted": "STATUS_FAILURE", "failed": "STATUS_FAILURE"}
 
     def __init__(self, hparam_dict: dict[str, Any]) -> None:
         super().__init__()
         self.hparam_dict = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in hparam_dict.items()}
+        self._started = False
 
     def _on_training_start(self) -> None:
+        self._started = True
         metrics = {f"eval/{m}": 0.0 for m in METRICS} | {"rollout/ep_rew_mean": 0.0}
-        self.logger.record("hparams", HParam(self.hparam_dict, metrics), exclude=("stdout", "log", "json", "csv"))
+        experiment, session_start, _ = hparams(self.hparam_dict, metrics)
+        self._write(experiment, session_start)
 
     def _on_step(self) -> bool:
         return True
+
+    def finish(self, status: str) -> None:
+        """Write the session's end with `status` ("success", "interrupted" or "failed"); nothing
+        when training never started."""
+        if not self._started:
+            return
+        for fmt in self._tensorboards():
+            fmt.writer.add_text("run/status", f"{status} at step {self.num_timesteps}", self.num_timesteps)
+        end = SessionEndInfo(status=Status.Value(self.STATUSES[status]))
+        content = HParamsPluginData(session_end_info=end, version=PLUGIN_DATA_VERSION)
+        metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
+            plugin_name=PLUGIN_NAME, content=content.SerializeToString()))
+        self._write(Summary(value=[Summary.Value(tag=SESSION_END_INFO_TAG, metadata=metadata)]))
+
+    def _write(self, *summaries: Summary) -> None:
+        for fmt in self._tensorboards():
+            for summary in summaries:
+                fmt.writer.file_writer.add_summary(summary)
+            fmt.writer.flush()
+
+    def _tensorboards(self) -> list[TensorBoardOutputFormat]:
+        return [fmt for fmt in self.logger.output_formats if isinstance(fmt, TensorBoardOutputFormat)]

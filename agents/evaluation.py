@@ -33,7 +33,17 @@ from auction_gym.pacing import Policy, make_policy
 
 from .sb3 import ENV_ID, load_policy
 
-METRICS = ("utility", "welfare", "budget_spent_frac", "mean_latency", "ttft", "cache_hit_rate", "payments")
+METRIC_UNITS = {
+    "utility": "value units",
+    "welfare": "value units",
+    "budget_spent_frac": "share of budget",
+    "mean_latency": "engine seconds",
+    "ttft": "engine seconds",
+    "cache_hit_rate": "share of prompt tokens",
+    "payments": "value units",
+}
+"""Each metric's unit (see the module docstring), for axis labels."""
+METRICS = tuple(METRIC_UNITS)
 DEFAULT_EVAL_SEED = 1000
 """Evaluation seeds start here, away from the training seeds 0, 1, ..."""
 
@@ -122,6 +132,3 @@ def log_episodes(logdir: str | Path, results: Sequence[dict[str, float]],
     finally:
         writer.close()
     return logdir
-
-
-# Two-sided 95% quantiles of Student's t by degrees of freedom (1..30); beyond 30, 1.96 is within 4%.

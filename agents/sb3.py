@@ -8,6 +8,7 @@ naming (`<algo>_<steps>_steps.zip`, `<algo>_vecnormalize_<steps>_steps.pkl`).
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import zipfile
@@ -33,6 +34,8 @@ ENV_ENTRY = f"auction_gym:{ENV_ID}"
 HYPERPARAMS_DIR = Path(__file__).resolve().parents[1] / "hyperparams"
 # RL Zoo keys that configure the run rather than the algorithm's constructor.
 _RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "policy", "noise_type", "noise_std")
+# Constructor arguments that training sets itself.
+_FIXED_KEYS = ("self", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model")
 _NOISES = {"normal": NormalActionNoise, "ornstein-uhlenbeck": OrnsteinUhlenbeckActionNoise}
 
 
@@ -50,11 +53,39 @@ def load_hyperparams(algo: str, path: str | Path | None = None, env_id: str = EN
     dict-valued `normalize` may be Python expression strings, RL Zoo style)."""
     check_algo(algo)
     path = Path(path) if path is not None else HYPERPARAMS_DIR / f"{algo}.yml"
-    with open(path) as f:
-        table = yaml.safe_load(f) or {}
-    if env_id not in table:
-        raise ValueError(f"{path} has no entry for {env_id!r}; it has {sorted(table)}")
+    if not path.is_file():
+        raise ValueError(f"hyperparameter file not found: {path}")
+    try:
+        table = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+    if not isinstance(table, dict) or env_id not in table:
+        has = sorted(table) if isinstance(table, dict) else []
+        raise ValueError(f"{path} has no entry for {env_id!r}; it has {has}")
     return {**table[env_id], **(overrides or {})}
+
+
+def check_hyperparams(algo: str, hyperparams: dict[str, Any]) -> None:
+    """ValueError for a key that neither `algo`'s constructor nor RL Zoo's run settings know, or a
+    value whose type does not match the constructor's numeric or boolean default (a schedule string
+    for `learning_rate` is not supported here); the message names the key and what is valid."""
+    params = inspect.signature(check_algo(algo).__init__).parameters
+    valid = sorted({*params, *_RUN_KEYS} - set(_FIXED_KEYS))
+    for key, value in hyperparams.items():
+        if key not in valid:
+            raise ValueError(f"unknown hyperparameter {key!r} for {algo}; valid: {', '.join(valid)}")
+        default = params[key].default if key in params else None
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, (list, tuple))
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            continue
+        if not ok:
+            raise ValueError(f"hyperparameter {key}={value!r} for {algo}: expected {type(default).__name__} "
+                             f"like the default {default!r}")
 
 
 def _expr(value: Any) -> Any:
@@ -89,6 +120,19 @@ def algo_kwargs(hyperparams: dict[str, Any], action_dim: int = 1) -> dict[str, A
     return kwargs
 
 
+def check_env_kwargs(env_kwargs: dict[str, Any]) -> None:
+    """ValueError unless RadixAuction-v0 accepts `env_kwargs`: an unknown key is named with the
+    valid ones; the values are checked by building the env once (a few milliseconds)."""
+    from auction_gym import RadixAuctionEnv
+
+    params = inspect.signature(RadixAuctionEnv.__init__).parameters
+    valid = [name for name in params if name != "self"]
+    unknown = sorted(set(env_kwargs) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown environment argument(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    gym.make(ENV_ID, **env_kwargs).close()
+
+
 def make_env(env_kwargs: dict[str, Any], n_envs: int, seed: int,
              normalize: dict[str, Any] | None = None) -> VecEnv:
     """`n_envs` monitored copies of RadixAuction-v0 (SubprocVecEnv when n_envs > 1), env i seeded
@@ -112,7 +156,12 @@ def detect_algo(path: str | Path) -> str:
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path} is not an SB3 model zip")
     with zipfile.ZipFile(path) as z:
-        data = json.loads(z.read("data"))
+        if "data" not in z.namelist():
+            raise ValueError(f"{path} is not an SB3 model zip: it has no 'data' entry")
+        try:
+            data = json.loads(z.read("data"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path} is not an SB3 model zip: its 'data' entry is not JSON ({e})") from None
     if "clip_range" in data:
         return "ppo"
     if "policy_delay" in data:
@@ -122,6 +171,28 @@ def detect_algo(path: str | Path) -> str:
     if "normalize_advantage" in data:
         return "a2c"
     raise ValueError(f"cannot tell which algorithm saved {path}; valid: {', '.join(ALGOS)}")
+
+
+def run_folder(model_path: str | Path) -> Path:
+    """The run folder of a saved model: the zip's folder, or its parent for a checkpoint in
+    `<run>/checkpoints/`."""
+    folder = Path(model_path).parent
+    return folder.parent if folder.name == "checkpoints" else folder
+
+
+def saved_env_kwargs(model_path: str | Path) -> tuple[dict[str, Any], Path] | None:
+    """The environment arguments a model was trained with, from `config.json` in its run folder,
+    and that file's path; None when there is no such file."""
+    path = run_folder(model_path) / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        env_kwargs = json.loads(path.read_text())["env_kwargs"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a training config with env_kwargs ({e})") from None
+    if not isinstance(env_kwargs, dict):
+        raise ValueError(f"{path}: env_kwargs must be an object, got {env_kwargs!r}")
+    return env_kwargs, path
 
 
 def vecnormalize_path(model_path: str | Path) -> Path | None:

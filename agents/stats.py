@@ -25,3 +25,17 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
         return float(x.mean()), 0.0
     t = _T95[len(x) - 2] if len(x) - 1 <= len(_T95) else 1.96
     return float(x.mean()), float(t * x.std(ddof=1) / math.sqrt(len(x)))
+
+
+def format_ci(mean: float, half_width: float) -> str:
+    """`mean ± half-width` as the README prints it: the mean to 4 significant digits, the
+    half-width to 2, both in positional notation (3182 ± 130, 0.2054 ± 0.078); "nan" for NaN."""
+    return f"{_plain(mean, 4)} ± {_plain(half_width, 2)}"
+
+
+def _plain(x: float, digits: int) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    if x == 0:
+        return "0"
+    return np.format_float_positional(x, precision=digits, unique=False, fractional=False, trim="-")

@@ -1,5 +1,8 @@
 """Train an SB3 pacing agent on RadixAuction-v0: TensorBoard logging, periodic evaluation,
-checkpoints, resuming, and a checkpoint on Ctrl-C."""
+checkpoints, resuming, and a checkpoint on Ctrl-C.
+
+Every new run gets a folder of its own (`agents.run_dir`: `<algo>_s<seed>`, then `_2`, `_3`, ...);
+a resumed run continues in its model's run folder unless given another `run_name`."""
 
 from __future__ import annotations
 
@@ -10,17 +13,20 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.logger import configure
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
 from .callbacks import EvalMetricsCallback, HParamsCallback
 from .evaluation import DEFAULT_EVAL_SEED
-from .sb3 import (ALGOS, algo_kwargs, check_algo, detect_algo, load_hyperparams, make_env, normalize_kwargs,
-                  vecnormalize_path)
+from .run_dir import new_run_dir
+from .sb3 import (ALGOS, algo_kwargs, check_algo, check_hyperparams, detect_algo, load_hyperparams, make_env,
+                  normalize_kwargs, run_folder, vecnormalize_path)
 
 
 @dataclass
 class TrainConfig:
-    """One training run. Its outputs go to `logdir/run_name` (run_name defaults to `<algo>_s<seed>`)."""
+    """One training run. Its outputs go to a new folder `logdir/run_name` (run_name defaults to
+    `<algo>_s<seed>`; numbered `_2`, `_3`, ... when taken, see `agents.run_dir`)."""
 
     algo: str
     logdir: str | Path
@@ -40,68 +46,108 @@ class TrainConfig:
     hyperparams: dict[str, Any] = field(default_factory=dict)
     """Overrides of the YAML's entries."""
     run_name: str | None = None
+    overwrite: bool = False
+    """Write into `logdir/run_name` itself, deleting an earlier run's outputs there."""
     eval_freq: int | None = None
-    """Evaluate every this many environment steps; None: a tenth of the run."""
+    """Evaluate every this many environment steps, at the first rollout boundary after (see
+    `EvalMetricsCallback`); None: a tenth of the run, and at least one rollout."""
     eval_episodes: int = 5
     eval_seed: int = DEFAULT_EVAL_SEED
     progress: bool = True
 
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.logdir) / (self.run_name or f"{self.algo}_s{self.seed}")
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished training run wrote and did."""
+
+    model_path: Path
+    run_dir: Path
+    asked: int
+    """Environment steps asked for."""
+    trained: int
+    """Environment steps trained in this run: more than asked when the algorithm collects whole
+    rollouts (PPO and A2C: n_steps x n_envs steps at a time)."""
+    evaluations: int
+    """Evaluations logged as `eval/*` during and at the end of training."""
 
 
-def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> Path:
-    """Train (or resume) and save `model.zip` (and `vecnormalize.pkl`) in the run directory;
-    return the model's path. On KeyboardInterrupt, save the model as it is, flush TensorBoard and
-    raise SystemExit(130)."""
+def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> TrainResult:
+    """Train (or resume) and save `model.zip` (and `vecnormalize.pkl`) in the run directory. On
+    KeyboardInterrupt, save the model as it is, mark the run interrupted in TensorBoard's HPARAMS,
+    flush TensorBoard and raise SystemExit(130)."""
     algo_cls = check_algo(config.algo)
     hp = load_hyperparams(config.algo, config.hyperparams_file, overrides=config.hyperparams)
+    check_hyperparams(config.algo, hp)
     timesteps = int(config.timesteps if config.timesteps is not None else hp.get("n_timesteps", 100_000))
     n_envs = int(config.n_envs if config.n_envs is not None else hp.get("n_envs", 1))
     if timesteps < 1:
         raise ValueError(f"timesteps must be >= 1, got {timesteps}")
-    run_dir = config.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
     norm = normalize_kwargs(hp)
     env = make_env(config.env_kwargs, n_envs, config.seed, norm)
-    model = _build_or_resume(config, algo_cls, hp, env, norm is not None)
+    try:
+        model = _build_or_resume(config, algo_cls, hp, env, norm is not None)
+    except BaseException:
+        _close(env)
+        raise
+    run_dir = _run_dir(config)
     model.set_logger(configure(str(run_dir), ["tensorboard"]))
     with open(run_dir / "config.json", "w") as f:
         json.dump({**asdict(config), "logdir": str(config.logdir), "resume": str(config.resume or ""),
                    "hyperparams_file": str(config.hyperparams_file or ""), "hyperparams": hp,
                    "timesteps": timesteps, "n_envs": n_envs}, f, indent=2, default=str)
-    eval_freq = config.eval_freq or max(timesteps // 10, 1)
-    cbs: list[BaseCallback] = [
-        HParamsCallback({"algo": config.algo, "seed": config.seed, "n_envs": n_envs, "timesteps": timesteps,
-                         "env_kwargs": json.dumps(config.env_kwargs, sort_keys=True),
-                         **{k: v for k, v in hp.items() if k != "n_timesteps"}}),
-        EvalMetricsCallback(config.env_kwargs, eval_freq, config.eval_episodes, config.eval_seed),
-    ]
-    if config.checkpoint_every:
-        cbs.append(CheckpointCallback(max(config.checkpoint_every // n_envs, 1), str(run_dir / "checkpoints"),
-                                      name_prefix=config.algo, save_vecnormalize=True))
-    model_path = run_dir / "model.zip"
+    hparams, evaluation, cbs = _callbacks(config, hp, model, run_dir, timesteps, n_envs)
+    model_path, start = run_dir / "model.zip", model.num_timesteps
+    status = "failed"
     try:
         model.learn(timesteps, callback=cbs + list(callbacks or []), progress_bar=config.progress,
                     reset_num_timesteps=config.resume is None)
+        status = "success"
     except KeyboardInterrupt:
+        status = "interrupted"
         _save(model, model_path)
         print(f"\ninterrupted at step {model.num_timesteps}; saved {model_path}")
         raise SystemExit(130) from None
     finally:
+        hparams.finish(status)
         model.logger.close()  # flushes TensorBoard
         _close(env)
     _save(model, model_path)
-    return model_path
+    return TrainResult(model_path, run_dir, timesteps, model.num_timesteps - start, evaluation.evaluations)
+
+
+def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, timesteps: int,
+               n_envs: int) -> tuple[HParamsCallback, EvalMetricsCallback, list[BaseCallback]]:
+    """The run's HPARAMS and evaluation callbacks, and all its callbacks (with checkpoints)."""
+    rollout = model.n_steps * n_envs if isinstance(model, OnPolicyAlgorithm) else 1
+    hparams = HParamsCallback({"algo": config.algo, "seed": config.seed, "n_envs": n_envs, "timesteps": timesteps,
+                               "env_kwargs": json.dumps(config.env_kwargs, sort_keys=True),
+                               **{k: v for k, v in hp.items() if k != "n_timesteps"}})
+    evaluation = EvalMetricsCallback(config.env_kwargs, config.eval_freq or max(timesteps // 10, rollout),
+                                     config.eval_episodes, config.eval_seed)
+    cbs: list[BaseCallback] = [hparams, evaluation]
+    if config.checkpoint_every:
+        cbs.append(CheckpointCallback(max(config.checkpoint_every // n_envs, 1), str(run_dir / "checkpoints"),
+                                      name_prefix=config.algo, save_vecnormalize=True))
+    return hparams, evaluation, cbs
+
+
+def _run_dir(config: TrainConfig) -> Path:
+    """The run's folder, created: a resumed run's own folder (unless given a run_name), else a new
+    one (`agents.run_dir.new_run_dir`)."""
+    if config.resume is not None and config.run_name is None:
+        return run_folder(config.resume)
+    return new_run_dir(Path(config.logdir) / (config.run_name or f"{config.algo}_s{config.seed}"), config.overwrite)
 
 
 def _build_or_resume(config: TrainConfig, algo_cls: type, hp: dict[str, Any], env, normalized: bool):
     """A new model on `env`, or the one saved at `config.resume` attached to it (with its
     VecNormalize statistics copied into `env`)."""
     if config.resume is None:
-        return algo_cls(hp.get("policy", "MlpPolicy"), env, seed=config.seed, device="cpu", verbose=0,
-                        **algo_kwargs(hp, env.action_space.shape[0]))
+        try:
+            return algo_cls(hp.get("policy", "MlpPolicy"), env, seed=config.seed, device="cpu", verbose=0,
+                            **algo_kwargs(hp, env.action_space.shape[0]))
+        except (AssertionError, TypeError, ValueError) as e:  # SB3 checks its arguments with assert
+            raise ValueError(f"{config.algo} rejected its hyperparameters: {' '.join(str(e).split())}") from None
     path = Path(config.resume)
     if not path.exists():
         raise ValueError(f"--resume: model not found: {path}")

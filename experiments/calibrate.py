@@ -30,6 +30,9 @@ import numpy as np
 
 from auction_gym.engine import CostModel
 
+from .argtypes import positive_int, unit_share
+from .cli import UsageError, run_command
+
 if TYPE_CHECKING:
     from gpu_backend import KVPool, Transformer
     from gpu_backend.timer import DeviceTimer
@@ -90,18 +93,25 @@ def _timed(timer: DeviceTimer, fn: Callable[[], object], repeats: int, statistic
 
 def profile(
     model: Transformer, pool: KVPool, *, rng: np.random.Generator, repeats: int, max_prefill: int, max_context: int,
-    statistic: str = "min",
+    statistic: str = "min", progress: bool = True,
 ) -> list[Sample]:
-    """Measure prefill and decode iterations over the grid (see module docstring)."""
+    """Measure prefill and decode iterations over the grid (see module docstring), with a progress
+    bar over the grid's points unless `progress` is False."""
+    from tqdm.auto import tqdm
+
     from gpu_backend.timer import DeviceTimer
     from gpu_backend.torch_engine import run_decode, run_prefill
 
     vocab, timer, samples = model.cfg.vocab_size, DeviceTimer(model.device), []
     limit = min(model.cfg.max_context, max_context)
     news = [n for n in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if n <= max_prefill]
-    for requests, cached, new in itertools.product((1, 2, 3, 4), (0, 128, 512, 1024, 2048, 4096), news):
-        if cached + new > limit or requests * new > max_prefill:
-            continue
+    prefills = [(r, c, n) for r, c, n in itertools.product((1, 2, 3, 4), (0, 128, 512, 1024, 2048, 4096), news)
+                if c + n <= limit and r * n <= max_prefill]
+    decodes = [(b, ctx) for b, ctx in itertools.product((1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
+                                                        (64, 128, 256, 512, 1024, 2048, 4096))
+               if ctx * 1.25 + 1 <= limit and b * ctx * 1.25 <= pool.num_free - b]
+    bar = tqdm(total=len(prefills) + len(decodes), desc="calibrate", unit="point", disable=not progress)
+    for requests, cached, new in prefills:
         # Per-request sizes jitter around the grid point, as real batches are not uniform.
         c = [int(cached * rng.uniform(0.75, 1.25)) for _ in range(requests)]
         n = [max(1, int(new * rng.uniform(0.75, 1.25))) for _ in range(requests)]
@@ -114,9 +124,8 @@ def profile(
         samples.append(Sample("prefill", (1.0, float(sum(n)), float(attention)), t))
         for s in cached_slots + new_slots:
             pool.free(s)
-    for batch, ctx in itertools.product((1, 2, 3, 4, 6, 8, 12, 16, 24, 32), (64, 128, 256, 512, 1024, 2048, 4096)):
-        if ctx * 1.25 + 1 > limit or batch * ctx * 1.25 > pool.num_free - batch:
-            continue
+        bar.update()
+    for batch, ctx in decodes:
         lens = [int(ctx * rng.uniform(0.75, 1.25)) for _ in range(batch)]
         context = [pool.alloc(n) for n in lens]
         new = pool.alloc(batch)
@@ -125,6 +134,8 @@ def profile(
         samples.append(Sample("decode", (1.0, float(batch), float(sum(lens) + batch)), t))
         for s in context + [new]:
             pool.free(s)
+        bar.update()
+    bar.close()
     return samples
 
 
@@ -141,9 +152,12 @@ def calibrate(
     max_context: int = 8192,
     pool_tokens: int = 140_000,
     statistic: str = "min",
+    progress: bool = True,
 ) -> dict:
     """Profile `preset` on `device`, fit the cost model, write it to `out`; returns a summary
-    (coefficients, held-out errors in percent, point counts), which is also printed."""
+    (coefficients, held-out errors in percent, point counts, wall time), which is also printed."""
+    import time
+
     import torch
 
     from gpu_backend import KVPool, build_model, default_device
@@ -154,8 +168,9 @@ def calibrate(
     cfg = model.cfg
     pool = KVPool(pool_tokens, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, device=device, dtype=torch_dtype)
     rng = np.random.default_rng(seed)
+    start = time.perf_counter()
     samples = profile(model, pool, rng=rng, repeats=repeats, max_prefill=max_prefill, max_context=max_context,
-                      statistic=statistic)
+                      statistic=statistic, progress=progress)
     coef, errors = {}, {}
     for kind in ("prefill", "decode"):
         pts = [s for s in samples if s.kind == kind]
@@ -177,6 +192,7 @@ def calibrate(
         "p90_ape_pct": {
             **{k: float(np.percentile(v, 90)) for k, v in errors.items()}, "all": float(np.percentile(both, 90))
         },
+        "wall_s": round(time.perf_counter() - start, 1),
     }
     print(json.dumps(summary, indent=2))
     return summary
@@ -191,36 +207,47 @@ def _device_name(device: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("costs.json"), help="cost model JSON to write")
-    parser.add_argument("--preset", default="tiny", help="model preset (gpu_backend.PRESETS)")
+    parser.add_argument("--out", type=Path, default=Path("costs.json"),
+                        help="cost model JSON to write (default costs.json)")
+    parser.add_argument("--preset", default="tiny", help="model preset, one of gpu_backend.PRESETS (default tiny)")
     parser.add_argument("--device", default=None, help="torch device (default cuda if available, else cpu)")
     parser.add_argument("--dtype", default=None, help="float32, bfloat16, ... (default bf16 on CUDA, fp32 on CPU)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per grid point")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the model's weights and of the grid's jitter "
+                        "and held-out split (default 0)")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per grid point (default 5)")
     parser.add_argument("--statistic", choices=sorted(STATISTICS), default="min",
                         help="time kept of a point's runs: min (dedicated machine, default) or median "
                         "(a shared CPU, where the engine's own timings include other processes' interference)")
-    parser.add_argument("--holdout", type=float, default=0.25, help="share of points held out of the fit")
-    parser.add_argument("--max-prefill", type=int, default=4096, help="largest prefill batch in tokens")
-    parser.add_argument("--max-context", type=int, default=8192, help="longest sequence profiled in tokens")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--holdout", type=unit_share, default=0.25,
+                        help="share of points held out of the fit, in (0, 1) (default 0.25)")
+    parser.add_argument("--max-prefill", type=positive_int, default=4096,
+                        help="largest prefill batch in tokens (default 4096)")
+    parser.add_argument("--max-context", type=positive_int, default=8192,
+                        help="longest sequence profiled in tokens (default 8192)")
+    parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> dict:
     """Run a calibration with the arguments of `add_arguments`."""
     import torch
 
+    from gpu_backend import PRESETS
+
+    if args.preset not in PRESETS:
+        raise UsageError(f"unknown --preset {args.preset!r}; valid: {', '.join(PRESETS)}")
+    if args.dtype is not None and not isinstance(getattr(torch, args.dtype, None), torch.dtype):
+        raise UsageError(f"--dtype {args.dtype!r} is not a torch dtype; e.g. float32, bfloat16, float16")
     if args.threads:
         torch.set_num_threads(args.threads)
     return calibrate(args.out, args.preset, args.device, args.dtype, seed=args.seed, repeats=args.repeats,
                      holdout=args.holdout, max_prefill=args.max_prefill, max_context=args.max_context,
-                     statistic=args.statistic)
+                     statistic=args.statistic, progress=args.progress)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="radix-auction calibrate", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    run(parser.parse_args(argv))
+    """`python -m experiments.calibrate ...`: the same as `radix-auction calibrate ...`."""
+    run_command("calibrate", argv)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,19 @@
 
 Each module exposes `add_arguments(parser)` and `run(args)`. Only the chosen subcommand's module is
 imported, so `radix-auction demo` does not pay for importing Stable-Baselines3 or the torch model.
+
+Errors: a user's mistake is one line on stderr, `radix-auction COMMAND: error: MESSAGE`, and exit
+status 2 (argparse's own convention). That covers argparse's checks, `UsageError` raised by a
+subcommand, and the `ValueError`s and `OSError`s of the library, which reject bad input (an invalid
+argument, a malformed or missing file) with a message that names it. Anything else is a bug of ours
+and keeps its traceback; so does everything when `RADIX_AUCTION_DEBUG=1` is set. Ctrl-C exits 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from types import ModuleType
 
@@ -21,6 +28,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class UsageError(Exception):
+    """A user error found by a subcommand (a bad option value, a file that is not what it should be):
+    printed as one line naming the option and what is valid, exit status 2."""
+
+
 def _module(name: str) -> ModuleType:
     return importlib.import_module(COMMANDS[name][0])
 
@@ -30,17 +42,41 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="radix-auction", description="Radix Auction Gym experiments.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
-        child = sub.add_parser(name, help=help_text, description=help_text)
         if name == command:
-            _module(name).add_arguments(child)
+            module = _module(name)
+            child = sub.add_parser(name, help=help_text, description=module.__doc__ or help_text,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+            module.add_arguments(child)
+        else:
+            sub.add_parser(name, help=help_text, description=help_text)
     return parser
+
+
+def run_command(name: str, argv: list[str] | None = None) -> None:
+    """`radix-auction NAME ARGV...` (what each module's `python -m experiments.<module>` runs);
+    argv None: the process's arguments."""
+    main([name, *(sys.argv[1:] if argv is None else argv)])
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
-    args = build_parser(command if command in COMMANDS else None).parse_args(argv)
-    _module(args.command).run(args)
+    parser = build_parser(command if command in COMMANDS else None)
+    args = parser.parse_args(argv)
+    try:
+        _module(args.command).run(args)
+    except KeyboardInterrupt:
+        parser.exit(130, f"radix-auction {args.command}: interrupted\n")
+    except (UsageError, ValueError, OSError) as e:
+        if os.environ.get("RADIX_AUCTION_DEBUG") == "1":
+            raise
+        parser.exit(2, f"radix-auction {args.command}: error: {_one_line(e)}\n")
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception's message on one line (a file error's own message names the file)."""
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
 
 
 if __name__ == "__main__":

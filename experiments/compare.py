@@ -1,14 +1,16 @@
 """`radix-auction compare`: train SB3 pacing agents and compare them with OGD and truthful bidding.
 
-For each algorithm and training seed 0..K-1, train (LOGDIR/<algo>_s<seed>: SB3's curves and
-`eval/*` over training), then evaluate the final model, OGD and truthful on the same episodes
-(episode k seeded EVAL_SEED + k; LOGDIR/eval/<policy>: `eval/*` per episode). Writes to OUT:
+Each run of `compare` writes its TensorBoard folders under a new ROOT = LOGDIR/compare (then
+LOGDIR/compare_2, ... when taken; `--overwrite` reuses LOGDIR/compare): for each algorithm and
+training seed 0..K-1, train (ROOT/<algo>_s<seed>: SB3's curves and `eval/*` over training), then
+evaluate the final model, OGD and truthful on the same episodes (episode k seeded EVAL_SEED + k;
+ROOT/eval/<policy>: `eval/*` per episode). Writes to OUT (replacing an earlier compare's files):
 
 - `compare.csv`: per policy (a learned algorithm pooled over its seeds, each seed, each built-in)
   and metric: n, mean, 95% CI half-width and bounds;
 - `episodes.csv`: every evaluation episode's metrics;
-- `compare.md`: the table (mean +- 95% CI), with the command and scenario;
-- `compare.png`: one bar chart per metric with 95% CI error bars.
+- `compare.md`: the table (mean ± 95% CI), with the command, scenario and ROOT;
+- `compare.png`: one panel per metric, each policy's mean with its 95% CI, on the metric's units.
 
 `utility_vs_ogd` is the paired difference of the focal bidder's utility from OGD's on the same
 episode, the sharpest test of "beats OGD" (episode-to-episode variance cancels).
@@ -30,13 +32,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, policy_name
-from agents.stats import mean_ci
-from agents.sb3 import ALGOS
+from agents.evaluation import DEFAULT_EVAL_SEED, METRIC_UNITS, METRICS, policy_from_spec, policy_name
+from agents.run_dir import new_run_dir
+from agents.sb3 import ALGOS, check_env_kwargs, check_hyperparams, load_hyperparams
+from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
 
+from .argtypes import json_dict, positive_int
+from .cli import UsageError, run_command
 from .evaluate import evaluate_spec
-from .train import json_dict, key_values, positive_int
+from .train import key_values
 
 SCENARIO = {
     "horizon": 200,
@@ -49,6 +54,7 @@ bidding exhausts its budget before the episode ends in 17 of the 20 default eval
 other bidders pace by OGD."""
 BASELINES = ("ogd", "truthful")
 COLUMNS = (*METRICS, "utility_vs_ogd")
+UNITS = {**METRIC_UNITS, "utility_vs_ogd": METRIC_UNITS["utility"]}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,13 +65,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes per policy (default 20)")
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
-    parser.add_argument("--baselines", default=",".join(BASELINES), help="built-in policies to compare (default ogd,truthful)")
+    parser.add_argument("--baselines", default=",".join(BASELINES),
+                        help="comma-separated built-in policies: ogd, truthful, fixed:<alpha> (default ogd,truthful)")
     parser.add_argument("--n-envs", type=positive_int, default=1, help="parallel training envs (default 1)")
     parser.add_argument("--eval-freq", type=positive_int, default=None,
                         help="evaluate during training every N steps (default: a tenth of --timesteps)")
     parser.add_argument("--hyperparams", nargs="*", metavar="KEY=VALUE", default=[],
                         help="override YAML entries for every algorithm, e.g. n_steps=256")
-    parser.add_argument("--logdir", default="runs", help="TensorBoard root for all runs (default runs)")
+    parser.add_argument("--logdir", default="runs",
+                        help="TensorBoard root; this run's folders go to a new LOGDIR/compare (default runs)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="reuse LOGDIR/compare, deleting an earlier compare's models and events there")
     parser.add_argument("--out", default="results", help="directory for compare.csv/.md/.png (default results)")
     parser.add_argument("--env-kwargs", type=json_dict, default=SCENARIO,
                         help=f"RadixAuction-v0 arguments as JSON (default: the bursty scenario {json.dumps(SCENARIO)})")
@@ -73,17 +83,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
 
-def run(args: argparse.Namespace) -> None:
+def checked(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The algorithms and baselines asked for, every option checked before any work starts."""
     algos = [a for a in args.algos.split(",") if a]
     if not algos or any(a not in ALGOS for a in algos):
-        raise SystemExit(f"unknown --algos {args.algos!r}; valid: {', '.join(ALGOS)}")
+        raise UsageError(f"unknown --algos {args.algos!r}; valid: {', '.join(ALGOS)}")
     baselines = [b for b in args.baselines.split(",") if b]
+    for spec in baselines:
+        if spec.endswith(".zip"):
+            raise UsageError(f"--baselines: {spec!r} is a model; valid: ogd, truthful, fixed:<alpha>")
+        try:
+            policy_from_spec(spec)
+        except ValueError as e:
+            raise UsageError(f"--baselines: {e}") from None
+    try:
+        check_env_kwargs(args.env_kwargs)
+    except ValueError as e:
+        raise UsageError(f"--env-kwargs: {e}") from None
+    hyperparams = key_values(args.hyperparams)
+    for algo in algos:
+        try:
+            check_hyperparams(algo, load_hyperparams(algo, overrides=hyperparams))
+        except ValueError as e:
+            raise UsageError(f"--hyperparams: {e}") from None
+    return algos, baselines
+
+
+def run(args: argparse.Namespace) -> None:
+    algos, baselines = checked(args)
     torch.set_num_threads(args.torch_threads)
     start = time.perf_counter()
-    try:
-        episodes = run_all(args, algos, baselines)
-    except ValueError as e:
-        raise SystemExit(f"compare: {e}") from None
+    root = new_run_dir(Path(args.logdir) / "compare", args.overwrite)
+    print(f"TensorBoard folders of this run: {root}", flush=True)
+    episodes = run_all(args, algos, baselines, root)
     groups = {**{a: [r for s in range(args.seeds) for r in episodes[f"{a}_s{s}"]] for a in algos}, **episodes}
     rows = summarize(groups, episodes.get("ogd"))
     wall = time.perf_counter() - start
@@ -95,29 +127,31 @@ def run(args: argparse.Namespace) -> None:
     (out / "compare.md").write_text(
         f"`{command_line(args, algos, baselines)}`\n\nScenario (env kwargs): `{json.dumps(args.env_kwargs)}`; "
         f"{args.seeds} training seed(s) x {args.timesteps} steps per algorithm; {args.episodes} evaluation "
-        f"episodes (seeds {args.eval_seed}..{args.eval_seed + args.episodes - 1}) per policy; wall time {wall:.0f} s."
-        f"\n\nMean +- 95% CI half-width over evaluation episodes (learned algorithms pooled over seeds).\n\n{table}\n")
+        f"episodes (seeds {args.eval_seed}..{args.eval_seed + args.episodes - 1}) per policy; wall time {wall:.0f} s; "
+        f"models and TensorBoard events in `{root}`."
+        f"\n\nMean ± 95% CI half-width over evaluation episodes (learned algorithms pooled over seeds).\n\n{table}\n")
     plot(out / "compare.png", rows, [*algos, *map(policy_name, baselines)])
     print(table)
     print(f"\nwall time {wall:.0f} s; wrote {out}/compare.csv, compare.md, compare.png, episodes.csv; "
-          f"tensorboard --logdir {args.logdir}")
+          f"tensorboard --logdir {root}")
 
 
-def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str]) -> dict[str, list[dict[str, float]]]:
-    """Evaluate the baselines, then train and evaluate each algorithm and seed; the evaluation
-    episodes' metrics by policy name (built-ins first, then `<algo>_s<seed>`)."""
-    evals = Path(args.logdir) / "eval"
+def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str],
+            root: Path) -> dict[str, list[dict[str, float]]]:
+    """Evaluate the baselines, then train and evaluate each algorithm and seed, all under `root`;
+    the evaluation episodes' metrics by policy name (built-ins first, then `<algo>_s<seed>`)."""
+    evals = root / "eval"
     episodes = {policy_name(spec): evaluate_spec(spec, args.env_kwargs, args.episodes, args.eval_seed, evals,
                                                  args.progress) for spec in baselines}
     for algo in algos:
         for seed in range(args.seeds):
             print(f"training {algo} seed {seed} for {args.timesteps} steps", flush=True)
-            model = train(TrainConfig(algo=algo, logdir=args.logdir, timesteps=args.timesteps, seed=seed,
-                                      n_envs=args.n_envs, env_kwargs=args.env_kwargs, eval_seed=args.eval_seed,
-                                      eval_freq=args.eval_freq, hyperparams=key_values(args.hyperparams),
-                                      progress=args.progress))
-            episodes[f"{algo}_s{seed}"] = evaluate_spec(str(model), args.env_kwargs, args.episodes, args.eval_seed,
-                                                        evals, args.progress)
+            result = train(TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed,
+                                       n_envs=args.n_envs, env_kwargs=args.env_kwargs, eval_seed=args.eval_seed,
+                                       eval_freq=args.eval_freq, hyperparams=key_values(args.hyperparams),
+                                       progress=args.progress))
+            episodes[f"{algo}_s{seed}"] = evaluate_spec(str(result.model_path), args.env_kwargs, args.episodes,
+                                                        args.eval_seed, evals, args.progress)
     return episodes
 
 
@@ -127,6 +161,7 @@ def command_line(args: argparse.Namespace, algos: list[str], baselines: list[str
         "radix-auction", "compare", "--algos", ",".join(algos), "--timesteps", str(args.timesteps),
         "--seeds", str(args.seeds), "--episodes", str(args.episodes), "--eval-seed", str(args.eval_seed),
         "--baselines", ",".join(baselines), "--n-envs", str(args.n_envs), "--logdir", str(args.logdir),
+        *(["--overwrite"] if args.overwrite else []),
         "--out", str(args.out), "--env-kwargs", json.dumps(args.env_kwargs),
         *(["--eval-freq", str(args.eval_freq)] if args.eval_freq else []),
         *(["--hyperparams", *args.hyperparams] if args.hyperparams else []),
@@ -167,8 +202,8 @@ def write_episodes(path: Path, episodes: dict[str, list[dict[str, float]]], eval
 
 
 def markdown(rows: list[dict[str, object]], policies: list[str]) -> str:
-    """A markdown table: one line per policy, one column per metric, `mean +- ci95`."""
-    cell = {(r["policy"], r["metric"]): f"{r['mean']:.4g} +- {r['ci95']:.2g}" for r in rows}
+    """A markdown table: one line per policy, one column per metric, `mean ± ci95`."""
+    cell = {(r["policy"], r["metric"]): format_ci(r["mean"], r["ci95"]) for r in rows}
     metrics = [m for m in COLUMNS if any(r["metric"] == m for r in rows)]
     lines = ["| policy | n | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     n = {r["policy"]: r["n"] for r in rows}
@@ -178,7 +213,8 @@ def markdown(rows: list[dict[str, object]], policies: list[str]) -> str:
 
 
 def plot(path: Path, rows: list[dict[str, object]], policies: list[str]) -> None:
-    """One bar chart per metric (policies side by side, 95% CI error bars)."""
+    """One panel per metric: each policy's mean with its 95% CI as an error bar, the y axis on the
+    metric's units and fitted to the intervals (not from 0, which would hide every difference)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,27 +222,27 @@ def plot(path: Path, rows: list[dict[str, object]], policies: list[str]) -> None
 
     metrics = [m for m in COLUMNS if any(r["metric"] == m for r in rows)]
     by = {(r["policy"], r["metric"]): r for r in rows}
-    fig, axes = plt.subplots(2, (len(metrics) + 1) // 2, figsize=(3.2 * ((len(metrics) + 1) // 2), 6))
+    cols = (len(metrics) + 1) // 2
+    fig, axes = plt.subplots(2, cols, figsize=(3.4 * cols, 6.4))
     for ax, m in zip(np.ravel(axes), metrics):
-        means = [by[p, m]["mean"] for p in policies]
-        ax.bar(policies, means, yerr=[by[p, m]["ci95"] for p in policies], capsize=3,
-               color=[f"C{i}" for i in range(len(policies))])
+        for i, p in enumerate(policies):
+            ax.errorbar([i], [by[p, m]["mean"]], yerr=[by[p, m]["ci95"]], fmt="o", capsize=4, color=f"C{i}")
+        ax.set_xticks(range(len(policies)), policies, rotation=45, fontsize=8)
+        ax.set_xlim(-0.5, len(policies) - 0.5)
         ax.set_title(m, fontsize=10)
-        ax.tick_params(axis="x", rotation=45, labelsize=8)
+        ax.set_ylabel(UNITS[m], fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
     for ax in np.ravel(axes)[len(metrics):]:
         ax.axis("off")
-    fig.suptitle("RadixAuction-v0: policies on identical evaluation episodes (95% CI)")
+    fig.suptitle("RadixAuction-v0: policies on identical evaluation episodes (mean, 95% CI)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="radix-auction compare", description="Train SB3 pacing agents for "
-                                     "several seeds and compare them with OGD and truthful bidding on identical "
-                                     "evaluation episodes; write results/compare.csv/.md/.png.")
-    add_arguments(parser)
-    run(parser.parse_args(argv))
+    """`python -m experiments.compare ...`: the same as `radix-auction compare ...`."""
+    run_command("compare", argv)
 
 
 if __name__ == "__main__":

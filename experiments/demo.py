@@ -3,6 +3,11 @@
 The default is the synthetic agentic workload near the engine's saturation with a small KV cache,
 where admission order matters for both hit rate and latency; `--workload shared_prefix` replays
 SGLang's generated-shared-prefix benchmark instead, and `--trace PATH` the Mooncake trace.
+
+Above the table: how many requests the workload loaded and how many the engine rejected (one whose
+prompt + output exceeds the KV capacity can never run), with the engine's reason; the table's `done`
+column counts the finished ones. Nothing to run (no request loaded, or every one rejected) is an
+error, not a table of NaNs.
 """
 
 from __future__ import annotations
@@ -23,12 +28,23 @@ from auction_gym.workload import (
     shared_prefix_workload,
 )
 
+from .argtypes import non_negative_int, positive_float, positive_int, trace_file
+from .cli import UsageError
+
 
 @dataclass(frozen=True)
 class Row:
     scheduler: str
     metrics: Metrics
     wall_s: float
+    rejected: dict[int, str]
+    """The engine's reason for each request it rejected, by request id."""
+
+    @property
+    def loaded(self) -> int:
+        """Requests the workload submitted."""
+        m = self.metrics
+        return m.finished + m.rejected + m.unfinished
 
 
 def compare_schedulers(
@@ -38,9 +54,27 @@ def compare_schedulers(
     rows = []
     for name in schedulers:
         t0 = time.perf_counter()
-        metrics = SimEngine(name, config).run(workload())
-        rows.append(Row(name, metrics, time.perf_counter() - t0))
+        engine = SimEngine(name, config)
+        metrics = engine.run(workload())
+        rejected = {i: r.rejected for i, r in engine.records.items() if r.rejected is not None}
+        rows.append(Row(name, metrics, time.perf_counter() - t0, rejected))
     return rows
+
+
+def request_counts(row: Row, title: str, kv_capacity: int) -> str:
+    """One line: requests loaded and rejected (with the engine's reason for the first); UsageError
+    when nothing could run (no request loaded, or every one rejected). `title` names the workload."""
+    if row.loaded == 0:
+        raise UsageError(f"nothing to run, the workload has no request: {title}")
+    if not row.rejected:
+        return f"requests: {row.loaded} loaded, none rejected"
+    first = min(row.rejected)
+    example = f"e.g. request {first}: {row.rejected[first]}"
+    if len(row.rejected) == row.loaded:
+        raise UsageError(f"nothing to run: the engine rejected all {row.loaded} requests ({example}); "
+                         f"raise --kv-capacity (now {kv_capacity})")
+    return (f"requests: {row.loaded} loaded, {len(row.rejected)} rejected by the engine ({example}); "
+            "`done` counts the finished ones")
 
 
 def format_table(rows: list[Row]) -> str:
@@ -81,36 +115,42 @@ def run_demo(
         title = f"agentic workload: {len(reqs)} requests, {bidders} bidders, {rate:g} req/s for {duration:g} s, seed {seed}"
         workload = lambda: reqs  # noqa: E731
     rows = compare_schedulers(workload, config, schedulers)
+    # The engine rejects a request on arrival, whatever the scheduler, so any row's counts do.
+    counts = request_counts(rows[0], title, kv_capacity)
     cost = config.cost_model.name
-    return (f"{title}\nengine: {kv_capacity} KV tokens, {cost}; times in simulated seconds\n\n"
+    return (f"{title}\nengine: {kv_capacity} KV tokens, {cost}; times in simulated seconds\n{counts}\n\n"
             + format_table(rows))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="seed of the workload's draws (default 0)")
     parser.add_argument("--workload", choices=("agentic", "shared_prefix"), default="agentic",
                         help="generated workload (default agentic); --trace replays the Mooncake trace instead")
-    parser.add_argument("--rate", type=float, default=35.0, help="arrivals per second (default 35)")
-    parser.add_argument("--duration", type=float, default=60.0, help="agentic workload length in s (default 60)")
-    parser.add_argument("--bidders", type=int, default=8)
-    parser.add_argument("--kv-capacity", type=int, default=60_000, help="KV cache size in tokens (default 60000)")
+    parser.add_argument("--rate", type=positive_float, default=35.0, help="arrivals per second (default 35)")
+    parser.add_argument("--duration", type=positive_float, default=60.0,
+                        help="agentic workload length in s (default 60)")
+    parser.add_argument("--bidders", type=positive_int, default=8, help="tenants sending requests (default 8)")
+    parser.add_argument("--kv-capacity", type=positive_int, default=60_000,
+                        help="KV cache size in tokens (default 60000)")
     parser.add_argument("--schedulers", type=lambda s: s.split(","), default=list(POLICIES),
                         help=f"comma-separated (default {','.join(POLICIES)})")
-    parser.add_argument("--trace", type=Path, default=None,
+    parser.add_argument("--trace", type=trace_file, default=None,
                         help="replay a Mooncake trace (JSONL) instead of the agentic workload")
-    parser.add_argument("--time-scale", type=float, default=4.0, help="trace arrival-time multiplier (default 4)")
-    parser.add_argument("--limit", type=int, default=None, help="replay only the first N trace requests")
-    parser.add_argument("--num-groups", type=int, default=64, help="shared_prefix: groups (default 64)")
-    parser.add_argument("--prompts-per-group", type=int, default=16,
+    parser.add_argument("--time-scale", type=positive_float, default=4.0,
+                        help="trace arrival-time multiplier (default 4)")
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="replay only the first N lines of the trace (default all)")
+    parser.add_argument("--num-groups", type=positive_int, default=64, help="shared_prefix: groups (default 64)")
+    parser.add_argument("--prompts-per-group", type=positive_int, default=16,
                         help="shared_prefix: prompts per group (default 16)")
 
 
 def run(args: argparse.Namespace) -> None:
     unknown = set(args.schedulers) - set(scheduler_names())
     if unknown:
-        raise SystemExit(f"unknown scheduler(s) {sorted(unknown)}; valid: {', '.join(scheduler_names())}")
-    if args.trace is not None and not args.trace.exists():
-        raise SystemExit(f"trace not found: {args.trace}")
+        raise UsageError(f"--schedulers: unknown {', '.join(sorted(unknown))}; "
+                         f"valid: {', '.join(scheduler_names())}")
     print(run_demo(
         seed=args.seed, rate=args.rate, duration=args.duration, bidders=args.bidders,
         kv_capacity=args.kv_capacity, schedulers=args.schedulers, trace=args.trace,

@@ -1,58 +1,89 @@
 """`radix-auction evaluate`: evaluate a built-in or trained policy on fixed seeds.
 
 Episode k uses env seed SEED + k for every policy, so all policies face identical workloads and
-opponents. Each episode's metrics (`agents.evaluation`) go to TensorBoard as `eval/<metric>` with
-step = episode index, in LOGDIR/<policy name> (e.g. runs/eval/ogd), and a summary is printed.
+opponents. A saved model is evaluated in the scenario it was trained in: the `env_kwargs` of the
+config.json in its run folder (the output says so), which `--env-kwargs` overrides key by key.
+Each episode's metrics (`agents.evaluation`) go to TensorBoard as `eval/<metric>` with step =
+episode index, in a new folder LOGDIR/<policy name> (e.g. runs/eval/ogd; runs/eval/ogd_2 when
+that is taken, see `agents.run_dir`), and a summary is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
 from pathlib import Path
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, log_episodes, policy_from_spec, policy_name
-from agents.stats import mean_ci
+from agents.run_dir import new_run_dir
+from agents.sb3 import check_env_kwargs
+from agents.stats import format_ci, mean_ci
+from auction_gym.pacing import Policy
 
-from .train import json_dict, positive_int
+from .argtypes import json_dict, positive_int
+from .cli import UsageError, run_command
+from .train import scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", required=True, help="ogd, truthful, fixed:<alpha>, or PATH.zip of a trained model")
-    parser.add_argument("--episodes", type=positive_int, default=10)
+    parser.add_argument("--episodes", type=positive_int, default=10, help="evaluation episodes (default 10)")
     parser.add_argument("--seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"episode k uses seed SEED + k (default {DEFAULT_EVAL_SEED})")
-    parser.add_argument("--logdir", default="runs/eval", help="TensorBoard root; the run goes to LOGDIR/<policy>")
-    parser.add_argument("--env-kwargs", type=json_dict, default={},
-                        help="RadixAuction-v0 arguments as JSON (use the ones the model was trained on)")
+    parser.add_argument("--logdir", default="runs/eval",
+                        help="TensorBoard root; the run goes to a new LOGDIR/<policy> (default runs/eval)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="write into LOGDIR/<policy> itself, deleting an earlier evaluation's events there")
+    parser.add_argument("--env-kwargs", type=json_dict, default=None,
+                        help="RadixAuction-v0 arguments as JSON (default: for a saved model, those of the "
+                        "config.json beside it, which these override; for a built-in policy, the env's defaults)")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
 def evaluate_spec(spec: str, env_kwargs: dict, episodes: int, seed: int, logdir: str | Path,
-                  progress: bool = True) -> list[dict[str, float]]:
-    """Evaluate the policy `spec` and log it to LOGDIR/<policy name>; the per-episode metrics."""
+                  progress: bool = True, overwrite: bool = False) -> list[dict[str, float]]:
+    """Evaluate the policy `spec` and log it to a new folder LOGDIR/<policy name>; the per-episode
+    metrics."""
     policy = policy_from_spec(spec, env_kwargs.get("alpha_max", 2.0))
-    name = policy_name(spec)
+    return evaluate_and_log(policy, policy_name(spec), env_kwargs, episodes, seed, logdir, progress, overwrite)
+
+
+def evaluate_and_log(policy: Policy, name: str, env_kwargs: dict, episodes: int, seed: int, logdir: str | Path,
+                     progress: bool = True, overwrite: bool = False) -> list[dict[str, float]]:
+    """Evaluate `policy` and log it to a new folder LOGDIR/`name`; the per-episode metrics."""
     results = evaluate(policy, env_kwargs, episodes, seed, progress=progress, desc=f"evaluate {name}")
-    log_episodes(Path(logdir) / name, results, {"policy": name, "episodes": episodes, "seed": seed})
+    log_episodes(new_run_dir(Path(logdir) / name, overwrite), results,
+                 {"policy": name, "episodes": episodes, "seed": seed})
     return results
 
 
 def run(args: argparse.Namespace) -> None:
+    model = args.policy if args.policy.endswith(".zip") else None
+    if model is not None and not Path(model).is_file():
+        raise UsageError(f"--policy: model not found: {model}")
+    env_kwargs, source = scenario(args.env_kwargs, model)
     try:
-        results = evaluate_spec(args.policy, args.env_kwargs, args.episodes, args.seed, args.logdir, args.progress)
+        check_env_kwargs(env_kwargs)
     except ValueError as e:
-        raise SystemExit(f"evaluate: {e}") from None
-    print(f"{policy_name(args.policy)}: {args.episodes} episodes, seeds {args.seed}..{args.seed + args.episodes - 1}")
+        raise UsageError(f"--env-kwargs: {e}") from None
+    try:
+        policy = policy_from_spec(args.policy, env_kwargs.get("alpha_max", 2.0))
+    except ValueError as e:
+        raise UsageError(f"--policy: {e}") from None
+    print(f"environment arguments from {source}: {json.dumps(env_kwargs)}")
+    start = time.perf_counter()
+    results = evaluate_and_log(policy, policy_name(args.policy), env_kwargs, args.episodes, args.seed, args.logdir,
+                               args.progress, args.overwrite)
+    print(f"{policy_name(args.policy)}: {args.episodes} episodes, seeds {args.seed}..{args.seed + args.episodes - 1}, "
+          f"{time.perf_counter() - start:.1f} s")
     for m in METRICS:
-        mean, half = mean_ci([r[m] for r in results])
-        print(f"  {m:18s} {mean:12.4f} +- {half:.4f} (95% CI)")
+        print(f"  {m:18s} {format_ci(*mean_ci([r[m] for r in results]))} (95% CI)")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="radix-auction evaluate", description="Evaluate a policy on "
-                                     "RadixAuction-v0 on fixed seeds and log eval/* to TensorBoard.")
-    add_arguments(parser)
-    run(parser.parse_args(argv))
+    """`python -m experiments.evaluate ...`: the same as `radix-auction evaluate ...`."""
+    run_command("evaluate", argv)
 
 
 if __name__ == "__main__":

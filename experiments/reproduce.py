@@ -8,7 +8,23 @@ other cost model, `radix_vcg/unit` by default) replays the same workloads (same 
 arrivals, prompts and bids) through the simulated engine, over a sweep of load and KV capacity,
 with truthful bids and unlimited budgets (the auctions' payments are charged as the market charges
 them, DESIGN.md section 3). Workloads: agentic traffic, SGLang's generated-shared-prefix benchmark
-(`auction_gym.workload.shared_prefix`), and the Mooncake conversation trace when it is found.
+(`auction_gym.workload.shared_prefix`), and the Mooncake conversation trace.
+
+Trace: `--trace`, by default the first of DEFAULT_TRACES that exists: the full conversation trace
+beside the repository (`../shared/data/mooncake/`), else the 1,000-line slice the repository ships
+(`tests/data/mooncake/`). The slice is the trace's first 1,000 lines, unmodified, and no sweep replays
+more (`Sweep.mooncake_lines`), so either gives the same rows. The run says which trace it uses (or
+that none is found, and then leaves the Mooncake workload out), and parses the lines the sweep will
+replay before the sweep starts: a malformed trace fails at once, naming the file and line, and so
+does one the sweep cannot use (fewer than two requests, or none that fits a KV capacity of the
+sweep); it also says how many requests the engine will reject for want of KV capacity.
+
+Outputs, under `--out`: reproduce.csv gets its header at the start and the rows of each (workload,
+KV capacity, seed) task as that task finishes (in completion order, also with `--jobs` > 1), so an
+interrupted or failed sweep keeps every task it finished; a complete run then rewrites it in the
+sweep's order (workload, KV capacity, seed, load, policy). reproduce.md and the figures are written
+at the end (`reproduce_report.py`), followed by the run's wall time. A workload on which no request
+finishes (every one rejected for KV capacity) stops the sweep with an error instead of NaN rows.
 
 Definitions (per workload, KV capacity and seed):
 - load: arrival rate / capacity, where capacity is the throughput (requests/s) LPM sustains on the
@@ -34,9 +50,11 @@ import argparse
 import csv
 import math
 import os
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -45,9 +63,17 @@ from auction_gym.market import MECHANISMS, Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.workload import AgenticConfig
 
+from .argtypes import positive_int, trace_file
+from .cli import UsageError, run_command
+
 AUCTION = "radix_vcg"
 COST_MODELS = ("tokens", "unit")
-DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/data/mooncake/conversation_trace.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_TRACES = (
+    REPO.parent / "shared/data/mooncake/conversation_trace.jsonl",
+    REPO / "tests/data/mooncake/conversation_slice.jsonl",
+)
+"""`--trace`'s default: the first of these that exists (the full trace, then the shipped slice)."""
 COLUMNS = (
     "workload", "policy", "load", "kv_capacity", "seed", "mean_latency", "p99_latency", "mean_ttft",
     "hit_rate", "throughput", "sustainable_throughput", "model_welfare", "realized_welfare",
@@ -99,6 +125,9 @@ NUM_BIDDERS = 8
 CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
+QUICK_WALL_TIME = "about 18 s on 2 idle cores"
+"""`--quick`'s wall time, quoted by --help: 17.7-18.2 s measured (2 jobs, load average < 0.8); about
+30 s while another process keeps one core busy."""
 SATURATING = {"agentic": 80.0, "shared_prefix": 200.0, "mooncake": 0.25}
 """Arrival settings that saturate the engine: agentic and shared-prefix requests/s, Mooncake time
 scale (4x its rate)."""
@@ -145,7 +174,7 @@ def replay(config: MarketConfig, seed: int, snapshots: list | None = None) -> di
     m = market.engine.metrics()
     return {"mean_latency": m.mean_latency, "p99_latency": m.p99_latency, "mean_ttft": m.mean_ttft,
             "hit_rate": m.hit_rate, "throughput": m.throughput_rps, "realized_welfare": welfare,
-            "revenue": revenue, "finished": m.finished}
+            "revenue": revenue, "finished": m.finished, "rejected": m.rejected}
 
 
 def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str = "tokens") -> float:
@@ -178,9 +207,40 @@ def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str =
 
 
 def capacity(workload: str, kv: int, sweep: Sweep, trace: Path | None, seed: int) -> float:
-    """Requests/s that LPM serves on this workload when saturated (arrivals at SATURATING)."""
+    """Requests/s that LPM serves on this workload when saturated (arrivals at SATURATING).
+    UsageError where it finishes no request: every load's rows would be NaN."""
     cfg = replay_config(workload, kv, SATURATING[workload], sweep, "lpm", trace)
-    return replay(cfg, seed)["throughput"]
+    result = replay(cfg, seed)
+    if result["finished"] == 0:
+        raise UsageError(f"the {workload} workload at {kv} KV tokens (seed {seed}) finishes no request "
+                         f"({result['rejected']} rejected by the engine for KV capacity); nothing to measure")
+    return result["throughput"]
+
+
+def check_trace(trace: Path, sweep: Sweep) -> str:
+    """Parse the lines of `trace` that `sweep` replays (its first `mooncake_lines`) and describe them
+    in one line. A malformed line raises ValueError naming the file and line; a trace the sweep
+    cannot use raises UsageError: fewer than two requests or a single arrival time (no arrival
+    rate to scale), or a KV capacity of the sweep that every request exceeds."""
+    from auction_gym.workload import iter_mooncake
+
+    lines = sweep.mooncake_lines
+    arrivals, needs = [], []
+    for r in iter_mooncake(trace, limit=lines):
+        arrivals.append(r.arrival)
+        # The engine rejects, on arrival, a request whose prompt + output exceeds its KV capacity.
+        needs.append(r.prompt_len + r.output_len)
+    where = f"--trace {trace}: its first {lines} lines"
+    if len(arrivals) < 2 or arrivals[-1] == arrivals[0]:
+        raise UsageError(f"{where} hold {len(arrivals)} request(s); the sweep needs two or more with "
+                         "different timestamps (it scales the trace's arrival rate)")
+    rejected = {kv: sum(n > kv for n in needs) for kv in sweep.mooncake_kv}
+    for kv, count in rejected.items():
+        if count == len(needs):
+            raise UsageError(f"{where}: every request's prompt + output exceeds the sweep's {kv} KV tokens, "
+                             "so the engine would reject them all")
+    counts = ", ".join(f"{count} at {kv}" for kv, count in rejected.items())
+    return f"{len(needs)} requests from its first {lines} lines; rejected for KV capacity (KV tokens): {counts}"
 
 
 def mooncake_rate(trace: Path, lines: int) -> float:
@@ -199,7 +259,7 @@ def capture(values: dict[str, float]) -> float:
     return (values[AUCTION] - values["fcfs"]) / gain
 
 
-def _nothing() -> None:
+def _nothing(*_: object) -> None:
     pass
 
 
@@ -245,14 +305,14 @@ def run_task(workload: str, kv: int, seed: int, sweep: Sweep, trace: Path | None
 
 
 def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "tokens",
-              progress: bool = True, jobs: int = 1) -> list[dict]:
+              progress: bool = True, jobs: int = 1,
+              on_task: Callable[[list[dict]], object] = _nothing) -> list[dict]:
     """Every (workload, KV capacity, load, seed, policy) row; see the module docstring.
 
-    With jobs > 1 the (workload, KV capacity, seed) tasks run in that many processes; every task is
-    deterministic, so the rows are the same as with one.
+    `on_task(rows)` gets each (workload, KV capacity, seed) task's rows as soon as it finishes. With
+    jobs > 1 the tasks run in that many processes; every task is deterministic, so the rows are the
+    same as with one.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     from tqdm import tqdm
 
     plans = [("agentic", kv) for kv in sweep.agentic_kv] + [("shared_prefix", kv) for kv in sweep.shared_kv]
@@ -260,30 +320,77 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "t
         plans += [("mooncake", kv) for kv in sweep.mooncake_kv]
     tasks = [(workload, kv, seed) for workload, kv in plans for seed in range(seeds)]
     size = {w: len(sweep.loads_of(w)) * len(policies(cost_model)) + 1 for w, _ in plans}
+    done: dict[tuple, list[dict]] = {}
+
+    def finish(task: tuple, rows: list[dict]) -> None:
+        done[task] = rows
+        on_task(rows)
+
     with tqdm(total=sum(size[w] for w, _, _ in tasks), desc="reproduce", disable=not progress) as bar:
         if jobs <= 1:
-            return [row for task in tasks for row in run_task(*task, sweep, trace, cost_model, bar.update)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(run_task, *task, sweep, trace, cost_model): task for task in tasks}
-            for future in as_completed(futures):
-                bar.update(size[futures[future][0]])
-            return [row for future in futures for row in future.result()]
+            for task in tasks:
+                finish(task, run_task(*task, sweep, trace, cost_model, bar.update))
+        else:
+            def finish_counted(task: tuple, rows: list[dict]) -> None:
+                bar.update(size[task[0]])
+                finish(task, rows)
+
+            _run_parallel(tasks, (sweep, trace, cost_model), jobs, finish_counted)
+    return [row for task in tasks for row in done[task]]
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
+def _run_parallel(tasks: list[tuple], shared: tuple, jobs: int,
+                  finish: Callable[[tuple, list[dict]], None]) -> None:
+    """`run_task(*task, *shared)` for every task in `jobs` processes, `finish(task, rows)` as each
+    completes. On an error (or Ctrl-C) the queued tasks are dropped and the running ones are
+    awaited, and kept when they succeed, before the error is raised."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        pending = {pool.submit(run_task, *task, *shared): task for task in tasks}
+        try:
+            for future in as_completed(list(pending)):
+                finish(pending.pop(future), future.result())
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            for future, task in pending.items():
+                if not future.cancelled() and future.exception() is None:
+                    finish(task, future.result())
+            raise
+
+
+@contextmanager
+def csv_rows(path: Path) -> Iterator[Callable[[list[dict]], None]]:
+    """Write the CSV header (COLUMNS) to `path`, then give a function that appends rows, each batch
+    flushed to disk at once so that an interrupted run keeps it."""
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows)
+
+        def append(rows: list[dict]) -> None:
+            writer.writerows(rows)
+            f.flush()
+
+        f.flush()
+        yield append
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    """`rows` as a CSV of COLUMNS at `path`."""
+    with csv_rows(path) as append:
+        append(rows)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="small sweep, about 20 s on 2 cores")
-    parser.add_argument("--trace", type=Path, default=None,
-                        help=f"Mooncake conversation trace (default: {DEFAULT_TRACE} if present)")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per point (default 1 quick, 3 full)")
-    parser.add_argument("--out", type=Path, default=Path("results"))
-    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
+    parser.add_argument("--quick", action="store_true", help=f"small sweep, {QUICK_WALL_TIME}")
+    parser.add_argument("--trace", type=trace_file, default=None,
+                        help="Mooncake conversation trace (default: the first of "
+                        f"{', '.join(map(str, DEFAULT_TRACES))} that exists)")
+    parser.add_argument("--seeds", type=positive_int, default=None,
+                        help="seeds per point (default 1 quick, 3 full)")
+    parser.add_argument("--out", type=Path, default=Path("results"),
+                        help="folder for reproduce.csv, reproduce.md and the figures (default results)")
+    parser.add_argument("--jobs", type=positive_int, default=len(os.sched_getaffinity(0)),
                         help="processes to run (workload, KV size, seed) tasks in (default: every core)")
     parser.add_argument("--cost-model", choices=COST_MODELS, default="tokens",
                         help="the auctions' completion model and the one model welfare is measured in "
@@ -291,29 +398,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "beside it")
 
 
+def pick_trace(given: Path | None, sweep: Sweep) -> Path | None:
+    """The trace to replay (`given`, else the first of DEFAULT_TRACES that exists), checked against
+    `sweep` (`check_trace`) before anything runs; prints which one, or that there is none."""
+    trace = given if given is not None else next((p for p in DEFAULT_TRACES if p.is_file()), None)
+    if trace is None:
+        print(f"Mooncake trace: none ({' and '.join(map(str, DEFAULT_TRACES))} do not exist); "
+              "the mooncake workload is left out", flush=True)
+    else:
+        print(f"Mooncake trace: {trace}: {check_trace(trace, sweep)}", flush=True)
+    return trace
+
+
 def run(args: argparse.Namespace) -> None:
     from .reproduce_report import write_report
 
-    trace = args.trace if args.trace is not None else (DEFAULT_TRACE if DEFAULT_TRACE.exists() else None)
-    if trace is not None and not trace.exists():
-        raise SystemExit(f"trace not found: {trace}")
+    started = time.perf_counter()
     sweep = QUICK if args.quick else FULL
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    if seeds < 1:
-        raise SystemExit("--seeds must be >= 1")
-    if args.jobs < 1:
-        raise SystemExit("--jobs must be >= 1")
+    trace = pick_trace(args.trace, sweep)
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = run_sweep(sweep, seeds, trace, args.cost_model, jobs=args.jobs)
-    write_csv(rows, args.out / "reproduce.csv")
+    path = args.out / "reproduce.csv"
+    with csv_rows(path) as append:
+        rows = run_sweep(sweep, seeds, trace, args.cost_model, jobs=args.jobs, on_task=append)
+    write_csv(rows, path)  # the sweep's order, not the order tasks finished in
     print(write_report(rows, args.out, args.cost_model))
+    print(f"reproduce: {len(rows)} rows in {time.perf_counter() - started:.0f} s wall time ({args.jobs} jobs)")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="radix-auction reproduce", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    run(parser.parse_args(argv))
+    """`python -m experiments.reproduce ARGS`: `radix-auction reproduce ARGS`, with its error handling."""
+    run_command("reproduce", argv)
 
 
 if __name__ == "__main__":

@@ -2,43 +2,28 @@
 
 Example: `radix-auction train --algo ppo --timesteps 20000 --logdir runs` writes runs/ppo_s0/
 (model.zip, vecnormalize.pkl, config.json, TensorBoard events with SB3's curves, `eval/*` and the
-HPARAMS tab); `tensorboard --logdir runs` shows it.
+HPARAMS tab); `tensorboard --logdir runs` shows it. Run again, it writes runs/ppo_s0_2/ and leaves
+the first run as it was (`--overwrite` replaces it instead); `--resume runs/ppo_s0/model.zip`
+continues in runs/ppo_s0/, in the scenario saved in its config.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
+from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
 
 from agents.evaluation import DEFAULT_EVAL_SEED
-from agents.sb3 import ALGOS
-from agents.training import TrainConfig, train
+from agents.sb3 import ALGOS, check_env_kwargs, saved_env_kwargs
+from agents.training import TrainConfig, TrainResult, train
 
-
-def json_dict(text: str) -> dict[str, Any]:
-    """A JSON object given on the command line (argparse type)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An int >= 1 (argparse type); accepts 2e4."""
-    try:
-        value = int(float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+from .argtypes import json_dict, positive_int
+from .cli import UsageError, run_command
 
 
 def key_values(items: list[str] | None) -> dict[str, Any]:
@@ -47,9 +32,24 @@ def key_values(items: list[str] | None) -> dict[str, Any]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--hyperparams expects KEY=VALUE, got {item!r}")
-        out[key] = yaml.safe_load(value)
+            raise UsageError(f"--hyperparams expects KEY=VALUE, got {item!r}")
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise UsageError(f"--hyperparams {key}: cannot read the value {value!r}") from None
     return out
+
+
+def scenario(given: dict[str, Any] | None, model: str | None) -> tuple[dict[str, Any], str]:
+    """The environment arguments of a run on or of a saved `model`, and where they come from: the
+    model's config.json, with `given` (--env-kwargs) overriding key by key; or `given` alone."""
+    saved = saved_env_kwargs(model) if model is not None else None
+    if saved is None:
+        return dict(given or {}), "--env-kwargs" if given else "the defaults"
+    env_kwargs, path = saved
+    if given:
+        return {**env_kwargs, **given}, f"{path}, overridden by --env-kwargs"
+    return env_kwargs, str(path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,13 +57,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timesteps", type=positive_int, default=None,
                         help="environment steps to train (default: the YAML's n_timesteps); with --resume, "
                         "this many more")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the model and of the training envs (env i gets SEED + i; default 0)")
     parser.add_argument("--n-envs", type=positive_int, default=None,
                         help="parallel envs, SubprocVecEnv when > 1 (default: the YAML's n_envs)")
-    parser.add_argument("--logdir", default="runs", help="TensorBoard root; the run goes to LOGDIR/<algo>_s<seed>")
-    parser.add_argument("--run-name", default=None, help="run directory name (default <algo>_s<seed>)")
-    parser.add_argument("--env-kwargs", type=json_dict, default={},
-                        help='RadixAuction-v0 arguments as JSON, e.g. \'{"horizon": 200}\'')
+    parser.add_argument("--logdir", default="runs",
+                        help="TensorBoard root; the run goes to LOGDIR/<algo>_s<seed>, numbered _2, _3, ... when "
+                        "that is taken (default runs)")
+    parser.add_argument("--run-name", default=None,
+                        help="run folder name (default <algo>_s<seed>; with --resume, the resumed run's folder)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="write into LOGDIR/<run name> itself, deleting an earlier run's model, statistics, "
+                        "config, checkpoints and TensorBoard events there")
+    parser.add_argument("--env-kwargs", type=json_dict, default=None,
+                        help='RadixAuction-v0 arguments as JSON, e.g. \'{"horizon": 200}\' (default: the env\'s '
+                        "defaults; with --resume, the resumed run's config.json, which these override)")
     parser.add_argument("--checkpoint-every", type=positive_int, default=None,
                         help="save a checkpoint every N environment steps to <run>/checkpoints/")
     parser.add_argument("--resume", default=None, metavar="PATH",
@@ -73,8 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hyperparams", nargs="*", metavar="KEY=VALUE",
                         help="override YAML entries, e.g. n_steps=256 learning_rate=1e-3")
     parser.add_argument("--eval-freq", type=positive_int, default=None,
-                        help="evaluate every N environment steps (default: a tenth of the run)")
-    parser.add_argument("--eval-episodes", type=positive_int, default=5)
+                        help="evaluate every N environment steps, at the next rollout boundary (default: a tenth "
+                        "of the run, and at least one rollout)")
+    parser.add_argument("--eval-episodes", type=positive_int, default=5,
+                        help="episodes per evaluation during training (default 5)")
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--torch-threads", type=positive_int, default=1,
@@ -83,32 +93,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_of(args: argparse.Namespace) -> TrainConfig:
-    """The TrainConfig of parsed arguments; SystemExit for an unknown algorithm."""
+    """The TrainConfig of parsed arguments, checked before any work starts (UsageError naming the
+    option otherwise); prints where the environment arguments come from."""
     if args.algo not in ALGOS:
-        raise SystemExit(f"unknown --algo {args.algo!r}; valid: {', '.join(ALGOS)}")
+        raise UsageError(f"unknown --algo {args.algo!r}; valid: {', '.join(ALGOS)}")
+    if args.resume is not None and not Path(args.resume).is_file():
+        raise UsageError(f"--resume: model not found: {args.resume}")
+    if args.hyperparams_file is not None and not Path(args.hyperparams_file).is_file():
+        raise UsageError(f"--hyperparams-file: no such file: {args.hyperparams_file}")
+    env_kwargs, source = scenario(args.env_kwargs, args.resume)
+    try:
+        check_env_kwargs(env_kwargs)
+    except ValueError as e:
+        raise UsageError(f"--env-kwargs: {e}") from None
+    print(f"environment arguments from {source}: {json.dumps(env_kwargs)}")
     return TrainConfig(
         algo=args.algo, logdir=args.logdir, timesteps=args.timesteps, seed=args.seed, n_envs=args.n_envs,
-        env_kwargs=args.env_kwargs, checkpoint_every=args.checkpoint_every, resume=args.resume,
+        env_kwargs=env_kwargs, checkpoint_every=args.checkpoint_every, resume=args.resume,
         hyperparams_file=args.hyperparams_file, hyperparams=key_values(args.hyperparams),
-        run_name=args.run_name, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
-        eval_seed=args.eval_seed, progress=args.progress,
+        run_name=args.run_name, overwrite=args.overwrite, eval_freq=args.eval_freq,
+        eval_episodes=args.eval_episodes, eval_seed=args.eval_seed, progress=args.progress,
     )
+
+
+def describe(result: TrainResult, wall_s: float) -> str:
+    """What a run did, in a line or two: where it saved, steps trained (and why more than asked)."""
+    lines = [f"saved {result.model_path} ({result.trained} steps, {result.evaluations} evaluations, "
+             f"{wall_s:.0f} s)"]
+    if result.trained > result.asked:
+        lines.append(f"note: trained {result.trained} steps, {result.asked} asked: the algorithm collects whole "
+                     "rollouts (n_steps x n_envs steps) before it stops")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.torch_threads)
-    try:
-        path = train(config_of(args))
-    except ValueError as e:
-        raise SystemExit(f"train: {e}") from None
-    print(f"saved {path}")
+    config = config_of(args)
+    start = time.perf_counter()
+    print(describe(train(config), time.perf_counter() - start))
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="radix-auction train", description="Train an SB3 pacing agent on "
-                                     "RadixAuction-v0 (hyperparameters from hyperparams/<algo>.yml).")
-    add_arguments(parser)
-    run(parser.parse_args(argv))
+    """`python -m experiments.train ...`: the same as `radix-auction train ...`."""
+    run_command("train", argv)
 
 
 if __name__ == "__main__":

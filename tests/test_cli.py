@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
-from experiments.cli import COMMANDS, main
+from experiments.cli import COMMANDS, build_parser, main
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -39,7 +41,47 @@ def test_demo_replays_the_shared_prefix_benchmark(capsys):
 
 
 def test_bad_input_exits_with_a_message(capsys):
-    with pytest.raises(SystemExit, match="unknown scheduler"):
+    with pytest.raises(SystemExit) as exc:
         main(["demo", "--schedulers", "sjf"])
-    with pytest.raises(SystemExit):
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().startswith("radix-auction demo: error: --schedulers: unknown sjf")
+    with pytest.raises(SystemExit) as exc:
         main(["no-such-command"])
+    assert exc.value.code == 2
+
+
+def test_library_errors_are_one_line_unless_debugging(tmp_path, capsys, monkeypatch):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [0]}\n{"oops"\n')
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--trace", str(trace)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and f"{trace}: line 2: invalid JSON" in err
+    monkeypatch.setenv("RADIX_AUCTION_DEBUG", "1")
+    with pytest.raises(ValueError, match="line 2"):
+        main(["demo", "--trace", str(trace)])
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch):
+    import experiments.demo
+
+    def bug(args):
+        raise KeyError("ours")
+
+    monkeypatch.setattr(experiments.demo, "run", bug)
+    with pytest.raises(KeyError):
+        main(["demo"])
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_option_says_what_it_does_and_its_default(command):
+    parser = build_parser(command)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    for action in sub._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        name = action.option_strings[0] if action.option_strings else action.dest
+        assert action.help, f"{command} {name} has no help text"
+        shown = action.default not in (None, False, True, [], argparse.SUPPRESS) and action.nargs != 0
+        if shown and not action.required:
+            assert "default" in action.help, f"{command} {name}: its default {action.default!r} is not shown"

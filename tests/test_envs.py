@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
+import errno
+import os
+import re
 import subprocess
 import sys
 import warnings
@@ -149,3 +153,47 @@ def test_mooncake_workload_runs_on_the_slice():
         if te or tr:
             break
     assert total > 0
+
+
+def unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A trace file this process cannot open for reading. Root reads it whatever its mode, so
+    there opening it is made to fail as it would for anyone else."""
+    path = tmp_path / "locked.jsonl"
+    path.write_text(SLICE.read_text().splitlines()[0] + "\n")
+    path.chmod(0)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        real_open = builtins.open
+
+        def guarded(file, *args, **kwargs):
+            if os.fspath(file) == os.fspath(path):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+            return real_open(file, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", guarded)
+    return path
+
+
+ENVS = {"gym.make": lambda **kw: gym.make("RadixAuction-v0", **kw), "parallel_env": auction_gym.parallel_env}
+
+
+@pytest.mark.parametrize("make", ENVS.values(), ids=ENVS.keys())
+@pytest.mark.parametrize("workload", ["mooncake", "agentic"])
+@pytest.mark.parametrize("case", ["missing", "directory", "unreadable"])
+def test_bad_trace_path_raises_at_construction(make, workload, case, tmp_path, monkeypatch):
+    path = {"missing": lambda: tmp_path / "no_such_trace.jsonl", "directory": lambda: tmp_path,
+            "unreadable": lambda: unreadable_file(tmp_path, monkeypatch)}[case]()
+    with pytest.raises(ValueError, match=f"trace_path.*{re.escape(repr(str(path)))}"):
+        make(workload=workload, trace_path=str(path), horizon=5)
+
+
+@pytest.mark.parametrize("make", ENVS.values(), ids=ENVS.keys())
+def test_long_horizon_over_an_unstable_queue_warns_once_at_construction(make):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make(horizon=5000)
+    ours = [str(w.message) for w in caught if "horizon=5000" in str(w.message)]
+    assert len(ours) == 1 and "waiting queue grows" in ours[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make()  # the default horizon
+        make(horizon=5000, workload_kwargs={"rate": 12.0})  # a load the engine serves

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auction_gym.market import MECHANISMS, Market, MarketConfig
+from auction_gym.market import MECHANISMS, Market, MarketConfig, Obs
+from auction_gym.market.config import CONTEXT_PER_REQUEST, DECODE_STEPS_PER_REQUEST, LONG_HORIZON
 from auction_gym.pacing import OGDPacer, Truthful
 
 SMALL = dict(horizon=40, warmup=5.0, workload_kwargs={"rate": 60.0})  # a queue forms fast
@@ -150,7 +151,8 @@ def test_ogd_spends_90_to_100_percent_where_truthful_overspends(seed):
 
 def test_bad_configs_raise():
     for bad in (dict(mechanism="sjf"), dict(workload="sharegpt"), dict(backend="tpu"),
-                dict(workload="mooncake"), dict(budget=[1.0]), dict(budget=-1.0), dict(horizon=0),
+                dict(workload="mooncake"), dict(trace_path="no/such/trace.jsonl"),
+                dict(budget=[1.0]), dict(budget=-1.0), dict(horizon=0),
                 dict(engine_kwargs={"kv_tokens": 1}), dict(workload_kwargs={"rat": 1.0})):
         with pytest.raises(ValueError):
             MarketConfig(**bad)
@@ -161,3 +163,45 @@ def test_bad_configs_raise():
     for bad_alpha in ([1.0, 1.0], [np.nan, 1, 1, 1], [-1, 1, 1, 1]):
         with pytest.raises(ValueError):
             market.step(bad_alpha)
+
+
+def test_queue_features_are_log_scaled_past_the_old_cap():
+    """own_queued = log1p(own waiting / 16), total_queue = log1p(all waiting / 64): no longer clipped
+    at 64 own (256 in all) waiting requests, and inside the observation bounds; own_latency and
+    own_ttft are log1p(latency / 10 s) and log1p(TTFT / 1 s)."""
+    market = Market(MarketConfig(horizon=60, warmup=5.0, workload_kwargs={"rate": 200.0}))
+    market.reset(0)
+    most = 0
+    while not market.done:
+        market.step(np.ones(4))
+        obs = market.observations()
+        own = np.bincount([r.bidder for r in market.engine.waiting], minlength=4)
+        np.testing.assert_allclose(obs[:, Obs.OWN_QUEUED], np.log1p(own / 16), rtol=1e-6)
+        np.testing.assert_allclose(obs[:, Obs.TOTAL_QUEUE], np.log1p(len(market.engine.waiting) / 64), rtol=1e-6)
+        np.testing.assert_allclose(obs[:, Obs.OWN_LATENCY], np.log1p(np.array(market._latency_ema) / 10), rtol=1e-6)
+        np.testing.assert_allclose(obs[:, Obs.OWN_TTFT], np.log1p(np.array(market._ttft_ema) / 1), rtol=1e-6)
+        assert np.all(obs <= market.obs_high) and np.all(obs >= 0)
+        most = max(most, own.max())
+    assert most > 64  # where own_queued used to clip at 4
+
+
+def test_queue_warning_criterion():
+    assert MarketConfig().queue_warning() is None  # the default horizon
+    message = MarketConfig(horizon=5000).queue_warning()
+    assert "horizon=5000" in message and "20 requests/s" in message and "14.5/s" in message
+    assert MarketConfig(horizon=LONG_HORIZON).queue_warning() is None
+    assert MarketConfig(horizon=5000, workload_kwargs={"rate": 12.0}).queue_warning() is None  # a stable load
+    assert MarketConfig(horizon=5000, workload="shared_prefix").queue_warning() is None  # a finite workload
+    # Bursts count at their long-run mean: 12 x (1 + 3 x 5 / 20) = 21 requests/s.
+    bursty = MarketConfig(horizon=5000, workload_kwargs={"rate": 12.0, "burst_period": 20.0, "burst_duration": 5.0})
+    assert "arrivals at 21 requests/s" in bursty.queue_warning()
+    # More running slots serve more: 64 of them take 20 requests/s.
+    assert MarketConfig(horizon=5000, engine_kwargs={"max_running_requests": 64}).queue_warning() is None
+
+
+def test_served_rate_follows_the_cost_model():
+    config = MarketConfig(engine_kwargs={"max_running_requests": 16})
+    cost = config.make_engine(config.make_scheduler()).cost
+    step = cost.decode_time(16, 16 * CONTEXT_PER_REQUEST)
+    assert config.served_rate() == pytest.approx(16 / (DECODE_STEPS_PER_REQUEST * step))
+    assert MarketConfig().served_rate() == pytest.approx(14.45, abs=0.01)

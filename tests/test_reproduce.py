@@ -1,15 +1,14 @@
-"""A tiny `reproduce` run on a cache-pressured configuration shows the paper's qualitative findings."""
+"""A tiny `reproduce` run on a cache-pressured configuration shows the paper's qualitative findings.
+(Its command line, bad input and partial runs: test_cli_reproduce_demo.py.)"""
 
 from __future__ import annotations
 
 import csv
 import math
-from argparse import Namespace
-from pathlib import Path
 
 import pytest
 
-from experiments.reproduce import COLUMNS, Sweep, policies, run, run_sweep, write_csv
+from experiments.reproduce import COLUMNS, Sweep, policies, run_sweep, write_csv
 from experiments.reproduce_report import write_report
 
 # 15k KV tokens for 8 tenants' agentic traffic at twice what LPM sustains, and 40k for SGLang's
@@ -70,13 +69,6 @@ def test_outputs_are_written(rows, tmp_path):
     assert "latency strict / radix" in text and "Latency blow-up" in text
     for name in ("reproduce.md", "latency_vs_load.png", "hit_rate_vs_load.png", "welfare_capture_vs_load.png"):
         assert (tmp_path / name).stat().st_size > 0
-
-
-def test_bad_arguments():
-    good = dict(quick=True, trace=None, seeds=1, out=Path("/tmp"), cost_model="tokens", jobs=1)
-    for bad in (dict(trace=Path("/nonexistent.jsonl")), dict(seeds=0), dict(jobs=0)):
-        with pytest.raises(SystemExit):
-            run(Namespace(**{**good, **bad}))
 
 
 def test_parallel_tasks_give_the_same_rows():

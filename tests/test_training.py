@@ -3,24 +3,46 @@
 from __future__ import annotations
 
 import json
+import zipfile
 
 import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams.api_pb2 import Status
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from agents.evaluation import METRICS, episode_metrics, evaluate, policy_from_spec
-from agents.sb3 import detect_algo, load_hyperparams, vecnormalize_path
-from agents.stats import mean_ci
+from agents.sb3 import detect_algo, load_hyperparams, load_policy, vecnormalize_path
+from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
 from experiments import compare as compare_cmd
 from experiments import evaluate as evaluate_cmd
 from experiments import train as train_cmd
+from experiments.cli import main as cli_main
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
                                           "burst_duration": 1.0}}
 ENV_JSON = json.dumps(ENV)
 PPO_TINY = ["n_steps=64", "batch_size=32", "n_epochs=2"]
 EVAL_TAGS = {f"eval/{m}" for m in METRICS}
+
+
+def usage_error(capsys, command: str, argv: list[str]) -> str:
+    """Run `radix-auction COMMAND ARGV`, expect a one-line user error (exit 2); its message."""
+    with pytest.raises(SystemExit) as exc:
+        cli_main([command, *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1 or err.startswith("usage:"), err
+    return err.splitlines()[-1]
+
+
+def session_status(logdir) -> str:
+    """The status of the HPARAMS session written in `logdir`."""
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    content = acc.PluginTagToContent("hparams")["_hparams_/session_end_info"]
+    return Status.Name(HParamsPluginData.FromString(content).session_end_info.status)
 
 
 def scalars(logdir) -> dict[str, list]:
@@ -54,13 +76,15 @@ def test_train_writes_model_stats_and_tensorboard(trained):
     acc = EventAccumulator(str(trained))
     acc.Reload()
     assert "_hparams_/experiment" in acc.PluginTagToContent("hparams")
+    assert session_status(trained) == "STATUS_SUCCESS"
 
 
 def test_evaluate_builtin_and_zip_on_identical_seeds(trained, tmp_path, capsys):
     for spec in ("ogd", str(trained / "model.zip")):
         evaluate_cmd.main(["--policy", spec, "--episodes", "3", "--seed", "7", "--logdir", str(tmp_path),
                            "--env-kwargs", ENV_JSON, "--no-progress"])
-    assert "utility" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "utility" in out and " ± " in out and "+-" not in out
     for name in ("ogd", "ppo_s0"):
         tags = scalars(tmp_path / name)
         assert EVAL_TAGS <= set(tags)
@@ -77,6 +101,63 @@ def test_resume_continues_step_count(trained, tmp_path):
     assert min(e.step for e in tags["eval/utility"]) > 256
 
 
+def test_a_second_run_never_overwrites_the_first(tmp_path, capsys):
+    argv = ["--algo", "ppo", "--timesteps", "32", "--logdir", str(tmp_path), "--env-kwargs", ENV_JSON,
+            "--eval-episodes", "1", "--no-progress", "--hyperparams", "n_steps=32", "batch_size=32", "n_epochs=1"]
+    train_cmd.main(argv)
+    first = (tmp_path / "ppo_s0" / "model.zip").read_bytes()
+    events = sorted(p.name for p in (tmp_path / "ppo_s0").glob("events.out.tfevents.*"))
+    train_cmd.main(argv)
+    assert (tmp_path / "ppo_s0" / "model.zip").read_bytes() == first
+    assert sorted(p.name for p in (tmp_path / "ppo_s0").glob("events.out.tfevents.*")) == events
+    assert (tmp_path / "ppo_s0_2" / "model.zip").exists()
+    assert f"saved {tmp_path / 'ppo_s0_2' / 'model.zip'}" in capsys.readouterr().out
+    train_cmd.main([*argv, "--overwrite"])  # asked: replaces ppo_s0, one events file again
+    assert len(list((tmp_path / "ppo_s0").glob("events.out.tfevents.*"))) == 1
+    assert not (tmp_path / "ppo_s0_3").exists()
+    # Resuming continues in the run it resumes, on purpose, in the scenario it was trained in.
+    train_cmd.main(["--algo", "ppo", "--timesteps", "32", "--logdir", str(tmp_path), "--eval-episodes", "1",
+                    "--no-progress", "--resume", str(tmp_path / "ppo_s0_2" / "model.zip")])
+    assert f"{tmp_path / 'ppo_s0_2' / 'config.json'}" in capsys.readouterr().out
+    assert scalars(tmp_path / "ppo_s0_2")["eval/utility"][-1].step == 64
+    assert not (tmp_path / "ppo_s0_3").exists()
+    for _ in range(2):
+        evaluate_cmd.main(["--policy", "ogd", "--episodes", "1", "--logdir", str(tmp_path / "eval"),
+                           "--env-kwargs", ENV_JSON, "--no-progress"])
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["ogd", "ogd_2"]
+
+
+def test_evaluate_uses_the_scenario_the_model_was_trained_in(trained, tmp_path, capsys):
+    model = str(trained / "model.zip")
+    evaluate_cmd.main(["--policy", model, "--episodes", "2", "--seed", "3", "--logdir", str(tmp_path),
+                       "--no-progress"])
+    out = capsys.readouterr().out
+    assert f"environment arguments from {trained / 'config.json'}" in out
+    expected = evaluate(load_policy(model), ENV, 2, seed=3, progress=False)
+    mean, half = mean_ci([r["utility"] for r in expected])
+    assert f"utility            {format_ci(mean, half)}" in out
+    evaluate_cmd.main(["--policy", model, "--episodes", "1", "--logdir", str(tmp_path), "--no-progress",
+                       "--env-kwargs", '{"horizon": 5}'])
+    assert "overridden by --env-kwargs: " + json.dumps({**ENV, "horizon": 5}) in capsys.readouterr().out
+
+
+def test_evaluation_runs_once_per_rollout_and_the_output_says_what_was_trained(tmp_path, capsys):
+    # Asked for 64 steps, PPO collects a whole rollout of 128: one evaluation, at its end, not one
+    # every 6 steps of the same policy.
+    train_cmd.main(["--algo", "ppo", "--timesteps", "64", "--logdir", str(tmp_path), "--env-kwargs", ENV_JSON,
+                    "--eval-episodes", "1", "--no-progress", "--hyperparams", "n_steps=128", "batch_size=64",
+                    "n_epochs=1"])
+    out = capsys.readouterr().out
+    assert "(128 steps, 1 evaluations" in out and "trained 128 steps, 64 asked" in out
+    assert [e.step for e in scalars(tmp_path / "ppo_s0")["eval/utility"]] == [128]
+    # With --eval-freq below a rollout, evaluations fall on rollout boundaries.
+    result = train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=256, env_kwargs=ENV, eval_freq=32,
+                               eval_episodes=1, progress=False,
+                               hyperparams={"n_steps": 64, "batch_size": 64, "n_epochs": 1}))
+    assert [e.step for e in scalars(result.run_dir)["eval/utility"]] == [64, 128, 192, 256]
+    assert (result.asked, result.trained, result.evaluations) == (256, 256, 4)
+
+
 def test_ctrl_c_saves_a_checkpoint(tmp_path):
     class Interrupt(BaseCallback):
         def _on_step(self) -> bool:
@@ -91,6 +172,10 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path):
     assert exc.value.code == 130
     assert (tmp_path / "ppo_s0" / "model.zip").exists() and (tmp_path / "ppo_s0" / "vecnormalize.pkl").exists()
     assert list((tmp_path / "ppo_s0").glob("events.out.tfevents.*"))
+    assert session_status(tmp_path / "ppo_s0") == "STATUS_FAILURE"  # not SB3's SUCCESS written at the start
+    assert "interrupted at step" in " ".join(
+        str(t) for t in EventAccumulator(str(tmp_path / "ppo_s0"), size_guidance={"tensors": 0}).Reload().Tensors(
+            "run/status/text_summary"))
 
 
 @pytest.mark.parametrize("algo, n_envs, hyperparams", [
@@ -106,21 +191,44 @@ def test_every_algo_trains_and_saves(tmp_path, algo, n_envs, hyperparams):
 
 @pytest.mark.parametrize("argv, message", [
     (["--algo", "dqn"], "unknown --algo 'dqn'; valid: ppo, sac, td3, a2c"),
+    (["--algo", "ppo", "--env-kwargs", '{"horizn": 5}'], "--env-kwargs: unknown environment argument(s) horizn; valid:"),
+    (["--algo", "ppo", "--env-kwargs", '{"horizon": -5}'], "--env-kwargs: horizon must be a positive int"),
+    (["--algo", "ppo", "--hyperparams", "n_stepz=64"], "unknown hyperparameter 'n_stepz' for ppo; valid:"),
+    (["--algo", "ppo", "--hyperparams", "learning_rate=fast"], "hyperparameter learning_rate='fast' for ppo: expected float"),
+    (["--algo", "ppo", "--hyperparams", "n_steps"], "--hyperparams expects KEY=VALUE, got 'n_steps'"),
+    (["--algo", "ppo", "--hyperparams", "n_steps=0"], "ppo rejected its hyperparameters"),
+    (["--algo", "ppo", "--hyperparams-file", "missing.yml"], "--hyperparams-file: no such file: missing.yml"),
+    (["--algo", "ppo", "--resume", "missing.zip"], "--resume: model not found: missing.zip"),
+    (["--algo", "ppo", "--timesteps", "abc"], "argument --timesteps: expected a number, got 'abc'"),
 ])
-def test_bad_algo(tmp_path, argv, message):
-    with pytest.raises(SystemExit, match=message):
-        train_cmd.main([*argv, "--logdir", str(tmp_path)])
+def test_train_user_errors_are_one_line(tmp_path, capsys, argv, message):
+    assert message in usage_error(capsys, "train", [*argv, "--logdir", str(tmp_path), "--no-progress"])
+    assert not any(tmp_path.iterdir())  # nothing started
 
 
-@pytest.mark.parametrize("policy", ["greedy", "fixed:abc", "missing.zip"])
-def test_bad_policy(tmp_path, policy):
-    with pytest.raises(SystemExit, match="evaluate: (unknown policy|bad policy|model not found)"):
-        evaluate_cmd.main(["--policy", policy, "--logdir", str(tmp_path), "--no-progress"])
+@pytest.mark.parametrize("policy, message", [
+    ("greedy", "--policy: unknown policy 'greedy'"),
+    ("fixed:abc", "--policy: bad policy"),
+    ("missing.zip", "--policy: model not found: missing.zip"),
+    ("no_data.zip", "is not an SB3 model zip: it has no 'data' entry"),
+])
+def test_bad_policy(tmp_path, monkeypatch, capsys, policy, message):
+    monkeypatch.chdir(tmp_path)
+    with zipfile.ZipFile(tmp_path / "no_data.zip", "w") as z:
+        z.writestr("policy.pth", b"")
+    assert message in usage_error(capsys, "evaluate", ["--policy", policy, "--logdir", "runs", "--no-progress"])
 
 
-def test_bad_compare_algos(tmp_path):
-    with pytest.raises(SystemExit, match="valid: ppo, sac, td3, a2c"):
-        compare_cmd.main(["--algos", "ppo,dqn", "--logdir", str(tmp_path), "--out", str(tmp_path)])
+@pytest.mark.parametrize("argv, message", [
+    (["--algos", "ppo,dqn"], "valid: ppo, sac, td3, a2c"),
+    (["--baselines", "ogd,greedy"], "--baselines: unknown policy 'greedy'"),
+    (["--hyperparams", "n_stepz=3"], "--hyperparams: unknown hyperparameter 'n_stepz' for ppo"),
+    (["--env-kwargs", '{"mechanism": "sjf"}'], "--env-kwargs: "),
+])
+def test_compare_checks_every_option_before_any_work(tmp_path, capsys, argv, message):
+    assert message in usage_error(capsys, "compare", [*argv, "--logdir", str(tmp_path / "runs"),
+                                                      "--out", str(tmp_path / "out"), "--no-progress"])
+    assert not any(tmp_path.iterdir())
 
 
 def test_hyperparams_files_load_for_every_algo():
@@ -151,4 +259,5 @@ def test_compare_end_to_end(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| ppo |" in table and "| ogd |" in table and "| truthful |" in table
     for run in ("ppo_s0", "eval/ppo_s0", "eval/ogd", "eval/truthful"):
-        assert EVAL_TAGS <= set(scalars(tmp_path / "runs" / run))
+        assert EVAL_TAGS <= set(scalars(tmp_path / "runs" / "compare" / run))
+    assert f"`{tmp_path / 'runs' / 'compare'}`" in (out / "compare.md").read_text()

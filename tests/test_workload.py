@@ -367,6 +367,32 @@ def test_mooncake_malformed_line(tmp_path, bad):
         next(it)
 
 
+def _line(timestamp: float) -> str:
+    return GOOD.replace('"timestamp": 0', f'"timestamp": {timestamp}')
+
+
+def test_mooncake_non_utf8_line_names_file_and_line(tmp_path):
+    path = tmp_path / "latin1_trace.jsonl"
+    path.write_bytes((GOOD + "\n" + GOOD + "\n").encode() + b'{"timestamp": 0, "x\xff": 1}\n')
+    it = iter_mooncake(path)
+    assert [next(it).id, next(it).id] == [0, 1]  # the lines before the bad bytes still load
+    with pytest.raises(ValueError, match=r"latin1_trace\.jsonl: line 3: not UTF-8"):
+        next(it)
+
+
+def test_mooncake_unsorted_timestamps_name_file_and_line(tmp_path):
+    path = tmp_path / "shuffled.jsonl"
+    path.write_text("\n".join([_line(0), _line(10), _line(10), _line(5)]) + "\n")
+    it = iter_mooncake(path, time_scale=0.5)
+    assert [next(it).id for _ in range(3)] == [0, 1, 2]  # equal timestamps are in order
+    with pytest.raises(ValueError, match=r"shuffled\.jsonl: line 4: timestamp out of order.*sorted"):
+        next(it)
+    # A slice is checked from its own first line: line 4 after line 3 is still out of order.
+    with pytest.raises(ValueError, match=r"line 4"):
+        load_mooncake(path, start=2)
+    assert [r.id for r in load_mooncake(path, start=3)] == [3]
+
+
 @pytest.mark.parametrize(
     "bad", [dict(time_scale=0.0), dict(start=-1), dict(num_bidders=0), dict(class_mix={"vip": 1.0})]
 )

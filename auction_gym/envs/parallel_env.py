@@ -10,7 +10,8 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from ..market import Market, Obs
-from .radix_auction_env import check_env_arguments, market_config, market_info, parse_action
+from .radix_auction_env import check_env_arguments, market_config, market_info, parse_action, warn_if_queue_unstable
+from .rendering import market_frame
 
 
 class RadixAuctionParallelEnv(ParallelEnv):
@@ -21,14 +22,23 @@ class RadixAuctionParallelEnv(ParallelEnv):
     after `horizon` rounds (or are truncated together if the workload runs dry).
 
     Arguments: `reward_scale`, `render_mode`, and the market's keyword arguments, as for
-    `RadixAuctionEnv` (everything but `other_bidders` and `focal_bidder`).
+    `RadixAuctionEnv` (everything but `other_bidders` and `focal_bidder`); it warns as that does
+    for a long horizon over an unstable queue, and checks `trace_path` at construction.
+
+    Rendering: "ansi" gives one line of text after each step (None before the first); "rgb_array"
+    a uint8 image of shape (64, 4 + 16 x (2 x num_bidders + 1), 3) after reset or any step (None
+    before the first reset), drawn as `RadixAuctionEnv`'s with no focal bidder: bars for every
+    bidder's budget left (green), the queue (red, log scale, full at 4,096 waiting), then every
+    bidder's multiplier / alpha_max (blue).
     """
 
-    metadata = {"name": "radix_auction_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    metadata = {"name": "radix_auction_v0", "render_modes": ["ansi", "rgb_array"], "render_fps": 10,
+                "is_parallelizable": True}
 
     def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None, **market: Any) -> None:
         self.config = market_config(**market)
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
+        warn_if_queue_unstable(self.config)
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
         self.possible_agents = [f"bidder_{i}" for i in range(self.config.num_bidders)]
@@ -75,7 +85,10 @@ class RadixAuctionParallelEnv(ParallelEnv):
         self._last = report
         return out
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        """The frame of `render_mode` (see the class docstring)."""
+        if self.render_mode == "rgb_array":
+            return None if self.market.engine is None else market_frame(self.market.observations())
         if self.render_mode != "ansi" or not hasattr(self, "_last"):
             return None
         m = self.market

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -11,6 +12,7 @@ from gymnasium import spaces
 
 from ..market import Market, MarketConfig, Obs, RoundReport
 from ..pacing import Policy, make_policy
+from .rendering import market_frame
 
 
 def parse_action(action: Any, alpha_max: float, what: str = "action") -> float:
@@ -45,6 +47,13 @@ def check_env_arguments(reward_scale: float, render_mode: str | None, render_mod
         raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
     if render_mode is not None and render_mode not in render_modes:
         raise ValueError(f"render_mode must be one of {render_modes}, got {render_mode!r}")
+
+
+def warn_if_queue_unstable(config: MarketConfig) -> None:
+    """Warn (once per environment, at construction) when the queue will outgrow the episode;
+    `MarketConfig.queue_warning` has the criterion."""
+    if (message := config.queue_warning()) is not None:
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, Any]:
@@ -92,23 +101,26 @@ class RadixAuctionEnv(gym.Env):
 
     `Box(0, high, (12,), float32)`; `auction_gym.market.Obs` names the indices.
 
-    | index | name                 | meaning                                                    | range   |
-    |-------|----------------------|------------------------------------------------------------|---------|
-    | 0     | budget_left          | remaining budget / budget                                  | [0, 1]  |
-    | 1     | time_left            | rounds left / horizon                                      | [0, 1]  |
-    | 2     | spend_vs_target      | (spent / rounds so far) / rho, rho = budget / horizon      | [0, 4]  |
+    | index | name                 | meaning                                                    | range               |
+    |-------|----------------------|------------------------------------------------------------|---------------------|
+    | 0     | budget_left          | remaining budget / budget                                  | [0, 1]              |
+    | 1     | time_left            | rounds left / horizon                                      | [0, 1]              |
+    | 2     | spend_vs_target      | (spent / rounds so far) / rho, rho = budget / horizon      | [0, 4]              |
     | 3     | last_spend_log       | log1p(spend in the last round / rho)                       | [0, log1p(horizon)] |
-    | 4     | own_queued           | own waiting requests / 16                                  | [0, 4]  |
-    | 5     | own_urgency          | log1p(mean urgency of own waiting requests) / log1p(10)    | [0, 2]  |
-    | 6     | total_queue          | all waiting requests / 64                                  | [0, 4]  |
-    | 7     | clearing_price       | recent mean payment per admitted request / rho             | [0, 10] |
-    | 8     | own_latency          | recent latency of own finished requests / 10 s             | [0, 10] |
-    | 9     | own_ttft             | recent time to first token of own finished requests / 1 s  | [0, 10] |
-    | 10    | cache_hit_rate       | recent cached / prompt tokens of admitted requests         | [0, 1]  |
-    | 11    | prev_multiplier      | the focal bidder's last multiplier / alpha_max             | [0, 1]  |
+    | 4     | own_queued           | log1p(own waiting requests / 16)                           | [0, 11.09]          |
+    | 5     | own_urgency          | log1p(mean urgency of own waiting requests) / log1p(10)    | [0, 2]              |
+    | 6     | total_queue          | log1p(all waiting requests / 64)                           | [0, 9.70]           |
+    | 7     | clearing_price       | recent mean payment per admitted request / rho             | [0, 10]             |
+    | 8     | own_latency          | log1p(recent latency of own finished requests / 10 s)      | [0, 6.91]           |
+    | 9     | own_ttft             | log1p(recent time to first token of own finished / 1 s)    | [0, 6.91]           |
+    | 10    | cache_hit_rate       | recent cached / prompt tokens of admitted requests         | [0, 1]              |
+    | 11    | prev_multiplier      | the focal bidder's last multiplier / alpha_max             | [0, 1]              |
 
     Values are clipped to the range. "Recent" is an exponential moving average over rounds (weight
-    0.1 on the newest), see `auction_gym.market.observation`.
+    0.1 on the newest), see `auction_gym.market.observation`. The queue, latency and TTFT features
+    are on a log scale so that they stay informative however long the queue grows (see Load and
+    episode length); the queue features clip only at 2^20 waiting requests (bounds
+    log1p(2^20 / scale)), which no episode reaches, latency and TTFT at 10,000 s and 1,000 s.
 
     ## Rewards
 
@@ -118,13 +130,36 @@ class RadixAuctionEnv(gym.Env):
 
     ## Starting State
 
-    An empty engine; a fresh workload drawn from the seed; full budgets; every multiplier 1.
+    A fresh workload drawn from the seed, served for `MarketConfig.warmup` (10) engine seconds with
+    truthful bids and no charges; full budgets; every multiplier 1.
 
     ## Episode End
 
     One step is one admission round: the engine runs up to and including its next prefill
     iteration. The episode terminates after `horizon` rounds (the budget period ends; time left is
     observed, so this is a terminal state). It is truncated if the workload runs dry first.
+
+    ## Load and episode length
+
+    The default load is above the engine's capacity: agentic requests arrive at 20/s, while the
+    engine (32 running slots) serves about 14.5/s (estimated by `MarketConfig.served_rate`; the
+    queue stays near empty at 12/s and grows on some seeds at 16/s). Over the default
+    500 rounds that keeps a short queue for the auction to order, but the queue grows through the
+    episode, by about 0.35 requests a round once it forms, and a step costs more as it grows (the
+    auction orders the whole queue). Measured on long default episodes (OGD bidders, seeds 0 and 1,
+    2-core machine at load 1-3):
+
+    | round  | waiting requests | ms per step |
+    |--------|------------------|-------------|
+    | 500    | 10-20            | 0.14-0.23   |
+    | 2,000  | 300-550          | 0.9-1.8     |
+    | 5,000  | 1,500-2,100      | 3.5-8.4     |
+    | 9,000  | 3,000-3,200      | 13-16       |
+    | 20,000 | 6,900            | 54 (mean over rounds 15,000-20,000) |
+
+    So the constructor warns (UserWarning) when the horizon exceeds 1,000 rounds with an agentic
+    arrival rate above `served_rate()` (`MarketConfig.queue_warning`). For long episodes with a
+    stable queue lower `workload_kwargs["rate"]` (12/s keeps the queue near empty over 12,000 rounds).
 
     ## Info
 
@@ -146,7 +181,8 @@ class RadixAuctionEnv(gym.Env):
     | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
     | workload         | "agentic"    | "agentic", "shared_prefix" (SGLang's generated-shared-prefix     |
     |                  |              | benchmark), or "mooncake" with `trace_path`                      |
-    | trace_path       | None         | Mooncake conversation trace (JSONL)                              |
+    | trace_path       | None         | Mooncake conversation trace (JSONL), a readable file: checked    |
+    |                  |              | at construction (ValueError otherwise)                           |
     | workload_kwargs  | None         | AgenticConfig / SharedPrefixConfig fields, or iter_mooncake      |
     |                  |              | arguments (MarketConfig)                                         |
     | backend          | "sim"        | serving engine: "sim", or "torch" (gpu_backend)                  |
@@ -161,11 +197,39 @@ class RadixAuctionEnv(gym.Env):
     | alpha_max        | 2.0          | action upper bound                                               |
     | reward_scale     | 0.1          | reward = utility x reward_scale                                  |
 
-    The default scenario (stationary traffic just below the engine's capacity, budgets that bind) is
+    The default scenario (stationary traffic above the engine's capacity, budgets that bind) is
     described in `auction_gym.market.MarketConfig`.
+
+    ## Rendering
+
+    `render_mode="ansi"`: `render()` returns one line of text after reset or any step (None before
+    the first reset). `render_mode="rgb_array"` (what Stable-Baselines3's `make_vec_env` asks for):
+    `render()` returns a uint8 image of shape (64, 4 + 16 x (num_bidders + 2), 3), after reset or
+    any step (None before the first reset): on black, 12-pixel bars over grey tracks, left to
+    right, one per bidder for the budget left (green; the focal bidder's yellow), the waiting queue
+    (red, log scale, full at 4,096 requests) and the focal bidder's multiplier / alpha_max (blue).
+    Drawn with numpy alone. `metadata["render_fps"]` (10) is only the playback rate of recordings.
+
+    ## Vectorized environments
+
+    `stable_baselines3.common.env_util.make_vec_env("RadixAuction-v0", n_envs=k)` works with the
+    default DummyVecEnv (it asks for `rgb_array`). With `vec_env_cls=SubprocVecEnv` use the id
+    "auction_gym:RadixAuction-v0": the workers, started by forkserver (SB3's default), import
+    auction_gym only through the id's module prefix, so the plain id fails there ("Environment
+    `RadixAuction` doesn't exist") unless the main script itself imports auction_gym, or with
+    `vec_env_kwargs={"start_method": "fork"}`. RL Zoo (`python -m rl_zoo3.train --env
+    RadixAuction-v0 --gym-packages auction_gym`) works with either vec env.
+
+    ## Version History
+
+    - v0 (issue 13): own_queued and total_queue are log1p(n / scale) instead of n / scale clipped
+      at 4 (which the default load reached by round ~2,000), own_latency and own_ttft
+      log1p(t / scale) instead of t / scale clipped at 10, so observations, and the trajectories of
+      learned policies, differ from earlier v0 releases (little for short queues and delays, where
+      log1p(x) is about x); `rgb_array` rendering; trace_path checked at construction.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
 
     def __init__(
         self,
@@ -198,6 +262,7 @@ class RadixAuctionEnv(gym.Env):
         if not 0 <= focal_bidder < num_bidders:
             raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {focal_bidder}")
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
+        warn_if_queue_unstable(self.config)
         self.focal = focal_bidder
         self.others = [i for i in range(num_bidders) if i != focal_bidder]
         if isinstance(other_bidders, (list, tuple)):
@@ -249,10 +314,14 @@ class RadixAuctionEnv(gym.Env):
         return (self._obs[self.focal].copy(), reward, self.market.terminated, self.market.truncated,
                 market_info(self.market, report, self.focal))
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._last is None:
+    def render(self) -> str | np.ndarray | None:
+        """The frame of `render_mode` (see Rendering in the class docstring)."""
+        if self.render_mode == "rgb_array":
+            return None if self._obs is None else market_frame(self._obs, self.focal)
+        if self.render_mode != "ansi" or self._obs is None:
             return None
         m, r = self.market, self._last
-        return (f"round {m.round}/{self.config.horizon} t={r.time:.2f}s queue={len(m.engine.waiting)} "
+        admitted, finished = (len(r.admitted), len(r.finished)) if r is not None else (0, 0)
+        return (f"round {m.round}/{self.config.horizon} t={m.engine.now:.2f}s queue={len(m.engine.waiting)} "
                 f"alpha={np.round(m.alpha, 3).tolist()} spent/budget={np.round(m.spent / m.budget, 3).tolist()} "
-                f"admitted={len(r.admitted)} finished={len(r.finished)}")
+                f"admitted={admitted} finished={finished}")

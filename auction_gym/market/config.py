@@ -24,6 +24,31 @@ BACKENDS = {"sim": "auction_gym.engine:SimEngine", "torch": "gpu_backend:TorchEn
 AUCTIONS = {"radix_vcg": RadixTreeAuction, "strict_vcg": StrictPriorityAuction}
 DEFAULT_WORKLOAD = {"rate": 20.0, "bidder_heterogeneity": 0.0, "shape_mix": {"session": 0.6, "urgent": 0.4}}
 DEFAULT_ENGINE = {"kv_capacity_tokens": 60_000, "max_running_requests": 32}
+DECODE_STEPS_PER_REQUEST = 230
+"""Decode steps for which a default agentic request holds a running slot, counting the prefill
+iterations interleaved with them: about 157 output tokens (the mean of those served) plus prefill.
+Fitted so that `MarketConfig.served_rate` is 14.5 requests/s for the default engine (below)."""
+CONTEXT_PER_REQUEST = 1700
+"""Tokens (prompt + output so far) a running default agentic request holds: measured 1,670-1,680."""
+LONG_HORIZON = 1000
+"""Rounds after which an overloaded queue outgrows the episode: in the default scenario (20
+requests/s) 10-20 requests wait at round 500, about 110 at 1,000, 300-550 at 2,000 and 1,500-2,100
+at 5,000, and a step costs 0.14-0.23, 0.26, 0.9-1.8 and 3.5-8.4 ms there (0.1 ms with no queue)."""
+
+
+def check_readable_file(path: str | Path, name: str) -> None:
+    """Raise ValueError naming argument `name` and `path` unless `path` is a file this process can
+    open for reading (checked by opening it, so a missing file, a directory and a file without read
+    permission all fail here rather than when the episode first reads it)."""
+    p = Path(path)
+    if not p.is_file():
+        what = "a directory" if p.is_dir() else "not a regular file" if p.exists() else "not found"
+        raise ValueError(f"{name} must be a readable file, got {str(path)!r} ({what})")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{name} must be a readable file, got {str(path)!r} ({e.strerror})") from None
 
 
 @dataclass
@@ -33,11 +58,13 @@ class MarketConfig:
     The defaults are the default scenario of `RadixAuction-v0`: four alike bidders
     (`bidder_heterogeneity` 0) sending stationary agentic traffic (Poisson, no bursts; 60% growing
     sessions, 40% short urgent calls; 20 requests/s) to an engine with 60k KV tokens and 32 running
-    slots. That is just above what the engine serves, so a queue builds (about 6 waiting on average
-    with every bidder pacing; episodes differ widely, from under 1 to over 15) and the auction has
-    something to decide. Budgets bind: with unlimited budgets, truthful bidding would spend 0.7 to 56
-    times the budget (median 18x); with everyone pacing by OGD a bidder spends 86% of it on average
-    (66% of bidder-episodes within 90-100%). 8 seeds; `python -m experiments.scenario` re-measures.
+    slots. That is above what the engine serves (about 14.5 requests/s, `served_rate`), so a queue
+    builds (about 6 waiting on average over the 500 rounds with every bidder pacing; episodes differ
+    widely, from under 1 to over 15) and the auction has something to decide. Over longer horizons
+    it keeps growing (LONG_HORIZON, `queue_warning`). Budgets bind: with unlimited budgets, truthful
+    bidding would spend 0.7 to 56 times the budget (median 18x); with everyone pacing by OGD a
+    bidder spends 86% of it on average (66% of bidder-episodes within 90-100%). 8 seeds;
+    `python -m experiments.scenario` re-measures.
     (Payments are in seconds of prefill work under the default "tokens" cost model, about a tenth
     of what "unit" charged, hence rho = 0.0001 where it was 0.002.)
     `workload_kwargs` and `engine_kwargs` are merged over DEFAULT_WORKLOAD and DEFAULT_ENGINE.
@@ -84,8 +111,10 @@ class MarketConfig:
             raise ValueError(f"unknown mechanism {self.mechanism!r}; valid: {', '.join(MECHANISMS)}")
         if self.workload not in WORKLOADS:
             raise ValueError(f"unknown workload {self.workload!r}; valid: {', '.join(WORKLOADS)}")
-        if self.workload == "mooncake" and (self.trace_path is None or not Path(self.trace_path).exists()):
-            raise ValueError(f"workload='mooncake' needs trace_path to an existing file, got {self.trace_path!r}")
+        if self.workload == "mooncake" and self.trace_path is None:
+            raise ValueError("workload='mooncake' needs trace_path, the Mooncake trace (JSONL)")
+        if self.trace_path is not None:
+            check_readable_file(self.trace_path, "trace_path")
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
         if isinstance(self.horizon, bool) or int(self.horizon) != self.horizon or self.horizon < 1:
@@ -118,6 +147,46 @@ class MarketConfig:
             if not math.isfinite(b) or b <= 0:
                 raise ValueError(f"budgets must be finite and > 0, got {b!r}")
         return [float(b) for b in values]
+
+    def served_rate(self) -> float:
+        """Estimated agentic requests/s the engine serves with every running slot busy: B / (S x
+        decode_time(B, B x C)) for B = max_running_requests, S = DECODE_STEPS_PER_REQUEST, C =
+        CONTEXT_PER_REQUEST, from the engine's cost model. Checked against episodes of 6,000-12,000
+        rounds with OGD pacing, default traffic (several seeds each, 60k KV tokens):
+
+        | slots | estimate | queue stable at                 | queue grows at                        |
+        |-------|----------|---------------------------------|---------------------------------------|
+        | 16    | 8.9/s    | 7/s                             | 11/s (one seed of 2: 730 by round 6k) |
+        | 32    | 14.5/s   | 12/s (at 14/s swings to 400)    | 16/s (one seed of 2), 20/s (all)      |
+        | 64    | 21/s     | 17/s (one seed swings to 300)   | 20/s (one seed of 2), 26/s (all)      |
+
+        Optimistic where the KV cache binds too (64 slots in 60k tokens)."""
+        engine = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
+        slots = engine.max_running_requests
+        step = engine.cost_model.decode_time(slots, slots * CONTEXT_PER_REQUEST)
+        return slots / (DECODE_STEPS_PER_REQUEST * step)
+
+    def queue_warning(self) -> str | None:
+        """Why the waiting queue will not stay stable over the horizon, or None. It will not when the
+        workload is agentic (an open stream that lasts as long as the horizon), its long-run mean
+        arrival rate exceeds `served_rate()`, and the horizon exceeds LONG_HORIZON rounds. The queue
+        then grows by about (arrival rate / served rate - 1) requests a round (the default scenario:
+        measured 0.35, predicted 0.38). The shared-prefix and Mooncake workloads are finite."""
+        if self.workload != "agentic" or self.horizon <= LONG_HORIZON:
+            return None
+        traffic = AgenticConfig(num_bidders=self.num_bidders, **{**DEFAULT_WORKLOAD, **self.workload_kwargs})
+        rate = traffic.rate
+        if traffic.burst_period > 0:  # the long-run mean (AgenticConfig.rate)
+            rate *= 1 + (traffic.burst_factor - 1) * traffic.burst_duration / traffic.burst_period
+        served = self.served_rate()
+        if rate <= served:
+            return None
+        return (f"horizon={self.horizon} rounds is long for a load above the engine's capacity: agentic "
+                f"arrivals at {rate:.3g} requests/s exceed the ~{served:.3g}/s it serves, so the waiting "
+                f"queue grows by ~{rate / served - 1:.2f} requests a round and steps slow down with it "
+                f"(MarketConfig.queue_warning). For a stable queue keep the arrival rate "
+                f"(workload_kwargs['rate']) at most {served:.3g}, raise engine_kwargs['max_running_requests'], "
+                f"or keep horizon <= {LONG_HORIZON}.")
 
     def make_scheduler(self) -> Scheduler:
         if self.mechanism in AUCTIONS:

@@ -239,16 +239,17 @@ class Market:
             count[i] += 1
             urgency[i] += r.urgency
         rounds, time_left = max(self.round, 1), (T - self.round) / T
-        total, price, hit, alpha_max = len(waiting) / TOTAL_QUEUE_SCALE, self.price_ema, self.hit_ema, self.config.alpha_max
+        total = math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)
+        price, hit, alpha_max = self.price_ema, self.hit_ema, self.config.alpha_max
         flat: list[float] = []  # row after row: one flat array is made and clipped faster than rows
         for (b, rho), s, last, c, u, lat, ttft, a in zip(
             self._budget_rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,
             self._latency_ema, self._ttft_ema, self.alpha.tolist(),
         ):
             flat += (
-                (b - s) / b, time_left, s / rounds / rho, math.log1p(last / rho), c / QUEUE_SCALE,
-                math.log1p(u / max(c, 1)) / URGENCY_LOG_SCALE, total, price / rho, lat / LATENCY_SCALE,
-                ttft / TTFT_SCALE, hit, a / alpha_max,
+                (b - s) / b, time_left, s / rounds / rho, math.log1p(last / rho), math.log1p(c / QUEUE_SCALE),
+                math.log1p(u / max(c, 1)) / URGENCY_LOG_SCALE, total, price / rho, math.log1p(lat / LATENCY_SCALE),
+                math.log1p(ttft / TTFT_SCALE), hit, a / alpha_max,
             )
         # Rounding to float32 before clipping to float32 bounds gives what clipping first would.
         obs = np.array(flat, dtype=np.float32)

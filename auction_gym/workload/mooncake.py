@@ -24,8 +24,12 @@ this loader derives them:
   since every request emits at least its first token).
 - id = 0-based line index in the file, so `start`/`limit` slices keep ids.
 
-Blank (whitespace-only) lines are skipped but still count as lines. A malformed line raises ValueError
-naming the file and its 1-based line number.
+Blank (whitespace-only) lines are skipped but still count as lines. The file must be UTF-8 and its
+timestamps non-decreasing in file order: the trace is replayed lazily, and the engine takes a lazily
+read workload in arrival order (`ServingEngine.submit`), so a request that arrives before the one read
+before it is an error here, where its line is known, rather than there. A malformed line, a line that is
+not UTF-8, or a timestamp smaller than the previous request's raises ValueError naming the file and the
+1-based line number.
 """
 
 from __future__ import annotations
@@ -167,14 +171,27 @@ def iter_mooncake(
 
 
 def _iter_lines(path: str, start: int, stop: int | None, **parse_args) -> Iterator[Request]:
-    with open(path, encoding="utf-8") as f:
-        for index, line in enumerate(itertools.islice(f, start, stop), start=start):
-            if not line.strip():
-                continue
+    # Binary, decoded line by line: a text-mode file decodes whole chunks, so a bad byte would raise
+    # before the lines ahead of it are read, and without its line number.
+    previous = None
+    with open(path, "rb") as f:
+        for index, raw in enumerate(itertools.islice(f, start, stop), start=start):
             try:
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
                 request = _parse(line, index, **parse_args)
+                if previous is not None and request.arrival < previous:
+                    raise ValueError(
+                        f"timestamp out of order (arrival {request.arrival:g} s, before the previous "
+                        f"request's {previous:g} s): the trace must be sorted by timestamp, the engine "
+                        "replays it in arrival order"
+                    )
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: line {index + 1}: not UTF-8 (byte {e.start + 1}: {e.reason})") from None
             except ValueError as e:
                 raise ValueError(f"{path}: line {index + 1}: {e}") from e
+            previous = request.arrival
             yield request
 
 
