@@ -10,14 +10,15 @@ with truthful bids and unlimited budgets (the auctions' payments are charged as 
 them, DESIGN.md section 3). Workloads: agentic traffic, SGLang's generated-shared-prefix benchmark
 (`auction_gym.workload.shared_prefix`), and the Mooncake conversation trace.
 
-Trace: `--trace`, by default the first of DEFAULT_TRACES that exists: the full conversation trace
-beside the repository (`../shared/data/mooncake/`), else the 1,000-line slice the repository ships
-(`tests/data/mooncake/`). The slice is the trace's first 1,000 lines, unmodified, and no sweep replays
-more (`Sweep.mooncake_lines`), so either gives the same rows. The run says which trace it uses (or
-that none is found, and then leaves the Mooncake workload out), and parses the lines the sweep will
-replay before the sweep starts: a malformed trace fails at once, naming the file and line, and so
-does one the sweep cannot use (fewer than two requests, or none that fits a KV capacity of the
-sweep); it also says how many requests the engine will reject for want of KV capacity.
+Trace (`reproduce_trace.py`): `--trace`, by default the first of DEFAULT_TRACES that exists: the
+full conversation trace beside the repository (`../shared/data/mooncake/`), else the 1,000-line
+slice the repository ships (`tests/data/mooncake/`). The slice is the trace's first 1,000 lines,
+unmodified, and no sweep replays more (`Sweep.mooncake_lines`), so either gives the same rows. The
+run says which trace it uses (or that none is found, and then leaves the Mooncake workload out), and
+parses the lines the sweep will replay before the sweep starts: a malformed trace fails at once,
+naming the file and line, and so does one the sweep cannot use (fewer than two requests, or none
+that fits a KV capacity of the sweep); it also says how many requests the engine will reject for
+want of KV capacity.
 
 Outputs, under `--out`: reproduce.csv gets its header at the start and the rows of each (workload,
 KV capacity, seed) task as that task finishes (in completion order, also with `--jobs` > 1), so an
@@ -65,15 +66,10 @@ from auction_gym.workload import AgenticConfig
 
 from .argtypes import positive_int, trace_file
 from .cli import UsageError, run_command
+from .reproduce_trace import DEFAULT_TRACES, mooncake_rate, pick_trace
 
 AUCTION = "radix_vcg"
 COST_MODELS = ("tokens", "unit")
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = (
-    REPO.parent / "shared/data/mooncake/conversation_trace.jsonl",
-    REPO / "tests/data/mooncake/conversation_slice.jsonl",
-)
-"""`--trace`'s default: the first of these that exists (the full trace, then the shipped slice)."""
 COLUMNS = (
     "workload", "policy", "load", "kv_capacity", "seed", "mean_latency", "p99_latency", "mean_ttft",
     "hit_rate", "throughput", "sustainable_throughput", "model_welfare", "realized_welfare",
@@ -215,40 +211,6 @@ def capacity(workload: str, kv: int, sweep: Sweep, trace: Path | None, seed: int
         raise UsageError(f"the {workload} workload at {kv} KV tokens (seed {seed}) finishes no request "
                          f"({result['rejected']} rejected by the engine for KV capacity); nothing to measure")
     return result["throughput"]
-
-
-def check_trace(trace: Path, sweep: Sweep) -> str:
-    """Parse the lines of `trace` that `sweep` replays (its first `mooncake_lines`) and describe them
-    in one line. A malformed line raises ValueError naming the file and line; a trace the sweep
-    cannot use raises UsageError: fewer than two requests or a single arrival time (no arrival
-    rate to scale), or a KV capacity of the sweep that every request exceeds."""
-    from auction_gym.workload import iter_mooncake
-
-    lines = sweep.mooncake_lines
-    arrivals, needs = [], []
-    for r in iter_mooncake(trace, limit=lines):
-        arrivals.append(r.arrival)
-        # The engine rejects, on arrival, a request whose prompt + output exceeds its KV capacity.
-        needs.append(r.prompt_len + r.output_len)
-    where = f"--trace {trace}: its first {lines} lines"
-    if len(arrivals) < 2 or arrivals[-1] == arrivals[0]:
-        raise UsageError(f"{where} hold {len(arrivals)} request(s); the sweep needs two or more with "
-                         "different timestamps (it scales the trace's arrival rate)")
-    rejected = {kv: sum(n > kv for n in needs) for kv in sweep.mooncake_kv}
-    for kv, count in rejected.items():
-        if count == len(needs):
-            raise UsageError(f"{where}: every request's prompt + output exceeds the sweep's {kv} KV tokens, "
-                             "so the engine would reject them all")
-    counts = ", ".join(f"{count} at {kv}" for kv, count in rejected.items())
-    return f"{len(needs)} requests from its first {lines} lines; rejected for KV capacity (KV tokens): {counts}"
-
-
-def mooncake_rate(trace: Path, lines: int) -> float:
-    """Arrivals per second of the trace's first `lines` requests at time_scale 1."""
-    from auction_gym.workload import iter_mooncake
-
-    times = [r.arrival for r in iter_mooncake(trace, limit=lines)]
-    return (len(times) - 1) / (times[-1] - times[0])
 
 
 def capture(values: dict[str, float]) -> float:
@@ -396,18 +358,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the auctions' completion model and the one model welfare is measured in "
                         "(default tokens, cache-aware); the radix auction under the other one is reported "
                         "beside it")
-
-
-def pick_trace(given: Path | None, sweep: Sweep) -> Path | None:
-    """The trace to replay (`given`, else the first of DEFAULT_TRACES that exists), checked against
-    `sweep` (`check_trace`) before anything runs; prints which one, or that there is none."""
-    trace = given if given is not None else next((p for p in DEFAULT_TRACES if p.is_file()), None)
-    if trace is None:
-        print(f"Mooncake trace: none ({' and '.join(map(str, DEFAULT_TRACES))} do not exist); "
-              "the mooncake workload is left out", flush=True)
-    else:
-        print(f"Mooncake trace: {trace}: {check_trace(trace, sweep)}", flush=True)
-    return trace
 
 
 def run(args: argparse.Namespace) -> None:

@@ -12,7 +12,9 @@ import pytest
 
 import experiments.reproduce as reproduce
 from experiments.cli import main
-from experiments.reproduce import COLUMNS, Sweep, check_trace, pick_trace, policies
+from experiments import reproduce_trace
+from experiments.reproduce import COLUMNS, Sweep, policies
+from experiments.reproduce_trace import check_trace, pick_trace
 
 SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
 
@@ -108,17 +110,17 @@ def test_reproduce_counts_must_be_positive(option, tmp_path, capsys):
 
 def test_default_trace_is_the_full_one_else_the_shipped_slice(tmp_path, monkeypatch, capsys):
     missing = tmp_path / "conversation_trace.jsonl"
-    monkeypatch.setattr(reproduce, "DEFAULT_TRACES", (missing, SLICE))
+    monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (missing, SLICE))
     assert pick_trace(None, reproduce.QUICK) == SLICE
     out = capsys.readouterr().out
     assert f"Mooncake trace: {SLICE}: 300 requests from its first 300 lines" in out
-    monkeypatch.setattr(reproduce, "DEFAULT_TRACES", (missing, tmp_path / "slice.jsonl"))
+    monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (missing, tmp_path / "slice.jsonl"))
     assert pick_trace(None, reproduce.QUICK) is None
     assert "Mooncake trace: none" in capsys.readouterr().out
 
 
 def test_shipped_slice_is_a_default_trace():
-    assert SLICE.resolve() in [p.resolve() for p in reproduce.DEFAULT_TRACES]
+    assert SLICE.resolve() in [p.resolve() for p in reproduce_trace.DEFAULT_TRACES]
 
 
 def _no_sweep(*args, **kwargs):
@@ -160,7 +162,7 @@ def test_a_failed_sweep_keeps_the_tasks_it_finished(jobs, tmp_path, monkeypatch,
     """The second task's KV capacity (100 tokens) is below every request: it fails, clearly, and
     the first task's rows are already in reproduce.csv."""
     monkeypatch.setattr(reproduce, "QUICK", Sweep(**{**TINY.__dict__, "agentic_kv": (15_000, 100)}))
-    monkeypatch.setattr(reproduce, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
+    monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
     error = fails(["reproduce", "--quick", "--jobs", jobs, "--out", str(tmp_path)], capsys)
     assert "the agentic workload at 100 KV tokens (seed 0) finishes no request" in error
     rows = _rows(tmp_path / "reproduce.csv")
@@ -171,7 +173,7 @@ def test_a_failed_sweep_keeps_the_tasks_it_finished(jobs, tmp_path, monkeypatch,
 
 def test_a_complete_sweep_writes_rows_in_sweep_order_and_its_wall_time(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(reproduce, "QUICK", TINY)
-    monkeypatch.setattr(reproduce, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
+    monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
     main(["reproduce", "--quick", "--seeds", "2", "--jobs", "2", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert "Mooncake trace: none" in out and "the mooncake workload is left out" in out
