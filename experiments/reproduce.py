@@ -170,7 +170,7 @@ def replay(config: MarketConfig, seed: int, snapshots: list | None = None) -> di
     m = market.engine.metrics()
     return {"mean_latency": m.mean_latency, "p99_latency": m.p99_latency, "mean_ttft": m.mean_ttft,
             "hit_rate": m.hit_rate, "throughput": m.throughput_rps, "realized_welfare": welfare,
-            "revenue": revenue, "finished": m.finished, "rejected": m.rejected}
+            "revenue": revenue, "finished": m.finished}
 
 
 def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str = "tokens") -> float:
@@ -204,13 +204,13 @@ def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str =
 
 def capacity(workload: str, kv: int, sweep: Sweep, trace: Path | None, seed: int) -> float:
     """Requests/s that LPM serves on this workload when saturated (arrivals at SATURATING).
-    UsageError where it finishes no request: every load's rows would be NaN."""
+    UsageError where nothing can run (the market's error, with the point named): every load's rows
+    would be NaN."""
     cfg = replay_config(workload, kv, SATURATING[workload], sweep, "lpm", trace)
-    result = replay(cfg, seed)
-    if result["finished"] == 0:
-        raise UsageError(f"the {workload} workload at {kv} KV tokens (seed {seed}) finishes no request "
-                         f"({result['rejected']} rejected by the engine for KV capacity); nothing to measure")
-    return result["throughput"]
+    try:
+        return replay(cfg, seed)["throughput"]
+    except ValueError as e:
+        raise UsageError(f"the {workload} workload at {kv} KV tokens (seed {seed}): {e}") from None
 
 
 def capture(values: dict[str, float]) -> float:

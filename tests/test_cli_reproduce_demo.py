@@ -164,7 +164,7 @@ def test_a_failed_sweep_keeps_the_tasks_it_finished(jobs, tmp_path, monkeypatch,
     monkeypatch.setattr(reproduce, "QUICK", Sweep(**{**TINY.__dict__, "agentic_kv": (15_000, 100)}))
     monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
     error = fails(["reproduce", "--quick", "--jobs", jobs, "--out", str(tmp_path)], capsys)
-    assert "the agentic workload at 100 KV tokens (seed 0) finishes no request" in error
+    assert "the agentic workload at 100 KV tokens (seed 0): nothing can run: the engine rejected all" in error
     rows = _rows(tmp_path / "reproduce.csv")
     assert len(rows) == len(policies("tokens"))
     assert {r["kv_capacity"] for r in rows} == {"15000"} and all(r["mean_latency"] != "nan" for r in rows)

@@ -205,3 +205,17 @@ def test_served_rate_follows_the_cost_model():
     step = cost.decode_time(16, 16 * CONTEXT_PER_REQUEST)
     assert config.served_rate() == pytest.approx(16 / (DECODE_STEPS_PER_REQUEST * step))
     assert MarketConfig().served_rate() == pytest.approx(14.45, abs=0.01)
+
+
+def test_a_workload_that_cannot_run_is_an_error_not_a_one_round_episode():
+    market = Market(MarketConfig(horizon=50, warmup=1.0, engine_kwargs={"kv_capacity_tokens": 100}))
+    market.reset(0)
+    with pytest.raises(ValueError, match=r"nothing can run: the engine rejected all \d+ requests .*kv_capacity_tokens"):
+        while not market.done:
+            market.step(np.ones(4))
+    finite = Market(MarketConfig(horizon=10**6, warmup=0.0, workload="shared_prefix",
+                                 workload_kwargs={"num_groups": 2, "prompts_per_group": 2}))
+    finite.reset(0)
+    while not finite.done:  # runs dry normally: truncated, no error
+        finite.step(np.ones(4))
+    assert finite.truncated

@@ -114,6 +114,16 @@ class Market:
         self._ttft_ema = [0.0] * n
         self.exhausted = False
 
+    def _check_anything_ran(self) -> None:
+        """ValueError when the workload ran dry with every request rejected by the engine (a KV
+        capacity below every request's prompt + output): an episode of one empty round otherwise."""
+        records = self.engine.records
+        if records and all(r.rejected is not None for r in records.values()):
+            first = min(records)
+            raise ValueError(
+                f"nothing can run: the engine rejected all {len(records)} requests of the workload (e.g. request "
+                f"{first}: {records[first].rejected}); raise engine_kwargs['kv_capacity_tokens']")
+
     @property
     def remaining(self) -> np.ndarray:
         return self.budget - self.spent
@@ -150,6 +160,7 @@ class Market:
             it = self._advance()
             if it is None:
                 self.exhausted = report.exhausted = True
+                self._check_anything_ran()
                 break
             report.finished += it.finished
             if it.kind == "prefill":
