@@ -3,7 +3,9 @@ deterministic=True) -> (action, state)`, so evaluation treats built-in and learn
 
 OGD pacing, truthful and fixed-multiplier bidding are implemented in `auction_gym.pacing` (the
 environments run them for the bidders that are not learning, and `auction_gym` never imports
-`agents`); they are exported here as the agents' public names.
+`agents`); they are exported here as the agents' public names. They output bid multipliers;
+`focal_policy(policy, action_type, alpha_max)` maps them to an environment's (normalized by default)
+actions, and `agents.evaluation.evaluate` does so itself.
 
 Stable-Baselines3 helpers live in submodules, imported on use so that `import agents` stays light:
 `agents.training` (train, resume, checkpoints), `agents.evaluation` (fixed-seed evaluation and the
@@ -11,6 +13,6 @@ shared `eval/*` TensorBoard tags), `agents.sb3` (algorithms, envs, loading a sav
 `agents.callbacks`, and `agents.stats` (confidence intervals).
 """
 
-from auction_gym.pacing import FixedMultiplier, OGDPacer, Policy, Truthful, make_policy
+from auction_gym.pacing import FixedMultiplier, MultiplierPolicy, OGDPacer, Policy, Truthful, focal_policy, make_policy
 
-__all__ = ["FixedMultiplier", "OGDPacer", "Policy", "Truthful", "make_policy"]
+__all__ = ["FixedMultiplier", "MultiplierPolicy", "OGDPacer", "Policy", "Truthful", "focal_policy", "make_policy"]

@@ -34,9 +34,8 @@ class EvalMetricsCallback(BaseCallback):
             raise ValueError(f"eval_freq must be >= 1, got {eval_freq}")
         self.env_kwargs, self.eval_freq, self.episodes, self.seed = env_kwargs, eval_freq, episodes, seed
         self._next = 0
-        self._last_eval = -1
-        self.evaluations = 0
-        """Evaluations run so far."""
+        self.steps: list[int] = []
+        """The timesteps evaluated so far, in order."""
 
     def _on_training_start(self) -> None:
         self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
@@ -50,7 +49,7 @@ class EvalMetricsCallback(BaseCallback):
         return True
 
     def _on_training_end(self) -> None:
-        if self._last_eval != self.num_timesteps:
+        if not self.steps or self.steps[-1] != self.num_timesteps:
             self._evaluate()
 
     def _evaluate(self) -> None:
@@ -59,8 +58,7 @@ class EvalMetricsCallback(BaseCallback):
         for m, v in mean_metrics(results).items():
             self.logger.record(f"eval/{m}", v)
         self.logger.dump(self.num_timesteps)
-        self._last_eval = self.num_timesteps
-        self.evaluations += 1
+        self.steps.append(self.num_timesteps)
 
 
 class HParamsCallback(BaseCallback):

@@ -16,12 +16,17 @@ Per-episode metrics (`METRICS`; money in the workload's units, times in engine s
 
 Seeds: episode k of an evaluation resets the env with seed `seed + k`, whatever the policy, so
 every policy faces the same workloads and (deterministic, built-in) opponents.
+
+Actions: a built-in policy (`auction_gym.pacing.MultiplierPolicy`) outputs multipliers, mapped to
+the env's `action_type` by `auction_gym.pacing.focal_policy`; any other policy (an SB3 model) acts in
+the env's action space, and one that declares a different `action_space` (a model trained on
+another action type) is refused.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -29,7 +34,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm.auto import tqdm
 
-from auction_gym.pacing import Policy, make_policy
+from auction_gym.pacing import Policy, focal_policy, make_policy
 
 from .sb3 import ENV_ID, load_policy
 
@@ -49,7 +54,8 @@ DEFAULT_EVAL_SEED = 1000
 
 
 def policy_from_spec(spec: str, alpha_max: float = 2.0) -> Policy:
-    """A policy from "ogd", "truthful", "fixed:<alpha>" or the path of a saved model zip."""
+    """A policy from "ogd", "truthful", "fixed:<alpha>" (a MultiplierPolicy, whatever the env's
+    action type: `evaluate` maps it) or the path of a saved model zip."""
     if spec.endswith(".zip"):
         return load_policy(spec)
     if spec in ("ogd", "truthful") or spec.startswith("fixed:"):
@@ -87,24 +93,51 @@ def episode_metrics(infos: Sequence[dict[str, Any]]) -> dict[str, float]:
 def evaluate(policy: Policy, env_kwargs: dict[str, Any] | None = None, episodes: int = 10,
              seed: int = DEFAULT_EVAL_SEED, progress: bool = True, desc: str = "evaluate") -> list[dict[str, float]]:
     """Run `episodes` episodes of RadixAuction-v0 (episode k seeded `seed + k`) with deterministic
-    actions; the METRICS of each episode, in order."""
+    actions; the METRICS of each episode, in order. ValueError when `policy` declares an
+    `action_space` other than the env's (see the module docstring)."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     env = gym.make(ENV_ID, **(env_kwargs or {}))
-    results = []
     try:
-        for k in tqdm(range(episodes), desc=desc, unit="ep", disable=not progress, leave=False):
-            obs, _ = env.reset(seed=seed + k)
-            infos, done = [], False
-            while not done:
-                action, _ = policy.predict(obs, deterministic=True)
-                obs, _, terminated, truncated, info = env.step(action)
-                infos.append(info)
-                done = terminated or truncated
-            results.append(episode_metrics(infos))
+        policy = _for_env(policy, env)
+        return [episode_metrics([info for _, info in _episode(policy, env, seed + k)])
+                for k in tqdm(range(episodes), desc=desc, unit="ep", disable=not progress, leave=False)]
     finally:
         env.close()
-    return results
+
+
+def rollout(policy: Policy, env_kwargs: dict[str, Any] | None = None,
+            seed: int = DEFAULT_EVAL_SEED) -> list[tuple[np.ndarray, dict[str, Any]]]:
+    """One episode of RadixAuction-v0 seeded `seed`, played as `evaluate` plays it: each step's
+    observation (the one the policy acted on) and the step's `info`."""
+    env = gym.make(ENV_ID, **(env_kwargs or {}))
+    try:
+        return list(_episode(_for_env(policy, env), env, seed))
+    finally:
+        env.close()
+
+
+def _for_env(policy: Policy, env: gym.Env) -> Policy:
+    """`policy` acting in `env`'s action space (built-ins mapped by `focal_policy`); ValueError for
+    a policy that declares another action space."""
+    base = env.unwrapped
+    space = getattr(policy, "action_space", None)
+    if space is not None and space != env.action_space:
+        raise ValueError(f"the policy acts in {space}, the environment (action_type={base.action_type!r}) in "
+                         f"{env.action_space}; a model trained on multipliers, as before issue 14, needs "
+                         f"env_kwargs {{\"action_type\": \"multiplier\"}}")
+    return focal_policy(policy, base.action_type, base.config.alpha_max)
+
+
+def _episode(policy: Policy, env: gym.Env, seed: int) -> Iterator[tuple[np.ndarray, dict[str, Any]]]:
+    obs, _ = env.reset(seed=seed)
+    done = False
+    while not done:
+        action, _ = policy.predict(obs, deterministic=True)
+        acted_on = obs
+        obs, _, terminated, truncated, info = env.step(action)
+        yield acted_on, info
+        done = terminated or truncated
 
 
 def mean_metrics(results: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -113,21 +146,24 @@ def mean_metrics(results: Sequence[dict[str, float]]) -> dict[str, float]:
 
 
 def log_episodes(logdir: str | Path, results: Sequence[dict[str, float]],
-                 hparam_dict: dict[str, Any] | None = None) -> Path:
-    """Write each episode's metrics as `eval/<metric>` (step = episode index) to TensorBoard in
-    `logdir`, the means as `summary/<metric>_mean` (step 0), and `hparam_dict` to the HPARAMS tab
-    with the means as its metrics. Returns `logdir`."""
+                 hparam_dict: dict[str, Any] | None = None, steps: Sequence[int] = (0,)) -> Path:
+    """Write an evaluation to TensorBoard in `logdir`: the mean of each metric as `eval/<metric>` at
+    every one of `steps` (a flat line: pass the timesteps at which learned runs log `eval/*`, and a
+    fixed policy's line overlays their curves), each episode's metrics as `episode/<metric>` (step =
+    episode index), and `hparam_dict` to the HPARAMS tab with the means as its metrics. Returns
+    `logdir`."""
     logdir = Path(logdir)
+    means = mean_metrics(results)
     writer = SummaryWriter(str(logdir))
     try:
+        for step in steps:
+            for m, v in means.items():
+                writer.add_scalar(f"eval/{m}", v, step)
         for k, r in enumerate(results):
             for m in METRICS:
-                writer.add_scalar(f"eval/{m}", r[m], k)
-        means = {f"summary/{m}_mean": v for m, v in mean_metrics(results).items()}
-        for tag, v in means.items():
-            writer.add_scalar(tag, v, 0)
+                writer.add_scalar(f"episode/{m}", r[m], k)
         if hparam_dict:
-            for summary in hparams(hparam_dict, means):
+            for summary in hparams(hparam_dict, {f"eval/{m}": v for m, v in means.items()}):
                 writer.file_writer.add_summary(summary)
     finally:
         writer.close()

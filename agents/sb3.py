@@ -213,6 +213,12 @@ class SB3Policy:
     def __init__(self, model: BaseAlgorithm, vecnormalize: VecNormalize | None = None) -> None:
         self.model, self.vecnormalize = model, vecnormalize
 
+    @property
+    def action_space(self) -> gym.spaces.Space:
+        """The action space the model was trained in (its actions are in it), for `evaluate` to
+        check against the environment's."""
+        return self.model.action_space
+
     def predict(self, observation: np.ndarray, state: Any = None, episode_start: np.ndarray | None = None,
                 deterministic: bool = True) -> tuple[np.ndarray, Any]:
         obs = np.asarray(observation, dtype=np.float32)

@@ -67,8 +67,8 @@ class TrainResult:
     trained: int
     """Environment steps trained in this run: more than asked when the algorithm collects whole
     rollouts (PPO and A2C: n_steps x n_envs steps at a time)."""
-    evaluations: int
-    """Evaluations logged as `eval/*` during and at the end of training."""
+    eval_steps: tuple[int, ...]
+    """The timesteps at which `eval/*` was logged, during and at the end of training."""
 
 
 def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> TrainResult:
@@ -112,7 +112,7 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> T
         model.logger.close()  # flushes TensorBoard
         _close(env)
     _save(model, model_path)
-    return TrainResult(model_path, run_dir, timesteps, model.num_timesteps - start, evaluation.evaluations)
+    return TrainResult(model_path, run_dir, timesteps, model.num_timesteps - start, tuple(evaluation.steps))
 
 
 def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, timesteps: int,

@@ -3,6 +3,7 @@
 import gymnasium
 
 from . import mechanism  # noqa: F401  (registers the auctions as schedulers "radix_vcg", "strict_vcg")
+from .action import ACTION_TYPES, to_action, to_multiplier
 from .engine import CostModel, EngineConfig, Iteration, Metrics, RequestRecord, SimEngine
 from .envs import RadixAuctionEnv, RadixAuctionParallelEnv, parallel_env
 from .market import Market, MarketConfig, Obs
@@ -16,7 +17,7 @@ if "RadixAuction-v0" not in gymnasium.registry:
     gymnasium.register(id="RadixAuction-v0", entry_point="auction_gym.envs:RadixAuctionEnv")
 
 __all__ = [
-    "CostModel", "EngineConfig", "Iteration", "Market", "MarketConfig", "MatchResult", "Metrics",
+    "ACTION_TYPES", "CostModel", "EngineConfig", "Iteration", "Market", "MarketConfig", "MatchResult", "Metrics",
     "Obs", "RadixAuctionEnv", "RadixAuctionParallelEnv", "RadixCache", "Request", "RequestRecord",
-    "SimEngine", "TreeNode", "make_scheduler", "parallel_env", "scheduler_names",
+    "SimEngine", "TreeNode", "make_scheduler", "parallel_env", "scheduler_names", "to_action", "to_multiplier",
 ]

@@ -6,7 +6,10 @@ learning (`other_bidders`), and `auction_gym` never imports `agents`; `agents` r
 Every policy answers Stable-Baselines3's `predict(observation, state=None, episode_start=None,
 deterministic=True) -> (action, state)` on one observation (shape (obs_dim,)) or a batch (shape
 (n, obs_dim)), so `stable_baselines3.common.evaluation.evaluate_policy` runs them like a trained
-model. The action is the bid multiplier alpha, shape (1,) or (n, 1).
+model. The action is the bid multiplier alpha, shape (1,) or (n, 1): the unit of the market and of
+the environments' `other_bidders`, and of their focal bidder under `action_type="multiplier"`.
+`focal_policy` maps a built-in's multipliers to the actions of an environment's `action_type`
+(normalized by default, see `auction_gym.action`); `agents.evaluation.evaluate` applies it itself.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .action import DEFAULT_ACTION_TYPE, check_action_type, to_action
+from .market.config import MarketConfig
 from .market.observation import Obs
 
 
@@ -32,8 +37,9 @@ class Policy(Protocol):
     ) -> tuple[np.ndarray, Any]: ...
 
 
-class _Stateless:
-    """Shared batching for policies whose action depends on the current observation alone."""
+class MultiplierPolicy:
+    """Base of the built-in policies: their actions are bid multipliers, and depend on the current
+    observation alone (so they batch row by row)."""
 
     def _alpha(self, obs: list[float]) -> float:
         """The multiplier for one observation."""
@@ -54,7 +60,7 @@ class _Stateless:
         return (action if obs.ndim == 2 else action[0]), state
 
 
-class Truthful(_Stateless):
+class Truthful(MultiplierPolicy):
     """Bid the true urgency: alpha = 1 always. Overspends whenever the budget binds."""
 
     def _alpha(self, obs: list[float]) -> float:
@@ -64,7 +70,7 @@ class Truthful(_Stateless):
         return "Truthful()"
 
 
-class FixedMultiplier(_Stateless):
+class FixedMultiplier(MultiplierPolicy):
     """Bid alpha x urgency with a constant alpha >= 0."""
 
     def __init__(self, alpha: float) -> None:
@@ -79,7 +85,7 @@ class FixedMultiplier(_Stateless):
         return f"FixedMultiplier({self.alpha})"
 
 
-class OGDPacer(_Stateless):
+class OGDPacer(MultiplierPolicy):
     """Adaptive pacing by online gradient descent on the budget's dual (Balseiro and Gur).
 
         lambda_{t+1} = clip(lambda_t - eta * (1 - z_t / rho), 0, lambda_max),  alpha = 1 / (1 + lambda)
@@ -122,6 +128,45 @@ class OGDPacer(_Stateless):
 
     def __repr__(self) -> str:
         return f"OGDPacer(eta={self.eta}, lambda_max={self.lambda_max}, alpha_max={self.alpha_max})"
+
+
+class NormalizedActions:
+    """A MultiplierPolicy acting in an environment's normalized actions: its multipliers mapped by
+    `auction_gym.action.to_action`, the inverse of the environment's map, so the environment plays
+    exactly the multipliers the policy chose (see `to_action`)."""
+
+    action_type = "normalized"
+
+    def __init__(self, policy: MultiplierPolicy, alpha_max: float) -> None:
+        check_action_type(self.action_type, alpha_max)
+        self.policy, self.alpha_max = policy, float(alpha_max)
+
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        alpha, state = self.policy.predict(observation, state, episode_start, deterministic)
+        # float64: a float32 action near -1 would round away the low bits of a small multiplier.
+        action = np.array([to_action(a, self.alpha_max) for a in alpha.ravel().tolist()], dtype=np.float64)
+        return action.reshape(alpha.shape), state
+
+    def __repr__(self) -> str:
+        return f"NormalizedActions({self.policy!r}, alpha_max={self.alpha_max})"
+
+
+def focal_policy(policy: Policy, action_type: str = DEFAULT_ACTION_TYPE,
+                 alpha_max: float = MarketConfig.alpha_max) -> Policy:
+    """`policy` as the focal bidder of an environment with `action_type` and `alpha_max`: a
+    MultiplierPolicy in a normalized environment maps its multipliers to actions
+    (NormalizedActions); any other policy, such as an SB3 model, already acts in the environment's
+    space and is returned as is, and so is every policy under "multiplier"."""
+    check_action_type(action_type, alpha_max)
+    if action_type == "normalized" and isinstance(policy, MultiplierPolicy):
+        return NormalizedActions(policy, alpha_max)
+    return policy
 
 
 def make_policy(spec: str | Policy, alpha_max: float = 2.0) -> Policy:

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("experiments.train", "train a Stable-Baselines3 pacing agent on RadixAuction-v0"),
     "evaluate": ("experiments.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
     "compare": ("experiments.compare", "train SB3 agents and compare them with OGD and truthful bidding"),
+    "incentives": ("experiments.incentives", "measure one bidder's gain from deviating from truthful bidding"),
     "calibrate": ("experiments.calibrate", "profile the torch engine and fit the simulator's cost model"),
 }
 

@@ -32,15 +32,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agents.baselines import TUNED, TUNING_EPISODES
 from agents.evaluation import DEFAULT_EVAL_SEED, METRIC_UNITS, METRICS, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
-from agents.sb3 import ALGOS, check_env_kwargs, check_hyperparams, load_hyperparams
+from agents.sb3 import ALGOS, check_env_kwargs, check_hyperparams, load_hyperparams, load_policy
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
+from auction_gym.pacing import Policy
 
 from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
-from .evaluate import evaluate_spec
+from .evaluate import evaluate_and_log
+from .policy_figure import plot_policies, trace
 from .train import key_values
 
 SCENARIO = {
@@ -52,21 +55,27 @@ scenario's 20 requests/s, 4 bidders, 60% sessions and 40% urgent calls), about 3
 200-round episode (~22 engine seconds). Budgets (the default rho, 0.0001 per round) bind: truthful
 bidding exhausts its budget before the episode ends in 17 of the 20 default evaluation episodes. The
 other bidders pace by OGD."""
-BASELINES = ("ogd", "truthful")
+BASELINES = ("ogd", "truthful", "best_fixed", "ogd_tuned")
 COLUMNS = (*METRICS, "utility_vs_ogd")
 UNITS = {**METRIC_UNITS, "utility_vs_ogd": METRIC_UNITS["utility"]}
+FIGURE_EPISODES = 3
+"""Evaluation episodes whose rounds policies.png plots (the first of them over time)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algos", default="ppo,sac", help=f"comma-separated, from {', '.join(ALGOS)} (default ppo,sac)")
     parser.add_argument("--timesteps", type=positive_int, default=20_000,
                         help="training steps per algorithm and seed (default 20000)")
-    parser.add_argument("--seeds", type=positive_int, default=2, help="training seeds 0..K-1 per algorithm (default 2)")
+    parser.add_argument("--seeds", type=positive_int, default=5, help="training seeds 0..K-1 per algorithm (default 5)")
     parser.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes per policy (default 20)")
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--baselines", default=",".join(BASELINES),
-                        help="comma-separated built-in policies: ogd, truthful, fixed:<alpha> (default ogd,truthful)")
+                        help="comma-separated built-in policies: ogd, truthful, fixed:<alpha>, and best_fixed and "
+                        f"ogd_tuned, chosen on tuning seeds (agents.baselines) (default {','.join(BASELINES)})")
+    parser.add_argument("--tuning-episodes", type=positive_int, default=TUNING_EPISODES,
+                        help=f"episodes (seeds 0, 1, ...) best_fixed and ogd_tuned are chosen on "
+                        f"(default {TUNING_EPISODES})")
     parser.add_argument("--n-envs", type=positive_int, default=1, help="parallel training envs (default 1)")
     parser.add_argument("--eval-freq", type=positive_int, default=None,
                         help="evaluate during training every N steps (default: a tenth of --timesteps)")
@@ -90,8 +99,11 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         raise UsageError(f"unknown --algos {args.algos!r}; valid: {', '.join(ALGOS)}")
     baselines = [b for b in args.baselines.split(",") if b]
     for spec in baselines:
+        if spec in TUNED:
+            continue
         if spec.endswith(".zip"):
-            raise UsageError(f"--baselines: {spec!r} is a model; valid: ogd, truthful, fixed:<alpha>")
+            raise UsageError(f"--baselines: {spec!r} is a model; valid: ogd, truthful, fixed:<alpha>, "
+                             f"{', '.join(TUNED)}")
         try:
             policy_from_spec(spec)
         except ValueError as e:
@@ -115,7 +127,7 @@ def run(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     root = new_run_dir(Path(args.logdir) / "compare", args.overwrite)
     print(f"TensorBoard folders of this run: {root}", flush=True)
-    episodes = run_all(args, algos, baselines, root)
+    episodes, notes, policies = run_all(args, algos, baselines, root)
     groups = {**{a: [r for s in range(args.seeds) for r in episodes[f"{a}_s{s}"]] for a in algos}, **episodes}
     rows = summarize(groups, episodes.get("ogd"))
     wall = time.perf_counter() - start
@@ -123,26 +135,33 @@ def run(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "compare.csv", rows)
     write_episodes(out / "episodes.csv", episodes, args.eval_seed)
-    table = markdown(rows, [*algos, *episodes])
+    table = markdown(rows, [*algos, *episodes]) + "\n\nAcross training seeds (95% CI over seeds):\n\n" + \
+        seed_table(episodes, algos, args.seeds)
     (out / "compare.md").write_text(
         f"`{command_line(args, algos, baselines)}`\n\nScenario (env kwargs): `{json.dumps(args.env_kwargs)}`; "
         f"{args.seeds} training seed(s) x {args.timesteps} steps per algorithm; {args.episodes} evaluation "
         f"episodes (seeds {args.eval_seed}..{args.eval_seed + args.episodes - 1}) per policy; wall time {wall:.0f} s; "
-        f"models and TensorBoard events in `{root}`."
-        f"\n\nMean ± 95% CI half-width over evaluation episodes (learned algorithms pooled over seeds).\n\n{table}\n")
+        f"models and TensorBoard events in `{root}`." + "".join(f"\n\n{note}" for note in notes)
+        + f"\n\nMean ± 95% CI half-width over evaluation episodes (learned algorithms pooled over seeds).\n\n{table}\n")
     plot(out / "compare.png", rows, [*algos, *map(policy_name, baselines)])
+    shown = {name: policies[name] for name in (*(f"{a}_s0" for a in algos), "ogd", "best_fixed") if name in policies}
+    plot_policies(out / "policies.png", {name: trace(policy, args.env_kwargs, args.eval_seed, FIGURE_EPISODES)
+                                         for name, policy in shown.items()}, args.env_kwargs)
     print(table)
-    print(f"\nwall time {wall:.0f} s; wrote {out}/compare.csv, compare.md, compare.png, episodes.csv; "
+    print(f"\nwall time {wall:.0f} s; wrote {out}/compare.csv, compare.md, compare.png, policies.png, episodes.csv; "
           f"tensorboard --logdir {root}")
 
 
 def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str],
-            root: Path) -> dict[str, list[dict[str, float]]]:
-    """Evaluate the baselines, then train and evaluate each algorithm and seed, all under `root`;
-    the evaluation episodes' metrics by policy name (built-ins first, then `<algo>_s<seed>`)."""
+            root: Path) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, Policy]]:
+    """Train and evaluate each algorithm and seed, then choose the tuned baselines and evaluate
+    every baseline, all under `root`. A learned run's final evaluation is logged at its last
+    training step, a baseline's as a flat line at every step learned runs evaluated at, so all
+    `eval/*` curves share one x axis. Returns the evaluation episodes' metrics by policy name
+    (built-ins first, then `<algo>_s<seed>`), a line per tuned baseline saying what was chosen, and
+    every policy evaluated, by name."""
     evals = root / "eval"
-    episodes = {policy_name(spec): evaluate_spec(spec, args.env_kwargs, args.episodes, args.eval_seed, evals,
-                                                 args.progress) for spec in baselines}
+    learned, policies, steps = {}, {}, set()
     for algo in algos:
         for seed in range(args.seeds):
             print(f"training {algo} seed {seed} for {args.timesteps} steps", flush=True)
@@ -150,9 +169,30 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str],
                                        n_envs=args.n_envs, env_kwargs=args.env_kwargs, eval_seed=args.eval_seed,
                                        eval_freq=args.eval_freq, hyperparams=key_values(args.hyperparams),
                                        progress=args.progress))
-            episodes[f"{algo}_s{seed}"] = evaluate_spec(str(result.model_path), args.env_kwargs, args.episodes,
-                                                        args.eval_seed, evals, args.progress)
-    return episodes
+            steps.update(result.eval_steps)
+            name = f"{algo}_s{seed}"
+            policies[name] = load_policy(result.model_path)
+            learned[name] = evaluate_and_log(policies[name], name, args.env_kwargs, args.episodes, args.eval_seed,
+                                             evals, args.progress, steps=result.eval_steps[-1:])
+    fixed, notes = baseline_policies(args, baselines)
+    episodes = {name: evaluate_and_log(policy, name, args.env_kwargs, args.episodes, args.eval_seed, evals,
+                                       args.progress, steps=sorted(steps)) for name, policy in fixed.items()}
+    return {**episodes, **learned}, notes, {**fixed, **policies}
+
+
+def baseline_policies(args: argparse.Namespace, baselines: list[str]) -> tuple[dict[str, Policy], list[str]]:
+    """Each baseline's policy by name, those of `agents.baselines.TUNED` chosen on the tuning
+    episodes first; and a line per tuned one saying what was chosen."""
+    policies, notes = {}, []
+    for spec in baselines:
+        if spec in TUNED:
+            tuned = TUNED[spec](args.env_kwargs, args.tuning_episodes)
+            notes.append(tuned.describe())
+            print(notes[-1], flush=True)
+            policies[spec] = tuned.policy
+        else:
+            policies[policy_name(spec)] = policy_from_spec(spec, args.env_kwargs.get("alpha_max", 2.0))
+    return policies, notes
 
 
 def command_line(args: argparse.Namespace, algos: list[str], baselines: list[str]) -> str:
@@ -160,7 +200,7 @@ def command_line(args: argparse.Namespace, algos: list[str], baselines: list[str
     return shlex.join([
         "radix-auction", "compare", "--algos", ",".join(algos), "--timesteps", str(args.timesteps),
         "--seeds", str(args.seeds), "--episodes", str(args.episodes), "--eval-seed", str(args.eval_seed),
-        "--baselines", ",".join(baselines), "--n-envs", str(args.n_envs), "--logdir", str(args.logdir),
+        "--baselines", ",".join(baselines), "--tuning-episodes", str(args.tuning_episodes), "--n-envs", str(args.n_envs), "--logdir", str(args.logdir),
         *(["--overwrite"] if args.overwrite else []),
         "--out", str(args.out), "--env-kwargs", json.dumps(args.env_kwargs),
         *(["--eval-freq", str(args.eval_freq)] if args.eval_freq else []),
@@ -183,6 +223,25 @@ def summarize(groups: dict[str, list[dict[str, float]]],
             rows.append({"policy": policy, "metric": metric, "n": len(xs), "mean": mean, "ci95": half,
                          "ci_low": mean - half, "ci_high": mean + half})
     return rows
+
+
+def seed_table(episodes: dict[str, list[dict[str, float]]], algos: list[str], seeds: int,
+               references: tuple[str, ...] = ("ogd", "best_fixed")) -> str:
+    """A markdown table of each algorithm's utility with 95% CIs across training seeds: the mean
+    over seeds of each seed's mean utility, and of its paired difference from each reference
+    baseline evaluated (the same evaluation episodes). Seeds, not episodes, are the samples here,
+    so the interval includes how much training runs differ."""
+    refs = [r for r in references if r in episodes]
+    lines = ["| algorithm | seeds | utility | " + " | ".join(f"vs {r}" for r in refs) + " |",
+             "|---|---|---|" + "---|" * len(refs)]
+    for algo in algos:
+        runs = [episodes[f"{algo}_s{s}"] for s in range(seeds)]
+        cells = [format_ci(*mean_ci([np.mean([r["utility"] for r in run]) for run in runs]))]
+        for ref in refs:
+            diffs = [np.mean([r["utility"] - b["utility"] for r, b in zip(run, episodes[ref])]) for run in runs]
+            cells.append(format_ci(*mean_ci(diffs)))
+        lines.append(f"| {algo} | {seeds} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def write_csv(path: Path, rows: list[dict[str, object]]) -> None:

@@ -3,9 +3,11 @@
 Episode k uses env seed SEED + k for every policy, so all policies face identical workloads and
 opponents. A saved model is evaluated in the scenario it was trained in: the `env_kwargs` of the
 config.json in its run folder (the output says so), which `--env-kwargs` overrides key by key.
-Each episode's metrics (`agents.evaluation`) go to TensorBoard as `eval/<metric>` with step =
-episode index, in a new folder LOGDIR/<policy name> (e.g. runs/eval/ogd; runs/eval/ogd_2 when
-that is taken, see `agents.run_dir`), and a summary is printed.
+TensorBoard (`agents.evaluation.log_episodes`), in a new folder LOGDIR/<policy name> (e.g.
+runs/eval/ogd; runs/eval/ogd_2 when that is taken, see `agents.run_dir`): each metric's mean as
+`eval/<metric>` at step 0 (`compare` draws it as a flat line over the training steps instead, so it
+overlays the learned curves), and each episode's value as `episode/<metric>` at its index. A
+summary is printed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Sequence
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, log_episodes, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
@@ -41,20 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
-def evaluate_spec(spec: str, env_kwargs: dict, episodes: int, seed: int, logdir: str | Path,
-                  progress: bool = True, overwrite: bool = False) -> list[dict[str, float]]:
-    """Evaluate the policy `spec` and log it to a new folder LOGDIR/<policy name>; the per-episode
-    metrics."""
-    policy = policy_from_spec(spec, env_kwargs.get("alpha_max", 2.0))
-    return evaluate_and_log(policy, policy_name(spec), env_kwargs, episodes, seed, logdir, progress, overwrite)
-
-
 def evaluate_and_log(policy: Policy, name: str, env_kwargs: dict, episodes: int, seed: int, logdir: str | Path,
-                     progress: bool = True, overwrite: bool = False) -> list[dict[str, float]]:
-    """Evaluate `policy` and log it to a new folder LOGDIR/`name`; the per-episode metrics."""
+                     progress: bool = True, overwrite: bool = False,
+                     steps: Sequence[int] = (0,)) -> list[dict[str, float]]:
+    """Evaluate `policy` and log it to a new folder LOGDIR/`name` (the means as `eval/*` at each of
+    `steps`); the per-episode metrics."""
     results = evaluate(policy, env_kwargs, episodes, seed, progress=progress, desc=f"evaluate {name}")
     log_episodes(new_run_dir(Path(logdir) / name, overwrite), results,
-                 {"policy": name, "episodes": episodes, "seed": seed})
+                 {"policy": name, "episodes": episodes, "seed": seed}, steps)
     return results
 
 

@@ -118,7 +118,7 @@ def config_of(args: argparse.Namespace) -> TrainConfig:
 
 def describe(result: TrainResult, wall_s: float) -> str:
     """What a run did, in a line or two: where it saved, steps trained (and why more than asked)."""
-    lines = [f"saved {result.model_path} ({result.trained} steps, {result.evaluations} evaluations, "
+    lines = [f"saved {result.model_path} ({result.trained} steps, {len(result.eval_steps)} evaluations, "
              f"{wall_s:.0f} s)"]
     if result.trained > result.asked:
         lines.append(f"note: trained {result.trained} steps, {result.asked} asked: the algorithm collects whole "

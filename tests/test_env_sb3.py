@@ -73,7 +73,7 @@ def test_rgb_array_frame_draws_budgets_queue_and_multiplier():
     assert filled(bar_pixels(frame, 3), QUEUE) == queue_bar(len(env.market.engine.waiting))
     assert filled(bar_pixels(frame, 4), MULTIPLIER) == 32
     for _ in range(20):
-        env.step([2.0])
+        env.step([1.0])  # alpha_max
     frame = env.render()
     waiting = len(env.market.engine.waiting)
     assert queue_bar(waiting) > 0 and filled(bar_pixels(frame, 3), QUEUE) == queue_bar(waiting)
@@ -95,7 +95,7 @@ def test_parallel_env_renders_rgb_array():
     env = auction_gym.parallel_env(render_mode="rgb_array", num_bidders=3, **FAST)
     assert env.render() is None
     env.reset(seed=0)
-    env.step({a: np.array([0.5], dtype=np.float32) for a in env.agents})
+    env.step({a: np.array([-0.5], dtype=np.float32) for a in env.agents})  # alpha = 0.5
     frame = env.render()
     assert frame.dtype == np.uint8 and frame.shape == (64, frame_width(2 * 3 + 1), 3)
     assert [filled(bar_pixels(frame, 4 + i), MULTIPLIER) for i in range(3)] == [16] * 3  # 0.5 of 2
@@ -122,3 +122,16 @@ def test_rl_zoo_train_runs(tmp_path):
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "logs" / "ppo" / "RadixAuction-v0_1" / "RadixAuction-v0.zip").is_file()
+
+
+def test_a_fresh_ppo_bids_about_truthfully_and_sac_acts_in_the_box_unscaled():
+    from stable_baselines3 import PPO, SAC
+
+    env = RadixAuctionEnv(**FAST)
+    obs, _ = env.reset(seed=0)
+    ppo = PPO("MlpPolicy", env, seed=0, device="cpu")
+    action, _ = ppo.predict(obs, deterministic=True)  # the Gaussian's mean, near 0 at initialisation
+    assert 0.95 < env.step(action)[4]["multiplier"] < 1.05
+    sac = SAC("MlpPolicy", env, seed=0, device="cpu")
+    # SAC squashes with tanh into [-1, 1] and rescales to the box: with Box(-1, 1) that is the identity.
+    assert sac.policy.scale_action(np.array([0.3, -1.0, 1.0])).tolist() == pytest.approx([0.3, -1.0, 1.0])

@@ -21,7 +21,9 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
 import auction_gym
-from agents import FixedMultiplier, OGDPacer, Truthful
+from agents import FixedMultiplier, OGDPacer, Truthful, focal_policy
+from agents.evaluation import evaluate
+from agents.sb3 import load_policy
 from auction_gym import Obs, RadixAuctionEnv
 
 FAST = dict(horizon=30, workload_kwargs={"rate": 40.0})
@@ -42,11 +44,22 @@ def test_gym_make_with_module_prefix_imports_the_package():
     assert out.stdout.strip() == "RadixAuctionEnv"
 
 
-def test_env_checkers_pass():
+@pytest.mark.parametrize("kwargs", [{}, FAST], ids=["default", "fast"])
+def test_env_checkers_pass_without_warnings(kwargs):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the [0, alpha_max] action range is documented, not [-1, 1]
-        gym_check_env(RadixAuctionEnv(**FAST))
-        sb3_check_env(RadixAuctionEnv(**FAST))
+        warnings.simplefilter("error")  # the normalized Box(-1, 1) is what SB3 asks for
+        env = gym.make("RadixAuction-v0", **kwargs)
+        assert env.action_space == gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        gym_check_env(env.unwrapped)
+        sb3_check_env(env)
+
+
+def test_multiplier_action_type_is_the_raw_box_and_sb3_says_it_is_not_normalized():
+    env = gym.make("RadixAuction-v0", action_type="multiplier", alpha_max=3.0, **FAST)
+    assert env.action_space == gym.spaces.Box(0.0, 3.0, (1,), np.float32)
+    for check in (gym_check_env, sb3_check_env):
+        with pytest.warns(UserWarning, match="symmetric and normalized"):
+            check(env.unwrapped)
 
 
 def test_pettingzoo_parallel_api():
@@ -88,14 +101,34 @@ def test_same_seed_same_actions_identical():
     assert rollouts[0] != rollouts[2]
 
 
-def test_actions_are_clipped_and_non_finite_raise():
-    env = RadixAuctionEnv(**FAST)
+@pytest.mark.parametrize("action_type", ["normalized", "multiplier"])
+def test_actions_are_clipped_and_non_finite_raise(action_type):
+    env = RadixAuctionEnv(action_type=action_type, alpha_max=3.0, **FAST)
     env.reset(seed=0)
-    assert env.step([7.0])[4]["multiplier"] == 2.0
+    assert env.step([7.0])[4]["multiplier"] == 3.0
     assert env.step([-3.0])[4]["multiplier"] == 0.0
     for bad in ([np.nan], [np.inf], [1.0, 2.0]):
         with pytest.raises(ValueError):
             env.step(bad)
+
+
+def test_normalized_actions_play_the_documented_multipliers():
+    env = RadixAuctionEnv(alpha_max=3.0, **FAST)
+    env.reset(seed=0)
+    played = [env.step([a])[4]["multiplier"] for a in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+    assert played == [0.0, 0.5, 1.0, 2.0, 3.0]  # 1 + a below truthful, 1 + 2a above
+    assert env.observation_space.contains(env.step([1.0])[0])
+    assert env.step([1.0])[0][Obs.PREV_MULTIPLIER] == 1.0  # still multiplier / alpha_max
+
+
+@pytest.mark.parametrize("make", [RadixAuctionEnv, auction_gym.parallel_env], ids=["env", "parallel_env"])
+def test_bad_action_type_or_alpha_max_raise(make):
+    with pytest.raises(ValueError, match="action_type must be one of"):
+        make(action_type="raw")
+    for alpha_max in (1.0, 0.5):
+        with pytest.raises(ValueError, match="alpha_max must be > 1 with action_type='normalized'"):
+            make(alpha_max=alpha_max)
+        make(alpha_max=alpha_max, action_type="multiplier")  # the raw multiplier needs only alpha_max > 0
 
 
 def test_bad_arguments_raise():
@@ -108,17 +141,75 @@ def test_bad_arguments_raise():
 @pytest.mark.parametrize("policy", [OGDPacer(), Truthful(), FixedMultiplier(0.5)])
 def test_builtin_policies_run_under_evaluate_policy(policy):
     venv = make_vec_env(RadixAuctionEnv, n_envs=2, seed=0, env_kwargs=FAST)
-    mean, std = evaluate_policy(policy, venv, n_eval_episodes=2)
+    mean, std = evaluate_policy(focal_policy(policy), venv, n_eval_episodes=2)
     assert np.isfinite(mean) and np.isfinite(std)
+
+
+def episode_infos(policy, action_type: str, seed: int = 5) -> list[dict]:
+    """The infos of one FAST episode with `policy` (mapped by focal_policy) as the focal bidder."""
+    env = RadixAuctionEnv(action_type=action_type, **FAST)
+    player = focal_policy(policy, action_type, env.config.alpha_max)
+    obs, _ = env.reset(seed=seed)
+    infos, done = [], False
+    while not done:
+        action, _ = player.predict(obs)
+        assert env.action_space.contains(action.astype(np.float32))
+        obs, _, terminated, truncated, info = env.step(action)
+        infos.append(info)
+        done = terminated or truncated
+    return infos
+
+
+def test_builtin_policies_play_the_same_multipliers_in_both_action_types():
+    truthful = episode_infos(Truthful(), "normalized")
+    assert {i["multiplier"] for i in truthful} == {1.0}
+    for action_type in ("normalized", "multiplier"):
+        fixed = episode_infos(FixedMultiplier(0.05), action_type)
+        assert {i["multiplier"] for i in fixed} == {float(np.float32(0.05))}  # the policy's float32 0.05
+    ogd = episode_infos(OGDPacer(eta=0.5), "normalized")
+    assert ogd == episode_infos(OGDPacer(eta=0.5), "multiplier")
+    assert len({i["multiplier"] for i in ogd}) > 3 and min(i["multiplier"] for i in ogd) < 0.5  # it paced
+
+
+def test_evaluate_maps_builtins_and_refuses_a_model_of_another_action_space(tmp_path):
+    kwargs = {**FAST, "action_type": "multiplier"}
+    assert evaluate(Truthful(), FAST, 1, progress=False) == evaluate(Truthful(), kwargs, 1, progress=False)
+    from stable_baselines3 import PPO
+
+    PPO("MlpPolicy", RadixAuctionEnv(**kwargs), n_steps=32, batch_size=32, seed=0).save(tmp_path / "old.zip")
+    old = load_policy(tmp_path / "old.zip")  # Box(0, 2), as every model saved before issue 14
+    with pytest.raises(ValueError, match=r"needs env_kwargs \{\"action_type\": \"multiplier\"\}"):
+        evaluate(old, FAST, 1, progress=False)
+    assert len(evaluate(old, kwargs, 1, progress=False)) == 1
 
 
 def test_other_bidders_per_bidder_and_focal_choice():
     env = RadixAuctionEnv(other_bidders=["truthful", "fixed:0.3", OGDPacer()], focal_bidder=2, **FAST)
     env.reset(seed=0)
     for _ in range(5):
-        env.step([1.0])
+        env.step([0.0])  # truthful
     alpha = env.market.alpha
     assert alpha[0] == 1.0 and alpha[1] == pytest.approx(0.3) and alpha[2] == 1.0
+
+
+@pytest.mark.parametrize("action_type", ["normalized", "multiplier"])
+def test_other_bidders_act_in_multipliers_whatever_the_focal_action_type(action_type):
+    focal = {"normalized": 1.0, "multiplier": 2.0}[action_type]  # alpha_max in either
+    env = RadixAuctionEnv(other_bidders=["fixed:0.3", "fixed:1.5", "truthful"], action_type=action_type, **FAST)
+    env.reset(seed=0)
+    for _ in range(10):
+        env.step([focal])
+    assert env.market.alpha.tolist() == [2.0, float(np.float32(0.3)), 1.5, 1.0]
+    ogd = RadixAuctionEnv(other_bidders="ogd", action_type=action_type, **FAST)
+    ogd.reset(seed=0)
+    reference = RadixAuctionEnv(other_bidders="ogd", action_type="multiplier", **FAST)
+    reference.reset(seed=0)
+    for _ in range(30):
+        ogd.step([focal])
+        reference.step([2.0])
+    assert ogd.market.alpha.tolist() == reference.market.alpha.tolist() and min(ogd.market.alpha) < 1.0
+    with pytest.raises(ValueError, match="other_bidders act in multipliers"):
+        RadixAuctionEnv(other_bidders=focal_policy(Truthful()), **FAST)
 
 
 class _Constant:
@@ -134,12 +225,12 @@ class _Constant:
 def test_other_bidders_actions_are_clipped_and_non_finite_raise():
     env = RadixAuctionEnv(other_bidders=_Constant(9.0), **FAST)
     env.reset(seed=0)
-    env.step([1.0])
+    env.step([0.0])
     assert env.market.alpha.tolist() == [1.0, 2.0, 2.0, 2.0]
     env = RadixAuctionEnv(other_bidders=["truthful", _Constant(np.nan), "truthful"], **FAST)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="policy of bidder 2"):
-        env.step([1.0])
+        env.step([0.0])
 
 
 def test_mooncake_workload_runs_on_the_slice():

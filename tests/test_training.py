@@ -88,7 +88,9 @@ def test_evaluate_builtin_and_zip_on_identical_seeds(trained, tmp_path, capsys):
     for name in ("ogd", "ppo_s0"):
         tags = scalars(tmp_path / name)
         assert EVAL_TAGS <= set(tags)
-        assert [e.step for e in tags["eval/utility"]] == [0, 1, 2]
+        assert [e.step for e in tags["episode/utility"]] == [0, 1, 2]
+        assert [e.step for e in tags["eval/utility"]] == [0]
+        assert tags["eval/utility"][0].value == pytest.approx(sum(e.value for e in tags["episode/utility"]) / 3)
     # Identical seeds give identical episodes: the welfare of a deterministic policy repeats exactly.
     ogd = policy_from_spec("ogd")
     assert evaluate(ogd, ENV, 2, seed=7, progress=False) == evaluate(ogd, ENV, 2, seed=7, progress=False)
@@ -155,7 +157,7 @@ def test_evaluation_runs_once_per_rollout_and_the_output_says_what_was_trained(t
                                eval_episodes=1, progress=False,
                                hyperparams={"n_steps": 64, "batch_size": 64, "n_epochs": 1}))
     assert [e.step for e in scalars(result.run_dir)["eval/utility"]] == [64, 128, 192, 256]
-    assert (result.asked, result.trained, result.evaluations) == (256, 256, 4)
+    assert (result.asked, result.trained, result.eval_steps) == (256, 256, (64, 128, 192, 256))
 
 
 def test_ctrl_c_saves_a_checkpoint(tmp_path):
@@ -250,14 +252,26 @@ def test_metric_definitions():
 
 
 def test_compare_end_to_end(tmp_path, capsys):
-    compare_cmd.main(["--algos", "ppo", "--timesteps", "64", "--seeds", "1", "--episodes", "2",
+    compare_cmd.main(["--algos", "ppo", "--timesteps", "64", "--seeds", "2", "--episodes", "2",
                       "--logdir", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--env-kwargs", ENV_JSON,
-                      "--eval-freq", "64", "--no-progress", "--hyperparams", "n_steps=32", "batch_size=32",
-                      "n_epochs=1"])
+                      "--eval-freq", "64", "--no-progress", "--tuning-episodes", "2", "--hyperparams", "n_steps=32",
+                      "batch_size=32", "n_epochs=1"])
     out = tmp_path / "out"
-    assert {p.name for p in out.iterdir()} == {"compare.csv", "compare.md", "compare.png", "episodes.csv"}
+    assert {p.name for p in out.iterdir()} == {"compare.csv", "compare.md", "compare.png", "policies.png",
+                                               "episodes.csv"}
     table = capsys.readouterr().out
-    assert "| ppo |" in table and "| ogd |" in table and "| truthful |" in table
-    for run in ("ppo_s0", "eval/ppo_s0", "eval/ogd", "eval/truthful"):
+    for row in ("ppo", "ogd", "truthful", "best_fixed", "ogd_tuned", "ppo_s0", "ppo_s1"):
+        assert f"| {row} |" in table
+    assert "Across training seeds" in table and "| ppo | 2 |" in table and "vs best_fixed" in table
+    for run in ("ppo_s0", "eval/ppo_s0", "eval/ogd", "eval/truthful", "eval/best_fixed", "eval/ogd_tuned"):
         assert EVAL_TAGS <= set(scalars(tmp_path / "runs" / "compare" / run))
-    assert f"`{tmp_path / 'runs' / 'compare'}`" in (out / "compare.md").read_text()
+    # One x axis: a baseline's flat line sits at the learned runs' evaluation steps, a learned
+    # model's final evaluation at its last training step.
+    learned_steps = {e.step for s in (0, 1) for e in scalars(tmp_path / "runs" / "compare" / f"ppo_s{s}")["eval/utility"]}
+    ogd = scalars(tmp_path / "runs" / "compare" / "eval" / "ogd")
+    assert {e.step for e in ogd["eval/utility"]} == learned_steps and len({e.value for e in ogd["eval/utility"]}) == 1
+    assert [e.step for e in ogd["episode/utility"]] == [0, 1]
+    assert [e.step for e in scalars(tmp_path / "runs" / "compare" / "eval" / "ppo_s0")["eval/utility"]] == [64]
+    report = (out / "compare.md").read_text()
+    assert f"`{tmp_path / 'runs' / 'compare'}`" in report
+    assert "best_fixed = fixed:" in report and "ogd_tuned = ogd:eta=" in report and "tuning seeds 0..1" in report

@@ -9,8 +9,9 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, parse_action
 from ..market import Market, Obs
-from .radix_auction_env import check_env_arguments, market_config, market_info, parse_action, warn_if_queue_unstable
+from .radix_auction_env import check_env_arguments, market_config, market_info, warn_if_queue_unstable
 from .rendering import market_frame
 
 
@@ -21,9 +22,13 @@ class RadixAuctionParallelEnv(ParallelEnv):
     are those of `RadixAuctionEnv`, per agent; see its docstring. All agents terminate together
     after `horizon` rounds (or are truncated together if the workload runs dry).
 
-    Arguments: `reward_scale`, `render_mode`, and the market's keyword arguments, as for
-    `RadixAuctionEnv` (everything but `other_bidders` and `focal_bidder`); it warns as that does
-    for a long horizon over an unstable queue, and checks `trace_path` at construction.
+    Arguments: `reward_scale`, `render_mode`, `action_type` (every agent's; "normalized" by default,
+    `Box(-1, 1)`, or "multiplier", `Box(0, alpha_max)`, see `RadixAuctionEnv`'s Action Space), and
+    the market's keyword arguments, as for `RadixAuctionEnv` (everything but `other_bidders` and
+    `focal_bidder`); it warns as that does for a long horizon over an unstable queue, and checks
+    `trace_path` at construction.
+
+    Version history: as `RadixAuctionEnv`'s (issue 14: normalized actions by default).
 
     Rendering: "ansi" gives one line of text after each step (None before the first); "rgb_array"
     a uint8 image of shape (64, 4 + 16 x (2 x num_bidders + 1), 3) after reset or any step (None
@@ -35,10 +40,13 @@ class RadixAuctionParallelEnv(ParallelEnv):
     metadata = {"name": "radix_auction_v0", "render_modes": ["ansi", "rgb_array"], "render_fps": 10,
                 "is_parallelizable": True}
 
-    def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None, **market: Any) -> None:
+    def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None,
+                 action_type: str = DEFAULT_ACTION_TYPE, **market: Any) -> None:
         self.config = market_config(**market)
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
+        check_action_type(action_type, self.config.alpha_max)
         warn_if_queue_unstable(self.config)
+        self.action_type = action_type
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
         self.possible_agents = [f"bidder_{i}" for i in range(self.config.num_bidders)]
@@ -52,7 +60,7 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
     @functools.lru_cache(maxsize=None)
     def action_space(self, agent: str) -> spaces.Box:
-        return spaces.Box(0.0, float(self.config.alpha_max), shape=(1,), dtype=np.float32)
+        return action_box(self.action_type, self.config.alpha_max)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
@@ -68,7 +76,8 @@ class RadixAuctionParallelEnv(ParallelEnv):
             raise RuntimeError("the episode is over; call reset()")
         if missing := set(self.agents) - set(actions):
             raise ValueError(f"missing actions for {sorted(missing)}")
-        alphas = [parse_action(actions[a], self.config.alpha_max, f"action of {a}") for a in self.agents]
+        alphas = [parse_action(actions[a], self.action_type, self.config.alpha_max, f"action of {a}")
+                  for a in self.agents]
         report = self.market.step(alphas)
         obs = self.market.observations()
         terminated, truncated = self.market.terminated, self.market.truncated

@@ -10,22 +10,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_multiplier, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
 from ..pacing import Policy, make_policy
 from .rendering import market_frame
-
-
-def parse_action(action: Any, alpha_max: float, what: str = "action") -> float:
-    """The bid multiplier of an action: one finite number, clipped to [0, alpha_max]."""
-    if isinstance(action, np.ndarray) and action.size == 1:
-        a = float(action.item())
-    elif np.size(action) != 1:
-        raise ValueError(f"{what} must hold one bid multiplier, got shape {np.shape(action)}")
-    else:
-        a = float(action[0] if np.ndim(action) else action)
-    if not math.isfinite(a):
-        raise ValueError(f"{what} must be finite, got {a}")
-    return min(max(a, 0.0), alpha_max)
 
 
 def market_config(
@@ -93,9 +81,23 @@ class RadixAuctionEnv(gym.Env):
 
     ## Action Space
 
-    `Box(0, alpha_max, (1,), float32)`: the focal bidder's bid multiplier alpha for the next round
-    (alpha = 1 bids true urgency; 0 bids nothing). Out-of-range values are clipped; NaN or inf raise
-    ValueError. A bidder whose budget is spent bids 0 whatever it plays.
+    The focal bidder's bid multiplier alpha for the next round (alpha = 1 bids true urgency; 0 bids
+    nothing), in one of two types (`action_type`; the map is defined once, in `auction_gym.action`):
+
+    | action_type  | space                              | multiplier alpha of action a                       |
+    |--------------|------------------------------------|----------------------------------------------------|
+    | "normalized" | `Box(-1, 1, (1,), float32)`        | 1 + a for a <= 0, 1 + a (alpha_max - 1) for a > 0: |
+    | (default)    |                                    | a = -1 bids nothing, 0 truthful, +1 alpha_max      |
+    | "multiplier" | `Box(0, alpha_max, (1,), float32)` | a itself                                           |
+
+    The normalized type is what SB3 expects (`check_env` passes without warnings) and puts a fresh
+    PPO policy's mean action on truthful bidding; with the default alpha_max = 2 it is alpha = 1 + a.
+    Out-of-range values are clipped to the box; NaN or inf raise ValueError. `info["multiplier"]` is
+    the multiplier played. A bidder whose budget is spent bids 0 whatever it plays.
+
+    The built-in policies (`auction_gym.pacing`) output multipliers, the unit of `other_bidders`;
+    `auction_gym.pacing.focal_policy` maps them to this env's actions, and
+    `agents.evaluation.evaluate` does so itself.
 
     ## Observation Space
 
@@ -164,11 +166,11 @@ class RadixAuctionEnv(gym.Env):
     ## Info
 
     `payment` (focal's payment this round), `spent` (its cumulative spend), `budget`, `utility`
-    (unscaled reward), `multiplier`, `round`, `time` (engine seconds), and market metrics of the
-    step: `welfare` (sum of V - w x latency of all requests finished), `revenue` (all payments),
-    `hit_rate` (cache hit rate of the requests admitted), `latency`, `ttft` (means over the requests
-    finished), `admitted`, `finished` (counts). A mean over no requests is 0; weight means by the
-    counts when aggregating.
+    (unscaled reward), `multiplier` (the one played, whatever the action type), `round`, `time`
+    (engine seconds), and market metrics of the step: `welfare` (sum of V - w x latency of all
+    requests finished), `revenue` (all payments), `hit_rate` (cache hit rate of the requests
+    admitted), `latency`, `ttft` (means over the requests finished), `admitted`, `finished`
+    (counts). A mean over no requests is 0; weight means by the counts when aggregating.
 
     ## Arguments
 
@@ -194,8 +196,10 @@ class RadixAuctionEnv(gym.Env):
     | horizon          | 500          | rounds per episode                                               |
     | other_bidders    | "ogd"        | "ogd", "truthful", "fixed:<alpha>", a policy, or one per other bidder |
     | focal_bidder     | 0            | which bidder the learner plays                                   |
-    | alpha_max        | 2.0          | action upper bound                                               |
+    | alpha_max        | 2.0          | the largest multiplier; > 1 under action_type "normalized"       |
     | reward_scale     | 0.1          | reward = utility x reward_scale                                  |
+    | action_type      | "normalized" | "normalized" (Box(-1, 1)) or "multiplier" (Box(0, alpha_max)),   |
+    |                  |              | see Action Space                                                 |
 
     The default scenario (stationary traffic above the engine's capacity, budgets that bind) is
     described in `auction_gym.market.MarketConfig`.
@@ -227,6 +231,11 @@ class RadixAuctionEnv(gym.Env):
       log1p(t / scale) instead of t / scale clipped at 10, so observations, and the trajectories of
       learned policies, differ from earlier v0 releases (little for short queues and delays, where
       log1p(x) is about x); `rgb_array` rendering; trace_path checked at construction.
+    - v0 (issue 14): the action is normalized by default, `Box(-1, 1)` mapped to the multiplier
+      (a = 0 truthful), instead of the multiplier in `Box(0, alpha_max)`, which
+      `action_type="multiplier"` keeps; models trained before act in the old space and play as
+      trained only there (`agents.evaluation.evaluate` refuses a model whose action space is not
+      the env's). alpha_max must be > 1 for the normalized type.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
@@ -251,6 +260,7 @@ class RadixAuctionEnv(gym.Env):
         alpha_max: float = MarketConfig.alpha_max,
         reward_scale: float = 0.1,
         render_mode: str | None = None,
+        action_type: str = DEFAULT_ACTION_TYPE,
     ) -> None:
         self.config = market_config(
             num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
@@ -262,7 +272,9 @@ class RadixAuctionEnv(gym.Env):
         if not 0 <= focal_bidder < num_bidders:
             raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {focal_bidder}")
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
+        check_action_type(action_type, alpha_max)
         warn_if_queue_unstable(self.config)
+        self.action_type = action_type
         self.focal = focal_bidder
         self.others = [i for i in range(num_bidders) if i != focal_bidder]
         if isinstance(other_bidders, (list, tuple)):
@@ -271,6 +283,11 @@ class RadixAuctionEnv(gym.Env):
             policies = [make_policy(s, alpha_max) for s in other_bidders]
         else:
             policies = [make_policy(other_bidders, alpha_max)] * len(self.others)
+        for policy in policies:
+            # The opponents' actions are multipliers; a policy mapped to normalized actions (focal_policy) is not.
+            if getattr(policy, "action_type", "multiplier") != "multiplier":
+                raise ValueError(f"other_bidders act in multipliers, got a policy of action_type "
+                                 f"{policy.action_type!r}: {policy!r}")
         # Bidders sharing a policy object are asked in one batched predict per step.
         groups: dict[int, tuple[Policy, list[int]]] = {}
         for bidder, policy in zip(self.others, policies):
@@ -280,7 +297,7 @@ class RadixAuctionEnv(gym.Env):
         self.render_mode = render_mode
         self.market = Market(self.config)
         self.observation_space = spaces.Box(Obs.LOW, Obs.high(self.config.horizon), dtype=np.float32)
-        self.action_space = spaces.Box(0.0, float(alpha_max), shape=(1,), dtype=np.float32)
+        self.action_space = action_box(action_type, alpha_max)
         self._obs: np.ndarray | None = None
         self._last: RoundReport | None = None
 
@@ -296,17 +313,17 @@ class RadixAuctionEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         alpha_max = self.config.alpha_max
         alphas = [0.0] * self.config.num_bidders
-        alphas[self.focal] = parse_action(action, alpha_max)
+        alphas[self.focal] = parse_action(action, self.action_type, alpha_max)
         for policy, bidders, rows in self._groups:
             acts, _ = policy.predict(self._obs.take(rows, 0), deterministic=True)
             acts = np.asarray(acts, dtype=np.float64)
             values = acts.reshape(-1).tolist() if acts.size == len(bidders) else []
             if len(values) == len(bidders) and all(math.isfinite(a) for a in values):
                 for i, a in zip(bidders, values):  # the group's actions, checked at once
-                    alphas[i] = min(max(a, 0.0), alpha_max)
+                    alphas[i] = clip_multiplier(a, alpha_max)
                 continue
             for i, act in zip(bidders, acts.reshape(len(bidders), -1)):  # find the culprit
-                alphas[i] = parse_action(act, alpha_max, f"policy of bidder {i}")
+                alphas[i] = parse_action(act, "multiplier", alpha_max, f"policy of bidder {i}")
         report = self.market.step(alphas)
         self._last = report
         self._obs = self.market.observations()

@@ -1,0 +1,80 @@
+"""The environments' action: its two types, and the one map between a normalized action and the
+bid multiplier.
+
+`action_type="normalized"` (the default): `Box(-1, 1, (1,), float32)`, mapped piecewise linearly to
+the multiplier alpha, exact at the ends and at truthful bidding:
+
+    alpha = 1 + a                    for -1 <= a <= 0   (a = -1: alpha = 0, bid nothing; a = 0: truthful)
+    alpha = 1 + a (alpha_max - 1)    for  0 <  a <= 1   (a = +1: alpha = alpha_max)
+
+It is continuous and increasing (alpha_max must be > 1), and a = 0, the mean of a fresh Gaussian
+policy (PPO, A2C) and the centre of a tanh-squashed one (SAC, TD3), is truthful. Two slopes rather
+than one, alpha = (a + 1) alpha_max / 2, because that puts truthful at a = 0 only for
+alpha_max = 2.
+
+`action_type="multiplier"`: `Box(0, alpha_max, (1,), float32)`, the multiplier itself (v0 before
+issue 14).
+
+Out-of-range actions are clipped to the box; NaN or inf raise ValueError.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+ACTION_TYPES = ("normalized", "multiplier")
+DEFAULT_ACTION_TYPE = "normalized"
+
+
+def to_multiplier(a: float, alpha_max: float) -> float:
+    """The bid multiplier alpha of a normalized action `a` (clipped to [-1, 1] first)."""
+    a = min(max(a, -1.0), 1.0)
+    return 1.0 + a if a <= 0.0 else 1.0 + a * (alpha_max - 1.0)
+
+
+def to_action(alpha: float, alpha_max: float) -> float:
+    """The normalized action of a bid multiplier `alpha` (clipped to [0, alpha_max] first), the
+    inverse of `to_multiplier`. For alpha <= 1 (every built-in policy's but a fixed one above 1)
+    `to_multiplier(to_action(alpha))` is exactly alpha when alpha is a float32 (the built-ins' dtype)
+    computed in float64: alpha - 1 then needs no more than float64's bits."""
+    alpha = min(max(alpha, 0.0), alpha_max)
+    return alpha - 1.0 if alpha <= 1.0 else (alpha - 1.0) / (alpha_max - 1.0)
+
+
+def clip_multiplier(alpha: float, alpha_max: float) -> float:
+    """A bid multiplier clipped to [0, alpha_max]."""
+    return min(max(alpha, 0.0), alpha_max)
+
+
+def check_action_type(action_type: str, alpha_max: float) -> None:
+    """ValueError unless `action_type` is one of ACTION_TYPES and, when normalized, alpha_max > 1
+    (so that a > 0 bids above truthful)."""
+    if action_type not in ACTION_TYPES:
+        raise ValueError(f"action_type must be one of {list(ACTION_TYPES)}, got {action_type!r}")
+    if action_type == "normalized" and not alpha_max > 1.0:
+        raise ValueError(f"alpha_max must be > 1 with action_type='normalized' (a = +1 bids alpha_max, "
+                         f"a = 0 truthful), got {alpha_max!r}; use action_type='multiplier' for alpha_max <= 1")
+
+
+def action_box(action_type: str, alpha_max: float) -> spaces.Box:
+    """The action space of `action_type` (see the module docstring)."""
+    if action_type == "normalized":
+        return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+    return spaces.Box(0.0, float(alpha_max), shape=(1,), dtype=np.float32)
+
+
+def parse_action(action: Any, action_type: str, alpha_max: float, what: str = "action") -> float:
+    """The bid multiplier of an action of `action_type`: one finite number, clipped to its box."""
+    if isinstance(action, np.ndarray) and action.size == 1:
+        a = float(action.item())
+    elif np.size(action) != 1:
+        raise ValueError(f"{what} must hold one number, got shape {np.shape(action)}")
+    else:
+        a = float(action[0] if np.ndim(action) else action)
+    if not math.isfinite(a):
+        raise ValueError(f"{what} must be finite, got {a}")
+    return to_multiplier(a, alpha_max) if action_type == "normalized" else clip_multiplier(a, alpha_max)
