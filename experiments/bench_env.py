@@ -33,7 +33,8 @@ import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 def env_seconds_per_step(steps: int, seed: int = 0, mechanism: str = "radix_vcg") -> tuple[float, float]:
     """(seconds per step including resets, mean queue length) over `steps` random-action steps."""
     env = gym.make("RadixAuction-v0", mechanism=mechanism)
-    actions = np.random.default_rng(seed).uniform(0.0, 2.0, size=(steps, 1)).astype(np.float32)
+    space = env.action_space  # uniform over it: multipliers uniform over [0, 2] in either action type
+    actions = np.random.default_rng(seed).uniform(space.low, space.high, size=(steps, 1)).astype(np.float32)
     env.reset(seed=seed)
     queue = []
     t0 = time.perf_counter()
