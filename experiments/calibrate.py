@@ -183,19 +183,23 @@ def calibrate(
     name = f"{preset}-{str(torch_dtype).removeprefix('torch.')}/{_device_name(device)} (calibrated)"
     model_json = CostModel(*map(float, coef["prefill"]), *map(float, coef["decode"]), name=name)
     model_json.to_json(out)
+    summary = {"out": str(out), "cost_model": model_json.__dict__, **_errors(samples, errors),
+               "wall_s": round(time.perf_counter() - start, 1)}
+    print(json.dumps(summary, indent=2))
+    return summary
+
+
+def _errors(samples: list[Sample], errors: dict[str, np.ndarray]) -> dict:
+    """Point counts and held-out errors (percent, median and p90) per kind and over both."""
     both = np.concatenate([errors["prefill"], errors["decode"]])
-    summary = {
-        "out": str(out), "cost_model": model_json.__dict__,
+    return {
         "points": {k: sum(s.kind == k for s in samples) for k in ("prefill", "decode")},
         "held_out": {k: len(v) for k, v in errors.items()},
         "median_ape_pct": {**{k: float(np.median(v)) for k, v in errors.items()}, "all": float(np.median(both))},
         "p90_ape_pct": {
             **{k: float(np.percentile(v, 90)) for k, v in errors.items()}, "all": float(np.percentile(both, 90))
         },
-        "wall_s": round(time.perf_counter() - start, 1),
     }
-    print(json.dumps(summary, indent=2))
-    return summary
 
 
 def _device_name(device: str) -> str:

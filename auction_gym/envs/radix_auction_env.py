@@ -44,6 +44,28 @@ def warn_if_queue_unstable(config: MarketConfig) -> None:
         warnings.warn(message, UserWarning, stacklevel=3)
 
 
+def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others: list[int],
+                    alpha_max: float) -> list[tuple[Policy, list[int], np.ndarray]]:
+    """The other bidders' policies grouped by policy object, (policy, bidders, their rows): bidders
+    sharing a policy are asked in one batched predict per step. ValueError for a count that does
+    not match `others`, or a policy that does not act in multipliers."""
+    if isinstance(other_bidders, (list, tuple)):
+        if len(other_bidders) != len(others):
+            raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(others)} other bidders")
+        policies = [make_policy(s, alpha_max) for s in other_bidders]
+    else:
+        policies = [make_policy(other_bidders, alpha_max)] * len(others)
+    for policy in policies:
+        # The opponents' actions are multipliers; a policy mapped to normalized actions (focal_policy) is not.
+        if getattr(policy, "action_type", "multiplier") != "multiplier":
+            raise ValueError(f"other_bidders act in multipliers, got a policy of action_type "
+                             f"{policy.action_type!r}: {policy!r}")
+    groups: dict[int, tuple[Policy, list[int]]] = {}
+    for bidder, policy in zip(others, policies):
+        groups.setdefault(id(policy), (policy, []))[1].append(bidder)
+    return [(policy, bidders, np.array(bidders)) for policy, bidders in groups.values()]
+
+
 def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, Any]:
     """The `info` dict of one bidder after a round (see RadixAuctionEnv).
 
@@ -277,22 +299,7 @@ class RadixAuctionEnv(gym.Env):
         self.action_type = action_type
         self.focal = focal_bidder
         self.others = [i for i in range(num_bidders) if i != focal_bidder]
-        if isinstance(other_bidders, (list, tuple)):
-            if len(other_bidders) != len(self.others):
-                raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(self.others)} other bidders")
-            policies = [make_policy(s, alpha_max) for s in other_bidders]
-        else:
-            policies = [make_policy(other_bidders, alpha_max)] * len(self.others)
-        for policy in policies:
-            # The opponents' actions are multipliers; a policy mapped to normalized actions (focal_policy) is not.
-            if getattr(policy, "action_type", "multiplier") != "multiplier":
-                raise ValueError(f"other_bidders act in multipliers, got a policy of action_type "
-                                 f"{policy.action_type!r}: {policy!r}")
-        # Bidders sharing a policy object are asked in one batched predict per step.
-        groups: dict[int, tuple[Policy, list[int]]] = {}
-        for bidder, policy in zip(self.others, policies):
-            groups.setdefault(id(policy), (policy, []))[1].append(bidder)
-        self._groups = [(policy, bidders, np.array(bidders)) for policy, bidders in groups.values()]
+        self._groups = opponent_groups(other_bidders, self.others, alpha_max)
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
         self.market = Market(self.config)
