@@ -131,9 +131,11 @@ def _for_env(policy: Policy, env: gym.Env) -> Policy:
 
 def _episode(policy: Policy, env: gym.Env, seed: int) -> Iterator[tuple[np.ndarray, dict[str, Any]]]:
     obs, _ = env.reset(seed=seed)
-    done = False
+    done, start = False, np.array([True])
     while not done:
-        action, _ = policy.predict(obs, deterministic=True)
+        # episode_start: a policy that keeps state across steps (stacked observations) starts afresh.
+        action, _ = policy.predict(obs, episode_start=start, deterministic=True)
+        start = np.array([False])
         acted_on = obs
         obs, _, terminated, truncated, info = env.step(action)
         yield acted_on, info

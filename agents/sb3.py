@@ -23,9 +23,10 @@ from stable_baselines3 import A2C, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecFrameStack, VecNormalize
 
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
+from auction_gym.market import Obs
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "a2c": A2C}
 ENV_ID = "RadixAuction-v0"
@@ -33,7 +34,7 @@ ENV_ID = "RadixAuction-v0"
 ENV_ENTRY = f"auction_gym:{ENV_ID}"
 HYPERPARAMS_DIR = Path(__file__).resolve().parents[1] / "hyperparams"
 # RL Zoo keys that configure the run rather than the algorithm's constructor.
-_RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "policy", "noise_type", "noise_std")
+_RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "frame_stack", "policy", "noise_type", "noise_std")
 # Constructor arguments that training sets itself.
 _FIXED_KEYS = ("self", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model")
 _NOISES = {"normal": NormalActionNoise, "ornstein-uhlenbeck": OrnsteinUhlenbeckActionNoise}
@@ -75,6 +76,8 @@ def check_hyperparams(algo: str, hyperparams: dict[str, Any]) -> None:
         if key not in valid:
             raise ValueError(f"unknown hyperparameter {key!r} for {algo}; valid: {', '.join(valid)}")
         default = params[key].default if key in params else None
+        if key == "frame_stack" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"hyperparameter frame_stack={value!r}: expected an integer >= 1 (observations stacked)")
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, int):
@@ -134,15 +137,19 @@ def check_env_kwargs(env_kwargs: dict[str, Any]) -> None:
 
 
 def make_env(env_kwargs: dict[str, Any], n_envs: int, seed: int,
-             normalize: dict[str, Any] | None = None) -> VecEnv:
+             normalize: dict[str, Any] | None = None, frame_stack: int = 1) -> VecEnv:
     """`n_envs` monitored copies of RadixAuction-v0 (SubprocVecEnv when n_envs > 1), env i seeded
-    `seed + i`, wrapped in VecNormalize when `normalize` is given."""
+    `seed + i`, wrapped in VecNormalize when `normalize` is given, then, with `frame_stack` > 1, in
+    VecFrameStack (RL Zoo's order: each observation is normalized, then the last `frame_stack` are
+    concatenated, oldest first)."""
     if n_envs < 1:
         raise ValueError(f"n_envs must be >= 1, got {n_envs}")
     vec_cls = SubprocVecEnv if n_envs > 1 else DummyVecEnv
     venv = vec_cls([partial(_monitored_env, env_kwargs) for _ in range(n_envs)])
     venv.seed(seed)
-    return VecNormalize(venv, **normalize) if normalize is not None else venv
+    if normalize is not None:
+        venv = VecNormalize(venv, **normalize)
+    return VecFrameStack(venv, frame_stack) if frame_stack > 1 else venv
 
 
 def _monitored_env(env_kwargs: dict[str, Any]) -> Monitor:
@@ -208,10 +215,15 @@ def vecnormalize_path(model_path: str | Path) -> Path | None:
 
 class SB3Policy:
     """A trained SB3 model as a policy on raw observations: observations are normalized with the
-    VecNormalize statistics when given (never updated), and actions are deterministic."""
+    VecNormalize statistics when given (never updated) and, for a model trained on stacked
+    observations (`frame_stack`), stacked as VecFrameStack stacks them (`stack`), starting afresh
+    when `episode_start` is true or on the first call; actions are deterministic."""
 
     def __init__(self, model: BaseAlgorithm, vecnormalize: VecNormalize | None = None) -> None:
         self.model, self.vecnormalize = model, vecnormalize
+        self.frames = model.observation_space.shape[0] // Obs.SIZE
+        """Observations the model sees at once (1: no stacking)."""
+        self._stack: np.ndarray | None = None
 
     @property
     def action_space(self) -> gym.spaces.Space:
@@ -224,7 +236,21 @@ class SB3Policy:
         obs = np.asarray(observation, dtype=np.float32)
         if self.vecnormalize is not None:
             obs = self.vecnormalize.normalize_obs(obs).astype(np.float32)
+        if self.frames > 1:
+            fresh = self._stack is None or (episode_start is not None and bool(np.any(episode_start)))
+            self._stack = stack(None if fresh else self._stack, obs, self.frames)
+            obs = self._stack
         return self.model.predict(obs, state, episode_start, deterministic)
+
+
+def stack(previous: np.ndarray | None, obs: np.ndarray, frames: int) -> np.ndarray:
+    """The last `frames` observations concatenated, oldest first, as VecFrameStack builds them for
+    one env: `previous` (the last stack; None at an episode's start, which VecFrameStack fills with
+    zeros) shifted by one observation, with `obs` at the end."""
+    size = obs.shape[-1]
+    out = np.zeros(size * frames, dtype=np.float32) if previous is None else np.roll(previous, -size)
+    out[-size:] = obs
+    return out
 
 
 def load_policy(path: str | Path) -> SB3Policy:
@@ -242,8 +268,12 @@ def load_policy(path: str | Path) -> SB3Policy:
 
 
 def _dummy_env(model: BaseAlgorithm):
-    """A stand-in env with the model's spaces, to attach loaded VecNormalize statistics to."""
+    """A stand-in env with the model's action space and one observation's space (the last of a
+    stack), to attach loaded VecNormalize statistics to: they were taken before stacking."""
+    space = model.observation_space
+
     class _Spaces(gym.Env):
-        observation_space, action_space = model.observation_space, model.action_space
+        observation_space = gym.spaces.Box(space.low[-Obs.SIZE:], space.high[-Obs.SIZE:], dtype=space.dtype)
+        action_space = model.action_space
 
     return _Spaces()

@@ -14,7 +14,7 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
-from stable_baselines3.common.vec_env import VecNormalize
+from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
 from .callbacks import EvalMetricsCallback, HParamsCallback
 from .evaluation import DEFAULT_EVAL_SEED
@@ -83,7 +83,7 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> T
     if timesteps < 1:
         raise ValueError(f"timesteps must be >= 1, got {timesteps}")
     norm = normalize_kwargs(hp)
-    env = make_env(config.env_kwargs, n_envs, config.seed, norm)
+    env = make_env(config.env_kwargs, n_envs, config.seed, norm, int(hp.get("frame_stack", 1)))
     try:
         model = _build_or_resume(config, algo_cls, hp, env, norm is not None)
     except BaseException:
@@ -154,10 +154,10 @@ def _build_or_resume(config: TrainConfig, algo_cls: type, hp: dict[str, Any], en
     saved = detect_algo(path)
     if saved != config.algo:
         raise ValueError(f"--resume: {path} was trained with {saved}, not {config.algo}")
-    stats = vecnormalize_path(path)
-    if normalized and stats is not None:
-        loaded = VecNormalize.load(str(stats), env.venv)
-        env.obs_rms, env.ret_rms = loaded.obs_rms, loaded.ret_rms
+    stats, vec_norm = vecnormalize_path(path), unwrap_vec_normalize(env)
+    if normalized and stats is not None and vec_norm is not None:
+        loaded = VecNormalize.load(str(stats), vec_norm.venv)
+        vec_norm.obs_rms, vec_norm.ret_rms = loaded.obs_rms, loaded.ret_rms
     return ALGOS[saved].load(path, env=env, device="cpu")
 
 

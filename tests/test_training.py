@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zipfile
 
+import numpy as np
 import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -275,3 +276,35 @@ def test_compare_end_to_end(tmp_path, capsys):
     report = (out / "compare.md").read_text()
     assert f"`{tmp_path / 'runs' / 'compare'}`" in report
     assert "best_fixed = fixed:" in report and "ogd_tuned = ogd:eta=" in report and "tuning seeds 0..1" in report
+
+
+def test_stack_matches_sb3s_frame_stacking():
+    from gymnasium import spaces
+    from stable_baselines3.common.vec_env.stacked_observations import StackedObservations
+
+    from agents.sb3 import stack
+
+    sb3 = StackedObservations(1, 3, spaces.Box(-10, 10, (4,)))
+    rng = np.random.default_rng(0)
+    first = rng.normal(size=4).astype(np.float32)
+    expected, ours = sb3.reset(first[None])[0], stack(None, first, 3)
+    np.testing.assert_array_equal(ours, expected)
+    for _ in range(5):
+        obs = rng.normal(size=4).astype(np.float32)
+        expected = sb3.update(obs[None], np.array([False]), [{}])[0][0]
+        ours = stack(ours, obs, 3)
+        np.testing.assert_array_equal(ours, expected)
+
+
+def test_frame_stack_trains_and_evaluates(tmp_path):
+    result = train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, eval_episodes=1,
+                               progress=False, hyperparams={"n_steps": 64, "batch_size": 32, "n_epochs": 1,
+                                                            "frame_stack": 3}))
+    policy = load_policy(result.model_path)
+    assert policy.frames == 3 and policy.model.observation_space.shape == (36,)
+    assert EVAL_TAGS <= set(scalars(result.run_dir))
+    first, again = (evaluate(policy, ENV, 2, seed=3, progress=False) for _ in range(2))
+    assert first == again  # each episode starts a fresh stack, so repeated evaluations agree
+    with pytest.raises(ValueError, match="frame_stack=0"):
+        train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, progress=False,
+                          hyperparams={"frame_stack": 0}))
