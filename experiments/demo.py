@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from auction_gym import EngineConfig, Metrics, Request, SimEngine, scheduler_names
+from auction_gym.engine import rejections
 from auction_gym.market import MECHANISMS as POLICIES
 from auction_gym.workload import (
     AgenticConfig,
@@ -38,7 +39,7 @@ class Row:
     metrics: Metrics
     wall_s: float
     rejected: dict[int, str]
-    """The engine's reason for each request it rejected, by request id."""
+    """The engine's reason for each request it rejected, by request id, in id order (`rejections`)."""
 
     @property
     def loaded(self) -> int:
@@ -56,8 +57,7 @@ def compare_schedulers(
         t0 = time.perf_counter()
         engine = SimEngine(name, config)
         metrics = engine.run(workload())
-        rejected = {i: r.rejected for i, r in engine.records.items() if r.rejected is not None}
-        rows.append(Row(name, metrics, time.perf_counter() - t0, rejected))
+        rows.append(Row(name, metrics, time.perf_counter() - t0, rejections(engine.records)))
     return rows
 
 
@@ -68,7 +68,7 @@ def request_counts(row: Row, title: str, kv_capacity: int) -> str:
         raise UsageError(f"nothing to run, the workload has no request: {title}")
     if not row.rejected:
         return f"requests: {row.loaded} loaded, none rejected"
-    first = min(row.rejected)
+    first = next(iter(row.rejected))
     example = f"e.g. request {first}: {row.rejected[first]}"
     if len(row.rejected) == row.loaded:
         raise UsageError(f"nothing to run: the engine rejected all {row.loaded} requests ({example}); "

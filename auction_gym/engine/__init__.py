@@ -2,11 +2,11 @@
 `gpu_backend` and has the same interface."""
 
 from .cost_model import CostModel
-from .records import Metrics, RequestRecord, summarize
+from .records import Metrics, RequestRecord, rejections, summarize
 from .serving_engine import Admission, EngineConfig, Iteration, Running, ServingEngine, synthetic_output
 from .sim_engine import SimEngine
 
 __all__ = [
     "Admission", "CostModel", "EngineConfig", "Iteration", "Metrics", "RequestRecord", "Running",
-    "ServingEngine", "SimEngine", "summarize", "synthetic_output",
+    "ServingEngine", "SimEngine", "rejections", "summarize", "synthetic_output",
 ]

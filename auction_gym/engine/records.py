@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 
@@ -66,6 +67,11 @@ class Metrics:
     throughput_tps: float
     """Prompt plus output tokens of finished requests per second, same span."""
     makespan: float
+
+
+def rejections(records: Mapping[int, RequestRecord]) -> dict[int, str]:
+    """The engine's reason for each request it rejected, by request id, in id order."""
+    return {i: records[i].rejected for i in sorted(records) if records[i].rejected is not None}
 
 
 def summarize(records: list[RequestRecord]) -> Metrics:

@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..engine import Iteration
+from ..engine import Iteration, rejections
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler import Scheduler
@@ -118,11 +118,12 @@ class Market:
         """ValueError when the workload ran dry with every request rejected by the engine (a KV
         capacity below every request's prompt + output): an episode of one empty round otherwise."""
         records = self.engine.records
-        if records and all(r.rejected is not None for r in records.values()):
-            first = min(records)
+        rejected = rejections(records)
+        if records and len(rejected) == len(records):
+            first = next(iter(rejected))
             raise ValueError(
                 f"nothing can run: the engine rejected all {len(records)} requests of the workload (e.g. request "
-                f"{first}: {records[first].rejected}); raise engine_kwargs['kv_capacity_tokens']")
+                f"{first}: {rejected[first]}); raise engine_kwargs['kv_capacity_tokens']")
 
     @property
     def remaining(self) -> np.ndarray:
