@@ -35,7 +35,7 @@ import torch
 from agents.baselines import TUNED, TUNING_EPISODES
 from agents.evaluation import DEFAULT_EVAL_SEED, METRIC_UNITS, METRICS, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
-from agents.sb3 import ALGOS, check_env_kwargs, check_hyperparams, load_hyperparams, load_policy
+from agents.sb3 import ALGOS, check_hyperparams, load_hyperparams, load_policy
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
 from auction_gym.pacing import Policy
@@ -44,7 +44,7 @@ from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
 from .evaluate import evaluate_and_log
 from .policy_figure import plot_policies, trace
-from .train import key_values
+from .train import checked_env_kwargs, key_values
 
 SCENARIO = {
     "horizon": 200,
@@ -108,10 +108,7 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             policy_from_spec(spec)
         except ValueError as e:
             raise UsageError(f"--baselines: {e}") from None
-    try:
-        check_env_kwargs(args.env_kwargs)
-    except ValueError as e:
-        raise UsageError(f"--env-kwargs: {e}") from None
+    checked_env_kwargs(args.env_kwargs)
     hyperparams = key_values(args.hyperparams)
     for algo in algos:
         try:

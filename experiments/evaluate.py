@@ -20,7 +20,6 @@ from typing import Sequence
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, log_episodes, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
-from agents.sb3 import check_env_kwargs
 from agents.stats import format_ci, mean_ci
 from auction_gym.pacing import Policy
 
@@ -60,10 +59,6 @@ def run(args: argparse.Namespace) -> None:
     if model is not None and not Path(model).is_file():
         raise UsageError(f"--policy: model not found: {model}")
     env_kwargs, source = scenario(args.env_kwargs, model)
-    try:
-        check_env_kwargs(env_kwargs)
-    except ValueError as e:
-        raise UsageError(f"--env-kwargs: {e}") from None
     try:
         policy = policy_from_spec(args.policy, env_kwargs.get("alpha_max", 2.0))
     except ValueError as e:

@@ -40,16 +40,26 @@ def key_values(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def checked_env_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`env_kwargs` when RadixAuction-v0 accepts them, else UsageError naming --env-kwargs."""
+    try:
+        check_env_kwargs(env_kwargs)
+    except ValueError as e:
+        raise UsageError(f"--env-kwargs: {e}") from None
+    return env_kwargs
+
+
 def scenario(given: dict[str, Any] | None, model: str | None) -> tuple[dict[str, Any], str]:
-    """The environment arguments of a run on or of a saved `model`, and where they come from: the
-    model's config.json, with `given` (--env-kwargs) overriding key by key; or `given` alone."""
+    """The environment arguments of a run on or of a saved `model`, checked (`checked_env_kwargs`),
+    and where they come from: the model's config.json, with `given` (--env-kwargs) overriding key
+    by key; or `given` alone."""
     saved = saved_env_kwargs(model) if model is not None else None
     if saved is None:
-        return dict(given or {}), "--env-kwargs" if given else "the defaults"
+        return checked_env_kwargs(dict(given or {})), "--env-kwargs" if given else "the defaults"
     env_kwargs, path = saved
     if given:
-        return {**env_kwargs, **given}, f"{path}, overridden by --env-kwargs"
-    return env_kwargs, str(path)
+        return checked_env_kwargs({**env_kwargs, **given}), f"{path}, overridden by --env-kwargs"
+    return checked_env_kwargs(env_kwargs), str(path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,10 +112,6 @@ def config_of(args: argparse.Namespace) -> TrainConfig:
     if args.hyperparams_file is not None and not Path(args.hyperparams_file).is_file():
         raise UsageError(f"--hyperparams-file: no such file: {args.hyperparams_file}")
     env_kwargs, source = scenario(args.env_kwargs, args.resume)
-    try:
-        check_env_kwargs(env_kwargs)
-    except ValueError as e:
-        raise UsageError(f"--env-kwargs: {e}") from None
     print(f"environment arguments from {source}: {json.dumps(env_kwargs)}")
     return TrainConfig(
         algo=args.algo, logdir=args.logdir, timesteps=args.timesteps, seed=args.seed, n_envs=args.n_envs,
