@@ -47,18 +47,21 @@ def token_view(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.n
 class Request:
     """One inference call.
 
-    | field         | unit                 | meaning                                                      |
-    |---------------|----------------------|--------------------------------------------------------------|
-    | id            | -                    | unique within a workload                                     |
-    | bidder        | -                    | who pays for it (tenant / agent)                             |
-    | tokens        | token ids            | the prompt; any sequence of non-negative ints                |
-    | bid           | money / s of latency | reported urgency, what the auction ranks by                  |
-    | output_len    | tokens               | tokens to generate (>= 1: prefill emits the first)           |
-    | arrival       | s                    | time the request reaches the server                          |
-    | value         | money                | worth of the completed request, V                            |
-    | urgency       | money / s of latency | true cost of waiting, w (defaults to `bid`)                  |
-    | output_tokens | token ids            | the reply, if the workload knows it (a later turn of a       |
-    |               |                      | session quotes it); otherwise the engine makes one up        |
+    | field          | unit                 | meaning                                                      |
+    |----------------|----------------------|--------------------------------------------------------------|
+    | id             | -                    | unique within a workload                                     |
+    | bidder         | -                    | who pays for it (tenant / agent)                             |
+    | tokens         | token ids            | the prompt; any sequence of non-negative ints                |
+    | bid            | money / s of latency | reported urgency, what the auction ranks by                  |
+    | output_len     | tokens               | tokens the request generates (>= 1: prefill emits the first) |
+    | max_new_tokens | tokens               | the client's cap on output (>= output_len; default           |
+    |                |                      | output_len). A server knows this, not output_len: the engine |
+    |                |                      | reserves memory by it (`EngineConfig.reservation`)           |
+    | arrival        | s                    | time the request reaches the server                          |
+    | value          | money                | worth of the completed request, V                            |
+    | urgency        | money / s of latency | true cost of waiting, w (defaults to `bid`)                  |
+    | output_tokens  | token ids            | the reply, if the workload knows it (a later turn of a       |
+    |                |                      | session quotes it); otherwise the engine makes one up        |
 
     Requests compare by identity: two objects are never "the same request" by value.
     """
@@ -73,6 +76,7 @@ class Request:
     urgency: float | None = None
     output_tokens: np.ndarray | None = field(default=None, repr=False)
     kind: str = ""
+    max_new_tokens: int | None = None
 
     def __post_init__(self) -> None:
         # Called once per request of every workload, so the checks are written out rather than looped.
@@ -99,6 +103,13 @@ class Request:
         self.urgency = urgency = bid if self.urgency is None else float(self.urgency)
         if not (urgency >= 0 and math.isfinite(urgency)):
             raise ValueError(f"request {self.id}: urgency must be finite and >= 0, got {urgency}")
+        cap = self.max_new_tokens
+        if cap is None:
+            self.max_new_tokens = out
+        elif isinstance(cap, bool) or int(cap) != cap or cap < out:
+            raise ValueError(f"request {self.id}: max_new_tokens must be an int >= output_len = {out}, got {cap!r}")
+        else:
+            self.max_new_tokens = int(cap)
         if self.output_tokens is not None and self.output_tokens.size != out:
             raise ValueError(
                 f"request {self.id}: output_tokens has {self.output_tokens.size} tokens, output_len is {out}"
@@ -107,7 +118,7 @@ class Request:
     @classmethod
     def _unchecked(
         cls, id: int, bidder: int, tokens: np.ndarray, bid: float, output_len: int, arrival: float,
-        value: float, urgency: float, output_tokens: np.ndarray | None, kind: str,
+        value: float, urgency: float, output_tokens: np.ndarray | None, kind: str, *, max_new_tokens: int,
     ) -> Request:
         """A request from fields a workload generator has already put in their checked form (read-only
         int64 token arrays of non-negative ids, Python ints and finite floats in range), without
@@ -116,6 +127,7 @@ class Request:
         r = object.__new__(cls)
         r.id, r.bidder, r.tokens, r.bid, r.output_len = id, bidder, tokens, bid, output_len
         r.arrival, r.value, r.urgency, r.output_tokens, r.kind = arrival, value, urgency, output_tokens, kind
+        r.max_new_tokens = max_new_tokens
         return r
 
     @property
