@@ -6,8 +6,11 @@ Slot ownership (checked by `check_slots`): every allocated pool slot belongs to 
 - a running request: the tokens of its sequence the cache does not hold for it (a partial last
   prompt page, and its generated tokens), from `_Seq.tree_len` on.
 The pool has `config.kv_capacity_tokens` slots, and the base engine's accounting
-(cache.total_size + reserved <= kv_capacity_tokens, a request's output reserved on admission)
-guarantees they suffice; an allocation failure is a bug and raises.
+(cache.total_size + reserved <= kv_capacity_tokens, every slot counted in one of the two before it
+is allocated; retraction makes room for decode) guarantees they suffice; an allocation failure is
+a bug and raises. A chunk that is not a request's last hands all its slots to the tree (chunks
+end on page boundaries); a retracted request frees its own slots and keeps its output so far, which
+its next prefill recomputes.
 
 Outputs: a request whose workload knows its reply (`Request.output_tokens`, e.g. an agentic session
 turn that the next turn quotes) is decoded with that reply fed back as input (teacher forcing), so
@@ -27,8 +30,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from auction_gym.engine import EngineConfig
-from auction_gym.engine.serving_engine import Admission, Running, ServingEngine
+from auction_gym.engine import Admission, EngineConfig, Running, ServingEngine
 from auction_gym.radix_cache import TreeNode
 from auction_gym.request import Request
 from auction_gym.scheduler.base import Scheduler
@@ -126,6 +128,8 @@ class TorchEngine(ServingEngine):
         self.cache.on_evict = self.pool.free
         self.timer = DeviceTimer(model.device)
         self._seqs: dict[int, _Seq] = {}
+        self._retracted: dict[int, list[int]] = {}
+        """Output so far of each retracted request, until its next prefill."""
         self.outputs: dict[int, np.ndarray] = {}
         """Output tokens of each finished request, by request id."""
 
@@ -159,14 +163,16 @@ class TorchEngine(ServingEngine):
 
     def _execute_prefill(self, batch: list[Admission]) -> float:
         cached = [_path_slots(adm.node) for adm in batch]
-        assert all(len(c) == adm.cached for c, adm in zip(cached, batch)), "matched prefix and slots disagree"
-        new_slots = [self.pool.alloc(adm.request.prompt_len - adm.cached) for adm in batch]
-        tokens = [adm.request.tokens[adm.cached :] for adm in batch]
+        assert all(len(c) == adm.cached for c, adm in zip(cached, batch)), "cached prefix and slots disagree"
+        new_slots = [self.pool.alloc(adm.extend) for adm in batch]
+        tokens = [adm.tokens[adm.cached : adm.end] for adm in batch]
         with self.timer as t:
             first = run_prefill(self.model, self.pool, cached, new_slots, tokens)
         for adm, c, s, greedy in zip(batch, cached, new_slots, first):
             seq = _Seq(np.concatenate([c, s]), adm.cached)
-            seq.out.append(self._next_token(adm.request, 0, int(greedy)))
+            if adm.last_chunk:
+                seq.out = self._retracted.pop(adm.request.id, [])
+                seq.out.append(self._next_token(adm.request, adm.generated, int(greedy)))
             self._seqs[adm.request.id] = seq
         return t.seconds
 
@@ -188,15 +194,29 @@ class TorchEngine(ServingEngine):
     # Cache insertion: hand slots to the tree, free the duplicates.
 
     def _cache_prompt(self, adm: Admission) -> TreeNode:
-        r, seq = adm.request, self._seqs[adm.request.id]
-        res = self.cache.insert(r.tokens, value=seq.slots.copy())
+        seq = self._seqs[adm.request.id]
+        res = self.cache.insert(adm.tokens[: adm.end], value=seq.slots.copy())
         # Another request of the batch may have inserted part of our prompt first: the tree keeps
         # its slots, ours for [adm.cached, res.cached) are duplicates.
         if res.cached > adm.cached:
             self.pool.free(seq.slots[adm.cached : res.cached])
             seq.slots[: res.cached] = _path_slots(res.last_node)[: res.cached]
         seq.tree_len = res.last_node.depth
+        if not adm.last_chunk:
+            assert seq.tree_len == adm.end, "a chunk must end on a page boundary"
+            del self._seqs[adm.request.id]  # the tree owns every slot until the next chunk
         return res.last_node
+
+    def _release(self, run: Running, generated: int) -> None:
+        seq = self._seqs.pop(run.request.id)
+        assert len(seq.out) == generated, "decode steps and emitted tokens disagree"
+        self.pool.free(seq.slots[seq.tree_len :])
+        self._retracted[run.request.id] = seq.out
+
+    def _output_tokens(self, r: Request) -> np.ndarray:
+        if r.output_tokens is None and r.id in self._retracted:
+            return np.asarray(self._retracted[r.id], dtype=np.int64)
+        return super()._output_tokens(r)
 
     def _cache_finished(self, run: Running) -> None:
         r, seq = run.request, self._seqs.pop(run.request.id)

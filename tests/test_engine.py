@@ -160,8 +160,9 @@ def test_cost_model_json_round_trip(tmp_path):
 
 def test_a_later_smaller_request_is_admitted_when_the_first_does_not_fit():
     """The check that any admission is possible must not stop at the first waiting request: with
-    memory for C but not B, the auction runs, and C (the higher bid) is admitted while A decodes."""
-    config = EngineConfig(kv_capacity_tokens=100, max_prefill_tokens=100)
+    memory for C but not B, the auction runs, and C (the higher bid) is admitted while A decodes.
+    (The oracle reservation makes the room a plain sum; the check is the same under both.)"""
+    config = EngineConfig(kv_capacity_tokens=100, max_prefill_tokens=100, reservation="oracle")
     engine = SimEngine("strict_vcg", config)
     a = Request(0, 0, list(range(10)), bid=1.0, output_len=60)
     b = Request(1, 1, list(range(100, 105)), bid=1.0, output_len=50, arrival=0.1)

@@ -2,11 +2,13 @@
 `gpu_backend` and has the same interface."""
 
 from .cost_model import CostModel
+from .config import RESERVATIONS, EngineConfig
 from .records import Metrics, RequestRecord, rejections, summarize
-from .serving_engine import Admission, EngineConfig, Iteration, Running, ServingEngine, synthetic_output
+from .serving_engine import ServingEngine, synthetic_output
+from .state import Admission, Iteration, Running
 from .sim_engine import SimEngine
 
 __all__ = [
-    "Admission", "CostModel", "EngineConfig", "Iteration", "Metrics", "RequestRecord", "Running",
+    "RESERVATIONS", "Admission", "CostModel", "EngineConfig", "Iteration", "Metrics", "RequestRecord", "Running",
     "ServingEngine", "SimEngine", "rejections", "summarize", "synthetic_output",
 ]

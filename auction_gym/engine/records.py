@@ -28,6 +28,9 @@ class RequestRecord:
     finish: float = math.nan
     cached_tokens: int = 0
     computed_tokens: int = 0
+    """Tokens the engine computed for it: its uncached prompt, plus what it recomputed after retractions."""
+    retractions: int = 0
+    """Times it was sent back to the waiting queue to make room (`EngineConfig.reservation`)."""
     rejected: str | None = None
 
     @classmethod
@@ -67,6 +70,8 @@ class Metrics:
     throughput_tps: float
     """Prompt plus output tokens of finished requests per second, same span."""
     makespan: float
+    retractions: int
+    """Retractions over all requests."""
 
 
 def rejections(records: Mapping[int, RequestRecord]) -> dict[int, str]:
@@ -77,9 +82,11 @@ def rejections(records: Mapping[int, RequestRecord]) -> dict[int, str]:
 def summarize(records: list[RequestRecord]) -> Metrics:
     done = [r for r in records if r.finished]
     rejected = sum(r.rejected is not None for r in records)
+    retractions = sum(r.retractions for r in records)
     nan = math.nan
     if not done:
-        return Metrics(0, rejected, len(records) - rejected, nan, nan, nan, nan, nan, nan, nan, 0.0, 0.0, 0.0)
+        return Metrics(0, rejected, len(records) - rejected, nan, nan, nan, nan, nan, nan, nan, 0.0, 0.0, 0.0,
+                       retractions)
     ttft = np.array([r.ttft for r in done])
     lat = np.array([r.latency for r in done])
     prompt = sum(r.prompt_len for r in done)
@@ -98,4 +105,5 @@ def summarize(records: list[RequestRecord]) -> Metrics:
         throughput_rps=len(done) / span if span > 0 else math.inf,
         throughput_tps=(prompt + sum(r.output_len for r in done)) / span if span > 0 else math.inf,
         makespan=span,
+        retractions=retractions,
     )

@@ -6,35 +6,47 @@ so how long it takes, is left to subclasses: `SimEngine` takes times from a cost
 `gpu_backend.TorchEngine` runs a model and measures them. The market and the environments only use
 this interface, so they do not know which engine they drive.
 
-Each `step()` is one iteration, as in SGLang's scheduler loop:
+Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first when there is one):
 
 1. Requests whose arrival time has come join the waiting queue (one that could never fit,
    prompt + output > kv_capacity_tokens, is rejected with a reason instead).
-2. If the queue is not empty, the scheduler orders it and a prefill batch is admitted in that order:
-   each request matches its longest cached prefix (at most prompt - 1 tokens, so the last prompt
-   token is always computed, as in SGLang), locks it, and reserves its uncached prompt tokens and its
-   whole output; least-recently-used unlocked leaves are evicted to make room. Admission stops at the
-   first request that does not fit in memory, would push the batch past `max_prefill_tokens` (the
-   first request of a batch is exempt, as in SGLang without chunked prefill), or past
-   `max_running_requests`. A request that would compute an uncached prefix that a request
-   already in the batch computes is held for the next batch instead (SGLang's in-batch prefix
-   sharing, `in_batch.py`; `EngineConfig.in_batch_prefix_caching`), and admission goes on with
-   the next request in the order. At the end of the prefill the prompts are inserted into the
-   cache and stay locked while their requests run; each admitted request has its first token.
+2. Prefill, if a chunked prefill is unfinished or the queue is not empty. A chunked request in
+   flight goes first with its next chunk; then the scheduler orders the queue and requests are
+   taken in that order. Each matches its longest cached prefix (at most all but the last token,
+   so the last is always computed, as in SGLang) and locks it. It is taken if memory (free +
+   evictable - what is reserved) holds its uncached tokens plus its output reservation
+   (`EngineConfig.reservation`, reservation.py), and it is then allocated its uncached tokens,
+   evicting least-recently-used unlocked leaves. Admission stops at the first request that does
+   not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
+   tokens: with chunked prefill the request that does not fit whole computes a chunk (its
+   finished chunks enter the cache, locked) and the batch ends; without it, the first request of
+   a batch is exempt and a later one that does not fit stops admission. A request that would
+   compute an uncached prefix that a request already in the batch computes is held for the next
+   batch instead (SGLang's in-batch prefix sharing, `in_batch.py`). After the prefill, sequences
+   are inserted into the cache and stay locked while their requests run; each request whose
+   prompt is complete has its first token.
 3. Otherwise the running batch decodes one step, or, where the engine can (the simulated one),
-   every step up to the next event at once (a request finishing, or an arrival that may be
-   admitted): nothing changes in between, so the result is the same as stepping one at a time.
-4. A finished request inserts prompt + output into the cache and unlocks its path.
+   every step up to the next event at once (a request finishing, an arrival that may be
+   admitted, memory running out, or the step at which the blocked request's reservation would
+   fit): nothing changes in between, so the result is the same as stepping one at a time. Under
+   the "sglang" reservation decode tokens are allocated as they are produced; when a step does
+   not fit even after eviction, running requests are retracted as SGLang retracts them (fewest
+   output tokens first, then longest prompt, at least one, until the step fits): their
+   generated KV is freed, their prompt stays in the cache unlocked, and they wait again (in
+   arrival order) to recompute prompt + output so far and go on.
+4. A finished request inserts prompt + output, bar the last output token whose KV is never
+   computed, into the cache and unlocks its path.
 
-Memory invariant: cache.total_size + reserved <= kv_capacity_tokens, where `reserved` holds each
-running request's output and the prompt tokens the cache does not hold for it (a partial last page).
+Memory invariant: cache.total_size + reserved <= kv_capacity_tokens, where `reserved` holds the
+tokens allocated outside the cache: each running request's partial last page and decode tokens
+(under "oracle", its whole output from admission on).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
+from bisect import insort
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -42,81 +54,11 @@ import numpy as np
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
 from ..scheduler.base import Scheduler, fcfs_key, make_scheduler
-from .cost_model import CostModel
+from .config import EngineConfig
 from .in_batch import BatchPrefixes
 from .records import Metrics, RequestRecord, summarize
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Capacity limits of the engine. Defaults: one H100 80GB serving Llama-3-8B (cost_model.py):
-    80 GB x 0.88 static memory fraction - 16 GB weights = ~54 GB of KV at 128 KiB per token."""
-
-    kv_capacity_tokens: int = 400_000
-    max_prefill_tokens: int = 16_384
-    max_running_requests: int = 256
-    page_size: int = 1
-    cost_model: CostModel = field(default_factory=CostModel)
-    in_batch_prefix_caching: bool = True
-    """SGLang's in-batch prefix sharing (`in_batch.py`): a request that would compute a prefix
-    another request of the same prefill batch computes waits for the next batch. False: off."""
-    in_batch_check_threshold: int = 32
-    """Only requests with at most this many cached prompt tokens are checked (SGLang: 32)."""
-    in_batch_deprioritize_threshold: int = 32
-    """A checked request sharing at least this many uncached tokens with the batch waits (SGLang: 32)."""
-
-    def __post_init__(self) -> None:
-        for name in ("kv_capacity_tokens", "max_prefill_tokens", "max_running_requests", "page_size",
-                     "in_batch_check_threshold", "in_batch_deprioritize_threshold"):
-            v = getattr(self, name)
-            least = 0 if name == "in_batch_check_threshold" else 1
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < least:
-                raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
-        if not isinstance(self.in_batch_prefix_caching, bool):
-            raise ValueError(f"in_batch_prefix_caching must be a bool, got {self.in_batch_prefix_caching!r}")
-        cm = self.cost_model
-        if cm.decode_base + cm.decode_per_request <= 0 or cm.prefill_base + cm.prefill_per_token <= 0:
-            raise ValueError("cost model must give every iteration a positive duration")
-
-
-@dataclass(slots=True)
-class Iteration:
-    """One engine iteration; a `decode` iteration may cover several identical steps."""
-
-    kind: str
-    """"prefill", "decode" or "idle" (nothing to do until the next arrival)."""
-    start: float
-    end: float
-    queue_len: int
-    """Waiting requests when the iteration started (after arrivals were let in)."""
-    admitted: list[int] = field(default_factory=list)
-    finished: list[int] = field(default_factory=list)
-    rejected: list[int] = field(default_factory=list)
-    steps: int = 1
-
-
-@dataclass(slots=True, eq=False)
-class Admission:
-    """A request admitted to a prefill batch, with the cached prefix it matched (locked)."""
-
-    request: Request
-    node: TreeNode
-    cached: int
-    """Prompt tokens already in the cache (the matched prefix), not computed."""
-
-
-@dataclass(slots=True, eq=False)
-class Running:
-    """A request in the running batch."""
-
-    request: Request
-    record: RequestRecord
-    node: TreeNode
-    """End of the request's prompt in the cache, locked while it runs."""
-    done_at: int
-    """Value of the engine's decode-step counter at which the last output token is out."""
-    private: int
-    """Prompt tokens held outside the cache (a partial last page), reserved with the output."""
+from .reservation import FutureOutput
+from .state import Admission, Iteration, Running
 
 
 def synthetic_output(request: Request) -> np.ndarray:
@@ -129,12 +71,13 @@ def synthetic_output(request: Request) -> np.ndarray:
 class ServingEngine:
     """Scheduling, memory and cache of a serving engine; subclasses execute the iterations.
 
-    Subclasses implement `_execute_prefill` and `_execute_decode`, and may override how prompts and
-    finished requests enter the cache (`_cache_prompt`, `_cache_finished`), e.g. to attach KV slots.
+    Subclasses implement `_execute_prefill` and `_execute_decode`, and may override how sequences
+    and finished requests enter the cache (`_cache_prompt`, `_cache_finished`), e.g. to attach KV
+    slots, and what a retraction frees (`_release`).
 
     Args:
         scheduler: a `Scheduler` or the name of one (`auction_gym.scheduler.scheduler_names()`).
-        config: capacity limits and cost model.
+        config: capacity limits, admission rules and cost model.
     """
 
     def __init__(self, scheduler: Scheduler | str = "fcfs", config: EngineConfig | None = None) -> None:
@@ -153,6 +96,16 @@ class ServingEngine:
         self._context = 0
         self.records: dict[int, RequestRecord] = {}
         self.reserved = 0
+        self._sglang = self.config.reservation == "sglang"
+        self._future = FutureOutput(self.config)
+        self._chunked: Admission | None = None
+        self._promised = 0
+        """Tokens held for the chunked request in flight: the rest of its prompt (and, under
+        "sglang", its output reservation), not allocated yet."""
+        self._resume: dict[int, np.ndarray] = {}
+        """Prompt + output so far of each retracted request that waits: what its prefill rebuilds."""
+        self._blocked: int | None = None
+        """The reservation the last admission round failed on (None: it did not fail on memory)."""
         self._pending: list[tuple[float, int, Request]] = []
         self._source: Iterator[Request] | None = None
         self._lookahead: Request | None = None
@@ -160,6 +113,11 @@ class ServingEngine:
     @property
     def used_tokens(self) -> int:
         return self.cache.total_size + self.reserved
+
+    @property
+    def new_token_ratio(self) -> float:
+        """SGLang's adaptive share of their remaining cap that running requests are assumed to need."""
+        return self._future.ratio
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
         """Queue requests for arrival at their `arrival` time.
@@ -195,14 +153,17 @@ class ServingEngine:
         """Run one iteration; None when no request is waiting, running or still to arrive."""
         rejected = self._let_in_arrivals()
         start, queue_len = self.now, len(self.waiting)
-        if self.waiting:
-            admitted = self._prefill()
-            if admitted:
-                ids = [run.request.id for run in admitted]
-                return Iteration("prefill", start, self.now, queue_len, ids, self._retire(self._pop_finished()), rejected)
+        if self.waiting or self._chunked is not None:
+            batch = self._schedule_prefill()
+            if batch:
+                admitted, resumed = self._run_prefill(batch)
+                finished = self._retire(self._pop_finished())
+                return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, resumed=resumed)
         if self.running:
-            steps, finished = self._decode()
-            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps)
+            retracted = self._make_room() if self._sglang else []
+            steps, finished = self._decode(decay=not retracted)
+            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, retracted=retracted)
+        self._future.ratio = self._future.init  # SGLang resets the ratio when it idles
         nxt = self._next_arrival()
         if math.isinf(nxt):
             return None if not rejected else Iteration("idle", start, start, queue_len, rejected=rejected)
@@ -256,89 +217,257 @@ class ServingEngine:
             self.waiting.extend(sorted(arrived, key=fcfs_key))
         return rejected
 
-    def _admission_possible(self) -> bool:
-        """False when no waiting request could be admitted whatever the order, so the scheduler
-        (an auction over the whole queue) need not run: the running batch is full, or memory
-        left plus all evictable cache cannot hold the smallest possible need (1 prompt token +
-        the output) of any waiting request."""
-        if len(self.running) >= self.config.max_running_requests:
-            return False
-        room = self.config.kv_capacity_tokens - self.used_tokens + self.cache.evictable_size
-        # The first request usually fits, which settles it without the scan for the smallest.
-        return room > self.waiting[0].output_len or room >= 1 + min(r.output_len for r in self.waiting)
+    # Admission (step 2).
 
-    def _prefill(self) -> list[Running]:
-        if not self._admission_possible():
-            return []
-        order = self.scheduler.order(self.waiting, self.cache)
+    def _cap(self, r: Request) -> int:
+        """The request's output cap as the engine budgets it: max_new_tokens, clipped so that the
+        prompt and the cap fit the pool (SGLang clips it to the longest request it can hold)."""
+        return min(r.max_new_tokens, self.config.kv_capacity_tokens - r.prompt_len)
+
+    def _emitted_before(self, r: Request) -> int:
+        """Output tokens a waiting request emitted before it was retracted (0 for a new one)."""
+        seq = self._resume.get(r.id)
+        return 0 if seq is None else len(seq) - r.prompt_len
+
+    def _output_need(self, r: Request, generated: int) -> int:
+        """Tokens of output a request is budgeted for at admission: under "sglang" its remaining
+        cap, clipped; under "oracle" the output it will actually produce."""
+        if self._sglang:
+            return min(self._cap(r) - generated, self.config.clip_max_new_tokens)
+        return r.output_len - generated
+
+    def _room(self) -> float:
+        """Tokens a new admission may take: free + evictable, less what is promised to the
+        chunked request in flight and (under "sglang") to the running requests' output."""
+        room = self.config.kv_capacity_tokens - self.used_tokens + self.cache.evictable_size - self._promised
+        return room - self._future.offset(self._steps) if self._sglang else room
+
+    def _make_free(self, tokens: int) -> None:
+        """Evict until `tokens` are free, or nothing evictable is left."""
+        short = tokens - (self.config.kv_capacity_tokens - self.used_tokens)
+        if short > 0:
+            self.cache.evict(short)
+
+    def _allocate(self, tokens: int) -> None:
+        """Take `tokens` of KV memory outside the cache, evicting as needed; the caller has checked
+        that they fit."""
+        self._make_free(tokens)
+        if self.used_tokens + tokens > self.config.kv_capacity_tokens:
+            raise RuntimeError(f"allocation of {tokens} tokens does not fit: the admission check is wrong")
+        self.reserved += tokens
+
+    def _admission_possible(self, taken: int) -> bool:
+        """False when no waiting request could be admitted whatever the order, so the scheduler
+        (an auction over the whole queue) need not run: the running batch is full, or the room
+        cannot hold the smallest possible need (1 token + its output reservation) of any request."""
+        if len(self.running) + taken >= self.config.max_running_requests:
+            return False
+        room = self._room()
+        first = self.waiting[0]  # usually fits, which settles it without the scan
+        if room >= 1 + self._output_need(first, self._emitted_before(first)):
+            return True
+        smallest = min(1 + self._output_need(r, self._emitted_before(r)) for r in self.waiting)
+        if room >= smallest:
+            return True
+        self._blocked = smallest
+        return False
+
+    def _chunk_end(self, length: int, cached: int, budget: int) -> int:
+        """Where a prefill of tokens[cached:length] stops with `budget` tokens: the end, or a page
+        boundary for a chunk (which the cache then holds whole)."""
+        if length - cached <= budget:
+            return length
+        end = cached + budget
+        return end - end % self.config.page_size
+
+    def _schedule_prefill(self) -> list[Admission]:
+        """Choose this iteration's prefill batch and allocate its tokens: the chunked request in
+        flight first, then requests in the scheduler's order."""
+        self._blocked = None
+        batch: list[Admission] = []
+        budget = self.config.prefill_budget
+        if self._chunked is not None:
+            adm, self._chunked = self._chunked, None
+            adm.cached, adm.first = adm.end, False
+            adm.end = self._chunk_end(len(adm.tokens), adm.cached, budget)
+            self._promised -= adm.extend  # promised when it was admitted, allocated now
+            self._allocate(adm.extend)
+            batch.append(adm)
+            budget -= adm.extend
+        if budget > 0 and self.waiting and self._admission_possible(len(batch)):
+            self._admit_from_queue(batch, budget)
+        return batch
+
+    def _admit_from_queue(self, batch: list[Admission], budget: int) -> None:
+        cfg, cache = self.config, self.cache
+        order = self.scheduler.order(self.waiting, cache)
         if len(order) != len(self.waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(self.waiting)} requests")
-        cfg, cache = self.config, self.cache
-        free = cfg.kv_capacity_tokens - self.used_tokens
-        batch: list[Admission] = []
-        new_total = 0
         sharing = (
             BatchPrefixes(cfg.in_batch_check_threshold, cfg.in_batch_deprioritize_threshold, cfg.page_size)
             if cfg.in_batch_prefix_caching else None
         )
+        chunking, first = cfg.chunked_prefill_size is not None, len(batch)
         for r in order:
             if len(self.running) + len(batch) >= cfg.max_running_requests:
                 break
-            prompt = r.tokens[:-1]
-            match = cache.match_prefix(prompt)
-            if sharing is not None and sharing.holds(prompt, match.length):
+            tokens = self._resume.get(r.id, r.tokens)
+            generated = len(tokens) - r.prompt_len
+            match = cache.match_prefix(tokens[:-1])
+            if sharing is not None and sharing.holds(tokens[:-1], match.length):
                 continue  # its prefix is being computed in this batch: it hits the cache in the next
-            new = r.prompt_len - match.length
-            if batch and new_total + new > cfg.max_prefill_tokens:
-                break
-            need = new + r.output_len
+            extend = len(tokens) - match.length
+            end = len(tokens)
+            if extend > budget:
+                if chunking:
+                    end = self._chunk_end(end, match.length, budget)
+                    if end <= match.length:
+                        break
+                elif batch:
+                    break  # only the first request of a batch may exceed max_prefill_tokens
+            need = extend + self._output_need(r, generated)
             cache.lock(match.last_node)
-            if need > free:
-                free += cache.evict(need - free)
-            if need > free:
+            if need > self._room():
                 cache.unlock(match.last_node)
+                self._blocked = need
                 break
-            free -= need
-            new_total += new
-            batch.append(Admission(r, match.last_node, match.length))
+            held = 0 if self._sglang else need - extend  # "oracle" allocates the whole output now
+            self._allocate(end - match.length + held)
+            self._promised += extend - (end - match.length) + (need - extend - held)
+            adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
+            batch.append(adm)
+            budget -= adm.extend
             if sharing is not None:
-                sharing.add(prompt)
-        if not batch:
-            return []
+                sharing.add(tokens[:end] if end < len(tokens) else tokens[:-1])
+            if not adm.last_chunk:
+                break  # the batch's budget is spent
+        self._leave_queue([adm.request for adm in batch[first:]])
+
+    def _leave_queue(self, taken: list[Request]) -> None:
+        if len(taken) == 1:
+            self.waiting.remove(taken[0])  # by identity: Request has no value equality
+        elif taken:
+            ids = {r.id for r in taken}
+            self.waiting = [r for r in self.waiting if r.id not in ids]
+        for r in taken:
+            self._resume.pop(r.id, None)
+
+    def _run_prefill(self, batch: list[Admission]) -> tuple[list[int], list[int]]:
+        """Execute the batch; cache what it computed; start the requests whose prefill is complete.
+        Returns the ids admitted anew and those resumed after a retraction."""
         start = self.now
         self.now += self._execute_prefill(batch)
-        admitted = []
+        admitted, resumed = [], []
         for adm in batch:
             r, rec = adm.request, self.records[adm.request.id]
-            rec.admit, rec.first_token = start, self.now
-            rec.cached_tokens, rec.computed_tokens = adm.cached, r.prompt_len - adm.cached
+            if adm.first:
+                (resumed if adm.generated else admitted).append(r.id)
+                if not adm.generated:
+                    rec.admit, rec.cached_tokens = start, adm.cached
+            rec.computed_tokens += adm.extend
             node = self._cache_prompt(adm)
-            cache.lock(node)
-            cache.unlock(adm.node)
-            private = r.prompt_len - node.depth
-            self.reserved += r.output_len + private
-            run = Running(r, rec, node, done_at=self._steps + r.output_len - 1, private=private)
-            heapq.heappush(self._finishing, (run.done_at, r.id, run))
-            self._context += r.prompt_len + 1
-            admitted.append(run)
-        if len(batch) == 1:
-            self.waiting.remove(batch[0].request)  # by identity: Request has no value equality
-        else:
-            taken = {adm.request.id for adm in batch}
-            self.waiting = [r for r in self.waiting if r.id not in taken]
-        self.running.extend(admitted)
-        return admitted
+            self.cache.lock(node)
+            self.cache.unlock(adm.node)
+            self.reserved -= adm.extend - (adm.end - node.depth)  # in the cache now, bar a partial page
+            if adm.last_chunk:
+                self._start_running(adm, node)
+            else:
+                adm.node, self._chunked = node, adm
+        return admitted, resumed
 
-    def _decode(self) -> tuple[int, list[int]]:
+    def _start_running(self, adm: Admission, node: TreeNode) -> None:
+        r, rec = adm.request, self.records[adm.request.id]
+        emitted, cap = adm.generated + 1, self._cap(r)
+        run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
+                      held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
+        if self._sglang:
+            self._promised -= self._output_need(r, adm.generated)  # now counted with the running batch
+            self._future.add(r.id, cap - emitted, self._steps)
+        if not adm.generated:
+            rec.first_token = self.now
+        heapq.heappush(self._finishing, (run.done_at, r.id, run))
+        self._context += len(adm.tokens) + 1
+        self.running.append(run)
+
+    # Decode and retraction (step 3).
+
+    def _room_for_decode(self) -> int:
+        return self.config.kv_capacity_tokens - self.used_tokens + self.cache.evictable_size
+
+    def _make_room(self) -> list[int]:
+        """Retract running requests until the next decode step fits (SGLang's `retract_decode`):
+        fewest output tokens first, then longest prompt; at least one, never the last."""
+        if self._room_for_decode() >= len(self.running):
+            return []
+        step = self._steps
+        keep = sorted(self.running, key=lambda run: (run.generated(step), -run.request.prompt_len), reverse=True)
+        retracted: list[int] = []
+        while len(keep) > 1 and (not retracted or self._room_for_decode() < len(keep)):
+            run = keep.pop()
+            self._retract(run, len(keep))
+            retracted.append(run.request.id)
+        if self._room_for_decode() < len(keep):
+            raise RuntimeError("a lone running request does not fit: kv_capacity_tokens admission check is wrong")
+        gone = set(retracted)
+        self._finishing = [e for e in self._finishing if e[1] not in gone]
+        heapq.heapify(self._finishing)
+        emitted = sum(run.generated(step) for run in keep)
+        caps = sum(run.cap for run in keep)
+        self._future.ratio = min(1.0, (emitted + self.config.retract_decode_steps * len(keep)) / (caps + 1))
+        return retracted
+
+    def _retract(self, run: Running, remaining: int) -> None:
+        r, step = run.request, self._steps
+        generated = run.generated(step)
+        self.reserved -= run.held + step - run.first_step
+        self._future.remove(r.id, step)
+        self._context -= r.prompt_len + generated
+        self._release(run, generated)
+        self.cache.unlock(run.node)
+        self.running.remove(run)  # by identity: Running has no value equality
+        self._resume[r.id] = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
+        run.record.retractions += 1
+        insort(self.waiting, r, key=fcfs_key)
+        # SGLang frees room for the remaining requests' next steps at once.
+        self._make_free(remaining * self.config.retract_decode_steps)
+
+    def _decode(self, decay: bool) -> tuple[int, list[int]]:
+        n = len(self.running)
+        if self._sglang:
+            self._make_free(n)  # the first step's tokens are allocated before it runs
         steps, seconds = self._execute_decode()
+        if self._sglang:
+            self._allocate(steps * n)
+            if decay:
+                self._future.decayed(steps)
         self.now += seconds
         self._steps += steps
-        self._context += steps * len(self.running)
+        self._context += steps * n
         return steps, self._retire(self._pop_finished())
 
-    def _steps_to_next_finish(self) -> int:
-        """Decode steps until the first running request has all its output."""
-        return self._finishing[0][0] - self._steps
+    def _decode_limit(self) -> int:
+        """Most decode steps that may run at once: up to the first request to finish, and under
+        "sglang" while memory lasts and until the admission that failed on memory would fit."""
+        steps = self._finishing[0][0] - self._steps
+        if not self._sglang:
+            return steps
+        steps = min(steps, self._room_for_decode() // len(self.running))
+        if self._blocked is not None and len(self.running) < self.config.max_running_requests:
+            steps = self._steps_until_fits(self._blocked, steps)
+        return steps
+
+    def _steps_until_fits(self, need: int, limit: int) -> int:
+        """Fewest decode steps (1..limit) after which a reservation of `need` tokens fits the
+        admission room, as the ratio decays and decode tokens are allocated; `limit` if never.
+        Exact unless a cap above `clip_max_new_tokens` falls under it meanwhile (then earlier)."""
+        f, n = self._future, len(self.running)
+        base = self._room_for_decode() - self._promised
+        for t in range(1, limit + 1):
+            if base - n * t - f.offset_after(self._steps, t) >= need:
+                return t
+            if f.ratio - t * f.decay <= f.floor:
+                return limit  # from here the room only shrinks, by n x (1 - floor) a step
+        return limit
 
     def _pop_finished(self) -> list[Running]:
         done = []
@@ -351,8 +480,11 @@ class ServingEngine:
             return []
         for run in done:
             r = run.request
-            # The reservation is released before the insert that fills it, so the insert fits.
-            self.reserved -= r.output_len + run.private
+            # The memory is released before the insert that fills it, so the insert fits.
+            self.reserved -= run.held
+            if self._sglang:
+                self.reserved -= run.done_at - run.first_step
+                self._future.remove(r.id, self._steps)
             self._context -= r.prompt_len + r.output_len
             self._cache_finished(run)
             self.cache.unlock(run.node)
@@ -363,20 +495,26 @@ class ServingEngine:
     # Execution: what subclasses define.
 
     def _execute_prefill(self, batch: list[Admission]) -> float:
-        """Compute the uncached prompt tokens of `batch`; return the seconds it took."""
+        """Compute tokens[cached:end] of every admission in `batch`; return the seconds it took."""
         raise NotImplementedError
 
     def _execute_decode(self) -> tuple[int, float]:
-        """Run decode steps of the running batch (at least one, at most `_steps_to_next_finish()`);
+        """Run decode steps of the running batch (at least one, at most `_decode_limit()`);
         return (steps, seconds)."""
         raise NotImplementedError
 
+    def _output_tokens(self, r: Request) -> np.ndarray:
+        """The request's reply: the workload's, or a made-up one (`synthetic_output`)."""
+        return r.output_tokens if r.output_tokens is not None else synthetic_output(r)
+
     def _cache_prompt(self, adm: Admission) -> TreeNode:
-        """Insert a prompt whose prefill just ended; return its end node (locked while it runs)."""
-        return self.cache.insert(adm.request.tokens, start=adm.node).last_node
+        """Insert what a prefill computed, tokens[:end]; return its end node (locked while it runs)."""
+        return self.cache.insert(adm.tokens[: adm.end], start=adm.node).last_node
 
     def _cache_finished(self, run: Running) -> None:
-        """Insert a finished request's prompt + output into the cache."""
+        """Insert a finished request's prompt + output, bar the last output token (never computed)."""
         r = run.request
-        output = r.output_tokens if r.output_tokens is not None else synthetic_output(r)
-        self.cache.insert(np.concatenate([r.tokens, output]), start=run.node)
+        self.cache.insert(np.concatenate([r.tokens, self._output_tokens(r)[:-1]]), start=run.node)
+
+    def _release(self, run: Running, generated: int) -> None:
+        """Free what a retracted request holds outside the cache (a subclass's KV slots)."""

@@ -22,18 +22,16 @@ class SimEngine(ServingEngine):
     """
 
     def _execute_prefill(self, batch: list[Admission]) -> float:
-        new = sum(adm.request.prompt_len - adm.cached for adm in batch)
-        # Causal attention of the new tokens: each attends to the cached prefix and to the new
-        # tokens before it, so on average to cached + new / 2 keys.
-        attention = sum(
-            (adm.request.prompt_len - adm.cached) * (adm.cached + (adm.request.prompt_len - adm.cached) / 2)
-            for adm in batch
-        )
+        new = sum(adm.extend for adm in batch)
+        # Causal attention of the new tokens: each attends to the tokens with KV before it (the
+        # cached prefix, earlier chunks) and to the new tokens before it, so on average to
+        # cached + new / 2 keys.
+        attention = sum(adm.extend * (adm.cached + adm.extend / 2) for adm in batch)
         return self.cost.prefill_time(new, attention)
 
     def _execute_decode(self) -> tuple[int, float]:
         batch, context = len(self.running), self._context
-        steps = self._steps_to_next_finish()
+        steps = self._decode_limit()
         # An arrival can only change what happens next if it could be admitted; with every running
         # slot taken it waits for a finish anyway, so decoding need not stop for it.
         if batch < self.config.max_running_requests:

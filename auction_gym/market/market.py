@@ -1,7 +1,8 @@
 """The market: bidders with budgets bid through an auction for admission to a serving engine.
 
 One step (`Market.step`) is one admission round: the bidders' multipliers are set, the engine runs
-(decoding, idling until arrivals) up to and including its next prefill iteration, whose admission
+(decoding, idling until arrivals) up to and including its next prefill iteration that admits a
+request (not one that only continues a chunked prompt or resumes retracted requests), whose admission
 order the mechanism decides with bids alpha_i x urgency over the whole waiting queue. So a step
 covers the engine time from the end of the previous round to the end of this one; requests that
 finish in that time count in it. An episode is `horizon` rounds, or fewer if the workload runs dry;
@@ -164,7 +165,7 @@ class Market:
                 self._check_anything_ran()
                 break
             report.finished += it.finished
-            if it.kind == "prefill":
+            if it.admitted:  # a prefill that only continues a chunk or resumes is not a round
                 report.admitted = it.admitted
                 break
         report.time = self.engine.now

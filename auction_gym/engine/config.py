@@ -1,0 +1,93 @@
+"""Capacity limits and admission rules of a serving engine (`EngineConfig`).
+
+Defaults are SGLang 0.5.23's for one H100 80GB serving Llama-3-8B; each field says where SGLang
+sets the same number, so a study can move one rule at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .cost_model import CostModel
+
+RESERVATIONS = ("sglang", "oracle")
+"""How output memory is set aside (`EngineConfig.reservation`)."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Capacity limits of the engine. Defaults: one H100 80GB serving Llama-3-8B (cost_model.py):
+    80 GB x 0.88 static memory fraction - 16 GB weights = ~54 GB of KV at 128 KiB per token."""
+
+    kv_capacity_tokens: int = 400_000
+    max_prefill_tokens: int = 16_384
+    """Prompt tokens one prefill batch may compute (SGLang's `max_prefill_tokens`)."""
+    max_running_requests: int = 256
+    page_size: int = 1
+    cost_model: CostModel = field(default_factory=CostModel)
+    chunked_prefill_size: int | None = 8192
+    """SGLang's `chunked_prefill_size` (8192 for an 80 GB GPU): a prefill batch computes at most
+    this many tokens, and the request that does not fit whole computes a chunk and continues in
+    the next batches, its finished chunks entering the cache. None: off (the first request of a
+    batch is admitted whole, however long, and later ones up to `max_prefill_tokens`)."""
+    reservation: str = "sglang"
+    """"sglang": a request is admitted if memory holds its uncached prompt plus
+    min(max_new_tokens - generated, clip_max_new_tokens), counting the running requests' remaining
+    caps scaled by the adaptive new-token ratio; decode tokens are allocated as they are produced,
+    and when a decode step does not fit, running requests are retracted (back to the waiting queue,
+    their prompts left in the cache). "oracle": the true output length is reserved in full at
+    admission, so nothing is ever retracted (the engine knows what a server cannot)."""
+    clip_max_new_tokens: int = 4096
+    """SGLang's `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`: the most output one request is budgeted for."""
+    init_new_token_ratio: float = 0.7
+    """SGLang's `SGLANG_INIT_NEW_TOKEN_RATIO` (x schedule_conservativeness 1.0): the share of their
+    remaining cap that running requests are assumed to still generate, after an idle engine."""
+    min_new_token_ratio: float = 0.098
+    """The ratio's floor: init x `SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR` (0.14)."""
+    new_token_ratio_decay_steps: int = 600
+    """Decode steps over which the ratio falls from init to its floor (SGLang's default)."""
+    retract_decode_steps: int = 20
+    """SGLang's `SGLANG_RETRACT_DECODE_STEPS`: after a retraction, the ratio is re-estimated as if
+    every remaining request will run this many more steps, and the cache is evicted down to room
+    for that many steps."""
+    in_batch_prefix_caching: bool = True
+    """SGLang's in-batch prefix sharing (`in_batch.py`): a request that would compute a prefix
+    another request of the same prefill batch computes waits for the next batch. False: off."""
+    in_batch_check_threshold: int = 32
+    """Only requests with at most this many cached prompt tokens are checked (SGLang: 32)."""
+    in_batch_deprioritize_threshold: int = 32
+    """A checked request sharing at least this many uncached tokens with the batch waits (SGLang: 32)."""
+
+    def __post_init__(self) -> None:
+        for name, least in (("kv_capacity_tokens", 1), ("max_prefill_tokens", 1), ("max_running_requests", 1),
+                            ("page_size", 1), ("clip_max_new_tokens", 1), ("new_token_ratio_decay_steps", 1),
+                            ("retract_decode_steps", 0), ("in_batch_check_threshold", 0),
+                            ("in_batch_deprioritize_threshold", 1)):
+            _check_int(name, getattr(self, name), least)
+        if self.chunked_prefill_size is not None:
+            _check_int("chunked_prefill_size", self.chunked_prefill_size, self.page_size)
+            if self.max_prefill_tokens < self.page_size:  # a chunk must hold a page to make progress
+                raise ValueError(f"with chunked prefill, max_prefill_tokens must be >= page_size = {self.page_size}")
+        if self.reservation not in RESERVATIONS:
+            raise ValueError(f"reservation must be one of {', '.join(RESERVATIONS)}, got {self.reservation!r}")
+        lo, hi = self.min_new_token_ratio, self.init_new_token_ratio
+        if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and 0 <= lo <= hi <= 1):
+            raise ValueError(f"need 0 <= min_new_token_ratio <= init_new_token_ratio <= 1, got {lo!r}, {hi!r}")
+        if not isinstance(self.in_batch_prefix_caching, bool):
+            raise ValueError(f"in_batch_prefix_caching must be a bool, got {self.in_batch_prefix_caching!r}")
+        cm = self.cost_model
+        if cm.decode_base + cm.decode_per_request <= 0 or cm.prefill_base + cm.prefill_per_token <= 0:
+            raise ValueError("cost model must give every iteration a positive duration")
+
+    @property
+    def prefill_budget(self) -> int:
+        """Tokens one prefill batch computes at most: the chunk size when chunking, else
+        `max_prefill_tokens` (which the first request of a batch may exceed)."""
+        if self.chunked_prefill_size is None:
+            return self.max_prefill_tokens
+        return min(self.chunked_prefill_size, self.max_prefill_tokens)
+
+
+def _check_int(name: str, v: object, least: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < least:
+        raise ValueError(f"{name} must be an int >= {least}, got {v!r}")

@@ -1,0 +1,84 @@
+"""Memory set aside for output not generated yet: SGLang's estimate (`EngineConfig.reservation`).
+
+A server does not know how long a reply will be, only the client's cap `max_new_tokens`. SGLang
+(`schedule_policy.PrefillAdder`, `NewTokenRatioTracker`) admits a request when the free plus
+evictable memory, less what running requests may still need, holds its uncached prompt and
+min(cap - generated, clip). A running request is assumed to need only `ratio` x
+min(cap - generated, clip) more: the ratio starts at `init_new_token_ratio`, falls by a fixed
+amount every decode step down to its floor, is re-estimated after a retraction, and returns to
+init when the engine idles. Decode tokens are allocated as they are produced; when they run out,
+the engine retracts (serving_engine.py).
+
+`FutureOutput.offset(step)` is that running-requests term. Every running request's remaining cap
+falls by one per decode step, so the sum is kept in closed form (O(1) per query and per request
+added or removed) rather than summed over the batch at every admission round:
+remaining_i(step) = key_i - step with key_i = cap_i - generated_i + admitted_step_i; the clip
+min(., clip) only binds for requests whose remaining cap exceeds it, which wait in a heap until
+they fall under it.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from .config import EngineConfig
+
+
+class FutureOutput:
+    """The running requests' remaining output caps, and the ratio that scales them."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.clip = config.clip_max_new_tokens
+        self.init, self.floor = config.init_new_token_ratio, config.min_new_token_ratio
+        self.decay = (self.init - self.floor) / config.new_token_ratio_decay_steps
+        self.ratio = self.init
+        self._sum = 0  # sum of key_i over requests whose remaining cap is below the clip
+        self._count = 0
+        self._clipped: list[tuple[int, int]] = []  # (key_i - clip, request id): not yet below
+        self._where: dict[int, tuple[int, bool]] = {}  # request id -> (key_i, clipped)
+
+    def add(self, rid: int, remaining: int, step: int) -> None:
+        """A request joins the running batch at decode step `step` with `remaining` tokens of its cap left."""
+        key = remaining + step
+        clipped = remaining > self.clip
+        self._where[rid] = (key, clipped)
+        if clipped:
+            heapq.heappush(self._clipped, (key - self.clip, rid))
+        else:
+            self._sum += key
+            self._count += 1
+
+    def remove(self, rid: int, step: int) -> None:
+        """A request leaves the running batch (finished or retracted)."""
+        self._settle(step)
+        key, clipped = self._where.pop(rid)
+        if clipped:  # rare (a cap above the clip): rebuild rather than keep tombstones
+            self._clipped = [e for e in self._clipped if e[1] != rid]
+            heapq.heapify(self._clipped)
+        else:
+            self._sum -= key
+            self._count -= 1
+
+    def offset(self, step: int) -> float:
+        """Tokens the running requests are assumed to still need, at decode step `step`."""
+        self._settle(step)
+        return self.ratio * (self._sum - self._count * step + self.clip * len(self._clipped))
+
+    def offset_after(self, step: int, t: int) -> float:
+        """`offset(step + t)` once `t` more decode steps run without a retraction (the ratio
+        decayed); exact unless a clipped cap falls under the clip meanwhile (then an over-estimate)."""
+        self._settle(step)
+        ratio = max(self.ratio - t * self.decay, self.floor)
+        return ratio * (self._sum - self._count * (step + t) + self.clip * len(self._clipped))
+
+    def decayed(self, steps: int) -> None:
+        """`steps` decode steps ran without a retraction."""
+        self.ratio = max(self.ratio - steps * self.decay, self.floor)
+
+    def _settle(self, step: int) -> None:
+        while self._clipped and self._clipped[0][0] <= step:
+            rid = heapq.heappop(self._clipped)[1]
+            key, _ = self._where[rid]
+            self._where[rid] = (key, False)
+            self._sum += key
+            self._count += 1
