@@ -34,6 +34,15 @@ def as_tokens(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.nd
 _min = np.minimum.reduce
 
 
+def _is_int(x: object) -> bool:
+    """Whether `x` is an integer value (an int, or an integral float such as 5.0), not a bool: what
+    `Request` takes as a token count. inf, nan and non-numbers are not (False, not an error)."""
+    try:
+        return not isinstance(x, bool) and math.isfinite(x) and int(x) == x
+    except (TypeError, OverflowError):
+        return False
+
+
 def token_view(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.ndarray:
     """`tokens` for reading: an int64 1-D array is used as is (no copy, no O(n) range check), so
     hot paths can take `Request.tokens`, which the constructor validated, for free; anything else
@@ -89,7 +98,7 @@ class Request:
         if self.tokens.size == 0:
             raise ValueError(f"request {self.id}: empty prompt (tokens has length 0)")
         out = self.output_len
-        if isinstance(out, bool) or int(out) != out:
+        if not _is_int(out):
             raise ValueError(f"request {self.id}: output_len must be an int, got {out!r}")
         self.output_len = out = int(out)
         if out < 1:
@@ -106,7 +115,7 @@ class Request:
         cap = self.max_new_tokens
         if cap is None:
             self.max_new_tokens = out
-        elif isinstance(cap, bool) or int(cap) != cap or cap < out:
+        elif not _is_int(cap) or cap < out:
             raise ValueError(f"request {self.id}: max_new_tokens must be an int >= output_len = {out}, got {cap!r}")
         else:
             self.max_new_tokens = int(cap)

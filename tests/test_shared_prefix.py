@@ -74,6 +74,18 @@ def test_range_ratio_draws_lengths_as_sglang():
     assert prompts.min() >= 1024 + 64 and prompts.max() <= 2048 + 128
 
 
+def test_max_new_tokens_is_the_output_len_as_bench_serving_sends_it():
+    """By default each request's cap is its own (drawn) output length; a configured cap replaces it
+    for all, and the draws are the same."""
+    shape = dict(num_groups=8, prompts_per_group=50, range_ratio=0.5)
+    reqs = shared_prefix_workload(SharedPrefixConfig(**shape), seed=4)
+    assert len({r.output_len for r in reqs}) > 50
+    assert all(type(r.max_new_tokens) is int and r.max_new_tokens == r.output_len for r in reqs)
+    capped = shared_prefix_workload(SharedPrefixConfig(**shape, max_new_tokens=np.int64(256)), seed=4)
+    assert {(type(r.max_new_tokens), r.max_new_tokens) for r in capped} == {(int, 256)}
+    assert fingerprint(capped) == fingerprint(reqs)
+
+
 def test_stream_equals_list_and_seed_decides():
     cfg = SharedPrefixConfig(num_groups=16, prompts_per_group=40, burst_period=4.0, burst_duration=1.0)
     assert fingerprint(iter_shared_prefix(cfg, seed=9)) == fingerprint(shared_prefix_workload(cfg, seed=9))
@@ -94,6 +106,8 @@ def test_bursts_raise_arrivals_inside_windows():
     dict(num_groups=0), dict(prompts_per_group=1.5), dict(rate=0.0), dict(rate=float("inf")),
     dict(range_ratio=0.0), dict(range_ratio=1.5), dict(burst_period=2.0, burst_duration=3.0),
     dict(class_mix={"vip": 1.0}), dict(class_mix={"urgent": 0.0}), dict(vocab_size=1),
+    dict(max_new_tokens=255), dict(output_len=512, max_new_tokens=300), dict(max_new_tokens=256.0),
+    dict(max_new_tokens=True),
 ])
 def test_bad_configs_raise(bad):
     with pytest.raises(ValueError):

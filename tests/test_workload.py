@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from auction_gym import RadixCache, Request
 from auction_gym.workload import (
     CLASSES,
+    MOONCAKE_MAX_NEW_TOKENS,
     AgenticConfig,
     agentic_workload,
     iter_agentic,
@@ -115,6 +116,25 @@ def test_agentic_basic_invariants(cfg):
         assert r.kind in CLASSES and r.bid == r.urgency > 0 and r.value > 0
         if r.output_tokens is not None:
             assert r.output_tokens.max() < cfg.vocab_size
+
+
+def test_agentic_max_new_tokens_is_the_class_cap():
+    """Every request carries its class's output_max, which its output (clipped to it) never exceeds;
+    a configured cap replaces it for all, and the draws are the same."""
+    cfg = AgenticConfig(num_requests=2000, shape_mix={"session": 0.4, "fanout": 0.2, "rollout": 0.2, "urgent": 0.2})
+    reqs = agentic_workload(cfg, seed=6)
+    assert {r.kind for r in reqs} == set(CLASSES)
+    assert all(r.max_new_tokens == CLASSES[r.kind].output_max >= r.output_len for r in reqs)
+    capped = agentic_workload(dataclasses.replace(cfg, max_new_tokens=np.int64(8192)), seed=6)
+    assert_pass_request_checks(capped)
+    assert {(type(r.max_new_tokens), r.max_new_tokens) for r in capped} == {(int, 8192)}
+    assert _fingerprint(capped) == _fingerprint(reqs)
+
+
+@pytest.mark.parametrize("cap", [4095, 256, 0, 4096.0, True, "4096"])
+def test_agentic_max_new_tokens_below_the_longest_class_output_raises(cap):
+    with pytest.raises(ValueError, match=r"max_new_tokens must be None .* or an int >= 4096"):
+        agentic_workload(AgenticConfig(num_requests=10, max_new_tokens=cap))
 
 
 def test_agentic_num_requests_is_a_prefix_by_arrival():
@@ -276,6 +296,7 @@ def test_mooncake_round_trip(slice_records, slice_requests):
     for r, rec in zip(slice_requests, slice_records):
         assert r.prompt_len == rec["input_length"]
         assert r.output_len == rec["output_length"]
+        assert r.max_new_tokens == MOONCAKE_MAX_NEW_TOKENS == 2000
         assert r.arrival == rec["timestamp"] / 1000.0
         # Re-blocking the tokens by 512 gives back the block ids and offsets.
         pos = np.arange(r.prompt_len)
@@ -338,6 +359,24 @@ def test_mooncake_slicing_is_stable(slice_requests, start, limit):
         assert np.array_equal(a.tokens, b.tokens)
 
 
+def test_mooncake_max_new_tokens_argument(tmp_path, slice_records):
+    """None: each request's own output_length; a cap below a line's output_length raises naming the
+    file and line, after the lines before it loaded; the other fields do not depend on the cap."""
+    own = load_mooncake(SLICE, max_new_tokens=None, limit=100)
+    assert all(r.max_new_tokens == r.output_len for r in own)
+    assert [r.output_len for r in own] == [rec["output_length"] for rec in slice_records[:100]]
+    wide = load_mooncake(SLICE, max_new_tokens=np.int64(4096), limit=100)
+    assert all(type(r.max_new_tokens) is int and r.max_new_tokens == 4096 for r in wide)
+    assert [(r.bidder, r.kind, r.value, r.output_len) for r in wide] == [
+        (r.bidder, r.kind, r.value, r.output_len) for r in own]
+    first_over = next(i for i, rec in enumerate(slice_records) if rec["output_length"] > 500)
+    it = iter_mooncake(SLICE, max_new_tokens=500)
+    assert [next(it).id for _ in range(first_over)] == list(range(first_over))
+    with pytest.raises(ValueError, match=rf"conversation_slice\.jsonl: line {first_over + 1}: output_length "
+                                         r"\d+ exceeds max_new_tokens = 500"):
+        next(it)
+
+
 GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}'
 
 
@@ -350,6 +389,7 @@ GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0
         '{"timestamp": 0, "input_length": "600", "output_length": 5, "hash_ids": [0, 1]}',
         '{"timestamp": 0, "input_length": 600, "output_length": -1, "hash_ids": [0, 1]}',
         '{"timestamp": 0, "input_length": 600, "output_length": 0, "hash_ids": [0, 1]}',
+        '{"timestamp": 0, "input_length": 600, "output_length": 2001, "hash_ids": [0, 1]}',  # > the cap
         '{"timestamp": -5, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}',
         '{"timestamp": 0, "input_length": 1200, "output_length": 5, "hash_ids": [0, 1]}',
         '{"timestamp": 0, "input_length": 512, "output_length": 5, "hash_ids": [0, 1]}',
@@ -394,7 +434,8 @@ def test_mooncake_unsorted_timestamps_name_file_and_line(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "bad", [dict(time_scale=0.0), dict(start=-1), dict(num_bidders=0), dict(class_mix={"vip": 1.0})]
+    "bad", [dict(time_scale=0.0), dict(start=-1), dict(num_bidders=0), dict(class_mix={"vip": 1.0}),
+            dict(max_new_tokens=0), dict(max_new_tokens=True), dict(max_new_tokens=2000.0)]
 )
 def test_mooncake_bad_arguments_raise_at_call(bad):
     with pytest.raises(ValueError):

@@ -12,7 +12,7 @@ from .classes import (
     draw_request_params,
     get_class,
 )
-from .mooncake import expand_blocks, iter_mooncake, load_mooncake
+from .mooncake import MOONCAKE_MAX_NEW_TOKENS, expand_blocks, iter_mooncake, load_mooncake
 from .shared_prefix import SharedPrefixConfig, iter_shared_prefix, shared_prefix_workload
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "CLASSES",
     "DEFAULT_CLASS_MIX",
     "INTERACTIVE",
+    "MOONCAKE_MAX_NEW_TOKENS",
     "URGENT",
     "AgenticConfig",
     "RequestClass",

@@ -29,8 +29,10 @@ uniform over bidders; its shape is drawn from that bidder's shape mix, which is 
 `shape_mix` (so tenants differ: some send mostly urgent calls, some mostly rollouts).
 
 Urgency, value and output length of each request come from its class (`classes.py`); bid = urgency
-(truthful reports; the market applies bid multipliers). With the default configuration about 62% of
-requests are interactive, 30% background and 8% urgent.
+(truthful reports; the market applies bid multipliers). Its `max_new_tokens` (the client's cap, what
+the server knows in place of the output length) is its class's `output_max`, the cap its output
+length was clipped to (`classes.py`), unless `AgenticConfig.max_new_tokens` sets one cap for all.
+With the default configuration about 62% of requests are interactive, 30% background and 8% urgent.
 
 Everything is drawn from `numpy.random.default_rng(seed)`, so a seed fixes the workload; it is drawn
 32 candidate episode starts at a time, each kind of draw (lengths, tokens, normals) once for the
@@ -46,7 +48,7 @@ from typing import Iterator
 import numpy as np
 
 from ..request import Request
-from .classes import CLASSES, checked_class_mix, normalize_mix
+from .classes import CLASSES, checked_class_mix, checked_max_new_tokens, normalize_mix
 
 SHAPES = ("session", "fanout", "rollout", "urgent")
 
@@ -101,6 +103,9 @@ class AgenticConfig:
     """Mean time between a session's turns (exponential, s)."""
     fanout_width: tuple[int, int] = (2, 6)
     rollouts: int = 8
+    max_new_tokens: int | None = None
+    """Every request's `Request.max_new_tokens` (tokens); None = its class's `output_max` (the module
+    docstring). An int must be >= every class's `output_max`, the longest output a class draws."""
 
     def validate(self) -> None:
         """Raise ValueError for an inconsistent configuration."""
@@ -127,6 +132,8 @@ class AgenticConfig:
         lo, hi = self.fanout_width
         if not 1 <= lo <= hi or self.rollouts < 1:
             raise ValueError("fanout_width must be (lo, hi) with 1 <= lo <= hi; rollouts >= 1")
+        checked_max_new_tokens(self.max_new_tokens, max(c.output_max for c in CLASSES.values()),
+                               "the longest output a class draws", "each class's output_max")
 
 
 def _expected_episode_sizes(cfg: AgenticConfig) -> dict[str, float]:
@@ -329,6 +336,9 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
     # turns and a fan-out's branches in generation order when they arrive together).
     ready: list[tuple] = []
     emitted = 0
+    # Each class's max_new_tokens (AgenticConfig.max_new_tokens), as Python ints.
+    cap = {name: c.output_max if cfg.max_new_tokens is None else int(cfg.max_new_tokens)
+           for name, c in CLASSES.items()}
     while emitted < limit:
         for item in gen.chunk(horizon):
             heapq.heappush(ready, item)
@@ -336,7 +346,7 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
         while ready and ready[0][0] < bound and emitted < limit:
             t, _, bidder, prompt, reply, kind, w, v, out = heapq.heappop(ready)
             # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
-            yield Request._unchecked(emitted, bidder, prompt, w, out, t, v, w, reply, kind, max_new_tokens=out)
+            yield Request._unchecked(emitted, bidder, prompt, w, out, t, v, w, reply, kind, max_new_tokens=cap[kind])
             emitted += 1
         if gen.t >= horizon:
             break

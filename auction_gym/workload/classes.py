@@ -16,6 +16,12 @@ normal wait, and V scales with w (an urgent call is worth more than a rollout).
 
 (s = sigma of the log; V's sigma is sqrt(s_w^2 + s_H^2). Means are median * exp(s^2 / 2): w means
 11.3, 1.20, 0.028. Output lengths are rounded and clipped to [1, output_max]: 256, 2048, 4096.)
+
+`output_max` is the class's clients' cap on output, the `Request.max_new_tokens` they send: a
+request drawn from the class carries max_new_tokens = output_max (the agentic workload), and its
+output, clipped to output_max, is what generation under that cap produces (it stops at the cap). At
+the medians above the cap is 8x (urgent) and 16x the median output, 3.5 log-sigmas above it, so about
+0.03% of outputs reach it; a server reserving by the cap reserves 8-16x the median output.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ class RequestClass:
     output_median: float
     output_sigma: float
     output_max: int
+    """The clients' cap on output (tokens): output lengths are clipped to it, and a request drawn
+    from the class carries it as `max_new_tokens` (module docstring)."""
 
     def sample(
         self, rng: np.random.Generator, size: int
@@ -96,6 +104,17 @@ def normalize_mix(mix: Mapping[str, float], what: str = "class mix") -> tuple[li
     if not names or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
         raise ValueError(f"{what} must have non-negative weights with a positive sum, got {dict(mix)}")
     return names, p / p.sum()
+
+
+def checked_max_new_tokens(cap: object, least: int, why: str, none_means: str) -> int | None:
+    """A workload's `max_new_tokens` argument checked: None (the workload's own rule, `none_means`)
+    or an int >= `least` tokens (`why`: the longest output the workload draws), as a Python int;
+    ValueError otherwise."""
+    if cap is None:
+        return None
+    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < least:
+        raise ValueError(f"max_new_tokens must be None ({none_means}) or an int >= {least} ({why}); got {cap!r}")
+    return int(cap)
 
 
 def checked_class_mix(mix: Mapping[str, float], what: str = "class_mix") -> tuple[list[str], np.ndarray]:

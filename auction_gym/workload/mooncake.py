@@ -22,6 +22,13 @@ this loader derives them:
   index, a request's draws do not depend on which slice is loaded.
 - output_len = output_length; it must be >= 1 (the conversation trace's minimum is 1; a 0 is an error,
   since every request emits at least its first token).
+- max_new_tokens (the client's cap, what the server knows in place of output_length) = the
+  `max_new_tokens` argument, by default `MOONCAKE_MAX_NEW_TOKENS`, the conversation trace's evident
+  cap of 2000 tokens (the evidence is there); None = each request's own output_length, as SGLang's
+  `bench_serving` replays the trace (SGLang 0.5.23, `sglang.benchmark.datasets.mooncake`: it sends
+  max_new_tokens = output_length with `ignore_eos`), a server that knows every output length. A line
+  whose output_length exceeds the cap is an error (a client's output cannot exceed its cap, so the
+  cap does not fit that trace): pass a larger `max_new_tokens`, or None.
 - id = 0-based line index in the file, so `start`/`limit` slices keep ids.
 
 Blank (whitespace-only) lines are skipped but still count as lines. The file must be UTF-8 and its
@@ -42,9 +49,15 @@ from typing import Iterator, Mapping
 import numpy as np
 
 from ..request import Request
-from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix
+from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix, checked_max_new_tokens
 
 _MASK64 = (1 << 64) - 1
+
+MOONCAKE_MAX_NEW_TOKENS = 2000
+"""The conversation trace's clients' cap on output (tokens), `iter_mooncake`'s default
+`max_new_tokens`. Evidence, the trace's 12,031 output_lengths: they range over 1..2000, and 30 of them
+(0.25%) are exactly 2000 while no other length above 1,000 occurs more than 5 times: outputs cut
+off at a cap of 2000 (which is also the 99.9th percentile)."""
 
 
 def _splitmix64(x: int) -> int:
@@ -99,6 +112,7 @@ def _field_int(obj: dict, name: str, minimum: int) -> int:
 def _parse(
     line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, time_scale: float,
     block_size: int, vocab_size: int | None, class_names: list[str], class_cdf: np.ndarray,
+    max_new_tokens: int | None,
 ) -> Request:
     try:
         obj = json.loads(line)
@@ -115,6 +129,10 @@ def _parse(
         raise ValueError(f"timestamp must be a finite number >= 0, got {ts!r}")
     input_length = _field_int(obj, "input_length", 1)
     output_length = _field_int(obj, "output_length", 1)
+    if max_new_tokens is not None and output_length > max_new_tokens:
+        raise ValueError(f"output_length {output_length} exceeds max_new_tokens = {max_new_tokens}, the "
+                         "clients' cap on output: pass a larger max_new_tokens, or None for each request's "
+                         "own output_length")
     hash_ids = obj["hash_ids"]
     if (not isinstance(hash_ids, list) or not hash_ids
             or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hash_ids)):
@@ -132,6 +150,7 @@ def _parse(
     return Request(
         id=index, bidder=bidder, tokens=tokens, bid=float(w[0]), output_len=output_length,
         arrival=ts / 1000.0 * time_scale, value=float(v[0]), urgency=float(w[0]), kind=cls.name,
+        max_new_tokens=max_new_tokens,
     )
 
 
@@ -146,11 +165,14 @@ def iter_mooncake(
     block_size: int = 512,
     vocab_size: int | None = None,
     class_mix: Mapping[str, float] | None = None,
+    max_new_tokens: int | None = MOONCAKE_MAX_NEW_TOKENS,
 ) -> Iterator[Request]:
     """Yield the requests of lines [start, start + limit) of a Mooncake trace, lazily, in file order.
 
     `start` and `limit` count lines (0-based; blank lines count but yield nothing); limit None reads to
-    the end. See the module docstring for how tokens, arrivals, bidders and classes are derived.
+    the end. `max_new_tokens` (tokens, an int >= 1, or None) is every request's cap on output; None =
+    its own output_length; a line whose output_length exceeds it raises ValueError. See the module
+    docstring for how tokens, arrivals, bidders, classes and caps are derived.
     """
     if num_bidders < 1 or block_size < 1 or start < 0 or (limit is not None and limit < 0):
         raise ValueError("num_bidders and block_size must be >= 1; start and limit >= 0")
@@ -160,13 +182,14 @@ def iter_mooncake(
         raise ValueError(f"time_scale must be > 0, got {time_scale}")
     if vocab_size is not None and vocab_size < 1:
         raise ValueError(f"vocab_size must be >= 1 or None, got {vocab_size}")
+    cap = checked_max_new_tokens(max_new_tokens, 1, "a request emits a token", "each request's own output_length")
     class_names, class_p = checked_class_mix(class_mix if class_mix is not None else DEFAULT_CLASS_MIX)
     # Arguments are checked above, at the call; the file is opened on the first next().
     return _iter_lines(
         os.fspath(path), start, None if limit is None else start + limit,
         num_bidders=num_bidders, seed_key=_splitmix64(seed), seed=seed, time_scale=time_scale,
         block_size=block_size, vocab_size=vocab_size, class_names=class_names,
-        class_cdf=np.cumsum(class_p),
+        class_cdf=np.cumsum(class_p), max_new_tokens=cap,
     )
 
 

@@ -11,7 +11,11 @@ tokens. Parameter names and defaults are those of `bench_serving` (`--gsp-num-gr
 - with `range_ratio` r < 1, each system prompt's, question's and output's length is drawn uniformly
   from [max(int(full x r), 1), full]; at r = 1 every length is the full one;
 - the prompts are shuffled (SGLang's default, not `--gsp-ordered`), so consecutive arrivals come
-  from different groups, which is what a cache-aware scheduler has to sort out.
+  from different groups, which is what a cache-aware scheduler has to sort out;
+- a request's `max_new_tokens` is its own output length: `bench_serving` sends each request with
+  `max_new_tokens` = its output_len and `ignore_eos` on by default (SGLang 0.5.23,
+  `sglang.benchmark.serving.async_request_sglang_generate`), so every request generates exactly
+  its cap. `max_new_tokens` (the config field) replaces this with one cap for all requests.
 
 Tokens are random ids in [0, vocab_size) (SGLang draws random text); two questions diverge at
 their first token almost surely, so a prompt shares exactly its system prompt with its group.
@@ -43,7 +47,7 @@ import numpy as np
 
 from ..request import Request
 from .agentic import check_bursts, in_burst
-from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix
+from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix, checked_max_new_tokens
 
 CHUNK = 256
 """Requests drawn at a time (a fixed size, so the stream does not depend on how far it is read)."""
@@ -75,6 +79,9 @@ class SharedPrefixConfig:
     vocab_size: int = 32000
     class_mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_CLASS_MIX))
     """Probabilities of the urgency classes (`classes.py`), drawn per request."""
+    max_new_tokens: int | None = None
+    """Every request's `Request.max_new_tokens` (tokens); None = its own output length, as
+    `bench_serving` sends it (module docstring). An int must be >= `output_len`, the longest output."""
 
     @property
     def num_requests(self) -> int:
@@ -95,6 +102,8 @@ class SharedPrefixConfig:
             raise ValueError(f"rate must be finite and > 0, got {self.rate}")
         check_bursts(self)
         checked_class_mix(self.class_mix)
+        checked_max_new_tokens(self.max_new_tokens, self.output_len, "output_len, the longest output",
+                               "each request's output length")
 
 
 def _lengths(rng: np.random.Generator, full: int, ratio: float, n: int) -> np.ndarray:
@@ -126,6 +135,7 @@ def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
     cdf = np.cumsum(p)
     peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
     t, emitted = 0.0, 0
+    cap = None if cfg.max_new_tokens is None else int(cfg.max_new_tokens)
     while emitted < n:
         # Arrivals by thinning a Poisson process at the peak rate; the other draws are per request.
         gaps = rng.exponential(1.0 / (cfg.rate * peak), CHUNK)
@@ -150,6 +160,6 @@ def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
             prompt.flags.writeable = False  # taken by Request without a copy
             yield Request(
                 id=emitted, bidder=g % cfg.num_bidders, tokens=prompt, bid=float(w[0]), output_len=out,
-                arrival=arrival, value=float(v[0]), urgency=float(w[0]), kind=cls.name,
+                arrival=arrival, value=float(v[0]), urgency=float(w[0]), kind=cls.name, max_new_tokens=cap,
             )
             emitted += 1
