@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("experiments.compare", "train SB3 agents and compare them with OGD and truthful bidding"),
     "incentives": ("experiments.incentives", "measure one bidder's gain from deviating from truthful bidding"),
     "calibrate": ("experiments.calibrate", "profile the torch engine and fit the simulator's cost model"),
+    "fidelity": ("experiments.fidelity", "replay a workload through the torch engine and the simulator; report errors"),
 }
 
 

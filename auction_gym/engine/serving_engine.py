@@ -161,7 +161,7 @@ class ServingEngine:
                 return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, resumed=resumed)
         if self.running:
             retracted = self._make_room() if self._sglang else []
-            steps, finished = self._decode(decay=not retracted)
+            steps, finished = self._decode(retracted=bool(retracted))
             return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, retracted=retracted)
         self._future.ratio = self._future.init  # SGLang resets the ratio when it idles
         nxt = self._next_arrival()
@@ -431,15 +431,15 @@ class ServingEngine:
         # SGLang frees room for the remaining requests' next steps at once.
         self._make_free(remaining * self.config.retract_decode_steps)
 
-    def _decode(self, decay: bool) -> tuple[int, list[int]]:
+    def _decode(self, retracted: bool) -> tuple[int, list[int]]:
         n = len(self.running)
         if self._sglang:
             self._make_free(n)  # the first step's tokens are allocated before it runs
         steps, seconds = self._execute_decode()
         if self._sglang:
             self._allocate(steps * n)
-            if decay:
-                self._future.decayed(steps)
+            # SGLang decays the ratio after every decode step but one that retracted (which set it).
+            self._future.decayed(steps - retracted)
         self.now += seconds
         self._steps += steps
         self._context += steps * n

@@ -1,0 +1,328 @@
+"""End-to-end fidelity of the simulator against the torch engine (`radix-auction fidelity`).
+
+Vidur's measure: replay one workload through the torch engine (`gpu_backend.TorchEngine`, CPU and
+the tiny preset by default) and through the simulator (`SimEngine`) with a cost model calibrated on
+it, both under the same
+scheduler and `EngineConfig` (reservation, chunked prefill, KV size), and report per request the
+relative error |sim - real| / real of TTFT and of latency (median and p90, percent), and the
+relative error of throughput (prompt + output tokens per second) and of makespan.
+
+The cost model: `--cost-model` JSON, or one calibrated first. `--calibration replay` (default)
+fits it to the iterations of a torch replay of another draw of the same workload (seed + 1), by
+least squares on seconds; `--calibration grid` runs `radix-auction calibrate`'s profiling grid.
+
+The workload is SGLang's generated-shared-prefix benchmark scaled down (`--groups` x
+`--prompts-per-group` requests at `--rate` per second), so the engine queues, batches, hits the
+cache, chunks long prompts and, in a small `--kv-capacity`, retracts.
+
+What the error comes from, reported alongside:
+- timing: the calibrated cost model's percent error on the torch replay's own iterations (each
+  iteration's measured seconds against what the simulator would charge for it), and the total
+  bias sum(predicted) / sum(measured) - 1;
+- noise floor: with `--repeats` >= 2 the torch engine replays the workload again, and the errors
+  between two torch replays are what CPU timing noise alone gives;
+- scheduling: requests whose rank in the admission order differs between the engines, and
+  prefill batches that differ (an engine that runs iterations faster admits different batches).
+
+Times are on the engines' clocks (seconds of compute; the torch engine measures each iteration's
+wall time, so other processes on the CPU add noise: run it on an idle machine, `--threads 1`).
+
+Writes to `--out`: `costs.json` (if calibrated), `requests_<k>.csv` (per request, torch replay k
+against the simulator), `summary.json` and `summary.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from auction_gym.engine import CostModel, EngineConfig, RequestRecord, ServingEngine, SimEngine, summarize
+from auction_gym.request import Request
+from auction_gym.scheduler import scheduler_names
+from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
+
+from .argtypes import positive_float, positive_int
+from .calibrate import STATISTICS, Sample, calibrate, nnls
+from .cli import UsageError, run_command
+
+
+@dataclass
+class Replay:
+    """What one engine did with the workload."""
+
+    records: dict[int, RequestRecord]
+    admit_order: list[int]
+    """Request ids in the order their first prefill began."""
+    prefill_batches: list[tuple[int, ...]]
+    """Ids admitted or resumed by each prefill iteration that took any, in order."""
+    samples: list[Sample] = field(default_factory=list)
+    """Each iteration's cost-model features and measured seconds (torch engine only)."""
+    wall_s: float = 0.0
+
+
+def replay(engine: ServingEngine, requests: list[Request]) -> Replay:
+    """Step `engine` through `requests` to the end; its records, admission order and batches."""
+    start = time.perf_counter()
+    engine.submit(requests)
+    order, batches = [], []
+    while (it := engine.step()) is not None:
+        order += it.admitted
+        if it.admitted or it.resumed:
+            batches.append(tuple(it.admitted + it.resumed))
+    return Replay(engine.records, order, batches, getattr(engine, "samples", []), wall_s=time.perf_counter() - start)
+
+
+@functools.cache
+def _timed_torch_engine_class() -> type:
+    """`TorchEngine` that also records each iteration as a calibration `Sample`: the cost model's
+    features, as `SimEngine` computes them, and the measured seconds (defined on first use, so
+    this module imports without torch)."""
+    from gpu_backend import TorchEngine
+
+    class TimedTorchEngine(TorchEngine):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.samples: list[Sample] = []
+
+        def _execute_prefill(self, batch):
+            # SimEngine._execute_prefill's terms: new tokens, and query-key pairs of causal attention.
+            new = sum(adm.extend for adm in batch)
+            attention = sum(adm.extend * (adm.cached + adm.extend / 2) for adm in batch)
+            seconds = super()._execute_prefill(batch)
+            self.samples.append(Sample("prefill", (1.0, float(new), float(attention)), seconds))
+            return seconds
+
+        def _execute_decode(self):
+            x = (1.0, float(len(self.running)), float(self._context))
+            steps, seconds = super()._execute_decode()
+            self.samples.append(Sample("decode", x, seconds))
+            return steps, seconds
+
+    return TimedTorchEngine
+
+
+def torch_replay(requests: list[Request], scheduler: str, config: EngineConfig, *, preset: str = "tiny",
+                 device: str = "cpu", seed: int = 0) -> Replay:
+    """Replay `requests` through the torch engine (weights from `seed`), timing its iterations."""
+    engine = _timed_torch_engine_class()(scheduler, config, preset=preset, device=device, seed=seed)
+    return replay(engine, requests)
+
+
+def _relative(sim: np.ndarray, real: np.ndarray) -> np.ndarray:
+    return np.abs(sim - real) / real
+
+
+def compare(real: Replay, sim: Replay) -> dict:
+    """Errors of `sim` against `real`: per-request TTFT and latency (median and p90 of
+    |sim - real| / real, percent, over requests both finished), throughput and makespan (percent),
+    hit rates, and how much the schedules differ."""
+    ids = [i for i in sorted(real.records) if real.records[i].finished and sim.records[i].finished]
+    out: dict = {"requests": len(ids)}
+    for name in ("ttft", "latency"):
+        err = 100 * _relative(np.array([getattr(sim.records[i], name) for i in ids]),
+                              np.array([getattr(real.records[i], name) for i in ids]))
+        out[f"{name}_median_pct"] = float(np.median(err))
+        out[f"{name}_p90_pct"] = float(np.percentile(err, 90))
+    m_real, m_sim = summarize(list(real.records.values())), summarize(list(sim.records.values()))
+    out["throughput_pct"] = float(100 * abs(m_sim.throughput_tps - m_real.throughput_tps) / m_real.throughput_tps)
+    out["makespan_pct"] = float(100 * abs(m_sim.makespan - m_real.makespan) / m_real.makespan)
+    out["hit_rate_real"], out["hit_rate_sim"] = m_real.hit_rate, m_sim.hit_rate
+    out["retractions_real"], out["retractions_sim"] = m_real.retractions, m_sim.retractions
+    rank_real = {rid: k for k, rid in enumerate(real.admit_order)}
+    rank_sim = {rid: k for k, rid in enumerate(sim.admit_order)}
+    out["admit_rank_differs"] = sum(rank_real.get(i) != rank_sim.get(i) for i in ids)
+    same = sum(a == b for a, b in zip(real.prefill_batches, sim.prefill_batches))
+    out["prefill_batches_same"] = f"{same}/{max(len(real.prefill_batches), len(sim.prefill_batches))}"
+    return out
+
+
+def _coefficients(cost: CostModel, kind: str) -> np.ndarray:
+    if kind == "prefill":
+        return np.array([cost.prefill_base, cost.prefill_per_token, cost.prefill_per_attention])
+    return np.array([cost.decode_base, cost.decode_per_request, cost.decode_per_context_token])
+
+
+def fit_replay(real: Replay, name: str) -> CostModel:
+    """A cost model fitted to a torch replay's own iterations by non-negative least squares on
+    seconds. Not on relative error (`calibrate.fit`): latency and throughput are sums of iteration
+    times, and under a shared CPU's heavy-tailed noise the relative fit sits near the fastest runs,
+    which biases every sum low."""
+    coef = []
+    for kind in ("prefill", "decode"):
+        pts = [s for s in real.samples if s.kind == kind]
+        coef.append(nnls(np.array([s.x for s in pts]), np.array([s.t for s in pts])))
+    return CostModel(*map(float, coef[0]), *map(float, coef[1]), name=name)
+
+
+def timing_error(real: Replay, cost: CostModel) -> dict:
+    """`cost`'s error on the torch replay's own iterations: median and p90 absolute percent error
+    per iteration, and the bias of the total (percent)."""
+    measured = np.array([s.t for s in real.samples])
+    predicted = np.array([np.dot(s.x, _coefficients(cost, s.kind)) for s in real.samples])
+    ape = 100 * _relative(predicted, measured)
+    return {"iterations": len(measured), "iteration_median_ape_pct": float(np.median(ape)),
+            "iteration_p90_ape_pct": float(np.percentile(ape, 90)),
+            "total_bias_pct": float(100 * (predicted.sum() / measured.sum() - 1))}
+
+
+def workload(groups: int, per_group: int, system_prompt_len: int, question_len: int, output_len: int,
+             rate: float, seed: int) -> list[Request]:
+    """The scaled-down shared-prefix benchmark (lengths in tokens, rate in requests/s): lengths
+    drawn from [half, full], so prompts differ and long ones are chunked."""
+    cfg = SharedPrefixConfig(num_groups=groups, prompts_per_group=per_group, system_prompt_len=system_prompt_len,
+                             question_len=question_len, output_len=output_len, range_ratio=0.5, rate=rate,
+                             num_bidders=min(groups, 8))
+    return shared_prefix_workload(cfg, seed=seed)
+
+
+def _write_requests(path: Path, real: Replay, sim: Replay) -> None:
+    rank_real = {rid: k for k, rid in enumerate(real.admit_order)}
+    rank_sim = {rid: k for k, rid in enumerate(sim.admit_order)}
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "prompt_len", "output_len", "ttft_real_s", "ttft_sim_s", "latency_real_s", "latency_sim_s",
+                    "admit_rank_real", "admit_rank_sim", "retractions_real", "retractions_sim"])
+        for i in sorted(real.records):
+            a, b = real.records[i], sim.records[i]
+            w.writerow([i, a.prompt_len, a.output_len, a.ttft, b.ttft, a.latency, b.latency, rank_real.get(i),
+                        rank_sim.get(i), a.retractions, b.retractions])
+
+
+ROWS = (("TTFT median", "ttft_median_pct"), ("TTFT p90", "ttft_p90_pct"), ("latency median", "latency_median_pct"),
+        ("latency p90", "latency_p90_pct"), ("throughput", "throughput_pct"), ("makespan", "makespan_pct"))
+
+
+def _markdown(summary: dict) -> str:
+    """The summary as a markdown table: one column per comparison, errors in percent."""
+    cols = [f"sim vs torch #{k + 1}" for k in range(len(summary["sim_vs_torch"]))]
+    cols += [f"torch #{k + 2} vs #1" for k in range(len(summary["torch_vs_torch"]))]
+    cells = summary["sim_vs_torch"] + summary["torch_vs_torch"]
+    lines = ["| error (%) | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for label, key in ROWS:
+        lines.append(f"| {label} | " + " | ".join(f"{c[key]:.1f}" for c in cells) + " |")
+    for label, key in (("admit rank differs", "admit_rank_differs"), ("prefill batches same", "prefill_batches_same"),
+                       ("retractions real/sim", None)):
+        vals = [f"{c['retractions_real']}/{c['retractions_sim']}" if key is None else str(c[key]) for c in cells]
+        lines.append(f"| {label} | " + " | ".join(vals) + " |")
+    lines.append("")
+    lines.append("| cost model on torch iterations | " + " | ".join(f"#{k + 1}" for k in range(len(summary["timing"])))
+                 + " |")
+    lines.append("|---|" + "---|" * len(summary["timing"]))
+    for label, key in (("iteration median APE", "iteration_median_ape_pct"),
+                       ("iteration p90 APE", "iteration_p90_ape_pct"), ("total bias", "total_bias_pct")):
+        lines.append(f"| {label} (%) | " + " | ".join(f"{t[key]:.1f}" for t in summary["timing"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, repeats: int = 2,
+             preset: str = "tiny", device: str = "cpu", seed: int = 0, out: Path | None = None) -> dict:
+    """Replay `requests` `repeats` times through the torch engine and once through the simulator
+    with `config.cost_model`; returns (and writes to `out`, if given) the comparisons."""
+    sim = replay(SimEngine(scheduler, config), requests)
+    reals = [torch_replay(requests, scheduler, config, preset=preset, device=device, seed=seed)
+             for _ in range(repeats)]
+    summary = {
+        "requests": len(requests), "scheduler": scheduler, "cost_model": config.cost_model.name,
+        "sim_vs_torch": [compare(real, sim) for real in reals],
+        "torch_vs_torch": [compare(reals[0], real) for real in reals[1:]],
+        "timing": [timing_error(real, config.cost_model) for real in reals],
+        "wall_s": {"sim": round(sim.wall_s, 2), "torch": [round(r.wall_s, 2) for r in reals]},
+    }
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for k, real in enumerate(reals):
+            _write_requests(out / f"requests_{k + 1}.csv", real, sim)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (out / "summary.md").write_text(_markdown(summary))
+    return summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=Path("fidelity"), help="output folder (default fidelity/)")
+    parser.add_argument("--cost-model", type=Path, default=None,
+                        help="calibrated cost model JSON to use (default: calibrate now into OUT/costs.json)")
+    parser.add_argument("--scheduler", default="lpm", help="scheduler of both engines (default lpm)")
+    parser.add_argument("--preset", default="tiny", help="model preset (default tiny)")
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the workload and of the weights (default 0)")
+    parser.add_argument("--repeats", type=positive_int, default=2, help="torch replays (default 2; >= 2 gives the "
+                        "noise floor)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+    g = parser.add_argument_group("workload (shared-prefix benchmark, scaled down)")
+    g.add_argument("--groups", type=positive_int, default=8, help="system prompts (default 8)")
+    g.add_argument("--prompts-per-group", type=positive_int, default=16, help="requests per system prompt (default 16)")
+    g.add_argument("--system-prompt-len", type=positive_int, default=512, help="tokens (default 512)")
+    g.add_argument("--question-len", type=positive_int, default=64, help="tokens (default 64)")
+    g.add_argument("--output-len", type=positive_int, default=128, help="tokens (default 128)")
+    g.add_argument("--rate", type=positive_float, default=100.0, help="arrivals per second (default 100)")
+    e = parser.add_argument_group("engine (both engines)")
+    e.add_argument("--kv-capacity", type=positive_int, default=4000, help="KV pool in tokens (default 4000)")
+    e.add_argument("--chunked-prefill-size", type=positive_int, default=256, help="tokens (default 256)")
+    e.add_argument("--max-running", type=positive_int, default=32, help="max running requests (default 32)")
+    e.add_argument("--reservation", choices=("sglang", "oracle"), default="sglang", help="default sglang")
+    c = parser.add_argument_group("calibration (without --cost-model)")
+    c.add_argument("--calibration", choices=("replay", "grid"), default="replay",
+                   help="fit the cost model to a torch replay of another draw of the workload (default), or "
+                   "profile the grid of `radix-auction calibrate`")
+    c.add_argument("--calibration-repeats", type=positive_int, default=3,
+                   help="grid: timed runs per point (default 3)")
+    c.add_argument("--statistic", choices=sorted(STATISTICS), default="median",
+                   help="grid: time kept per point (default median: the engine's own timings include interference)")
+    c.add_argument("--max-context", type=positive_int, default=2048,
+                   help="grid: longest sequence profiled (default 2048)")
+
+
+def _cost_model(args: argparse.Namespace, config: EngineConfig, shape: tuple) -> CostModel:
+    """--cost-model's, or one calibrated now (written to OUT/costs.json): on the profiling grid, or
+    on a torch replay of another draw of the workload (seed + 1), so the fit never sees the
+    iterations it is scored on."""
+    if args.cost_model is not None:
+        return CostModel.from_json(args.cost_model)
+    path = args.out / "costs.json"
+    if args.calibration == "grid":
+        calibrate(path, args.preset, args.device, seed=args.seed, repeats=args.calibration_repeats,
+                  max_prefill=args.chunked_prefill_size, max_context=args.max_context, pool_tokens=40_000,
+                  statistic=args.statistic, progress=False)
+        return CostModel.from_json(path)
+    train = torch_replay(workload(*shape, args.seed + 1), args.scheduler, config, preset=args.preset,
+                         device=args.device, seed=args.seed)
+    cost = fit_replay(train, f"{args.preset}/{args.device} (fitted to a replay, seed {args.seed + 1})")
+    cost.to_json(path)
+    print(f"fitted on {len(train.samples)} iterations of a replay ({train.wall_s:.1f} s): {cost}")
+    return cost
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Calibrate (unless --cost-model), replay, print the table and write the files."""
+    import torch
+
+    if args.scheduler not in scheduler_names():
+        raise UsageError(f"unknown --scheduler {args.scheduler!r}; valid: {', '.join(scheduler_names())}")
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    config = EngineConfig(kv_capacity_tokens=args.kv_capacity, chunked_prefill_size=args.chunked_prefill_size,
+                          max_running_requests=args.max_running, reservation=args.reservation)
+    shape = (args.groups, args.prompts_per_group, args.system_prompt_len, args.question_len, args.output_len, args.rate)
+    requests = workload(*shape, args.seed)
+    config = replace(config, cost_model=_cost_model(args, config, shape))
+    summary = fidelity(requests, args.scheduler, config, repeats=args.repeats, preset=args.preset,
+                       device=args.device, seed=args.seed, out=args.out)
+    print(_markdown(summary))
+    print(f"wall s: {summary['wall_s']}; written to {args.out}/")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m experiments.fidelity ...`: the same as `radix-auction fidelity ...`."""
+    run_command("fidelity", argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""SGLang's admission rules in the engine: chunked prefill, output reservation by max_new_tokens with
+the adaptive new-token ratio, retraction; and the simulator's multi-step decode equals stepping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from auction_gym import EngineConfig, Request, SimEngine
+
+SGLANG = EngineConfig()
+
+
+def req(i: int, prompt: int, out: int, cap: int | None = None, arrival: float = 0.0, base: int = 0) -> Request:
+    return Request(i, 0, np.arange(base, base + prompt), 1.0, output_len=out, arrival=arrival, max_new_tokens=cap)
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_that_enter_the_cache():
+    engine = SimEngine("fcfs", EngineConfig(chunked_prefill_size=8192))
+    engine.submit([req(0, 20_000, 5), req(1, 3000, 5, base=10**6)])
+    kinds, sizes = [], []
+    for _ in range(3):
+        it = engine.step()
+        kinds.append((it.kind, it.admitted))
+        sizes.append(engine.cache.total_size)
+    # 8192 + 8192 + the last 3616, of which request 1 fills the third batch's room (4576 > 3000).
+    assert kinds == [("prefill", [0]), ("prefill", []), ("prefill", [1])]
+    assert sizes == [8192, 16_384, 23_000]
+    rec = engine.records[0]
+    assert rec.admit == 0.0 and rec.first_token == engine.now and rec.computed_tokens == 20_000
+    whole = SimEngine("fcfs", EngineConfig(chunked_prefill_size=None))
+    whole.submit([req(0, 20_000, 5)])
+    assert whole.step().admitted == [0] and whole.cache.total_size == 20_000
+
+
+def test_chunks_attend_to_the_earlier_chunks():
+    """Chunking moves no work but the attention to earlier chunks: the three chunks together take
+    longer than one prefill of the same prompt by the extra per-iteration base costs only."""
+    cm = SGLANG.cost_model
+    chunked = SimEngine("fcfs", EngineConfig(chunked_prefill_size=8192))
+    chunked.run([req(0, 20_000, 1)])
+    whole = SimEngine("fcfs", EngineConfig(chunked_prefill_size=None))
+    whole.run([req(0, 20_000, 1)])
+    assert chunked.now == pytest.approx(whole.now + 2 * cm.prefill_base, rel=1e-9)
+
+
+def test_sglang_reservation_admits_by_the_cap_and_the_ratio_where_oracle_waits():
+    """A (900 tokens reserved at admission) leaves 100: under "oracle" B (110) waits for A to
+    finish; under "sglang" the next round counts only ratio x A's remaining cap, and B goes in."""
+    cfg = dict(kv_capacity_tokens=1000, chunked_prefill_size=None)
+    a, b = req(0, 100, 800, cap=800), req(1, 100, 10, cap=10, base=5000, arrival=0.001)
+    runs = {}
+    for mode in ("oracle", "sglang"):
+        engine = SimEngine("fcfs", EngineConfig(reservation=mode, **cfg))
+        engine.run([a, b])
+        runs[mode] = engine.records[1].admit
+        assert engine.metrics().retractions == 0
+    assert runs["oracle"] > SimEngine("fcfs").cost.decode_time(1, 0) * 700  # after A's decode
+    assert runs["sglang"] < 0.1
+
+
+def test_new_token_ratio_decays_per_decode_step_and_resets_when_idle():
+    engine = SimEngine("fcfs", EngineConfig(chunked_prefill_size=None))
+    engine.submit([req(0, 10, 101)])
+    engine.step()  # prefill
+    it = engine.step()  # decode to the end
+    decay = (SGLANG.init_new_token_ratio - SGLANG.min_new_token_ratio) / SGLANG.new_token_ratio_decay_steps
+    assert it.steps == 100 and engine.new_token_ratio == pytest.approx(SGLANG.init_new_token_ratio - 100 * decay)
+    engine.submit([req(1, 10, 1, arrival=engine.now + 1)])
+    assert engine.step().kind == "idle" and engine.new_token_ratio == SGLANG.init_new_token_ratio
+
+
+class Watched(SimEngine):
+    """Records each retraction with the ratio it set and what it was set from."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.retractions: list[tuple[list[int], float, float]] = []
+
+    def _make_room(self) -> list[int]:
+        gone = super()._make_room()
+        if gone:
+            g = sum(run.generated(self._steps) for run in self.running)
+            caps = sum(run.cap for run in self.running)
+            expected = min(1.0, (g + self.config.retract_decode_steps * len(self.running)) / (caps + 1))
+            self.retractions.append((gone, self.new_token_ratio, expected))
+        return gone
+
+
+def test_retraction_takes_the_fewest_output_tokens_first_and_everything_finishes():
+    """Caps equal to the outputs, so the ratio under-reserves and memory runs out mid-decode: the
+    request with the fewest output tokens is retracted, keeps its first token time, resumes by
+    recomputing prompt + output so far, and finishes; the ratio is re-estimated from the rest."""
+    cfg = EngineConfig(kv_capacity_tokens=1700, chunked_prefill_size=None)
+    engine = Watched("fcfs", cfg)
+    engine.submit([req(0, 200, 700, base=0), req(1, 200, 700, base=10**5, arrival=0.05)])
+    first_tokens, resumed = {}, []
+    while (it := engine.step()) is not None:
+        for rid in it.admitted:
+            first_tokens[rid] = engine.records[rid].first_token
+        resumed += it.resumed
+        assert engine.used_tokens <= cfg.kv_capacity_tokens
+    assert [r[0] for r in engine.retractions] == [[1]] and resumed == [1]
+    _, ratio, expected = engine.retractions[0]
+    assert ratio == pytest.approx(expected)
+    recs = engine.records
+    assert recs[1].retractions == 1 and recs[0].retractions == 0 and engine.metrics().retractions == 1
+    assert all(recs[i].finished and recs[i].first_token == first_tokens[i] for i in (0, 1))
+    assert recs[1].computed_tokens > 200  # its output so far was recomputed
+    assert engine.reserved == 0 and engine.cache.protected_size == 0
+
+
+def test_oracle_reservation_never_retracts_the_same_workload():
+    engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=1700, chunked_prefill_size=None, reservation="oracle"))
+    engine.run([req(0, 200, 700), req(1, 200, 700, base=10**5, arrival=0.05)])
+    assert engine.metrics().retractions == 0 and engine.metrics().finished == 2
+
+
+class OneStep(SimEngine):
+    """Decodes one step per iteration, as a real engine does."""
+
+    def _decode_limit(self) -> int:
+        return 1
+
+
+def _workload(seed: int, n: int = 60) -> list[Request]:
+    rng = np.random.default_rng(seed)
+    heads = [rng.integers(0, 1000, int(rng.integers(50, 400))) for _ in range(4)]
+    reqs = []
+    for i in range(n):
+        out = int(rng.integers(1, 300))
+        tokens = np.concatenate([heads[i % 4], rng.integers(0, 1000, int(rng.integers(5, 300)))])
+        cap = out + int(rng.integers(0, 2)) * int(rng.integers(0, 500))
+        reqs.append(Request(i, i % 3, tokens, float(rng.uniform(0.1, 2)), output_len=out,
+                            arrival=float(rng.uniform(0, 3)), max_new_tokens=cap))
+    return reqs
+
+
+@pytest.mark.parametrize("seed,scheduler", [(0, "fcfs"), (1, "lpm"), (5, "radix_vcg"), (14, "fcfs"), (16, "radix_vcg")])
+def test_multi_step_decode_equals_one_step_at_a_time(seed, scheduler):
+    """Decode up to the next event at once (finish, arrival, memory, the blocked admission fitting
+    as the ratio decays) must give the records of stepping one token at a time, retractions and
+    chunks included."""
+    cfg = EngineConfig(kv_capacity_tokens=3000 + 200 * (seed % 5), chunked_prefill_size=256 if seed % 2 else None,
+                       max_running_requests=16)
+    fast, slow = SimEngine(scheduler, cfg), OneStep(scheduler, cfg)
+    fast.run(_workload(seed))
+    slow.run(_workload(seed))
+
+    def records(engine):
+        return [(r.admit, r.first_token, r.finish, r.cached_tokens, r.computed_tokens, r.retractions)
+                for _, r in sorted(engine.records.items())]
+
+    a, b = records(fast), records(slow)
+    assert [x[3:] for x in a] == [x[3:] for x in b]
+    np.testing.assert_allclose([x[:3] for x in a], [x[:3] for x in b], rtol=1e-9)
+    assert fast.metrics().finished == len(a)
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"reservation": "guess"}, "reservation"),
+    ({"chunked_prefill_size": 0}, "chunked_prefill_size"),
+    ({"page_size": 16, "chunked_prefill_size": 8}, "chunked_prefill_size"),
+    ({"min_new_token_ratio": 0.8}, "min_new_token_ratio"),
+    ({"clip_max_new_tokens": 0}, "clip_max_new_tokens"),
+])
+def test_bad_admission_rules_are_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        EngineConfig(**bad)
