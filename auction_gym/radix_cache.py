@@ -17,9 +17,28 @@ Invariants (checked by tests/test_radix_cache.py):
 - Evicted nodes are detached (`alive` False) and never returned again.
 
 Time is a logical clock (one tick per `match_prefix`/`insert`), so eviction order is deterministic.
-Only the deepest node of a matched path gets the new time; when a node is evicted its parent inherits
-the later of the two times. An inner node cannot be evicted before its last child, so it is evicted
-exactly as if every access had stamped the whole path (as SGLang does), at O(1) per access.
+SGLang stamps every node of an accessed path with the access time, and a split stamps both halves of
+the split edge (the node is stamped before it is cut), so the unmatched lower half counts as just
+used too. Here an access stamps only the deepest node of its path, plus both halves of an edge it
+splits; when a node is evicted its parent inherits the later of the two times. A node's SGLang time is
+the latest access whose path passes through it, which is the latest stamp in its subtree; a node is
+evicted only as a leaf, after all its children, by which time it has inherited theirs. So every node
+is evicted exactly as under SGLang's stamping, at O(1) per access (plus the split).
+
+Waiting requests (`set_wait`, driven once per admission round by
+`auction_gym.scheduler.WaitingPrefixes`): SGLang's cache-aware policies match every waiting request
+each round, stamping its path after everything accessed before the round and in queue order. Rather
+than re-stamp thousands of paths per round, a node where waiting requests' matches end carries
+`wait`, the largest stamp order (`rank`) among them, and its SGLang time in the current round is
+`round_start + wait`: newer than anything accessed before `new_round()`, older than what is accessed
+after it. Such nodes sit in a second heap keyed by `wait` (their order among themselves does not
+change from round to round), and `evict` takes whichever heap's candidate is older. When a node stops
+being waited on, it keeps the time of the last round it was (`last_access = max(last_access,
+round_start + wait)`, set before the next `new_round()`). Within a round, two cases differ from
+SGLang, both only in the order among waited-on nodes: a waited-on node accessed after `new_round()`
+keeps its waiting rank (SGLang: newest), and one whose waited-on child was evicted this round keeps
+its own rank (SGLang: the later of the two).
+
 Edges hold numpy token arrays; matching compares a whole edge in one vectorized call, so its cost is
 per node on the path, not per token.
 """
@@ -34,6 +53,10 @@ import numpy as np
 
 from .request import as_tokens, token_view
 
+ROUND_TICKS = 1 << 32
+"""Ticks a `new_round()` reserves for the round's waiting stamps (`round_start + wait`); ranks stay
+below it, so those stamps fall between the accesses before the round and those after it."""
+
 
 @dataclass(eq=False, slots=True)
 class TreeNode:
@@ -46,6 +69,8 @@ class TreeNode:
     children: dict = field(default_factory=dict, repr=False)
     lock_ref: int = 0
     last_access: int = 0
+    wait: int = -1
+    """The largest rank of the waiting requests whose match ends here; -1 when none (`set_wait`)."""
     alive: bool = True
 
     def __len__(self) -> int:
@@ -96,10 +121,13 @@ class RadixCache:
         self.protected_size = 0
         self.node_count = 0
         self._tick = 0
+        self._round_start = 0
         self._serial = 0
-        # Lazy min-heap of eviction candidates (last_access, serial, node). Entries go stale when the
-        # node is touched, locked, gains a child or is evicted; `evict` skips those.
+        # Lazy min-heaps of eviction candidates: (last_access, serial, node) for nodes nobody waits
+        # on, (wait, serial, node) for waited-on ones. Entries go stale when the node is touched,
+        # locked, gains a child, changes `wait` or is evicted; `evict` skips those.
         self._heap: list[tuple[int, int, TreeNode]] = []
+        self._wait_heap: list[tuple[int, int, TreeNode]] = []
         # Change log for `changes_since`; cleared (under a new epoch) when it grows long, so a
         # long-lived cache does not keep it forever.
         self._log_epoch += 1
@@ -118,12 +146,13 @@ class RadixCache:
         return n - n % self.page_size
 
     def _walk(
-        self, tokens: np.ndarray, split: bool, start: TreeNode | None = None
+        self, tokens: np.ndarray, split: bool, start: TreeNode | None = None, stamp: int = 0
     ) -> tuple[int, TreeNode, list[TreeNode]]:
         """Longest cached prefix: (length, node it ends at, nodes on the path below `start`).
 
-        With `split`, a match that ends inside an edge splits it so the match ends on a node.
-        Without it the returned node is the last one matched in full (the length may go further).
+        With `split`, a match that ends inside an edge splits it so the match ends on a node; both
+        halves get the time `stamp`. Without it the returned node is the last one matched in full
+        (the length may go further).
         `start` must be a node whose whole path is a prefix of `tokens` (an earlier match of them);
         if it has been evicted since, the walk resumes from its closest ancestor still cached.
         """
@@ -150,7 +179,7 @@ class RadixCache:
             # The match ends inside this edge (at least its first page matched, by its key).
             m = self._aligned(m)
             if split:
-                child = self._split(child, m)
+                child = self._split(child, m, stamp)
                 path.append(child)
                 node = child
             pos += m
@@ -159,8 +188,9 @@ class RadixCache:
 
     def match_prefix(self, tokens: Sequence[int] | np.ndarray) -> MatchResult:
         """Longest cached prefix of `tokens`; splits a partially matched edge; refreshes LRU times."""
-        length, node, path = self._walk(token_view(tokens), split=True)
-        self._touch(node)
+        tick = self._new_tick()
+        length, node, path = self._walk(token_view(tokens), split=True, stamp=tick)
+        self._touch(node, tick)
         values = [n.value for n in path if n.value is not None]
         return MatchResult(length, node, np.concatenate(values) if values else None)
 
@@ -174,11 +204,12 @@ class RadixCache:
         """Match without refreshing LRU times: (longest cached prefix length, node).
 
         The node is the deepest one matched in full; with `split`, a partially matched edge is
-        split first (as `match_prefix` does), so the node is where the match ends. `start`, the node
-        of an earlier `peek` of the same tokens, skips re-comparing what is known to match; the
-        result is the same as without it.
+        split first (as `match_prefix` does), so the node is where the match ends. The split
+        halves get the clock's current time (the latest access), as SGLang's matches, which split
+        only while stamping, would give them. `start`, the node of an earlier `peek` of the same
+        tokens, skips re-comparing what is known to match; the result is the same as without it.
         """
-        length, node, _ = self._walk(token_view(tokens), split=split, start=start)
+        length, node, _ = self._walk(token_view(tokens), split=split, start=start, stamp=self._tick)
         return length, node
 
     def changes_since(
@@ -217,7 +248,8 @@ class RadixCache:
         if value is not None and len(value) < len(tokens):
             raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
         n = self._aligned(len(tokens))
-        cached, node, _ = self._walk(tokens, split=True, start=start)
+        tick = self._new_tick()
+        cached, node, _ = self._walk(tokens, split=True, start=start, stamp=tick)
         if cached < n:
             key = tokens[cached:n]
             if key.flags.writeable:  # the caller may change its array; the tree keeps its own
@@ -230,7 +262,7 @@ class RadixCache:
             self.node_count += 1
             self.evictable_size += key.size
             node = leaf
-        self._touch(node)
+        self._touch(node, tick)
         return InsertResult(cached, node)
 
     def lock(self, node: TreeNode) -> None:
@@ -263,12 +295,12 @@ class RadixCache:
         Whole nodes are evicted, so the tokens freed (returned) can exceed `num_tokens`.
         """
         freed = 0
-        if len(self._heap) > 2 * self.node_count + 64:
+        if len(self._heap) + len(self._wait_heap) > 2 * self.node_count + 64:
             self._rebuild_heap()
-        while freed < num_tokens and self._heap:
-            stamp, _, node = heapq.heappop(self._heap)
-            if not node.alive or node.children or node.lock_ref or stamp != node.last_access:
-                continue
+        while freed < num_tokens:
+            node, stamp = self._pop_oldest()
+            if node is None:
+                break
             parent = node.parent
             key = self._key(node.key, 0)
             del parent.children[key]
@@ -280,10 +312,32 @@ class RadixCache:
             freed += len(node)
             if node.value is not None and self.on_evict is not None:
                 self.on_evict(node.value)
-            parent.last_access = max(parent.last_access, node.last_access)
+            parent.last_access = max(parent.last_access, stamp)
             if parent is not self.root and not parent.children and parent.lock_ref == 0:
                 self._push(parent)
         return freed
+
+    def new_round(self) -> None:
+        """Start an admission round: from here until the next call, a waited-on node's time is
+        `round_start + wait`, after every access so far and before every access to come."""
+        self._round_start = self._tick + 1
+        self._tick = self._round_start + ROUND_TICKS
+
+    def set_wait(self, node: TreeNode, wait: int) -> None:
+        """Mark `node` as where waiting requests' matches end, `wait` the largest of their ranks
+        (0 <= wait < ROUND_TICKS; a larger rank is stamped later in each round), or -1 for none.
+
+        A node that was waited on keeps the time it had in the current round (`round_start +
+        wait`) as its `last_access`: to unmark what stopped waiting in the last round, call this
+        before `new_round()`. The root and evicted nodes are ignored.
+        """
+        if node is self.root or not node.alive:
+            return
+        if node.wait >= 0:
+            node.last_access = max(node.last_access, self._round_start + node.wait)
+        node.wait = wait
+        if not node.children and not node.lock_ref:
+            self._push(node)
 
     def sequences(self) -> Iterator[np.ndarray]:
         """Every cached root-to-leaf token sequence (for inspection and tests)."""
@@ -303,16 +357,22 @@ class RadixCache:
             yield node
             stack.extend(node.children.values())
 
-    def _split(self, child: TreeNode, m: int) -> TreeNode:
-        """Cut `child`'s edge after m tokens; the new upper node is returned, `child` keeps the rest."""
+    def _split(self, child: TreeNode, m: int, stamp: int) -> TreeNode:
+        """Cut `child`'s edge after m tokens; the new upper node is returned, `child` keeps the rest.
+
+        Both halves get the time `stamp` (never earlier than `child`'s own): SGLang stamps the node
+        it is about to split, so its lower half counts as accessed too. Waiting marks stay on
+        `child`, whose depth (where those matches end) is unchanged.
+        """
         parent = child.parent
+        stamp = max(stamp, child.last_access)
         upper = TreeNode(
             key=child.key[:m],
             value=None if child.value is None else child.value[:m],
             parent=parent,
             depth=child.depth - len(child) + m,
             lock_ref=child.lock_ref,
-            last_access=child.last_access,
+            last_access=stamp,
         )
         key = self._key(child.key, 0)
         parent.children[key] = upper
@@ -321,6 +381,10 @@ class RadixCache:
             child.value = child.value[m:]
         child.parent = upper
         upper.children[self._key(child.key, 0)] = child
+        if stamp != child.last_access:
+            child.last_access = stamp
+            if not child.children and not child.lock_ref and child.wait < 0:
+                self._push(child)
         self._changed(parent, key)
         self.node_count += 1
         return upper
@@ -331,25 +395,61 @@ class RadixCache:
             self._log = []
         self._log.append((node, key))
 
-    def _touch(self, node: TreeNode) -> None:
+    def _new_tick(self) -> int:
         self._tick += 1
+        return self._tick
+
+    def _touch(self, node: TreeNode, tick: int) -> None:
         if node is self.root:
             return
-        node.last_access = self._tick
-        if not node.children and node.lock_ref == 0:
+        node.last_access = tick
+        # A waited-on leaf's heap entry is keyed by its rank, which this does not change.
+        if not node.children and node.lock_ref == 0 and node.wait < 0:
             self._push(node)
 
     def _push(self, node: TreeNode) -> None:
+        """Add a heap entry for a candidate (an unlocked leaf), on the heap its `wait` selects."""
         self._serial += 1
-        heapq.heappush(self._heap, (node.last_access, self._serial, node))
+        if node.wait < 0:
+            heapq.heappush(self._heap, (node.last_access, self._serial, node))
+        else:
+            heapq.heappush(self._wait_heap, (node.wait, self._serial, node))
+
+    def _pop_oldest(self) -> tuple[TreeNode | None, int]:
+        """Take the least recently used candidate off its heap: (node, its time), or (None, 0).
+
+        Stale entries on top are dropped first. A waited-on node's time is `round_start + wait`.
+        """
+        heap, waiting = self._heap, self._wait_heap
+        while heap:
+            stamp, _, n = heap[0]
+            if n.alive and not n.children and not n.lock_ref and n.wait < 0 and stamp == n.last_access:
+                break
+            heapq.heappop(heap)
+        while waiting:
+            wait, _, n = waiting[0]
+            if n.alive and not n.children and not n.lock_ref and n.wait == wait:
+                break
+            heapq.heappop(waiting)
+        if waiting and (not heap or self._round_start + waiting[0][0] < heap[0][0]):
+            wait, _, node = heapq.heappop(waiting)
+            return node, self._round_start + wait
+        if heap:
+            stamp, _, node = heapq.heappop(heap)
+            return node, stamp
+        return None, 0
 
     def _rebuild_heap(self) -> None:
-        self._heap = []
+        self._heap, self._wait_heap = [], []
         for node in self.nodes():
             if not node.children and node.lock_ref == 0:
                 self._serial += 1
-                self._heap.append((node.last_access, self._serial, node))
+                if node.wait < 0:
+                    self._heap.append((node.last_access, self._serial, node))
+                else:
+                    self._wait_heap.append((node.wait, self._serial, node))
         heapq.heapify(self._heap)
+        heapq.heapify(self._wait_heap)
 
     def __repr__(self) -> str:
         return (

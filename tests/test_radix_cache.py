@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -72,6 +72,15 @@ class CacheMachine(RuleBasedStateMachine):
     def unlock(self, i: int) -> None:
         node, _ = self.locks.pop(i % len(self.locks))
         self.cache.unlock(node)
+
+    @rule(seq=seqs, wait=st.integers(-1, 5))
+    def mark_waiting(self, seq, wait: int) -> None:
+        """Waiting marks change which leaves go first, never what evict may remove or reports."""
+        self.cache.set_wait(self.cache.match_prefix(seq).last_node, wait)
+
+    @rule()
+    def new_round(self) -> None:
+        self.cache.new_round()
 
     @rule(n=st.integers(0, 30))
     def evict(self, n: int) -> None:
@@ -184,3 +193,129 @@ def test_unlock_without_lock_raises():
     node = c.insert([1]).last_node
     with pytest.raises(RuntimeError):
         c.unlock(node)
+
+
+def test_split_stamps_the_lower_half_as_sglang_does():
+    """SGLang stamps a node before splitting it: the unmatched [3,4] counts as just used."""
+    c = RadixCache()
+    c.insert([1, 2, 3, 4])
+    c.insert([5, 6, 7])
+    c.match_prefix([1, 2, 9])
+    assert c.evict(1) == 3
+    assert [s.tolist() for s in c.sequences()] == [[1, 2, 3, 4]]
+
+
+class SGLangLRU:
+    """Reference: SGLang's stamping written out plainly. Every access stamps every node of its path,
+    a split stamps both halves, a new leaf is stamped just after its path; eviction scans every
+    unlocked leaf for the oldest. Nodes are [key, children, parent, time, lock]."""
+
+    def __init__(self) -> None:
+        self.root = [(), {}, None, 0.0, 1]
+        self.clock = 0
+
+    def _walk(self, seq: tuple[int, ...], now: int) -> tuple[list, int]:
+        node, pos = self.root, 0
+        while pos < len(seq) and seq[pos] in node[1]:
+            child = node[1][seq[pos]]
+            child[3] = now
+            m = 0
+            while m < len(child[0]) and pos + m < len(seq) and child[0][m] == seq[pos + m]:
+                m += 1
+            if m < len(child[0]):
+                upper = [child[0][:m], {child[0][m]: child}, node, now, child[4]]
+                node[1][seq[pos]] = upper
+                child[0], child[2] = child[0][m:], upper
+                return upper, pos + m
+            node, pos = child, pos + m
+        return node, pos
+
+    def match(self, seq) -> list:
+        self.clock += 1
+        return self._walk(tuple(seq), self.clock)[0]
+
+    def insert(self, seq) -> list:
+        self.clock += 1
+        seq = tuple(seq)
+        node, pos = self._walk(seq, self.clock)
+        if pos < len(seq):
+            leaf = [seq[pos:], {}, node, self.clock + 0.5, 0]
+            node[1][seq[pos]] = leaf
+            node = leaf
+        return node
+
+    def lock(self, node: list, delta: int) -> None:
+        while node is not self.root:
+            node[4] += delta
+            node = node[2]
+
+    def evict(self, n: int) -> int:
+        freed = 0
+        while freed < n:
+            leaves = [x for x in self.nodes() if not x[1] and not x[4]]
+            if not leaves:
+                break
+            x = min(leaves, key=lambda x: x[3])
+            del x[2][1][x[0][0]]
+            freed += len(x[0])
+        return freed
+
+    def nodes(self) -> list:
+        out, stack = [], list(self.root[1].values())
+        while stack:
+            x = stack.pop()
+            out.append(x)
+            stack.extend(x[1].values())
+        return out
+
+    def sequences(self) -> set[tuple[int, ...]]:
+        out, stack = set(), [(self.root, ())]
+        while stack:
+            x, path = stack.pop()
+            path += x[0]
+            if not x[1] and x is not self.root:
+                out.add(path)
+            stack.extend((c, path) for c in x[1].values())
+        return out
+
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "evict"]), seqs, st.integers(0, 12)),
+    max_size=40,
+)
+
+
+@given(ops)
+@settings(max_examples=300, deadline=None)
+def test_eviction_order_equals_sglang_stamping(program):
+    """Deepest-node stamps with inheritance evict exactly what stamping whole paths evicts."""
+    ours, ref, locks = RadixCache(), SGLangLRU(), []
+    for op, seq, n in program:
+        if op == "insert":
+            ours.insert(seq)
+            ref.insert(seq)
+        elif op == "match":
+            ours.match_prefix(seq)
+            ref.match(seq)
+        elif op == "lock":
+            node, ref_node = ours.match_prefix(seq).last_node, ref.match(seq)
+            ours.lock(node)
+            ref.lock(ref_node, 1)
+            locks.append((node, ref_node))
+        elif op == "unlock" and locks:
+            node, ref_node = locks.pop(n % len(locks))
+            ours.unlock(node)
+            ref.lock(ref_node, -1)
+        elif op == "evict":
+            assert ours.evict(n) == ref.evict(n)
+        assert {tuple(s.tolist()) for s in ours.sequences()} == ref.sequences()
+
+
+def test_waited_on_node_is_evicted_after_everything_else():
+    c = RadixCache()
+    waiting = c.insert([1, 2, 3]).last_node  # the oldest: LRU would take it first
+    c.insert([5, 6])
+    c.set_wait(waiting, 0)
+    c.new_round()
+    assert c.evict(1) == 2 and c.prefix_len([1, 2, 3]) == 3
+    assert c.evict(1) == 3  # nothing else is left: what waits goes too

@@ -124,3 +124,22 @@ def test_incremental_matcher_equals_fresh_match(split):
                 assert node.depth == length
         rounds += 1
     assert rounds > 50
+
+
+def test_lpm_fcfs_above_falls_back_like_sglang():
+    """SGLang's lpm orders FCFS when len(queue) > 128; `fcfs_above` does the same at its cut."""
+    from auction_gym.scheduler.lpm import SGLANG_FCFS_ABOVE
+
+    assert SGLANG_FCFS_ABOVE == 128
+    cache = RadixCache()
+    cache.insert([1, 2, 3, 4, 5])
+    q = [req(0, [9, 9]), req(1, [1, 2, 3, 4, 5, 6]), req(2, [1, 2, 9])]
+    lpm = make_scheduler("lpm", fcfs_above=3)
+    assert ids(lpm.order(q, cache)) == [1, 2, 0]  # 3 waiting: not above the cut, LPM
+    more = q + [req(3, [1, 2, 3, 4, 7])]
+    assert ids(lpm.order(more, cache)) == [0, 1, 2, 3]  # 4 > 3: first come, first served
+    assert ids(lpm.order(q, cache)) == [1, 2, 0]  # back under the cut, matched afresh
+    assert ids(make_scheduler("lpm").order(more, cache)) == [1, 3, 2, 0]  # default: never falls back
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="fcfs_above"):
+            make_scheduler("lpm", fcfs_above=bad)

@@ -5,8 +5,9 @@ from .dfs_weight import DFSWeight
 from .fcfs import FCFS
 from .klpm import KLPM
 from .lpm import LPM
+from .waiting import WaitingPrefixes
 
 __all__ = [
-    "DFSWeight", "FCFS", "KLPM", "LPM", "Scheduler", "fcfs_key", "make_scheduler", "register_scheduler",
-    "scheduler_names",
+    "DFSWeight", "FCFS", "KLPM", "LPM", "Scheduler", "WaitingPrefixes", "fcfs_key", "make_scheduler",
+    "register_scheduler", "scheduler_names",
 ]

@@ -17,9 +17,12 @@ from ..request import Request
 class Scheduler(Protocol):
     """Orders a waiting queue for admission; first = admitted first.
 
-    `order` must return a permutation of `queue`. It may call `cache.match_prefix` (which refreshes
-    LRU times and splits nodes, as SGLang's policies do) but must not insert, lock or evict.
-    The engine passes the queue in FCFS order (`fcfs_key`), so a stable sort breaks ties by it.
+    `order` must return a permutation of `queue`. It reads the cache without refreshing LRU times
+    (`cache.peek`, or `prefix_matcher.PrefixMatcher`; a peek may split nodes, as SGLang's policy
+    matches do) and must not insert, lock or evict: keeping the waiting requests' prefixes warm is
+    one rule for every policy, `waiting.WaitingPrefixes`, which the engine runs once per admission
+    round before `order`. The engine passes the queue in FCFS order (`fcfs_key`), so a stable sort
+    breaks ties by it.
     """
 
     name: str

@@ -1,9 +1,12 @@
 """Longest prefix match first (SGLang's `lpm` policy).
 
-Requests with more of their prompt in the cache go first; equal matches keep arrival order. Unlike
-SGLang, there is no fallback to FCFS when the queue is longer than 128 requests: the policy is the
-same at every queue length, so comparisons across loads compare one policy. Matching does not
-refresh LRU times (see `prefix_matcher`).
+Requests with more of their prompt in the cache go first; equal matches keep arrival order. By
+default there is no fallback to FCFS for long queues: the policy is the same at every queue length,
+so comparisons across loads compare one policy. SGLang's `lpm` (0.5.23, `schedule_policy.py`,
+`WAITING_QUEUE_PREFIX_MATCH_MAX`) orders first come, first served whenever more than 128 requests
+wait (`len(queue) > 128`; the same cut applies to its `hrrn`, not to `dfs-weight`):
+`make_scheduler("lpm", fcfs_above=128)` does that (`SGLANG_FCFS_ABOVE` names the 128). Matching does
+not refresh LRU times (see `prefix_matcher`); keeping what waits warm is `WaitingPrefixes`'s job.
 
 The order is kept sorted across rounds and only requests whose match changed move, so a round
 costs O(changes x log queue) plus one list copy, not a sort of the whole queue.
@@ -16,15 +19,31 @@ from typing import Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
-from .base import register_scheduler
+from .base import fcfs_key, register_scheduler
 from .prefix_matcher import PrefixMatcher
+
+SGLANG_FCFS_ABOVE = 128
+"""SGLang's `WAITING_QUEUE_PREFIX_MATCH_MAX`: its `lpm` orders FCFS when more requests than this wait."""
 
 
 @register_scheduler("lpm")
 class LPM:
+    """Longest prefix match first; see the module docstring.
+
+    Args:
+        fcfs_above: order first come, first served when more than this many requests wait
+            (SGLang: `SGLANG_FCFS_ABOVE`); None, the default, never does.
+    """
+
     name = "lpm"
 
-    def __init__(self) -> None:
+    def __init__(self, fcfs_above: int | None = None) -> None:
+        bad = fcfs_above is not None and (
+            isinstance(fcfs_above, bool) or int(fcfs_above) != fcfs_above or fcfs_above < 0
+        )
+        if bad:
+            raise ValueError(f"fcfs_above must be None or an int >= 0, got {fcfs_above!r}")
+        self.fcfs_above = None if fcfs_above is None else int(fcfs_above)
         self._matcher = PrefixMatcher()
         self._cache: RadixCache | None = None
         self._key: dict[int, tuple[int, float, int]] = {}
@@ -32,6 +51,9 @@ class LPM:
         self._order: list[Request] = []  # the requests, in the order of `_keys`
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
+        if self.fcfs_above is not None and len(queue) > self.fcfs_above:
+            # No match at all, as in SGLang; the next matched round catches up on what changed.
+            return sorted(queue, key=fcfs_key)
         if cache is not self._cache:
             self._cache, self._key, self._keys, self._order = cache, {}, [], []
         match = self._matcher.update(queue, cache)

@@ -8,10 +8,11 @@ ended (`RadixCache.changes_since`): its end node X was evicted, or X's child on 
 say a new conversation under a prefix every request shares, does not touch it. A re-match resumes
 from X (or its closest surviving ancestor), not from the root.
 
-Matching does not refresh LRU times (`RadixCache.peek`): ordering the queue is not serving it. SGLang's
-`lpm` and `dfs-weight` match with `match_prefix`, which does, so there the waiting requests' prefixes
-are also kept warm; here only serving a request (admission) refreshes its prefix, under every
-policy alike, so policies are compared under one eviction rule.
+Matching does not refresh LRU times (`RadixCache.peek`; a split made by `split=True` gives both halves
+the clock's current time): ordering the queue is not serving it. SGLang's `lpm` and `dfs-weight`
+match with `match_prefix`, which does, so there the waiting requests' prefixes are kept warm by the
+ordering itself; here that is one rule for every policy, `waiting.WaitingPrefixes` (itself built on
+a matcher), so policies are compared under one eviction rule.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Sequence
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
+from .base import fcfs_key
 
 _id = attrgetter("id")
 Key = int | bytes | None
@@ -48,6 +50,7 @@ class PrefixMatcher:
         self._cache: RadixCache | None = None
         self._cursor: tuple[int, int] | None = None
         self._match: dict[int, tuple[int, TreeNode]] = {}
+        self._objs: set[Request] = set()  # the last queue's requests
         self._next: dict[int, Key] = {}
         # end node -> child key the request follows out of it -> ids
         self._hanging: dict[TreeNode, dict[Key, set[int]]] = defaultdict(lambda: defaultdict(set))
@@ -64,25 +67,31 @@ class PrefixMatcher:
         if cache is not self._cache:
             self._cache, self._cursor = cache, None
         self._cursor, changed = cache.changes_since(self._cursor)
-        ids = set(map(_id, queue))
-        known = self._match.keys()
-        # A request object that replaced another under the same id is a new request.
-        replaced = {r.id for r in queue if self.requests.get(r.id, r) is not r}
-        gone = (known - ids) | replaced
-        stale = set(known) - gone if changed is None else self._affected(changed) - gone
-        new = (ids - known) | replaced
+        # By object, not id: a request that replaced another under the same id is then simply one
+        # gone and one new, and the diff is two set differences at C speed (hashing by identity
+        # reads no attribute), the only work here proportional to the queue.
+        objs = set(queue)
+        gone = set(map(_id, self._objs - objs))
+        fresh = sorted(objs - self._objs, key=fcfs_key)  # sorted: splits and ties deterministic
+        self._objs = objs
+        stale = set(self._match) - gone if changed is None else self._affected(changed) - gone
         self.dropped = list(gone | stale)
         starts = {rid: self._forget(rid) for rid in self.dropped}
         for rid in gone:
             del self.requests[rid]
         for rid in stale:
             self._peek(self.requests[rid], cache, start=starts[rid] if changed is not None else None)
-        if new:
-            for r in queue:
-                if r.id in new:
-                    self.requests[r.id] = r
-                    self._peek(r, cache, start=None)
-        self.added = list(stale | new)
+        added = stale.copy()
+        for r in fresh:
+            if r.id in self._match:
+                # A second object under an id that still waits (a caller's error, which the engine
+                # and the auctions' checks reject): ignored until the first one leaves.
+                self._objs.discard(r)
+                continue
+            self.requests[r.id] = r
+            self._peek(r, cache, start=None)
+            added.add(r.id)
+        self.added = list(added)
         return self._match
 
     def _affected(self, changed: list[tuple[TreeNode, Key]]) -> set[int]:

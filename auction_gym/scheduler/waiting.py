@@ -1,0 +1,99 @@
+"""Waiting requests' cached prefixes, kept warm in the cache's LRU order (SGLang's rule).
+
+SGLang's cache-aware policies (`lpm`, `dfs-weight`) match every waiting request at every scheduling
+round, in queue order, with `match_prefix`: each match stamps the request's cached path (and splits
+an edge its match ends inside), so what waits is evicted only after everything not accessed since
+the round began, and among waiting requests the first matched goes first. Without that, a waiting
+request's prefix keeps the time of its last real access and can be evicted just before its request
+is admitted.
+
+`WaitingPrefixes.refresh` gives that eviction order for every policy, at O(requests whose match
+changed) per round instead of a walk per waiting request: it keeps each waiting request's match
+incrementally (`PrefixMatcher`, splitting as SGLang's match does, over the whole prompt as SGLang's
+policy match does) and marks the node where it ends with the request's rank (`RadixCache.set_wait`);
+the cache gives such a node the time `round_start + rank` in the current round (see
+`auction_gym.radix_cache`). Ranks follow the order requests were first seen (ties within a round by
+arrival), which is the queue's order when, as in the engine, the queue is kept first come, first
+served and new arrivals are appended.
+
+What remains different from SGLang 0.5.23: its stamps follow its queue list, which after a sort is the
+previous round's admission order with new arrivals appended (here: first come, first served); it
+stamps only under cache-aware policies and `lpm` up to 128 waiting, while under FCFS (and `lpm`
+above 128) it touches the first 128 waiting requests every 32 rounds, head last (here: every policy,
+every request, every round); and the two in-round cases listed in `auction_gym.radix_cache`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..radix_cache import RadixCache, TreeNode
+from ..request import Request
+from .base import fcfs_key
+from .prefix_matcher import PrefixMatcher
+
+
+class WaitingPrefixes:
+    """Refreshes the waiting queue's cached prefixes once per admission round; see the module docstring.
+
+    The engine holds one per cache and calls `refresh(waiting, cache)` once per admission round,
+    before the scheduler orders the queue (and so before admission evicts anything).
+    """
+
+    def __init__(self) -> None:
+        self._cache: RadixCache | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._matcher = PrefixMatcher(split=True, whole_prompt=True)
+        self._next_rank = 0
+        self._rank: dict[int, int] = {}  # request id -> its stamp order
+        self._node: dict[int, TreeNode] = {}  # request id -> where its match ends (not the root)
+        self._ranks_at: dict[TreeNode, set[int]] = {}  # node -> ranks of the requests ending there
+
+    def refresh(self, waiting: Sequence[Request], cache: RadixCache) -> None:
+        """Mark where every request of `waiting` matches, and start the cache's round.
+
+        Cost: O(requests whose match changed since the last call, x the path they re-walk) plus
+        the matcher's set operations over the queue's ids, not a walk per waiting request.
+        """
+        if cache is not self._cache:
+            self._cache = cache
+            self._reset()
+        match = self._matcher.update(waiting, cache)
+        requests = self._matcher.requests
+        # Unmark first, while the cache's round is still the one in which these were last stamped.
+        for rid in self._matcher.dropped:
+            self._unmark(rid, cache)
+            if rid not in requests:
+                del self._rank[rid]
+        cache.new_round()
+        fresh = sorted((requests[rid] for rid in self._matcher.added if rid not in self._rank), key=fcfs_key)
+        for r in fresh:
+            self._rank[r.id] = self._next_rank
+            self._next_rank += 1
+        for rid in self._matcher.added:
+            self._mark(rid, match[rid][1], cache)
+
+    def _mark(self, rid: int, node: TreeNode, cache: RadixCache) -> None:
+        if node is cache.root:
+            return  # nothing cached: nothing to keep warm
+        rank = self._rank[rid]
+        self._node[rid] = node
+        ranks = self._ranks_at.setdefault(node, set())
+        ranks.add(rank)
+        if rank > node.wait:
+            cache.set_wait(node, rank)
+
+    def _unmark(self, rid: int, cache: RadixCache) -> None:
+        node = self._node.pop(rid, None)
+        if node is None:
+            return
+        ranks = self._ranks_at[node]
+        rank = self._rank[rid]
+        ranks.discard(rank)
+        if not ranks:
+            del self._ranks_at[node]
+            cache.set_wait(node, -1)
+        elif rank == node.wait:  # the latest one left: O(requests ending here), only then
+            cache.set_wait(node, max(ranks))

@@ -1,0 +1,65 @@
+"""Benchmark: `WaitingPrefixes.refresh` per admission round, on a long queue of Mooncake requests.
+
+    python -m experiments.bench_waiting [--trace PATH] [--queues 1000 2000 5000] [--rounds N]
+
+Each round mimics a saturated engine's: `--churn` requests leave the queue (admitted) and as many
+arrive, the admitted ones' prompts are inserted into the cache, which evicts to stay within its
+capacity (so matches change), then the queue is refreshed. Prints microseconds per round, and per
+round with nothing changed (the queue and the cache as they were).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from auction_gym import RadixCache
+from auction_gym.scheduler import WaitingPrefixes
+from auction_gym.workload import iter_mooncake
+
+DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/data/mooncake/conversation_trace.jsonl"
+
+
+def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int) -> tuple[float, float]:
+    """(microseconds per churning round, per unchanged round)."""
+    reqs = list(iter_mooncake(trace, limit=queue_len + rounds * churn + 2000))
+    cache = RadixCache()
+    for r in reqs[:2000]:  # history: what was served before the queue built up
+        cache.insert(r.tokens)
+    cache.evict(max(0, cache.total_size - capacity))
+    queue, arrivals = reqs[2000 : 2000 + queue_len], iter(reqs[2000 + queue_len :])
+    refresh = WaitingPrefixes()
+    refresh.refresh(queue, cache)
+    spent = 0.0
+    for _ in range(rounds):
+        admitted, queue = queue[:churn], queue[churn:] + [next(arrivals) for _ in range(churn)]
+        for r in admitted:
+            cache.insert(r.tokens)
+        cache.evict(max(0, cache.total_size - capacity))
+        t0 = time.perf_counter()
+        refresh.refresh(queue, cache)
+        spent += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        refresh.refresh(queue, cache)
+    idle = time.perf_counter() - t0
+    return spent / rounds * 1e6, idle / rounds * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    ap.add_argument("--queues", type=int, nargs="+", default=[1000, 2000, 5000])
+    ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--churn", type=int, default=2, help="requests admitted (and arriving) per round")
+    ap.add_argument("--capacity", type=int, default=2_000_000, help="cache tokens kept")
+    args = ap.parse_args()
+    print(f"{'waiting':>8} {'us/round':>9} {'us/unchanged round':>19}")
+    for n in args.queues:
+        busy, idle = bench(args.trace, n, args.rounds, args.churn, args.capacity)
+        print(f"{n:8d} {busy:9.1f} {idle:19.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""WaitingPrefixes: what waits is evicted last, in SGLang's order, and the marks follow the queue."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from auction_gym import EngineConfig, RadixCache, Request, SimEngine
+from auction_gym.scheduler import WaitingPrefixes
+
+
+def req(i: int, tokens, arrival: float = 0.0) -> Request:
+    return Request(i, 0, tokens, 1.0, arrival=arrival)
+
+
+def evicted_order(cache: RadixCache, probes: dict[str, list[int]]) -> list[str]:
+    """Evict one leaf at a time; name each probe when its cached prefix goes."""
+    out = []
+    while cache.evictable_size:
+        cache.evict(1)
+        out += [k for k, p in probes.items() if k not in out and cache.prefix_len(p) == 0]
+    return out
+
+
+def test_waiting_prefix_survives_an_eviction_that_would_take_it():
+    cache = RadixCache()
+    cache.insert([1, 2, 3, 4])  # the waiting request's prefix, the least recently used leaf
+    cache.insert([5, 6])
+    WaitingPrefixes().refresh([req(0, [1, 2, 3, 4, 9])], cache)
+    assert cache.evict(1) == 2
+    assert cache.prefix_len([1, 2, 3, 4]) == 4 and cache.prefix_len([5, 6]) == 0
+
+
+def test_eviction_order_is_sglangs_worked_by_hand():
+    """Leaves A, B, C cached in that order, then X. Queue (first come first): r0 waits on C, r1 on A.
+    SGLang's round matches r0 then r1, so A is the newest, then C; B and X were not touched:
+    B, X, C, A. Next round r1 has been admitted (left the queue) and only r0 is matched: A keeps
+    its round-1 time, older than C's round-2 time, newer than X: X, A, C."""
+    probes = {"A": [1, 1], "B": [2, 2], "C": [3, 3], "X": [4, 4]}
+
+    def fresh() -> RadixCache:
+        cache = RadixCache()
+        for k in "ABCX":
+            cache.insert(probes[k])
+        return cache
+
+    r0, r1 = req(0, [3, 3, 7], 0.0), req(1, [1, 1, 7], 1.0)
+    cache, waiting = fresh(), WaitingPrefixes()
+    waiting.refresh([r0, r1], cache)
+    assert evicted_order(cache, probes) == ["B", "X", "C", "A"]
+
+    cache, waiting = fresh(), WaitingPrefixes()
+    waiting.refresh([r0, r1], cache)
+    waiting.refresh([r0], cache)
+    assert evicted_order(cache, probes) == ["B", "X", "A", "C"]
+
+
+def test_split_by_a_waiting_match_keeps_the_prefix_not_the_tail():
+    """As SGLang's match does, the waiting request's match splits [1,2,3,4] at [1,2], so eviction
+    can take the unmatched tail [3,4] and keep what the request will reuse."""
+    cache = RadixCache()
+    cache.insert([1, 2, 3, 4])
+    WaitingPrefixes().refresh([req(0, [1, 2, 9])], cache)
+    assert cache.evict(1) == 2
+    assert cache.prefix_len([1, 2, 9]) == 2 and cache.prefix_len([1, 2, 3]) == 2
+
+
+def test_marks_follow_the_queue_under_an_engine():
+    """Driving an engine under cache pressure with a refresh before every order: each waited-on
+    node carries the largest rank of the requests ending there, and nothing else is marked."""
+    rng = np.random.default_rng(2)
+    heads = [rng.integers(0, 50, 40) for _ in range(5)]
+    reqs = []
+    for i in range(150):
+        h = heads[int(rng.integers(5))][: int(rng.integers(5, 40))]
+        reqs.append(Request(i, 0, np.concatenate([h, rng.integers(0, 50, int(rng.integers(1, 30)))]),
+                            1.0, output_len=int(rng.integers(1, 20)), arrival=float(i) * 0.003))
+    engine = SimEngine("lpm", EngineConfig(kv_capacity_tokens=600, max_running_requests=6))
+    waiting, order = WaitingPrefixes(), engine.scheduler.order
+    rounds = 0
+
+    def refreshed_order(queue, cache):
+        nonlocal rounds
+        waiting.refresh(queue, cache)
+        expect: dict = {}
+        for r in queue:
+            length, node = waiting._matcher._match[r.id]
+            assert length == cache.prefix_len(r.tokens) == node.depth
+            if node is not cache.root:
+                expect[node] = max(expect.get(node, -1), waiting._rank[r.id])
+        assert {n: n.wait for n in cache.nodes() if n.wait >= 0} == expect
+        rounds += 1
+        return order(queue, cache)
+
+    engine.scheduler.order = refreshed_order
+    engine.run(reqs)
+    assert rounds > 50 and engine.metrics().finished == 150
