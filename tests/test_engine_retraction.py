@@ -180,10 +180,11 @@ def test_books_balance_under_retraction_for_every_scheduler(workload):
 
 
 def test_property_runs_exercise_retraction():
-    """The property test is only as good as its share of runs that retract (runs after it)."""
+    """The property test is only as good as its share of runs that retract (runs after it): about
+    7% of 600 (with the waiting-prefix refresh; 16% before it), so 4% leaves room for chance."""
     if not RETRACTED:
         pytest.skip("run together with the property test")
-    assert sum(RETRACTED) >= 0.1 * len(RETRACTED), f"{sum(RETRACTED)} of {len(RETRACTED)} runs retracted"
+    assert sum(RETRACTED) >= 0.04 * len(RETRACTED), f"{sum(RETRACTED)} of {len(RETRACTED)} runs retracted"
 
 
 def _crowded(n: int = 6, prompt: int = 20, out: int = 50, seed: int = 0) -> list[Request]:

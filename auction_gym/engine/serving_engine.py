@@ -11,8 +11,9 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
 1. Requests whose arrival time has come join the waiting queue (one that could never fit,
    prompt + output > kv_capacity_tokens, is rejected with a reason instead).
 2. Prefill, if a chunked prefill is unfinished or the queue is not empty. A chunked request in
-   flight goes first with its next chunk; then the scheduler orders the queue and requests are
-   taken in that order. Each matches its longest cached prefix (at most all but the last token,
+   flight goes first with its next chunk; then every waiting request's cached prefix is refreshed
+   in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the scheduler orders the queue and
+   requests are taken in that order. Each matches its longest cached prefix (at most all but the last token,
    so the last is always computed, as in SGLang) and locks it. It is taken if memory (free +
    evictable - what is reserved) holds its uncached tokens plus its output reservation
    (`EngineConfig.reservation`, reservation.py), and it is then allocated its uncached tokens,
@@ -54,6 +55,7 @@ import numpy as np
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
 from ..scheduler.base import Scheduler, fcfs_key, make_scheduler
+from ..scheduler.waiting import WaitingPrefixes
 from .config import EngineConfig
 from .in_batch import BatchPrefixes
 from .records import Metrics, RequestRecord, summarize
@@ -85,6 +87,8 @@ class ServingEngine:
         self.config = config or EngineConfig()
         self.cost = self.config.cost_model
         self.cache = RadixCache(page_size=self.config.page_size)
+        self.waiting_prefixes = WaitingPrefixes()
+        """Keeps what waits warm in the cache's LRU order, every policy, every round (SGLang's rule)."""
         self.now = 0.0
         self.waiting: list[Request] = []
         self.running: list[Running] = []
@@ -104,6 +108,10 @@ class ServingEngine:
         "sglang", its output reservation), not allocated yet."""
         self._resume: dict[int, np.ndarray] = {}
         """Prompt + output so far of each retracted request that waits: what its prefill rebuilds."""
+        self._need: dict[int, int] = {}
+        """Each waiting request's smallest possible need: 1 token + its output reservation."""
+        self._needs: list[tuple[int, int]] = []
+        """Min-heap of (need, id) over `_need`, with stale entries skipped when they reach the top."""
         self._blocked: int | None = None
         """The reservation the last admission round failed on (None: it did not fail on memory)."""
         self._pending: list[tuple[float, int, Request]] = []
@@ -215,6 +223,8 @@ class ServingEngine:
                 arrived.append(r)
         if arrived:  # most iterations let in nothing
             self.waiting.extend(sorted(arrived, key=fcfs_key))
+            for r in arrived:
+                self._wait(r)
         return rejected
 
     # Admission (step 2).
@@ -263,14 +273,25 @@ class ServingEngine:
         if len(self.running) + taken >= self.config.max_running_requests:
             return False
         room = self._room()
-        first = self.waiting[0]  # usually fits, which settles it without the scan
+        first = self.waiting[0]  # usually fits, which settles it without the smallest need
         if room >= 1 + self._output_need(first, self._emitted_before(first)):
             return True
-        smallest = min(1 + self._output_need(r, self._emitted_before(r)) for r in self.waiting)
-        if room >= smallest:
+        needs, need = self._needs, self._need
+        while need.get(needs[0][1]) != needs[0][0]:
+            heapq.heappop(needs)
+        if room >= needs[0][0]:
             return True
-        self._blocked = smallest
+        self._blocked = needs[0][0]
         return False
+
+    def _wait(self, r: Request) -> None:
+        """Record a request joining the waiting queue (the caller puts it there)."""
+        n = self._need[r.id] = 1 + self._output_need(r, self._emitted_before(r))
+        if len(self._needs) > 2 * len(self._need) + 64:  # drop the stale entries now and then
+            self._needs = [(v, i) for i, v in self._need.items()]
+            heapq.heapify(self._needs)
+        else:
+            heapq.heappush(self._needs, (n, r.id))
 
     def _chunk_end(self, length: int, cached: int, budget: int) -> int:
         """Where a prefill of tokens[cached:length] stops with `budget` tokens: the end, or a page
@@ -300,6 +321,7 @@ class ServingEngine:
 
     def _admit_from_queue(self, batch: list[Admission], budget: int) -> None:
         cfg, cache = self.config, self.cache
+        self.waiting_prefixes.refresh(self.waiting, cache)
         order = self.scheduler.order(self.waiting, cache)
         if len(order) != len(self.waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(self.waiting)} requests")
@@ -351,6 +373,7 @@ class ServingEngine:
             self.waiting = [r for r in self.waiting if r.id not in ids]
         for r in taken:
             self._resume.pop(r.id, None)
+            del self._need[r.id]
 
     def _run_prefill(self, batch: list[Admission]) -> tuple[list[int], list[int]]:
         """Execute the batch; cache what it computed; start the requests whose prefill is complete.
@@ -428,6 +451,7 @@ class ServingEngine:
         self._resume[r.id] = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
         run.record.retractions += 1
         insort(self.waiting, r, key=fcfs_key)
+        self._wait(r)
         # SGLang frees room for the remaining requests' next steps at once.
         self._make_free(remaining * self.config.retract_decode_steps)
 
