@@ -131,10 +131,11 @@ def _for_env(policy: Policy, env: gym.Env) -> Policy:
 
 def _episode(policy: Policy, env: gym.Env, seed: int) -> Iterator[tuple[np.ndarray, dict[str, Any]]]:
     obs, _ = env.reset(seed=seed)
-    done, start = False, np.array([True])
+    done, start, state = False, np.array([True]), None
     while not done:
-        # episode_start: a policy that keeps state across steps (stacked observations) starts afresh.
-        action, _ = policy.predict(obs, episode_start=start, deterministic=True)
+        # A policy with memory (stacked observations, an LSTM's state, passed back each step) starts
+        # afresh where episode_start is true.
+        action, state = policy.predict(obs, state, episode_start=start, deterministic=True)
         start = np.array([False])
         acted_on = obs
         obs, _, terminated, truncated, info = env.step(action)

@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import yaml
+from sb3_contrib import RecurrentPPO
 from stable_baselines3 import A2C, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.monitor import Monitor
@@ -28,7 +29,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from auction_gym.market import Obs
 
-ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "a2c": A2C}
+# "ppo_lstm" is RL Zoo's name for sb3-contrib's RecurrentPPO, so hyperparams/ppo_lstm.yml works there too.
+ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "ppo_lstm": RecurrentPPO, "sac": SAC, "td3": TD3, "a2c": A2C}
 ENV_ID = "RadixAuction-v0"
 # The id that imports auction_gym first, so SubprocVecEnv workers can build the env too.
 ENV_ENTRY = f"auction_gym:{ENV_ID}"
@@ -170,7 +172,10 @@ def detect_algo(path: str | Path) -> str:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path} is not an SB3 model zip: its 'data' entry is not JSON ({e})") from None
     if "clip_range" in data:
-        return "ppo"
+        # RecurrentPPO saves PPO's keys; only its policy class, from sb3-contrib's recurrent module, differs.
+        policy_class = data.get("policy_class")
+        module = policy_class.get("__module__", "") if isinstance(policy_class, dict) else ""
+        return "ppo_lstm" if module.startswith("sb3_contrib.common.recurrent") else "ppo"
     if "policy_delay" in data:
         return "td3"
     if "target_entropy" in data:
@@ -217,7 +222,10 @@ class SB3Policy:
     """A trained SB3 model as a policy on raw observations: observations are normalized with the
     VecNormalize statistics when given (never updated) and, for a model trained on stacked
     observations (`frame_stack`), stacked as VecFrameStack stacks them (`stack`), starting afresh
-    when `episode_start` is true or on the first call; actions are deterministic."""
+    when `episode_start` is true or on the first call; actions are deterministic. A recurrent model
+    (`ppo_lstm`) returns its LSTM state with each action: the caller passes it back with the next
+    observation, and the model starts from a zero state where `episode_start` is true (as
+    `agents.evaluation` plays episodes)."""
 
     def __init__(self, model: BaseAlgorithm, vecnormalize: VecNormalize | None = None) -> None:
         self.model, self.vecnormalize = model, vecnormalize
