@@ -61,7 +61,8 @@ class FutureOutput:
 
     def offset(self, step: int) -> float:
         """Tokens the running requests are assumed to still need, at decode step `step`."""
-        self._settle(step)
+        if self._clipped:
+            self._settle(step)
         return self.ratio * (self._sum - self._count * step + self.clip * len(self._clipped))
 
     def offset_after(self, step: int, t: int) -> float:

@@ -249,7 +249,8 @@ class ServingEngine:
     def _room(self) -> float:
         """Tokens a new admission may take: free + evictable, less what is promised to the
         chunked request in flight and (under "sglang") to the running requests' output."""
-        room = self.config.kv_capacity_tokens - self.used_tokens + self.cache.evictable_size - self._promised
+        # free + evictable = capacity - what is locked - what is allocated outside the cache
+        room = self.config.kv_capacity_tokens - self.cache.protected_size - self.reserved - self._promised
         return room - self._future.offset(self._steps) if self._sglang else room
 
     def _make_free(self, tokens: int) -> None:
@@ -415,7 +416,8 @@ class ServingEngine:
     # Decode and retraction (step 3).
 
     def _room_for_decode(self) -> int:
-        return self.config.kv_capacity_tokens - self.used_tokens + self.cache.evictable_size
+        """Free + evictable tokens."""
+        return self.config.kv_capacity_tokens - self.cache.protected_size - self.reserved
 
     def _make_room(self) -> list[int]:
         """Retract running requests until the next decode step fits (SGLang's `retract_decode`):

@@ -258,6 +258,13 @@ class RadixAuctionEnv(gym.Env):
       `action_type="multiplier"` keeps; models trained before act in the old space and play as
       trained only there (`agents.evaluation.evaluate` refuses a model whose action space is not
       the env's). alpha_max must be > 1 for the normalized type.
+    - v0 (issue 15): the engine follows SGLang's admission rules by default (README, "The simulated
+      engine"): output reserved by `max_new_tokens` with the adaptive new-token ratio and
+      retraction, chunked prefill of 8,192 tokens, waiting requests' prefixes kept warm in the LRU
+      order, a split stamping both halves; a step is a round that admits a request (one that only
+      continues a chunked prompt or resumes retracted requests is not). Trajectories differ from
+      earlier v0 releases; `engine_kwargs={"reservation": "oracle", "chunked_prefill_size": None}`
+      restores the old admission rules (not the cache's).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
