@@ -8,6 +8,8 @@ import pytest
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine, make_scheduler
 from auction_gym.scheduler.prefix_matcher import PrefixMatcher
 
+from workloads import branching_workload
+
 
 def req(i: int, tokens, arrival: float = 0.0) -> Request:
     return Request(i, 0, tokens, 1.0, arrival=arrival)
@@ -101,13 +103,7 @@ def test_klpm_rejects_bad_k():
 def test_incremental_matcher_equals_fresh_match(split):
     """Drive an engine under cache pressure and compare, at every round, the matcher's kept
     results with a from-scratch read-only match of every waiting request."""
-    rng = np.random.default_rng(1)
-    heads = [rng.integers(0, 50, 40) for _ in range(5)]
-    reqs = []
-    for i in range(150):
-        h = heads[int(rng.integers(5))][: int(rng.integers(5, 40))]
-        reqs.append(Request(i, 0, np.concatenate([h, rng.integers(0, 50, int(rng.integers(1, 30)))]),
-                            1.0, output_len=int(rng.integers(1, 20)), arrival=float(i) * 0.003))
+    reqs = branching_workload(seed=1)
     engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=600, max_running_requests=6))
     engine.submit(reqs)
     matcher, rounds = PrefixMatcher(split=split), 0

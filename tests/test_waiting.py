@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.scheduler import WaitingPrefixes
+
+from workloads import branching_workload
 
 
 def req(i: int, tokens, arrival: float = 0.0) -> Request:
@@ -65,22 +65,15 @@ def test_split_by_a_waiting_match_keeps_the_prefix_not_the_tail():
 
 
 def test_marks_follow_the_queue_under_an_engine():
-    """Driving an engine under cache pressure with a refresh before every order: each waited-on
+    """Driving an engine under cache pressure, which refreshes before every order: each waited-on
     node carries the largest rank of the requests ending there, and nothing else is marked."""
-    rng = np.random.default_rng(2)
-    heads = [rng.integers(0, 50, 40) for _ in range(5)]
-    reqs = []
-    for i in range(150):
-        h = heads[int(rng.integers(5))][: int(rng.integers(5, 40))]
-        reqs.append(Request(i, 0, np.concatenate([h, rng.integers(0, 50, int(rng.integers(1, 30)))]),
-                            1.0, output_len=int(rng.integers(1, 20)), arrival=float(i) * 0.003))
+    reqs = branching_workload(seed=2)
     engine = SimEngine("lpm", EngineConfig(kv_capacity_tokens=600, max_running_requests=6))
-    waiting, order = WaitingPrefixes(), engine.scheduler.order
+    waiting, order = engine.waiting_prefixes, engine.scheduler.order
     rounds = 0
 
-    def refreshed_order(queue, cache):
+    def checked_order(queue, cache):
         nonlocal rounds
-        waiting.refresh(queue, cache)
         expect: dict = {}
         for r in queue:
             length, node = waiting._matcher._match[r.id]
@@ -91,6 +84,6 @@ def test_marks_follow_the_queue_under_an_engine():
         rounds += 1
         return order(queue, cache)
 
-    engine.scheduler.order = refreshed_order
+    engine.scheduler.order = checked_order
     engine.run(reqs)
     assert rounds > 50 and engine.metrics().finished == 150
