@@ -48,7 +48,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import insort
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -56,6 +56,7 @@ from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
 from ..scheduler.base import Scheduler, fcfs_key, make_scheduler
 from ..scheduler.waiting import WaitingPrefixes
+from .arrivals import Arrivals
 from .config import EngineConfig
 from .in_batch import BatchPrefixes
 from .records import Metrics, RequestRecord, summarize
@@ -114,9 +115,7 @@ class ServingEngine:
         """Min-heap of (need, id) over `_need`, with stale entries skipped when they reach the top."""
         self._blocked: int | None = None
         """The reservation the last admission round failed on (None: it did not fail on memory)."""
-        self._pending: list[tuple[float, int, Request]] = []
-        self._source: Iterator[Request] | None = None
-        self._lookahead: Request | None = None
+        self.arrivals = Arrivals(self._add_record)
 
     @property
     def used_tokens(self) -> int:
@@ -134,17 +133,7 @@ class ServingEngine:
         the clock reaches each arrival, so a long trace is never held in memory whole; it must be
         sorted by arrival.
         """
-        if isinstance(requests, Request):
-            requests = [requests]
-        if isinstance(requests, Sequence):
-            for r in requests:
-                self._add_record(r)
-                heapq.heappush(self._pending, (r.arrival, r.id, r))
-            return
-        if self._source is not None:
-            raise RuntimeError("a lazily read workload is already being replayed")
-        self._source = iter(requests)
-        self._advance_source()
+        self.arrivals.submit(requests)
 
     def run(self, requests: Iterable[Request] | None = None, until: float = math.inf) -> Metrics:
         """Submit `requests` (if any) and step until nothing is left or the clock passes `until`."""
@@ -172,7 +161,7 @@ class ServingEngine:
             steps, finished = self._decode(retracted=bool(retracted))
             return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, retracted=retracted)
         self._future.ratio = self._future.init  # SGLang resets the ratio when it idles
-        nxt = self._next_arrival()
+        nxt = self.arrivals.next_time()
         if math.isinf(nxt):
             return None if not rejected else Iteration("idle", start, start, queue_len, rejected=rejected)
         self.now = max(self.now, nxt)
@@ -183,36 +172,12 @@ class ServingEngine:
             raise ValueError(f"request {r.id}: duplicate request id")
         self.records[r.id] = RequestRecord.of(r)
 
-    def _advance_source(self) -> None:
-        prev = self._lookahead
-        self._lookahead = next(self._source, None)
-        if self._lookahead is None:
-            self._source = None
-            return
-        if prev is not None and self._lookahead.arrival < prev.arrival:
-            raise ValueError(
-                f"request {self._lookahead.id}: lazily read workloads must be sorted by arrival "
-                f"({self._lookahead.arrival} after {prev.arrival})"
-            )
-        self._add_record(self._lookahead)
-
-    def _next_arrival(self) -> float:
-        t = self._pending[0][0] if self._pending else math.inf
-        if self._lookahead is not None:
-            t = min(t, self._lookahead.arrival)
-        return t
-
     def _let_in_arrivals(self) -> list[int]:
         # Everything let in now arrived after everything already waiting, so appending the new
         # arrivals in FCFS order keeps the whole queue in FCFS order, as schedulers expect.
         rejected, arrived = [], []
         capacity = self.config.kv_capacity_tokens
-        while self._next_arrival() <= self.now:
-            if self._pending and self._pending[0][0] <= self.now:
-                r = heapq.heappop(self._pending)[2]
-            else:
-                r = self._lookahead
-                self._advance_source()
+        for r in self.arrivals.due(self.now):
             need = r.prompt_len + r.output_len
             if need > capacity:
                 self.records[r.id].rejected = (

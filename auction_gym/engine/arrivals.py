@@ -1,0 +1,71 @@
+"""Requests that have not arrived yet: what the engine's clock lets in, in arrival order."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Callable, Iterable, Iterator, Sequence
+
+from ..request import Request
+
+
+class Arrivals:
+    """Submitted requests until their arrival time: a heap of those given as a list, and one lazily
+    read stream (a long trace is never held in memory whole).
+
+    Args:
+        on_submit: called with every request as it is submitted or read from the stream (the
+            engine records it, refusing a duplicate id).
+    """
+
+    def __init__(self, on_submit: Callable[[Request], None]) -> None:
+        self._on_submit = on_submit
+        self._pending: list[tuple[float, int, Request]] = []
+        self._source: Iterator[Request] | None = None
+        self._lookahead: Request | None = None
+
+    def submit(self, requests: Request | Iterable[Request]) -> None:
+        """A list (any Sequence) is taken at once, in any order. Any other iterable is read lazily as
+        `due` reaches each arrival; it must be sorted by arrival."""
+        if isinstance(requests, Request):
+            requests = [requests]
+        if isinstance(requests, Sequence):
+            for r in requests:
+                self._on_submit(r)
+                heapq.heappush(self._pending, (r.arrival, r.id, r))
+            return
+        if self._source is not None:
+            raise RuntimeError("a lazily read workload is already being replayed")
+        self._source = iter(requests)
+        self._advance_source()
+
+    def next_time(self) -> float:
+        """Arrival time of the next request; inf when none is left."""
+        t = self._pending[0][0] if self._pending else math.inf
+        if self._lookahead is not None:
+            t = min(t, self._lookahead.arrival)
+        return t
+
+    def due(self, now: float) -> list[Request]:
+        """The requests that have arrived by `now`, earliest first, removed from here."""
+        out = []
+        while self.next_time() <= now:
+            if self._pending and self._pending[0][0] <= now:
+                out.append(heapq.heappop(self._pending)[2])
+            else:
+                out.append(self._lookahead)
+                self._advance_source()
+        return out
+
+    def _advance_source(self) -> None:
+        prev = self._lookahead
+        self._lookahead = next(self._source, None)
+        if self._lookahead is None:
+            self._source = None
+            return
+        if prev is not None and self._lookahead.arrival < prev.arrival:
+            raise ValueError(
+                f"request {self._lookahead.id}: lazily read workloads must be sorted by arrival "
+                f"({self._lookahead.arrival} after {prev.arrival})"
+            )
+        self._on_submit(self._lookahead)
