@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from auction_gym.engine import CostModel, EngineConfig, RequestRecord, ServingEngine, SimEngine, summarize
+from auction_gym.engine.sim_engine import prefill_work
 from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
@@ -92,9 +93,7 @@ def _timed_torch_engine_class() -> type:
             self.samples: list[Sample] = []
 
         def _execute_prefill(self, batch):
-            # SimEngine._execute_prefill's terms: new tokens, and query-key pairs of causal attention.
-            new = sum(adm.extend for adm in batch)
-            attention = sum(adm.extend * (adm.cached + adm.extend / 2) for adm in batch)
+            new, attention = prefill_work(batch)  # the simulator's terms for the same batch
             seconds = super()._execute_prefill(batch)
             self.samples.append(Sample("prefill", (1.0, float(new), float(attention)), seconds))
             return seconds

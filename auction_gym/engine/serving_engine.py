@@ -105,8 +105,9 @@ class ServingEngine:
         self._future = FutureOutput(self.config)
         self._chunked: Admission | None = None
         self._promised = 0
-        """Tokens held for the chunked request in flight: the rest of its prompt (and, under
-        "sglang", its output reservation), not allocated yet."""
+        """Tokens promised but not allocated: the rest of the chunked request's prompt (and, under
+        "sglang", its output reservation), and during a prefill round the output reservations of
+        the requests it admits, until they join the running batch."""
         self._resume: dict[int, np.ndarray] = {}
         """Prompt + output so far of each retracted request that waits: what its prefill rebuilds."""
         self._need: dict[int, int] = {}

@@ -13,6 +13,15 @@ import math
 from .serving_engine import Admission, ServingEngine
 
 
+def prefill_work(batch: list[Admission]) -> tuple[int, float]:
+    """The cost model's prefill terms of a batch: tokens computed, and query-key pairs of their
+    causal attention (each new token attends to the tokens with KV before it, the cached prefix
+    and earlier chunks, and to the new tokens before it: on average cached + new / 2 keys)."""
+    new = sum(adm.extend for adm in batch)
+    attention = sum(adm.extend * (adm.cached + adm.extend / 2) for adm in batch)
+    return new, attention
+
+
 class SimEngine(ServingEngine):
     """Simulated serving engine (see `ServingEngine` for scheduling, memory and cache).
 
@@ -22,12 +31,7 @@ class SimEngine(ServingEngine):
     """
 
     def _execute_prefill(self, batch: list[Admission]) -> float:
-        new = sum(adm.extend for adm in batch)
-        # Causal attention of the new tokens: each attends to the tokens with KV before it (the
-        # cached prefix, earlier chunks) and to the new tokens before it, so on average to
-        # cached + new / 2 keys.
-        attention = sum(adm.extend * (adm.cached + adm.extend / 2) for adm in batch)
-        return self.cost.prefill_time(new, attention)
+        return self.cost.prefill_time(*prefill_work(batch))
 
     def _execute_decode(self) -> tuple[int, float]:
         batch, context = len(self.running), self._context
