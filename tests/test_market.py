@@ -224,3 +224,25 @@ def test_a_workload_that_cannot_run_is_an_error_not_a_one_round_episode():
     while not finite.done:  # runs dry normally: truncated, no error
         finite.step(np.ones(4))
     assert finite.truncated
+
+
+def test_every_round_admits_when_prompts_are_chunked():
+    """With chunks far shorter than the prompts, many prefill iterations only continue a chunk;
+    such an iteration is not a round (nobody new is admitted or charged), so every round the
+    market reports admits a request, and a round's hit rate and price come from those it admits."""
+    market = Market(MarketConfig(horizon=100, engine_kwargs={"chunked_prefill_size": 32}))
+    market.reset(0)
+    engine_step, continuations = market.engine.step, []
+
+    def step():
+        it = engine_step()
+        if it is not None and it.kind == "prefill" and not it.admitted:
+            continuations.append(it)
+        return it
+
+    market.engine.step = step
+    while not market.done:
+        report = market.step(np.ones(market.n))
+        assert report.admitted or report.exhausted
+        assert 0.0 <= report.hit_rate <= 1.0
+    assert len(continuations) > 10  # rounds did run chunk-only prefills inside them
