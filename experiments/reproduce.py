@@ -121,7 +121,7 @@ NUM_BIDDERS = 8
 CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
-QUICK_WALL_TIME = "about 18 s on 2 idle cores"
+QUICK_WALL_TIME = "about 24 s on 2 idle cores"
 """`--quick`'s wall time, quoted by --help: 17.7-18.2 s measured (2 jobs, load average < 0.8); about
 30 s while another process keeps one core busy."""
 SATURATING = {"agentic": 80.0, "shared_prefix": 200.0, "mooncake": 0.25}
