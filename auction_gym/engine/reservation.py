@@ -61,14 +61,13 @@ class FutureOutput:
 
     def offset(self, step: int) -> float:
         """Tokens the running requests are assumed to still need, at decode step `step`."""
-        if self._clipped:
-            self._settle(step)
-        return self.ratio * (self._sum - self._count * step + self.clip * len(self._clipped))
+        return self.offset_after(step, 0)
 
     def offset_after(self, step: int, t: int) -> float:
         """`offset(step + t)` once `t` more decode steps run without a retraction (the ratio
         decayed); exact unless a clipped cap falls under the clip meanwhile (then an over-estimate)."""
-        self._settle(step)
+        if self._clipped:
+            self._settle(step)
         ratio = max(self.ratio - t * self.decay, self.floor)
         return ratio * (self._sum - self._count * (step + t) + self.clip * len(self._clipped))
 

@@ -215,8 +215,7 @@ class ServingEngine:
     def _room(self) -> float:
         """Tokens a new admission may take: free + evictable, less what is promised to the
         chunked request in flight and (under "sglang") to the running requests' output."""
-        # free + evictable = capacity - what is locked - what is allocated outside the cache
-        room = self.config.kv_capacity_tokens - self.cache.protected_size - self.reserved - self._promised
+        room = self._free_and_evictable() - self._promised
         return room - self._future.offset(self._steps) if self._sglang else room
 
     def _make_free(self, tokens: int) -> None:
@@ -381,23 +380,23 @@ class ServingEngine:
 
     # Decode and retraction (step 3).
 
-    def _room_for_decode(self) -> int:
-        """Free + evictable tokens."""
+    def _free_and_evictable(self) -> int:
+        """Capacity less what is locked and what is allocated outside the cache."""
         return self.config.kv_capacity_tokens - self.cache.protected_size - self.reserved
 
     def _make_room(self) -> list[int]:
         """Retract running requests until the next decode step fits (SGLang's `retract_decode`):
         fewest output tokens first, then longest prompt; at least one, never the last."""
-        if self._room_for_decode() >= len(self.running):
+        if self._free_and_evictable() >= len(self.running):
             return []
         step = self._steps
         keep = sorted(self.running, key=lambda run: (run.generated(step), -run.request.prompt_len), reverse=True)
         retracted: list[int] = []
-        while len(keep) > 1 and (not retracted or self._room_for_decode() < len(keep)):
+        while len(keep) > 1 and (not retracted or self._free_and_evictable() < len(keep)):
             run = keep.pop()
             self._retract(run, len(keep))
             retracted.append(run.request.id)
-        if self._room_for_decode() < len(keep):
+        if self._free_and_evictable() < len(keep):
             raise RuntimeError("a lone running request does not fit: kv_capacity_tokens admission check is wrong")
         gone = set(retracted)
         self._finishing = [e for e in self._finishing if e[1] not in gone]
@@ -443,7 +442,7 @@ class ServingEngine:
         steps = self._finishing[0][0] - self._steps
         if not self._sglang:
             return steps
-        steps = min(steps, self._room_for_decode() // len(self.running))
+        steps = min(steps, self._free_and_evictable() // len(self.running))
         if self._blocked is not None and len(self.running) < self.config.max_running_requests:
             steps = self._steps_until_fits(self._blocked, steps)
         return steps
@@ -453,7 +452,7 @@ class ServingEngine:
         admission room, as the ratio decays and decode tokens are allocated; `limit` if never.
         Exact unless a cap above `clip_max_new_tokens` falls under it meanwhile (then earlier)."""
         f, n = self._future, len(self.running)
-        base = self._room_for_decode() - self._promised
+        base = self._free_and_evictable() - self._promised
         for t in range(1, limit + 1):
             if base - n * t - f.offset_after(self._steps, t) >= need:
                 return t
