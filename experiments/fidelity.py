@@ -67,6 +67,10 @@ class Replay:
     """Each iteration's cost-model features and measured seconds (torch engine only)."""
     wall_s: float = 0.0
 
+    def ranks(self) -> dict[int, int]:
+        """Each admitted request's rank in the admission order (0 = first)."""
+        return {rid: k for k, rid in enumerate(self.admit_order)}
+
 
 def replay(engine: ServingEngine, requests: list[Request]) -> Replay:
     """Step `engine` through `requests` to the end; its records, admission order and batches."""
@@ -134,8 +138,7 @@ def compare(real: Replay, sim: Replay) -> dict:
     out["makespan_pct"] = float(100 * abs(m_sim.makespan - m_real.makespan) / m_real.makespan)
     out["hit_rate_real"], out["hit_rate_sim"] = m_real.hit_rate, m_sim.hit_rate
     out["retractions_real"], out["retractions_sim"] = m_real.retractions, m_sim.retractions
-    rank_real = {rid: k for k, rid in enumerate(real.admit_order)}
-    rank_sim = {rid: k for k, rid in enumerate(sim.admit_order)}
+    rank_real, rank_sim = real.ranks(), sim.ranks()
     out["admit_rank_differs"] = sum(rank_real.get(i) != rank_sim.get(i) for i in ids)
     same = sum(a == b for a, b in zip(real.prefill_batches, sim.prefill_batches))
     out["prefill_batches_same"] = f"{same}/{max(len(real.prefill_batches), len(sim.prefill_batches))}"
@@ -182,8 +185,7 @@ def workload(groups: int, per_group: int, system_prompt_len: int, question_len: 
 
 
 def _write_requests(path: Path, real: Replay, sim: Replay) -> None:
-    rank_real = {rid: k for k, rid in enumerate(real.admit_order)}
-    rank_sim = {rid: k for k, rid in enumerate(sim.admit_order)}
+    rank_real, rank_sim = real.ranks(), sim.ranks()
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "prompt_len", "output_len", "ttft_real_s", "ttft_sim_s", "latency_real_s", "latency_sim_s",
