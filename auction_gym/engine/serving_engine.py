@@ -424,10 +424,11 @@ class ServingEngine:
 
     def _decode(self, retracted: bool) -> tuple[int, list[int]]:
         n = len(self.running)
-        if self._sglang:
-            self._make_free(n)  # the first step's tokens are allocated before it runs
         steps, seconds = self._execute_decode()
         if self._sglang:
+            # One eviction for every step's tokens: nothing touches the cache between steps, so it
+            # evicts what a step-by-step one would (an engine that holds real memory, such as the
+            # torch engine, frees each step's slots before running it).
             self._allocate(steps * n)
             # SGLang decays the ratio after every decode step but one that retracted (which set it).
             self._future.decayed(steps - retracted)
@@ -491,7 +492,8 @@ class ServingEngine:
 
     def _execute_decode(self) -> tuple[int, float]:
         """Run decode steps of the running batch (at least one, at most `_decode_limit()`);
-        return (steps, seconds)."""
+        return (steps, seconds). The engine accounts their tokens afterwards; one that holds real
+        memory frees room for each step first (`_make_free`)."""
         raise NotImplementedError
 
     def _output_tokens(self, r: Request) -> np.ndarray:
