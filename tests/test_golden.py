@@ -1,0 +1,115 @@
+"""Pinned behaviour: a digest of one fixed-seed episode per mechanism, of the PettingZoo env, and of
+an engine replay per scheduler.
+
+A change that alters any trajectory (an observation, a reward, a payment, an admission time) fails
+here and must say so: if the change is meant, put the digest the failure prints in GOLDEN and name
+the change in the commit message. Floats are hashed at 9 significant digits, so that the last bits
+of a reduction (which may differ between CPUs) do not count as a change; anything a bidder or a
+researcher could see does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import auction_gym  # noqa: F401  (registers RadixAuction-v0)
+from auction_gym import EngineConfig, SimEngine
+from auction_gym.envs import RadixAuctionParallelEnv
+from auction_gym.market.config import MECHANISMS
+from auction_gym.scheduler import scheduler_names
+from auction_gym.workload import iter_mooncake
+
+SLICE = Path(__file__).parent / "data/mooncake/conversation_slice.jsonl"
+INFO_KEYS = ("payment", "spent", "budget", "utility", "multiplier", "round", "time", "welfare", "revenue",
+             "hit_rate", "latency", "ttft", "admitted", "finished")
+
+GOLDEN = {
+    "env/fcfs": "8479760521a02eaf",
+    "env/lpm": "ce7738107a26f490",
+    "env/klpm": "0c954d83592f459f",
+    "env/dfs_weight": "a5df2e7a5b866bc8",
+    "env/strict_vcg": "2afaab2170382146",
+    "env/radix_vcg": "b9a9504e87ac54dc",
+    "parallel/radix_vcg": "14a90eaeb8fbeb0a",
+    "engine/fcfs": "4d7be16aed0f59a0",
+    "engine/lpm": "dd7e660a60c35741",
+    "engine/klpm": "05df19c183f1602a",
+    "engine/dfs_weight": "9505e2b7944e2e51",
+    "engine/strict_vcg": "81ef7c80c41c8721",
+    "engine/radix_vcg": "a6c089eaea9285ff",
+}
+
+
+class Digest:
+    """sha256 over a stream of values, floats at 9 significant digits."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+
+    def add(self, *values: object) -> None:
+        for v in values:
+            if isinstance(v, (np.ndarray, list, tuple)):
+                self.add(*np.asarray(v, dtype=np.float64).ravel().tolist())
+            elif isinstance(v, (float, np.floating)):
+                self._h.update(f"{float(v):.9g};".encode())
+            else:
+                self._h.update(f"{v!r};".encode())
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()[:16]
+
+
+def _check(name: str, digest: Digest) -> None:
+    got = digest.hexdigest()
+    assert got == GOLDEN[name], (
+        f"{name}: the trajectory changed (digest {got}, pinned {GOLDEN[name] or 'nothing'}). If the "
+        f"change is meant, set GOLDEN[{name!r}] = {got!r} and say so in the commit message."
+    )
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_env_episode_is_pinned(mechanism):
+    env = gym.make("RadixAuction-v0", mechanism=mechanism)
+    actions = np.random.default_rng(7).uniform(-1, 1, size=(env.unwrapped.config.horizon + 1, 1))
+    digest = Digest()
+    obs, info = env.reset(seed=11)
+    digest.add(obs, info["budget"])
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action.astype(np.float32))
+        digest.add(obs, reward, terminated, truncated, *(info[k] for k in INFO_KEYS))
+        if terminated or truncated:
+            break
+    _check(f"env/{mechanism}", digest)
+
+
+def test_parallel_episode_is_pinned():
+    env = RadixAuctionParallelEnv()
+    rng = np.random.default_rng(3)
+    digest = Digest()
+    obs, _ = env.reset(seed=5)
+    digest.add(*(obs[a] for a in env.possible_agents))
+    while env.agents:
+        actions = {a: rng.uniform(-1, 1, size=1).astype(np.float32) for a in env.agents}
+        obs, rewards, terms, truncs, infos = env.step(actions)
+        for a in env.possible_agents:
+            digest.add(obs[a], rewards[a], terms[a], truncs[a], *(infos[a][k] for k in INFO_KEYS))
+    _check("parallel/radix_vcg", digest)
+
+
+@pytest.mark.parametrize("scheduler", [s for s in MECHANISMS if s in scheduler_names()])
+def test_engine_replay_is_pinned(scheduler):
+    """The Mooncake slice at twice its pace (a queue builds, chunks and the cache's rules all act)."""
+    engine = SimEngine(scheduler, EngineConfig())
+    engine.submit(iter_mooncake(SLICE, time_scale=2.0))
+    digest = Digest()
+    while (it := engine.step()) is not None:
+        digest.add(it.kind, it.start, it.end, it.queue_len, it.admitted, it.finished, it.retracted)
+    for rid, rec in sorted(engine.records.items()):
+        digest.add(rid, rec.admit, rec.first_token, rec.finish, rec.cached_tokens, rec.computed_tokens,
+                   rec.retractions, rec.rejected)
+    _check(f"engine/{scheduler}", digest)
