@@ -53,11 +53,6 @@ class KVPool:
     def num_allocated(self) -> int:
         return self.num_slots - self._top
 
-    @property
-    def bytes(self) -> int:
-        """Device memory of K and V together."""
-        return 2 * self.k.numel() * self.k.element_size()
-
     def alloc(self, n: int) -> np.ndarray:
         """Take `n` free slots; returns their int64 indices."""
         if n > self._top:

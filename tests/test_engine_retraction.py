@@ -118,6 +118,7 @@ def check_books(engine: ServingEngine, it: Iteration, ledger: Ledger) -> None:
         assert n.lock_ref == refs.get(id(n), 0), "a lock is held by no request in flight, or missing"
         protected += len(n) if n.lock_ref else 0
     assert cache.protected_size == protected
+    engine.queue.check()
     # Every request in at most one place; every one not done is somewhere.
     waiting = [r.id for r in engine.waiting]
     running = [run.request.id for run in engine.running]

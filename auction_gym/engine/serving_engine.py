@@ -47,18 +47,18 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import insort
 from typing import Iterable
 
 import numpy as np
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
-from ..scheduler.base import Scheduler, fcfs_key, make_scheduler
+from ..scheduler.base import Scheduler, make_scheduler
 from ..scheduler.waiting import WaitingPrefixes
 from .arrivals import Arrivals
 from .config import EngineConfig
 from .in_batch import BatchPrefixes
+from .queue import WaitingQueue
 from .records import Metrics, RequestRecord, summarize
 from .reservation import FutureOutput
 from .state import Admission, Iteration, Running
@@ -91,7 +91,7 @@ class ServingEngine:
         self.waiting_prefixes = WaitingPrefixes()
         """Keeps what waits warm in the cache's LRU order, every policy, every round (SGLang's rule)."""
         self.now = 0.0
-        self.waiting: list[Request] = []
+        self.queue = WaitingQueue()
         self.running: list[Running] = []
         # Decode bookkeeping in O(log n) per event: every running request gains one token per
         # step, so a global step counter, a heap of completion steps and the summed context
@@ -108,15 +108,14 @@ class ServingEngine:
         """Tokens promised but not allocated: the rest of the chunked request's prompt (and, under
         "sglang", its output reservation), and during a prefill round the output reservations of
         the requests it admits, until they join the running batch."""
-        self._resume: dict[int, np.ndarray] = {}
-        """Prompt + output so far of each retracted request that waits: what its prefill rebuilds."""
-        self._need: dict[int, int] = {}
-        """Each waiting request's smallest possible need: 1 token + its output reservation."""
-        self._needs: list[tuple[int, int]] = []
-        """Min-heap of (need, id) over `_need`, with stale entries skipped when they reach the top."""
         self._blocked: int | None = None
         """The reservation the last admission round failed on (None: it did not fail on memory)."""
         self.arrivals = Arrivals(self._add_record)
+
+    @property
+    def waiting(self) -> list[Request]:
+        """The waiting requests, first come, first served (read-only: the engine's `queue` owns them)."""
+        return self.queue.requests
 
     @property
     def used_tokens(self) -> int:
@@ -188,9 +187,7 @@ class ServingEngine:
             else:
                 arrived.append(r)
         if arrived:  # most iterations let in nothing
-            self.waiting.extend(sorted(arrived, key=fcfs_key))
-            for r in arrived:
-                self._wait(r)
+            self.queue.arrive(arrived, [self._smallest_need(r) for r in arrived])
         return rejected
 
     # Admission (step 2).
@@ -199,11 +196,6 @@ class ServingEngine:
         """The request's output cap as the engine budgets it: max_new_tokens, clipped so that the
         prompt and the cap fit the pool (SGLang clips it to the longest request it can hold)."""
         return min(r.max_new_tokens, self.config.kv_capacity_tokens - r.prompt_len)
-
-    def _emitted_before(self, r: Request) -> int:
-        """Output tokens a waiting request emitted before it was retracted (0 for a new one)."""
-        seq = self._resume.get(r.id)
-        return 0 if seq is None else len(seq) - r.prompt_len
 
     def _output_need(self, r: Request, generated: int) -> int:
         """Tokens of output a request is budgeted for at admission: under "sglang" its remaining
@@ -239,25 +231,18 @@ class ServingEngine:
         if len(self.running) + taken >= self.config.max_running_requests:
             return False
         room = self._room()
-        first = self.waiting[0]  # usually fits, which settles it without the smallest need
-        if room >= 1 + self._output_need(first, self._emitted_before(first)):
+        queue = self.queue
+        if room >= queue.need[queue.requests[0].id]:  # the head usually fits, which settles it
             return True
-        needs, need = self._needs, self._need
-        while need.get(needs[0][1]) != needs[0][0]:
-            heapq.heappop(needs)
-        if room >= needs[0][0]:
+        least = queue.smallest_need()
+        if room >= least:
             return True
-        self._blocked = needs[0][0]
+        self._blocked = least
         return False
 
-    def _wait(self, r: Request) -> None:
-        """Record a request joining the waiting queue (the caller puts it there)."""
-        n = self._need[r.id] = 1 + self._output_need(r, self._emitted_before(r))
-        if len(self._needs) > 2 * len(self._need) + 64:  # drop the stale entries now and then
-            self._needs = [(v, i) for i, v in self._need.items()]
-            heapq.heapify(self._needs)
-        else:
-            heapq.heappush(self._needs, (n, r.id))
+    def _smallest_need(self, r: Request) -> int:
+        """The least a waiting request could be admitted with: 1 token + its output reservation."""
+        return 1 + self._output_need(r, self.queue.emitted(r))
 
     def _chunk_end(self, length: int, cached: int, budget: int) -> int:
         """Where a prefill of tokens[cached:length] stops with `budget` tokens: the end, or a page
@@ -299,7 +284,7 @@ class ServingEngine:
         for r in order:
             if len(self.running) + len(batch) >= cfg.max_running_requests:
                 break
-            tokens = self._resume.get(r.id, r.tokens)
+            tokens = self.queue.tokens(r)
             generated = len(tokens) - r.prompt_len
             match = cache.match_prefix(tokens[:-1])
             if sharing is not None and sharing.holds(tokens[:-1], match.length):
@@ -329,17 +314,7 @@ class ServingEngine:
                 sharing.add(tokens[:end] if end < len(tokens) else tokens[:-1])
             if not adm.last_chunk:
                 break  # the batch's budget is spent
-        self._leave_queue([adm.request for adm in batch[first:]])
-
-    def _leave_queue(self, taken: list[Request]) -> None:
-        if len(taken) == 1:
-            self.waiting.remove(taken[0])  # by identity: Request has no value equality
-        elif taken:
-            ids = {r.id for r in taken}
-            self.waiting = [r for r in self.waiting if r.id not in ids]
-        for r in taken:
-            self._resume.pop(r.id, None)
-            del self._need[r.id]
+        self.queue.remove([adm.request for adm in batch[first:]])
 
     def _run_prefill(self, batch: list[Admission]) -> tuple[list[int], list[int]]:
         """Execute the batch; cache what it computed; start the requests whose prefill is complete.
@@ -415,10 +390,9 @@ class ServingEngine:
         self._release(run, generated)
         self.cache.unlock(run.node)
         self.running.remove(run)  # by identity: Running has no value equality
-        self._resume[r.id] = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
         run.record.retractions += 1
-        insort(self.waiting, r, key=fcfs_key)
-        self._wait(r)
+        tokens = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
+        self.queue.put_back(r, tokens, 1 + self._output_need(r, generated))
         # SGLang frees room for the remaining requests' next steps at once.
         self._make_free(remaining * self.config.retract_decode_steps)
 

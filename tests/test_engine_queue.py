@@ -1,0 +1,52 @@
+"""The engine's waiting queue (`auction_gym.engine.queue`): FCFS order, resume tokens, least need."""
+
+import numpy as np
+import pytest
+
+from auction_gym import Request
+from auction_gym.engine.queue import WaitingQueue
+
+
+def _req(i: int, arrival: float, prompt: int = 4) -> Request:
+    return Request(id=i, bidder=0, tokens=np.arange(prompt) + 10 * i, bid=1.0, output_len=3, arrival=arrival)
+
+
+def test_order_needs_and_resume_tokens_follow_arrivals_retractions_and_removals():
+    q = WaitingQueue()
+    a, b, c = _req(0, 0.0), _req(1, 1.0), _req(2, 2.0)
+    q.arrive([b, a], [30, 50])  # one round's arrivals, in any order
+    q.arrive([c], [20])
+    assert [r.id for r in q.requests] == [0, 1, 2] and q.smallest_need() == 20
+    q.remove([a])
+    q.put_back(a, np.arange(6), 7)  # retracted after emitting 2 tokens: back at the head
+    assert [r.id for r in q.requests] == [0, 1, 2]
+    assert q.emitted(a) == 2 and len(q.tokens(a)) == 6 and q.tokens(b) is b.tokens
+    assert q.smallest_need() == 7
+    q.remove([a, c])
+    assert [r.id for r in q.requests] == [1] and q.smallest_need() == 30 and q.emitted(a) == 0
+    q.check()
+
+
+def test_stale_needs_are_dropped_and_the_least_stays_exact():
+    q, rng = WaitingQueue(), np.random.default_rng(0)
+    for i in range(400):  # churn: far more entries pushed than ever wait at once
+        q.arrive([_req(i, float(i))], [int(rng.integers(1, 1000))])
+        if len(q) > 5:
+            q.remove([q.requests[int(rng.integers(len(q)))]])
+        assert q.smallest_need() == min(q.need.values())
+    assert len(q._heap) <= 2 * len(q.need) + 65
+    q.check()
+
+
+@pytest.mark.parametrize("corrupt", ["order", "need", "resume"])
+def test_check_catches_a_broken_invariant(corrupt):
+    q = WaitingQueue()
+    q.arrive([_req(0, 0.0), _req(1, 1.0)], [5, 6])
+    if corrupt == "order":
+        q.requests.reverse()
+    elif corrupt == "need":
+        q.need[7] = 1
+    else:
+        q._resume[9] = np.arange(3)
+    with pytest.raises(AssertionError):
+        q.check()
