@@ -34,7 +34,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm.auto import tqdm
 
-from auction_gym.pacing import Policy, focal_policy, make_policy
+from auction_gym.pacing import BUILTIN_POLICIES, Policy, focal_policy, is_builtin_policy, make_policy
 
 from .sb3 import ENV_ID, load_policy
 
@@ -54,13 +54,13 @@ DEFAULT_EVAL_SEED = 1000
 
 
 def policy_from_spec(spec: str, alpha_max: float = 2.0) -> Policy:
-    """A policy from "ogd", "truthful", "fixed:<alpha>" (a MultiplierPolicy, whatever the env's
-    action type: `evaluate` maps it) or the path of a saved model zip."""
+    """A built-in policy (`BUILTIN_POLICIES`: a MultiplierPolicy, whatever the env's action type:
+    `evaluate` maps it) or the path of a saved model zip."""
     if spec.endswith(".zip"):
         return load_policy(spec)
-    if spec in ("ogd", "truthful") or spec.startswith("fixed:"):
+    if is_builtin_policy(spec):
         return make_policy(spec, alpha_max)
-    raise ValueError(f"unknown policy {spec!r}; valid: ogd, truthful, fixed:<alpha>, PATH.zip")
+    raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(BUILTIN_POLICIES)}, PATH.zip")
 
 
 def policy_name(spec: str) -> str:

@@ -169,19 +169,28 @@ def focal_policy(policy: Policy, action_type: str = DEFAULT_ACTION_TYPE,
     return policy
 
 
+FIXED_PREFIX = "fixed:"
+BUILTIN_POLICIES = ("ogd", "truthful", FIXED_PREFIX + "<alpha>")
+"""The built-in policies by name, as `make_policy` takes them (the one list every message and
+docstring names)."""
+
+
+def is_builtin_policy(spec: str) -> bool:
+    """Whether `spec` names a built-in policy (of BUILTIN_POLICIES; any alpha for "fixed:")."""
+    return spec.startswith(FIXED_PREFIX) or spec in BUILTIN_POLICIES
+
+
 def make_policy(spec: str | Policy, alpha_max: float = 2.0) -> Policy:
-    """A policy from "ogd", "truthful", "fixed:<alpha>", or a policy object (returned as is)."""
+    """A policy from a name of BUILTIN_POLICIES, or a policy object (returned as is)."""
     if not isinstance(spec, str):
         if not callable(getattr(spec, "predict", None)):
             raise ValueError(f"a policy needs a predict(observation) method, got {spec!r}")
         return spec
-    if spec == "ogd":
-        return OGDPacer(alpha_max=alpha_max)
-    if spec == "truthful":
-        return Truthful()
-    if spec.startswith("fixed:"):
+    if not is_builtin_policy(spec):
+        raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(BUILTIN_POLICIES)}, or an object with predict()")
+    if spec.startswith(FIXED_PREFIX):
         try:
-            return FixedMultiplier(float(spec[len("fixed:"):]))
+            return FixedMultiplier(float(spec[len(FIXED_PREFIX):]))
         except ValueError as e:
             raise ValueError(f"bad policy {spec!r}: {e}") from None
-    raise ValueError(f"unknown policy {spec!r}; valid: 'ogd', 'truthful', 'fixed:<alpha>', or an object with predict()")
+    return OGDPacer(alpha_max=alpha_max) if spec == "ogd" else Truthful()

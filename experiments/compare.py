@@ -38,7 +38,7 @@ from agents.run_dir import new_run_dir
 from agents.sb3 import ALGOS, check_hyperparams, load_hyperparams, load_policy
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
-from auction_gym.pacing import Policy
+from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
 
 from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
@@ -55,7 +55,7 @@ scenario's 20 requests/s, 4 bidders, 60% sessions and 40% urgent calls), about 3
 200-round episode (~22 engine seconds). Budgets (the default rho, 0.0001 per round) bind: truthful
 bidding exhausts its budget before the episode ends in 17 of the 20 default evaluation episodes. The
 other bidders pace by OGD."""
-BASELINES = ("ogd", "truthful", "best_fixed", "ogd_tuned")
+BASELINES = (*(p for p in BUILTIN_POLICIES if not p.startswith(FIXED_PREFIX)), *TUNED)
 COLUMNS = (*METRICS, "utility_vs_ogd")
 UNITS = {**METRIC_UNITS, "utility_vs_ogd": METRIC_UNITS["utility"]}
 FIGURE_EPISODES = 3
@@ -71,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--baselines", default=",".join(BASELINES),
-                        help="comma-separated built-in policies: ogd, truthful, fixed:<alpha>, and best_fixed and "
-                        f"ogd_tuned, chosen on tuning seeds (agents.baselines) (default {','.join(BASELINES)})")
+                        help=f"comma-separated built-in policies: {', '.join(BUILTIN_POLICIES)}, and "
+                        f"{' and '.join(TUNED)}, chosen on tuning seeds (agents.baselines) (default {','.join(BASELINES)})")
     parser.add_argument("--tuning-episodes", type=positive_int, default=TUNING_EPISODES,
                         help=f"episodes (seeds 0, 1, ...) best_fixed and ogd_tuned are chosen on "
                         f"(default {TUNING_EPISODES})")
@@ -102,8 +102,7 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         if spec in TUNED:
             continue
         if spec.endswith(".zip"):
-            raise UsageError(f"--baselines: {spec!r} is a model; valid: ogd, truthful, fixed:<alpha>, "
-                             f"{', '.join(TUNED)}")
+            raise UsageError(f"--baselines: {spec!r} is a model; valid: {', '.join((*BUILTIN_POLICIES, *TUNED))}")
         try:
             policy_from_spec(spec)
         except ValueError as e:

@@ -21,7 +21,7 @@ from typing import Sequence
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, log_episodes, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
 from agents.stats import format_ci, mean_ci
-from auction_gym.pacing import Policy
+from auction_gym.pacing import BUILTIN_POLICIES, Policy
 
 from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
@@ -29,7 +29,7 @@ from .train import scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", required=True, help="ogd, truthful, fixed:<alpha>, or PATH.zip of a trained model")
+    parser.add_argument("--policy", required=True, help=f"{', '.join(BUILTIN_POLICIES)}, or PATH.zip of a trained model")
     parser.add_argument("--episodes", type=positive_int, default=10, help="evaluation episodes (default 10)")
     parser.add_argument("--seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"episode k uses seed SEED + k (default {DEFAULT_EVAL_SEED})")
