@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import inspect
 import os
 import re
 import subprocess
@@ -25,6 +26,8 @@ from agents import FixedMultiplier, OGDPacer, Truthful, focal_policy
 from agents.evaluation import evaluate
 from agents.sb3 import load_policy
 from auction_gym import Obs, RadixAuctionEnv
+from auction_gym.market import observation
+from auction_gym.market.observation import feature_table
 
 FAST = dict(horizon=30, workload_kwargs={"rate": 40.0})
 SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
@@ -35,6 +38,17 @@ def test_gym_make_after_import():
     obs, info = env.reset(seed=0)
     assert obs.shape == (Obs.SIZE,) and obs.dtype == np.float32 and info["budget"] > 0
     assert env.observation_space.contains(obs)
+
+
+def test_observation_tables_are_made_from_the_one_definition():
+    """The tables of the observation in the env's docstring, observation.py's and the README are
+    `feature_table()`, one row per feature of `FEATURES` in the vector's order."""
+    table = feature_table()
+    rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
+    assert [(int(i), name.strip()) for i, name in rows] == list(enumerate(Obs.NAMES))
+    assert table in (Path(__file__).parents[1] / "README.md").read_text()
+    for doc in (RadixAuctionEnv.__doc__, observation.__doc__):  # None under python -OO
+        assert doc is None or table in inspect.cleandoc(doc)
 
 
 def test_gym_make_with_module_prefix_imports_the_package():

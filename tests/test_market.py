@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from auction_gym.market import MECHANISMS, Market, MarketConfig, Obs
 from auction_gym.market.config import CONTEXT_PER_REQUEST, DECODE_STEPS_PER_REQUEST, LONG_HORIZON
+from auction_gym.market.observation import ema
 from auction_gym.pacing import OGDPacer, Truthful
 
 SMALL = dict(horizon=40, warmup=5.0, workload_kwargs={"rate": 60.0})  # a queue forms fast
@@ -66,14 +67,14 @@ def test_charges_follow_design_rule(cost_model):
         report = market.step([1.0, 0.5, 1.5])
         if not report.admitted:
             continue
-        outcome = market._bidding.inner.last_outcome
+        decided = market.auction.last_round  # the round this step admitted from
         if cost_model == "unit":
             spu = market.busy_time / market.admitted_total
         else:
             spu = market.engine.cost.prefill_per_token
         admitted = np.bincount([market.engine.records[i].bidder for i in report.admitted], minlength=3)
         for i in range(3):
-            due = outcome.payments.get(i, 0.0) * admitted[i] / max(market._bidding.queued[i], 1) * spu
+            due = decided.outcome.payments.get(i, 0.0) * admitted[i] / max(decided.queued[i], 1) * spu
             assert report.payments[i] == pytest.approx(min(due, before[i]) if admitted[i] else 0.0, rel=1e-12, abs=1e-15)
             checked += admitted[i] > 0 and due > 0
     assert checked > 5
@@ -85,6 +86,7 @@ def test_episode_under_every_mechanism(mechanism):
     market.reset(1)
     reports = play(market, [np.ones(4)] * 40)
     assert market.round == 40 and len(reports) == 40
+    assert (market.auction is None) == (not mechanism.endswith("_vcg"))  # the one that charges
     revenue = sum(r.revenue for r in reports)
     if mechanism.endswith("_vcg"):
         assert revenue > 0
@@ -170,24 +172,76 @@ def test_bad_configs_raise():
             market.step(bad_alpha)
 
 
-def test_queue_features_are_log_scaled_past_the_old_cap():
-    """own_queued = log1p(own waiting / 16), total_queue = log1p(all waiting / 64): no longer clipped
-    at 64 own (256 in all) waiting requests, and inside the observation bounds; own_latency and
-    own_ttft are log1p(latency / 10 s) and log1p(TTFT / 1 s)."""
-    market = Market(MarketConfig(horizon=60, warmup=5.0, workload_kwargs={"rate": 200.0}))
+class FeatureFormulas:
+    """Every feature of the observation computed from its formula (observation.FEATURES), from the
+    market's state and the reports alone: the moving averages are kept here from what each round
+    reported, not read from the market."""
+
+    def __init__(self, market: Market) -> None:
+        self.market, n = market, market.n
+        self.latency, self.ttft = np.zeros(n), np.zeros(n)
+        self.price = self.hit = 0.0
+        self.last_payments = np.zeros(n)
+
+    def record(self, report) -> None:
+        """Update the moving averages with one round's report."""
+        records = self.market.engine.records
+        for i in range(self.market.n):
+            mine = [records[r] for r in report.finished if records[r].bidder == i]
+            if mine:
+                self.latency[i] = ema(self.latency[i], np.mean([rec.latency for rec in mine]))
+                self.ttft[i] = ema(self.ttft[i], np.mean([rec.ttft for rec in mine]))
+        if report.admitted:
+            self.price = ema(self.price, report.payments.sum() / len(report.admitted))
+            self.hit = ema(self.hit, report.hit_rate)
+        self.last_payments = report.payments
+
+    def features(self) -> dict[str, np.ndarray]:
+        m, n = self.market, self.market.n
+        T, rho = m.config.horizon, m.budget / m.config.horizon
+        waiting = m.engine.waiting
+        own = np.bincount([r.bidder for r in waiting], minlength=n)
+        urgency = np.bincount([r.bidder for r in waiting], weights=[r.urgency for r in waiting], minlength=n)
+        column = np.ones(n)
+        return {
+            "budget_left": (m.budget - m.spent) / m.budget,
+            "time_left": column * (T - m.round) / T,
+            "spend_vs_target": m.spent / max(m.round, 1) / rho,
+            "last_spend_log": np.log1p(self.last_payments / rho),
+            "own_queued": np.log1p(own / 16),
+            "own_urgency": np.log1p(urgency / np.maximum(own, 1)) / np.log1p(10),
+            "total_queue": column * np.log1p(len(waiting) / 64),
+            "clearing_price": self.price / rho,
+            "own_latency": np.log1p(self.latency / 10),
+            "own_ttft": np.log1p(self.ttft / 1),
+            "cache_hit_rate": column * self.hit,
+            "prev_multiplier": m.alpha / m.config.alpha_max,
+        }
+
+
+def test_every_feature_is_its_formula():
+    """Feature by feature, by name, the observation equals its formula, clipped to its bound; over
+    an episode whose queue passes the old linear cap (64 own waiting requests), with a budget that
+    runs out and multipliers that change every round."""
+    market = Market(MarketConfig(horizon=60, warmup=5.0, budget=[2e-4, 1.0, 1.0, 1.0],
+                                 workload_kwargs={"rate": 200.0}))
     market.reset(0)
-    most = 0
-    while not market.done:
-        market.step(np.ones(4))
+    formulas = FeatureFormulas(market)
+    assert tuple(formulas.features()) == Obs.NAMES  # one formula per feature, in the vector's order
+    alphas = np.random.default_rng(3).uniform(0.0, 2.0, size=(market.config.horizon, market.n))
+    seen = {name: set() for name in Obs.NAMES}
+    for alpha in [*alphas, None]:  # the last observation is the one after the last round
         obs = market.observations()
-        own = np.bincount([r.bidder for r in market.engine.waiting], minlength=4)
-        np.testing.assert_allclose(obs[:, Obs.OWN_QUEUED], np.log1p(own / 16), rtol=1e-6)
-        np.testing.assert_allclose(obs[:, Obs.TOTAL_QUEUE], np.log1p(len(market.engine.waiting) / 64), rtol=1e-6)
-        np.testing.assert_allclose(obs[:, Obs.OWN_LATENCY], np.log1p(np.array(market._latency_ema) / 10), rtol=1e-6)
-        np.testing.assert_allclose(obs[:, Obs.OWN_TTFT], np.log1p(np.array(market._ttft_ema) / 1), rtol=1e-6)
-        assert np.all(obs <= market.obs_high) and np.all(obs >= 0)
-        most = max(most, own.max())
-    assert most > 64  # where own_queued used to clip at 4
+        assert np.all(obs >= 0) and np.all(obs <= market.obs_high)
+        for name, value in formulas.features().items():
+            k = getattr(Obs, name.upper())
+            np.testing.assert_allclose(obs[:, k], np.clip(value, 0, market.obs_high[k]), rtol=1e-6, err_msg=name)
+            seen[name].update(np.round(obs[:, k], 6).tolist())
+        if market.done:
+            break
+        formulas.record(market.step(alpha))
+    assert all(len(values) > 1 for values in seen.values())  # every feature moved: the check has teeth
+    assert market.remaining[0] <= 0 and max(formulas.features()["own_queued"]) > np.log1p(64 / 16)
 
 
 def test_queue_warning_criterion():

@@ -164,6 +164,32 @@ def test_scheduler_face_prices_on_demand(cls):
     assert auction.last_payments([1]) == {1: expected[1]}
 
 
+@pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize("cost_model", ["unit", "tokens"])
+def test_scheduler_face_keeps_the_round_as_one_record(cls, cost_model):
+    """`order` keeps what it decided as `last_round`: the queue, bids, cached lengths (under
+    "tokens"), the allocation and each bidder's queued count. The engine asking again with the same
+    inputs keeps the record; other bids make a new one; an empty queue is a round nobody pays in."""
+    auction = cls(cost_model=cost_model)
+    reqs, cache = queue(), RadixCache()
+    cache.insert([1, 2])
+    admitted = auction.order(reqs, cache)
+    decided = auction.last_round
+    assert decided.mechanism is auction and decided.requests == reqs
+    assert decided.bids == [r.bid for r in reqs] and decided.admission_order() == admitted
+    assert (decided.prefix_lens is None) == (cost_model == "unit")
+    assert decided.queued == {0: 2, 1: 1, 2: 1}
+    assert decided.payments([1, 2]) == {i: decided.outcome.payments[i] for i in (1, 2)}
+    auction.order(list(reqs), cache)
+    assert auction.last_round is decided
+    reqs[0].bid = 7.0
+    auction.order(reqs, cache)
+    assert auction.last_round is not decided and auction.last_round.bids[0] == 7.0
+    auction.order([], cache)
+    assert auction.last_round.admission_order() == [] and auction.last_round.allocation is None
+    assert auction.last_payments([0, 1]) == {0: 0.0, 1: 0.0} and auction.last_outcome == AuctionOutcome()
+
+
 @pytest.mark.parametrize("cost_model,cached", [("unit", None), ("tokens", None), ("tokens", [[7, 8]])])
 @pytest.mark.parametrize("bid", [0.0, 0.75, 3.0])
 def test_lone_request_allocation_equals_the_general_loop(cost_model, cached, bid):

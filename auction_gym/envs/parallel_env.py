@@ -11,7 +11,7 @@ from pettingzoo import ParallelEnv
 
 from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, parse_action
 from ..market import Market, Obs
-from .radix_auction_env import check_env_arguments, market_config, market_info, warn_if_queue_unstable
+from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable
 from .rendering import market_frame
 
 

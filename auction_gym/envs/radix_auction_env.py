@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -13,35 +12,8 @@ from gymnasium import spaces
 from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_multiplier, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
 from ..pacing import Policy, make_policy
+from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable, with_observation_table
 from .rendering import market_frame
-
-
-def market_config(
-    workload_kwargs: dict[str, Any] | None = None,
-    engine_kwargs: dict[str, Any] | None = None,
-    backend_kwargs: dict[str, Any] | None = None,
-    **kwargs: Any,
-) -> MarketConfig:
-    """The MarketConfig of an environment's keyword arguments (None kwargs dicts mean empty)."""
-    return MarketConfig(
-        workload_kwargs=dict(workload_kwargs or {}), engine_kwargs=dict(engine_kwargs or {}),
-        backend_kwargs=dict(backend_kwargs or {}), **kwargs,
-    )
-
-
-def check_env_arguments(reward_scale: float, render_mode: str | None, render_modes: list[str]) -> None:
-    """The checks both environments make of their own (non-market) arguments."""
-    if not math.isfinite(reward_scale) or reward_scale <= 0:
-        raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
-    if render_mode is not None and render_mode not in render_modes:
-        raise ValueError(f"render_mode must be one of {render_modes}, got {render_mode!r}")
-
-
-def warn_if_queue_unstable(config: MarketConfig) -> None:
-    """Warn (once per environment, at construction) when the queue will outgrow the episode;
-    `MarketConfig.queue_warning` has the criterion."""
-    if (message := config.queue_warning()) is not None:
-        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others: list[int],
@@ -64,31 +36,6 @@ def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others
     for bidder, policy in zip(others, policies):
         groups.setdefault(id(policy), (policy, []))[1].append(bidder)
     return [(policy, bidders, np.array(bidders)) for policy, bidders in groups.values()]
-
-
-def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, Any]:
-    """The `info` dict of one bidder after a round (see RadixAuctionEnv).
-
-    Means over no requests are reported as 0 (not NaN, so equal steps give equal infos); the
-    counts `admitted` and `finished` say when a mean is empty, and weight it when aggregating.
-    """
-    finished = len(report.finished)
-    return {
-        "payment": float(report.payments[bidder]),
-        "spent": float(market.spent[bidder]),
-        "budget": float(market.budget[bidder]),
-        "utility": float(report.utility[bidder]),
-        "multiplier": float(market.alpha[bidder]),
-        "round": market.round,
-        "time": report.time,
-        "welfare": report.welfare,
-        "revenue": report.revenue,
-        "hit_rate": report.hit_rate if report.admitted else 0.0,
-        "latency": report.mean_latency if finished else 0.0,
-        "ttft": report.mean_ttft if finished else 0.0,
-        "admitted": len(report.admitted),
-        "finished": finished,
-    }
 
 
 class RadixAuctionEnv(gym.Env):
@@ -123,28 +70,16 @@ class RadixAuctionEnv(gym.Env):
 
     ## Observation Space
 
-    `Box(0, high, (12,), float32)`; `auction_gym.market.Obs` names the indices.
+    `Box(0, Obs.high(horizon), (Obs.SIZE,), float32)`, one row of `Market.observations`; the
+    features are defined once, in `auction_gym.market.observation.FEATURES`, from which this table
+    is made and `auction_gym.market.Obs` takes its indices (`Obs.BUDGET_LEFT`, ...):
 
-    | index | name                 | meaning                                                    | range               |
-    |-------|----------------------|------------------------------------------------------------|---------------------|
-    | 0     | budget_left          | remaining budget / budget                                  | [0, 1]              |
-    | 1     | time_left            | rounds left / horizon                                      | [0, 1]              |
-    | 2     | spend_vs_target      | (spent / rounds so far) / rho, rho = budget / horizon      | [0, 4]              |
-    | 3     | last_spend_log       | log1p(spend in the last round / rho)                       | [0, log1p(horizon)] |
-    | 4     | own_queued           | log1p(own waiting requests / 16)                           | [0, 11.09]          |
-    | 5     | own_urgency          | log1p(mean urgency of own waiting requests) / log1p(10)    | [0, 2]              |
-    | 6     | total_queue          | log1p(all waiting requests / 64)                           | [0, 9.70]           |
-    | 7     | clearing_price       | recent mean payment per admitted request / rho             | [0, 10]             |
-    | 8     | own_latency          | log1p(recent latency of own finished requests / 10 s)      | [0, 6.91]           |
-    | 9     | own_ttft             | log1p(recent time to first token of own finished / 1 s)    | [0, 6.91]           |
-    | 10    | cache_hit_rate       | recent cached / prompt tokens of admitted requests         | [0, 1]              |
-    | 11    | prev_multiplier      | the focal bidder's last multiplier / alpha_max             | [0, 1]              |
+    {observation_table}
 
     Values are clipped to the range. "Recent" is an exponential moving average over rounds (weight
-    0.1 on the newest), see `auction_gym.market.observation`. The queue, latency and TTFT features
-    are on a log scale so that they stay informative however long the queue grows (see Load and
-    episode length); the queue features clip only at 2^20 waiting requests (bounds
-    log1p(2^20 / scale)), which no episode reaches, latency and TTFT at 10,000 s and 1,000 s.
+    `observation.EMA` on the newest). The queue, latency and TTFT features are on a log scale so
+    that they stay informative however long the queue grows (see Load and episode length); where
+    they clip, and why, is in `auction_gym.market.observation`.
 
     ## Rewards
 
@@ -160,7 +95,8 @@ class RadixAuctionEnv(gym.Env):
     ## Episode End
 
     One step is one admission round: the engine runs up to and including its next prefill
-    iteration. The episode terminates after `horizon` rounds (the budget period ends; time left is
+    iteration that admits a request (one that only continues a chunked prompt or resumes retracted
+    requests is not a round). The episode terminates after `horizon` rounds (the budget period ends; time left is
     observed, so this is a terminal state). It is truncated if the workload runs dry first.
 
     ## Load and episode length
@@ -356,3 +292,6 @@ class RadixAuctionEnv(gym.Env):
         return (f"round {m.round}/{self.config.horizon} t={m.engine.now:.2f}s queue={len(m.engine.waiting)} "
                 f"alpha={np.round(m.alpha, 3).tolist()} spent/budget={np.round(m.spent / m.budget, 3).tolist()} "
                 f"admitted={admitted} finished={finished}")
+
+
+RadixAuctionEnv.__doc__ = with_observation_table(RadixAuctionEnv.__doc__)

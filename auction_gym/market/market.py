@@ -16,6 +16,25 @@ seconds per admitted request so far (warm-up included, so the mean is settled by
 under "tokens" the cost model's seconds per prefill token.
 
 Invariants: spent_i <= budget_i; payments >= 0; bids of a bidder out of budget are 0.
+
+A round, call by call (an auction mechanism; the others stop at step 3 and charge nothing):
+
+1. `Market.step` sets each bidder's multiplier on its scheduler wrapper (`_Bidding.alpha`, 0 for
+   a bidder out of budget) and steps the engine (`_advance` -> `engine.step()`) until an
+   iteration admits a request.
+2. In each prefill iteration the engine calls `scheduler.order(waiting, cache)`: `_Bidding.order`
+   stamps every waiting request's bid, alpha_i x urgency, and hands the queue to the mechanism.
+3. `AuctionMechanism.order` allocates the round and keeps it as `auction.last_round`, an
+   `AuctionRound` record (the requests, their bids and cached prefix lengths, the allocation);
+   when the engine asks again after an iteration that admitted nothing (memory was short), the
+   record is reused if those inputs are unchanged. It returns the admission order, from which
+   the engine admits as memory allows.
+4. `Market._charge`, once the iteration admitted, reads that record: the VCG payments of the
+   bidders admitted (`AuctionRound.payments`, computed now from the allocation, not from the
+   cache, which admission changed) and their queued counts (`AuctionRound.queued`), and charges
+   each p_i x a_i / q_i x seconds_per_unit, capped by what is left of its budget.
+5. `Market.step` accounts the requests that finished in the round and returns its `RoundReport`;
+   `Market.observations` then reads the market's state (`observation.FEATURES`).
 """
 
 from __future__ import annotations
@@ -27,6 +46,7 @@ from typing import Sequence
 import numpy as np
 
 from ..engine import Iteration, rejections
+from ..mechanism.base import AuctionMechanism
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler import Scheduler
@@ -67,20 +87,22 @@ class _Bidding:
     def __init__(self, inner: Scheduler, num_bidders: int) -> None:
         self.inner, self.name = inner, inner.name
         self.alpha = [1.0] * num_bidders  # each bidder's multiplier this round, 0 once out of budget
-        self.queued = [0] * num_bidders  # each bidder's waiting requests when the queue was last ordered
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         alpha = self.alpha
-        queued = [0] * len(alpha)
         for r in queue:
             r.bid = alpha[r.bidder] * r.urgency
-            queued[r.bidder] += 1
-        self.queued = queued
         return self.inner.order(queue, cache)
 
 
 class Market:
-    """Runs one scenario (`MarketConfig`) round by round. Call `reset(seed)` before `step`."""
+    """Runs one scenario (`MarketConfig`) round by round. Call `reset(seed)` before `step`.
+
+    Attributes:
+        auction: the mechanism when it is an auction ("radix_vcg", "strict_vcg"), whose
+            `last_round` is the round the last step admitted from and charged for; None under the
+            schedulers that charge nothing, and before `reset`.
+    """
 
     def __init__(self, config: MarketConfig | None = None) -> None:
         self.config = config or MarketConfig()
@@ -90,15 +112,16 @@ class Market:
         # Constant, and read every step: Python floats (a handful of bidders, where numpy's per-call
         # overhead would outweigh the arithmetic; so is the per-step bookkeeping below).
         self._budget = self.budget.tolist()
-        self._budget_rho = list(zip(self._budget, self.rho.tolist()))
+        self._rho = self.rho.tolist()
         self.obs_high = Obs.high(self.config.horizon)
         self._obs_bounds = np.tile(Obs.LOW, self.n), np.tile(self.obs_high, self.n)  # all rows, flat
         self.engine = None
+        self.auction: AuctionMechanism | None = None
 
     def reset(self, seed: int) -> None:
         cfg, n = self.config, self.n
         self._bidding = _Bidding(cfg.make_scheduler(), n)
-        self._auction = self._bidding.inner if cfg.mechanism in AUCTIONS else None
+        self.auction = self._bidding.inner if cfg.mechanism in AUCTIONS else None
         self.engine = cfg.make_engine(self._bidding)
         self.engine.submit(cfg.make_workload(seed))
         self.busy_time = 0.0
@@ -226,47 +249,56 @@ class Market:
             prompt += rec.prompt_len
         report.hit_rate = cached / prompt
         self.hit_ema = ema(self.hit_ema, report.hit_rate)
-        if self._auction is not None:
+        if self.auction is not None:
             if self.config.cost_model == "unit":
                 seconds_per_unit = self.busy_time / self.admitted_total
             else:
                 seconds_per_unit = self.engine.cost.prefill_per_token
-            queued, budget = self._bidding.queued, self._budget
+            decided, budget = self.auction.last_round, self._budget  # the round admitted from
+            queued = decided.queued
             # Only the bidders admitted this round pay, so only their payments are computed.
             charged = [i for i in range(self.n) if admitted[i]]
-            for i, p in self._auction.last_payments(charged).items():
+            for i, p in decided.payments(charged).items():
                 due = p * admitted[i] / queued[i] * seconds_per_unit
                 payments[i] = min(due, max(budget[i] - spent[i], 0.0))
         self.price_ema = ema(self.price_ema, sum(payments) / len(report.admitted))
 
     def observations(self) -> np.ndarray:
-        """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32 (see observation.py)."""
+        """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32: the features of
+        `observation.FEATURES`, each clipped to [0, its bound]."""
         # Built from Python floats: a handful of bidders, called every step, where a dozen small
         # numpy operations would cost more than the values themselves.
-        n, T = self.n, self.config.horizon
+        n, size, T = self.n, Obs.SIZE, self.config.horizon
         count = [0] * n
         urgency = [0.0] * n
         waiting = self.engine.waiting
         for r in waiting:
-            i = r.bidder
-            count[i] += 1
-            urgency[i] += r.urgency
-        rounds, time_left = max(self.round, 1), (T - self.round) / T
-        total = math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)
-        price, hit, alpha_max = self.price_ema, self.hit_ema, self.config.alpha_max
-        flat: list[float] = []  # row after row: one flat array is made and clipped faster than rows
-        for (b, rho), s, last, c, u, lat, ttft, a in zip(
-            self._budget_rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,
+            count[r.bidder] += 1
+            urgency[r.bidder] += r.urgency
+        rounds, alpha_max, price = max(self.round, 1), self.config.alpha_max, self.price_ema
+        flat = [0.0] * (n * size)  # row after row: one flat array is made and clipped faster than rows
+        # A feature alike for every bidder fills its column (flat[k::size] is feature k) at once.
+        flat[Obs.TIME_LEFT::size] = [(T - self.round) / T] * n
+        flat[Obs.TOTAL_QUEUE::size] = [math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)] * n
+        flat[Obs.CACHE_HIT_RATE::size] = [self.hit_ema] * n
+        row = 0
+        for b, p, s, last, c, u, latency, ttft, a in zip(
+            self._budget, self._rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,
             self._latency_ema, self._ttft_ema, self.alpha.tolist(),
         ):
-            flat += (
-                (b - s) / b, time_left, s / rounds / rho, math.log1p(last / rho), math.log1p(c / QUEUE_SCALE),
-                math.log1p(u / max(c, 1)) / URGENCY_LOG_SCALE, total, price / rho, math.log1p(lat / LATENCY_SCALE),
-                math.log1p(ttft / TTFT_SCALE), hit, a / alpha_max,
-            )
+            flat[row + Obs.BUDGET_LEFT] = (b - s) / b
+            flat[row + Obs.SPEND_VS_TARGET] = s / rounds / p
+            flat[row + Obs.LAST_SPEND_LOG] = math.log1p(last / p)
+            flat[row + Obs.OWN_QUEUED] = math.log1p(c / QUEUE_SCALE)
+            flat[row + Obs.OWN_URGENCY] = math.log1p(u / max(c, 1)) / URGENCY_LOG_SCALE
+            flat[row + Obs.CLEARING_PRICE] = price / p
+            flat[row + Obs.OWN_LATENCY] = math.log1p(latency / LATENCY_SCALE)
+            flat[row + Obs.OWN_TTFT] = math.log1p(ttft / TTFT_SCALE)
+            flat[row + Obs.PREV_MULTIPLIER] = a / alpha_max
+            row += size
         # Rounding to float32 before clipping to float32 bounds gives what clipping first would.
         obs = np.array(flat, dtype=np.float32)
         low, high = self._obs_bounds
         np.maximum(obs, low, out=obs)
         np.minimum(obs, high, out=obs)
-        return obs.reshape(n, Obs.SIZE)
+        return obs.reshape(n, size)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Iterable, Protocol, Sequence
 
 from ..radix_cache import RadixCache
@@ -26,6 +28,68 @@ class Allocation(Protocol):
     """sum_r b_r C_r in `order` (= -welfare)."""
 
 
+@dataclass(eq=False, slots=True)
+class AuctionRound:
+    """What `AuctionMechanism.order` decided in one round: its inputs, its allocation, and on first
+    use its payments and outcome. Kept as the auction's `last_round` until the next round is decided,
+    so the market prices the round after the engine has admitted from it. Payments are in the cost
+    model's units (see `AuctionOutcome`).
+
+    Its inputs (`requests`, `bids`, `prefix_lens`) are what decides the allocation, so `order`
+    reuses the record for a round whose inputs are equal (`decided_from`).
+    """
+
+    mechanism: AuctionMechanism
+    """The auction that decided it (and prices it)."""
+    requests: list[Request]
+    """The waiting queue as the engine passed it. Held here, so none of these objects is freed and
+    replaced by another while the record is kept (requests compare by identity)."""
+    bids: list[float]
+    """Each request's bid when the round was decided."""
+    prefix_lens: list[int] | None
+    """Each request's cached prefix length (tokens) under "tokens"; None under "unit", where the
+    radix tree and the bids alone decide."""
+    allocation: Allocation | None
+    """The order and its costs; None for an empty queue."""
+    _outcome_cache: AuctionOutcome | None = field(default=None, init=False, repr=False)
+    _queued: dict[int, int] | None = field(default=None, init=False, repr=False)
+
+    def decided_from(self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None) -> bool:
+        """Whether a round with these inputs is this one. Bids are compared first: they change in
+        almost every round."""
+        return bids == self.bids and requests == self.requests and prefix_lens == self.prefix_lens
+
+    def admission_order(self) -> list[Request]:
+        """The requests, first = admitted first (a new list)."""
+        if self.allocation is None:
+            return []
+        requests = self.allocation.requests
+        return [requests[r] for r in self.allocation.order]
+
+    @property
+    def queued(self) -> dict[int, int]:
+        """Bidder -> its requests in the round (q_i of the market's charging rule)."""
+        if self._queued is None:
+            self._queued = Counter(r.bidder for r in self.requests)
+        return self._queued
+
+    @property
+    def outcome(self) -> AuctionOutcome:
+        """Order, all payments, welfare and completion times of the round."""
+        if self._outcome_cache is None:
+            alloc = self.allocation
+            self._outcome_cache = AuctionOutcome() if alloc is None else self.mechanism._outcome(alloc)
+        return self._outcome_cache
+
+    def payments(self, bidders: Iterable[int]) -> dict[int, float]:
+        """VCG payments (>= 0) of `bidders` (0 for a bidder not in the round), computing only
+        theirs unless the whole outcome is already there."""
+        if self._outcome_cache is not None or self.allocation is None:
+            payments = self.outcome.payments
+            return {i: payments.get(i, 0.0) for i in bidders}
+        return self.mechanism.payments(self.allocation, bidders)
+
+
 class AuctionMechanism:
     """Base of the auctions: `run` decides a round, `order` makes the auction a Scheduler.
 
@@ -37,15 +101,18 @@ class AuctionMechanism:
             + k * request_overhead, so what the cache holds costs nothing) or "unit" (C_k = k, the
             paper's literal model, blind to the cache), DESIGN.md section 3.
         request_overhead: completion units charged per request under "tokens" (>= 0).
+
+    Attributes:
+        last_round: the `AuctionRound` record of the last round `order` decided (None before the
+            first): the one place a scheduler round's allocation is kept, for its payments and for
+            reuse when the engine asks again.
     """
 
     name = ""
 
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
-        self._last_alloc: Allocation | None = None
-        self._last_outcome: AuctionOutcome | None = None
-        self._last_key: tuple[list[float], list[Request], list[int] | None] | None = None
+        self.last_round: AuctionRound | None = None
         self._memo = TokenMemo()
         # The scheduler face's cached prefix lengths, kept up to date from round to round under
         # "tokens" (re-matching only the requests a cache change can affect).
@@ -98,52 +165,43 @@ class AuctionMechanism:
         )
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        """Scheduler interface: allocate the round with `cache` as the cached set and return the
-        requests in admission order. Its prices come on demand: `last_payments` for some bidders,
-        `last_outcome` for the whole outcome, both from the allocation (not the cache, which the
-        engine changes as it admits).
+        """Scheduler interface: decide the round with `cache` as the cached set, keep it as
+        `last_round` and return the requests in admission order. The round is priced on demand,
+        from the record (`last_payments`, `last_outcome`), not from the cache, which the engine
+        changes as it admits.
 
-        An engine asks again after a round that admitted nothing (memory was short); if the queue,
-        the bids and (under "tokens") the requests' cached prefix lengths are unchanged, the last
-        allocation is reused: nothing else decides it."""
-        # The same request objects (held here, so none is freed and replaced meanwhile), bids, and
-        # cached lengths (kept incrementally by the matcher; None under "unit", where the radix
-        # tree and bids alone decide). Requests compare by identity, so comparing the keys compares
-        # the objects, and the bids first: they change in almost every round.
+        An engine asks again after a round that admitted nothing (memory was short); when the
+        round's inputs are unchanged (`AuctionRound.decided_from`) the record is kept as it is:
+        nothing else decides the allocation."""
         requests = list(queue)
         lens = None
         if self.cost_model == "tokens" and requests:
-            match = self._matcher.update(requests, cache)
+            match = self._matcher.update(requests, cache)  # kept incrementally from round to round
             lens = [match[r.id][0] for r in requests]
-        key = ([r.bid for r in requests], requests, lens)
-        if key != self._last_key:
-            self._last_alloc = self.allocate(requests, cached=cache, prefix_lens=lens) if requests else None
-            self._last_outcome = None
-            self._last_key = key
-        if self._last_alloc is None:
-            return []
-        requests = self._last_alloc.requests
-        return [requests[r] for r in self._last_alloc.order]
+        bids = [r.bid for r in requests]
+        decided = self.last_round
+        if decided is None or not decided.decided_from(requests, bids, lens):
+            allocation = self.allocate(requests, cached=cache, prefix_lens=lens) if requests else None
+            decided = self.last_round = AuctionRound(
+                mechanism=self, requests=requests, bids=bids, prefix_lens=lens, allocation=allocation)
+        return decided.admission_order()
 
     @property
     def last_outcome(self) -> AuctionOutcome | None:
-        """The outcome of the last round `order` decided, all payments included (None before)."""
-        if self._last_outcome is None and self._last_key is not None:
-            alloc = self._last_alloc
-            self._last_outcome = AuctionOutcome() if alloc is None else self._outcome(alloc)
-        return self._last_outcome
+        """The outcome of the last round `order` decided, all payments included (None before);
+        `last_round.outcome`."""
+        return None if self.last_round is None else self.last_round.outcome
 
     def last_payments(self, bidders: Iterable[int]) -> dict[int, float]:
         """VCG payments of `bidders` in the last round `order` decided (0 for a bidder not in it),
-        computing only theirs."""
-        if self._last_outcome is not None:
-            return {i: self._last_outcome.payments.get(i, 0.0) for i in bidders}
-        if self._last_alloc is None:
+        computing only theirs; `last_round.payments(bidders)`. RuntimeError before any round."""
+        if self.last_round is None:
             raise RuntimeError("no round has been ordered")
-        return self.payments(self._last_alloc, bidders)
+        return self.last_round.payments(bidders)
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(cost_model={self.cost_model!r}, "
             f"request_overhead={self.request_overhead})"
         )
+
