@@ -204,4 +204,3 @@ class AuctionMechanism:
             f"{type(self).__name__}(cost_model={self.cost_model!r}, "
             f"request_overhead={self.request_overhead})"
         )
-
