@@ -10,10 +10,16 @@ Semantics follow SGLang's `RadixCache` (python/sglang/srt/mem_cache/radix_cache.
 - `evict(num_tokens)` removes least-recently-used unlocked leaves until `num_tokens` are freed; a parent
   becomes a leaf, and so a candidate, when its last child goes.
 
-Invariants (checked by tests/test_radix_cache.py):
-- `total_size == evictable_size + protected_size == sum of edge lengths`.
-- A node is protected iff `lock_ref > 0`; a locked node's ancestors are locked too.
-- Every edge length is a multiple of `page_size`; children of a node differ in their first page.
+Invariants (`check()` raises on the first one broken; the tests call it):
+- `total_size == evictable_size + protected_size == sum of edge lengths`; `node_count` counts the
+  nodes but the root.
+- A node is protected iff `lock_ref > 0`; a node's `lock_ref` is at least the sum of its children's
+  (a lock counts on every node of its path), so a locked node's ancestors are locked too.
+- Every edge length is a positive multiple of `page_size`; a child is keyed by its edge's first
+  page, points to its parent, and its depth is its parent's plus its edge; values, when stored, are
+  one per token.
+- Every unlocked leaf has a current entry on the heap its wait mark selects (below); wait marks are
+  in [-1, ROUND_TICKS).
 - Evicted nodes are detached (`alive` False) and never returned again.
 
 Time is a logical clock (one tick per `match_prefix`/`insert`), so eviction order is deterministic.
@@ -51,6 +57,8 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from ._checks import check_count
+from .radix_integrity import check_integrity
 from .request import as_tokens, token_view
 
 ROUND_TICKS = 1 << 32
@@ -108,9 +116,7 @@ class RadixCache:
         page_size: int = 1,
         on_evict: Callable[[np.ndarray], None] | None = None,
     ) -> None:
-        if int(page_size) != page_size or page_size < 1:
-            raise ValueError(f"page_size must be a positive int, got {page_size!r}")
-        self.page_size = int(page_size)
+        self.page_size = check_count("page_size", page_size)
         self.on_evict = on_evict
         self._log_epoch = 0
         self.reset()
@@ -212,6 +218,13 @@ class RadixCache:
         length, node, _ = self._walk(token_view(tokens), split=split, start=start, stamp=self._tick)
         return length, node
 
+    @property
+    def version(self) -> tuple[int, int]:
+        """The tree's shape: it changes whenever a node is added, split or evicted (what can change
+        a match result), not on LRU refreshes, locks or wait marks, and never repeats. Equal
+        versions mean every match result still holds; it is the cursor `changes_since` returns."""
+        return (self._log_epoch, len(self._log))
+
     def changes_since(
         self, cursor: tuple[int, int] | None
     ) -> tuple[tuple[int, int], list[tuple[TreeNode, int | bytes | None]] | None]:
@@ -221,7 +234,7 @@ class RadixCache:
         loses or splits its child k, logged as (X, k), or X is evicted, logged as (X, None). None
         instead of a list means the log was reset (or `cursor` is None): redo every match.
         """
-        now = (self._log_epoch, len(self._log))
+        now = self.version
         if cursor is None or cursor[0] != self._log_epoch:
             return now, None
         return now, self._log[cursor[1] :]
@@ -338,6 +351,11 @@ class RadixCache:
         node.wait = wait
         if not node.children and not node.lock_ref:
             self._push(node)
+
+    def check(self) -> None:
+        """Raise `IntegrityError` (an AssertionError) naming the first broken invariant of the
+        module docstring. O(nodes + heap entries): for tests and debugging."""
+        check_integrity(self, ROUND_TICKS)
 
     def sequences(self) -> Iterator[np.ndarray]:
         """Every cached root-to-leaf token sequence (for inspection and tests)."""

@@ -8,6 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ._checks import is_int
+
 TOKEN_DTYPE = np.int64
 
 
@@ -32,15 +34,6 @@ def as_tokens(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.nd
 
 
 _min = np.minimum.reduce
-
-
-def _is_int(x: object) -> bool:
-    """Whether `x` is an integer value (an int, or an integral float such as 5.0), not a bool: what
-    `Request` takes as a token count. inf, nan and non-numbers are not (False, not an error)."""
-    try:
-        return not isinstance(x, bool) and math.isfinite(x) and int(x) == x
-    except (TypeError, OverflowError):
-        return False
 
 
 def token_view(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.ndarray:
@@ -98,7 +91,7 @@ class Request:
         if self.tokens.size == 0:
             raise ValueError(f"request {self.id}: empty prompt (tokens has length 0)")
         out = self.output_len
-        if not _is_int(out):
+        if not is_int(out):
             raise ValueError(f"request {self.id}: output_len must be an int, got {out!r}")
         self.output_len = out = int(out)
         if out < 1:
@@ -115,7 +108,7 @@ class Request:
         cap = self.max_new_tokens
         if cap is None:
             self.max_new_tokens = out
-        elif not _is_int(cap) or cap < out:
+        elif not is_int(cap) or cap < out:
             raise ValueError(f"request {self.id}: max_new_tokens must be an int >= output_len = {out}, got {cap!r}")
         else:
             self.max_new_tokens = int(cap)
@@ -126,13 +119,14 @@ class Request:
 
     @classmethod
     def _unchecked(
-        cls, id: int, bidder: int, tokens: np.ndarray, bid: float, output_len: int, arrival: float,
-        value: float, urgency: float, output_tokens: np.ndarray | None, kind: str, *, max_new_tokens: int,
+        cls, *, id: int, bidder: int, tokens: np.ndarray, bid: float, output_len: int, arrival: float,
+        value: float, urgency: float, output_tokens: np.ndarray | None, kind: str, max_new_tokens: int,
     ) -> Request:
         """A request from fields a workload generator has already put in their checked form (read-only
         int64 token arrays of non-negative ids, Python ints and finite floats in range), without
         `__post_init__`'s checks, which would otherwise cost a generated request as much as drawing
-        it. The generators' tests rebuild their requests through the checked constructor."""
+        it. The generators' tests rebuild their requests through the checked constructor. Every
+        field is a keyword: ten of them in a row would be easy to misplace."""
         r = object.__new__(cls)
         r.id, r.bidder, r.tokens, r.bid, r.output_len = id, bidder, tokens, bid, output_len
         r.arrival, r.value, r.urgency, r.output_tokens, r.kind = arrival, value, urgency, output_tokens, kind

@@ -113,11 +113,9 @@ def check_books(engine: ServingEngine, it: Iteration, ledger: Ledger) -> None:
     for node in holders:
         for n in _path(node):
             refs[id(n)] = refs.get(id(n), 0) + 1
-    protected = 0
     for n in cache.nodes():
         assert n.lock_ref == refs.get(id(n), 0), "a lock is held by no request in flight, or missing"
-        protected += len(n) if n.lock_ref else 0
-    assert cache.protected_size == protected
+    cache.check()  # sizes (protected = locked edges), lock counts along paths, eviction heaps
     engine.queue.check()
     # Every request in at most one place; every one not done is somewhere.
     waiting = [r.id for r in engine.waiting]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from auction_gym import RadixCache
+from auction_gym.radix_integrity import IntegrityError
 
 seqs = st.lists(st.integers(0, 3), min_size=1, max_size=12)
 
@@ -95,14 +96,9 @@ class CacheMachine(RuleBasedStateMachine):
         self.model = after
 
     @invariant()
-    def sizes_add_up(self) -> None:
-        nodes = list(self.cache.nodes())
-        assert self.cache.total_size == sum(len(n) for n in nodes) == len(self.model) * self.page
-        assert self.cache.protected_size == sum(len(n) for n in nodes if n.lock_ref > 0)
-        assert self.cache.node_count == len(nodes)
-        for n in nodes:
-            assert len(n) > 0 and len(n) % self.page == 0
-            assert n.lock_ref >= 0 and (n.lock_ref == 0 or n.parent.lock_ref > 0)
+    def consistent(self) -> None:
+        self.cache.check()
+        assert self.cache.total_size == len(self.model) * self.page
 
     @invariant()
     def locked_paths_survive(self) -> None:
@@ -308,6 +304,7 @@ def test_eviction_order_equals_sglang_stamping(program):
             ref.lock(ref_node, -1)
         elif op == "evict":
             assert ours.evict(n) == ref.evict(n)
+        ours.check()
         assert {tuple(s.tolist()) for s in ours.sequences()} == ref.sequences()
 
 
@@ -319,3 +316,68 @@ def test_waited_on_node_is_evicted_after_everything_else():
     c.new_round()
     assert c.evict(1) == 2 and c.prefix_len([1, 2, 3]) == 3
     assert c.evict(1) == 3  # nothing else is left: what waits goes too
+
+
+def _busy_cache() -> RadixCache:
+    """A cache with a split, a lock, a waiting mark and an eviction behind it: check() passes."""
+    c = RadixCache(page_size=2)
+    c.insert([1, 2, 3, 4, 5, 6])
+    c.insert([1, 2, 7, 8])
+    c.insert([9, 9])
+    c.lock(c.match_prefix([1, 2, 3, 4]).last_node)
+    c.set_wait(c.match_prefix([1, 2, 7, 8]).last_node, 3)
+    c.new_round()
+    c.evict(2)
+    c.check()
+    return c
+
+
+def _at(c: RadixCache, tokens: list[int]):
+    """The node where `tokens` end (without touching the cache)."""
+    return c.peek(tokens)[1]
+
+
+@pytest.mark.parametrize(
+    "tamper, message",
+    [
+        (lambda c: setattr(c, "evictable_size", c.evictable_size + 2), "sizes"),
+        (lambda c: setattr(c, "node_count", c.node_count - 1), "sizes"),
+        (lambda c: setattr(_at(c, [1, 2]), "lock_ref", 0), "lock_ref 0 is less than its children's 1"),
+        (lambda c: setattr(_at(c, [1, 2, 3, 4]), "depth", 5), "depth is not its parent's"),
+        (lambda c: setattr(c, "page_size", 4), "not a positive multiple of page_size 4"),
+        (lambda c: setattr(_at(c, [1, 2, 7, 8]), "wait", -2), "wait mark -2"),
+        (lambda c: c._heap.clear(), "no current entry on the heap"),
+        (lambda c: c._wait_heap.clear(), "no current entry on the wait heap"),
+        (lambda c: c._heap.insert(0, (10**9, 0, c.root)), "not a heap"),
+        (lambda c: setattr(_at(c, [1, 2, 3, 4]), "parent", c.root), "parent pointer"),
+        (lambda c: _at(c, [1, 2]).children.update({99: _at(c, [1, 2]).children.popitem()[1]}), "first page"),
+        (lambda c: setattr(c.root, "lock_ref", 2), "root"),
+    ],
+)
+def test_check_catches_a_corrupted_cache(tamper, message):
+    c = _busy_cache()
+    tamper(c)
+    with pytest.raises(IntegrityError, match=message):
+        c.check()
+
+
+def test_version_changes_with_the_shape_only():
+    """`version` moves when a node is added, split or evicted, not on reads, LRU refreshes or locks;
+    it is the cursor `changes_since` hands out."""
+    c = RadixCache()
+    v0 = c.version
+    c.insert([1, 2, 3])
+    v1 = c.version
+    assert v1 != v0 and c.changes_since(v0)[0] == v1
+    c.prefix_len([1, 2])
+    node = c.match_prefix([1, 2, 3]).last_node
+    c.lock(node)
+    c.unlock(node)
+    assert c.version == v1 and c.changes_since(v1) == (v1, [])
+    c.match_prefix([1, 2, 9])  # splits [1,2,3]
+    v2 = c.version
+    assert v2 != v1
+    c.evict(100)
+    assert c.version not in (v0, v1, v2)
+    c.reset()
+    assert c.version not in (v0, v1, v2) and c.changes_since(v2)[1] is None

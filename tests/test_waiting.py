@@ -17,6 +17,7 @@ def evicted_order(cache: RadixCache, probes: dict[str, list[int]]) -> list[str]:
     out = []
     while cache.evictable_size:
         cache.evict(1)
+        cache.check()
         out += [k for k, p in probes.items() if k not in out and cache.prefix_len(p) == 0]
     return out
 
@@ -66,7 +67,8 @@ def test_split_by_a_waiting_match_keeps_the_prefix_not_the_tail():
 
 def test_marks_follow_the_queue_under_an_engine():
     """Driving an engine under cache pressure, which refreshes before every order: each waited-on
-    node carries the largest rank of the requests ending there, and nothing else is marked."""
+    node carries the largest rank of the requests ending there, nothing else is marked, and the
+    cache keeps its invariants (`RadixCache.check`)."""
     reqs = branching_workload(seed=2)
     engine = SimEngine("lpm", EngineConfig(kv_capacity_tokens=600, max_running_requests=6))
     waiting, order = engine.waiting_prefixes, engine.scheduler.order
@@ -81,6 +83,7 @@ def test_marks_follow_the_queue_under_an_engine():
             if node is not cache.root:
                 expect[node] = max(expect.get(node, -1), waiting._rank[r.id])
         assert {n: n.wait for n in cache.nodes() if n.wait >= 0} == expect
+        cache.check()
         rounds += 1
         return order(queue, cache)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._checks import check_count
 from .cost_model import CostModel
 
 RESERVATIONS = ("sglang", "oracle")
@@ -63,9 +64,9 @@ class EngineConfig:
                             ("page_size", 1), ("clip_max_new_tokens", 1), ("new_token_ratio_decay_steps", 1),
                             ("retract_decode_steps", 0), ("in_batch_check_threshold", 0),
                             ("in_batch_deprioritize_threshold", 1)):
-            _check_int(name, getattr(self, name), least)
+            check_count(name, getattr(self, name), least)
         if self.chunked_prefill_size is not None:
-            _check_int("chunked_prefill_size", self.chunked_prefill_size, self.page_size)
+            check_count("chunked_prefill_size", self.chunked_prefill_size, self.page_size)
             if self.max_prefill_tokens < self.page_size:  # a chunk must hold a page to make progress
                 raise ValueError(f"with chunked prefill, max_prefill_tokens must be >= page_size = {self.page_size}")
         if self.reservation not in RESERVATIONS:
@@ -86,8 +87,3 @@ class EngineConfig:
         if self.chunked_prefill_size is None:
             return self.max_prefill_tokens
         return min(self.chunked_prefill_size, self.max_prefill_tokens)
-
-
-def _check_int(name: str, v: object, least: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < least:
-        raise ValueError(f"{name} must be an int >= {least}, got {v!r}")

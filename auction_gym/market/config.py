@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .._checks import check_count
 from ..engine import EngineConfig, ServingEngine
 from ..mechanism import RadixTreeAuction, StrictPriorityAuction
 from ..request import Request
@@ -105,8 +106,7 @@ class MarketConfig:
     yet; 20 s would fill about 90% of the KV.)"""
 
     def __post_init__(self) -> None:
-        if isinstance(self.num_bidders, bool) or int(self.num_bidders) != self.num_bidders or self.num_bidders < 1:
-            raise ValueError(f"num_bidders must be a positive int, got {self.num_bidders!r}")
+        check_count("num_bidders", self.num_bidders)
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"unknown mechanism {self.mechanism!r}; valid: {', '.join(MECHANISMS)}")
         if self.workload not in WORKLOADS:
@@ -117,8 +117,7 @@ class MarketConfig:
             check_readable_file(self.trace_path, "trace_path")
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
-        if isinstance(self.horizon, bool) or int(self.horizon) != self.horizon or self.horizon < 1:
-            raise ValueError(f"horizon must be a positive int, got {self.horizon!r}")
+        check_count("horizon", self.horizon)
         known = {f.name for f in fields(EngineConfig)}
         if unknown := set(self.engine_kwargs) - known:
             raise ValueError(f"unknown engine_kwargs {sorted(unknown)}; known: {sorted(known)}")

@@ -91,6 +91,23 @@ def _lcp(a: np.ndarray, b: np.ndarray) -> int:
     return i if neq[i] else m
 
 
+class _Entry:
+    """What `TokenMemo` remembers of one token array."""
+
+    __slots__ = ("tokens", "key", "successor", "lcp", "rank")
+
+    def __init__(self, tokens: np.ndarray) -> None:
+        self.tokens = tokens
+        self.key = tokens.tobytes()
+        """The sort key: the array's bytes."""
+        self.successor: np.ndarray | None = None
+        """The array that followed it in the last sorted order (None: unknown or writeable)."""
+        self.lcp = 0
+        """Longest common prefix with `successor` (tokens)."""
+        self.rank = 0
+        """Position in the last sorted order."""
+
+
 class TokenMemo:
     """Sorted order of token arrays (by their bytes) and the longest common prefix of each array
     with its sorted successor, remembered from one call to the next.
@@ -104,9 +121,8 @@ class TokenMemo:
     """
 
     def __init__(self) -> None:
-        # id(t) -> [t, bytes of t, successor array or None, common prefix with it, rank]; holding
-        # the arrays keeps their ids from being reused.
-        self._memo: dict[int, list] = {}
+        # id(array) -> its entry, which holds the array and so keeps its id from being reused.
+        self._memo: dict[int, _Entry] = {}
 
     @property
     def held(self) -> Container[int]:
@@ -122,42 +138,115 @@ class TokenMemo:
         token), and comparing bytes runs in C.
         """
         old, new = self._memo, {}
-        hits, known, fresh = [], [], []
+        entries: list[_Entry] = []
+        known: list[tuple[int, int]] = []  # (last rank, index) of the arrays remembered
+        fresh: list[int] = []  # indices of the others
         for i, t in enumerate(tokens):
             ident = id(t)
-            hit = old.get(ident)  # the memo holds its arrays, so a remembered id is still `t`
-            if hit is None:
-                hit = [t, t.tobytes(), None, 0, 0]
+            entry = old.get(ident)  # the memo holds its arrays, so a remembered id is still `t`
+            if entry is None:
+                entry = _Entry(t)
                 fresh.append(i)
                 if not t.flags.writeable:
-                    new[ident] = hit
+                    new[ident] = entry
             else:
-                known.append((hit[4], i))
-                new[ident] = hit
-            hits.append(hit)
+                known.append((entry.rank, i))
+                new[ident] = entry
+            entries.append(entry)
         self._memo = new
         if 2 * len(fresh) > len(tokens):  # mostly new: sort from scratch
-            keys = [hit[1] for hit in hits]
+            keys = [entry.key for entry in entries]
             ranked = sorted(range(len(tokens)), key=keys.__getitem__)
         else:  # the known keep their order; place each new one
             known.sort()
             ranked = [i for _, i in known]
             if fresh:
-                keys = [hit[1] for hit in hits]
+                keys = [entry.key for entry in entries]
                 for i in fresh:
                     insort(ranked, i, key=keys.__getitem__)
         lcps: list[int] = []
         prev = None
         for k, i in enumerate(ranked):
-            hit = hits[i]
-            hit[4] = k
+            entry = entries[i]
+            entry.rank = k
             if prev is not None:
-                t = hit[0]
-                if prev[2] is not t:  # not neighbours last time: compare
-                    prev[2], prev[3] = (None if t.flags.writeable else t), _lcp(prev[0], t)
-                lcps.append(prev[3])
-            prev = hit
+                t = entry.tokens
+                if prev.successor is not t:  # not neighbours last time: compare
+                    prev.successor = None if t.flags.writeable else t
+                    prev.lcp = _lcp(prev.tokens, t)
+                lcps.append(prev.lcp)
+            prev = entry
         return ranked, lcps
+
+
+class _Open:
+    """A node on the rightmost root path of the tree being built, whose subtree is not complete."""
+
+    __slots__ = ("depth", "children", "attached", "reach")
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        """Tokens from the root (-1 for the sentinel above the root)."""
+        self.children: list[int] = []
+        """Child nodes, by their closing number."""
+        self.attached: list[int] = []
+        """Requests attached to it."""
+        self.reach = 0
+        """Largest cached length among the requests below it (tokens)."""
+
+
+class _Closed:
+    """The nodes whose subtree is complete, numbered in the order they close (the root last):
+    `QueueTree`'s lists in that numbering, for the `n` requests; `costed` False: no edge work."""
+
+    __slots__ = ("parent", "depth", "children", "attached", "edge_work", "req_node", "costed")
+
+    def __init__(self, n: int, costed: bool) -> None:
+        self.parent: list[int] = []  # -1 until the parent closes
+        self.depth: list[int] = []
+        self.children: list[list[int]] = []
+        self.attached: list[list[int]] = []
+        self.edge_work: list[float] = []
+        self.req_node = [0] * n
+        self.costed = costed
+
+    def close(self, node: _Open, above: _Open) -> None:
+        """Number `node`, a child of `above`, and the edge work into it."""
+        parent, req_node = self.parent, self.req_node
+        v = len(parent)
+        for c in node.children:
+            parent[c] = v
+        for q in node.attached:
+            req_node[q] = v
+        parent.append(-1)
+        self.depth.append(node.depth)
+        self.children.append(node.children)
+        self.attached.append(node.attached)
+        above.children.append(v)
+        if not self.costed:
+            self.edge_work.append(0.0)
+            return
+        # Cached up to the largest cached length below, clipped to the node's edge (comparisons
+        # rather than max/min calls: this runs for every node every round).
+        reach, d, lo = node.reach, node.depth, above.depth
+        if reach > above.reach:
+            above.reach = reach
+        if reach > lo:
+            lo = reach
+        self.edge_work.append(float(d - lo) if d > lo else 0.0)
+
+    def tree(self, req_work: list[float]) -> QueueTree:
+        """The tree in pre-order: node k becomes V-1-k."""
+        last = len(self.parent) - 1
+        return QueueTree(
+            parent=[-1] + [last - u for u in reversed(self.parent[:-1])],
+            depth=self.depth[::-1],
+            children=[[last - c for c in kids] for kids in reversed(self.children)],
+            attached=self.attached[::-1],
+            edge_work=self.edge_work[::-1],
+            req_node=[last - v for v in self.req_node],
+            req_work=req_work,
+        )
 
 
 def build_queue_tree(
@@ -166,80 +255,52 @@ def build_queue_tree(
     """Build the queue's radix tree; `prefix_lens` None means no edge work ("unit" cost model).
 
     `memo` is the caller's `TokenMemo`, kept from round to round; without one nothing is reused.
+
+    The requests are visited in sorted order, keeping the open nodes: the rightmost root path of
+    the tree built so far, depths strictly increasing, above a sentinel at depth -1. A node is
+    numbered k when it is the k-th to close (its subtree complete), and renumbered V-1-k at the
+    end, which is pre-order (siblings close in sorted order).
     """
     n = len(tokens)
     if n == 1:  # a lone request hangs below the root (the usual round at light load)
         work = 0.0 if prefix_lens is None else float(len(tokens[0]) - min(len(tokens[0]), prefix_lens[0]))
-        return QueueTree([-1], [0], [[]], [[0]], [0.0], [0], [work])
+        return QueueTree(parent=[-1], depth=[0], children=[[]], attached=[[0]], edge_work=[0.0], req_node=[0],
+                         req_work=[work])
     ranked, lcps = (memo or TokenMemo()).sort(tokens)
     # shared[k]: common prefix of the k-th sequence with the one before (0 for the first; -1 after
     # the last, which closes every node).
     shared = ([0] + lcps)[:n] + [-1]
-    parent: list[int] = []
-    depth: list[int] = []
-    children: list[list[int]] = []
-    attached: list[list[int]] = []
-    edge_work: list[float] = []
-    req_node = [0] * n
+    closed = _Closed(n, prefix_lens is not None)
+    close = closed.close
     req_work = [0.0] * n
-    # The open nodes: the rightmost root path of the tree built so far, depths strictly increasing,
-    # above a sentinel at depth -1. Each is [depth, children, attached requests, largest cached
-    # length below it]; a node is numbered k when it is the k-th to close (its subtree complete),
-    # and renumbered V-1-k at the end, which is pre-order (siblings close in sorted order).
-    stack: list[list] = [[-1, [], [], 0], [0, [], [], 0]]
+    stack = [_Open(-1), _Open(0)]
     top = stack[-1]  # the deepest open node
     for k, r in enumerate(ranked + [-1]):
         sk = shared[k]
-        while top[0] > sk:
-            d, kids, reqs, reach = stack.pop()
-            if stack[-1][0] < sk:
+        while top.depth > sk:  # close the open nodes deeper than the shared prefix
+            node = stack.pop()
+            if stack[-1].depth < sk:
                 # The shared prefix ends inside the edge into this node: open a node there.
-                stack.append([sk, [], [], 0])
+                stack.append(_Open(sk))
             top = stack[-1]
-            v = len(parent)
-            for c in kids:
-                parent[c] = v
-            for q in reqs:
-                req_node[q] = v
-            parent.append(-1)
-            depth.append(d)
-            children.append(kids)
-            attached.append(reqs)
-            top[1].append(v)
-            if prefix_lens is None:
-                edge_work.append(0.0)
-            else:  # cached up to the largest cached length below, clipped to the node's edge
-                # (comparisons rather than max/min calls: this runs for every node every round)
-                if reach > top[3]:
-                    top[3] = reach
-                lo = top[0] if top[0] > reach else reach
-                edge_work.append(float(d - lo) if d > lo else 0.0)
+            close(node, top)
         if r < 0:
             break
         # The request's node is as deep as the prefix it shares with either neighbour.
         at = shared[k + 1]
         if sk > at:
             at = sk
-        if top[0] < at:
-            top = [at, [], [], 0]
+        if top.depth < at:
+            top = _Open(at)
             stack.append(top)
-        top[2].append(r)
+        top.attached.append(r)
         if prefix_lens is not None:
             length, cached = len(tokens[r]), prefix_lens[r]
-            if cached > top[3]:
-                top[3] = cached
+            if cached > top.reach:
+                top.reach = cached
             lo = at if at > cached else cached
             req_work[r] = float(length - lo) if length > lo else 0.0
-    last = len(parent) - 1
-    return QueueTree(
-        [-1] + [last - u for u in reversed(parent[:-1])],  # parent
-        depth[::-1],
-        [[last - c for c in kids] for kids in reversed(children)],  # children
-        attached[::-1],
-        edge_work[::-1],
-        [last - v for v in req_node],  # req_node
-        req_work,
-    )
+    return closed.tree(req_work)
 
 
 def completion_times(tree: QueueTree, order: Sequence[int], request_work: float) -> list[float]:

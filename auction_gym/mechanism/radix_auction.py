@@ -3,9 +3,9 @@
 Allocation. In the queue's radix tree (see queue_tree), a block is a child subtree or a request
 attached to the node (ending there, or hanging below it on its own edge). Block stats, children
 before parents:
-    request r:  S = b_r, P = e_r + w, F = e_r * b_r + b_r * w
+    request r:  S = b_r, P = e_r + h, F = e_r * b_r + b_r * h
     node v:     S = sum S_j, P = e_v + sum P_j, F = e_v * S + sum F_j + G_v
-where w = 1 under "unit" and request_overhead else, e_v and e_r are the uncached work on the edge
+where h = 1 under "unit" and request_overhead else, e_v and e_r are the uncached work on the edge
 into v and on r's own edge (0 if r ends at its node), and G_v is the interaction term of v's blocks
 in Smith order (smith.py). The order visits blocks depth-first in that order, and the optimal cost
 is F_root, so W = -F_root; the outcome's welfare is recomputed as -sum b_r C_r from the completion
@@ -115,12 +115,12 @@ class RadixTreeAuction(AuctionMechanism):
 
     def _allocate_tree(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
         """Block stats children before parents, Smith order at each node, then the depth-first order."""
-        nn, w = tree.n_nodes, self.request_work
+        nn, overhead = tree.n_nodes, self.request_work
         ids = [req.id for req in requests]
-        own_p = [e + w for e in tree.req_work]  # a hanging request's own edge, then its overhead
+        own_p = [e + overhead for e in tree.req_work]  # a hanging request's own edge, then its overhead
         s = [0.0] * nn + bids
         p = [0.0] * nn + own_p
-        f = [0.0] * nn + [e * b + b * w for e, b in zip(tree.req_work, bids)]
+        f = [0.0] * nn + [e * b + b * overhead for e, b in zip(tree.req_work, bids)]
         tie = [0] * nn + ids
         key: list[SortKey | None] = [None] * nn
         key += map(block_key, bids, own_p, ids)
@@ -143,21 +143,11 @@ class RadixTreeAuction(AuctionMechanism):
             key[v] = block_key(s[v], p[v], tie[v])
             sorted_blocks[v] = blocks
             g[v], sum_f[v] = inter, internal
-        order: list[int] = []
-        path = [iter(sorted_blocks[0])]  # depth-first: the blocks still to visit at each open node
-        while path:
-            for b in path[-1]:
-                if b < nn:
-                    path.append(iter(sorted_blocks[b]))
-                    break
-                order.append(b - nn)
-            else:
-                path.pop()
-        completion = completion_times(tree, order, w)
-        cost = math.fsum(map(operator.mul, bids, completion))
+        order = _depth_first(sorted_blocks, nn)
+        completion = completion_times(tree, order, overhead)
         return RadixAllocation(
-            requests, bids, tree, s, p, f, tie, key, sorted_blocks, g, sum_f, order, completion,
-            cost,
+            requests=requests, bids=bids, tree=tree, s=s, p=p, f=f, tie=tie, key=key, sorted_blocks=sorted_blocks,
+            g=g, sum_f=sum_f, order=order, completion=completion, cost=math.fsum(map(operator.mul, bids, completion)),
         )
 
     def _allocate_lone(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
@@ -168,8 +158,8 @@ class RadixTreeAuction(AuctionMechanism):
         f = e * b + b * self.request_work
         key = block_key(b, own, rid)
         return RadixAllocation(
-            requests, bids, tree, [b, b], [own, own], [f, f], [rid, rid], [key, key], [[1]], [0.0], [f],
-            [0], [own], b * own,
+            requests=requests, bids=bids, tree=tree, s=[b, b], p=[own, own], f=[f, f], tie=[rid, rid],
+            key=[key, key], sorted_blocks=[[1]], g=[0.0], sum_f=[f], order=[0], completion=[own], cost=b * own,
         )
 
     def payments(self, alloc: RadixAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
@@ -259,3 +249,19 @@ class RadixTreeAuction(AuctionMechanism):
                 (v, bid_sum, e + work, e * bid_sum + internal + inter)
             )
         raise AssertionError("the root is an ancestor of every removed block")
+
+
+def _depth_first(sorted_blocks: list[list[int]], n_nodes: int) -> list[int]:
+    """The requests (block - n_nodes) in the depth-first order that visits each node's blocks in
+    `sorted_blocks` order from the root (node 0)."""
+    order: list[int] = []
+    path = [iter(sorted_blocks[0])]  # the blocks still to visit at each open node
+    while path:
+        for b in path[-1]:
+            if b < n_nodes:
+                path.append(iter(sorted_blocks[b]))
+                break
+            order.append(b - n_nodes)
+        else:
+            path.pop()
+    return order

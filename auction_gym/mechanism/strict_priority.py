@@ -7,12 +7,12 @@ Payments: p_i = (others' cost in the strict order of Q without i) subtracted fro
 the strict order of Q), with cost = sum bid x completion. Removing i keeps the others' relative
 order, so the difference has a closed form over ranks k = 0..n-1 of the order. For another
 bidder's request r, C_r drops by
-  - w for each of i's requests ranked before r (w = 1 under "unit", request_overhead else), and
+  - h for each of i's requests ranked before r (h = 1 under "unit", request_overhead else), and
   - under "tokens", e_v for each tree node v whose first request (rank a_v) is i's and whose first
     request of another bidder has rank c_v > rank r (the node's edge was computed for i at a_v and
     is computed for the others only at c_v; c_v = n when no other bidder reaches v).
 Hence, with others_i(a, c) the sum of non-i bids at ranks strictly between a and c,
-    p_i = w * sum_{x in Q_i} others_i(rank x, n)
+    p_i = h * sum_{x in Q_i} others_i(rank x, n)
           + sum_{v: first request is i's} e_v * others_i(a_v, c_v)
           + sum_{x in Q_i} e_x * others_i(rank x, n),
 the last term for the own edges of requests hanging alone below their node (queue_tree), which no
@@ -92,19 +92,22 @@ class StrictPriorityAuction(AuctionMechanism):
         """Order a non-empty queue by bid (ties by arrival, then id) and cost it."""
         requests = list(requests)
         tokens, bids = validate_requests(requests, self._memo.held)
-        n, w = len(requests), self.request_work
+        n = len(requests)
         order = sorted(range(n), key=lambda r: (-bids[r], requests[r].arrival, requests[r].id))
         rank = [0] * n
         for k, r in enumerate(order):
             rank[r] = k
-        lens = self._prefix_lens(tokens, cached, prefix_lens)
-        return StrictAllocation(requests, bids, order, rank, tokens, lens, w, self._memo)
+        return StrictAllocation(
+            requests=requests, bids=bids, order=order, rank=rank, tokens=tokens,
+            prefix_lens=self._prefix_lens(tokens, cached, prefix_lens), request_work=self.request_work,
+            memo=self._memo,
+        )
 
     def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """Payments of `bidders` (default: every bidder in the round) by the closed form; all of
         them cost O(n + V) together, so a subset is cut from the whole."""
         requests, bids, order, rank, tree = alloc.requests, alloc.bids, alloc.order, alloc.rank, alloc.tree
-        n, w = len(order), self.request_work
+        n, overhead = len(order), self.request_work
         total = list(accumulate((bids[r] for r in order), initial=0.0))  # bids at ranks < k
         ranks: dict[int, list[int]] = {}
         cum: dict[int, list[float]] = {}
@@ -118,7 +121,7 @@ class StrictPriorityAuction(AuctionMechanism):
             own = cum[i][bisect_left(ranks[i], c)] - cum[i][bisect_left(ranks[i], a + 1)]
             return (total[c] - total[a + 1]) - own
 
-        pay = {i: w * sum(others_between(i, k, n) for k in ks) for i, ks in ranks.items()}
+        pay = {i: overhead * sum(others_between(i, k, n) for k in ks) for i, ks in ranks.items()}
         if tree is not None:
             for v, (a, i, c) in enumerate(_first_requests(tree, requests, rank)):
                 if tree.edge_work[v] > 0:

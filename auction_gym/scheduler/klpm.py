@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .._checks import check_count
 from ..radix_cache import RadixCache
 from ..request import Request
 from .base import fcfs_key, register_scheduler
@@ -37,9 +38,7 @@ class KLPM:
     name = "klpm"
 
     def __init__(self, k: int = DEFAULT_K) -> None:
-        if isinstance(k, bool) or int(k) != k or k < 1:
-            raise ValueError(f"k must be an int >= 1, got {k!r}")
-        self.k = int(k)
+        self.k = check_count("k", k)
         self._matcher = PrefixMatcher()
         self._phase = 0  # position in the cycle of the next admission: 0 = the oldest's turn
         self._last: set[int] = set()

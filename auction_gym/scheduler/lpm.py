@@ -17,6 +17,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Sequence
 
+from .._checks import is_int
 from ..radix_cache import RadixCache
 from ..request import Request
 from .base import fcfs_key, register_scheduler
@@ -38,10 +39,7 @@ class LPM:
     name = "lpm"
 
     def __init__(self, fcfs_above: int | None = None) -> None:
-        bad = fcfs_above is not None and (
-            isinstance(fcfs_above, bool) or int(fcfs_above) != fcfs_above or fcfs_above < 0
-        )
-        if bad:
+        if fcfs_above is not None and not (is_int(fcfs_above) and fcfs_above >= 0):
             raise ValueError(f"fcfs_above must be None or an int >= 0, got {fcfs_above!r}")
         self.fcfs_above = None if fcfs_above is None else int(fcfs_above)
         self._matcher = PrefixMatcher()

@@ -346,7 +346,8 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
         while ready and ready[0][0] < bound and emitted < limit:
             t, _, bidder, prompt, reply, kind, w, v, out = heapq.heappop(ready)
             # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
-            yield Request._unchecked(emitted, bidder, prompt, w, out, t, v, w, reply, kind, max_new_tokens=cap[kind])
+            yield Request._unchecked(id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t,
+                                     value=v, urgency=w, output_tokens=reply, kind=kind, max_new_tokens=cap[kind])
             emitted += 1
         if gen.t >= horizon:
             break

@@ -1,0 +1,24 @@
+"""The one test of "is an integer count" that requests, the cache, the engine's config, the schedulers
+and the market's config share. It imports nothing of the package, so any module may use it."""
+
+from __future__ import annotations
+
+import math
+
+
+def is_int(x: object) -> bool:
+    """Whether `x` is an integer value: an int (numpy's too) or an integral float such as 5.0, not a
+    bool. inf, nan and non-numbers (strings, None) are not (False, not an error)."""
+    try:
+        return not isinstance(x, bool) and math.isfinite(x) and int(x) == x
+    except (TypeError, OverflowError):
+        return False
+
+
+def check_count(name: str, value: object, least: int = 1) -> int:
+    """`value` as an int; raise ValueError naming `name` unless it is an integer value >= `least`
+    ("must be a positive int" when `least` is 1, "must be an int >= least" otherwise)."""
+    if not is_int(value) or value < least:
+        need = "a positive int" if least == 1 else f"an int >= {least}"
+        raise ValueError(f"{name} must be {need}, got {value!r}")
+    return int(value)
