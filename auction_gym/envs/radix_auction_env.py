@@ -184,6 +184,13 @@ class RadixAuctionEnv(gym.Env):
 
     ## Version History
 
+    What the id promises: `-v0` is the pre-release version. Its interface (the observation's
+    features and order, the action space, the reward, the info keys, the arguments) changes only
+    with an entry below, and so may its trajectories; `tests/test_golden.py` pins a fixed-seed
+    episode per mechanism, so a change that alters them unlisted fails there. From v1 on, a change
+    that alters the trajectory of the same arguments and seed will bump the version, as
+    Gymnasium's own environments do.
+
     - v0 (issue 13): own_queued and total_queue are log1p(n / scale) instead of n / scale clipped
       at 4 (which the default load reached by round ~2,000), own_latency and own_ttft
       log1p(t / scale) instead of t / scale clipped at 10, so observations, and the trajectories of
@@ -201,6 +208,8 @@ class RadixAuctionEnv(gym.Env):
       continues a chunked prompt or resumes retracted requests is not). Trajectories differ from
       earlier v0 releases; `engine_kwargs={"reservation": "oracle", "chunked_prefill_size": None}`
       restores the old admission rules (not the cache's).
+    - v0 (issue 16): no change of behaviour (the golden digests are those of issue 15); the
+      observation table is made from `auction_gym.market.observation.FEATURES`.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
