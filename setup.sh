@@ -10,4 +10,5 @@ fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     .venv/bin/python -m pip install --quiet torch==2.13.0
 fi
-.venv/bin/python -m pip install --quiet -e ".[dev]"
+# The rllib extra (Ray) lets the tests run a tiny multi-agent training; nothing else needs it.
+.venv/bin/python -m pip install --quiet -e ".[dev,rllib]"

@@ -10,7 +10,10 @@ actions, and `agents.evaluation.evaluate` does so itself.
 Stable-Baselines3 helpers live in submodules, imported on use so that `import agents` stays light:
 `agents.training` (train, resume, checkpoints), `agents.evaluation` (fixed-seed evaluation and the
 shared `eval/*` TensorBoard tags), `agents.sb3` (algorithms, envs, loading a saved zip as a policy),
-`agents.callbacks`, and `agents.stats` (confidence intervals).
+`agents.callbacks`, and `agents.stats` (confidence intervals). Every bidder at once:
+`agents.population` (a population of policies on the PettingZoo env, evaluated on fixed seeds) and,
+with the `rllib` extra, `agents.rllib` and `agents.rllib_training` (RLlib PPO over that env), the
+only modules that import Ray.
 """
 
 from auction_gym.pacing import FixedMultiplier, MultiplierPolicy, OGDPacer, Policy, Truthful, focal_policy, make_policy

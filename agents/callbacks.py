@@ -61,6 +61,20 @@ class EvalMetricsCallback(BaseCallback):
         self.steps.append(self.num_timesteps)
 
 
+RUN_STATUSES = {"success": "STATUS_SUCCESS", "interrupted": "STATUS_FAILURE", "failed": "STATUS_FAILURE"}
+"""TensorBoard's HPARAMS status of a run that ended "success", "interrupted" (Ctrl-C) or "failed"
+(an error): TensorBoard has no "interrupted", so both of the latter read "did not finish"."""
+
+
+def session_end(status: str) -> Summary:
+    """The HPARAMS summary that ends a run's session with `status` (a key of `RUN_STATUSES`)."""
+    end = SessionEndInfo(status=Status.Value(RUN_STATUSES[status]))
+    content = HParamsPluginData(session_end_info=end, version=PLUGIN_DATA_VERSION)
+    metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
+        plugin_name=PLUGIN_NAME, content=content.SerializeToString()))
+    return Summary(value=[Summary.Value(tag=SESSION_END_INFO_TAG, metadata=metadata)])
+
+
 class HParamsCallback(BaseCallback):
     """The run's hyperparameters in TensorBoard's HPARAMS tab, with the `eval/*` tags and the mean
     training episode reward as its metrics.
@@ -70,8 +84,6 @@ class HParamsCallback(BaseCallback):
     finished one): `finish("success")` after a complete run, `finish("interrupted")` after Ctrl-C,
     `finish("failed")` after an error. TensorBoard's statuses have no "interrupted", so both of the
     latter are STATUS_FAILURE ("did not finish"); the text tag `run/status` tells them apart."""
-
-    STATUSES = {"success": "STATUS_SUCCESS", "interrupted": "STATUS_FAILURE", "failed": "STATUS_FAILURE"}
 
     def __init__(self, hparam_dict: dict[str, Any]) -> None:
         super().__init__()
@@ -94,11 +106,7 @@ class HParamsCallback(BaseCallback):
             return
         for fmt in self._tensorboards():
             fmt.writer.add_text("run/status", f"{status} at step {self.num_timesteps}", self.num_timesteps)
-        end = SessionEndInfo(status=Status.Value(self.STATUSES[status]))
-        content = HParamsPluginData(session_end_info=end, version=PLUGIN_DATA_VERSION)
-        metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
-            plugin_name=PLUGIN_NAME, content=content.SerializeToString()))
-        self._write(Summary(value=[Summary.Value(tag=SESSION_END_INFO_TAG, metadata=metadata)]))
+        self._write(session_end(status))
 
     def _write(self, *summaries: Summary) -> None:
         for fmt in self._tensorboards():

@@ -118,15 +118,20 @@ def rollout(policy: Policy, env_kwargs: dict[str, Any] | None = None,
 
 
 def _for_env(policy: Policy, env: gym.Env) -> Policy:
-    """`policy` acting in `env`'s action space (built-ins mapped by `focal_policy`); ValueError for
-    a policy that declares another action space."""
+    """`policy` acting in `env`'s action space (see `acting_in`)."""
     base = env.unwrapped
+    return acting_in(policy, env.action_space, base.action_type, base.config.alpha_max)
+
+
+def acting_in(policy: Policy, action_space: gym.spaces.Space, action_type: str, alpha_max: float) -> Policy:
+    """`policy` acting in an environment's `action_space` of `action_type` (built-ins mapped by
+    `focal_policy`); ValueError for a policy that declares another action space."""
     space = getattr(policy, "action_space", None)
-    if space is not None and space != env.action_space:
-        raise ValueError(f"the policy acts in {space}, the environment (action_type={base.action_type!r}) in "
-                         f"{env.action_space}; a model trained on multipliers, as before issue 14, needs "
+    if space is not None and space != action_space:
+        raise ValueError(f"the policy acts in {space}, the environment (action_type={action_type!r}) in "
+                         f"{action_space}; a model trained on multipliers, as before issue 14, needs "
                          f"env_kwargs {{\"action_type\": \"multiplier\"}}")
-    return focal_policy(policy, base.action_type, base.config.alpha_max)
+    return focal_policy(policy, action_type, alpha_max)
 
 
 def _episode(policy: Policy, env: gym.Env, seed: int) -> Iterator[tuple[np.ndarray, dict[str, Any]]]:
@@ -148,6 +153,13 @@ def mean_metrics(results: Sequence[dict[str, float]]) -> dict[str, float]:
     return {m: float(np.mean([r[m] for r in results])) for m in METRICS}
 
 
+def add_eval_scalars(writer: SummaryWriter, means: dict[str, float], step: int) -> None:
+    """Each metric's mean (`mean_metrics`) as the scalar `eval/<metric>` at `step` (environment
+    steps), the tags every policy's evaluation is logged under."""
+    for m, v in means.items():
+        writer.add_scalar(f"eval/{m}", v, step)
+
+
 def log_episodes(logdir: str | Path, results: Sequence[dict[str, float]],
                  hparam_dict: dict[str, Any] | None = None, steps: Sequence[int] = (0,)) -> Path:
     """Write an evaluation to TensorBoard in `logdir`: the mean of each metric as `eval/<metric>` at
@@ -160,8 +172,7 @@ def log_episodes(logdir: str | Path, results: Sequence[dict[str, float]],
     writer = SummaryWriter(str(logdir))
     try:
         for step in steps:
-            for m, v in means.items():
-                writer.add_scalar(f"eval/{m}", v, step)
+            add_eval_scalars(writer, means, step)
         for k, r in enumerate(results):
             for m in METRICS:
                 writer.add_scalar(f"episode/{m}", r[m], k)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-RUN_OUTPUTS = ("model.zip", "vecnormalize.pkl", "config.json", "checkpoints", "eval", "events.out.tfevents.*")
+RUN_OUTPUTS = ("model.zip", "vecnormalize.pkl", "config.json", "checkpoint", "checkpoints", "eval",
+               "events.out.tfevents.*")
 """What a run writes into its folder (glob patterns); `--overwrite` deletes these and only these."""
 
 
