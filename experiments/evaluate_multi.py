@@ -37,7 +37,7 @@ from agents.population import (BIDDER_METRICS, MARKET_METRICS, agent_names, chec
                                evaluate_population, uniform_population)
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
-from auction_gym.pacing import Policy
+from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
 
 from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
@@ -45,7 +45,7 @@ from .compare import SCENARIO, write_csv
 from .compare import markdown as compare_markdown
 from .compare import summarize as compare_summarize
 
-BASELINES = ("ogd", "truthful")
+BASELINES = tuple(p for p in BUILTIN_POLICIES if not p.startswith(FIXED_PREFIX))
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}
 PAIRED = ("welfare", "revenue")
 """Market metrics also reported as paired differences from the first baseline."""
@@ -55,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", nargs="*", default=[], metavar="PATH",
                         help="RLlib checkpoints of train-multi runs (RUN/checkpoint), each a learned population")
     parser.add_argument("--baselines", default=",".join(BASELINES),
-                        help="comma-separated built-in policies, each played by every bidder: ogd, truthful, "
-                        f"fixed:<alpha> (default {','.join(BASELINES)})")
+                        help="comma-separated built-in policies, each played by every bidder: "
+                        f"{', '.join(BUILTIN_POLICIES)} (default {','.join(BASELINES)})")
     parser.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes (default 20)")
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
