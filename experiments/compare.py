@@ -28,6 +28,7 @@ import json
 import shlex
 import time
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -247,13 +248,15 @@ def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
         writer.writerows(rows)
 
 
-def write_episodes(path: Path, episodes: dict[str, list[dict[str, float]]], eval_seed: int) -> None:
+def write_episodes(path: Path, episodes: dict[str, list[dict[str, float]]], eval_seed: int,
+                   label: str = "policy", keys: Sequence[str] = METRICS) -> None:
+    """Every episode's metrics `keys`, one row per `label` (a policy, a population) and episode."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["policy", "episode", "seed", *METRICS])
-        for policy, results in episodes.items():
+        writer.writerow([label, "episode", "seed", *keys])
+        for name, results in episodes.items():
             for k, r in enumerate(results):
-                writer.writerow([policy, k, eval_seed + k, *(r[m] for m in METRICS)])
+                writer.writerow([name, k, eval_seed + k, *(r[key] for key in keys)])
 
 
 def markdown(rows: list[dict[str, object]], policies: list[str]) -> str:

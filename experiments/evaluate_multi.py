@@ -24,7 +24,6 @@ Learned policies need the `rllib` extra; baselines alone do not.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import shlex
 import time
@@ -41,7 +40,7 @@ from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
 
 from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
-from .compare import SCENARIO, write_csv
+from .compare import SCENARIO, write_csv, write_episodes
 from .compare import markdown as compare_markdown
 from .compare import summarize as compare_summarize
 
@@ -198,7 +197,8 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "population.csv", rows)
-    write_episodes(out / "population_episodes.csv", episodes, args.eval_seed)
+    write_episodes(out / "population_episodes.csv", episodes, args.eval_seed, "population",
+                   list(next(iter(episodes.values()))[0]))
     (out / "population.md").write_text(
         f"`{command_line(args, env_kwargs)}`\n\n{args.episodes} episodes (seeds {args.eval_seed}.."
         f"{args.eval_seed + args.episodes - 1}) per population, every bidder on its policy; wall time {wall:.0f} s. "
@@ -225,17 +225,6 @@ def command_line(args: argparse.Namespace, env_kwargs: dict) -> str:
     return shlex.join(["radix-auction", "evaluate-multi", *(["--checkpoint", *args.checkpoint] if args.checkpoint
                        else []), "--baselines", args.baselines, "--episodes", str(args.episodes), "--eval-seed",
                        str(args.eval_seed), "--env-kwargs", json.dumps(env_kwargs), "--out", str(args.out)])
-
-
-def write_episodes(path: Path, episodes: dict[str, list[dict[str, float]]], eval_seed: int) -> None:
-    """Every episode's metrics, one row per population and episode."""
-    keys = list(next(iter(episodes.values()))[0])
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["population", "episode", "seed", *keys])
-        for name, results in episodes.items():
-            for k, r in enumerate(results):
-                writer.writerow([name, k, eval_seed + k, *(r[key] for key in keys)])
 
 
 def main(argv: list[str] | None = None) -> None:
