@@ -149,8 +149,8 @@ class ServingEngine:
     def step(self) -> Iteration | None:
         """Run one iteration; None when no request is waiting, running or still to arrive."""
         rejected = self._let_in_arrivals()
-        start, queue_len = self.now, len(self.waiting)
-        if self.waiting or self._chunked is not None:
+        start, queue_len = self.now, len(self.queue.requests)
+        if queue_len or self._chunked is not None:
             batch = self._schedule_prefill()
             if batch:
                 admitted, resumed = self._run_prefill(batch)
@@ -266,16 +266,17 @@ class ServingEngine:
             self._allocate(adm.extend)
             batch.append(adm)
             budget -= adm.extend
-        if budget > 0 and self.waiting and self._admission_possible(len(batch)):
+        if budget > 0 and self.queue.requests and self._admission_possible(len(batch)):
             self._admit_from_queue(batch, budget)
         return batch
 
     def _admit_from_queue(self, batch: list[Admission], budget: int) -> None:
         cfg, cache = self.config, self.cache
-        self.waiting_prefixes.refresh(self.waiting, cache)
-        order = self.scheduler.order(self.waiting, cache)
-        if len(order) != len(self.waiting):
-            raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(self.waiting)} requests")
+        waiting = self.queue.requests
+        self.waiting_prefixes.refresh(waiting, cache)
+        order = self.scheduler.order(waiting, cache)
+        if len(order) != len(waiting):
+            raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
         sharing = (
             BatchPrefixes(cfg.in_batch_check_threshold, cfg.in_batch_deprioritize_threshold, cfg.page_size)
             if cfg.in_batch_prefix_caching else None
