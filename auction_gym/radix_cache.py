@@ -275,6 +275,9 @@ class RadixCache:
             self.node_count += 1
             self.evictable_size += key.size
             node = leaf
+            # SGLang creates the leaf after stamping the path it walked (and split), so the leaf is
+            # the later: on a split, the lower half is evicted before the new leaf.
+            tick = self._new_tick()
         self._touch(node, tick)
         return InsertResult(cached, node)
 
