@@ -22,14 +22,16 @@ Invariants (`check()` raises on the first one broken; the tests call it):
   in [-1, ROUND_TICKS).
 - Evicted nodes are detached (`alive` False) and never returned again.
 
-Time is a logical clock (one tick per `match_prefix`/`insert`), so eviction order is deterministic.
-SGLang stamps every node of an accessed path with the access time, and a split stamps both halves of
-the split edge (the node is stamped before it is cut), so the unmatched lower half counts as just
-used too. Here an access stamps only the deepest node of its path, plus both halves of an edge it
-splits; when a node is evicted its parent inherits the later of the two times. A node's SGLang time is
-the latest access whose path passes through it, which is the latest stamp in its subtree; a node is
-evicted only as a leaf, after all its children, by which time it has inherited theirs. So every node
-is evicted exactly as under SGLang's stamping, at O(1) per access (plus the split).
+Time is a logical clock (a tick per `match_prefix` and `insert`, and one for an insert's new leaf),
+so eviction order is deterministic. SGLang stamps every node of an accessed path with the access
+time, and a split stamps both halves of the split edge (the node is stamped before it is cut), so
+the unmatched lower half counts as just used too; a leaf an insert adds is created after that, so it
+is later still. Here an access stamps only the deepest node of its path, plus both halves of an edge
+it splits (and a new leaf with the next tick); when a node is evicted its parent inherits the later
+of the two times. A node's SGLang time is the latest access whose path passes through it, which is
+the latest stamp in its subtree; a node is evicted only as a leaf, after all its children, by which
+time it has inherited theirs. So every node is evicted exactly as under SGLang's stamping, at O(1)
+per access (plus the split).
 
 Waiting requests (`set_wait`, driven once per admission round by
 `auction_gym.scheduler.WaitingPrefixes`): SGLang's cache-aware policies match every waiting request
