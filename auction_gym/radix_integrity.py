@@ -1,8 +1,8 @@
 """`RadixCache.check()`: every invariant `radix_cache` states, checked on the whole tree (as
 mini-sglang's `check_integrity`), for tests and debugging; the engine never calls it.
 
-It reads the cache's private state (its heaps and page keys), so it lives beside the module it checks, not in a
-test: a change of that state changes this file too.
+It reads the cache's private state (its heaps and page keys), so it lives beside the module it
+checks, not in a test: a change of that state changes this file too.
 """
 
 from __future__ import annotations
