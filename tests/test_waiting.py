@@ -90,3 +90,45 @@ def test_marks_follow_the_queue_under_an_engine():
     engine.scheduler.order = checked_order
     engine.run(reqs)
     assert rounds > 50 and engine.metrics().finished == 150
+
+
+def test_lengths_are_the_caches_for_the_refreshed_queue_only():
+    cache, prefixes = RadixCache(), WaitingPrefixes()
+    cache.insert([1, 2, 3, 4])
+    queue = [req(0, [1, 2, 3, 4, 9]), req(1, [1, 2, 7]), req(2, [8])]
+    assert prefixes.lengths(queue, cache) is None  # nothing refreshed yet
+    prefixes.refresh(queue, cache)
+    assert prefixes.lengths(queue, cache) == [cache.prefix_len(r.tokens) for r in queue] == [4, 2, 0]
+    assert prefixes.lengths(queue[:2], cache) is None  # another queue
+    assert prefixes.lengths([queue[0], queue[1], req(2, [8])], cache) is None  # another object, same id
+    assert prefixes.lengths(queue, RadixCache()) is None  # another cache
+    cache.insert([8, 8])
+    assert prefixes.lengths(queue, cache) is None  # the tree changed since the refresh
+
+
+def test_an_engines_auction_reads_the_refreshed_lengths_instead_of_matching_again():
+    """Under the engine the auction takes every round's lengths from the refresh, and its rounds are
+    those of an auction that matches the queue itself."""
+    from auction_gym.mechanism import RadixTreeAuction
+
+    runs = []
+    for attach in (True, False):
+        auction = RadixTreeAuction()
+        if not attach:
+            auction.attach_waiting_prefixes = None  # the engine then leaves it alone
+        engine = SimEngine(auction, EngineConfig(kv_capacity_tokens=3_000, max_running_requests=4))
+        engine.submit(branching_workload(3, n=120))
+        served, lengths = [], engine.waiting_prefixes.lengths
+
+        def spy(queue, cache):
+            out = lengths(queue, cache)
+            served.append(out is not None)
+            return out
+
+        engine.waiting_prefixes.lengths = spy
+        its = []
+        while (it := engine.step()) is not None:
+            its.append((it.kind, it.end, tuple(it.admitted)))
+        runs.append(its)
+        assert (len(served) > 50 and all(served)) if attach else not served
+    assert runs[0] == runs[1]

@@ -90,6 +90,8 @@ class ServingEngine:
         self.cache = RadixCache(page_size=self.config.page_size)
         self.waiting_prefixes = WaitingPrefixes()
         """Keeps what waits warm in the cache's LRU order, every policy, every round (SGLang's rule)."""
+        if (attach := getattr(self.scheduler, "attach_waiting_prefixes", None)) is not None:
+            attach(self.waiting_prefixes)  # a scheduler that reads prefix lengths need not match again
         self.now = 0.0
         self.queue = WaitingQueue()
         self.running: list[Running] = []

@@ -50,6 +50,7 @@ from ..mechanism.base import AuctionMechanism
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler import Scheduler
+from ..scheduler.waiting import WaitingPrefixes
 from .config import AUCTIONS, MarketConfig
 from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
 
@@ -87,6 +88,10 @@ class _Bidding:
     def __init__(self, inner: Scheduler, num_bidders: int) -> None:
         self.inner, self.name = inner, inner.name
         self.alpha = [1.0] * num_bidders  # each bidder's multiplier this round, 0 once out of budget
+
+    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
+        if (attach := getattr(self.inner, "attach_waiting_prefixes", None)) is not None:
+            attach(prefixes)
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         alpha = self.alpha

@@ -9,6 +9,7 @@ from typing import Iterable, Protocol, Sequence
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler.prefix_matcher import PrefixMatcher
+from ..scheduler.waiting import WaitingPrefixes
 from .outcome import AuctionOutcome
 from .queue_tree import TokenMemo, cached_prefix_lengths
 from .validation import validate_cost_model
@@ -117,6 +118,12 @@ class AuctionMechanism:
         # The scheduler face's cached prefix lengths, kept up to date from round to round under
         # "tokens" (re-matching only the requests a cache change can affect).
         self._matcher = PrefixMatcher(whole_prompt=True)
+        self._waiting: WaitingPrefixes | None = None
+
+    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
+        """Read the queue's cached prefix lengths from the engine's `WaitingPrefixes` (see
+        `Scheduler`), matching the queue itself only when they are not for this round."""
+        self._waiting = prefixes
 
     @property
     def request_work(self) -> float:
@@ -176,8 +183,11 @@ class AuctionMechanism:
         requests = list(queue)
         lens = None
         if self.cost_model == "tokens" and requests:
-            match = self._matcher.update(requests, cache)  # kept incrementally from round to round
-            lens = [match[r.id][0] for r in requests]
+            if self._waiting is not None:  # the engine's refresh has matched this queue already
+                lens = self._waiting.lengths(requests, cache)
+            if lens is None:
+                match = self._matcher.update(requests, cache)  # kept incrementally from round to round
+                lens = [match[r.id][0] for r in requests]
         bids = [r.bid for r in requests]
         decided = self.last_round
         if decided is None or not decided.decided_from(requests, bids, lens):

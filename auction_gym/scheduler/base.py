@@ -23,6 +23,11 @@ class Scheduler(Protocol):
     one rule for every policy, `waiting.WaitingPrefixes`, which the engine runs once per admission
     round before `order`. The engine passes the queue in FCFS order (`fcfs_key`), so a stable sort
     breaks ties by it.
+
+    Optionally, `attach_waiting_prefixes(prefixes)`: the engine calls it once, when it is built,
+    with that `WaitingPrefixes`; in `order`, `prefixes.lengths(queue, cache)` then gives every
+    waiting request's cached prefix length (whole prompt) without a match of the queue of its own
+    (None when the queue or the cache is not the one last refreshed).
     """
 
     name: str

@@ -42,10 +42,12 @@ class WaitingPrefixes:
 
     def __init__(self) -> None:
         self._cache: RadixCache | None = None
+        self._version: tuple[int, int] | None = None  # the cache's version when last refreshed
         self._reset()
 
     def _reset(self) -> None:
         self._matcher = PrefixMatcher(split=True, whole_prompt=True)
+        self._match: dict[int, tuple[int, TreeNode]] = {}  # request id -> (length, node), as refreshed
         self._next_rank = 0
         self._rank: dict[int, int] = {}  # request id -> its stamp order
         self._node: dict[int, TreeNode] = {}  # request id -> where its match ends (not the root)
@@ -60,7 +62,7 @@ class WaitingPrefixes:
         if cache is not self._cache:
             self._cache = cache
             self._reset()
-        match = self._matcher.update(waiting, cache)
+        match = self._match = self._matcher.update(waiting, cache)
         requests = self._matcher.requests
         # Unmark first, while the cache's round is still the one in which these were last stamped.
         for rid in self._matcher.dropped:
@@ -74,6 +76,22 @@ class WaitingPrefixes:
             self._next_rank += 1
         for rid in self._matcher.added:
             self._mark(rid, match[rid][1], cache)
+        self._version = cache.version
+
+    def lengths(self, queue: Sequence[Request], cache: RadixCache) -> list[int] | None:
+        """Each request's longest cached prefix of its whole prompt (tokens), as `cache.prefix_len`
+        gives it, when the last `refresh` was of exactly these requests in this cache, unchanged
+        since; None otherwise. A scheduler the engine attached this to reads its queue's lengths
+        here instead of matching the queue again (`Scheduler` in `base.py`)."""
+        requests = self._matcher.requests
+        if cache is not self._cache or cache.version != self._version or len(queue) != len(requests):
+            return None
+        match, out = self._match, []
+        for r in queue:
+            if requests.get(r.id) is not r:
+                return None
+            out.append(match[r.id][0])
+        return out
 
     def _mark(self, rid: int, node: TreeNode, cache: RadixCache) -> None:
         if node is cache.root:
