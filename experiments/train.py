@@ -90,16 +90,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="RL Zoo YAML (default hyperparams/<algo>.yml)")
     parser.add_argument("--hyperparams", nargs="*", metavar="KEY=VALUE",
                         help="override YAML entries, e.g. n_steps=256 learning_rate=1e-3")
+    add_evaluation_arguments(parser, "at the next rollout boundary", "a tenth of the run, and at least one rollout")
+    parser.add_argument("--torch-threads", type=positive_int, default=1,
+                        help="PyTorch CPU threads (default 1: small networks gain nothing from more)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+
+
+def add_evaluation_arguments(parser: argparse.ArgumentParser, when: str, default: str) -> None:
+    """--eval-freq, --eval-episodes and --eval-seed of a training command: the evaluation during
+    training (`when`: where an evaluation falls after every N steps; `default`: the frequency
+    without --eval-freq)."""
     parser.add_argument("--eval-freq", type=positive_int, default=None,
-                        help="evaluate every N environment steps, at the next rollout boundary (default: a tenth "
-                        "of the run, and at least one rollout)")
+                        help=f"evaluate every N environment steps, {when} (default: {default})")
     parser.add_argument("--eval-episodes", type=positive_int, default=5,
                         help="episodes per evaluation during training (default 5)")
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
-    parser.add_argument("--torch-threads", type=positive_int, default=1,
-                        help="PyTorch CPU threads (default 1: small networks gain nothing from more)")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
 def config_of(args: argparse.Namespace) -> TrainConfig:

@@ -22,12 +22,10 @@ from typing import Any, Callable
 
 import torch
 
-from agents.evaluation import DEFAULT_EVAL_SEED
-
 from .argtypes import json_dict, non_negative_int, positive_int
 from .cli import UsageError, run_command
 from .compare import SCENARIO
-from .train import key_values
+from .train import add_evaluation_arguments, key_values
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,13 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write into LOGDIR/<run name> itself, deleting an earlier run's outputs there")
     parser.add_argument("--checkpoint-every", type=positive_int, default=None,
                         help="also checkpoint every N environment steps to <run>/checkpoints/step_<n>/")
-    parser.add_argument("--eval-freq", type=positive_int, default=None,
-                        help="evaluate every N environment steps, after the iteration that reaches them (default: "
-                        "a tenth of the run)")
-    parser.add_argument("--eval-episodes", type=positive_int, default=5,
-                        help="episodes per evaluation during training (default 5)")
-    parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
-                        help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
+    add_evaluation_arguments(parser, "after the iteration that reaches them", "a tenth of the run")
     parser.add_argument("--torch-threads", type=positive_int, default=1,
                         help="PyTorch CPU threads of this process (default 1)")
 
