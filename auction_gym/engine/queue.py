@@ -40,11 +40,6 @@ class WaitingQueue:
         """What `r`'s prefill computes: its prompt, or after a retraction prompt + output so far."""
         return self._resume.get(r.id, r.tokens)
 
-    def emitted(self, r: Request) -> int:
-        """Output tokens `r` emitted before it was retracted (0 for a new request)."""
-        seq = self._resume.get(r.id)
-        return 0 if seq is None else len(seq) - r.prompt_len
-
     def arrive(self, arrived: Sequence[Request], needs: Sequence[int]) -> None:
         """Append new arrivals; each arrived after everything waiting, so FCFS order holds."""
         self.requests.extend(sorted(arrived, key=fcfs_key))

@@ -189,7 +189,7 @@ class ServingEngine:
             else:
                 arrived.append(r)
         if arrived:  # most iterations let in nothing
-            self.queue.arrive(arrived, [self._smallest_need(r) for r in arrived])
+            self.queue.arrive(arrived, [self._smallest_need(r, 0) for r in arrived])
         return rejected
 
     # Admission (step 2).
@@ -242,9 +242,10 @@ class ServingEngine:
         self._blocked = least
         return False
 
-    def _smallest_need(self, r: Request) -> int:
-        """The least a waiting request could be admitted with: 1 token + its output reservation."""
-        return 1 + self._output_need(r, self.queue.emitted(r))
+    def _smallest_need(self, r: Request, generated: int) -> int:
+        """The least a waiting request that has emitted `generated` output tokens could be admitted
+        with: 1 token + its output reservation."""
+        return 1 + self._output_need(r, generated)
 
     def _chunk_end(self, length: int, cached: int, budget: int) -> int:
         """Where a prefill of tokens[cached:length] stops with `budget` tokens: the end, or a page
@@ -395,7 +396,7 @@ class ServingEngine:
         self.running.remove(run)  # by identity: Running has no value equality
         run.record.retractions += 1
         tokens = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
-        self.queue.put_back(r, tokens, 1 + self._output_need(r, generated))
+        self.queue.put_back(r, tokens, self._smallest_need(r, generated))
         # SGLang frees room for the remaining requests' next steps at once.
         self._make_free(remaining * self.config.retract_decode_steps)
 
