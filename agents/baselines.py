@@ -5,6 +5,8 @@ evaluation seeds.
 - `best_fixed`: the multiplier of `FIXED_GRID` with the highest mean utility of the focal bidder
   over `TUNING_EPISODES` episodes seeded `TUNING_SEED + k`;
 - `ogd_tuned`: OGD (`auction_gym.pacing.OGDPacer`) with the step of `ETA_GRID` chosen the same way;
+- `pid_tuned`: the PI budget pacer (`auction_gym.pacing.PIDPacer`) with the gains of `PID_GRID`
+  chosen the same way;
 - `ogd`, the paper's pacing with its default step, needs no tuning.
 
 Tuning seeds start at 0, the training seeds, and stay below `DEFAULT_EVAL_SEED` (1000), so a
@@ -19,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from auction_gym.pacing import FixedMultiplier, OGDPacer, Policy
+from auction_gym.pacing import FixedMultiplier, OGDPacer, PIDPacer, Policy
 
 from .evaluation import DEFAULT_EVAL_SEED, evaluate
 
@@ -29,8 +31,31 @@ default compare scenario 0.02 won among a grid that started at 0.02, hence the p
 ETA_GRID = (0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 """OGD steps `ogd_tuned` chooses among; 0.02 is the paper's default (on the default compare
 scenario 0.2 won among a grid that ended there, hence the larger ones)."""
+PID_GRID = ((0.0, 0.01), (0.0, 0.05), (0.0, 0.2), (0.01, 0.01), (0.01, 0.05), (0.01, 0.2), (0.05, 0.01),
+            (0.05, 0.05), (0.05, 0.2), (0.05, 1.0))
+"""(kp, ki) gain pairs `pid_tuned` chooses among."""
 TUNING_EPISODES = 20
 TUNING_SEED = 0
+
+
+def fixed_candidates(alpha_max: float = 2.0) -> dict[str, Policy]:
+    """The constant multipliers of FIXED_GRID up to `alpha_max`, by name ("fixed:0.05")."""
+    return {f"fixed:{a:g}": FixedMultiplier(a) for a in FIXED_GRID if a <= alpha_max}
+
+
+def ogd_candidates(alpha_max: float = 2.0) -> dict[str, Policy]:
+    """OGD with each step of ETA_GRID, by name ("ogd:eta=0.02")."""
+    return {f"ogd:eta={eta:g}": OGDPacer(eta=eta, alpha_max=alpha_max) for eta in ETA_GRID}
+
+
+def pid_candidates(alpha_max: float = 2.0) -> dict[str, Policy]:
+    """The PI pacer with each gain pair of PID_GRID, by name ("pid:kp=0.01,ki=0.05")."""
+    return {f"pid:kp={kp:g},ki={ki:g}": PIDPacer(kp, ki, alpha_max=alpha_max) for kp, ki in PID_GRID}
+
+
+CANDIDATES: dict[str, Callable[[float], dict[str, Policy]]] = {
+    "best_fixed": fixed_candidates, "ogd_tuned": ogd_candidates, "pid_tuned": pid_candidates}
+"""Each tuned baseline's family of candidates (a function of alpha_max), by baseline name."""
 
 
 @dataclass(frozen=True)
@@ -68,17 +93,20 @@ def tune(name: str, candidates: dict[str, Policy], env_kwargs: dict[str, Any], e
     return Tuned(name, choice, candidates[choice], utility, episodes, seed)
 
 
+def tuned(name: str, env_kwargs: dict[str, Any], episodes: int = TUNING_EPISODES, seed: int = TUNING_SEED) -> Tuned:
+    """The baseline `name` of CANDIDATES, chosen on the tuning episodes."""
+    return tune(name, CANDIDATES[name](env_kwargs.get("alpha_max", 2.0)), env_kwargs, episodes, seed)
+
+
 def best_fixed(env_kwargs: dict[str, Any], episodes: int = TUNING_EPISODES, seed: int = TUNING_SEED) -> Tuned:
     """The best constant multiplier of FIXED_GRID on the tuning episodes."""
-    return tune("best_fixed", {f"fixed:{a:g}": FixedMultiplier(a) for a in FIXED_GRID}, env_kwargs, episodes, seed)
+    return tuned("best_fixed", env_kwargs, episodes, seed)
 
 
 def ogd_tuned(env_kwargs: dict[str, Any], episodes: int = TUNING_EPISODES, seed: int = TUNING_SEED) -> Tuned:
     """OGD with the best step of ETA_GRID on the tuning episodes."""
-    alpha_max = env_kwargs.get("alpha_max", 2.0)
-    return tune("ogd_tuned", {f"ogd:eta={eta:g}": OGDPacer(eta=eta, alpha_max=alpha_max) for eta in ETA_GRID},
-                env_kwargs, episodes, seed)
+    return tuned("ogd_tuned", env_kwargs, episodes, seed)
 
 
-TUNED: dict[str, Callable[..., Tuned]] = {"best_fixed": best_fixed, "ogd_tuned": ogd_tuned}
-"""The baselines chosen on tuning episodes, by name."""
+TUNED = tuple(CANDIDATES)
+"""The baselines chosen on tuning episodes, by name (`tuned(name, ...)`)."""

@@ -12,6 +12,16 @@ policy (PPO, A2C) and the centre of a tanh-squashed one (SAC, TD3), is truthful.
 than one, alpha = (a + 1) alpha_max / 2, because that puts truthful at a = 0 only for
 alpha_max = 2.
 
+`action_type="log"`: `Box(-1, 1, (1,), float32)` on a log scale, exact at the ends and at truthful:
+
+    alpha = LOG_ALPHA_MIN ** (-a)    for -1 <= a <= 0   (a = -1: alpha = 0.001; a = 0: truthful)
+    alpha = alpha_max ** a           for  0 <  a <= 1   (a = +1: alpha = alpha_max)
+
+Equal steps of a are equal ratios of alpha, so the multipliers a budget pushes a bidder to (0.01 to
+0.5 in the calibrated pacing scenario) take half the box instead of a sliver next to a = -1, and a
+fresh Gaussian policy explores them. It cannot bid exactly 0: a multiplier below LOG_ALPHA_MIN
+plays LOG_ALPHA_MIN.
+
 `action_type="multiplier"`: `Box(0, alpha_max, (1,), float32)`, the multiplier itself (v0 before
 issue 14).
 
@@ -26,8 +36,11 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-ACTION_TYPES = ("normalized", "multiplier")
+ACTION_TYPES = ("normalized", "log", "multiplier")
 DEFAULT_ACTION_TYPE = "normalized"
+LOG_ALPHA_MIN = 1e-3
+"""The smallest multiplier of the "log" action type (a = -1)."""
+_LOG_SPAN = math.log(1.0 / LOG_ALPHA_MIN)
 
 
 def to_multiplier(a: float, alpha_max: float) -> float:
@@ -45,6 +58,37 @@ def to_action(alpha: float, alpha_max: float) -> float:
     return alpha - 1.0 if alpha <= 1.0 else (alpha - 1.0) / (alpha_max - 1.0)
 
 
+def log_to_multiplier(a: float, alpha_max: float) -> float:
+    """The bid multiplier of a "log" action `a` (clipped to [-1, 1] first)."""
+    a = min(max(a, -1.0), 1.0)
+    return math.exp(a * _LOG_SPAN) if a <= 0.0 else alpha_max ** a
+
+
+def log_to_action(alpha: float, alpha_max: float) -> float:
+    """The "log" action of a bid multiplier `alpha` (clipped to [LOG_ALPHA_MIN, alpha_max] first),
+    the inverse of `log_to_multiplier` up to rounding."""
+    alpha = min(max(alpha, LOG_ALPHA_MIN), alpha_max)
+    return math.log(alpha) / _LOG_SPAN if alpha <= 1.0 else math.log(alpha) / math.log(alpha_max)
+
+
+def multiplier_of(a: float, action_type: str, alpha_max: float) -> float:
+    """The bid multiplier of action `a` of `action_type` (clipped to its box)."""
+    if action_type == "normalized":
+        return to_multiplier(a, alpha_max)
+    if action_type == "log":
+        return log_to_multiplier(a, alpha_max)
+    return clip_multiplier(a, alpha_max)
+
+
+def action_of(alpha: float, action_type: str, alpha_max: float) -> float:
+    """The action of `action_type` that plays multiplier `alpha` (the inverse of `multiplier_of`)."""
+    if action_type == "normalized":
+        return to_action(alpha, alpha_max)
+    if action_type == "log":
+        return log_to_action(alpha, alpha_max)
+    return clip_multiplier(alpha, alpha_max)
+
+
 def clip_multiplier(alpha: float, alpha_max: float) -> float:
     """A bid multiplier clipped to [0, alpha_max]."""
     return min(max(alpha, 0.0), alpha_max)
@@ -52,17 +96,17 @@ def clip_multiplier(alpha: float, alpha_max: float) -> float:
 
 def check_action_type(action_type: str, alpha_max: float) -> None:
     """ValueError unless `action_type` is one of ACTION_TYPES and, when normalized, alpha_max > 1
-    (so that a > 0 bids above truthful)."""
+    (so that a > 0 bids above truthful); the same for "log"."""
     if action_type not in ACTION_TYPES:
         raise ValueError(f"action_type must be one of {list(ACTION_TYPES)}, got {action_type!r}")
-    if action_type == "normalized" and not alpha_max > 1.0:
-        raise ValueError(f"alpha_max must be > 1 with action_type='normalized' (a = +1 bids alpha_max, "
+    if action_type != "multiplier" and not alpha_max > 1.0:
+        raise ValueError(f"alpha_max must be > 1 with action_type={action_type!r} (a = +1 bids alpha_max, "
                          f"a = 0 truthful), got {alpha_max!r}; use action_type='multiplier' for alpha_max <= 1")
 
 
 def action_box(action_type: str, alpha_max: float) -> spaces.Box:
     """The action space of `action_type` (see the module docstring)."""
-    if action_type == "normalized":
+    if action_type in ("normalized", "log"):
         return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
     return spaces.Box(0.0, float(alpha_max), shape=(1,), dtype=np.float32)
 
@@ -77,4 +121,4 @@ def parse_action(action: Any, action_type: str, alpha_max: float, what: str = "a
         a = float(action[0] if np.ndim(action) else action)
     if not math.isfinite(a):
         raise ValueError(f"{what} must be finite, got {a}")
-    return to_multiplier(a, alpha_max) if action_type == "normalized" else clip_multiplier(a, alpha_max)
+    return multiplier_of(a, action_type, alpha_max)

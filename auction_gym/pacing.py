@@ -1,4 +1,4 @@
-"""Built-in bidding policies: OGD pacing (the paper's), truthful, fixed multiplier.
+"""Built-in bidding policies: OGD pacing (the paper's), PID pacing, truthful, fixed multiplier.
 
 They live here, not in `agents/`, because the environments run them for the bidders that are not
 learning (`other_bidders`), and `auction_gym` never imports `agents`; `agents` re-exports them.
@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .action import DEFAULT_ACTION_TYPE, check_action_type, to_action
+from .action import DEFAULT_ACTION_TYPE, action_of, check_action_type
 from .market.config import MarketConfig
 from .market.observation import Obs
 
@@ -130,16 +130,59 @@ class OGDPacer(MultiplierPolicy):
         return f"OGDPacer(eta={self.eta}, lambda_max={self.lambda_max}, alpha_max={self.alpha_max})"
 
 
+class PIDPacer(MultiplierPolicy):
+    """Budget pacing by a proportional-integral controller on the log of the multiplier, the
+    industrial pacer (AuctionNet's PID baseline) in the velocity form the observation supports:
+
+        log alpha_{t+1} = log alpha_t - kp * (z_t / rho - 1) - ki * e_t,   e_t = time_left - budget_left
+
+    z_t / rho - 1 is the last round's spend error (the change of the pace error, in rounds of
+    target), e_t the pace error itself (share of the budget spent minus share of the episode
+    played: positive when ahead of an even pace). In velocity form the proportional term acts on
+    the change of the error and the integral term on the error, so the multiplier holds steady
+    exactly when spend runs on pace. The derivative term would need the spend of two rounds back,
+    which the observation does not carry, so it is left out (a PI controller). Stateless: the
+    previous multiplier is `prev_multiplier`, as for OGDPacer.
+
+    Args:
+        kp: gain on the last round's spend error (log multiplier per rho), >= 0.
+        ki: gain on the pace error (log multiplier per share of budget), >= 0.
+        alpha_min: the smallest multiplier it plays (> 0: the controller works on log alpha).
+        alpha_max: the largest multiplier, and the scale of `prev_multiplier`.
+    """
+
+    def __init__(self, kp: float = 0.02, ki: float = 0.05, alpha_min: float = 1e-3, alpha_max: float = 2.0) -> None:
+        for name, v in (("kp", kp), ("ki", ki)):
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be finite and >= 0, got {v!r}")
+        if not (math.isfinite(alpha_min) and math.isfinite(alpha_max) and 0 < alpha_min < alpha_max):
+            raise ValueError(f"need 0 < alpha_min < alpha_max, finite; got {alpha_min!r}, {alpha_max!r}")
+        self.kp, self.ki = float(kp), float(ki)
+        self.alpha_min, self.alpha_max = float(alpha_min), float(alpha_max)
+
+    def _alpha(self, obs: list[float]) -> float:
+        prev = min(max(obs[Obs.PREV_MULTIPLIER] * self.alpha_max, self.alpha_min), self.alpha_max)
+        error = math.expm1(obs[Obs.LAST_SPEND_LOG]) - 1.0
+        pace = obs[Obs.TIME_LEFT] - obs[Obs.BUDGET_LEFT]
+        log_alpha = math.log(prev) - self.kp * error - self.ki * pace
+        return min(max(math.exp(log_alpha), self.alpha_min), self.alpha_max)
+
+    def __repr__(self) -> str:
+        return f"PIDPacer(kp={self.kp}, ki={self.ki}, alpha_min={self.alpha_min}, alpha_max={self.alpha_max})"
+
+
 class NormalizedActions:
-    """A MultiplierPolicy acting in an environment's normalized actions: its multipliers mapped by
-    `auction_gym.action.to_action`, the inverse of the environment's map, so the environment plays
-    exactly the multipliers the policy chose (see `to_action`)."""
+    """A MultiplierPolicy acting in an environment's normalized or log actions: its multipliers
+    mapped by `auction_gym.action.action_of`, the inverse of the environment's map, so the
+    environment plays the multipliers the policy chose (exactly under "normalized", see
+    `to_action`; up to rounding under "log", where a multiplier below LOG_ALPHA_MIN plays that)."""
 
-    action_type = "normalized"
-
-    def __init__(self, policy: MultiplierPolicy, alpha_max: float) -> None:
-        check_action_type(self.action_type, alpha_max)
-        self.policy, self.alpha_max = policy, float(alpha_max)
+    def __init__(self, policy: MultiplierPolicy, alpha_max: float, action_type: str = "normalized") -> None:
+        if action_type == "multiplier":
+            raise ValueError("NormalizedActions maps to 'normalized' or 'log' actions; a multiplier policy "
+                             "acts under 'multiplier' as it is")
+        check_action_type(action_type, alpha_max)
+        self.policy, self.alpha_max, self.action_type = policy, float(alpha_max), action_type
 
     def predict(
         self,
@@ -150,27 +193,28 @@ class NormalizedActions:
     ) -> tuple[np.ndarray, Any]:
         alpha, state = self.policy.predict(observation, state, episode_start, deterministic)
         # float64: a float32 action near -1 would round away the low bits of a small multiplier.
-        action = np.array([to_action(a, self.alpha_max) for a in alpha.ravel().tolist()], dtype=np.float64)
+        action = np.array([action_of(a, self.action_type, self.alpha_max) for a in alpha.ravel().tolist()],
+                          dtype=np.float64)
         return action.reshape(alpha.shape), state
 
     def __repr__(self) -> str:
-        return f"NormalizedActions({self.policy!r}, alpha_max={self.alpha_max})"
+        return f"NormalizedActions({self.policy!r}, alpha_max={self.alpha_max}, action_type={self.action_type!r})"
 
 
 def focal_policy(policy: Policy, action_type: str = DEFAULT_ACTION_TYPE,
                  alpha_max: float = MarketConfig.alpha_max) -> Policy:
     """`policy` as the focal bidder of an environment with `action_type` and `alpha_max`: a
-    MultiplierPolicy in a normalized environment maps its multipliers to actions
+    MultiplierPolicy in a normalized or log environment maps its multipliers to actions
     (NormalizedActions); any other policy, such as an SB3 model, already acts in the environment's
     space and is returned as is, and so is every policy under "multiplier"."""
     check_action_type(action_type, alpha_max)
-    if action_type == "normalized" and isinstance(policy, MultiplierPolicy):
-        return NormalizedActions(policy, alpha_max)
+    if action_type != "multiplier" and isinstance(policy, MultiplierPolicy):
+        return NormalizedActions(policy, alpha_max, action_type)
     return policy
 
 
 FIXED_PREFIX = "fixed:"
-BUILTIN_POLICIES = ("ogd", "truthful", FIXED_PREFIX + "<alpha>")
+BUILTIN_POLICIES = ("ogd", "pid", "truthful", FIXED_PREFIX + "<alpha>")
 """The built-in policies by name, as `make_policy` takes them (the one list every message and
 docstring names)."""
 
@@ -193,4 +237,6 @@ def make_policy(spec: str | Policy, alpha_max: float = 2.0) -> Policy:
             return FixedMultiplier(float(spec[len(FIXED_PREFIX):]))
         except ValueError as e:
             raise ValueError(f"bad policy {spec!r}: {e}") from None
+    if spec == "pid":
+        return PIDPacer(alpha_max=alpha_max)
     return OGDPacer(alpha_max=alpha_max) if spec == "ogd" else Truthful()

@@ -2,7 +2,7 @@
 
     python -m experiments.burst_visibility [--episodes 100] [--ahead 10] [--folds 5]
 
-Plays episodes of `compare`'s default scenario (`experiments.compare.SCENARIO`) with the focal bidder
+Plays episodes of the scenario of issues 13-22 (`auction_gym.scenarios`, "bursty_v0") with the focal bidder
 on OGD, as `compare`'s `ogd` baseline plays them, and fits ridge regressions from what a policy could
 know before a round to what is coming:
 
@@ -38,10 +38,13 @@ from agents.sb3 import stack
 from agents.stats import format_ci, mean_ci
 from auction_gym.market import Obs
 from auction_gym.pacing import make_policy
+from auction_gym.scenarios import scenario
 from auction_gym.workload import AgenticConfig
 from auction_gym.workload.agentic import in_burst
 from experiments.argtypes import positive_int
-from experiments.compare import SCENARIO
+
+SCENARIO = scenario("bursty_v0")
+"""The env arguments by default: this study measured the scenario of issues 13-22 (`auction_gym.scenarios`)."""
 
 TARGETS = ("burst_now", "burst_ahead", "queue_growth")
 PREDICTORS = ("queue only", "observation", "4 stacked observations", "burst clock (not observed)")

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("experiments.reproduce", "reproduce the paper's findings over a sweep of load and KV size"),
     "train": ("experiments.train", "train a Stable-Baselines3 pacing agent on RadixAuction-v0"),
     "evaluate": ("experiments.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
+    "headroom": ("experiments.headroom", "measure what pacing can gain in a scenario, before any training"),
     "compare": ("experiments.compare", "train SB3 agents and compare them with OGD and truthful bidding"),
     "train-multi": ("experiments.train_multi", "train every bidder at once with RLlib PPO (Ray; local or a cluster)"),
     "evaluate-multi": ("experiments.evaluate_multi",

@@ -15,7 +15,10 @@ ROOT/eval/<policy>: `eval/*` per episode). Writes to OUT (replacing an earlier c
 `utility_vs_ogd` is the paired difference of the focal bidder's utility from OGD's on the same
 episode, the sharpest test of "beats OGD" (episode-to-episode variance cancels).
 
-The default scenario (`SCENARIO`) is non-stationary, bursty agentic load with binding budgets.
+Before any training it runs the headroom report (`experiments.headroom`: OUT/headroom.md, .csv,
+.png), whose tuned choices are the tuned baselines. The scenario is a name of
+`auction_gym.scenarios.SCENARIOS` ("calibrated" by default; "bursty_v0" is the one of issues
+13-22), with `--env-kwargs` over it.
 Confidence intervals treat evaluation episodes as independent samples; pooled over training seeds
 they understate the spread between seeds, which the per-seed rows show.
 """
@@ -25,37 +28,34 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import multiprocessing
 import shlex
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from agents.baselines import TUNED, TUNING_EPISODES
+from agents.baselines import TUNED
 from agents.evaluation import DEFAULT_EVAL_SEED, METRIC_UNITS, METRICS, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
 from agents.sb3 import ALGOS, check_hyperparams, load_hyperparams, load_policy
 from agents.stats import format_ci, mean_ci
-from agents.training import TrainConfig, train
+from agents.training import TrainConfig, TrainResult, train
 from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
+from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS
 
 from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
 from .evaluate import evaluate_and_log
+from .headroom import TUNING_EPISODES, headroom, scenario_kwargs
+from .headroom import markdown as headroom_markdown
+from .headroom import write as write_headroom
 from .policy_figure import plot_policies, trace
-from .train import checked_env_kwargs, key_values
+from .train import key_values
 
-SCENARIO = {
-    "horizon": 200,
-    "workload_kwargs": {"burst_period": 8.0, "burst_factor": 3.0, "burst_duration": 2.0},
-}
-"""Bursty agentic load: every 8 engine seconds the arrival rate triples for 2 s (the default
-scenario's 20 requests/s, 4 bidders, 60% sessions and 40% urgent calls), about 3 surges per
-200-round episode (~22 engine seconds). Budgets (the default rho, 0.0001 per round) bind: truthful
-bidding exhausts its budget before the episode ends in 17 of the 20 default evaluation episodes. The
-other bidders pace by OGD."""
 BASELINES = (*(p for p in BUILTIN_POLICIES if not p.startswith(FIXED_PREFIX)), *TUNED)
 COLUMNS = (*METRICS, "utility_vs_ogd")
 UNITS = {**METRIC_UNITS, "utility_vs_ogd": METRIC_UNITS["utility"]}
@@ -64,9 +64,9 @@ FIGURE_EPISODES = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algos", default="ppo,sac", help=f"comma-separated, from {', '.join(ALGOS)} (default ppo,sac)")
-    parser.add_argument("--timesteps", type=positive_int, default=20_000,
-                        help="training steps per algorithm and seed (default 20000)")
+    parser.add_argument("--algos", default="ppo", help=f"comma-separated, from {', '.join(ALGOS)} (default ppo)")
+    parser.add_argument("--timesteps", type=positive_int, default=30_000,
+                        help="training steps per algorithm and seed (default 30000)")
     parser.add_argument("--seeds", type=positive_int, default=5, help="training seeds 0..K-1 per algorithm (default 5)")
     parser.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes per policy (default 20)")
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
@@ -75,8 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated built-in policies: {', '.join(BUILTIN_POLICIES)}, and "
                         f"{' and '.join(TUNED)}, chosen on tuning seeds (agents.baselines) (default {','.join(BASELINES)})")
     parser.add_argument("--tuning-episodes", type=positive_int, default=TUNING_EPISODES,
-                        help=f"episodes (seeds 0, 1, ...) best_fixed and ogd_tuned are chosen on "
-                        f"(default {TUNING_EPISODES})")
+                        help=f"episodes (seeds 0, 1, ...) the headroom report and the tuned baselines are "
+                        f"chosen on (default {TUNING_EPISODES})")
     parser.add_argument("--n-envs", type=positive_int, default=1, help="parallel training envs (default 1)")
     parser.add_argument("--eval-freq", type=positive_int, default=None,
                         help="evaluate during training every N steps (default: a tenth of --timesteps)")
@@ -87,8 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="reuse LOGDIR/compare, deleting an earlier compare's models and events there")
     parser.add_argument("--out", default="results", help="directory for compare.csv/.md/.png (default results)")
-    parser.add_argument("--env-kwargs", type=json_dict, default=SCENARIO,
-                        help=f"RadixAuction-v0 arguments as JSON (default: the bursty scenario {json.dumps(SCENARIO)})")
+    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, choices=list(SCENARIOS),
+                        help=f"named scenario (auction_gym.scenarios; default {DEFAULT_SCENARIO})")
+    parser.add_argument("--env-kwargs", type=json_dict, default={},
+                        help="RadixAuction-v0 arguments as JSON, over the scenario's key by key (default none)")
+    parser.add_argument("--jobs", type=positive_int, default=2,
+                        help="processes for the headroom report and the training runs (default 2)")
     parser.add_argument("--torch-threads", type=positive_int, default=1, help="PyTorch CPU threads (default 1)")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
@@ -108,7 +112,7 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             policy_from_spec(spec)
         except ValueError as e:
             raise UsageError(f"--baselines: {e}") from None
-    checked_env_kwargs(args.env_kwargs)
+    args.env_kwargs = scenario_kwargs(args.scenario, args.env_kwargs)
     hyperparams = key_values(args.hyperparams)
     for algo in algos:
         try:
@@ -124,11 +128,18 @@ def run(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     root = new_run_dir(Path(args.logdir) / "compare", args.overwrite)
     print(f"TensorBoard folders of this run: {root}", flush=True)
-    episodes, notes, policies = run_all(args, algos, baselines, root)
+    out = Path(args.out)
+    print("headroom report (before any training)", flush=True)
+    table, tuned = headroom(args.env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
+                            jobs=args.jobs)
+    write_headroom(out, table, f"Headroom of `{command_line(args, algos, baselines)}`\n\nScenario: "
+                   f"`{json.dumps(args.env_kwargs)}`")
+    print(headroom_markdown(table), flush=True)
+    choices = {r["policy"]: r["choice"] for r in table}
+    episodes, notes, policies = run_all(args, algos, baselines, root, tuned, choices)
     groups = {**{a: [r for s in range(args.seeds) for r in episodes[f"{a}_s{s}"]] for a in algos}, **episodes}
     rows = summarize(groups, episodes.get("ogd"))
     wall = time.perf_counter() - start
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "compare.csv", rows)
     write_episodes(out / "episodes.csv", episodes, args.eval_seed)
@@ -149,44 +160,62 @@ def run(args: argparse.Namespace) -> None:
           f"tensorboard --logdir {root}")
 
 
-def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str],
-            root: Path) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, Policy]]:
+def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], root: Path, tuned: dict[str, Policy],
+            choices: dict[str, str]) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, Policy]]:
     """Train and evaluate each algorithm and seed, then choose the tuned baselines and evaluate
     every baseline, all under `root`. A learned run's final evaluation is logged at its last
     training step, a baseline's as a flat line at every step learned runs evaluated at, so all
     `eval/*` curves share one x axis. Returns the evaluation episodes' metrics by policy name
     (built-ins first, then `<algo>_s<seed>`), a line per tuned baseline saying what was chosen, and
-    every policy evaluated, by name."""
+    every policy evaluated, by name. `tuned` has the tuned baselines' policies and `choices` their
+    candidates' names (the headroom report's choices). A learned run is evaluated during training on the same `--episodes`
+    episodes as the final evaluation and the baselines, so its curve and their lines compare."""
     evals = root / "eval"
     learned, policies, steps = {}, {}, set()
-    for algo in algos:
-        for seed in range(args.seeds):
-            print(f"training {algo} seed {seed} for {args.timesteps} steps", flush=True)
-            result = train(TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed,
-                                       n_envs=args.n_envs, env_kwargs=args.env_kwargs, eval_seed=args.eval_seed,
-                                       eval_freq=args.eval_freq, hyperparams=key_values(args.hyperparams),
-                                       progress=args.progress))
-            steps.update(result.eval_steps)
-            name = f"{algo}_s{seed}"
-            policies[name] = load_policy(result.model_path)
-            learned[name] = evaluate_and_log(policies[name], name, args.env_kwargs, args.episodes, args.eval_seed,
-                                             evals, args.progress, steps=result.eval_steps[-1:])
-    fixed, notes = baseline_policies(args, baselines)
+    configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
+                           env_kwargs=args.env_kwargs, eval_seed=args.eval_seed, eval_freq=args.eval_freq,
+                           eval_episodes=args.episodes, hyperparams=key_values(args.hyperparams),
+                           progress=args.progress and args.jobs == 1)
+               for algo in algos for seed in range(args.seeds)]
+    print(f"training {len(configs)} runs of {args.timesteps} steps, {args.jobs} at a time", flush=True)
+    for config, result in zip(configs, train_all(configs, args.jobs, args.torch_threads)):
+        steps.update(result.eval_steps)
+        name = f"{config.algo}_s{config.seed}"
+        policies[name] = load_policy(result.model_path)
+        learned[name] = evaluate_and_log(policies[name], name, args.env_kwargs, args.episodes, args.eval_seed,
+                                         evals, args.progress, steps=result.eval_steps[-1:])
+    fixed, notes = baseline_policies(args, baselines, tuned, choices)
     episodes = {name: evaluate_and_log(policy, name, args.env_kwargs, args.episodes, args.eval_seed, evals,
                                        args.progress, steps=sorted(steps)) for name, policy in fixed.items()}
     return {**episodes, **learned}, notes, {**fixed, **policies}
 
 
-def baseline_policies(args: argparse.Namespace, baselines: list[str]) -> tuple[dict[str, Policy], list[str]]:
-    """Each baseline's policy by name, those of `agents.baselines.TUNED` chosen on the tuning
-    episodes first; and a line per tuned one saying what was chosen."""
+def _train_one(job: tuple[TrainConfig, int]) -> TrainResult:
+    config, threads = job
+    torch.set_num_threads(threads)  # a worker process starts with torch's default, one per core
+    return train(config)
+
+
+def train_all(configs: list[TrainConfig], jobs: int, threads: int) -> list[TrainResult]:
+    """Every training run, `jobs` processes at a time (each with `threads` torch threads); the
+    results in the order of `configs`. Each run is seeded, so the order does not change them."""
+    if jobs == 1:
+        return [train(c) for c in configs]
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_train_one, [(c, threads) for c in configs]))
+
+
+def baseline_policies(args: argparse.Namespace, baselines: list[str], tuned: dict[str, Policy],
+                      choices: dict[str, str]) -> tuple[dict[str, Policy], list[str]]:
+    """Each baseline's policy by name, those of `agents.baselines.TUNED` from `tuned` (chosen on the
+    tuning episodes by the headroom report); and a line per tuned one saying what was chosen."""
     policies, notes = {}, []
     for spec in baselines:
         if spec in TUNED:
-            tuned = TUNED[spec](args.env_kwargs, args.tuning_episodes)
-            notes.append(tuned.describe())
+            notes.append(f"{spec} = {choices[spec]}, chosen by the headroom report on tuning seeds "
+                         f"0..{args.tuning_episodes - 1}")
             print(notes[-1], flush=True)
-            policies[spec] = tuned.policy
+            policies[spec] = tuned[spec]
         else:
             policies[policy_name(spec)] = policy_from_spec(spec, args.env_kwargs.get("alpha_max", 2.0))
     return policies, notes
@@ -195,7 +224,7 @@ def baseline_policies(args: argparse.Namespace, baselines: list[str]) -> tuple[d
 def command_line(args: argparse.Namespace, algos: list[str], baselines: list[str]) -> str:
     """The `radix-auction compare` command that reproduces this run, every option explicit."""
     return shlex.join([
-        "radix-auction", "compare", "--algos", ",".join(algos), "--timesteps", str(args.timesteps),
+        "radix-auction", "compare", "--scenario", args.scenario, "--algos", ",".join(algos), "--timesteps", str(args.timesteps),
         "--seeds", str(args.seeds), "--episodes", str(args.episodes), "--eval-seed", str(args.eval_seed),
         "--baselines", ",".join(baselines), "--tuning-episodes", str(args.tuning_episodes), "--n-envs", str(args.n_envs), "--logdir", str(args.logdir),
         *(["--overwrite"] if args.overwrite else []),

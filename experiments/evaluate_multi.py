@@ -37,12 +37,16 @@ from agents.population import (BIDDER_METRICS, MARKET_METRICS, agent_names, chec
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
 from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
+from auction_gym.scenarios import scenario
 
 from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
-from .compare import SCENARIO, write_csv, write_episodes
+from .compare import write_csv, write_episodes
 from .compare import markdown as compare_markdown
 from .compare import summarize as compare_summarize
+
+SCENARIO = scenario("bursty_v0")
+"""The env arguments by default: the multi-agent runs keep the scenario of issues 13-22 (`auction_gym.scenarios`)."""
 
 BASELINES = tuple(p for p in BUILTIN_POLICIES if not p.startswith(FIXED_PREFIX))
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}

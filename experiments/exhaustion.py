@@ -20,8 +20,11 @@ import numpy as np
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from agents.evaluation import DEFAULT_EVAL_SEED
 from auction_gym.pacing import FixedMultiplier, OGDPacer, Truthful, focal_policy
+from auction_gym.scenarios import scenario
 
-from .compare import SCENARIO
+SCENARIO = scenario("bursty_v0")
+"""The env arguments by default: this study measured the scenario of issues 13-22 (`auction_gym.scenarios`)."""
+
 
 POLICIES = {"ogd": OGDPacer(), "truthful": Truthful(), "fixed:0.02": FixedMultiplier(0.02)}
 

@@ -13,9 +13,14 @@ import random
 import pytest
 
 from auction_gym import RadixCache, Request
+from auction_gym.market import MarketConfig
 from auction_gym.mechanism import RadixTreeAuction, StrictPriorityAuction
 
-COST_MODELS = [("unit", 1.0), ("tokens", 1.0), ("tokens", 0.0), ("tokens", 2.5)]
+# ("tokens", the "service" overhead): the market's "service" cost model is "tokens" with the engine's
+# per-request service time in prefill tokens (MarketConfig.service_overhead, about 2,130), so the
+# brute-force checks hold for it too.
+COST_MODELS = [("unit", 1.0), ("tokens", 1.0), ("tokens", 0.0), ("tokens", 2.5),
+               ("tokens", MarketConfig(cost_model="service").service_overhead())]
 
 
 # ----------------------------------------------------------------------------- reference

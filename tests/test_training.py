@@ -259,9 +259,10 @@ def test_compare_end_to_end(tmp_path, capsys):
                       "batch_size=32", "n_epochs=1"])
     out = tmp_path / "out"
     assert {p.name for p in out.iterdir()} == {"compare.csv", "compare.md", "compare.png", "policies.png",
-                                               "episodes.csv"}
+                                               "episodes.csv", "headroom.md", "headroom.csv", "headroom.png"}
     table = capsys.readouterr().out
-    for row in ("ppo", "ogd", "truthful", "best_fixed", "ogd_tuned", "ppo_s0", "ppo_s1"):
+    for row in ("ppo", "ogd", "pid", "truthful", "best_fixed", "ogd_tuned", "pid_tuned", "ppo_s0", "ppo_s1",
+                "privileged", "hindsight", "unlimited_budget"):
         assert f"| {row} |" in table
     assert "Across training seeds" in table and "| ppo | 2 |" in table and "vs best_fixed" in table
     for run in ("ppo_s0", "eval/ppo_s0", "eval/ogd", "eval/truthful", "eval/best_fixed", "eval/ogd_tuned"):

@@ -119,6 +119,13 @@ class ServingEngine:
         """The waiting requests, first come, first served (read-only: the engine's `queue` owns them)."""
         return self.queue.requests
 
+    def in_system(self) -> list[Request]:
+        """Every request the engine holds and has not finished: waiting (retracted ones included),
+        in a chunked prefill, or running. (A request that arrived during the last iteration joins
+        the queue at the start of the next one, and is not here yet.)"""
+        chunked = [self._chunked.request] if self._chunked is not None else []
+        return [*self.queue.requests, *chunked, *(run.request for run in self.running)]
+
     @property
     def used_tokens(self) -> int:
         return self.cache.total_size + self.reserved

@@ -18,12 +18,13 @@ def market_config(
     workload_kwargs: dict[str, Any] | None = None,
     engine_kwargs: dict[str, Any] | None = None,
     backend_kwargs: dict[str, Any] | None = None,
+    episode_draws: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> MarketConfig:
     """The MarketConfig of an environment's keyword arguments (None kwargs dicts mean empty)."""
     return MarketConfig(
         workload_kwargs=dict(workload_kwargs or {}), engine_kwargs=dict(engine_kwargs or {}),
-        backend_kwargs=dict(backend_kwargs or {}), **kwargs,
+        backend_kwargs=dict(backend_kwargs or {}), episode_draws=dict(episode_draws or {}), **kwargs,
     )
 
 

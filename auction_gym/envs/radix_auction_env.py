@@ -15,6 +15,9 @@ from ..pacing import Policy, make_policy
 from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable, with_observation_table
 from .rendering import market_frame
 
+REWARDS = ("utility", "cost")
+"""The focal bidder's reward: see Rewards in `RadixAuctionEnv`'s docstring."""
+
 
 def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others: list[int],
                     alpha_max: float) -> list[tuple[Policy, list[int], np.ndarray]]:
@@ -51,12 +54,14 @@ class RadixAuctionEnv(gym.Env):
     ## Action Space
 
     The focal bidder's bid multiplier alpha for the next round (alpha = 1 bids true urgency; 0 bids
-    nothing), in one of two types (`action_type`; the map is defined once, in `auction_gym.action`):
+    nothing), in one of three types (`action_type`; the maps are defined once, in `auction_gym.action`):
 
     | action_type  | space                              | multiplier alpha of action a                       |
     |--------------|------------------------------------|----------------------------------------------------|
     | "normalized" | `Box(-1, 1, (1,), float32)`        | 1 + a for a <= 0, 1 + a (alpha_max - 1) for a > 0: |
     | (default)    |                                    | a = -1 bids nothing, 0 truthful, +1 alpha_max      |
+    | "log"        | `Box(-1, 1, (1,), float32)`        | 0.001^(-a) for a <= 0, alpha_max^a for a > 0:      |
+    |              |                                    | equal steps are equal ratios; a = 0 truthful       |
     | "multiplier" | `Box(0, alpha_max, (1,), float32)` | a itself                                           |
 
     The normalized type is what SB3 expects (`check_env` passes without warnings) and puts a fresh
@@ -83,9 +88,18 @@ class RadixAuctionEnv(gym.Env):
 
     ## Rewards
 
-    The focal bidder's realized utility during the step, times `reward_scale`: for each of its
-    requests that finished in the step, value V minus urgency w x latency, minus the payment charged
-    this round. (Requests still unfinished when the episode ends add nothing.)
+    `reward="utility"` (the default): the focal bidder's realized utility during the step, times
+    `reward_scale`: for each of its requests that finished in the step, value V minus urgency w x
+    latency, minus the payment charged this round. (Requests still unfinished when the episode ends
+    add nothing.)
+
+    `reward="cost"`: minus the latency cost its requests accrued during the step (w x the seconds
+    each spent waiting or running within the step, finished or not; `info["latency_cost"]`) minus
+    the payment, times `reward_scale`. Its episode return is the utility's less the values V of the
+    finished requests, which the focal bidder's bids hardly move (every request is served; only
+    which finish before the horizon depends on them), and less the cost those unfinished have
+    accrued; so the best policies are the same, and the variance of the values, which no action
+    reaches, is gone. The evaluation metrics (`agents.evaluation`) read `info["utility"]` either way.
 
     ## Starting State
 
@@ -136,8 +150,9 @@ class RadixAuctionEnv(gym.Env):
     |------------------|--------------|------------------------------------------------------------------|
     | num_bidders      | 4            | bidders in the market (focal included)                           |
     | mechanism        | "radix_vcg"  | "radix_vcg", "strict_vcg", or no-payment "fcfs", "lpm", "dfs_weight" |
-    | cost_model       | "tokens"     | the auction's completion model: "tokens" (cache-aware) or "unit" |
-    |                  |              | (the paper's literal average subtree bid), DESIGN.md section 3   |
+    | cost_model       | "tokens"     | the auction's completion model: "tokens" (cache-aware), "unit"   |
+    |                  |              | (the paper's literal average subtree bid), DESIGN.md section 3,  |
+    |                  |              | or "service" (tokens + each request's running-slot time)         |
     | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
     | workload         | "agentic"    | "agentic", "shared_prefix" (SGLang's generated-shared-prefix     |
     |                  |              | benchmark), or "mooncake" with `trace_path`                      |
@@ -152,12 +167,15 @@ class RadixAuctionEnv(gym.Env):
     | budget           | None         | budget per bidder per episode; None: budget_per_round x horizon  |
     | budget_per_round | 0.0001       | target spend per round rho                                       |
     | horizon          | 500          | rounds per episode                                               |
+    | episode_draws    | None         | parameters drawn per episode: {"rate": [...], "budget_scale":    |
+    |                  |              | [...]} (MarketConfig.episode_draws); reset's info["draws"]       |
     | other_bidders    | "ogd"        | "ogd", "truthful", "fixed:<alpha>", a policy, or one per other bidder |
     | focal_bidder     | 0            | which bidder the learner plays                                   |
     | alpha_max        | 2.0          | the largest multiplier; > 1 under action_type "normalized"       |
     | reward_scale     | 0.1          | reward = utility x reward_scale                                  |
-    | action_type      | "normalized" | "normalized" (Box(-1, 1)) or "multiplier" (Box(0, alpha_max)),   |
-    |                  |              | see Action Space                                                 |
+    | action_type      | "normalized" | "normalized" (Box(-1, 1)), "log" (Box(-1, 1) on a log scale of  |
+    |                  |              | alpha) or "multiplier" (Box(0, alpha_max)), see Action Space     |
+    | reward           | "utility"    | "utility" or "cost" (see Rewards)                                |
 
     The default scenario (stationary traffic above the engine's capacity, budgets that bind) is
     described in `auction_gym.market.MarketConfig`.
@@ -210,6 +228,12 @@ class RadixAuctionEnv(gym.Env):
       restores the old admission rules (not the cache's).
     - v0 (issue 16): no change of behaviour (the golden digests are those of issue 15); the
       observation table is made from `auction_gym.market.observation.FEATURES`.
+    - v0 (issue 23): new arguments, each off by default, so the default trajectories (and the
+      golden digests) are unchanged: `episode_draws` (scenario parameters drawn per episode,
+      reset's `info["draws"]`), `reward="cost"`, `action_type="log"`, and the cost model
+      "service"; the load curve of the agentic workload (`wave_amplitude`, `wave_period`,
+      `wave_offset` in workload_kwargs). `auction_gym.scenarios` names the pacing scenarios
+      ("calibrated", the new default of `compare`; "bursty_v0", the earlier one).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
@@ -229,12 +253,14 @@ class RadixAuctionEnv(gym.Env):
         budget: float | Sequence[float] | None = None,
         budget_per_round: float = MarketConfig.budget_per_round,
         horizon: int = MarketConfig.horizon,
+        episode_draws: dict[str, Any] | None = None,
         other_bidders: str | Policy | Sequence[str | Policy] = "ogd",
         focal_bidder: int = 0,
         alpha_max: float = MarketConfig.alpha_max,
         reward_scale: float = 0.1,
         render_mode: str | None = None,
         action_type: str = DEFAULT_ACTION_TYPE,
+        reward: str = "utility",
     ) -> None:
         self.config = market_config(
             num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
@@ -242,19 +268,23 @@ class RadixAuctionEnv(gym.Env):
             workload_kwargs=workload_kwargs, backend=backend, engine_kwargs=engine_kwargs,
             backend_kwargs=backend_kwargs,
             horizon=horizon, budget=budget, budget_per_round=budget_per_round, alpha_max=alpha_max,
+            episode_draws=episode_draws,
         )
         if not 0 <= focal_bidder < num_bidders:
             raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {focal_bidder}")
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
         check_action_type(action_type, alpha_max)
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
         warn_if_queue_unstable(self.config)
+        self.reward = reward
         self.action_type = action_type
         self.focal = focal_bidder
         self.others = [i for i in range(num_bidders) if i != focal_bidder]
         self._groups = opponent_groups(other_bidders, self.others, alpha_max)
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
-        self.market = Market(self.config)
+        self.market = Market(self.config, accrue_latency_cost=reward == "cost")
         self.observation_space = spaces.Box(Obs.LOW, Obs.high(self.config.horizon), dtype=np.float32)
         self.action_space = action_box(action_type, alpha_max)
         self._obs: np.ndarray | None = None
@@ -265,7 +295,8 @@ class RadixAuctionEnv(gym.Env):
         self.market.reset(int(self.np_random.integers(2**31 - 1)))
         self._obs = self.market.observations()
         self._last = None
-        return self._obs[self.focal].copy(), {"budget": float(self.market.budget[self.focal])}
+        return self._obs[self.focal].copy(), {"budget": float(self.market.budget[self.focal]),
+                                              "draws": self.market.draws}
 
     def step(self, action):
         if self._obs is None:
@@ -286,9 +317,14 @@ class RadixAuctionEnv(gym.Env):
         report = self.market.step(alphas)
         self._last = report
         self._obs = self.market.observations()
-        reward = float(report.utility[self.focal] * self.reward_scale)
-        return (self._obs[self.focal].copy(), reward, self.market.terminated, self.market.truncated,
-                market_info(self.market, report, self.focal))
+        info = market_info(self.market, report, self.focal)
+        if report.latency_cost is None:
+            reward = report.utility[self.focal]
+        else:
+            info["latency_cost"] = float(report.latency_cost[self.focal])
+            reward = -(report.latency_cost[self.focal] + report.payments[self.focal])
+        return (self._obs[self.focal].copy(), float(reward * self.reward_scale), self.market.terminated,
+                self.market.truncated, info)
 
     def render(self) -> str | np.ndarray | None:
         """The frame of `render_mode` (see Rendering in the class docstring)."""

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from .._checks import check_count
 from ..engine import EngineConfig, ServingEngine
 from ..mechanism import RadixTreeAuction, StrictPriorityAuction
@@ -23,6 +25,12 @@ WORKLOADS = ("agentic", "shared_prefix", "mooncake")
 # gpu_backend, which builds on auction_gym, so auction_gym must not import it up front.
 BACKENDS = {"sim": "auction_gym.engine:SimEngine", "torch": "gpu_backend:TorchEngine"}
 AUCTIONS = {"radix_vcg": RadixTreeAuction, "strict_vcg": StrictPriorityAuction}
+COST_MODELS = ("tokens", "unit", "service")
+"""The auctions' completion-time models (docs/design.md, "The economic model"): the mechanism's
+"tokens" and "unit", and "service", which is "tokens" with the per-request work set to the
+engine's service time of a request (`MarketConfig.service_overhead`)."""
+EPISODE_DRAWS = ("rate", "budget_scale")
+"""Scenario parameters `MarketConfig.episode_draws` may draw per episode."""
 DEFAULT_WORKLOAD = {"rate": 20.0, "bidder_heterogeneity": 0.0, "shape_mix": {"session": 0.6, "urgent": 0.4}}
 DEFAULT_ENGINE = {"kv_capacity_tokens": 60_000, "max_running_requests": 32}
 DECODE_STEPS_PER_REQUEST = 230
@@ -75,9 +83,11 @@ class MarketConfig:
     mechanism: str = "radix_vcg"
     """One of MECHANISMS; the auctions charge VCG payments, the others nothing."""
     cost_model: str = "tokens"
-    """The auction's completion-time model (DESIGN.md section 3): "tokens" (cache-aware, the
-    default) or "unit" (the paper's literal average subtree bid)."""
+    """The auction's completion-time model (DESIGN.md section 3), one of COST_MODELS: "tokens"
+    (cache-aware, the default), "unit" (the paper's literal average subtree bid), or "service"
+    ("tokens" pricing each request's running-slot time too: `service_overhead`)."""
     request_overhead: float = 1.0
+    """Per-request work under "tokens" (prefill tokens); "service" sets its own."""
     workload: str = "agentic"
     trace_path: str | Path | None = None
     """The Mooncake trace (JSONL), required with workload="mooncake"."""
@@ -99,6 +109,12 @@ class MarketConfig:
     """Target spend per round, rho = B / T, when `budget` is None."""
     alpha_max: float = 2.0
     """Largest bid multiplier a bidder may play (the action bound)."""
+    episode_draws: dict[str, Sequence[float]] = field(default_factory=dict)
+    """Scenario parameters drawn anew for each episode from its seed, uniformly among the values
+    listed, as days differ: "rate" (the agentic arrival rate, requests/s, over workload_kwargs'
+    rate) and "budget_scale" (a multiplier of each bidder's budget, drawn for every bidder
+    independently). Empty: every episode has the same parameters. `Market.draws` has the values
+    of the current episode."""
     warmup: float = 10.0
     """Engine seconds served before the first round, with truthful bids and no charges, so an
     episode starts from a running engine instead of an empty one. (In the default scenario, after
@@ -115,6 +131,9 @@ class MarketConfig:
             raise ValueError("workload='mooncake' needs trace_path, the Mooncake trace (JSONL)")
         if self.trace_path is not None:
             check_readable_file(self.trace_path, "trace_path")
+        if self.cost_model not in COST_MODELS:
+            raise ValueError(f"unknown cost_model {self.cost_model!r}; valid: {', '.join(COST_MODELS)}")
+        self._check_episode_draws()
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
         check_count("horizon", self.horizon)
@@ -131,6 +150,45 @@ class MarketConfig:
         if not math.isfinite(self.alpha_max) or self.alpha_max <= 0:
             raise ValueError(f"alpha_max must be finite and > 0, got {self.alpha_max!r}")
         self.budgets()  # validates the budget settings
+
+    def _check_episode_draws(self) -> None:
+        if unknown := set(self.episode_draws) - set(EPISODE_DRAWS):
+            raise ValueError(f"unknown episode_draws {sorted(unknown)}; known: {', '.join(EPISODE_DRAWS)}")
+        if "rate" in self.episode_draws and self.workload != "agentic":
+            raise ValueError("episode_draws['rate'] needs workload='agentic'")
+        for name, values in self.episode_draws.items():
+            values = list(values)
+            if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
+                raise ValueError(f"episode_draws[{name!r}] must be a non-empty list of finite numbers > 0, "
+                                 f"got {values!r}")
+
+    def draw_episode(self, seed: int) -> dict[str, Any]:
+        """The episode's drawn parameters (`episode_draws`) for `seed`: "rate" a number,
+        "budget_scale" one number per bidder. A stream of its own (not the workload's), so a
+        scenario without draws sees exactly the workload it saw before."""
+        rng = np.random.default_rng([int(seed), 0x5CE7A210])
+        draws: dict[str, Any] = {}
+        if "rate" in self.episode_draws:
+            draws["rate"] = float(rng.choice(np.asarray(self.episode_draws["rate"], dtype=float)))
+        if "budget_scale" in self.episode_draws:
+            scales = np.asarray(self.episode_draws["budget_scale"], dtype=float)
+            draws["budget_scale"] = rng.choice(scales, self.num_bidders).tolist()
+        return draws
+
+    def episode_budgets(self, draws: dict[str, Any]) -> list[float]:
+        """Each bidder's budget in an episode with `draws` (`draw_episode`)."""
+        scales = draws.get("budget_scale", [1.0] * self.num_bidders)
+        return [b * s for b, s in zip(self.budgets(), scales)]
+
+    def service_overhead(self) -> float:
+        """The per-request work of the "service" cost model, in prefill tokens: the seconds of the
+        engine's bottleneck one request takes when every running slot is busy, 1 / served_rate()
+        (a request holds one of the slots for its decode steps), over the seconds one prefill
+        token takes. With the default engine 1 / 14.45 s = 69 ms, about 2,130 tokens: far more
+        than a typical request's uncached prompt, so "service" prices mostly the slot a request
+        holds, where "tokens" prices only its prefill."""
+        engine = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
+        return 1.0 / self.served_rate() / engine.cost_model.prefill_per_token
 
     def budgets(self) -> list[float]:
         """Each bidder's budget for one episode (money)."""
@@ -189,6 +247,8 @@ class MarketConfig:
 
     def make_scheduler(self) -> Scheduler:
         if self.mechanism in AUCTIONS:
+            if self.cost_model == "service":
+                return AUCTIONS[self.mechanism](cost_model="tokens", request_overhead=self.service_overhead())
             return AUCTIONS[self.mechanism](cost_model=self.cost_model, request_overhead=self.request_overhead)
         return make_scheduler(self.mechanism)
 
@@ -198,13 +258,14 @@ class MarketConfig:
         config = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         return engine_class(scheduler, config, **self.backend_kwargs)
 
-    def make_workload(self, seed: int) -> Iterable[Request]:
+    def make_workload(self, seed: int, draws: dict[str, Any] | None = None) -> Iterable[Request]:
         """The episode's requests, as a stream the engine reads as its clock advances (so only the
         traffic an episode reaches is drawn). Agentic traffic lasts, unless set, warmup + 2.5 x
         horizon / rate seconds: every round admits at least one request, and in the default
         scenario a round admits about 1.1, so that lasts `horizon` rounds with room to spare. The
         shared-prefix workload has its fixed number of requests. (If the traffic runs out first,
-        the episode is truncated.)"""
+        the episode is truncated.) `draws` are the episode's drawn parameters (`draw_episode`):
+        a drawn "rate" replaces the configured one."""
         if self.workload == "mooncake":
             kwargs = {"time_scale": 4.0, **self.workload_kwargs}
             return iter_mooncake(self.trace_path, num_bidders=self.num_bidders, seed=seed, **kwargs)
@@ -212,6 +273,8 @@ class MarketConfig:
             config = SharedPrefixConfig(num_bidders=self.num_bidders, **self.workload_kwargs)
             return iter_shared_prefix(config, seed=seed)
         kwargs = {**DEFAULT_WORKLOAD, **self.workload_kwargs}
+        if draws and "rate" in draws:
+            kwargs["rate"] = draws["rate"]
         rate = kwargs["rate"]
         if "duration" not in kwargs and "num_requests" not in kwargs:
             kwargs["duration"] = self.warmup + max(30.0, 2.5 * self.horizon / rate)

@@ -13,7 +13,7 @@ only in rounds that admit some of its requests, p_i x a_i / q_i x seconds_per_un
 q_i queued), never more than its remaining budget; a bidder with no budget left bids 0.
 seconds_per_unit turns the auction's completion units into seconds: under "unit" the engine's busy
 seconds per admitted request so far (warm-up included, so the mean is settled by the first round);
-under "tokens" the cost model's seconds per prefill token.
+under "tokens" and "service" the cost model's seconds per prefill token.
 
 Invariants: spent_i <= budget_i; payments >= 0; bids of a bidder out of budget are 0.
 
@@ -70,6 +70,12 @@ class RoundReport:
     """Realized utility: sum of V - w x latency over finished requests, minus payments."""
     welfare: float = 0.0
     """Sum of V - w x latency over the requests finished in the step (all bidders)."""
+    latency_cost: np.ndarray | None = None
+    """Per bidder, the latency cost its requests accrued during the step: urgency w x the seconds
+    each spent in the system within the step (finished in it or not). Only when the Market was made
+    with `accrue_latency_cost=True`, else None. Summed over an episode it is the latency cost of the
+    requests finished in it plus what the unfinished ones have accrued so far (from the episode's
+    start for those that arrived during the warm-up)."""
     hit_rate: float = math.nan
     """Cached / prompt tokens of the requests admitted this round."""
     mean_latency: float = math.nan
@@ -104,20 +110,19 @@ class Market:
     """Runs one scenario (`MarketConfig`) round by round. Call `reset(seed)` before `step`.
 
     Attributes:
+        draws: the current episode's drawn parameters (`MarketConfig.draw_episode`; empty unless
+            `episode_draws` is set); `budget` and `rho` are the episode's.
         auction: the mechanism when it is an auction ("radix_vcg", "strict_vcg"), whose
             `last_round` is the round the last step admitted from and charged for; None under the
             schedulers that charge nothing, and before `reset`.
     """
 
-    def __init__(self, config: MarketConfig | None = None) -> None:
+    def __init__(self, config: MarketConfig | None = None, accrue_latency_cost: bool = False) -> None:
         self.config = config or MarketConfig()
+        self.accrue_latency_cost = accrue_latency_cost
         self.n = self.config.num_bidders
-        self.budget = np.array(self.config.budgets())
-        self.rho = self.budget / self.config.horizon
-        # Constant, and read every step: Python floats (a handful of bidders, where numpy's per-call
-        # overhead would outweigh the arithmetic; so is the per-step bookkeeping below).
-        self._budget = self.budget.tolist()
-        self._rho = self.rho.tolist()
+        self.draws: dict = {}
+        self._set_budgets(self.config.budgets())
         self.obs_high = Obs.high(self.config.horizon)
         self._obs_bounds = np.tile(Obs.LOW, self.n), np.tile(self.obs_high, self.n)  # all rows, flat
         self.engine = None
@@ -125,15 +130,20 @@ class Market:
 
     def reset(self, seed: int) -> None:
         cfg, n = self.config, self.n
+        self.draws = cfg.draw_episode(seed)
+        if "budget_scale" in self.draws:
+            self._set_budgets(cfg.episode_budgets(self.draws))
         self._bidding = _Bidding(cfg.make_scheduler(), n)
         self.auction = self._bidding.inner if cfg.mechanism in AUCTIONS else None
         self.engine = cfg.make_engine(self._bidding)
-        self.engine.submit(cfg.make_workload(seed))
+        self.engine.submit(cfg.make_workload(seed, self.draws))
         self.busy_time = 0.0
         self.admitted_total = 0
         while self.engine.now < cfg.warmup and self._advance() is not None:
             pass
         self.round = 0
+        self._episode_start = self.engine.now
+        self._accrued_to: dict[int, float] = {}
         self.spent = np.zeros(n)
         self.alpha = np.ones(n)
         self.last_spend = np.zeros(n)
@@ -142,6 +152,15 @@ class Market:
         self._latency_ema = [0.0] * n
         self._ttft_ema = [0.0] * n
         self.exhausted = False
+
+    def _set_budgets(self, budgets: list[float]) -> None:
+        """The episode's budgets and per-round targets rho = B / T."""
+        self.budget = np.array(budgets)
+        self.rho = self.budget / self.config.horizon
+        # Constant within an episode, and read every step: Python floats (a handful of bidders,
+        # where numpy's per-call overhead would outweigh the arithmetic; so is the bookkeeping below).
+        self._budget = self.budget.tolist()
+        self._rho = self.rho.tolist()
 
     def _check_anything_ran(self) -> None:
         """ValueError when the workload ran dry with every request rejected by the engine (a KV
@@ -197,6 +216,8 @@ class Market:
                 report.admitted = it.admitted
                 break
         report.time = self.engine.now
+        if self.accrue_latency_cost:
+            report.latency_cost = self._accrued(report)
         utility = self._account_finished(report)
         payments = [0.0] * self.n
         if report.admitted:
@@ -214,6 +235,22 @@ class Market:
             self.busy_time += it.end - it.start
             self.admitted_total += len(it.admitted)
         return it
+
+    def _accrued(self, report: RoundReport) -> np.ndarray:
+        """Each bidder's latency cost accrued in the step (`RoundReport.latency_cost`): for every
+        request the engine holds or finished in the step, w x the time from where its accrual last
+        stopped (its arrival, or the episode's start for a warm-up request, when new) to the step's
+        end or its finish. A request that arrived during the step's last iteration enters the
+        engine's queue, and the accrual, in the next step, from its arrival: nothing is lost."""
+        end, cost, since = report.time, [0.0] * self.n, self._accrued_to
+        records, start = self.engine.records, self._episode_start
+        for rid in report.finished:
+            rec = records[rid]
+            cost[rec.bidder] += rec.urgency * (rec.finish - since.pop(rid, max(start, rec.arrival)))
+        for r in self.engine.in_system():
+            cost[r.bidder] += r.urgency * (end - since.get(r.id, max(start, r.arrival)))
+            since[r.id] = end
+        return np.array(cost)
 
     def _account_finished(self, report: RoundReport) -> list[float]:
         """Welfare and latencies of the requests finished in the round; returns each bidder's

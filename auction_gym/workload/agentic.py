@@ -24,7 +24,9 @@ and rollout branches arrive together, at the episode's start.
 
 Arrivals: episodes start as a Poisson process whose rate is chosen so that requests arrive at `rate`
 per second on average outside bursts; every `burst_period` seconds a burst of `burst_duration` seconds
-(at the start of each period) multiplies the episode rate by `burst_factor`. An episode's bidder is
+(at the start of each period) multiplies the episode rate by `burst_factor`. A smooth load curve
+(`wave_amplitude` A, `wave_period` P, `wave_offset` t0) multiplies it further by
+1 - A cos(2 pi (t - t0) / P). An episode's bidder is
 uniform over bidders; its shape is drawn from that bidder's shape mix, which is Dirichlet around
 `shape_mix` (so tenants differ: some send mostly urgent calls, some mostly rollouts).
 
@@ -74,6 +76,15 @@ class AgenticConfig:
     """Multiplier of the arrival rate during a burst."""
     burst_duration: float = 5.0
     """Length of each burst (s), at the start of each period; <= burst_period."""
+    wave_amplitude: float = 0.0
+    """Relative amplitude A of a smooth load curve, in [0, 1): the rate is multiplied by
+    1 - A cos(2 pi t / wave_period), lowest at t = 0 and highest at half the period, a known
+    daily-like curve that congestion follows on a time scale long against request latency
+    (`wave_shape`); 0 = no curve. Its long-run mean multiplier is 1."""
+    wave_period: float = 60.0
+    """Period of the load curve (s)."""
+    wave_offset: float = 0.0
+    """Time of the load curve's first trough (s): the multiplier is 1 - A cos(2 pi (t - offset) / P)."""
     vocab_size: int = 32000
     system_prompt_len: int = 256
     tool_defs_len: int = 768
@@ -118,6 +129,9 @@ class AgenticConfig:
         if self.num_requests is not None and self.num_requests < 0:
             raise ValueError(f"num_requests must be >= 0, got {self.num_requests}")
         check_bursts(self)
+        if not (0.0 <= self.wave_amplitude < 1.0 and self.wave_period > 0):
+            raise ValueError(f"wave_amplitude must be in [0, 1) and wave_period > 0, got "
+                             f"{self.wave_amplitude!r} and {self.wave_period!r}")
         if min(self.system_prompt_len, self.tool_defs_len, self.context_len, self.branch_len) < 1:
             raise ValueError("system_prompt_len, tool_defs_len, context_len, branch_len must be >= 1")
         if self.user_turn_len < 1 or self.urgent_query_len < 1:
@@ -165,6 +179,14 @@ def in_burst(t: np.ndarray | float, cfg) -> np.ndarray | bool:
     return np.mod(t, cfg.burst_period) < cfg.burst_duration
 
 
+def wave_shape(t: np.ndarray | float, cfg: AgenticConfig) -> np.ndarray | float:
+    """The load curve's rate multiplier at time(s) `t`: 1 - A cos(2 pi (t - offset) / P), 1 without
+    a curve."""
+    if cfg.wave_amplitude <= 0:
+        return np.ones(np.shape(t)) if np.ndim(t) else 1.0
+    return 1.0 - cfg.wave_amplitude * np.cos(2.0 * np.pi * (np.asarray(t) - cfg.wave_offset) / cfg.wave_period)
+
+
 class _Generator:
     """Draws the workload `CHUNK` candidate episode starts at a time, each kind of draw for the
     whole chunk in one call, so a request costs a few microseconds of Python rather than a dozen
@@ -198,7 +220,7 @@ class _Generator:
         sizes = _expected_episode_sizes(cfg)
         mean_size = float(np.mean(bidder_mix @ np.array([sizes[s] for s in self.shape_names])))
         # Poisson episode starts by thinning a process at the peak rate.
-        self.peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
+        self.peak = (max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0) * (1.0 + cfg.wave_amplitude)
         self.gap_scale = mean_size / (cfg.rate * self.peak)
         self.t = 0.0
         self.drawn = 0
@@ -218,6 +240,8 @@ class _Generator:
         starts = self.t + np.cumsum(rng.exponential(self.gap_scale, n))
         self.t = float(starts[-1])
         rate = np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0)
+        if cfg.wave_amplitude > 0:
+            rate = rate * wave_shape(starts, cfg)
         accepted = (rng.random(n) * self.peak < rate) & (starts < horizon)
         bidders = rng.integers(cfg.num_bidders, size=n)
         u = rng.random(n)

@@ -1,0 +1,43 @@
+"""Named pacing scenarios: `RadixAuction-v0` keyword arguments that the pacing studies (`radix-auction
+compare`, `radix-auction headroom`) run by name, so a table can be re-run from its scenario's name.
+
+- "calibrated" (the default of `compare` and `headroom` since issue 23): an economically calibrated
+  market in which pacing decisions matter (docs/design.md, "Pacing scenario and calibration").
+  The auction prices what a request costs the others at the engine's bottleneck, the running slots
+  (cost model "service"); load follows a known curve over the episode (trough at its start, peak in
+  its middle) and its level differs between episodes, as days differ; budgets are sized to those
+  prices and differ between bidders and episodes, so that the best multiplier differs from episode
+  to episode and no single constant fits them all.
+- "bursty_v0": the compare scenario of issues 13-22 (bursty load every 8 s, token-priced auction,
+  tiny budgets), kept so that its tables can be re-run; in it nothing can be learned (README).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "calibrated": {
+        "cost_model": "service",
+        "horizon": 200,
+        "budget_per_round": 0.15,
+        "episode_draws": {"rate": [32.0, 40.0, 48.0], "budget_scale": [0.1, 1.0, 10.0]},
+        "workload_kwargs": {"wave_amplitude": 0.5, "wave_period": 12.0, "wave_offset": 10.0},
+        "action_type": "log",
+        "reward": "cost",
+    },
+    "bursty_v0": {
+        "horizon": 200,
+        "workload_kwargs": {"burst_period": 8.0, "burst_factor": 3.0, "burst_duration": 2.0},
+    },
+}
+"""Scenario name -> RadixAuction-v0 keyword arguments (a fresh copy from `scenario`)."""
+DEFAULT_SCENARIO = "calibrated"
+
+
+def scenario(name: str) -> dict[str, Any]:
+    """A copy of the named scenario's env keyword arguments; ValueError for an unknown name."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; valid: {', '.join(SCENARIOS)}")
+    return copy.deepcopy(SCENARIOS[name])

@@ -1,0 +1,276 @@
+"""`radix-auction headroom`: is there anything to learn in a pacing scenario? Run before any training.
+
+For one scenario (a name of `auction_gym.scenarios.SCENARIOS`, with `--env-kwargs` over it), the
+focal bidder's utility under policies that need no learning, each chosen on tuning episodes
+(seeds TUNING_SEED.., never the evaluation seeds) and scored on evaluation episodes (seeds
+EVAL_SEED..), every policy on the same episodes, compared with the best constant pairwise:
+
+| row               | what it is                                                                        |
+|-------------------|-----------------------------------------------------------------------------------|
+| best_fixed        | the constant multiplier of the grid with the best mean on the tuning episodes      |
+| truthful          | alpha = 1 always                                                                  |
+| ogd               | the paper's OGD pacing at its default step                                        |
+| ogd_tuned         | OGD with its step chosen on the tuning episodes                                   |
+| pid_tuned         | the PI budget pacer (`auction_gym.pacing.PIDPacer`), gains chosen on tuning       |
+| privileged        | a constant per kind of episode (its drawn rate and own budget scale, which the    |
+|                   | bidder does not observe), each chosen on the tuning episodes of that kind         |
+| hindsight         | the best constant of the grid for each evaluation episode, chosen on that episode |
+|                   | (an upper bound on constants, biased upward by choosing on the scored episode)     |
+| unlimited_budget  | the focal bidder truthful with an unlimited budget (what money costs it)          |
+
+`privileged` needs `episode_draws`; without them every episode is of one kind and it is the best
+constant. Gaps are paired differences from best_fixed on the same episodes, mean ± 95% CI, and
+relative to |best_fixed|'s mean. The targets of issue 23 read: privileged or hindsight beats the
+best constant by >= 15% with a CI excluding 0, and OGD is at least 5% below that bound.
+
+Writes OUT/headroom.md, headroom.csv (one row per policy) and headroom.png (each row's gap and CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from agents.baselines import CANDIDATES, TUNED, TUNING_SEED
+from agents.evaluation import DEFAULT_EVAL_SEED, evaluate
+from agents.stats import format_ci, mean_ci
+from auction_gym.market import MarketConfig
+from auction_gym.pacing import Policy, Truthful
+from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
+
+from .argtypes import json_dict, positive_int
+from .cli import UsageError, run_command
+
+TUNING_EPISODES = 36
+"""Four per kind of episode of the calibrated scenario on average (9 kinds)."""
+EVAL_EPISODES = 20
+UNLIMITED = 1e12
+"""The focal bidder's budget in the unlimited_budget row (money)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One policy of the report, scored on the evaluation episodes."""
+
+    name: str
+    choice: str
+    utility: np.ndarray
+    """Focal utility per evaluation episode."""
+    spent: np.ndarray
+    """Share of its budget spent per evaluation episode."""
+
+
+def candidates(alpha_max: float) -> dict[str, Policy]:
+    """Every policy the report evaluates, by candidate name ("fixed:0.1", "ogd:eta=0.2", ...): the
+    tuned baselines' families (`agents.baselines.CANDIDATES`) and truthful bidding."""
+    out: dict[str, Policy] = {"truthful": Truthful()}
+    for family in CANDIDATES.values():
+        out.update(family(alpha_max))
+    return out
+
+
+def _evaluate(job: tuple[Policy, dict[str, Any], int, int]) -> tuple[list[float], list[float]]:
+    policy, env_kwargs, episodes, seed = job
+    results = evaluate(policy, env_kwargs, episodes, seed, progress=False)
+    return [r["utility"] for r in results], [r["budget_spent_frac"] for r in results]
+
+
+def utilities(policies: dict[str, Policy], env_kwargs: dict[str, Any], episodes: int, seed: int,
+              jobs: int = 1) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each policy's (focal utility, budget share spent) per episode of `episodes` seeded `seed + k`;
+    `jobs` processes."""
+    work = [(policy, env_kwargs, episodes, seed) for policy in policies.values()]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            out = list(pool.map(_evaluate, work))
+    else:
+        out = [_evaluate(job) for job in work]
+    return {name: (np.array(u), np.array(s)) for name, (u, s) in zip(policies, out)}
+
+
+def episode_kinds(env_kwargs: dict[str, Any], seeds: Sequence[int], focal: int = 0) -> list[tuple]:
+    """The kind of each episode: its drawn rate and the focal bidder's drawn budget scale
+    (`MarketConfig.draw_episode`, as the env's market draws them), () without draws."""
+    config = MarketConfig(**_market_kwargs(env_kwargs))
+    kinds = []
+    for s in seeds:
+        draws = config.draw_episode(_env_seed(s))
+        kinds.append((draws.get("rate"), (draws.get("budget_scale") or [None] * (focal + 1))[focal]))
+    return kinds
+
+
+def _env_seed(seed: int) -> int:
+    """The market seed `RadixAuctionEnv.reset(seed=seed)` draws (its np_random's first integer)."""
+    rng = np.random.default_rng(seed)  # gymnasium seeds np_random as default_rng(seed) (seeding.np_random)
+    return int(rng.integers(2**31 - 1))
+
+
+def _market_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    env_only = {"other_bidders", "focal_bidder", "reward_scale", "render_mode", "action_type", "reward"}
+    return {k: v for k, v in env_kwargs.items() if k not in env_only}
+
+
+def choose(tuning: dict[str, tuple[np.ndarray, np.ndarray]], prefix: str, mask: np.ndarray | None = None) -> str:
+    """The candidate starting with `prefix` of best mean tuning utility (over `mask`'s episodes)."""
+    names = [n for n in tuning if n.startswith(prefix)]
+    return max(names, key=lambda n: float(np.mean(tuning[n][0] if mask is None else tuning[n][0][mask])))
+
+
+def report_rows(tuning: dict, scored: dict, tuning_kinds: list[tuple], eval_kinds: list[tuple],
+                unlimited: tuple[np.ndarray, np.ndarray]) -> list[Row]:
+    """The report's rows from every candidate's tuning and evaluation utilities (`utilities`)."""
+    def row(name: str, choice: str) -> Row:
+        return Row(name, choice, *scored[choice])
+
+    rows = [row("best_fixed", choose(tuning, "fixed:")), row("truthful", "truthful"),
+            row("ogd", "ogd:eta=0.02"), row("ogd_tuned", choose(tuning, "ogd:")), row("pid_tuned", choose(tuning, "pid:"))]
+    kinds_t, kinds_e = np.array(tuning_kinds, dtype=object), eval_kinds
+    picks, utility, spent = {}, [], []
+    for k, kind in enumerate(kinds_e):
+        if kind not in picks:
+            mask = np.array([t == kind for t in map(tuple, kinds_t)])
+            picks[kind] = choose(tuning, "fixed:", mask) if mask.any() else rows[0].choice
+        utility.append(scored[picks[kind]][0][k])
+        spent.append(scored[picks[kind]][1][k])
+    rows.append(Row("privileged", f"{len(picks)} kinds", np.array(utility), np.array(spent)))
+    constants = [n for n in scored if n.startswith("fixed:")]
+    grid = np.array([scored[n][0] for n in constants])
+    best = grid.argmax(axis=0)
+    rows.append(Row("hindsight", "per episode", grid.max(axis=0),
+                    np.array([scored[constants[b]][1][k] for k, b in enumerate(best)])))
+    rows.append(Row("unlimited_budget", "truthful, budget 1e12", *unlimited))
+    return rows
+
+
+def gaps(rows: list[Row]) -> list[dict[str, Any]]:
+    """Each row's mean utility and its paired gap to best_fixed (absolute and relative)."""
+    base = rows[0].utility
+    scale = abs(float(base.mean()))
+    out = []
+    for r in rows:
+        mean, half = mean_ci(r.utility)
+        gap, gap_half = mean_ci(r.utility - base)
+        out.append({"policy": r.name, "choice": r.choice, "n": len(r.utility), "utility": mean, "utility_ci95": half,
+                    "gap": gap, "gap_ci95": gap_half, "gap_pct": 100 * gap / scale, "gap_pct_ci95": 100 * gap_half / scale,
+                    "budget_spent_frac": float(np.mean(r.spent))})
+    return out
+
+
+def headroom(env_kwargs: dict[str, Any], tuning_episodes: int = TUNING_EPISODES, eval_episodes: int = EVAL_EPISODES,
+             tuning_seed: int = TUNING_SEED, eval_seed: int = DEFAULT_EVAL_SEED,
+             jobs: int = 1) -> tuple[list[dict[str, Any]], dict[str, Policy]]:
+    """The report's table (`gaps`) for the scenario `env_kwargs`, and the policy each tuned
+    baseline chose (`agents.baselines.TUNED`: best_fixed, ogd_tuned, pid_tuned), by name."""
+    if tuning_seed + tuning_episodes > eval_seed:
+        raise ValueError(f"tuning seeds {tuning_seed}..{tuning_seed + tuning_episodes - 1} reach the evaluation "
+                         f"seeds ({eval_seed} on)")
+    policies = candidates(float(env_kwargs.get("alpha_max", MarketConfig.alpha_max)))
+    tuning = utilities(policies, env_kwargs, tuning_episodes, tuning_seed, jobs)
+    scored = utilities(policies, env_kwargs, eval_episodes, eval_seed, jobs)
+    unlimited = utilities({"unlimited": Truthful()}, unlimited_kwargs(env_kwargs), eval_episodes, eval_seed)["unlimited"]
+    kinds = (episode_kinds(env_kwargs, range(tuning_seed, tuning_seed + tuning_episodes)),
+             episode_kinds(env_kwargs, range(eval_seed, eval_seed + eval_episodes)))
+    rows = report_rows(tuning, scored, *kinds, unlimited)
+    return gaps(rows), {r.name: policies[r.choice] for r in rows if r.name in TUNED}
+
+
+def unlimited_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`env_kwargs` with the focal bidder's budget unlimited and the others' unchanged."""
+    config = MarketConfig(**_market_kwargs(env_kwargs))
+    budgets = config.budgets()
+    budgets[int(env_kwargs.get("focal_bidder", 0))] = UNLIMITED
+    return {**env_kwargs, "budget": budgets}
+
+
+def markdown(table: list[dict[str, Any]]) -> str:
+    lines = ["| policy | choice | n | utility | gap to best_fixed | gap % | budget spent |",
+             "|---|---|---|---|---|---|---|"]
+    for r in table:
+        lines.append(f"| {r['policy']} | {r['choice']} | {r['n']} | {format_ci(r['utility'], r['utility_ci95'])} | "
+                     f"{format_ci(r['gap'], r['gap_ci95'])} | {format_ci(r['gap_pct'], r['gap_pct_ci95'])} | "
+                     f"{r['budget_spent_frac']:.2f} |")
+    return "\n".join(lines)
+
+
+def plot(path: Path, table: list[dict[str, Any]], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for i, r in enumerate(table):
+        ax.errorbar([i], [r["gap_pct"]], yerr=[r["gap_pct_ci95"]], fmt="o", capsize=4, color=f"C{i}")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(table)), [r["policy"] for r in table], rotation=30, fontsize=8)
+    ax.set_ylabel("utility gap to best_fixed (%)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write(out: Path, table: list[dict[str, Any]], header: str) -> None:
+    """headroom.md, headroom.csv and headroom.png in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "headroom.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    (out / "headroom.md").write_text(f"{header}\n\n{markdown(table)}\n")
+    plot(out / "headroom.png", table, header.splitlines()[0].strip("`")[:90])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, choices=list(SCENARIOS),
+                        help=f"named scenario (auction_gym.scenarios; default {DEFAULT_SCENARIO})")
+    parser.add_argument("--env-kwargs", type=json_dict, default={},
+                        help="RadixAuction-v0 arguments as JSON, over the scenario's key by key (default none)")
+    parser.add_argument("--tuning-episodes", type=positive_int, default=TUNING_EPISODES,
+                        help=f"episodes (seeds 0..) the policies are chosen on (default {TUNING_EPISODES})")
+    parser.add_argument("--episodes", type=positive_int, default=EVAL_EPISODES,
+                        help=f"evaluation episodes (default {EVAL_EPISODES})")
+    parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
+                        help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--out", default="results", help="directory for headroom.md/.csv/.png (default results)")
+
+
+def scenario_kwargs(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The named scenario's env kwargs with `overrides` over them, checked."""
+    from .train import checked_env_kwargs
+
+    return checked_env_kwargs({**scenario(name), **overrides})
+
+
+def run(args: argparse.Namespace) -> None:
+    env_kwargs = scenario_kwargs(args.scenario, args.env_kwargs)
+    start = time.perf_counter()
+    try:
+        table, _ = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed, jobs=args.jobs)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    header = (f"`radix-auction headroom --scenario {args.scenario} --env-kwargs '{json.dumps(args.env_kwargs)}' "
+              f"--tuning-episodes {args.tuning_episodes} --episodes {args.episodes} --eval-seed {args.eval_seed}`\n\n"
+              f"Scenario: `{json.dumps(env_kwargs)}`; tuning seeds 0..{args.tuning_episodes - 1}, evaluation seeds "
+              f"{args.eval_seed}..{args.eval_seed + args.episodes - 1}; wall time {time.perf_counter() - start:.0f} s.")
+    write(Path(args.out), table, header)
+    print(markdown(table))
+    print(f"\nwrote {args.out}/headroom.md, headroom.csv, headroom.png")
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_command("headroom", argv)
+
+
+if __name__ == "__main__":
+    main()
