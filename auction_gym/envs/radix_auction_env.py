@@ -42,7 +42,7 @@ class RadixAuctionEnv(gym.Env):
     """One bidder paces its bids in an auction for LLM serving priority that respects the KV cache.
 
     A simulated serving engine (continuous batching, radix prefix cache) admits requests in the order
-    an auction decides: by default the cache-aware radix-tree auction with VCG payments (DESIGN.md
+    an auction decides: by default the cache-aware radix-tree auction with VCG payments (docs/design.md
     section 3: completion times count the prompt tokens the cache does not hold).
     Several bidders (tenants) send agentic traffic; each bids alpha x urgency for its requests and
     pays from an episode budget. The learner controls one bidder's multiplier alpha (the focal
@@ -137,7 +137,7 @@ class RadixAuctionEnv(gym.Env):
     | num_bidders      | 4            | bidders in the market (focal included)                           |
     | mechanism        | "radix_vcg"  | "radix_vcg", "strict_vcg", or no-payment "fcfs", "lpm", "dfs_weight" |
     | cost_model       | "tokens"     | the auction's completion model: "tokens" (cache-aware) or "unit" |
-    |                  |              | (the paper's literal average subtree bid), DESIGN.md section 3   |
+    |                  |              | (the paper's literal average subtree bid), docs/design.md section 3   |
     | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
     | workload         | "agentic"    | "agentic", "shared_prefix" (SGLang's generated-shared-prefix     |
     |                  |              | benchmark), or "mooncake" with `trace_path`                      |

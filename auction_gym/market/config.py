@@ -75,7 +75,7 @@ class MarketConfig:
     mechanism: str = "radix_vcg"
     """One of MECHANISMS; the auctions charge VCG payments, the others nothing."""
     cost_model: str = "tokens"
-    """The auction's completion-time model (DESIGN.md section 3): "tokens" (cache-aware, the
+    """The auction's completion-time model (docs/design.md section 3): "tokens" (cache-aware, the
     default) or "unit" (the paper's literal average subtree bid)."""
     request_overhead: float = 1.0
     workload: str = "agentic"

@@ -28,7 +28,7 @@ a system prompt per bidder), A_i is the root alone and m = 1, so all payments co
 O(n + V + B log B).
 Changed blocks keep their old tie-break id: ties do not change the cost.
 
-Cost model. The default is "tokens" (DESIGN.md section 3): a block's work is its uncached edge
+Cost model. The default is "tokens" (docs/design.md section 3): a block's work is its uncached edge
 tokens plus request_overhead (1.0) per request, so what the KV cache holds costs nothing and the
 depth-first order starts where the cache is warm. Under "unit" (the paper's literal average
 subtree bid) the order is blind to the cache: on SGLang's shared-prefix benchmark it picks a cold
