@@ -17,7 +17,7 @@ def fmt(values: list[float], digits: int = 2) -> str:
     m, h = mean_ci(values)
     if math.isnan(m):
         return "-"
-    return f"{m:.{digits}f}" if h == 0 else f"{m:.{digits}f} ± {h:.{digits}f}"
+    return f"{m:.{digits}f}" if h == 0 or math.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
 
 
 def _by_point(rows: list[dict]) -> dict:
