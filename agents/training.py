@@ -42,7 +42,7 @@ class TrainConfig:
     resume: str | Path | None = None
     """A model zip to continue training from (its VecNormalize statistics are loaded when present)."""
     hyperparams_file: str | Path | None = None
-    """RL Zoo YAML file; None: hyperparams/<algo>.yml."""
+    """RL Zoo YAML file; None: agents/hyperparams/<algo>.yml."""
     hyperparams: dict[str, Any] = field(default_factory=dict)
     """Overrides of the YAML's entries."""
     run_name: str | None = None

@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", default=None, metavar="PATH",
                         help="continue training this model zip (the step count continues)")
     parser.add_argument("--hyperparams-file", default=None,
-                        help="RL Zoo YAML (default hyperparams/<algo>.yml)")
+                        help="RL Zoo YAML (default agents/hyperparams/<algo>.yml)")
     parser.add_argument("--hyperparams", nargs="*", metavar="KEY=VALUE",
                         help="override YAML entries, e.g. n_steps=256 learning_rate=1e-3")
     add_evaluation_arguments(parser, "at the next rollout boundary", "a tenth of the run, and at least one rollout")
