@@ -81,7 +81,10 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command if command in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # argparse would blame the top-level parser; the options belong to the subcommand
+        prog = f"radix-auction {args.command}"
+        parser.exit(2, f"{prog}: error: unrecognized arguments: {' '.join(extra)}{_hint(prog)}\n")
     try:
         _module(args.command).run(args)
     except KeyboardInterrupt:

@@ -59,8 +59,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from auction_gym import RadixCache, make_scheduler
-from auction_gym.market import MECHANISMS, Market, MarketConfig
+from auction_gym import RadixCache
+from auction_gym.market import Market, MarketConfig
+from auction_gym.registry import build, mechanism_names
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.workload import AgenticConfig
 
@@ -78,10 +79,10 @@ COLUMNS = (
 
 
 def policies(cost_model: str) -> tuple[str, ...]:
-    """The sweep's policies: every mechanism, then the radix auction under the other cost model,
-    named "radix_vcg/<model>"."""
+    """The sweep's policies: every registered mechanism (`auction_gym.registry`), then the radix
+    auction under the other cost model, named "radix_vcg/<model>"."""
     other = next(m for m in COST_MODELS if m != cost_model)
-    return MECHANISMS + (f"{AUCTION}/{other}",)
+    return mechanism_names() + (f"{AUCTION}/{other}",)
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,7 @@ def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str =
         for r, cached in snapshots[k]:
             if cached:
                 cache.insert(r.tokens[:cached])
-        kwargs = {"cost_model": model} if mechanism.endswith("_vcg") else {}
-        order = make_scheduler(mechanism, **kwargs).order(queue, cache)
+        order = build(mechanism, model).order(queue, cache)
         position = {id(r): i for i, r in enumerate(queue)}
         prefix_lens = None if cost_model == "unit" else [cached for _, cached in snapshots[k]]
         tree = build_queue_tree([r.tokens for r in queue], prefix_lens)

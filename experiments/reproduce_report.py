@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from agents.stats import mean_ci
-from auction_gym.market import MECHANISMS
+from auction_gym.registry import mechanism_names
 
 from .reproduce import AUCTION
 
@@ -95,7 +95,7 @@ def sustainable(rows: list[dict]) -> str:
 
 def policies_in(rows: list[dict]) -> tuple[str, ...]:
     """The sweep's policies in table order."""
-    return MECHANISMS + (_alternative(rows),)
+    return mechanism_names() + (_alternative(rows),)
 
 
 PANELS_PER_ROW = 4

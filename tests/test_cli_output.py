@@ -16,6 +16,7 @@ from experiments.cli import build_parser, main
     (["train", "--env-kwargs", "{bad json"], "--env-kwargs"),
     (["compare", "--seeds", "0"], "--seeds"),
     (["demo", "--schedulers", "sjf"], "--schedulers"),
+    (["demo", "--no-such-option"], "--no-such-option"),
 ])
 def test_a_user_error_is_one_line_with_a_hint(argv, option, capsys):
     with pytest.raises(SystemExit) as exc:

@@ -12,6 +12,7 @@ from gymnasium import spaces
 from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_multiplier, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
 from ..pacing import Policy, make_policy
+from ..registry import with_mechanism_table
 from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable, with_observation_table
 from .rendering import market_frame
 
@@ -135,7 +136,7 @@ class RadixAuctionEnv(gym.Env):
     | argument         | default      | meaning                                                          |
     |------------------|--------------|------------------------------------------------------------------|
     | num_bidders      | 4            | bidders in the market (focal included)                           |
-    | mechanism        | "radix_vcg"  | "radix_vcg", "strict_vcg", or no-payment "fcfs", "lpm", "dfs_weight" |
+    | mechanism        | "radix_vcg"  | a registered mechanism (auction_gym.registry; Mechanisms below)  |
     | cost_model       | "tokens"     | the auction's completion model: "tokens" (cache-aware) or "unit" |
     |                  |              | (the paper's literal average subtree bid), docs/design.md section 3   |
     | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
@@ -161,6 +162,14 @@ class RadixAuctionEnv(gym.Env):
 
     The default scenario (stationary traffic above the engine's capacity, budgets that bind) is
     described in `auction_gym.market.MarketConfig`.
+
+    ## Mechanisms
+
+    The rows come from `auction_gym.registry` when this module is imported:
+
+    | mechanism        | what it does                                                     |
+    |------------------|------------------------------------------------------------------|
+    {mechanism_table}
 
     ## Rendering
 
@@ -303,4 +312,4 @@ class RadixAuctionEnv(gym.Env):
                 f"admitted={admitted} finished={finished}")
 
 
-RadixAuctionEnv.__doc__ = with_observation_table(RadixAuctionEnv.__doc__)
+RadixAuctionEnv.__doc__ = with_mechanism_table(with_observation_table(RadixAuctionEnv.__doc__))

@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..request import Request
-from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
 from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import NodeIndex, SortKey, block_key, index_node, interaction_after_change
@@ -90,7 +89,6 @@ class RadixAllocation:
     """sum_r b_r C_r in the chosen order (= -welfare)."""
 
 
-@register_scheduler("radix_vcg")
 class RadixTreeAuction(AuctionMechanism):
     """Welfare-maximal order over the depth-first range of the queue's radix tree, VCG payments.
 
