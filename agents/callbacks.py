@@ -35,6 +35,8 @@ class EvalMetricsCallback(BaseCallback):
         self.env_kwargs, self.eval_freq, self.episodes, self.seed = env_kwargs, eval_freq, episodes, seed
         self._next = 0
         self.steps: list[int] = []
+        self.last_results: list[dict[str, float]] = []
+        """Per-episode metrics of the latest evaluation (the final one once training ends)."""
         """The timesteps evaluated so far, in order."""
 
     def _on_training_start(self) -> None:
@@ -55,6 +57,7 @@ class EvalMetricsCallback(BaseCallback):
     def _evaluate(self) -> None:
         policy = SB3Policy(self.model, self.model.get_vec_normalize_env())
         results = evaluate(policy, self.env_kwargs, self.episodes, self.seed, progress=False)
+        self.last_results = results
         for m, v in mean_metrics(results).items():
             self.logger.record(f"eval/{m}", v)
         self.logger.dump(self.num_timesteps)

@@ -78,7 +78,7 @@ def module_ids(sharing: str, agents: Sequence[str]) -> list[str]:
 
 def sb3_ppo_settings() -> tuple[dict[str, Any], DefaultModelConfig]:
     """RLlib PPO's `training()` arguments and model equal to SB3's PPO as `radix-auction train
-    --algo ppo` sets it up: `hyperparams/ppo.yml` over SB3's defaults, with `n_steps` environment
+    --algo ppo` sets it up: `agents/hyperparams/ppo.yml` over SB3's defaults, with `n_steps` environment
     steps per update (each gives every bidder a sample), and separate tanh policy and value MLPs
     of the YAML's `net_arch` with a state-independent log std. SB3 clips no value loss and adds no
     KL penalty, so neither does this. Not carried over: the YAML's `normalize` (SB3's

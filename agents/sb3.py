@@ -29,12 +29,12 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from auction_gym.market import Obs
 
-# "ppo_lstm" is RL Zoo's name for sb3-contrib's RecurrentPPO, so hyperparams/ppo_lstm.yml works there too.
+# "ppo_lstm" is RL Zoo's name for sb3-contrib's RecurrentPPO, so agents/hyperparams/ppo_lstm.yml works there too.
 ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "ppo_lstm": RecurrentPPO, "sac": SAC, "td3": TD3, "a2c": A2C}
 ENV_ID = "RadixAuction-v0"
 # The id that imports auction_gym first, so SubprocVecEnv workers can build the env too.
 ENV_ENTRY = f"auction_gym:{ENV_ID}"
-HYPERPARAMS_DIR = Path(__file__).resolve().parents[1] / "hyperparams"
+HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
 # RL Zoo keys that configure the run rather than the algorithm's constructor.
 _RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "frame_stack", "policy", "noise_type", "noise_std")
 # Constructor arguments that training sets itself.
@@ -51,7 +51,7 @@ def check_algo(algo: str) -> type[BaseAlgorithm]:
 
 def load_hyperparams(algo: str, path: str | Path | None = None, env_id: str = ENV_ID,
                      overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """An algorithm's hyperparameters for `env_id` from an RL Zoo YAML file (`hyperparams/<algo>.yml`
+    """An algorithm's hyperparameters for `env_id` from an RL Zoo YAML file (`agents/hyperparams/<algo>.yml`
     by default), with `overrides` applied on top. Values are as in the file (`policy_kwargs` and a
     dict-valued `normalize` may be Python expression strings, RL Zoo style)."""
     check_algo(algo)

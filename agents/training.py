@@ -42,7 +42,7 @@ class TrainConfig:
     resume: str | Path | None = None
     """A model zip to continue training from (its VecNormalize statistics are loaded when present)."""
     hyperparams_file: str | Path | None = None
-    """RL Zoo YAML file; None: hyperparams/<algo>.yml."""
+    """RL Zoo YAML file; None: agents/hyperparams/<algo>.yml."""
     hyperparams: dict[str, Any] = field(default_factory=dict)
     """Overrides of the YAML's entries."""
     run_name: str | None = None
@@ -54,6 +54,21 @@ class TrainConfig:
     eval_episodes: int = 5
     eval_seed: int = DEFAULT_EVAL_SEED
     progress: bool = True
+    torch_threads: int | None = 1
+    """PyTorch CPU threads of this process (`torch.set_num_threads`); None leaves torch's default
+    of one per core. One by default: the policy's networks are small, and with a thread per core a
+    run slows down several-fold whenever another process is busy (`experiments.bench_threads`)."""
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """`torch.set_num_threads(threads)`, validated; None changes nothing."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"torch_threads must be an integer >= 1 or None, got {threads!r}")
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,9 @@ class TrainResult:
     rollouts (PPO and A2C: n_steps x n_envs steps at a time)."""
     eval_steps: tuple[int, ...]
     """The timesteps at which `eval/*` was logged, during and at the end of training."""
+    final_evaluation: tuple[dict[str, float], ...] = ()
+    """Per-episode metrics of the evaluation at the end of training (`eval_episodes` episodes,
+    seeds eval_seed, eval_seed + 1, ...)."""
 
 
 def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> TrainResult:
@@ -76,6 +94,7 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> T
     KeyboardInterrupt, save the model as it is, mark the run interrupted in TensorBoard's HPARAMS,
     flush TensorBoard and raise SystemExit(130)."""
     algo_cls = check_algo(config.algo)
+    set_torch_threads(config.torch_threads)
     hp = load_hyperparams(config.algo, config.hyperparams_file, overrides=config.hyperparams)
     check_hyperparams(config.algo, hp)
     timesteps = int(config.timesteps if config.timesteps is not None else hp.get("n_timesteps", 100_000))
@@ -112,7 +131,8 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> T
         model.logger.close()  # flushes TensorBoard
         _close(env)
     _save(model, model_path)
-    return TrainResult(model_path, run_dir, timesteps, model.num_timesteps - start, tuple(evaluation.steps))
+    return TrainResult(model_path, run_dir, timesteps, model.num_timesteps - start, tuple(evaluation.steps),
+                       tuple(evaluation.last_results))
 
 
 def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, timesteps: int,

@@ -91,7 +91,7 @@ class OGDPacer(MultiplierPolicy):
         lambda_{t+1} = clip(lambda_t - eta * (1 - z_t / rho), 0, lambda_max),  alpha = 1 / (1 + lambda)
 
     z_t is the spend in round t and rho = B / T the target spend per round. The step is taken on the
-    spend measured in units of rho, so `eta` is unitless; DESIGN.md's money-unit step is eta / rho.
+    spend measured in units of rho, so `eta` is unitless; docs/design.md's money-unit step is eta / rho.
     Spending above target raises lambda and shades the bid; spending below lowers it back to
     truthful (alpha = 1 at lambda = 0).
 

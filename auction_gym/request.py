@@ -1,4 +1,4 @@
-"""The unit of work: one LLM call with its prompt, its owner and its worth (DESIGN.md section 3)."""
+"""The unit of work: one LLM call with its prompt, its owner and its worth (docs/design.md section 3)."""
 
 from __future__ import annotations
 

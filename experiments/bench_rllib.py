@@ -76,7 +76,7 @@ class _RolloutClock(BaseCallback):
 
 def sb3_rates(env_kwargs: dict, iterations: int) -> tuple[float, float]:
     """(sampling, training) env steps per second of SB3 PPO as `radix-auction train --algo ppo`
-    sets it up (hyperparams/ppo.yml, VecNormalize), one process."""
+    sets it up (agents/hyperparams/ppo.yml, VecNormalize), one process."""
     hp = load_hyperparams("ppo")
     model = PPO("MlpPolicy", make_env(env_kwargs, 1, 0, normalize_kwargs(hp)), device="cpu", verbose=0,
                 **algo_kwargs(hp))

@@ -3,8 +3,9 @@
 Each module exposes `add_arguments(parser)` and `run(args)`. Only the chosen subcommand's module is
 imported, so `radix-auction demo` does not pay for importing Stable-Baselines3 or the torch model.
 
-Errors: a user's mistake is one line on stderr, `radix-auction COMMAND: error: MESSAGE`, and exit
-status 2 (argparse's own convention). That covers argparse's checks, `UsageError` raised by a
+Errors: a user's mistake is one line on stderr, `radix-auction COMMAND: error: MESSAGE (see
+'radix-auction COMMAND --help')`, and exit status 2 (argparse's own convention), without the usage
+text argparse prints first by default. That covers argparse's checks, `UsageError` raised by a
 subcommand, and the `ValueError`s and `OSError`s of the library, which reject bad input (an invalid
 argument, a malformed or missing file) with a message that names it. Anything else is a bug of ours
 and keeps its traceback; so does everything when `RADIX_AUCTION_DEBUG=1` is set. Ctrl-C exits 130.
@@ -17,6 +18,7 @@ import importlib
 import os
 import sys
 from types import ModuleType
+from typing import NoReturn
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("experiments.demo", "replay a workload under every scheduler and print a table"),
@@ -34,6 +36,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a usage error is one line and a hint, not the usage first: the usage
+    of a subcommand runs to a dozen lines and buries the line that matters."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {_one_line_text(message)}{_hint(self.prog)}\n")
+
+
+def _hint(prog: str) -> str:
+    return f" (see '{prog} --help')"
+
+
 class UsageError(Exception):
     """A user error found by a subcommand (a bad option value, a file that is not what it should be):
     printed as one line naming the option and what is valid, exit status 2."""
@@ -45,7 +59,7 @@ def _module(name: str) -> ModuleType:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; `command`'s own arguments are added when it is given (its module is imported)."""
-    parser = argparse.ArgumentParser(prog="radix-auction", description="Radix Auction Gym experiments.")
+    parser = _Parser(prog="radix-auction", description="Radix Auction Gym experiments.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         if name == command:
@@ -68,7 +82,10 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command if command in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # argparse would blame the top-level parser; the options belong to the subcommand
+        prog = f"radix-auction {args.command}"
+        parser.exit(2, f"{prog}: error: unrecognized arguments: {' '.join(extra)}{_hint(prog)}\n")
     try:
         _module(args.command).run(args)
     except KeyboardInterrupt:
@@ -76,14 +93,22 @@ def main(argv: list[str] | None = None) -> None:
     except (UsageError, ValueError, OSError) as e:
         if os.environ.get("RADIX_AUCTION_DEBUG") == "1":
             raise
-        parser.exit(2, f"radix-auction {args.command}: error: {_one_line(e)}\n")
+        prog = f"radix-auction {args.command}"
+        parser.exit(2, f"{prog}: error: {_one_line(e)}{_hint(prog)}\n")
 
 
 def _one_line(error: BaseException) -> str:
     """An exception's message on one line (a file error's own message names the file)."""
-    text = " ".join(str(error).split())
-    return text or type(error).__name__
+    return _one_line_text(str(error)) or type(error).__name__
+
+
+def _one_line_text(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":
-    main()
+    # Through the package's module, so `python -m experiments.cli` raises and catches the one
+    # UsageError class the subcommands import (this file runs as __main__, a second copy).
+    from experiments.cli import main as package_main
+
+    package_main()

@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 from auction_gym import EngineConfig, Metrics, Request, SimEngine, scheduler_names
 from auction_gym.engine import rejections
-from auction_gym.market import MECHANISMS as POLICIES
+from auction_gym.registry import mechanism_names
 from auction_gym.workload import (
     AgenticConfig,
     SharedPrefixConfig,
@@ -49,11 +49,12 @@ class Row:
 
 
 def compare_schedulers(
-    workload: Callable[[], Iterable[Request]], config: EngineConfig, schedulers: Iterable[str] = POLICIES
+    workload: Callable[[], Iterable[Request]], config: EngineConfig, schedulers: Iterable[str] | None = None
 ) -> list[Row]:
-    """Run a fresh engine per scheduler on the same workload (`workload()` is called once each)."""
+    """Run a fresh engine per scheduler (None: every registered one, `auction_gym.registry`) on the
+    same workload (`workload()` is called once each)."""
     rows = []
-    for name in schedulers:
+    for name in schedulers if schedulers is not None else mechanism_names():
         t0 = time.perf_counter()
         engine = SimEngine(name, config)
         metrics = engine.run(workload())
@@ -93,7 +94,7 @@ def format_table(rows: list[Row]) -> str:
 
 def run_demo(
     seed: int = 0, rate: float = 35.0, duration: float = 60.0, bidders: int = 8,
-    kv_capacity: int = 60_000, schedulers: Iterable[str] = POLICIES,
+    kv_capacity: int = 60_000, schedulers: Iterable[str] | None = None,
     trace: Path | None = None, time_scale: float = 4.0, limit: int | None = None,
     workload_name: str = "agentic", num_groups: int = 64, prompts_per_group: int = 16,
 ) -> str:
@@ -133,8 +134,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bidders", type=positive_int, default=8, help="tenants sending requests (default 8)")
     parser.add_argument("--kv-capacity", type=positive_int, default=60_000,
                         help="KV cache size in tokens (default 60000)")
-    parser.add_argument("--schedulers", type=lambda s: s.split(","), default=list(POLICIES),
-                        help=f"comma-separated (default {','.join(POLICIES)})")
+    parser.add_argument("--schedulers", type=lambda s: s.split(","), default=None,
+                        help=f"comma-separated (default: every registered one, {','.join(mechanism_names())})")
     parser.add_argument("--trace", type=trace_file, default=None,
                         help="replay a Mooncake trace (JSONL) instead of the agentic workload")
     parser.add_argument("--time-scale", type=positive_float, default=4.0,
@@ -147,7 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    unknown = set(args.schedulers) - set(scheduler_names())
+    unknown = set(args.schedulers or ()) - set(scheduler_names())
     if unknown:
         raise UsageError(f"--schedulers: unknown {', '.join(sorted(unknown))}; "
                          f"valid: {', '.join(scheduler_names())}")

@@ -20,7 +20,8 @@ from typing import Sequence
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, log_episodes, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
-from agents.stats import format_ci, mean_ci
+from agents.training import set_torch_threads
+from agents.stats import summary_lines
 from auction_gym.pacing import BUILTIN_POLICIES, Policy
 
 from .argtypes import json_dict, positive_int
@@ -40,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env-kwargs", type=json_dict, default=None,
                         help="RadixAuction-v0 arguments as JSON (default: for a saved model, those of the "
                         "config.json beside it, which these override; for a built-in policy, the env's defaults)")
+    parser.add_argument("--torch-threads", type=positive_int, default=1,
+                        help="PyTorch CPU threads for a saved model's inference (default 1)")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
@@ -55,6 +58,7 @@ def evaluate_and_log(policy: Policy, name: str, env_kwargs: dict, episodes: int,
 
 
 def run(args: argparse.Namespace) -> None:
+    set_torch_threads(args.torch_threads)
     model = args.policy if args.policy.endswith(".zip") else None
     if model is not None and not Path(model).is_file():
         raise UsageError(f"--policy: model not found: {model}")
@@ -69,8 +73,7 @@ def run(args: argparse.Namespace) -> None:
                                args.progress, args.overwrite)
     print(f"{policy_name(args.policy)}: {args.episodes} episodes, seeds {args.seed}..{args.seed + args.episodes - 1}, "
           f"{time.perf_counter() - start:.1f} s")
-    for m in METRICS:
-        print(f"  {m:18s} {format_ci(*mean_ci([r[m] for r in results]))} (95% CI)")
+    print("\n".join(summary_lines(results, METRICS)))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,7 +7,7 @@ Every policy (fcfs, lpm, klpm, dfs_weight, strict_vcg, radix_vcg, and the radix 
 other cost model, `radix_vcg/unit` by default) replays the same workloads (same seeds, so the same
 arrivals, prompts and bids) through the simulated engine, over a sweep of load and KV capacity,
 with truthful bids and unlimited budgets (the auctions' payments are charged as the market charges
-them, DESIGN.md section 3). Workloads: agentic traffic, SGLang's generated-shared-prefix benchmark
+them, docs/design.md section 3). Workloads: agentic traffic, SGLang's generated-shared-prefix benchmark
 (`auction_gym.workload.shared_prefix`), and the Mooncake conversation trace.
 
 Trace (`reproduce_trace.py`): `--trace`, by default the first of DEFAULT_TRACES that exists: the
@@ -33,7 +33,7 @@ Definitions (per workload, KV capacity and seed):
 - throughput: finished requests / (last finish - first arrival); sustainable_throughput: a
   policy's throughput at the highest load of the sweep, where every policy is saturated, i.e. the
   rate at which it serves when its queue never empties.
-- model_welfare: DESIGN.md's W = -sum_r w_r x C_r with true urgencies and C under the auctions'
+- model_welfare: docs/design.md's W = -sum_r w_r x C_r with true urgencies and C under the auctions'
   cost model (`--cost-model`; "unit": C_k = k), of the policy's order of each queue snapshot,
   averaged over the snapshots. The snapshots are identical for every policy: the waiting queues
   (and what of each request was cached) at each round of the FCFS run.
@@ -59,8 +59,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from auction_gym import RadixCache, make_scheduler
-from auction_gym.market import MECHANISMS, Market, MarketConfig
+from auction_gym import RadixCache
+from auction_gym.market import Market, MarketConfig
+from auction_gym.registry import build, mechanism_names
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.workload import AgenticConfig
 
@@ -78,10 +79,10 @@ COLUMNS = (
 
 
 def policies(cost_model: str) -> tuple[str, ...]:
-    """The sweep's policies: every mechanism, then the radix auction under the other cost model,
-    named "radix_vcg/<model>"."""
+    """The sweep's policies: every registered mechanism (`auction_gym.registry`), then the radix
+    auction under the other cost model, named "radix_vcg/<model>"."""
     other = next(m for m in COST_MODELS if m != cost_model)
-    return MECHANISMS + (f"{AUCTION}/{other}",)
+    return mechanism_names() + (f"{AUCTION}/{other}",)
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def replay(config: MarketConfig, seed: int, snapshots: list | None = None) -> di
 def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str = "tokens") -> float:
     """Mean over queue snapshots of W = -sum_r w_r x C_r under `policy`'s order, with C from the
     auctions' `cost_model` ("unit": C_k = k; "tokens": uncached prefix tokens of the first k
-    requests + k, DESIGN.md section 3).
+    requests + k, docs/design.md section 3).
 
     Each snapshot is rebuilt as a cache holding exactly each request's cached prefix, which gives
     every request the match it had (cache-aware policies order by those), without touching the run.
@@ -192,8 +193,7 @@ def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str =
         for r, cached in snapshots[k]:
             if cached:
                 cache.insert(r.tokens[:cached])
-        kwargs = {"cost_model": model} if mechanism.endswith("_vcg") else {}
-        order = make_scheduler(mechanism, **kwargs).order(queue, cache)
+        order = build(mechanism, model).order(queue, cache)
         position = {id(r): i for i, r in enumerate(queue)}
         prefix_lens = None if cost_model == "unit" else [cached for _, cached in snapshots[k]]
         tree = build_queue_tree([r.tokens for r in queue], prefix_lens)

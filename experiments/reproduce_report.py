@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from agents.stats import mean_ci
-from auction_gym.market import MECHANISMS
+from auction_gym.registry import mechanism_names
 
 from .reproduce import AUCTION
 
@@ -17,7 +17,7 @@ def fmt(values: list[float], digits: int = 2) -> str:
     m, h = mean_ci(values)
     if math.isnan(m):
         return "-"
-    return f"{m:.{digits}f}" if h == 0 else f"{m:.{digits}f} ± {h:.{digits}f}"
+    return f"{m:.{digits}f}" if h == 0 or math.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
 
 
 def _by_point(rows: list[dict]) -> dict:
@@ -95,7 +95,7 @@ def sustainable(rows: list[dict]) -> str:
 
 def policies_in(rows: list[dict]) -> tuple[str, ...]:
     """The sweep's policies in table order."""
-    return MECHANISMS + (_alternative(rows),)
+    return mechanism_names() + (_alternative(rows),)
 
 
 PANELS_PER_ROW = 4

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
-from agents.evaluation import DEFAULT_EVAL_SEED
+from agents.evaluation import DEFAULT_EVAL_SEED, METRICS
 from agents.sb3 import ALGOS, check_env_kwargs, saved_env_kwargs
+from agents.stats import summary_lines
 from agents.training import TrainConfig, TrainResult, train
 
 from .argtypes import json_dict, positive_int
@@ -63,7 +63,7 @@ def scenario(given: dict[str, Any] | None, model: str | None) -> tuple[dict[str,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", required=True, help=f"one of {', '.join(ALGOS)}")
+    parser.add_argument("--algo", default="ppo", help=f"one of {', '.join(ALGOS)} (default ppo)")
     parser.add_argument("--timesteps", type=positive_int, default=None,
                         help="environment steps to train (default: the YAML's n_timesteps); with --resume, "
                         "this many more")
@@ -87,12 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", default=None, metavar="PATH",
                         help="continue training this model zip (the step count continues)")
     parser.add_argument("--hyperparams-file", default=None,
-                        help="RL Zoo YAML (default hyperparams/<algo>.yml)")
+                        help="RL Zoo YAML (default agents/hyperparams/<algo>.yml)")
     parser.add_argument("--hyperparams", nargs="*", metavar="KEY=VALUE",
                         help="override YAML entries, e.g. n_steps=256 learning_rate=1e-3")
     add_evaluation_arguments(parser, "at the next rollout boundary", "a tenth of the run, and at least one rollout")
     parser.add_argument("--torch-threads", type=positive_int, default=1,
-                        help="PyTorch CPU threads (default 1: small networks gain nothing from more)")
+                        help="PyTorch CPU threads (default 1: the networks are small, and a thread per core "
+                        "slows training several-fold while another process is busy)")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
@@ -125,24 +126,29 @@ def config_of(args: argparse.Namespace) -> TrainConfig:
         hyperparams_file=args.hyperparams_file, hyperparams=key_values(args.hyperparams),
         run_name=args.run_name, overwrite=args.overwrite, eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes, eval_seed=args.eval_seed, progress=args.progress,
+        torch_threads=args.torch_threads,
     )
 
 
-def describe(result: TrainResult, wall_s: float) -> str:
-    """What a run did, in a line or two: where it saved, steps trained (and why more than asked)."""
+def describe(result: TrainResult, wall_s: float, eval_seed: int) -> str:
+    """What a run did: where it saved, steps trained (and why more than asked), and how the
+    trained policy did in its final evaluation (episodes from `eval_seed` on)."""
     lines = [f"saved {result.model_path} ({result.trained} steps, {len(result.eval_steps)} evaluations, "
              f"{wall_s:.0f} s)"]
     if result.trained > result.asked:
         lines.append(f"note: trained {result.trained} steps, {result.asked} asked: the algorithm collects whole "
                      "rollouts (n_steps x n_envs steps) before it stops")
+    if n := len(result.final_evaluation):
+        seeds = f"seeds {eval_seed}..{eval_seed + n - 1}" if n > 1 else f"seed {eval_seed}"
+        lines.append(f"final evaluation at step {result.eval_steps[-1]}: {n} episode{'s' * (n > 1)}, {seeds}")
+        lines.extend(summary_lines(result.final_evaluation, METRICS))
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> None:
-    torch.set_num_threads(args.torch_threads)
     config = config_of(args)
     start = time.perf_counter()
-    print(describe(train(config), time.perf_counter() - start))
+    print(describe(train(config), time.perf_counter() - start, config.eval_seed))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,5 @@
 """The PyTorch serving engine: a decoder-only transformer over a paged KV pool whose slots the
-radix cache owns (DESIGN.md section 2). Runs on CUDA when present, on CPU otherwise.
+radix cache owns (docs/design.md section 2). Runs on CUDA when present, on CPU otherwise.
 
 - `build_model`, `ModelConfig`, `PRESETS` ("tiny" for CPU tests, "llama-3-8b" for GPUs): the model.
 - `KVPool`: preallocated K/V tensors (layers x slots x kv_heads x head_dim) and their allocator.

@@ -58,7 +58,7 @@ def test_bidder_out_of_budget_pays_nothing_and_bids_zero():
 
 @pytest.mark.parametrize("cost_model", ["unit", "tokens"])
 def test_charges_follow_design_rule(cost_model):
-    """p_i x a_i / q_i x seconds_per_unit, capped by what is left (DESIGN.md section 3)."""
+    """p_i x a_i / q_i x seconds_per_unit, capped by what is left (docs/design.md section 3)."""
     market = Market(MarketConfig(num_bidders=3, budget=[0.5, 1e9, 1e9], cost_model=cost_model, **SMALL))
     market.reset(7)
     checked = 0

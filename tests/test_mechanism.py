@@ -1,4 +1,4 @@
-"""The auctions against an independent brute-force reference (DESIGN.md section 3).
+"""The auctions against an independent brute-force reference (docs/design.md section 3).
 
 The reference below does not use the production tree: the range is every permutation in which, for
 every token prefix, the requests extending it are contiguous; completion times come from sets of

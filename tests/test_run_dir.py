@@ -37,4 +37,5 @@ def test_intervals_print_as_the_readme_shows_them():
     assert format_ci(0.20541, 0.0781) == "0.2054 ± 0.078"
     assert format_ci(-51.56, 67.3) == "-51.56 ± 67"
     assert format_ci(2.0, 0.0) == "2 ± 0"
-    assert format_ci(math.nan, math.nan) == "nan ± nan"
+    assert format_ci(math.nan, math.nan) == "nan"
+    assert format_ci(1.5, math.nan) == "1.5"  # one value: no interval

@@ -1,4 +1,4 @@
-"""How long one engine iteration takes (DESIGN.md section 4).
+"""How long one engine iteration takes (docs/design.md section 4).
 
     prefill  t = a + b * new_tokens + c * attention
     decode   t = d + e * batch + f * context

@@ -1,4 +1,4 @@
-"""A continuous-batching serving engine with a radix prefix cache (DESIGN.md section 4).
+"""A continuous-batching serving engine with a radix prefix cache (docs/design.md section 4).
 
 `ServingEngine` holds what every engine shares: arrivals, the waiting queue, admission in the
 scheduler's order, KV memory, the radix cache, per-request records. How an iteration executes, and

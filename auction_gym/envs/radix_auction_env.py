@@ -12,6 +12,7 @@ from gymnasium import spaces
 from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_multiplier, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
 from ..pacing import Policy, make_policy
+from ..registry import with_mechanism_table
 from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable, with_observation_table
 from .rendering import market_frame
 
@@ -45,7 +46,7 @@ class RadixAuctionEnv(gym.Env):
     """One bidder paces its bids in an auction for LLM serving priority that respects the KV cache.
 
     A simulated serving engine (continuous batching, radix prefix cache) admits requests in the order
-    an auction decides: by default the cache-aware radix-tree auction with VCG payments (DESIGN.md
+    an auction decides: by default the cache-aware radix-tree auction with VCG payments (docs/design.md
     section 3: completion times count the prompt tokens the cache does not hold).
     Several bidders (tenants) send agentic traffic; each bids alpha x urgency for its requests and
     pays from an episode budget. The learner controls one bidder's multiplier alpha (the focal
@@ -149,10 +150,10 @@ class RadixAuctionEnv(gym.Env):
     | argument         | default      | meaning                                                          |
     |------------------|--------------|------------------------------------------------------------------|
     | num_bidders      | 4            | bidders in the market (focal included)                           |
-    | mechanism        | "radix_vcg"  | "radix_vcg", "strict_vcg", or no-payment "fcfs", "lpm", "dfs_weight" |
+    | mechanism        | "radix_vcg"  | a registered mechanism (auction_gym.registry; Mechanisms below)  |
     | cost_model       | "tokens"     | the auction's completion model: "tokens" (cache-aware), "unit"   |
-    |                  |              | (the paper's literal average subtree bid), DESIGN.md section 3,  |
-    |                  |              | or "service" (tokens + each request's running-slot time)         |
+    |                  |              | (the paper's literal average subtree bid), docs/design.md        |
+    |                  |              | section 3, or "service" (tokens + a request's running-slot time) |
     | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
     | workload         | "agentic"    | "agentic", "shared_prefix" (SGLang's generated-shared-prefix     |
     |                  |              | benchmark), or "mooncake" with `trace_path`                      |
@@ -179,6 +180,14 @@ class RadixAuctionEnv(gym.Env):
 
     The default scenario (stationary traffic above the engine's capacity, budgets that bind) is
     described in `auction_gym.market.MarketConfig`.
+
+    ## Mechanisms
+
+    The rows come from `auction_gym.registry` when this module is imported:
+
+    | mechanism        | what it does                                                     |
+    |------------------|------------------------------------------------------------------|
+    {mechanism_table}
 
     ## Rendering
 
@@ -339,4 +348,4 @@ class RadixAuctionEnv(gym.Env):
                 f"admitted={admitted} finished={finished}")
 
 
-RadixAuctionEnv.__doc__ = with_observation_table(RadixAuctionEnv.__doc__)
+RadixAuctionEnv.__doc__ = with_mechanism_table(with_observation_table(RadixAuctionEnv.__doc__))

@@ -12,19 +12,21 @@ import numpy as np
 
 from .._checks import check_count
 from ..engine import EngineConfig, ServingEngine
-from ..mechanism import RadixTreeAuction, StrictPriorityAuction
+from ..registry import AuctionClasses, build, get_mechanism, mechanism_names
 from ..request import Request
-from ..scheduler import Scheduler, make_scheduler
+from ..scheduler import Scheduler
 from ..workload import AgenticConfig, SharedPrefixConfig, iter_agentic, iter_mooncake, iter_shared_prefix
 
-MECHANISMS = ("fcfs", "lpm", "klpm", "dfs_weight", "strict_vcg", "radix_vcg")
-"""Every admission policy a market can run, in the order tables list them: no-money baselines
-(FCFS, then cache-aware ones), then the auctions."""
+MECHANISMS = mechanism_names()
+"""The built-in admission policies, in the order tables list them: no-money baselines (FCFS, then
+cache-aware ones), then the auctions. Derived from `auction_gym.registry` at import; a policy
+registered later is valid too (`MarketConfig` checks the registry itself)."""
 WORKLOADS = ("agentic", "shared_prefix", "mooncake")
 # Engines by backend name, as "module:Class", imported on first use: the PyTorch engine lives in
 # gpu_backend, which builds on auction_gym, so auction_gym must not import it up front.
 BACKENDS = {"sim": "auction_gym.engine:SimEngine", "torch": "gpu_backend:TorchEngine"}
-AUCTIONS = {"radix_vcg": RadixTreeAuction, "strict_vcg": StrictPriorityAuction}
+AUCTIONS = AuctionClasses()
+"""{name: class} of the registered auctions, which the market charges (a live view of the registry)."""
 COST_MODELS = ("tokens", "unit", "service")
 """The auctions' completion-time models (docs/design.md, "The economic model"): the mechanism's
 "tokens" and "unit", and "service", which is "tokens" with the per-request work set to the
@@ -81,9 +83,9 @@ class MarketConfig:
 
     num_bidders: int = 4
     mechanism: str = "radix_vcg"
-    """One of MECHANISMS; the auctions charge VCG payments, the others nothing."""
+    """A registered mechanism (`auction_gym.registry`); the auctions charge VCG payments, the others nothing."""
     cost_model: str = "tokens"
-    """The auction's completion-time model (DESIGN.md section 3), one of COST_MODELS: "tokens"
+    """The auction's completion-time model (docs/design.md section 3), one of COST_MODELS: "tokens"
     (cache-aware, the default), "unit" (the paper's literal average subtree bid), or "service"
     ("tokens" pricing each request's running-slot time too: `service_overhead`)."""
     request_overhead: float = 1.0
@@ -123,8 +125,7 @@ class MarketConfig:
 
     def __post_init__(self) -> None:
         check_count("num_bidders", self.num_bidders)
-        if self.mechanism not in MECHANISMS:
-            raise ValueError(f"unknown mechanism {self.mechanism!r}; valid: {', '.join(MECHANISMS)}")
+        get_mechanism(self.mechanism)  # ValueError listing the valid names
         if self.workload not in WORKLOADS:
             raise ValueError(f"unknown workload {self.workload!r}; valid: {', '.join(WORKLOADS)}")
         if self.workload == "mooncake" and self.trace_path is None:
@@ -246,11 +247,9 @@ class MarketConfig:
                 f"or keep horizon <= {LONG_HORIZON}.")
 
     def make_scheduler(self) -> Scheduler:
-        if self.mechanism in AUCTIONS:
-            if self.cost_model == "service":
-                return AUCTIONS[self.mechanism](cost_model="tokens", request_overhead=self.service_overhead())
-            return AUCTIONS[self.mechanism](cost_model=self.cost_model, request_overhead=self.request_overhead)
-        return make_scheduler(self.mechanism)
+        if self.cost_model == "service":
+            return build(self.mechanism, "tokens", self.service_overhead())
+        return build(self.mechanism, self.cost_model, self.request_overhead)
 
     def make_engine(self, scheduler: Scheduler) -> ServingEngine:
         module, name = BACKENDS[self.backend].split(":")

@@ -8,7 +8,7 @@ covers the engine time from the end of the previous round to the end of this one
 finish in that time count in it. An episode is `horizon` rounds, or fewer if the workload runs dry;
 it starts after `warmup` engine seconds served with truthful bids and no charges.
 
-Charging (DESIGN.md section 3): the auction prices the whole queue every round, but bidder i pays
+Charging (docs/design.md section 3): the auction prices the whole queue every round, but bidder i pays
 only in rounds that admit some of its requests, p_i x a_i / q_i x seconds_per_unit (a_i admitted,
 q_i queued), never more than its remaining budget; a bidder with no budget left bids 0.
 seconds_per_unit turns the auction's completion units into seconds: under "unit" the engine's busy

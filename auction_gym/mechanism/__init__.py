@@ -1,4 +1,4 @@
-"""Auctions over the waiting queue (DESIGN.md section 3): the radix-tree auction, which maximises
+"""Auctions over the waiting queue (docs/design.md section 3): the radix-tree auction, which maximises
 welfare over depth-first orders of the queue's radix tree, and the strict priority auction; both
 charge VCG payments and are schedulers ("radix_vcg", "strict_vcg") the engine can run."""
 

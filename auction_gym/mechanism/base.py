@@ -100,7 +100,7 @@ class AuctionMechanism:
     Args:
         cost_model: "tokens" (the default: C_k = uncached prefix tokens of the first k requests
             + k * request_overhead, so what the cache holds costs nothing) or "unit" (C_k = k, the
-            paper's literal model, blind to the cache), DESIGN.md section 3.
+            paper's literal model, blind to the cache), docs/design.md section 3.
         request_overhead: completion units charged per request under "tokens" (>= 0).
 
     Attributes:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class AuctionOutcome:
-    """Order, payments and welfare of one round (DESIGN.md section 3).
+    """Order, payments and welfare of one round (docs/design.md section 3).
 
     Units: completion times and welfare are in the cost model's completion units (positions under
     "unit", tokens plus request overheads under "tokens"); bids are money per unit of completion,

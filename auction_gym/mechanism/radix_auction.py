@@ -28,7 +28,7 @@ a system prompt per bidder), A_i is the root alone and m = 1, so all payments co
 O(n + V + B log B).
 Changed blocks keep their old tie-break id: ties do not change the cost.
 
-Cost model. The default is "tokens" (DESIGN.md section 3): a block's work is its uncached edge
+Cost model. The default is "tokens" (docs/design.md section 3): a block's work is its uncached edge
 tokens plus request_overhead (1.0) per request, so what the KV cache holds costs nothing and the
 depth-first order starts where the cache is warm. Under "unit" (the paper's literal average
 subtree bid) the order is blind to the cache: on SGLang's shared-prefix benchmark it picks a cold
@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..request import Request
-from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
 from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import NodeIndex, SortKey, block_key, index_node, interaction_after_change
@@ -90,7 +89,6 @@ class RadixAllocation:
     """sum_r b_r C_r in the chosen order (= -welfare)."""
 
 
-@register_scheduler("radix_vcg")
 class RadixTreeAuction(AuctionMechanism):
     """Welfare-maximal order over the depth-first range of the queue's radix tree, VCG payments.
 

@@ -35,7 +35,6 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..request import Request
-from ..scheduler.base import register_scheduler
 from .base import AuctionMechanism, Cached
 from .queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
 from .radix_auction import ROUNDING
@@ -80,7 +79,6 @@ class StrictAllocation:
         return math.fsum(map(operator.mul, self.bids, self.completion))
 
 
-@register_scheduler("strict_vcg")
 class StrictPriorityAuction(AuctionMechanism):
     """Highest bid first, with the closed-form payments of the module docstring."""
 

@@ -35,34 +35,35 @@ class Scheduler(Protocol):
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]: ...
 
 
-_REGISTRY: dict[str, Callable[..., Scheduler]] = {}
-
-
 def register_scheduler(name: str) -> Callable[[Callable[..., Scheduler]], Callable[..., Scheduler]]:
-    """Class decorator: make a scheduler constructible as `make_scheduler(name, **kwargs)`."""
+    """Class decorator: register a scheduler as mechanism `name` (`auction_gym.registry`, the one
+    registry; the summary is the first line of its docstring)."""
+    from ..registry import MechanismEntry, register_mechanism
 
     def decorate(factory: Callable[..., Scheduler]) -> Callable[..., Scheduler]:
-        if name in _REGISTRY:
-            raise ValueError(f"scheduler name {name!r} is already registered")
-        _REGISTRY[name] = factory
+        summary = (factory.__doc__ or name).strip().splitlines()[0]
+        register_mechanism(MechanismEntry(name, factory, summary))
         return factory
 
     return decorate
 
 
 def scheduler_names() -> list[str]:
-    return sorted(_REGISTRY)
+    """Every registered scheduler name (`auction_gym.registry`), sorted."""
+    from ..registry import mechanism_names
+
+    return sorted(mechanism_names())
 
 
 def make_scheduler(name: str, **kwargs) -> Scheduler:
-    """Build the scheduler registered under `name`; an unknown name lists the valid ones."""
+    """Build the scheduler registered under `name` with `kwargs`; an unknown name lists the valid ones."""
+    from ..registry import get_mechanism
+
     try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown scheduler {name!r}; valid names: {', '.join(scheduler_names())}"
-        ) from None
-    return factory(**kwargs)
+        entry = get_mechanism(name)
+    except ValueError:
+        raise ValueError(f"unknown scheduler {name!r}; valid names: {', '.join(scheduler_names())}") from None
+    return entry.factory()(**kwargs)
 
 
 fcfs_key: Callable[[Request], tuple[float, int]] = attrgetter("arrival", "id")

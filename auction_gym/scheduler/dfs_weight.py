@@ -15,11 +15,10 @@ from typing import Sequence
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
-from .base import fcfs_key, register_scheduler
+from .base import fcfs_key
 from .prefix_matcher import PrefixMatcher
 
 
-@register_scheduler("dfs_weight")
 class DFSWeight:
     name = "dfs_weight"
 

@@ -6,10 +6,9 @@ from typing import Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
-from .base import fcfs_key, register_scheduler
+from .base import fcfs_key
 
 
-@register_scheduler("fcfs")
 class FCFS:
     name = "fcfs"
 

@@ -19,7 +19,7 @@ from typing import Sequence
 from .._checks import check_count
 from ..radix_cache import RadixCache
 from ..request import Request
-from .base import fcfs_key, register_scheduler
+from .base import fcfs_key
 from .prefix_matcher import PrefixMatcher
 
 DEFAULT_K = 4
@@ -27,7 +27,6 @@ DEFAULT_K = 4
 paper sweeps k; pass another value as `make_scheduler("klpm", k=...)`."""
 
 
-@register_scheduler("klpm")
 class KLPM:
     """k-LPM; see the module docstring.
 

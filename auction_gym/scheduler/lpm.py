@@ -20,14 +20,13 @@ from typing import Sequence
 from .._checks import is_int
 from ..radix_cache import RadixCache
 from ..request import Request
-from .base import fcfs_key, register_scheduler
+from .base import fcfs_key
 from .prefix_matcher import PrefixMatcher
 
 SGLANG_FCFS_ABOVE = 128
 """SGLang's `WAITING_QUEUE_PREFIX_MATCH_MAX`: its `lpm` orders FCFS when more requests than this wait."""
 
 
-@register_scheduler("lpm")
 class LPM:
     """Longest prefix match first; see the module docstring.
 

@@ -1,0 +1,136 @@
+"""The admission policies a market can run, by name: the one registry of mechanisms.
+
+Each entry names a policy, where its class lives and what it does. Everything else derives from
+it: `make_scheduler` and `scheduler_names` (`auction_gym.scheduler`), `MECHANISMS` and `AUCTIONS`
+(`auction_gym.market.config`), which of them charge (an entry whose class is an
+`AuctionMechanism` is an auction: built with the market's cost model, charged VCG payments), the
+mechanism rows of `RadixAuctionEnv`'s docstring, and the policies of `radix-auction demo` and
+`reproduce`. Registration order is table order: the no-money baselines (FCFS, then the cache-aware
+ones), then the auctions. To add one, see the README's "Extending" section.
+
+Targets are "module:attr" strings imported on first use, so this module imports neither the
+schedulers nor the auctions (both import the scheduler interface, which reads this registry).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .scheduler.base import Scheduler
+
+
+@dataclass(frozen=True)
+class MechanismEntry:
+    """One admission policy: `name` (what configs and the command line say), `target` (its class
+    or factory, as "module:attr" or the object itself; called with the policy's keyword
+    arguments) and `summary` (one line: what it does and whether it charges)."""
+
+    name: str
+    target: str | Callable[..., Scheduler]
+    summary: str
+
+    def factory(self) -> Callable[..., Scheduler]:
+        """The class or factory (imported now if `target` is a string)."""
+        if not isinstance(self.target, str):
+            return self.target
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    @property
+    def is_auction(self) -> bool:
+        """Whether it is an `AuctionMechanism`: takes a cost model and charges VCG payments."""
+        from .mechanism.base import AuctionMechanism
+
+        factory = self.factory()
+        return isinstance(factory, type) and issubclass(factory, AuctionMechanism)
+
+
+_ENTRIES: dict[str, MechanismEntry] = {}
+
+
+def register_mechanism(entry: MechanismEntry) -> MechanismEntry:
+    """Add `entry` at the end of the table; a name already taken raises ValueError."""
+    if entry.name in _ENTRIES:
+        raise ValueError(f"mechanism name {entry.name!r} is already registered")
+    if "/" in entry.name:  # `reproduce` names a policy under another cost model "name/model"
+        raise ValueError(f"a mechanism name may not contain '/', got {entry.name!r}")
+    _ENTRIES[entry.name] = entry
+    return entry
+
+
+def mechanism_names() -> tuple[str, ...]:
+    """Every registered policy, in table order."""
+    return tuple(_ENTRIES)
+
+
+def auction_names() -> tuple[str, ...]:
+    """The registered policies that are auctions (charge payments), in table order."""
+    return tuple(name for name, entry in _ENTRIES.items() if entry.is_auction)
+
+
+def get_mechanism(name: str) -> MechanismEntry:
+    """The entry of `name`; an unknown name raises ValueError listing the valid ones."""
+    try:
+        return _ENTRIES[name]
+    except KeyError:
+        raise ValueError(f"unknown mechanism {name!r}; valid: {', '.join(_ENTRIES)}") from None
+
+
+def build(name: str, cost_model: str = "tokens", request_overhead: float = 1.0, **kwargs: Any) -> Scheduler:
+    """The policy `name`, built as a market runs it: an auction with `cost_model` and
+    `request_overhead`, anything else with `kwargs` alone."""
+    entry = get_mechanism(name)
+    if entry.is_auction:
+        kwargs = {"cost_model": cost_model, "request_overhead": request_overhead, **kwargs}
+    return entry.factory()(**kwargs)
+
+
+class AuctionClasses(Mapping):
+    """A live view {auction name: its class} of the registry (`AUCTIONS`): an auction registered
+    later is in it too, so the market charges it."""
+
+    def __getitem__(self, name: str) -> type:
+        if name not in auction_names():
+            raise KeyError(name)
+        return _ENTRIES[name].factory()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(auction_names())
+
+    def __len__(self) -> int:
+        return len(auction_names())
+
+
+MECHANISM_TABLE = "{mechanism_table}"
+"""The line of a docstring that `with_mechanism_table` replaces by a row per registered policy."""
+
+
+def with_mechanism_table(doc: str | None) -> str | None:
+    """`doc` with its MECHANISM_TABLE line replaced by markdown rows `| name | summary |` of every
+    registered policy, indented as that line (None stays None: python -OO strips docstrings)."""
+    if doc is None:
+        return None
+    for line in doc.splitlines():
+        if line.strip() == MECHANISM_TABLE:
+            indent = line[: len(line) - len(line.lstrip())]
+            return doc.replace(line, "\n".join(f"{indent}| {e.name:<16} | {e.summary} |" for e in _ENTRIES.values()))
+    raise ValueError(f"no {MECHANISM_TABLE} line in the docstring")
+
+
+for _entry in (
+    MechanismEntry("fcfs", "auction_gym.scheduler.fcfs:FCFS", "first come, first served; no payments"),
+    MechanismEntry("lpm", "auction_gym.scheduler.lpm:LPM", "longest cached prefix first (SGLang's lpm); no payments"),
+    MechanismEntry("klpm", "auction_gym.scheduler.klpm:KLPM",
+                   "k-LPM: the oldest request, then k - 1 longest-prefix picks; no payments"),
+    MechanismEntry("dfs_weight", "auction_gym.scheduler.dfs_weight:DFSWeight",
+                   "SGLang's dfs-weight: subtrees by request count; no payments"),
+    MechanismEntry("strict_vcg", "auction_gym.mechanism.strict_priority:StrictPriorityAuction",
+                   "strict priority by bid; VCG payments"),
+    MechanismEntry("radix_vcg", "auction_gym.mechanism.radix_auction:RadixTreeAuction",
+                   "the radix-tree auction (depth-first orders of the queue's radix tree); VCG payments"),
+):
+    register_mechanism(_entry)
