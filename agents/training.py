@@ -19,8 +19,18 @@ from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 from .callbacks import EvalMetricsCallback, HParamsCallback
 from .evaluation import DEFAULT_EVAL_SEED
 from .run_dir import new_run_dir
-from .sb3 import (ALGOS, algo_kwargs, check_algo, check_hyperparams, detect_algo, load_hyperparams, make_env,
-                  normalize_kwargs, run_folder, vecnormalize_path)
+from .sb3 import (
+    ALGOS,
+    algo_kwargs,
+    check_algo,
+    check_hyperparams,
+    detect_algo,
+    load_hyperparams,
+    make_env,
+    normalize_kwargs,
+    run_folder,
+    vecnormalize_path,
+)
 
 
 @dataclass

@@ -20,8 +20,8 @@ from typing import Sequence
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, log_episodes, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
-from agents.training import set_torch_threads
 from agents.stats import summary_lines
+from agents.training import set_torch_threads
 from auction_gym.pacing import BUILTIN_POLICIES, Policy
 
 from .argtypes import json_dict, positive_int

@@ -32,8 +32,14 @@ from pathlib import Path
 import numpy as np
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRIC_UNITS, evaluate, policy_from_spec, policy_name
-from agents.population import (BIDDER_METRICS, MARKET_METRICS, agent_names, check_population_env_kwargs,
-                               evaluate_population, uniform_population)
+from agents.population import (
+    BIDDER_METRICS,
+    MARKET_METRICS,
+    agent_names,
+    check_population_env_kwargs,
+    evaluate_population,
+    uniform_population,
+)
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
 from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
@@ -41,9 +47,9 @@ from auction_gym.scenarios import scenario
 
 from .argtypes import json_dict, positive_int
 from .cli import UsageError, run_command
-from .compare import write_csv, write_episodes
 from .compare import markdown as compare_markdown
 from .compare import summarize as compare_summarize
+from .compare import write_csv, write_episodes
 
 SCENARIO = scenario("bursty_v0")
 """The env arguments by default: the multi-agent runs keep the scenario of issues 13-22 (`auction_gym.scenarios`)."""

@@ -61,8 +61,8 @@ import numpy as np
 
 from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
-from auction_gym.registry import build, mechanism_names
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
+from auction_gym.registry import build, mechanism_names
 from auction_gym.workload import AgenticConfig
 
 from .argtypes import positive_int, trace_file

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import experiments.reproduce as reproduce
-from experiments.cli import main
 from experiments import reproduce_trace
+from experiments.cli import main
 from experiments.reproduce import COLUMNS, Sweep, policies
 from experiments.reproduce_trace import check_trace, pick_trace
 

@@ -13,7 +13,14 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 import auction_gym
 from auction_gym import Obs, RadixAuctionEnv
 from auction_gym.envs.rendering import (
-    BAR_GAP, BAR_WIDTH, BUDGET, FOCAL_BUDGET, MULTIPLIER, QUEUE, RENDER_HEIGHT, TRACK,
+    BAR_GAP,
+    BAR_WIDTH,
+    BUDGET,
+    FOCAL_BUDGET,
+    MULTIPLIER,
+    QUEUE,
+    RENDER_HEIGHT,
+    TRACK,
 )
 
 FAST = dict(horizon=30, workload_kwargs={"rate": 40.0})

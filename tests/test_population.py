@@ -13,8 +13,14 @@ import numpy as np
 import pytest
 
 from agents.evaluation import evaluate, policy_from_spec
-from agents.population import (BIDDER_METRICS, MARKET_METRICS, agent_names, check_population_env_kwargs,
-                               evaluate_population, uniform_population)
+from agents.population import (
+    BIDDER_METRICS,
+    MARKET_METRICS,
+    agent_names,
+    check_population_env_kwargs,
+    evaluate_population,
+    uniform_population,
+)
 from experiments.cli import main as cli_main
 
 ENV = {"horizon": 30, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,

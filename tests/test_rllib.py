@@ -15,14 +15,13 @@ ray = pytest.importorskip("ray")
 import torch  # noqa: E402
 from ray.rllib.core import Columns  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+from test_training import scalars, session_status, usage_error  # noqa: E402
 
 from agents.evaluation import METRICS, evaluate  # noqa: E402
 from agents.population import MARKET_METRICS, agent_names, evaluate_population  # noqa: E402
 from agents.rllib import SHARED_MODULE, load_population, module_ids, ppo_config  # noqa: E402
 from agents.rllib_training import MultiTrainConfig, init_ray, train_multi  # noqa: E402
 from experiments.cli import main as cli_main  # noqa: E402
-
-from test_training import scalars, session_status, usage_error  # noqa: E402
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0}}
 AGENTS = agent_names(ENV)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine, make_scheduler
 from auction_gym.scheduler.prefix_matcher import PrefixMatcher
-
-from workloads import branching_workload
 
 
 def req(i: int, tokens, arrival: float = 0.0) -> Request:

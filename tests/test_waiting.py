@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from workloads import branching_workload
+
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.scheduler import WaitingPrefixes
-
-from workloads import branching_workload
 
 
 def req(i: int, tokens, arrival: float = 0.0) -> Request:

@@ -19,9 +19,9 @@ from auction_gym.workload import (
     MOONCAKE_MAX_NEW_TOKENS,
     AgenticConfig,
     agentic_workload,
-    iter_agentic,
     draw_request_params,
     expand_blocks,
+    iter_agentic,
     iter_mooncake,
     load_mooncake,
 )

@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 import operator
 from bisect import bisect_left
-from itertools import accumulate
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import accumulate
 from typing import Iterable, Sequence
 
 import numpy as np
