@@ -17,7 +17,11 @@ from pathlib import Path
 from auction_gym import EngineConfig, RadixCache, SimEngine
 from auction_gym.workload import iter_mooncake
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/data/mooncake/conversation_trace.jsonl"
+from .reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
+
+DEFAULT_TRACE = full_trace() or SLICE
+"""The full trace when FULL_TRACE_ENV names it (the figures in the README are on it), else the
+shipped 1,000-line slice."""
 
 
 def replay(trace: Path, scheduler: str, time_scale: float, limit: int | None) -> dict[str, float]:
@@ -52,7 +56,8 @@ def cache_throughput(trace: Path, limit: int | None, capacity: int = 2_000_000) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE,
+                    help=f"Mooncake JSONL trace (default: ${FULL_TRACE_ENV}, else the shipped slice)")
     ap.add_argument("--time-scale", type=float, default=4.0)
     ap.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
     ap.add_argument("--schedulers", default="fcfs,lpm,dfs_weight")

@@ -18,7 +18,11 @@ from auction_gym import RadixCache
 from auction_gym.scheduler import WaitingPrefixes
 from auction_gym.workload import iter_mooncake
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/data/mooncake/conversation_trace.jsonl"
+from .reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
+
+DEFAULT_TRACE = full_trace() or SLICE
+"""The full trace when FULL_TRACE_ENV names it (the figures in the README are on it), else the
+shipped 1,000-line slice."""
 
 
 def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int) -> tuple[float, float]:
@@ -49,7 +53,8 @@ def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int) -
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE,
+                    help=f"Mooncake JSONL trace (default: ${FULL_TRACE_ENV}, else the shipped slice)")
     ap.add_argument("--queues", type=int, nargs="+", default=[1000, 2000, 5000])
     ap.add_argument("--rounds", type=int, default=500)
     ap.add_argument("--churn", type=int, default=2, help="requests admitted (and arriving) per round")

@@ -11,7 +11,7 @@ them, docs/design.md section 3). Workloads: agentic traffic, SGLang's generated-
 (`auction_gym.workload.shared_prefix`), and the Mooncake conversation trace.
 
 Trace (`reproduce_trace.py`): `--trace`, by default the first of DEFAULT_TRACES that exists: the
-full conversation trace beside the repository (`../shared/data/mooncake/`), else the 1,000-line
+full conversation trace named by $RADIX_AUCTION_MOONCAKE_TRACE when set, else the 1,000-line
 slice the repository ships (`tests/data/mooncake/`). The slice is the trace's first 1,000 lines,
 unmodified, and no sweep replays more (`Sweep.mooncake_lines`), so either gives the same rows. The
 run says which trace it uses (or that none is found, and then leaves the Mooncake workload out), and

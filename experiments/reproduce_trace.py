@@ -3,6 +3,7 @@ sweep starts (see `experiments.reproduce`'s docstring)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,10 +15,19 @@ if TYPE_CHECKING:
     from .reproduce import Sweep
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = (
-    REPO.parent / "shared/data/mooncake/conversation_trace.jsonl",
-    REPO / "tests/data/mooncake/conversation_slice.jsonl",
-)
+FULL_TRACE_ENV = "RADIX_AUCTION_MOONCAKE_TRACE"
+"""The environment variable naming the full Mooncake conversation trace (12,031 requests; not in
+the repository, which ships only its first 1,000 lines)."""
+SLICE = REPO / "tests/data/mooncake/conversation_slice.jsonl"
+
+
+def full_trace() -> Path | None:
+    """The full trace's path from FULL_TRACE_ENV, or None when it is not set."""
+    path = os.environ.get(FULL_TRACE_ENV)
+    return Path(path) if path else None
+
+
+DEFAULT_TRACES = tuple(p for p in (full_trace(), SLICE) if p is not None)
 """`--trace`'s default: the first of these that exists (the full trace, then the shipped slice)."""
 
 
