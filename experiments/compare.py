@@ -175,10 +175,10 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], ro
     configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
                            env_kwargs=args.env_kwargs, eval_seed=args.eval_seed, eval_freq=args.eval_freq,
                            eval_episodes=args.episodes, hyperparams=key_values(args.hyperparams),
-                           progress=args.progress and args.jobs == 1)
+                           progress=args.progress and args.jobs == 1, torch_threads=args.torch_threads)
                for algo in algos for seed in range(args.seeds)]
     print(f"training {len(configs)} runs of {args.timesteps} steps, {args.jobs} at a time", flush=True)
-    for config, result in zip(configs, train_all(configs, args.jobs, args.torch_threads)):
+    for config, result in zip(configs, train_all(configs, args.jobs)):
         steps.update(result.eval_steps)
         name = f"{config.algo}_s{config.seed}"
         policies[name] = load_policy(result.model_path)
@@ -190,19 +190,14 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], ro
     return {**episodes, **learned}, notes, {**fixed, **policies}
 
 
-def _train_one(job: tuple[TrainConfig, int]) -> TrainResult:
-    config, threads = job
-    torch.set_num_threads(threads)  # a worker process starts with torch's default, one per core
-    return train(config)
-
-
-def train_all(configs: list[TrainConfig], jobs: int, threads: int) -> list[TrainResult]:
-    """Every training run, `jobs` processes at a time (each with `threads` torch threads); the
-    results in the order of `configs`. Each run is seeded, so the order does not change them."""
+def train_all(configs: list[TrainConfig], jobs: int) -> list[TrainResult]:
+    """Every training run, `jobs` processes at a time (each with its config's torch threads, which
+    `train` sets); the results in the order of `configs`. Each run is seeded, so the order does not
+    change them."""
     if jobs == 1:
         return [train(c) for c in configs]
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_train_one, [(c, threads) for c in configs]))
+        return list(pool.map(train, configs))
 
 
 def baseline_policies(args: argparse.Namespace, baselines: list[str], tuned: dict[str, Policy],
