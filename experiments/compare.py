@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> None:
     table, tuned = headroom(args.env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
                             jobs=args.jobs)
     write_headroom(out, table, f"Headroom of `{command_line(args, algos, baselines)}`\n\nScenario: "
-                   f"`{json.dumps(args.env_kwargs)}`")
+                   f"`{json.dumps(args.env_kwargs)}`", f"Headroom of scenario {args.scenario!r} (paired, 95% CI)")
     print(headroom_markdown(table), flush=True)
     choices = {r["policy"]: r["choice"] for r in table}
     episodes, notes, policies = run_all(args, algos, baselines, root, tuned, choices)

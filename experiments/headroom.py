@@ -219,15 +219,15 @@ def plot(path: Path, table: list[dict[str, Any]], title: str) -> None:
     plt.close(fig)
 
 
-def write(out: Path, table: list[dict[str, Any]], header: str) -> None:
-    """headroom.md, headroom.csv and headroom.png in `out`."""
+def write(out: Path, table: list[dict[str, Any]], header: str, title: str) -> None:
+    """headroom.md (`header`, then the table), headroom.csv and headroom.png (titled `title`) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "headroom.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]))
         writer.writeheader()
         writer.writerows(table)
     (out / "headroom.md").write_text(f"{header}\n\n{markdown(table)}\n")
-    plot(out / "headroom.png", table, header.splitlines()[0].strip("`")[:90])
+    plot(out / "headroom.png", table, title)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -263,7 +263,7 @@ def run(args: argparse.Namespace) -> None:
               f"--tuning-episodes {args.tuning_episodes} --episodes {args.episodes} --eval-seed {args.eval_seed}`\n\n"
               f"Scenario: `{json.dumps(env_kwargs)}`; tuning seeds 0..{args.tuning_episodes - 1}, evaluation seeds "
               f"{args.eval_seed}..{args.eval_seed + args.episodes - 1}; wall time {time.perf_counter() - start:.0f} s.")
-    write(Path(args.out), table, header)
+    write(Path(args.out), table, header, f"Headroom of scenario {args.scenario!r} (paired, 95% CI)")
     print(markdown(table))
     print(f"\nwrote {args.out}/headroom.md, headroom.csv, headroom.png")
 

@@ -223,3 +223,15 @@ def test_scenarios_are_valid_env_arguments():
         gym.make("RadixAuction-v0", **scenario(name)).reset(seed=0)
     with pytest.raises(ValueError, match="unknown scenario"):
         scenario("nope")
+
+
+def test_headroom_command_writes_its_report(tmp_path, capsys):
+    from experiments.cli import main as cli_main
+
+    cli_main(["headroom", "--env-kwargs", '{"horizon": 8}', "--tuning-episodes", "2", "--episodes", "2",
+              "--jobs", "1", "--out", str(tmp_path)])
+    assert {p.name for p in tmp_path.iterdir()} == {"headroom.md", "headroom.csv", "headroom.png"}
+    printed = capsys.readouterr().out
+    for row in ("best_fixed", "ogd_tuned", "pid_tuned", "privileged", "hindsight", "unlimited_budget"):
+        assert f"| {row} |" in printed
+    assert "--scenario calibrated" in (tmp_path / "headroom.md").read_text()
