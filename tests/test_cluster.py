@@ -156,3 +156,14 @@ def test_env_takes_replicas_and_router():
     for _ in range(5):
         obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
     assert terminated and len(env.market.engine.replicas) == 2
+
+
+def test_cluster_experiment_writes_its_outputs(tmp_path):
+    from experiments.cli import main
+
+    main(["cluster", "--quick", "--size", "16", "--replicas", "1,2", "--routers", "cache_aware,round_robin",
+          "--policies", "lpm,radix_vcg", "--workloads", "shared_prefix", "--out", str(tmp_path)])
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"cluster.csv", "cluster.md", "cluster_hit_rate.png", "cluster_latency.png"} <= names
+    rows = (tmp_path / "cluster.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 + 4  # header, one replica per policy, 2 routers x 2 policies
