@@ -111,8 +111,10 @@ def test_one_replica_reproduces_the_single_engine_exactly():
     single.run(workload())
     cluster = ClusterEngine(engines(1), make_router("cache_aware"))
     cluster.run(workload())
-    key = lambda recs: {i: (r.admit, r.first_token, r.finish, r.cached_tokens, r.computed_tokens,  # noqa: E731
-                            r.retractions) for i, r in recs.items()}
+    def key(recs):
+        return {i: (r.admit, r.first_token, r.finish, r.cached_tokens, r.computed_tokens, r.retractions)
+                for i, r in recs.items()}
+
     assert key(cluster.records) == key(single.records)
     assert cluster.now == single.now
 
@@ -152,9 +154,9 @@ def test_market_over_a_cluster_charges_from_each_replica_and_keeps_budgets_globa
 
 def test_env_takes_replicas_and_router():
     env = RadixAuctionEnv(replicas=2, router="round_robin", horizon=5)
-    obs, _ = env.reset(seed=0)
+    env.reset(seed=0)
     for _ in range(5):
-        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        terminated = env.step(env.action_space.sample())[2]
     assert terminated and len(env.market.engine.replicas) == 2
 
 

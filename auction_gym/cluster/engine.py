@@ -85,10 +85,6 @@ class ClusterEngine:
     def metrics(self) -> Metrics:
         return summarize(list(self.records.values()))
 
-    def replica_metrics(self) -> list[Metrics]:
-        """Each replica's metrics over the requests routed to it."""
-        return [e.metrics() for e in self.replicas]
-
     def step(self) -> Iteration | None:
         """Route the arrivals that come first, then run one iteration of the earliest replica with
         work; None when nothing is waiting, running or still to arrive anywhere."""
@@ -99,7 +95,7 @@ class ClusterEngine:
             if math.isinf(arrival):
                 return None
             self._route(self.arrivals.due(arrival))
-        clock, k = heapq.heappop(self._active)
+        _, k = heapq.heappop(self._active)
         self._in_heap[k] = False
         it = self.replicas[k].step()
         if it is None:
