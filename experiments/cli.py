@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                        "evaluate learned populations against all-OGD and all-truthful markets"),
     "incentives": ("experiments.incentives", "measure one bidder's gain from deviating from truthful bidding"),
     "calibrate": ("experiments.calibrate", "profile the torch engine and fit the simulator's cost model"),
+    "cluster": ("experiments.cluster", "routers x admission policies x replicas over a cluster of engines"),
     "fidelity": ("experiments.fidelity", "replay a workload through the torch engine and the simulator; report errors"),
 }
 

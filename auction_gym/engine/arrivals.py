@@ -23,6 +23,9 @@ class Arrivals:
         self._pending: list[tuple[float, int, Request]] = []
         self._source: Iterator[Request] | None = None
         self._lookahead: Request | None = None
+        self.upstream: Callable[[], float] | None = None
+        """When requests not submitted here yet may still arrive (a cluster's router holds them
+        until their arrival time): the next such time. None: nothing is held upstream."""
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
         """A list (any Sequence) is taken at once, in any order. Any other iterable is read lazily as
@@ -45,6 +48,23 @@ class Arrivals:
         if self._lookahead is not None:
             t = min(t, self._lookahead.arrival)
         return t
+
+    def next_possible(self) -> float:
+        """Earliest time a request may arrive here: the next submitted one, or the next one held
+        upstream, which may be routed here (`upstream`)."""
+        t = self.next_time()
+        return t if self.upstream is None else min(t, self.upstream())
+
+    @property
+    def pending(self) -> int:
+        """Submitted requests that have not arrived yet (the lazily read stream's next one counts;
+        the rest of the stream is unknown)."""
+        return len(self._pending) + (self._lookahead is not None)
+
+    def pending_requests(self) -> list[Request]:
+        """The requests `pending` counts."""
+        out = [entry[2] for entry in self._pending]
+        return out + [self._lookahead] if self._lookahead is not None else out
 
     def due(self, now: float) -> list[Request]:
         """The requests that have arrived by `now`, earliest first, removed from here."""

@@ -131,6 +131,12 @@ class ServingEngine:
         return self.cache.total_size + self.reserved
 
     @property
+    def active_tokens(self) -> int:
+        """Tokens of the requests in flight: the running ones' context (prompt + output so far)
+        and the waiting ones' prompts (what a cluster's KV router counts as a worker's load)."""
+        return self._context + sum(r.prompt_len for r in self.queue.requests)
+
+    @property
     def new_token_ratio(self) -> float:
         """SGLang's adaptive share of their remaining cap that running requests are assumed to need."""
         return self._future.ratio

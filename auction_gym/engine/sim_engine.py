@@ -39,7 +39,7 @@ class SimEngine(ServingEngine):
         # An arrival can only change what happens next if it could be admitted; with every running
         # slot taken it waits for a finish anyway, so decoding need not stop for it.
         if batch < self.config.max_running_requests:
-            steps = min(steps, self._steps_until(self.arrivals.next_time() - self.now, batch, context))
+            steps = min(steps, self._steps_until(self.arrivals.next_possible() - self.now, batch, context))
         return steps, self.cost.decode_steps_time(steps, batch, context)
 
     def _steps_until(self, dt: float, batch: int, context: int) -> int:

@@ -30,6 +30,8 @@ class Iteration:
     """Retracted requests whose prefill began again (not admitted anew: no new charge)."""
     retracted: list[int] = field(default_factory=list)
     """Running requests sent back to the waiting queue to make room for this decode step."""
+    replica: int = 0
+    """Which replica of a cluster ran it (`auction_gym.cluster.ClusterEngine`); 0 for one engine."""
 
 
 @dataclass(slots=True, eq=False)

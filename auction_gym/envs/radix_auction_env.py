@@ -165,6 +165,9 @@ class RadixAuctionEnv(gym.Env):
     | engine_kwargs    | None         | EngineConfig fields (kv_capacity_tokens,                         |
     |                  |              | in_batch_prefix_caching, ...)                                    |
     | backend_kwargs   | None         | extra arguments of the backend's engine (torch: model preset...) |
+    | replicas         | 1            | engine replicas behind the router (auction_gym.cluster)          |
+    | router           | "identity"   | "identity" (one engine) or a name in auction_gym.cluster.ROUTERS |
+    | router_kwargs    | None         | arguments of the router's class                                  |
     | budget           | None         | budget per bidder per episode; None: budget_per_round x horizon  |
     | budget_per_round | 0.0001       | target spend per round rho                                       |
     | horizon          | 500          | rounds per episode                                               |
@@ -259,6 +262,9 @@ class RadixAuctionEnv(gym.Env):
         backend: str = MarketConfig.backend,
         engine_kwargs: dict[str, Any] | None = None,
         backend_kwargs: dict[str, Any] | None = None,
+        replicas: int = MarketConfig.replicas,
+        router: str = MarketConfig.router,
+        router_kwargs: dict[str, Any] | None = None,
         budget: float | Sequence[float] | None = None,
         budget_per_round: float = MarketConfig.budget_per_round,
         horizon: int = MarketConfig.horizon,
@@ -275,7 +281,8 @@ class RadixAuctionEnv(gym.Env):
             num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
             request_overhead=request_overhead, workload=workload, trace_path=trace_path,
             workload_kwargs=workload_kwargs, backend=backend, engine_kwargs=engine_kwargs,
-            backend_kwargs=backend_kwargs,
+            backend_kwargs=backend_kwargs, replicas=replicas, router=router,
+            router_kwargs=dict(router_kwargs or {}),
             horizon=horizon, budget=budget, budget_per_round=budget_per_round, alpha_max=alpha_max,
             episode_draws=episode_draws,
         )

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .._checks import check_count
+from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
 from ..registry import AuctionClasses, build, get_mechanism, mechanism_names
 from ..request import Request
@@ -102,6 +103,14 @@ class MarketConfig:
     """EngineConfig fields, over DEFAULT_ENGINE."""
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments of the backend's engine class (e.g. the torch engine's model preset)."""
+    replicas: int = 1
+    """Engine replicas, each with its own KV pool, cache, queue and admission policy (this
+    `mechanism`); more than one runs them as an `auction_gym.cluster.ClusterEngine`."""
+    router: str = "identity"
+    """"identity" (one engine, no router: the only choice for replicas=1) or a name in
+    `auction_gym.cluster.ROUTERS` (needed for replicas > 1)."""
+    router_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the router's class."""
     horizon: int = 500
     """Rounds per episode (T)."""
     budget: float | Sequence[float] | None = None
@@ -138,6 +147,11 @@ class MarketConfig:
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
         check_count("horizon", self.horizon)
+        check_count("replicas", self.replicas)
+        if self.router != "identity" and self.router not in ROUTERS:
+            raise ValueError(f"unknown router {self.router!r}; valid: identity, {', '.join(ROUTERS)}")
+        if self.replicas > 1 and self.router == "identity":
+            raise ValueError(f"replicas={self.replicas} needs a router; valid: {', '.join(ROUTERS)}")
         known = {f.name for f in fields(EngineConfig)}
         if unknown := set(self.engine_kwargs) - known:
             raise ValueError(f"unknown engine_kwargs {sorted(unknown)}; known: {sorted(known)}")
@@ -256,6 +270,11 @@ class MarketConfig:
         engine_class = getattr(importlib.import_module(module), name)
         config = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         return engine_class(scheduler, config, **self.backend_kwargs)
+
+    def make_cluster(self, schedulers: Sequence[Scheduler]) -> ClusterEngine:
+        """`replicas` engines, one per scheduler, behind the router."""
+        engines = [self.make_engine(s) for s in schedulers]
+        return ClusterEngine(engines, make_router(self.router, **self.router_kwargs))
 
     def make_workload(self, seed: int, draws: dict[str, Any] | None = None) -> Iterable[Request]:
         """The episode's requests, as a stream the engine reads as its clock advances (so only the

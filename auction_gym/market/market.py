@@ -114,7 +114,9 @@ class Market:
             `episode_draws` is set); `budget` and `rho` are the episode's.
         auction: the mechanism when it is an auction ("radix_vcg", "strict_vcg"), whose
             `last_round` is the round the last step admitted from and charged for; None under the
-            schedulers that charge nothing, and before `reset`.
+            schedulers that charge nothing, and before `reset`. With `replicas` > 1 every replica
+            runs its own auction over its own queue; a round is one admission by any replica, and
+            `auction` is that replica's. Budgets are global: every replica's charges draw on them.
     """
 
     def __init__(self, config: MarketConfig | None = None, accrue_latency_cost: bool = False) -> None:
@@ -133,9 +135,14 @@ class Market:
         self.draws = cfg.draw_episode(seed)
         if "budget_scale" in self.draws:
             self._set_budgets(cfg.episode_budgets(self.draws))
-        self._bidding = _Bidding(cfg.make_scheduler(), n)
-        self.auction = self._bidding.inner if cfg.mechanism in AUCTIONS else None
-        self.engine = cfg.make_engine(self._bidding)
+        # One bidding wrapper and scheduler per replica: each replica's auction keeps its own round.
+        self._biddings = [_Bidding(cfg.make_scheduler(), n) for _ in range(cfg.replicas)]
+        self._auctions = [b.inner if cfg.mechanism in AUCTIONS else None for b in self._biddings]
+        self.auction = self._auctions[0]
+        if cfg.replicas == 1:
+            self.engine = cfg.make_engine(self._biddings[0])
+        else:
+            self.engine = cfg.make_cluster(self._biddings)
         self.engine.submit(cfg.make_workload(seed, self.draws))
         self.busy_time = 0.0
         self.admitted_total = 0
@@ -203,7 +210,9 @@ class Market:
             raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
         self.alpha = alpha
         spent = self.spent.tolist()
-        self._bidding.alpha = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
+        alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
+        for bidding in self._biddings:
+            bidding.alpha = alpha_now
         report = RoundReport(round=self.round, time=self.engine.now)
         while True:
             it = self._advance()
@@ -214,6 +223,7 @@ class Market:
             report.finished += it.finished
             if it.admitted:  # a prefill that only continues a chunk or resumes is not a round
                 report.admitted = it.admitted
+                self.auction = self._auctions[it.replica]  # the replica that admitted charges
                 break
         report.time = self.engine.now
         if self.accrue_latency_cost:
