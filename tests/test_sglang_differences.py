@@ -15,7 +15,7 @@ import numpy as np
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.engine.in_batch import BatchPrefixes
-from auction_gym.scheduler import WaitingPrefixes
+from auction_gym.scheduler import WaitingPrefixes, make_scheduler
 
 
 def req(i: int, tokens, out: int = 5, cap: int | None = None, arrival: float = 0.0) -> Request:
@@ -129,3 +129,121 @@ def test_in_batch_sharing_holds_under_fcfs_and_dfs_weight_too():
         engine.submit([req(0, shared + [1, 2]), req(1, shared + [3, 4])])
         assert engine.step().admitted == [0], name
         assert engine.step().admitted == [1], name
+
+
+# 4. LPM's tie order.
+
+
+def test_lpm_breaks_ties_by_arrival_not_the_last_rounds_order():
+    """A (arrival 0) and B (arrival 1) wait; B's prefix is cached, so LPM puts B first. Then the
+    cache is emptied: both match nothing.
+
+    SGLang sorts its waiting list in place with a stable sort, so a tie keeps the previous round's
+    order: B, A. Here ties go by (arrival, id): A, B."""
+    cache = RadixCache()
+    cache.insert([5, 5, 5])
+    a, b = req(0, [1, 1, 1, 1]), req(1, [5, 5, 5, 1], arrival=1.0)
+    lpm = make_scheduler("lpm")
+    assert [r.id for r in lpm.order([a, b], cache)] == [1, 0]
+    cache.evict(3)
+    assert cache.total_size == 0
+    assert [r.id for r in lpm.order([a, b], cache)] == [0, 1]  # SGLang: [1, 0]
+
+
+def test_lpm_above_its_fcfs_cut_orders_by_arrival():
+    """LPM with the FCFS cut at 2 (SGLang's is 128): A, B wait, B's prefix cached, so B goes
+    first; then C arrives and 3 > 2 wait.
+
+    SGLang then takes its `fcfs` branch, which does nothing: the queue stays as the last sort left
+    it, new arrivals at the end (B, A, C). Here the queue is sorted first come, first served: A, B, C."""
+    cache = RadixCache()
+    cache.insert([5, 5, 5])
+    a, b, c = req(0, [1, 1, 1, 1]), req(1, [5, 5, 5, 1], arrival=1.0), req(2, [2, 2, 2, 2], arrival=2.0)
+    lpm = make_scheduler("lpm", fcfs_above=2)
+    assert [r.id for r in lpm.order([a, b], cache)] == [1, 0]
+    assert [r.id for r in lpm.order([a, b, c], cache)] == [0, 1, 2]  # SGLang: [1, 0, 2]
+
+
+def test_lpm_counts_all_but_the_last_prompt_token():
+    """[1,2] cached; A = [1,2] (all of it cached) arrives before B = [1,2,3].
+
+    SGLang's policy matches each whole prompt: both match 2 tokens and tie, so A (first in the
+    queue) goes first. Here LPM counts what the engine can reuse, all but the last token: A 1, B 2,
+    so B goes first."""
+    cache = RadixCache()
+    cache.insert([1, 2])
+    a, b = req(0, [1, 2]), req(1, [1, 2, 3], arrival=1.0)
+    assert [r.id for r in make_scheduler("lpm").order([a, b], cache)] == [1, 0]  # SGLang: [0, 1]
+
+
+# 5. dfs-weight's tie-breaks and match depth.
+
+
+def test_dfs_weight_breaks_equal_weights_by_the_earliest_request():
+    """[1,1] then [2,2] cached (so the root's children are in that order); A = [2,2,9] arrives
+    before B = [1,1,9]: two subtrees of weight 1.
+
+    SGLang's `_dfs_weight_order` sorts children by weight with a stable sort over the cache's
+    children in insertion order, so B's subtree goes first: B, A (and a node's own requests follow
+    its queue list, not arrival). Here equal weights go by the earliest request in the subtree: A, B."""
+    cache = RadixCache()
+    cache.insert([1, 1])
+    cache.insert([2, 2])
+    a, b = req(0, [2, 2, 9]), req(1, [1, 1, 9], arrival=1.0)
+    assert [r.id for r in make_scheduler("dfs_weight").order([a, b], cache)] == [0, 1]  # SGLang: [1, 0]
+
+
+def test_dfs_weight_hangs_a_request_where_all_but_its_last_token_match():
+    """[1,2] cached; A = [1,2] (all of it cached) arrives before B = [1,2,3].
+
+    SGLang matches each whole prompt: both end at the node [1,2] and go in queue order, A, B. Here
+    the match is of all but the last token: A's ends at [1] (a split), above B's at [1,2], and
+    children go before their parent's own requests: B, A."""
+    cache = RadixCache()
+    cache.insert([1, 2])
+    a, b = req(0, [1, 2]), req(1, [1, 2, 3], arrival=1.0)
+    assert [r.id for r in make_scheduler("dfs_weight").order([a, b], cache)] == [1, 0]  # SGLang: [0, 1]
+
+
+# 6. A chunked request's output reservation.
+
+
+def test_a_chunked_request_reserves_its_output_from_the_first_chunk():
+    """A 20,000-token prompt with cap 100, chunks of 8,192.
+
+    SGLang's admission check counts the output, but a chunk reserves no output
+    (`max_new_tokens = 0` while `is_chunked`) and no rest of prompt; the last chunk reserves
+    min(cap, 4096). Here, from the first chunk on, the rest of the prompt and the output
+    reservation stay promised until the request runs."""
+    engine = SimEngine("fcfs", EngineConfig(chunked_prefill_size=8192))
+    engine.submit([req(0, np.arange(20_000), out=5, cap=100)])
+    assert engine.step().admitted == [0]
+    assert engine._promised == (20_000 - 8192) + 100  # SGLang: 0 held beyond the chunk
+    engine.step()
+    assert engine._promised == (20_000 - 2 * 8192) + 100
+
+
+# 7. Two off-by-ones: the memory check and the prefill cap.
+
+
+def test_memory_check_admits_what_fits_exactly():
+    """A pool of 100 tokens; A needs 20 + 20 (prompt + cap), B 30 + 30: together exactly 100.
+
+    SGLang admits a request only if extend + reservation + page_size < what remains (strictly),
+    and charges each admitted one a page more: A passes (41 < 100) and leaves 59, B fails (61 < 59
+    is false) and waits. Here a request is taken when its need is <= the room: both go in."""
+    cfg = EngineConfig(kv_capacity_tokens=100, chunked_prefill_size=None)
+    engine = SimEngine("fcfs", cfg)
+    engine.submit([req(0, np.arange(20), out=20, cap=20), req(1, np.arange(100, 130), out=30, cap=30)])
+    assert engine.step().admitted == [0, 1]  # SGLang: [0]
+
+
+def test_without_chunking_a_later_request_may_fill_the_prefill_cap_exactly():
+    """No chunking, max_prefill_tokens 100; A and B have 50 uncached tokens each.
+
+    SGLang stops at a later request whose input is >= the prefill tokens left (50 >= 50): B waits.
+    Here only one that exceeds them (>) stops admission: both go in one batch."""
+    cfg = EngineConfig(chunked_prefill_size=None, max_prefill_tokens=100)
+    engine = SimEngine("fcfs", cfg)
+    engine.submit([req(0, np.arange(50)), req(1, np.arange(100, 150))])
+    assert engine.step().admitted == [0, 1]  # SGLang: [0]
