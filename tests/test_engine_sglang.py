@@ -167,3 +167,15 @@ def test_multi_step_decode_equals_one_step_at_a_time(seed, scheduler):
 def test_bad_admission_rules_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         EngineConfig(**bad)
+
+
+def test_a_resumed_request_charges_its_round_the_whole_clipped_cap():
+    """SGLang's `add_one_req` checks a resumed request with its remaining cap but charges the
+    round min(max_new_tokens, clip): 100 here, not 100 - 30 generated."""
+    eng = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=10_000))
+    r = Request(id=0, bidder=0, tokens=list(range(10)), bid=1.0, output_len=50, max_new_tokens=100)
+    resumed = np.concatenate([r.tokens, np.arange(10**6, 10**6 + 30)])
+    eng.queue.put_back(r, resumed, 1 + 70)
+    batch = eng._schedule_prefill()
+    assert [adm.request.id for adm in batch] == [0]
+    assert eng._promised == 100

@@ -206,6 +206,14 @@ class ServingEngine:
             return min(self._cap(r) - generated, self.config.clip_max_new_tokens)
         return r.output_len - generated
 
+    def _round_output(self, r: Request, generated: int) -> int:
+        """Output tokens an admission charges the rest of its round (and promises until it runs):
+        under "sglang" min(max_new_tokens, clip) even for a resumed request, as SGLang's
+        `add_one_req` charges it (its check uses the remaining cap, `_output_need`)."""
+        if self._sglang:
+            return min(self._cap(r), self.config.clip_max_new_tokens)
+        return r.output_len - generated
+
     def _room(self) -> float:
         """Tokens a new admission may take: free + evictable, less what is promised to the
         chunked request in flight and (under "sglang") to the running requests' output."""
@@ -310,7 +318,7 @@ class ServingEngine:
                 break
             held = 0 if self._sglang else need - extend  # "oracle" allocates the whole output now
             self._allocate(end - match.length + held)
-            self._promised += extend - (end - match.length) + (need - extend - held)
+            self._promised += extend - (end - match.length) + (self._round_output(r, generated) - held)
             adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
             batch.append(adm)
             budget -= adm.extend
@@ -349,7 +357,7 @@ class ServingEngine:
         run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
                       held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
         if self._sglang:
-            self._promised -= self._output_need(r, adm.generated)  # now counted with the running batch
+            self._promised -= self._round_output(r, adm.generated)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
         if not adm.generated:
             rec.first_token = self.now
