@@ -255,6 +255,10 @@ class ServingEngine:
         with: 1 token + its output reservation."""
         return 1 + self._output_need(r, generated)
 
+    def _paged(self, tokens: int) -> int:
+        """`tokens` rounded up to whole pages (what SGLang charges a prefill's input budget)."""
+        return -(-tokens // self.config.page_size) * self.config.page_size
+
     def _chunk_end(self, length: int, cached: int, budget: int) -> int:
         """Where a prefill of tokens[cached:length] stops with `budget` tokens: the end, or a page
         boundary for a chunk (which the cache then holds whole)."""
@@ -303,13 +307,12 @@ class ServingEngine:
                 continue  # its prefix is being computed in this batch: it hits the cache in the next
             extend = len(tokens) - match.length
             end = len(tokens)
-            if extend > budget:
-                if chunking:
-                    end = self._chunk_end(end, match.length, budget)
-                    if end <= match.length:
-                        break
-                elif batch:
-                    break  # only the first request of a batch may exceed max_prefill_tokens
+            if chunking and extend > budget:
+                end = self._chunk_end(end, match.length, budget)
+                if end <= match.length:
+                    break
+            elif not chunking and batch and self._paged(extend) >= budget:
+                break  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
             need = extend + self._output_need(r, generated)
             cache.lock(match.last_node)
             if need > self._room():
