@@ -167,3 +167,25 @@ def test_multi_step_decode_equals_one_step_at_a_time(seed, scheduler):
 def test_bad_admission_rules_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         EngineConfig(**bad)
+
+
+def test_a_resumed_request_charges_its_round_the_whole_clipped_cap():
+    """SGLang's `add_one_req` checks a resumed request with its remaining cap but charges the
+    round min(max_new_tokens, clip): 100 here, not 100 - 30 generated."""
+    eng = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=10_000))
+    r = Request(id=0, bidder=0, tokens=list(range(10)), bid=1.0, output_len=50, max_new_tokens=100)
+    resumed = np.concatenate([r.tokens, np.arange(10**6, 10**6 + 30)])
+    eng.queue.put_back(r, resumed, 1 + 70)
+    batch = eng._schedule_prefill()
+    assert [adm.request.id for adm in batch] == [0]
+    assert eng._promised == 100
+
+
+def test_without_chunking_a_later_request_that_reaches_the_prefill_cap_waits():
+    """SGLang's `_select_prefill_admission`: without chunking a later request is refused when its
+    paged extend is >= the input budget left (10 >= 20 - 10), not only when it exceeds it."""
+    eng = SimEngine("fcfs", EngineConfig(max_prefill_tokens=20, chunked_prefill_size=None))
+    reqs = [Request(id=i, bidder=0, tokens=list(range(100 * i, 100 * i + 10)), bid=1.0, output_len=1,
+                    max_new_tokens=1) for i in range(2)]
+    eng.queue.arrive(reqs, [2, 2])
+    assert [adm.request.id for adm in eng._schedule_prefill()] == [0]

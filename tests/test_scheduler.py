@@ -138,3 +138,33 @@ def test_lpm_fcfs_above_falls_back_like_sglang():
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="fcfs_above"):
             make_scheduler("lpm", fcfs_above=bad)
+
+
+def test_dfs_weight_breaks_equal_weights_by_the_caches_child_order():
+    """SGLang 0.5.23's `_dfs_weight_order` stable-sorts `node.children` by weight: equal weights
+    keep the cache's child order ([5] was inserted first), not the earliest request's."""
+    from auction_gym import Request
+    from auction_gym.radix_cache import RadixCache
+    from auction_gym.scheduler import make_scheduler
+
+    cache = RadixCache()
+    cache.insert([5, 5])
+    cache.insert([1, 2])
+    early = Request(id=0, bidder=0, tokens=[1, 2], bid=1.0, arrival=0.0)
+    late = Request(id=1, bidder=0, tokens=[5, 5, 7], bid=1.0, arrival=1.0)
+    assert [r.id for r in make_scheduler("dfs_weight").order([early, late], cache)] == [1, 0]
+
+
+def test_dfs_weight_hangs_a_request_where_its_whole_prompt_matches():
+    """SGLang matches the whole prompt: [1, 2] hangs on the node [1, 2], below [1], so it comes
+    before [1, 3], which hangs on [1] (matching all but the last token, both would hang on [1],
+    in arrival order)."""
+    from auction_gym import Request
+    from auction_gym.radix_cache import RadixCache
+    from auction_gym.scheduler import make_scheduler
+
+    cache = RadixCache()
+    cache.insert([1, 2])
+    whole = Request(id=0, bidder=0, tokens=[1, 2], bid=1.0, arrival=1.0)
+    other = Request(id=1, bidder=0, tokens=[1, 3], bid=1.0, arrival=0.0)
+    assert [r.id for r in make_scheduler("dfs_weight").order([other, whole], cache)] == [0, 1]

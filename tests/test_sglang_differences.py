@@ -42,39 +42,7 @@ def test_split_by_the_rounds_refresh_is_stamped_before_the_round():
     assert cache.prefix_len([1, 1]) == 1  # SGLang: 2
 
 
-# 2. A resumed (retracted) request's reservation.
-
-
-class Promises(SimEngine):
-    """Records, for each prefill batch, (request id, output tokens so far, tokens promised)."""
-
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
-        self.batches: list[list[tuple[int, int, int]]] = []
-
-    def _execute_prefill(self, batch):
-        self.batches.append([(a.request.id, a.generated, self._promised) for a in batch])
-        return super()._execute_prefill(batch)
-
-
-def test_a_resumed_request_reserves_its_remaining_cap():
-    """Two requests of cap 60 in a pool of 100 (ratio fixed at 0.1, so both go in and then outgrow
-    memory): the second is retracted after 41 tokens and resumed later, alone in its batch.
-
-    SGLang admits a resumed request if memory holds max(cap - generated, 0) (clipped), but then
-    reserves min(cap, clip) for it (`_select_prefill_admission`'s `max_new_tokens`): 60 here, which
-    later admissions of the same round must leave free. Here both the check and the reservation
-    are cap - generated: 19."""
-    cfg = EngineConfig(kv_capacity_tokens=100, chunked_prefill_size=None,
-                       init_new_token_ratio=0.1, min_new_token_ratio=0.1)
-    engine = Promises("fcfs", cfg)
-    metrics = engine.run([req(0, np.arange(10), out=60, cap=60), req(1, np.arange(100, 110), out=60, cap=60)])
-    assert metrics.retractions == 1 and engine.records[1].retractions == 1
-    assert engine.batches[:2] == [[(0, 0, 60)], [(1, 0, 60)]]
-    assert engine.batches[2] == [(1, 41, 60 - 41)]  # SGLang: (1, 41, 60)
-
-
-# 3. What in-batch prefix sharing compares against.
+# 2. What in-batch prefix sharing compares against.
 
 
 def test_in_batch_sharing_compares_all_but_the_last_prompt_token():
@@ -131,7 +99,7 @@ def test_in_batch_sharing_holds_under_fcfs_and_dfs_weight_too():
         assert engine.step().admitted == [1], name
 
 
-# 4. LPM's tie order.
+# 3. LPM's tie order, match depth and FCFS cut.
 
 
 def test_lpm_breaks_ties_by_arrival_not_the_last_rounds_order():
@@ -176,36 +144,7 @@ def test_lpm_counts_all_but_the_last_prompt_token():
     assert [r.id for r in make_scheduler("lpm").order([a, b], cache)] == [1, 0]  # SGLang: [0, 1]
 
 
-# 5. dfs-weight's tie-breaks and match depth.
-
-
-def test_dfs_weight_breaks_equal_weights_by_the_earliest_request():
-    """[1,1] then [2,2] cached (so the root's children are in that order); A = [2,2,9] arrives
-    before B = [1,1,9]: two subtrees of weight 1.
-
-    SGLang's `_dfs_weight_order` sorts children by weight with a stable sort over the cache's
-    children in insertion order, so B's subtree goes first: B, A (and a node's own requests follow
-    its queue list, not arrival). Here equal weights go by the earliest request in the subtree: A, B."""
-    cache = RadixCache()
-    cache.insert([1, 1])
-    cache.insert([2, 2])
-    a, b = req(0, [2, 2, 9]), req(1, [1, 1, 9], arrival=1.0)
-    assert [r.id for r in make_scheduler("dfs_weight").order([a, b], cache)] == [0, 1]  # SGLang: [1, 0]
-
-
-def test_dfs_weight_hangs_a_request_where_all_but_its_last_token_match():
-    """[1,2] cached; A = [1,2] (all of it cached) arrives before B = [1,2,3].
-
-    SGLang matches each whole prompt: both end at the node [1,2] and go in queue order, A, B. Here
-    the match is of all but the last token: A's ends at [1] (a split), above B's at [1,2], and
-    children go before their parent's own requests: B, A."""
-    cache = RadixCache()
-    cache.insert([1, 2])
-    a, b = req(0, [1, 2]), req(1, [1, 2, 3], arrival=1.0)
-    assert [r.id for r in make_scheduler("dfs_weight").order([a, b], cache)] == [1, 0]  # SGLang: [0, 1]
-
-
-# 6. A chunked request's output reservation.
+# 4. A chunked request's output reservation.
 
 
 def test_a_chunked_request_reserves_its_output_from_the_first_chunk():
@@ -223,7 +162,9 @@ def test_a_chunked_request_reserves_its_output_from_the_first_chunk():
     assert engine._promised == (20_000 - 2 * 8192) + 100
 
 
-# 7. Two off-by-ones: the memory check and the prefill cap.
+# 5. An off-by-one in the memory check. (dfs-weight's tie-breaks and match depth, a resumed
+# request's reservation and the prefill cap at >= now follow SGLang: tests/test_scheduler.py,
+# tests/test_engine_sglang.py.)
 
 
 def test_memory_check_admits_what_fits_exactly():
@@ -237,13 +178,3 @@ def test_memory_check_admits_what_fits_exactly():
     engine.submit([req(0, np.arange(20), out=20, cap=20), req(1, np.arange(100, 130), out=30, cap=30)])
     assert engine.step().admitted == [0, 1]  # SGLang: [0]
 
-
-def test_without_chunking_a_later_request_may_fill_the_prefill_cap_exactly():
-    """No chunking, max_prefill_tokens 100; A and B have 50 uncached tokens each.
-
-    SGLang stops at a later request whose input is >= the prefill tokens left (50 >= 50): B waits.
-    Here only one that exceeds them (>) stops admission: both go in one batch."""
-    cfg = EngineConfig(chunked_prefill_size=None, max_prefill_tokens=100)
-    engine = SimEngine("fcfs", cfg)
-    engine.submit([req(0, np.arange(50)), req(1, np.arange(100, 150))])
-    assert engine.step().admitted == [0, 1]  # SGLang: [0]

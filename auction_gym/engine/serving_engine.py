@@ -219,6 +219,14 @@ class ServingEngine:
             return min(self._cap(r) - generated, self.config.clip_max_new_tokens)
         return r.output_len - generated
 
+    def _round_output(self, r: Request, generated: int) -> int:
+        """Output tokens an admission charges the rest of its round (and promises until it runs):
+        under "sglang" min(max_new_tokens, clip) even for a resumed request, as SGLang's
+        `add_one_req` charges it (its check uses the remaining cap, `_output_need`)."""
+        if self._sglang:
+            return min(self._cap(r), self.config.clip_max_new_tokens)
+        return r.output_len - generated
+
     def _room(self) -> float:
         """Tokens a new admission may take: free + evictable, less what is promised to the
         chunked request in flight and (under "sglang") to the running requests' output."""
@@ -259,6 +267,10 @@ class ServingEngine:
         """The least a waiting request that has emitted `generated` output tokens could be admitted
         with: 1 token + its output reservation."""
         return 1 + self._output_need(r, generated)
+
+    def _paged(self, tokens: int) -> int:
+        """`tokens` rounded up to whole pages (what SGLang charges a prefill's input budget)."""
+        return -(-tokens // self.config.page_size) * self.config.page_size
 
     def _chunk_end(self, length: int, cached: int, budget: int) -> int:
         """Where a prefill of tokens[cached:length] stops with `budget` tokens: the end, or a page
@@ -308,13 +320,12 @@ class ServingEngine:
                 continue  # its prefix is being computed in this batch: it hits the cache in the next
             extend = len(tokens) - match.length
             end = len(tokens)
-            if extend > budget:
-                if chunking:
-                    end = self._chunk_end(end, match.length, budget)
-                    if end <= match.length:
-                        break
-                elif batch:
-                    break  # only the first request of a batch may exceed max_prefill_tokens
+            if chunking and extend > budget:
+                end = self._chunk_end(end, match.length, budget)
+                if end <= match.length:
+                    break
+            elif not chunking and batch and self._paged(extend) >= budget:
+                break  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
             need = extend + self._output_need(r, generated)
             cache.lock(match.last_node)
             if need > self._room():
@@ -323,7 +334,7 @@ class ServingEngine:
                 break
             held = 0 if self._sglang else need - extend  # "oracle" allocates the whole output now
             self._allocate(end - match.length + held)
-            self._promised += extend - (end - match.length) + (need - extend - held)
+            self._promised += extend - (end - match.length) + (self._round_output(r, generated) - held)
             adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
             batch.append(adm)
             budget -= adm.extend
@@ -362,7 +373,7 @@ class ServingEngine:
         run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
                       held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
         if self._sglang:
-            self._promised -= self._output_need(r, adm.generated)  # now counted with the running batch
+            self._promised -= self._round_output(r, adm.generated)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
         if not adm.generated:
             rec.first_token = self.now

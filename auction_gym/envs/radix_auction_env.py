@@ -246,6 +246,12 @@ class RadixAuctionEnv(gym.Env):
       "service"; the load curve of the agentic workload (`wave_amplitude`, `wave_period`,
       `wave_offset` in workload_kwargs). `auction_gym.scenarios` names the pacing scenarios
       ("calibrated", the new default of `compare`; "bursty_v0", the earlier one).
+    - v0 (issue 26): `mechanism="dfs_weight"` follows SGLang 0.5.23's `dfs-weight` in two more
+      details: a request hangs where its whole prompt matches (was: all but its last token), and
+      equal weights keep the order of a node's children in the cache (was: the subtree with the
+      earliest request first); its trajectories differ (golden digests env/dfs_weight and
+      engine/dfs_weight moved; no other mechanism's did). A resumed request charges its round
+      min(max_new_tokens, clip) of output, as SGLang does (no golden digest moved).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}

@@ -1,9 +1,10 @@
 """Depth-first by weight (SGLang's `dfs-weight` policy).
 
 Each waiting request hangs on the cache node where its longest cached prefix ends (a partially
-matched edge is split there, as SGLang does). The weight of a
-node is the number of waiting requests in its subtree. The cache tree is walked depth first, children
-in descending weight (ties: the subtree holding the earliest request first), and a node's own requests
+matched edge is split there, as SGLang does; the whole prompt is matched, as SGLang's policy match
+does). The weight of a node is the number of waiting requests in its subtree. The cache tree is
+walked depth first, children in descending weight (ties: the order of the node's children in the
+cache, as SGLang's stable sort of `node.children` keeps it), and a node's own requests
 come after its children's, in arrival order; requests with nothing cached hang on the root and come
 last. Only the nodes on paths from those match points to the root are visited, not the whole cache.
 """
@@ -23,7 +24,7 @@ class DFSWeight:
     name = "dfs_weight"
 
     def __init__(self) -> None:
-        self._matcher = PrefixMatcher(split=True)
+        self._matcher = PrefixMatcher(split=True, whole_prompt=True)  # SGLang matches the whole prompt
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         match = self._matcher.update(queue, cache)
@@ -31,17 +32,15 @@ class DFSWeight:
         for r in sorted(queue, key=fcfs_key):
             hanging[match[r.id][1]].append(r)
         weight: dict[TreeNode, int] = defaultdict(int)
-        first: dict[TreeNode, tuple[float, int]] = {}
         children: dict[TreeNode, list[TreeNode]] = defaultdict(list)
         for node, reqs in hanging.items():
-            head, n = fcfs_key(reqs[0]), len(reqs)
+            n = len(reqs)
             child, child_is_new = None, False
             while node is not None:
                 if child_is_new:
                     children[node].append(child)
                 is_new = node not in weight
                 weight[node] += n
-                first[node] = min(first.get(node, head), head)
                 child, child_is_new = node, is_new
                 node = node.parent
         out: list[Request] = []
@@ -52,6 +51,9 @@ class DFSWeight:
                 out.extend(hanging.get(node, ()))
                 continue
             stack.append((node, True))
-            kids = sorted(children[node], key=lambda c: (-weight[c], first[c]))
+            kids = children[node]
+            if len(kids) > 1:  # SGLang: a stable sort of the node's children, in the cache's dict order
+                place = {id(c): i for i, c in enumerate(node.children.values())}
+                kids = sorted(kids, key=lambda c: (-weight[c], place[id(c)]))
             stack.extend((c, False) for c in reversed(kids))
         return out
