@@ -43,7 +43,7 @@ from agents.baselines import CANDIDATES, TUNED, TUNING_SEED
 from agents.evaluation import DEFAULT_EVAL_SEED, evaluate
 from agents.stats import format_ci, mean_ci
 from auction_gym.market import MarketConfig
-from auction_gym.pacing import Policy, Truthful
+from auction_gym.pacing import OGDPacer, Policy, Truthful
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
 
 from .argtypes import json_dict, positive_int
@@ -131,12 +131,12 @@ def report_rows(tuning: dict, scored: dict, tuning_kinds: list[tuple], eval_kind
         return Row(name, choice, *scored[choice])
 
     rows = [row("best_fixed", choose(tuning, "fixed:")), row("truthful", "truthful"),
-            row("ogd", "ogd:eta=0.02"), row("ogd_tuned", choose(tuning, "ogd:")), row("pid_tuned", choose(tuning, "pid:"))]
-    kinds_t, kinds_e = np.array(tuning_kinds, dtype=object), eval_kinds
+            row("ogd", f"ogd:eta={OGDPacer().eta:g}"), row("ogd_tuned", choose(tuning, "ogd:")),
+            row("pid_tuned", choose(tuning, "pid:"))]
     picks, utility, spent = {}, [], []
-    for k, kind in enumerate(kinds_e):
+    for k, kind in enumerate(eval_kinds):
         if kind not in picks:
-            mask = np.array([t == kind for t in map(tuple, kinds_t)])
+            mask = np.array([t == kind for t in tuning_kinds])
             picks[kind] = choose(tuning, "fixed:", mask) if mask.any() else rows[0].choice
         utility.append(scored[picks[kind]][0][k])
         spent.append(scored[picks[kind]][1][k])
