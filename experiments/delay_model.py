@@ -14,18 +14,19 @@ A model that prices the engine's bottleneck has a ratio near 1.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import numpy as np
 
-from auction_gym.market import Market, MarketConfig
+from auction_gym.envs import RadixAuctionEnv
+from auction_gym.market import Market
 from auction_gym.scenarios import scenario
 
 
 def pairs(cost_model: str, rate: float, episodes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(predicted, realized) waits in seconds over every round and waiting request."""
-    kwargs = {k: v for k, v in scenario("calibrated").items() if k not in ("action_type", "reward")}
-    kwargs.update(cost_model=cost_model, budget=1e12, episode_draws={"rate": [rate]})
-    config = MarketConfig(**kwargs)
+    config = replace(RadixAuctionEnv(**scenario("calibrated")).config, cost_model=cost_model, budget=1e12,
+                     episode_draws={"rate": [rate]})
     overhead = config.service_overhead() if cost_model == "service" else config.request_overhead
     predicted, realized = [], []
     for k in range(episodes):

@@ -42,6 +42,7 @@ import numpy as np
 from agents.baselines import CANDIDATES, TUNED, TUNING_SEED
 from agents.evaluation import DEFAULT_EVAL_SEED, evaluate
 from agents.stats import format_ci, mean_ci
+from auction_gym.envs import RadixAuctionEnv
 from auction_gym.market import MarketConfig
 from auction_gym.pacing import OGDPacer, Policy, Truthful
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
@@ -96,26 +97,15 @@ def utilities(policies: dict[str, Policy], env_kwargs: dict[str, Any], episodes:
     return {name: (np.array(u), np.array(s)) for name, (u, s) in zip(policies, out)}
 
 
-def episode_kinds(env_kwargs: dict[str, Any], seeds: Sequence[int], focal: int = 0) -> list[tuple]:
-    """The kind of each episode: its drawn rate and the focal bidder's drawn budget scale
-    (`MarketConfig.draw_episode`, as the env's market draws them), () without draws."""
-    config = MarketConfig(**_market_kwargs(env_kwargs))
+def episode_kinds(env_kwargs: dict[str, Any], seeds: Sequence[int]) -> list[tuple]:
+    """The kind of each episode: its drawn rate and the focal bidder's drawn budget scale, read
+    from the env's reset (`info["draws"]`, `MarketConfig.draw_episode`); (None, None) without draws."""
+    env = RadixAuctionEnv(**env_kwargs)
     kinds = []
     for s in seeds:
-        draws = config.draw_episode(_env_seed(s))
-        kinds.append((draws.get("rate"), (draws.get("budget_scale") or [None] * (focal + 1))[focal]))
+        draws = env.reset(seed=s)[1]["draws"]
+        kinds.append((draws.get("rate"), (draws.get("budget_scale") or [None] * (env.focal + 1))[env.focal]))
     return kinds
-
-
-def _env_seed(seed: int) -> int:
-    """The market seed `RadixAuctionEnv.reset(seed=seed)` draws (its np_random's first integer)."""
-    rng = np.random.default_rng(seed)  # gymnasium seeds np_random as default_rng(seed) (seeding.np_random)
-    return int(rng.integers(2**31 - 1))
-
-
-def _market_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
-    env_only = {"other_bidders", "focal_bidder", "reward_scale", "render_mode", "action_type", "reward"}
-    return {k: v for k, v in env_kwargs.items() if k not in env_only}
 
 
 def choose(tuning: dict[str, tuple[np.ndarray, np.ndarray]], prefix: str, mask: np.ndarray | None = None) -> str:
@@ -184,9 +174,9 @@ def headroom(env_kwargs: dict[str, Any], tuning_episodes: int = TUNING_EPISODES,
 
 def unlimited_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
     """`env_kwargs` with the focal bidder's budget unlimited and the others' unchanged."""
-    config = MarketConfig(**_market_kwargs(env_kwargs))
-    budgets = config.budgets()
-    budgets[int(env_kwargs.get("focal_bidder", 0))] = UNLIMITED
+    env = RadixAuctionEnv(**env_kwargs)
+    budgets = env.config.budgets()
+    budgets[env.focal] = UNLIMITED
     return {**env_kwargs, "budget": budgets}
 
 

@@ -4,6 +4,7 @@ model, the log action, the PI pacer, the "cost" reward, and the headroom report'
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from agents.evaluation import rollout
 from auction_gym.action import LOG_ALPHA_MIN, log_to_action, log_to_multiplier, parse_action
+from auction_gym.envs import RadixAuctionEnv
 from auction_gym.market import Market, MarketConfig, Obs
 from auction_gym.pacing import PIDPacer, Truthful, focal_policy
 from auction_gym.scenarios import SCENARIOS, scenario
@@ -20,7 +22,7 @@ from auction_gym.workload.agentic import wave_shape
 from experiments.headroom import Row, episode_kinds, gaps, report_rows
 
 CALIBRATED = scenario("calibrated")
-MARKET_KEYS = {k: v for k, v in CALIBRATED.items() if k not in ("action_type", "reward")}
+CALIBRATED_MARKET = RadixAuctionEnv(**CALIBRATED).config
 
 
 def test_wave_shape_is_the_documented_curve_with_mean_one():
@@ -65,7 +67,7 @@ def test_service_cost_model_prices_a_running_slot():
 
 
 def test_episode_draws_are_seeded_and_scale_budgets():
-    config = MarketConfig(**MARKET_KEYS)
+    config = CALIBRATED_MARKET
     draws = [config.draw_episode(s) for s in range(40)]
     assert draws[3] == config.draw_episode(3)
     assert {d["rate"] for d in draws} == {32.0, 40.0, 48.0}
@@ -140,7 +142,7 @@ def test_pid_pacer_holds_on_pace_and_shades_when_ahead():
 
 
 def test_in_system_is_every_held_unfinished_request_once():
-    market = Market(MarketConfig(**MARKET_KEYS))
+    market = Market(CALIBRATED_MARKET)
     market.reset(2)
     for _ in range(60):
         market.step([1.0] * 4)
@@ -178,7 +180,7 @@ def test_cost_reward_accrues_each_requests_latency_cost():
 def test_money_is_not_negligible_in_the_calibrated_market():
     """Truthful bidders with unlimited budgets at the busiest drawn rate pay a share of the value
     they are served that matters (it was 2e-5 in the bursty_v0 scenario)."""
-    config = MarketConfig(**{**MARKET_KEYS, "budget": 1e12, "episode_draws": {"rate": [48.0]}})
+    config = replace(CALIBRATED_MARKET, budget=1e12, episode_draws={"rate": [48.0]})
     market = Market(config)
     market.reset(0)
     paid = value = 0.0
