@@ -37,6 +37,7 @@ import numpy as np
 from gymnasium import spaces
 
 ACTION_TYPES = ("normalized", "log", "multiplier")
+"""The action types, in the order docs list them (`_MAPS` has each one's maps)."""
 DEFAULT_ACTION_TYPE = "normalized"
 LOG_ALPHA_MIN = 1e-3
 """The smallest multiplier of the "log" action type (a = -1)."""
@@ -71,27 +72,24 @@ def log_to_action(alpha: float, alpha_max: float) -> float:
     return math.log(alpha) / _LOG_SPAN if alpha <= 1.0 else math.log(alpha) / math.log(alpha_max)
 
 
+def clip_multiplier(alpha: float, alpha_max: float) -> float:
+    """A bid multiplier clipped to [0, alpha_max]."""
+    return min(max(alpha, 0.0), alpha_max)
+
+
+_MAPS = {"normalized": (to_multiplier, to_action), "log": (log_to_multiplier, log_to_action),
+         "multiplier": (clip_multiplier, clip_multiplier)}
+"""Each action type's (action -> multiplier, multiplier -> action) pair; keys are ACTION_TYPES."""
+
+
 def multiplier_of(a: float, action_type: str, alpha_max: float) -> float:
     """The bid multiplier of action `a` of `action_type` (clipped to its box)."""
-    if action_type == "normalized":
-        return to_multiplier(a, alpha_max)
-    if action_type == "log":
-        return log_to_multiplier(a, alpha_max)
-    return clip_multiplier(a, alpha_max)
+    return _MAPS[action_type][0](a, alpha_max)
 
 
 def action_of(alpha: float, action_type: str, alpha_max: float) -> float:
     """The action of `action_type` that plays multiplier `alpha` (the inverse of `multiplier_of`)."""
-    if action_type == "normalized":
-        return to_action(alpha, alpha_max)
-    if action_type == "log":
-        return log_to_action(alpha, alpha_max)
-    return clip_multiplier(alpha, alpha_max)
-
-
-def clip_multiplier(alpha: float, alpha_max: float) -> float:
-    """A bid multiplier clipped to [0, alpha_max]."""
-    return min(max(alpha, 0.0), alpha_max)
+    return _MAPS[action_type][1](alpha, alpha_max)
 
 
 def check_action_type(action_type: str, alpha_max: float) -> None:

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Iterable, Sequence
+from typing import Sequence
 
-from ..engine import Iteration, Metrics, RequestRecord, ServingEngine, summarize
+from ..engine import Iteration, RequestRecord, ServingEngine
 from ..engine.arrivals import Arrivals
+from ..engine.serving_engine import Replay
 from ..request import Request
 from .routers import Router
 
 
-class ClusterEngine:
+class ClusterEngine(Replay):
     """N serving engines, one router, one clock.
 
     Args:
@@ -74,21 +75,6 @@ class ClusterEngine:
         """Every replica's requests held and unfinished (`ServingEngine.in_system`), replica after
         replica."""
         return [r for e in self.replicas for r in e.in_system()]
-
-    def submit(self, requests: Request | Iterable[Request]) -> None:
-        """As `ServingEngine.submit`: a list at once, any other iterable lazily, sorted by arrival."""
-        self.arrivals.submit(requests)
-
-    def run(self, requests: Iterable[Request] | None = None, until: float = math.inf) -> Metrics:
-        """Submit `requests` (if any) and step until nothing is left or the clock passes `until`."""
-        if requests is not None:
-            self.submit(requests)
-        while self.now < until and self.step() is not None:
-            pass
-        return self.metrics()
-
-    def metrics(self) -> Metrics:
-        return summarize(list(self.records.values()))
 
     def step(self) -> Iteration | None:
         """Route the arrivals that come first, then run one iteration of the earliest replica with

@@ -71,7 +71,40 @@ def synthetic_output(request: Request) -> np.ndarray:
     return np.arange(start, start + request.output_len, dtype=np.int64)
 
 
-class ServingEngine:
+class Replay:
+    """Submitting a workload and running it out, on top of `step()`: what every engine offers,
+    one replica (`ServingEngine`) or many (`auction_gym.cluster.ClusterEngine`). Needs `arrivals`,
+    `records`, the clock `now` and `step()`."""
+
+    arrivals: Arrivals
+    records: dict[int, RequestRecord]
+    now: float
+
+    def step(self) -> Iteration | None:
+        raise NotImplementedError
+
+    def submit(self, requests: Request | Iterable[Request]) -> None:
+        """Queue requests for arrival at their `arrival` time.
+
+        A list (any Sequence) is taken at once, in any order. Any other iterable is read lazily as
+        the clock reaches each arrival, so a long trace is never held in memory whole; it must be
+        sorted by arrival.
+        """
+        self.arrivals.submit(requests)
+
+    def run(self, requests: Iterable[Request] | None = None, until: float = math.inf) -> Metrics:
+        """Submit `requests` (if any) and step until nothing is left or the clock passes `until`."""
+        if requests is not None:
+            self.submit(requests)
+        while self.now < until and self.step() is not None:
+            pass
+        return self.metrics()
+
+    def metrics(self) -> Metrics:
+        return summarize(list(self.records.values()))
+
+
+class ServingEngine(Replay):
     """Scheduling, memory and cache of a serving engine; subclasses execute the iterations.
 
     Subclasses implement `_execute_prefill` and `_execute_decode`, and may override how sequences
@@ -140,26 +173,6 @@ class ServingEngine:
     def new_token_ratio(self) -> float:
         """SGLang's adaptive share of their remaining cap that running requests are assumed to need."""
         return self._future.ratio
-
-    def submit(self, requests: Request | Iterable[Request]) -> None:
-        """Queue requests for arrival at their `arrival` time.
-
-        A list (any Sequence) is taken at once, in any order. Any other iterable is read lazily as
-        the clock reaches each arrival, so a long trace is never held in memory whole; it must be
-        sorted by arrival.
-        """
-        self.arrivals.submit(requests)
-
-    def run(self, requests: Iterable[Request] | None = None, until: float = math.inf) -> Metrics:
-        """Submit `requests` (if any) and step until nothing is left or the clock passes `until`."""
-        if requests is not None:
-            self.submit(requests)
-        while self.now < until and self.step() is not None:
-            pass
-        return self.metrics()
-
-    def metrics(self) -> Metrics:
-        return summarize(list(self.records.values()))
 
     def step(self) -> Iteration | None:
         """Run one iteration; None when no request is waiting, running or still to arrive."""
