@@ -89,10 +89,13 @@ def test_bad_episode_draws_are_refused(bad, match):
 
 
 def test_headroom_kinds_are_the_env_draws():
-    env = gym.make("RadixAuction-v0", **CALIBRATED)
-    for seed in (0, 11, 1000):
+    env = gym.make("RadixAuction-v0", **{**CALIBRATED, "focal_bidder": 2})
+    kinds = episode_kinds({**CALIBRATED, "focal_bidder": 2}, range(12))
+    for seed, kind in zip(range(12), kinds):
         _, info = env.reset(seed=seed)
-        assert episode_kinds(CALIBRATED, [seed]) == [(info["draws"]["rate"], info["draws"]["budget_scale"][0])]
+        assert kind == (info["draws"]["rate"], info["draws"]["budget_scale"][2])  # the focal bidder's scale
+    assert all(rate in (32.0, 40.0, 48.0) and scale in (0.1, 1.0, 10.0) for rate, scale in kinds)
+    assert len(set(kinds)) > 1
 
 
 @pytest.mark.parametrize("a", [-1.0, -0.6, -0.2, 0.0, 0.3, 1.0])
