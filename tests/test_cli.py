@@ -63,12 +63,12 @@ def test_library_errors_are_one_line_unless_debugging(tmp_path, capsys, monkeypa
 
 
 def test_a_bug_keeps_its_traceback(monkeypatch):
-    import experiments.demo
+    import experiments.commands.demo
 
     def bug(args):
         raise KeyError("ours")
 
-    monkeypatch.setattr(experiments.demo, "run", bug)
+    monkeypatch.setattr(experiments.commands.demo, "run", bug)
     with pytest.raises(KeyError):
         main(["demo"])
 

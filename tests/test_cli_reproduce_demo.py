@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import experiments.reproduce as reproduce
-from experiments import reproduce_trace
+import experiments.commands.reproduce as reproduce
 from experiments.cli import main
-from experiments.reproduce import COLUMNS, Sweep, policies
-from experiments.reproduce_trace import check_trace, pick_trace
+from experiments.commands import reproduce_trace
+from experiments.commands.reproduce import COLUMNS, Sweep, policies
+from experiments.commands.reproduce_trace import check_trace, pick_trace
 
 SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
 

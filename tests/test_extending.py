@@ -14,9 +14,9 @@ import pytest
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from auction_gym import registry
 from auction_gym.registry import MechanismEntry, register_mechanism
-from experiments import reproduce, reproduce_trace
 from experiments.cli import main
-from experiments.reproduce import Sweep
+from experiments.commands import reproduce, reproduce_trace
+from experiments.commands.reproduce import Sweep
 
 TOY_FILE = '''
 """Toy policies of a newcomer: last come, first served, and a strict auction under another name."""

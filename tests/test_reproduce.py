@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from experiments.reproduce import COLUMNS, Sweep, policies, run_sweep, write_csv
-from experiments.reproduce_report import write_report
+from experiments.commands.reproduce import COLUMNS, Sweep, policies, run_sweep, write_csv
+from experiments.commands.reproduce_report import write_report
 
 # 15k KV tokens for 8 tenants' agentic traffic at twice what LPM sustains, and 40k for SGLang's
 # shared-prefix benchmark (64 system prompts of 2k tokens) at 0.8 of it: the cache is contested.

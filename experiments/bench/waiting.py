@@ -18,7 +18,7 @@ from auction_gym import RadixCache
 from auction_gym.scheduler import WaitingPrefixes
 from auction_gym.workload import iter_mooncake
 
-from .reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
+from ..commands.reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
 
 DEFAULT_TRACE = full_trace() or SLICE
 """The full trace when FULL_TRACE_ENV names it (the figures in the README are on it), else the

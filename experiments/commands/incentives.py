@@ -52,8 +52,8 @@ from auction_gym.market import Market, MarketConfig
 from auction_gym.market.config import AUCTIONS
 from auction_gym.pacing import OGDPacer
 
-from .argtypes import non_negative_int, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import non_negative_int, positive_int
+from ..cli import UsageError, run_command
 
 MECHANISMS = tuple(AUCTIONS)
 COST_MODELS = ("tokens", "unit")

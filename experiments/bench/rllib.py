@@ -34,7 +34,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from agents.rllib import ppo_config
 from agents.sb3 import algo_kwargs, load_hyperparams, make_env, normalize_kwargs
 
-from .compare import SCENARIO
+from ..commands.compare import SCENARIO
 
 
 def rllib_rates(env_kwargs: dict, runners: int, iterations: int) -> tuple[float, float]:

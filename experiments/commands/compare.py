@@ -47,8 +47,8 @@ from agents.training import TrainConfig, TrainResult, train
 from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS
 
-from .argtypes import json_dict, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import json_dict, positive_int
+from ..cli import UsageError, run_command
 from .evaluate import evaluate_and_log
 from .headroom import TUNING_EPISODES, headroom, scenario_kwargs
 from .headroom import markdown as headroom_markdown

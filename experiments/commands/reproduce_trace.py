@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 from auction_gym.workload import iter_mooncake
 
-from .cli import UsageError
+from ..cli import UsageError
 
 if TYPE_CHECKING:
     from .reproduce import Sweep
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FULL_TRACE_ENV = "RADIX_AUCTION_MOONCAKE_TRACE"
 """The environment variable naming the full Mooncake conversation trace (12,031 requests; not in
 the repository, which ships only its first 1,000 lines)."""

@@ -49,9 +49,9 @@ from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
-from .argtypes import positive_float, positive_int
+from ..argtypes import positive_float, positive_int
+from ..cli import UsageError, run_command
 from .calibrate import STATISTICS, Sample, calibrate, nnls
-from .cli import UsageError, run_command
 
 
 @dataclass

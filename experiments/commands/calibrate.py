@@ -30,8 +30,8 @@ import numpy as np
 
 from auction_gym.engine import CostModel
 
-from .argtypes import positive_int, unit_share
-from .cli import UsageError, run_command
+from ..argtypes import positive_int, unit_share
+from ..cli import UsageError, run_command
 
 if TYPE_CHECKING:
     from gpu_backend import KVPool, Transformer

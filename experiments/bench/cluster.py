@@ -14,7 +14,7 @@ from auction_gym import EngineConfig, SimEngine
 from auction_gym.cluster import ClusterEngine, make_router
 from auction_gym.workload import iter_mooncake
 
-TRACE = Path(__file__).resolve().parents[2] / "shared/data/mooncake/conversation_trace.jsonl"
+TRACE = Path(__file__).resolve().parents[3] / "shared/data/mooncake/conversation_trace.jsonl"
 
 
 def replay(trace: Path, replicas: int, router: str, scheduler: str, time_scale: float) -> tuple[float, int]:

@@ -24,8 +24,8 @@ from agents.stats import summary_lines
 from agents.training import set_torch_threads
 from auction_gym.pacing import BUILTIN_POLICIES, Policy
 
-from .argtypes import json_dict, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import json_dict, positive_int
+from ..cli import UsageError, run_command
 from .train import scenario
 
 

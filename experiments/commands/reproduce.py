@@ -65,8 +65,8 @@ from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.registry import build, mechanism_names
 from auction_gym.workload import AgenticConfig
 
-from .argtypes import positive_int, trace_file
-from .cli import UsageError, run_command
+from ..argtypes import positive_int, trace_file
+from ..cli import UsageError, run_command
 from .reproduce_trace import DEFAULT_TRACES, mooncake_rate, pick_trace
 
 AUCTION = "radix_vcg"

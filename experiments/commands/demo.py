@@ -29,8 +29,8 @@ from auction_gym.workload import (
     shared_prefix_workload,
 )
 
-from .argtypes import non_negative_int, positive_float, positive_int, trace_file
-from .cli import UsageError
+from ..argtypes import non_negative_int, positive_float, positive_int, trace_file
+from ..cli import UsageError
 
 
 @dataclass(frozen=True)
