@@ -74,7 +74,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def run_command(name: str, argv: list[str] | None = None) -> None:
-    """`radix-auction NAME ARGV...` (what each module's `python -m experiments.<module>` runs);
+    """`radix-auction NAME ARGV...` (what each module's `python -m experiments.commands.<module>` runs);
     argv None: the process's arguments."""
     main([name, *(sys.argv[1:] if argv is None else argv)])
 

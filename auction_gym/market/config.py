@@ -76,7 +76,7 @@ class MarketConfig:
     it keeps growing (LONG_HORIZON, `queue_warning`). Budgets bind: with unlimited budgets, truthful
     bidding would spend 0.7 to 56 times the budget (median 18x); with everyone pacing by OGD a
     bidder spends 86% of it on average (66% of bidder-episodes within 90-100%). 8 seeds;
-    `python -m experiments.scenario` re-measures.
+    `python -m experiments.studies.scenario` re-measures.
     (Payments are in seconds of prefill work under the default "tokens" cost model, about a tenth
     of what "unit" charged, hence rho = 0.0001 where it was 0.002.)
     `workload_kwargs` and `engine_kwargs` are merged over DEFAULT_WORKLOAD and DEFAULT_ENGINE.

@@ -1,7 +1,7 @@
 """Simulation speed of a cluster: the whole Mooncake trace through 1 engine and through N replicas
 behind a router (the same requests), wall seconds and requests per wall second.
 
-    python -m experiments.bench_cluster [--trace PATH] [--replicas 16] [--router cache_aware]
+    python -m experiments.bench.cluster [--trace PATH] [--replicas 16] [--router cache_aware]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark: replay the Mooncake conversation trace through the simulated engine, per scheduler.
 
-    python -m experiments.bench_engine [--trace PATH] [--time-scale X] [--limit N]
+    python -m experiments.bench.engine [--trace PATH] [--time-scale X] [--limit N]
 
 Prints, per scheduler: wall time, simulated requests per wall second, token hit rate, mean latency
 and TTFT, and the longest waiting queue; then RadixCache match + insert throughput in tokens/s.

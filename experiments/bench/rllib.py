@@ -1,7 +1,7 @@
 """Benchmark: environment steps per second, RLlib PPO with 0, 1 and 2 env runners against SB3
 PPO in one process, on the same scenario and PPO settings.
 
-    python -m experiments.bench_rllib [--iterations N] [--runners 0,1,2] [--env-kwargs JSON]
+    python -m experiments.bench.rllib [--iterations N] [--runners 0,1,2] [--env-kwargs JSON]
 
 One environment step is one auction round (every bidder bids once), in both: RLlib steps the
 PettingZoo env with every bidder on the learned policy; SB3 steps `RadixAuction-v0`, one learned

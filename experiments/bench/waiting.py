@@ -1,6 +1,6 @@
 """Benchmark: `WaitingPrefixes.refresh` per admission round, on a long queue of Mooncake requests.
 
-    python -m experiments.bench_waiting [--trace PATH] [--queues 1000 2000 5000] [--rounds N]
+    python -m experiments.bench.waiting [--trace PATH] [--queues 1000 2000 5000] [--rounds N]
 
 Each round mimics a saturated engine's: `--churn` requests leave the queue (admitted) and as many
 arrive, the admitted ones' prompts are inserted into the cache, which evicts to stay within its

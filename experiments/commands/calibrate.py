@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.calibrate ...`: the same as `radix-auction calibrate ...`."""
+    """`python -m experiments.commands.calibrate ...`: the same as `radix-auction calibrate ...`."""
     run_command("calibrate", argv)
 
 

@@ -15,7 +15,7 @@ ROOT/eval/<policy>: `eval/*` per episode). Writes to OUT (replacing an earlier c
 `utility_vs_ogd` is the paired difference of the focal bidder's utility from OGD's on the same
 episode, the sharpest test of "beats OGD" (episode-to-episode variance cancels).
 
-Before any training it runs the headroom report (`experiments.headroom`: OUT/headroom.md, .csv,
+Before any training it runs the headroom report (`experiments.commands.headroom`: OUT/headroom.md, .csv,
 .png), whose tuned choices are the tuned baselines. The scenario is a name of
 `auction_gym.scenarios.SCENARIOS` ("calibrated" by default; "bursty_v0" is the one of issues
 13-22), with `--env-kwargs` over it.
@@ -323,7 +323,7 @@ def plot(path: Path, rows: list[dict[str, object]], policies: list[str]) -> None
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.compare ...`: the same as `radix-auction compare ...`."""
+    """`python -m experiments.commands.compare ...`: the same as `radix-auction compare ...`."""
     run_command("compare", argv)
 
 

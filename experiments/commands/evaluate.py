@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.evaluate ...`: the same as `radix-auction evaluate ...`."""
+    """`python -m experiments.commands.evaluate ...`: the same as `radix-auction evaluate ...`."""
     run_command("evaluate", argv)
 
 

@@ -238,7 +238,7 @@ def command_line(args: argparse.Namespace, env_kwargs: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.evaluate_multi ...`: the same as `radix-auction evaluate-multi ...`."""
+    """`python -m experiments.commands.evaluate_multi ...`: the same as `radix-auction evaluate-multi ...`."""
     run_command("evaluate-multi", argv)
 
 

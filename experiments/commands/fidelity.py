@@ -323,7 +323,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.fidelity ...`: the same as `radix-auction fidelity ...`."""
+    """`python -m experiments.commands.fidelity ...`: the same as `radix-auction fidelity ...`."""
     run_command("fidelity", argv)
 
 

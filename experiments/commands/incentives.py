@@ -348,7 +348,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.incentives ARGS`: `radix-auction incentives ARGS`."""
+    """`python -m experiments.commands.incentives ARGS`: `radix-auction incentives ARGS`."""
     run_command("incentives", argv)
 
 

@@ -377,7 +377,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.reproduce ARGS`: `radix-auction reproduce ARGS`, with its error handling."""
+    """`python -m experiments.commands.reproduce ARGS`: `radix-auction reproduce ARGS`, with its error handling."""
     run_command("reproduce", argv)
 
 

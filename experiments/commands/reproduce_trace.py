@@ -1,5 +1,5 @@
 """The Mooncake trace of `reproduce`: which one it replays, and the check it passes before the
-sweep starts (see `experiments.reproduce`'s docstring)."""
+sweep starts (see `experiments.commands.reproduce`'s docstring)."""
 
 from __future__ import annotations
 

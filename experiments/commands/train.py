@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.train ...`: the same as `radix-auction train ...`."""
+    """`python -m experiments.commands.train ...`: the same as `radix-auction train ...`."""
     run_command("train", argv)
 
 

@@ -134,7 +134,7 @@ def _progress(timesteps: int) -> Callable[[int, dict[str, Any]], None]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.train_multi ...`: the same as `radix-auction train-multi ...`."""
+    """`python -m experiments.commands.train_multi ...`: the same as `radix-auction train-multi ...`."""
     run_command("train-multi", argv)
 
 
