@@ -33,8 +33,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.rllib import ppo_config
 from agents.sb3 import algo_kwargs, load_hyperparams, make_env, normalize_kwargs
+from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
 
-from ..commands.compare import SCENARIO
+SCENARIO = scenario(DEFAULT_SCENARIO)
+"""compare's default scenario (`--scenario`), the env kwargs benchmarked by default."""
 
 
 def rllib_rates(env_kwargs: dict, runners: int, iterations: int) -> tuple[float, float]:
