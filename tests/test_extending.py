@@ -108,5 +108,16 @@ def test_the_toys_run_through_demo(toys, capsys):
     assert {line.split()[0] for line in out.splitlines()[-2:]} == {"fcfs", "toy_lcfs"}
 
 
+def test_an_entry_naming_an_argument_its_stream_lacks_fails_at_registration(toys):
+    with pytest.raises(ValueError, match="already registered"):
+        register_workload(WorkloadEntry("toy_chat", "toy_extension:toy_chat", "again"))
+    with pytest.raises(ValueError, match=r"does not take \['prefix'\]"):
+        register_workload(WorkloadEntry("toy_typo", "toy_extension:toy_chat", "typo", defaults={"prefix": 8}))
+    with pytest.raises(ValueError, match=r"does not take \['time_scale'\]"):
+        register_workload(WorkloadEntry("toy_level", "toy_extension:toy_chat", "no such intensity",
+                                        intensity="time_scale"))
+    assert "toy_typo" not in workload_names() and "toy_level" not in workload_names()
+
+
 def test_the_toys_leave_no_entry_behind():
     assert "toy_chat" not in workload_names() and "toy_lcfs" not in registry.mechanism_names()

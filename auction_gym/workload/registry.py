@@ -77,6 +77,10 @@ class WorkloadEntry:
     def parameter_defaults(self) -> dict[str, Any]:
         """{keyword argument: its default} (the market's `defaults` over the parameters' own; an
         argument without a default maps to `inspect.Parameter.empty`), in declaration order."""
+        return {**self.own_parameters(), **self.defaults}
+
+    def own_parameters(self) -> dict[str, Any]:
+        """{keyword argument: its default} as `parameters` (or the target) declares them."""
         source = resolve(self.parameters if self.parameters is not None else self.target)
         if dataclasses.is_dataclass(source):
             own = {f.name: (f.default if f.default is not dataclasses.MISSING else
@@ -88,7 +92,7 @@ class WorkloadEntry:
             own = {p.name: p.default for p in inspect.signature(source).parameters.values() if p.kind in kinds}
         for given in ("num_bidders", "seed", self.trace_argument):
             own.pop(given, None)
-        return {**own, **self.defaults}
+        return own
 
     def check_kwargs(self, kwargs: Mapping[str, Any]) -> None:
         """Raise ValueError naming the keyword arguments this workload does not take."""
@@ -120,7 +124,7 @@ def register_workload(entry: WorkloadEntry) -> WorkloadEntry:
         raise ValueError(f"workload name {entry.name!r} is already registered")
     if entry.intensity not in INTENSITIES:
         raise ValueError(f"workload {entry.name!r}: intensity must be one of {INTENSITIES}, got {entry.intensity!r}")
-    known = set(entry.parameter_defaults())
+    known = set(entry.own_parameters())
     named = set(entry.defaults) | {entry.intensity}
     if entry.open_ended:
         named |= {"duration", "num_requests"}
