@@ -62,6 +62,15 @@ def test_demo_numeric_options_are_checked(option, value, message, capsys):
     assert f"argument {option}: {message}" in fails(["demo", option, value], capsys)
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--workload", "mooncake"], "--workload mooncake needs --trace PATH"),
+    (["--workload", "shared_prefix", "--trace", str(SLICE)], "--trace: the shared_prefix workload replays no trace"),
+    (["--workload-kwargs", '{"rte": 5}'], "--workload-kwargs: unknown workload_kwargs ['rte'] for workload 'agentic'"),
+])
+def test_demo_workload_and_trace_must_agree(argv, message, capsys):
+    assert message in fails(["demo", *argv], capsys)
+
+
 def test_demo_unknown_scheduler_lists_the_valid_ones(capsys):
     error = fails(["demo", "--schedulers", "fcfs,sjf"], capsys)
     assert "--schedulers: unknown sjf" in error and "valid: " in error and "radix_vcg" in error
