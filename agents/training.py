@@ -67,7 +67,7 @@ class TrainConfig:
     torch_threads: int | None = 1
     """PyTorch CPU threads of this process (`torch.set_num_threads`); None leaves torch's default
     of one per core. One by default: the policy's networks are small, and with a thread per core a
-    run slows down several-fold whenever another process is busy (`experiments.bench_threads`)."""
+    run slows down several-fold whenever another process is busy (`experiments.bench.threads`)."""
 
 
 def set_torch_threads(threads: int | None) -> None:

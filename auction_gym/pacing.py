@@ -104,7 +104,7 @@ class OGDPacer(MultiplierPolicy):
         eta: step size per round, in units of lambda per (spend / target). The default, 0.02, was
             tuned among 0.01, 0.02 and 0.05 on the default scenario under the "unit" cost model.
             Under today's default ("tokens"; 8 seeds, every bidder pacing, `python -m
-            experiments.scenario`) bidders spend 86% of their budgets on average and 66% of them
+            experiments.studies.scenario`) bidders spend 86% of their budgets on average and 66% of them
             end within 90-100% (0.01: 90% and 75%; 0.05: 87% and 66%), so 0.01 now does
             slightly better; the step is kept until it is re-tuned on training seeds. Payments
             are lumpy, one round can cost tens of rho, so a larger step overreacts and a smaller

@@ -23,6 +23,14 @@ if TYPE_CHECKING:
     from .scheduler.base import Scheduler
 
 
+def resolve(target: str | Any) -> Any:
+    """The object a registry entry names: "module:attr" imported now, anything else as given."""
+    if not isinstance(target, str):
+        return target
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 @dataclass(frozen=True)
 class MechanismEntry:
     """One admission policy: `name` (what configs and the command line say), `target` (its class
@@ -35,10 +43,7 @@ class MechanismEntry:
 
     def factory(self) -> Callable[..., Scheduler]:
         """The class or factory (imported now if `target` is a string)."""
-        if not isinstance(self.target, str):
-            return self.target
-        module, _, attr = self.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return resolve(self.target)
 
     @property
     def is_auction(self) -> bool:
@@ -112,13 +117,19 @@ MECHANISM_TABLE = "{mechanism_table}"
 def with_mechanism_table(doc: str | None) -> str | None:
     """`doc` with its MECHANISM_TABLE line replaced by markdown rows `| name | summary |` of every
     registered policy, indented as that line (None stays None: python -OO strips docstrings)."""
+    return with_table(doc, MECHANISM_TABLE, [(e.name, e.summary) for e in _ENTRIES.values()])
+
+
+def with_table(doc: str | None, placeholder: str, rows: list[tuple[str, str]]) -> str | None:
+    """`doc` with its `placeholder` line replaced by markdown rows `| name | summary |`, indented
+    as that line (None stays None: python -OO strips docstrings)."""
     if doc is None:
         return None
     for line in doc.splitlines():
-        if line.strip() == MECHANISM_TABLE:
+        if line.strip() == placeholder:
             indent = line[: len(line) - len(line.lstrip())]
-            return doc.replace(line, "\n".join(f"{indent}| {e.name:<16} | {e.summary} |" for e in _ENTRIES.values()))
-    raise ValueError(f"no {MECHANISM_TABLE} line in the docstring")
+            return doc.replace(line, "\n".join(f"{indent}| {name:<16} | {summary} |" for name, summary in rows))
+    raise ValueError(f"no {placeholder} line in the docstring")
 
 
 for _entry in (

@@ -1,1 +1,2 @@
-"""Runnable studies and benchmarks; the `radix-auction` command line lives in `experiments.cli`."""
+"""Runnable experiments: the `radix-auction` command line (`experiments.cli`, its subcommands in
+`experiments.commands`), speed benchmarks (`experiments.bench`) and studies (`experiments.studies`)."""

@@ -21,19 +21,19 @@ from types import ModuleType
 from typing import NoReturn
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("experiments.demo", "replay a workload under every scheduler and print a table"),
-    "reproduce": ("experiments.reproduce", "reproduce the paper's findings over a sweep of load and KV size"),
-    "train": ("experiments.train", "train a Stable-Baselines3 pacing agent on RadixAuction-v0"),
-    "evaluate": ("experiments.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
-    "headroom": ("experiments.headroom", "measure what pacing can gain in a scenario, before any training"),
-    "compare": ("experiments.compare", "train SB3 agents and compare them with OGD and truthful bidding"),
-    "train-multi": ("experiments.train_multi", "train every bidder at once with RLlib PPO (Ray; local or a cluster)"),
-    "evaluate-multi": ("experiments.evaluate_multi",
+    "demo": ("experiments.commands.demo", "replay a workload under every scheduler and print a table"),
+    "reproduce": ("experiments.commands.reproduce", "reproduce the paper's findings over a sweep of load and KV size"),
+    "train": ("experiments.commands.train", "train a Stable-Baselines3 pacing agent on RadixAuction-v0"),
+    "evaluate": ("experiments.commands.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
+    "headroom": ("experiments.commands.headroom", "measure what pacing can gain in a scenario, before any training"),
+    "compare": ("experiments.commands.compare", "train SB3 agents and compare them with OGD and truthful bidding"),
+    "train-multi": ("experiments.commands.train_multi", "train every bidder at once with RLlib PPO (Ray; local or a cluster)"),
+    "evaluate-multi": ("experiments.commands.evaluate_multi",
                        "evaluate learned populations against all-OGD and all-truthful markets"),
-    "incentives": ("experiments.incentives", "measure one bidder's gain from deviating from truthful bidding"),
-    "calibrate": ("experiments.calibrate", "profile the torch engine and fit the simulator's cost model"),
-    "cluster": ("experiments.cluster", "routers x admission policies x replicas over a cluster of engines"),
-    "fidelity": ("experiments.fidelity", "replay a workload through the torch engine and the simulator; report errors"),
+    "incentives": ("experiments.commands.incentives", "measure one bidder's gain from deviating from truthful bidding"),
+    "calibrate": ("experiments.commands.calibrate", "profile the torch engine and fit the simulator's cost model"),
+    "cluster": ("experiments.commands.cluster", "routers x admission policies x replicas over a cluster of engines"),
+    "fidelity": ("experiments.commands.fidelity", "replay a workload through the torch engine and the simulator; report errors"),
 }
 
 
@@ -74,7 +74,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def run_command(name: str, argv: list[str] | None = None) -> None:
-    """`radix-auction NAME ARGV...` (what each module's `python -m experiments.<module>` runs);
+    """`radix-auction NAME ARGV...` (what each module's `python -m experiments.commands.<module>` runs);
     argv None: the process's arguments."""
     main([name, *(sys.argv[1:] if argv is None else argv)])
 

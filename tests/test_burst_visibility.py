@@ -1,11 +1,11 @@
-"""experiments.burst_visibility: regression rows from OGD episodes and out-of-sample R^2."""
+"""experiments.studies.burst_visibility: regression rows from OGD episodes and out-of-sample R^2."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from experiments.burst_visibility import PREDICTORS, TARGETS, episode_rows, markdown, ridge_r2, visibility
+from experiments.studies.burst_visibility import PREDICTORS, TARGETS, episode_rows, markdown, ridge_r2, visibility
 
 TINY = {"horizon": 40, "workload_kwargs": {"burst_period": 2.0, "burst_factor": 3.0, "burst_duration": 0.5}}
 

@@ -34,7 +34,7 @@ def test_demo_replays_the_shared_prefix_benchmark(capsys):
     main(["demo", "--workload", "shared_prefix", "--num-groups", "4", "--prompts-per-group", "8",
           "--schedulers", "lpm,klpm,radix_vcg"])
     out = capsys.readouterr().out
-    assert "4 groups x 8 prompts" in out
+    assert "shared_prefix workload: 32 requests" in out and "num_groups=4, prompts_per_group=8" in out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["lpm"], ["klpm"], ["radix_vcg"])}
     assert set(rows) == {"lpm", "klpm", "radix_vcg"}
     assert all(row[-2] == "32" for row in rows.values())  # the "done" column: every request finished
@@ -63,12 +63,12 @@ def test_library_errors_are_one_line_unless_debugging(tmp_path, capsys, monkeypa
 
 
 def test_a_bug_keeps_its_traceback(monkeypatch):
-    import experiments.demo
+    import experiments.commands.demo
 
     def bug(args):
         raise KeyError("ours")
 
-    monkeypatch.setattr(experiments.demo, "run", bug)
+    monkeypatch.setattr(experiments.commands.demo, "run", bug)
     with pytest.raises(KeyError):
         main(["demo"])
 

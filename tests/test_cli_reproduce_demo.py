@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-import experiments.reproduce as reproduce
-from experiments import reproduce_trace
+import experiments.commands.reproduce as reproduce
+from auction_gym.workload import SweepGrid, get_workload
 from experiments.cli import main
-from experiments.reproduce import COLUMNS, Sweep, policies
-from experiments.reproduce_trace import check_trace, pick_trace
+from experiments.commands import reproduce_trace
+from experiments.commands.reproduce import COLUMNS, Sweep, policies
+from experiments.commands.reproduce_sweep import sweep_of
+from experiments.commands.reproduce_trace import check_trace, pick_trace
 
 SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
 
@@ -57,6 +60,15 @@ def fails(argv: list[str], capsys) -> str:
 ])
 def test_demo_numeric_options_are_checked(option, value, message, capsys):
     assert f"argument {option}: {message}" in fails(["demo", option, value], capsys)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--workload", "mooncake"], "--workload mooncake needs --trace PATH"),
+    (["--workload", "shared_prefix", "--trace", str(SLICE)], "--trace: the shared_prefix workload replays no trace"),
+    (["--workload-kwargs", '{"rte": 5}'], "--workload-kwargs: unknown workload_kwargs ['rte'] for workload 'agentic'"),
+])
+def test_demo_workload_and_trace_must_agree(argv, message, capsys):
+    assert message in fails(["demo", *argv], capsys)
 
 
 def test_demo_unknown_scheduler_lists_the_valid_ones(capsys):
@@ -111,11 +123,11 @@ def test_reproduce_counts_must_be_positive(option, tmp_path, capsys):
 def test_default_trace_is_the_full_one_else_the_shipped_slice(tmp_path, monkeypatch, capsys):
     missing = tmp_path / "conversation_trace.jsonl"
     monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (missing, SLICE))
-    assert pick_trace(None, reproduce.QUICK) == SLICE
+    assert pick_trace(None, sweep_of("quick")) == SLICE
     out = capsys.readouterr().out
     assert f"Mooncake trace: {SLICE}: 300 requests from its first 300 lines" in out
     monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (missing, tmp_path / "slice.jsonl"))
-    assert pick_trace(None, reproduce.QUICK) is None
+    assert pick_trace(None, sweep_of("quick")) is None
     assert "Mooncake trace: none" in capsys.readouterr().out
 
 
@@ -142,12 +154,14 @@ def test_reproduce_checks_the_trace_before_the_sweep(lines, message, tmp_path, m
 
 def test_check_trace_counts_what_the_engine_will_reject(tmp_path):
     trace = write_trace(tmp_path, [line(0, 900, 100), line(10, 600), line(20, 1200, 1)])
-    sweep = Sweep(loads=(1.0,), agentic_kv=(), agentic_duration=1.0, mooncake_kv=(1000, 5000), mooncake_lines=3)
+    sweep = Sweep({"mooncake": SweepGrid((1000, 5000), (1.0,), {"limit": 3})})
     text = check_trace(trace, sweep)
     assert text == "3 requests from its first 3 lines; rejected for KV capacity (KV tokens): 1 at 1000, 0 at 5000"
 
 
-TINY = Sweep(loads=(1.0,), agentic_kv=(15_000,), agentic_duration=5.0, mooncake_kv=(), mooncake_lines=0)
+TINY_AGENTIC = SweepGrid((15_000,), (1.0,), {**get_workload("agentic").sweep.quick.kwargs, "duration": 5.0})
+# With no trace the mooncake grid is left out: the rows are agentic ones.
+TINY = Sweep({"agentic": TINY_AGENTIC, "mooncake": SweepGrid((200_000,), (1.0,), {"limit": 10})})
 
 
 def _rows(path: Path) -> list[dict]:
@@ -161,7 +175,7 @@ def _rows(path: Path) -> list[dict]:
 def test_a_failed_sweep_keeps_the_tasks_it_finished(jobs, tmp_path, monkeypatch, capsys):
     """The second task's KV capacity (100 tokens) is below every request: it fails, clearly, and
     the first task's rows are already in reproduce.csv."""
-    monkeypatch.setattr(reproduce, "QUICK", Sweep(**{**TINY.__dict__, "agentic_kv": (15_000, 100)}))
+    monkeypatch.setattr(reproduce, "sweep_of", lambda size: Sweep({"agentic": replace(TINY_AGENTIC, kv_capacities=(15_000, 100))}))
     monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
     error = fails(["reproduce", "--quick", "--jobs", jobs, "--out", str(tmp_path)], capsys)
     assert "the agentic workload at 100 KV tokens (seed 0): nothing can run: the engine rejected all" in error
@@ -172,7 +186,7 @@ def test_a_failed_sweep_keeps_the_tasks_it_finished(jobs, tmp_path, monkeypatch,
 
 
 def test_a_complete_sweep_writes_rows_in_sweep_order_and_its_wall_time(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(reproduce, "QUICK", TINY)
+    monkeypatch.setattr(reproduce, "sweep_of", lambda size: TINY)
     monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
     main(["reproduce", "--quick", "--seeds", "2", "--jobs", "2", "--out", str(tmp_path)])
     out = capsys.readouterr().out

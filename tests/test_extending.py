@@ -1,11 +1,11 @@
-"""A newcomer's mechanism: its own file and one registry entry, nothing else, and it runs through
-the env (charged when it is an auction) and through `reproduce --quick`'s code path."""
+"""A newcomer's mechanisms and workload: their own file (`toy_extension.py`) and one registry entry
+each, nothing else, and they run through the env (the auction charged, the workload's arguments
+honoured) and through `reproduce --quick`'s code path. The entries are removed after each test."""
 
 from __future__ import annotations
 
 import csv
-import sys
-import textwrap
+import math
 
 import gymnasium as gym
 import numpy as np
@@ -14,75 +14,110 @@ import pytest
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from auction_gym import registry
 from auction_gym.registry import MechanismEntry, register_mechanism
-from experiments import reproduce, reproduce_trace
+from auction_gym.workload import LoadSweep, SweepGrid, WorkloadEntry, register_workload, workload_names
+from auction_gym.workload import registry as workload_registry
 from experiments.cli import main
-from experiments.reproduce import Sweep
+from experiments.commands import reproduce_trace
 
-TOY_FILE = '''
-"""Toy policies of a newcomer: last come, first served, and a strict auction under another name."""
-from auction_gym.mechanism import StrictPriorityAuction
-from auction_gym.scheduler import fcfs_key
-
-
-class LastComeFirstServed:
-    name = "toy_lcfs"
-
-    def order(self, queue, cache):
-        return sorted(queue, key=fcfs_key, reverse=True)
-
-
-class ToyAuction(StrictPriorityAuction):
-    name = "toy_auction"
-'''
+# With 128-token replies, 200 requests/s saturates the engine (LPM serves about 55/s).
+TOY_SWEEP = LoadSweep(200.0, quick=SweepGrid((20_000,), (0.5, 2.0), {"duration": 4.0, "output_len": 128}),
+                      full=SweepGrid((20_000,), (0.5, 1.0, 2.0), {"duration": 20.0, "output_len": 128}))
 
 
 @pytest.fixture
-def toys(tmp_path, monkeypatch):
-    """The toy file on sys.path and its two registry entries, removed again after the test."""
-    (tmp_path / "toy_policies.py").write_text(textwrap.dedent(TOY_FILE))
-    monkeypatch.syspath_prepend(str(tmp_path))
+def toys(monkeypatch):
+    """The toy entries, on copies of both registries that the test's end puts back."""
     monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
-    register_mechanism(MechanismEntry("toy_lcfs", "toy_policies:LastComeFirstServed", "last come, first served"))
-    register_mechanism(MechanismEntry("toy_auction", "toy_policies:ToyAuction", "strict priority; VCG payments"))
-    yield
-    sys.modules.pop("toy_policies", None)
+    monkeypatch.setattr(workload_registry, "_ENTRIES", dict(workload_registry._ENTRIES))
+    register_mechanism(MechanismEntry("toy_lcfs", "toy_extension:LastComeFirstServed", "last come, first served"))
+    register_mechanism(MechanismEntry("toy_auction", "toy_extension:ToyAuction", "strict priority; VCG payments"))
+    register_workload(WorkloadEntry("toy_chat", "toy_extension:toy_chat", "chat requests behind per-bidder prompts",
+                                    open_ended=True, sweep=TOY_SWEEP))
 
 
-def _revenue(mechanism: str, steps: int = 60) -> float:
-    env = gym.make("RadixAuction-v0", mechanism=mechanism, horizon=steps)
+def _episode(steps: int = 60, **env_kwargs) -> dict[str, float]:
+    """Revenue, requests admitted and their mean hit rate over `steps` rounds of one episode."""
+    env = gym.make("RadixAuction-v0", horizon=steps, **env_kwargs)
     env.reset(seed=0)
-    revenue = 0.0
+    revenue = admitted = hits = 0.0
     for _ in range(steps):
         _, _, terminated, truncated, info = env.step(np.zeros(1, dtype=np.float32))
         revenue += info["revenue"]
+        admitted += info["admitted"]
+        hits += info["hit_rate"] * info["admitted"]
         if terminated or truncated:
             break
     env.close()
-    return revenue
+    return {"revenue": revenue, "admitted": admitted, "hit_rate": hits / admitted}
 
 
-def test_the_toys_run_in_the_env_and_only_the_auction_charges(toys):
+def test_the_toy_mechanisms_run_in_the_env_and_only_the_auction_charges(toys):
     assert "toy_lcfs" in auction_gym.scheduler_names()
     assert set(registry.auction_names()) == {"strict_vcg", "radix_vcg", "toy_auction"}
-    assert _revenue("toy_lcfs") == 0.0
-    assert _revenue("toy_auction") > 0.0  # charged with no other edit: it is an AuctionMechanism
+    assert _episode(mechanism="toy_lcfs")["revenue"] == 0.0
+    assert _episode(mechanism="toy_auction")["revenue"] > 0.0  # charged with no other edit: an AuctionMechanism
 
 
-def test_an_unknown_mechanism_lists_the_registered_ones(toys):
+def test_the_toy_workload_runs_in_the_env_with_its_arguments(toys):
+    shared = _episode(workload="toy_chat", workload_kwargs={"rate": 20.0})
+    alone = _episode(workload="toy_chat", workload_kwargs={"rate": 20.0, "prefix_len": 0})
+    assert shared["admitted"] >= 60 and alone["admitted"] >= 60  # a round ends when a request is admitted
+    # 512 of each prompt's 544 tokens are its bidder's prompt, cached after the first request; with
+    # no shared prompt nothing is (32 random tokens).
+    assert shared["hit_rate"] > 0.8 and alone["hit_rate"] < 0.05
+
+
+def test_unknown_names_and_arguments_list_the_registered_ones(toys):
     with pytest.raises(ValueError, match="valid: fcfs, .*toy_lcfs, toy_auction"):
         gym.make("RadixAuction-v0", mechanism="toy_missing")
+    with pytest.raises(ValueError, match="valid: agentic, shared_prefix, mooncake, toy_chat"):
+        gym.make("RadixAuction-v0", workload="toy_missing")
+    with pytest.raises(ValueError, match=r"unknown workload_kwargs \['prefix'\] .*known: .*'prefix_len'"):
+        gym.make("RadixAuction-v0", workload="toy_chat", workload_kwargs={"prefix": 8})
 
 
 def test_the_toys_run_through_reproduce_quick(toys, tmp_path, monkeypatch, capsys):
-    tiny = Sweep(loads=(1.0,), agentic_kv=(15_000,), agentic_duration=5.0, mooncake_kv=(), mooncake_lines=0)
-    monkeypatch.setattr(reproduce, "QUICK", tiny)
+    # Only the toy workload, so the sweep is small: its quick grid is 1 KV size x 2 loads.
+    monkeypatch.setattr(workload_registry, "_ENTRIES", {"toy_chat": workload_registry._ENTRIES["toy_chat"]})
     monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
     main(["reproduce", "--quick", "--seeds", "1", "--jobs", "1", "--out", str(tmp_path)])
     with (tmp_path / "reproduce.csv").open() as f:
-        rows = {r["policy"]: r for r in csv.DictReader(f)}
-    assert {"toy_lcfs", "toy_auction"} <= set(rows)
-    # The toy auction is strict priority under another name: every figure is strict_vcg's.
-    same = {k: v for k, v in rows["strict_vcg"].items() if k != "policy"}
-    assert {k: v for k, v in rows["toy_auction"].items() if k != "policy"} == same
-    assert rows["toy_lcfs"]["mean_latency"] != rows["fcfs"]["mean_latency"]
-    assert "toy_lcfs" in (tmp_path / "reproduce.md").read_text()
+        rows = list(csv.DictReader(f))
+    assert {(r["workload"], r["kv_capacity"], r["load"]) for r in rows} == {("toy_chat", "20000", "0.5"),
+                                                                           ("toy_chat", "20000", "2.0")}
+    by = {(r["policy"], r["load"]): r for r in rows}
+    assert {"toy_lcfs", "toy_auction"} <= {policy for policy, _ in by}
+    for load in ("0.5", "2.0"):
+        # The toy auction is strict priority under another name: every figure is strict_vcg's.
+        same = {k: v for k, v in by["strict_vcg", load].items() if k != "policy"}
+        assert {k: v for k, v in by["toy_auction", load].items() if k != "policy"} == same
+    # Overloaded (twice what LPM sustains), the newest-first order makes other requests wait than FCFS.
+    assert by["toy_lcfs", "2.0"]["mean_latency"] != by["fcfs", "2.0"]["mean_latency"]
+    assert all(math.isfinite(float(r["mean_latency"])) and float(r["hit_rate"]) > 0.5 for r in rows)
+    assert "toy_chat" in (tmp_path / "reproduce.md").read_text()
+
+
+def test_the_toys_run_through_demo(toys, capsys):
+    main(["demo", "--workload", "toy_chat", "--rate", "20", "--duration", "3", "--workload-kwargs",
+          '{"prefix_len": 64}', "--schedulers", "fcfs,toy_lcfs"])
+    out = capsys.readouterr().out
+    # The demo passes the options the workload takes (rate, duration), then --workload-kwargs.
+    assert "toy_chat workload: " in out and "rate=20.0, duration=3.0, prefix_len=64" in out
+    loaded = int(out.split("requests: ")[1].split()[0])
+    assert 40 <= loaded <= 80  # about 20/s for 3 s
+    assert {line.split()[0] for line in out.splitlines()[-2:]} == {"fcfs", "toy_lcfs"}
+
+
+def test_an_entry_naming_an_argument_its_stream_lacks_fails_at_registration(toys):
+    with pytest.raises(ValueError, match="already registered"):
+        register_workload(WorkloadEntry("toy_chat", "toy_extension:toy_chat", "again"))
+    with pytest.raises(ValueError, match=r"does not take \['prefix'\]"):
+        register_workload(WorkloadEntry("toy_typo", "toy_extension:toy_chat", "typo", defaults={"prefix": 8}))
+    with pytest.raises(ValueError, match=r"does not take \['time_scale'\]"):
+        register_workload(WorkloadEntry("toy_level", "toy_extension:toy_chat", "no such intensity",
+                                        intensity="time_scale"))
+    assert "toy_typo" not in workload_names() and "toy_level" not in workload_names()
+
+
+def test_the_toys_leave_no_entry_behind():
+    assert "toy_chat" not in workload_names() and "toy_lcfs" not in registry.mechanism_names()

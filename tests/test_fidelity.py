@@ -1,4 +1,4 @@
-"""End-to-end fidelity (experiments/fidelity.py): errors are zero for the simulator against itself,
+"""End-to-end fidelity (experiments/commands/fidelity.py): errors are zero for the simulator against itself,
 grow when its cost model is wrong, and a torch replay yields finite errors and its report files."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from auction_gym.engine import CostModel, EngineConfig, SimEngine
-from experiments.calibrate import Sample
-from experiments.fidelity import Replay, compare, fidelity, fit_replay, replay, timing_error, workload
+from experiments.commands.calibrate import Sample
+from experiments.commands.fidelity import Replay, compare, fidelity, fit_replay, replay, timing_error, workload
 
 COST = CostModel(1e-3, 1e-5, 1e-8, 2e-3, 1e-4, 1e-7, name="test")
 CONFIG = EngineConfig(kv_capacity_tokens=1500, chunked_prefill_size=64, max_running_requests=8, cost_model=COST)

@@ -1,4 +1,4 @@
-"""Calibration of the simulated engine's cost model from the torch engine (experiments/calibrate.py)."""
+"""Calibration of the simulated engine's cost model from the torch engine (experiments/commands/calibrate.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from auction_gym.engine import CostModel, EngineConfig, SimEngine
-from experiments.calibrate import Sample, ape, calibrate, fit, main, nnls
+from experiments.commands.calibrate import Sample, ape, calibrate, fit, main, nnls
 
 
 def test_nnls_is_exact_and_non_negative():

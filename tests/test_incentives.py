@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from experiments.cli import main
-from experiments.incentives import COLUMNS, OGD, best_fixed, measure, multiplier_grid, run_task, summarize
+from experiments.commands.incentives import COLUMNS, OGD, best_fixed, measure, multiplier_grid, run_task, summarize
 
 TINY = ["--episodes", "2", "--horizon", "15", "--grid", "0.5,2", "--mechanisms", "radix_vcg",
         "--cost-models", "unit", "--jobs", "1"]

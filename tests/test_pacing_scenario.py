@@ -19,7 +19,7 @@ from auction_gym.pacing import PIDPacer, Truthful, focal_policy
 from auction_gym.scenarios import SCENARIOS, scenario
 from auction_gym.workload import AgenticConfig, iter_agentic
 from auction_gym.workload.agentic import wave_shape
-from experiments.headroom import Row, episode_kinds, gaps, report_rows
+from experiments.commands.headroom import Row, episode_kinds, gaps, report_rows
 
 CALIBRATED = scenario("calibrated")
 CALIBRATED_MARKET = RadixAuctionEnv(**CALIBRATED).config

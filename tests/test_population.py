@@ -107,8 +107,8 @@ def test_ray_stays_optional():
     """The SB3 path and the env library never import Ray; without Ray, train-multi says how to
     install it (one line, exit 2)."""
     code = ("import sys; sys.modules['ray'] = None\n"  # as if Ray were not installed
-            "import auction_gym, agents.training, agents.callbacks, agents.population, experiments.compare, "
-            "experiments.train_multi, experiments.evaluate_multi\n"
+            "import auction_gym, agents.training, agents.callbacks, agents.population, experiments.commands.compare, "
+            "experiments.commands.train_multi, experiments.commands.evaluate_multi\n"
             "from experiments.cli import main\n"
             "try:\n    main(['train-multi', '--timesteps', '10'])\n"
             "except SystemExit as e:\n    print('exit', e.code)\n")

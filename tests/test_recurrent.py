@@ -11,8 +11,8 @@ import pytest
 
 from agents.evaluation import evaluate
 from agents.sb3 import SB3Policy, check_hyperparams, detect_algo, load_hyperparams, load_policy
-from experiments import evaluate as evaluate_cmd
-from experiments import train as train_cmd
+from experiments.commands import evaluate as evaluate_cmd
+from experiments.commands import train as train_cmd
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
                                           "burst_duration": 1.0}}

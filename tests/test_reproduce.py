@@ -8,13 +8,15 @@ import math
 
 import pytest
 
-from experiments.reproduce import COLUMNS, Sweep, policies, run_sweep, write_csv
-from experiments.reproduce_report import write_report
+from auction_gym.workload import SweepGrid, get_workload
+from experiments.commands.reproduce import COLUMNS, Sweep, policies, run_sweep, write_csv
+from experiments.commands.reproduce_report import write_report
 
+AGENTIC = get_workload("agentic").sweep.quick.kwargs
 # 15k KV tokens for 8 tenants' agentic traffic at twice what LPM sustains, and 40k for SGLang's
 # shared-prefix benchmark (64 system prompts of 2k tokens) at 0.8 of it: the cache is contested.
-PRESSURED = Sweep(loads=(2.0,), agentic_kv=(15_000,), agentic_duration=15.0, mooncake_kv=(), mooncake_lines=0,
-                  shared_kv=(40_000,), shared_groups=(64, 16), shared_loads=(0.8,))
+PRESSURED = Sweep({"agentic": SweepGrid((15_000,), (2.0,), {**AGENTIC, "duration": 15.0}),
+                   "shared_prefix": SweepGrid((40_000,), (0.8,), {"num_groups": 64, "prompts_per_group": 16})})
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +77,8 @@ def test_outputs_are_written(rows, tmp_path):
 
 
 def test_parallel_tasks_give_the_same_rows():
-    tiny = Sweep(loads=(1.0,), agentic_kv=(15_000,), agentic_duration=5.0, mooncake_kv=(), mooncake_lines=0,
-                 shared_kv=(40_000,), shared_groups=(8, 8), shared_loads=(1.0,))
+    tiny = Sweep({"agentic": SweepGrid((15_000,), (1.0,), {**AGENTIC, "duration": 5.0}),
+                  "shared_prefix": SweepGrid((40_000,), (1.0,), {"num_groups": 8, "prompts_per_group": 8})})
     one, two = (run_sweep(tiny, 2, None, "tokens", progress=False, jobs=j) for j in (1, 2))
     assert len(one) == 2 * 2 * len(policies("tokens"))
     assert [repr(sorted(r.items())) for r in one] == [repr(sorted(r.items())) for r in two]

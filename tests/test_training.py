@@ -16,10 +16,10 @@ from agents.evaluation import METRICS, episode_metrics, evaluate, policy_from_sp
 from agents.sb3 import detect_algo, load_hyperparams, load_policy, vecnormalize_path
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
-from experiments import compare as compare_cmd
-from experiments import evaluate as evaluate_cmd
-from experiments import train as train_cmd
 from experiments.cli import main as cli_main
+from experiments.commands import compare as compare_cmd
+from experiments.commands import evaluate as evaluate_cmd
+from experiments.commands import train as train_cmd
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
                                           "burst_duration": 1.0}}

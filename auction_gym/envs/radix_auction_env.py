@@ -13,6 +13,7 @@ from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_mu
 from ..market import Market, MarketConfig, Obs, RoundReport
 from ..pacing import Policy, make_policy
 from ..registry import with_mechanism_table
+from ..workload.registry import with_workload_table
 from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable, with_observation_table
 from .rendering import market_frame
 
@@ -155,12 +156,12 @@ class RadixAuctionEnv(gym.Env):
     |                  |              | (the paper's literal average subtree bid), docs/design.md        |
     |                  |              | section 3, or "service" (tokens + a request's running-slot time) |
     | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
-    | workload         | "agentic"    | "agentic", "shared_prefix" (SGLang's generated-shared-prefix     |
-    |                  |              | benchmark), or "mooncake" with `trace_path`                      |
+    | workload         | "agentic"    | a registered workload (auction_gym.workload.registry; Workloads  |
+    |                  |              | below); "mooncake" needs `trace_path`                            |
     | trace_path       | None         | Mooncake conversation trace (JSONL), a readable file: checked    |
     |                  |              | at construction (ValueError otherwise)                           |
-    | workload_kwargs  | None         | AgenticConfig / SharedPrefixConfig fields, or iter_mooncake      |
-    |                  |              | arguments (MarketConfig)                                         |
+    | workload_kwargs  | None         | the workload's arguments over its entry's defaults: AgenticConfig |
+    |                  |              | / SharedPrefixConfig fields, or iter_mooncake's (MarketConfig)   |
     | backend          | "sim"        | serving engine: "sim", or "torch" (gpu_backend)                  |
     | engine_kwargs    | None         | EngineConfig fields (kv_capacity_tokens,                         |
     |                  |              | in_batch_prefix_caching, ...)                                    |
@@ -191,6 +192,14 @@ class RadixAuctionEnv(gym.Env):
     | mechanism        | what it does                                                     |
     |------------------|------------------------------------------------------------------|
     {mechanism_table}
+
+    ## Workloads
+
+    The rows come from `auction_gym.workload.registry` when this module is imported:
+
+    | workload         | what it is                                                       |
+    |------------------|------------------------------------------------------------------|
+    {workload_table}
 
     ## Rendering
 
@@ -361,4 +370,4 @@ class RadixAuctionEnv(gym.Env):
                 f"admitted={admitted} finished={finished}")
 
 
-RadixAuctionEnv.__doc__ = with_mechanism_table(with_observation_table(RadixAuctionEnv.__doc__))
+RadixAuctionEnv.__doc__ = with_workload_table(with_mechanism_table(with_observation_table(RadixAuctionEnv.__doc__)))

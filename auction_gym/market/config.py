@@ -16,13 +16,15 @@ from ..engine import EngineConfig, ServingEngine
 from ..registry import AuctionClasses, build, get_mechanism, mechanism_names
 from ..request import Request
 from ..scheduler import Scheduler
-from ..workload import AgenticConfig, SharedPrefixConfig, iter_agentic, iter_mooncake, iter_shared_prefix
+from ..workload import AgenticConfig, get_workload, workload_names
 
 MECHANISMS = mechanism_names()
 """The built-in admission policies, in the order tables list them: no-money baselines (FCFS, then
 cache-aware ones), then the auctions. Derived from `auction_gym.registry` at import; a policy
 registered later is valid too (`MarketConfig` checks the registry itself)."""
-WORKLOADS = ("agentic", "shared_prefix", "mooncake")
+WORKLOADS = workload_names()
+"""The built-in workloads, in table order, derived from `auction_gym.workload.registry` at import; a
+workload registered later is valid too (`MarketConfig` checks the registry itself)."""
 # Engines by backend name, as "module:Class", imported on first use: the PyTorch engine lives in
 # gpu_backend, which builds on auction_gym, so auction_gym must not import it up front.
 BACKENDS = {"sim": "auction_gym.engine:SimEngine", "torch": "gpu_backend:TorchEngine"}
@@ -34,7 +36,8 @@ COST_MODELS = ("tokens", "unit", "service")
 engine's service time of a request (`MarketConfig.service_overhead`)."""
 EPISODE_DRAWS = ("rate", "budget_scale")
 """Scenario parameters `MarketConfig.episode_draws` may draw per episode."""
-DEFAULT_WORKLOAD = {"rate": 20.0, "bidder_heterogeneity": 0.0, "shape_mix": {"session": 0.6, "urgent": 0.4}}
+DEFAULT_WORKLOAD = get_workload("agentic").defaults
+"""The default scenario's agentic traffic (the registry entry's defaults over AgenticConfig's)."""
 DEFAULT_ENGINE = {"kv_capacity_tokens": 60_000, "max_running_requests": 32}
 DECODE_STEPS_PER_REQUEST = 230
 """Decode steps for which a default agentic request holds a running slot, counting the prefill
@@ -76,7 +79,7 @@ class MarketConfig:
     it keeps growing (LONG_HORIZON, `queue_warning`). Budgets bind: with unlimited budgets, truthful
     bidding would spend 0.7 to 56 times the budget (median 18x); with everyone pacing by OGD a
     bidder spends 86% of it on average (66% of bidder-episodes within 90-100%). 8 seeds;
-    `python -m experiments.scenario` re-measures.
+    `python -m experiments.studies.scenario` re-measures.
     (Payments are in seconds of prefill work under the default "tokens" cost model, about a tenth
     of what "unit" charged, hence rho = 0.0001 where it was 0.002.)
     `workload_kwargs` and `engine_kwargs` are merged over DEFAULT_WORKLOAD and DEFAULT_ENGINE.
@@ -92,11 +95,13 @@ class MarketConfig:
     request_overhead: float = 1.0
     """Per-request work under "tokens" (prefill tokens); "service" sets its own."""
     workload: str = "agentic"
+    """A registered workload (`auction_gym.workload.registry`)."""
     trace_path: str | Path | None = None
-    """The Mooncake trace (JSONL), required with workload="mooncake"."""
+    """The trace (the Mooncake trace, JSONL), required by a workload that replays one (mooncake)."""
     workload_kwargs: dict[str, Any] = field(default_factory=dict)
-    """AgenticConfig fields (over DEFAULT_WORKLOAD), SharedPrefixConfig fields, or iter_mooncake
-    keyword arguments (start, limit, time_scale (default 4), ...)."""
+    """The workload's keyword arguments, over its registry entry's defaults: AgenticConfig fields
+    (over DEFAULT_WORKLOAD), SharedPrefixConfig fields, or iter_mooncake keyword arguments (start,
+    limit, time_scale (default 4), ...)."""
     backend: str = "sim"
     """A name in BACKENDS: "sim" (simulated) or "torch" (gpu_backend, CUDA when present)."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -135,10 +140,9 @@ class MarketConfig:
     def __post_init__(self) -> None:
         check_count("num_bidders", self.num_bidders)
         get_mechanism(self.mechanism)  # ValueError listing the valid names
-        if self.workload not in WORKLOADS:
-            raise ValueError(f"unknown workload {self.workload!r}; valid: {', '.join(WORKLOADS)}")
-        if self.workload == "mooncake" and self.trace_path is None:
-            raise ValueError("workload='mooncake' needs trace_path, the Mooncake trace (JSONL)")
+        workload = get_workload(self.workload)  # ValueError listing the valid names
+        if workload.trace_argument is not None and self.trace_path is None:
+            raise ValueError(f"workload={self.workload!r} needs trace_path, the trace it replays")
         if self.trace_path is not None:
             check_readable_file(self.trace_path, "trace_path")
         if self.cost_model not in COST_MODELS:
@@ -155,11 +159,7 @@ class MarketConfig:
         known = {f.name for f in fields(EngineConfig)}
         if unknown := set(self.engine_kwargs) - known:
             raise ValueError(f"unknown engine_kwargs {sorted(unknown)}; known: {sorted(known)}")
-        generated = {"agentic": AgenticConfig, "shared_prefix": SharedPrefixConfig}.get(self.workload)
-        if generated is not None:
-            known = {f.name for f in fields(generated)} - {"num_bidders"}
-            if unknown := set(self.workload_kwargs) - known:
-                raise ValueError(f"unknown workload_kwargs {sorted(unknown)}; known: {sorted(known)}")
+        workload.check_kwargs(self.workload_kwargs)
         if not math.isfinite(self.warmup) or self.warmup < 0:
             raise ValueError(f"warmup must be finite and >= 0, got {self.warmup!r}")
         if not math.isfinite(self.alpha_max) or self.alpha_max <= 0:
@@ -169,8 +169,8 @@ class MarketConfig:
     def _check_episode_draws(self) -> None:
         if unknown := set(self.episode_draws) - set(EPISODE_DRAWS):
             raise ValueError(f"unknown episode_draws {sorted(unknown)}; known: {', '.join(EPISODE_DRAWS)}")
-        if "rate" in self.episode_draws and self.workload != "agentic":
-            raise ValueError("episode_draws['rate'] needs workload='agentic'")
+        if "rate" in self.episode_draws and not get_workload(self.workload).open_ended:
+            raise ValueError(f"episode_draws['rate'] needs an open-ended workload (agentic), not {self.workload!r}")
         for name, values in self.episode_draws.items():
             values = list(values)
             if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
@@ -284,16 +284,12 @@ class MarketConfig:
         shared-prefix workload has its fixed number of requests. (If the traffic runs out first,
         the episode is truncated.) `draws` are the episode's drawn parameters (`draw_episode`):
         a drawn "rate" replaces the configured one."""
-        if self.workload == "mooncake":
-            kwargs = {"time_scale": 4.0, **self.workload_kwargs}
-            return iter_mooncake(self.trace_path, num_bidders=self.num_bidders, seed=seed, **kwargs)
-        if self.workload == "shared_prefix":
-            config = SharedPrefixConfig(num_bidders=self.num_bidders, **self.workload_kwargs)
-            return iter_shared_prefix(config, seed=seed)
-        kwargs = {**DEFAULT_WORKLOAD, **self.workload_kwargs}
+        workload = get_workload(self.workload)
+        kwargs = {**workload.defaults, **self.workload_kwargs}
         if draws and "rate" in draws:
             kwargs["rate"] = draws["rate"]
-        rate = kwargs["rate"]
-        if "duration" not in kwargs and "num_requests" not in kwargs:
+        if workload.open_ended and "duration" not in kwargs and "num_requests" not in kwargs:
+            rate = kwargs.get("rate", workload.parameter_defaults()["rate"])
             kwargs["duration"] = self.warmup + max(30.0, 2.5 * self.horizon / rate)
-        return iter_agentic(AgenticConfig(num_bidders=self.num_bidders, **kwargs), seed=seed)
+        trace = self.trace_path if workload.trace_argument is not None else None
+        return workload.stream(self.num_bidders, seed, trace, **kwargs)

@@ -1,7 +1,7 @@
 """Workloads: synthetic agentic traffic, SGLang's generated-shared-prefix benchmark, Mooncake trace
-replay, and the urgency classes they share."""
+replay, the urgency classes they share, and the registry that names them (`registry.py`)."""
 
-from .agentic import AgenticConfig, agentic_workload, iter_agentic
+from .agentic import AgenticConfig, agentic_stream, agentic_workload, iter_agentic
 from .classes import (
     BACKGROUND,
     CLASSES,
@@ -13,7 +13,8 @@ from .classes import (
     get_class,
 )
 from .mooncake import MOONCAKE_MAX_NEW_TOKENS, expand_blocks, iter_mooncake, load_mooncake
-from .shared_prefix import SharedPrefixConfig, iter_shared_prefix, shared_prefix_workload
+from .registry import LoadSweep, SweepGrid, WorkloadEntry, get_workload, register_workload, workload_names
+from .shared_prefix import SharedPrefixConfig, iter_shared_prefix, shared_prefix_stream, shared_prefix_workload
 
 __all__ = [
     "BACKGROUND",
@@ -23,15 +24,23 @@ __all__ = [
     "MOONCAKE_MAX_NEW_TOKENS",
     "URGENT",
     "AgenticConfig",
+    "LoadSweep",
     "RequestClass",
     "SharedPrefixConfig",
+    "SweepGrid",
+    "WorkloadEntry",
+    "agentic_stream",
     "agentic_workload",
     "draw_request_params",
     "expand_blocks",
     "get_class",
+    "get_workload",
     "iter_agentic",
     "iter_mooncake",
     "iter_shared_prefix",
     "load_mooncake",
+    "register_workload",
+    "shared_prefix_stream",
     "shared_prefix_workload",
+    "workload_names",
 ]

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -350,6 +350,12 @@ def iter_agentic(config: AgenticConfig | None = None, seed: int = 0) -> Iterator
     cfg = config if config is not None else AgenticConfig()
     cfg.validate()
     return _stream(cfg, seed)
+
+
+def agentic_stream(num_bidders: int, seed: int, **fields: Any) -> Iterator[Request]:
+    """`iter_agentic` of AgenticConfig(num_bidders=num_bidders, **fields): the workload registry's
+    call (`auction_gym.workload.registry`)."""
+    return iter_agentic(AgenticConfig(num_bidders=num_bidders, **fields), seed)
 
 
 def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:

@@ -41,7 +41,7 @@ draws little beyond its clock. Ids are 0..n-1 in arrival order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -123,6 +123,12 @@ def iter_shared_prefix(config: SharedPrefixConfig | None = None, seed: int = 0) 
     cfg = config if config is not None else SharedPrefixConfig()
     cfg.validate()
     return _stream(cfg, seed)
+
+
+def shared_prefix_stream(num_bidders: int, seed: int, **fields: Any) -> Iterator[Request]:
+    """`iter_shared_prefix` of SharedPrefixConfig(num_bidders=num_bidders, **fields): the workload
+    registry's call (`auction_gym.workload.registry`)."""
+    return iter_shared_prefix(SharedPrefixConfig(num_bidders=num_bidders, **fields), seed)
 
 
 def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:

@@ -1,6 +1,6 @@
 """Does `reward="cost"` cut the reward's variance without moving the optimum? (issue 23, item 3)
 
-`python -m experiments.reward_variance [--scenario NAME] [--episodes N]` plays every constant
+`python -m experiments.studies.reward_variance [--scenario NAME] [--episodes N]` plays every constant
 multiplier of `agents.baselines.FIXED_GRID` and the PI pacer on N episodes of the scenario, and
 reads both rewards from each step's info (the market is the same under either: the reward only
 changes what the env returns): "utility" = `info["utility"]`, "cost" = -(`info["latency_cost"]` +

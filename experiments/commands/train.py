@@ -22,8 +22,8 @@ from agents.sb3 import ALGOS, check_env_kwargs, saved_env_kwargs
 from agents.stats import summary_lines
 from agents.training import TrainConfig, TrainResult, train
 
-from .argtypes import json_dict, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import json_dict, positive_int
+from ..cli import UsageError, run_command
 
 
 def key_values(items: list[str] | None) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.train ...`: the same as `radix-auction train ...`."""
+    """`python -m experiments.commands.train ...`: the same as `radix-auction train ...`."""
     run_command("train", argv)
 
 

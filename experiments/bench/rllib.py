@@ -1,7 +1,7 @@
 """Benchmark: environment steps per second, RLlib PPO with 0, 1 and 2 env runners against SB3
 PPO in one process, on the same scenario and PPO settings.
 
-    python -m experiments.bench_rllib [--iterations N] [--runners 0,1,2] [--env-kwargs JSON]
+    python -m experiments.bench.rllib [--iterations N] [--runners 0,1,2] [--env-kwargs JSON]
 
 One environment step is one auction round (every bidder bids once), in both: RLlib steps the
 PettingZoo env with every bidder on the learned policy; SB3 steps `RadixAuction-v0`, one learned
@@ -33,8 +33,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.rllib import ppo_config
 from agents.sb3 import algo_kwargs, load_hyperparams, make_env, normalize_kwargs
+from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
 
-from .compare import SCENARIO
+SCENARIO = scenario(DEFAULT_SCENARIO)
+"""compare's default scenario (`--scenario`), the env kwargs benchmarked by default."""
 
 
 def rllib_rates(env_kwargs: dict, runners: int, iterations: int) -> tuple[float, float]:

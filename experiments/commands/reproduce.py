@@ -7,13 +7,15 @@ Every policy (fcfs, lpm, klpm, dfs_weight, strict_vcg, radix_vcg, and the radix 
 other cost model, `radix_vcg/unit` by default) replays the same workloads (same seeds, so the same
 arrivals, prompts and bids) through the simulated engine, over a sweep of load and KV capacity,
 with truthful bids and unlimited budgets (the auctions' payments are charged as the market charges
-them, docs/design.md section 3). Workloads: agentic traffic, SGLang's generated-shared-prefix benchmark
+them, docs/design.md section 3). Workloads: every registered one with a `LoadSweep`
+(`auction_gym.workload.registry`, which holds each one's grid, arguments and saturating arrival
+setting): agentic traffic, SGLang's generated-shared-prefix benchmark
 (`auction_gym.workload.shared_prefix`), and the Mooncake conversation trace.
 
 Trace (`reproduce_trace.py`): `--trace`, by default the first of DEFAULT_TRACES that exists: the
 full conversation trace named by $RADIX_AUCTION_MOONCAKE_TRACE when set, else the 1,000-line
 slice the repository ships (`tests/data/mooncake/`). The slice is the trace's first 1,000 lines,
-unmodified, and no sweep replays more (`Sweep.mooncake_lines`), so either gives the same rows. The
+unmodified, and no sweep replays more (the mooncake grids' `limit`), so either gives the same rows. The
 run says which trace it uses (or that none is found, and then leaves the Mooncake workload out), and
 parses the lines the sweep will replay before the sweep starts: a malformed trace fails at once,
 naming the file and line, and so does one the sweep cannot use (fewer than two requests, or none
@@ -29,7 +31,7 @@ finishes (every one rejected for KV capacity) stops the sweep with an error inst
 
 Definitions (per workload, KV capacity and seed):
 - load: arrival rate / capacity, where capacity is the throughput (requests/s) LPM sustains on the
-  same workload when saturated (arrivals at SATURATING).
+  same workload when saturated (arrivals at its `LoadSweep.saturating`).
 - throughput: finished requests / (last finish - first arrival); sustainable_throughput: a
   policy's throughput at the highest load of the sweep, where every policy is saturated, i.e. the
   rate at which it serves when its queue never empties.
@@ -53,7 +55,6 @@ import math
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -63,13 +64,14 @@ from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.registry import build, mechanism_names
-from auction_gym.workload import AgenticConfig
+from auction_gym.workload import get_workload
 
-from .argtypes import positive_int, trace_file
-from .cli import UsageError, run_command
-from .reproduce_trace import DEFAULT_TRACES, mooncake_rate, pick_trace
+from ..argtypes import positive_int, trace_file
+from ..cli import UsageError, run_command
+from .reproduce_report import write_report
+from .reproduce_sweep import AUCTION, NUM_BIDDERS, Sweep, sweep_of
+from .reproduce_trace import DEFAULT_TRACES, natural_rate, pick_trace
 
-AUCTION = "radix_vcg"
 COST_MODELS = ("tokens", "unit")
 COLUMNS = (
     "workload", "policy", "load", "kv_capacity", "seed", "mean_latency", "p99_latency", "mean_ttft",
@@ -85,49 +87,12 @@ def policies(cost_model: str) -> tuple[str, ...]:
     return mechanism_names() + (f"{AUCTION}/{other}",)
 
 
-@dataclass(frozen=True)
-class Sweep:
-    """The grid of one run of `reproduce`."""
-
-    loads: tuple[float, ...]
-    agentic_kv: tuple[int, ...]
-    agentic_duration: float
-    """Seconds of agentic arrivals per run."""
-    mooncake_kv: tuple[int, ...]
-    mooncake_lines: int
-    """Requests of the trace replayed per run (from its start)."""
-    shared_kv: tuple[int, ...] = ()
-    shared_groups: tuple[int, int] = (64, 16)
-    """Shared-prefix workload size: (num_groups, prompts_per_group)."""
-    shared_loads: tuple[float, ...] = ()
-    """Loads of the shared-prefix workload, placed around the policies' sustainable throughputs
-    (strict priority's is about 0.7 of LPM's there)."""
-    max_snapshots: int = 200
-
-    def loads_of(self, workload: str) -> tuple[float, ...]:
-        return self.shared_loads if workload == "shared_prefix" else self.loads
-
-
-QUICK = Sweep(loads=(0.5, 1.0, 1.5, 2.5), agentic_kv=(20_000, 60_000), agentic_duration=20.0,
-              mooncake_kv=(200_000,), mooncake_lines=300, shared_kv=(40_000,), shared_groups=(64, 16),
-              shared_loads=(0.6, 0.9, 2.5))
-FULL = Sweep(loads=(0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0), agentic_kv=(15_000, 30_000, 60_000),
-             agentic_duration=60.0, mooncake_kv=(100_000, 400_000), mooncake_lines=1000,
-             shared_kv=(40_000, 100_000), shared_groups=(64, 64),
-             shared_loads=(0.5, 0.7, 0.8, 0.9, 1.0, 1.2, 2.0))
-# Agentic traffic with the workload's full mix (sessions, fan-out, rollouts, urgent calls) and
-# tenants that differ, unlike the env's default scenario.
-AGENTIC = {"bidder_heterogeneity": AgenticConfig.bidder_heterogeneity, "shape_mix": AgenticConfig().shape_mix}
-NUM_BIDDERS = 8
 CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
 QUICK_WALL_TIME = "about 24 s on 2 idle cores"
 """`--quick`'s wall time, quoted by --help: 17.7-18.2 s measured (2 jobs, load average < 0.8); about
 30 s while another process keeps one core busy."""
-SATURATING = {"agentic": 80.0, "shared_prefix": 200.0, "mooncake": 0.25}
-"""Arrival settings that saturate the engine: agentic and shared-prefix requests/s, Mooncake time
-scale (4x its rate)."""
 
 
 def split_policy(policy: str, cost_model: str) -> tuple[str, str]:
@@ -138,14 +103,9 @@ def split_policy(policy: str, cost_model: str) -> tuple[str, str]:
 
 def replay_config(workload: str, kv: int, rate_or_scale: float, sweep: Sweep, policy: str,
                   trace: Path | None, cost_model: str = "tokens") -> MarketConfig:
-    """A market that replays one workload to its end under `policy`, truthful and unbudgeted."""
-    if workload == "agentic":
-        wk = {**AGENTIC, "rate": rate_or_scale, "duration": sweep.agentic_duration}
-    elif workload == "shared_prefix":
-        groups, per_group = sweep.shared_groups
-        wk = {"rate": rate_or_scale, "num_groups": groups, "prompts_per_group": per_group}
-    else:
-        wk = {"time_scale": rate_or_scale, "limit": sweep.mooncake_lines}
+    """A market that replays one workload to its end under `policy`, truthful and unbudgeted, with
+    its arrival intensity (`WorkloadEntry.intensity`: a rate or a time scale) at `rate_or_scale`."""
+    wk = {**sweep.grids[workload].kwargs, get_workload(workload).intensity: rate_or_scale}
     mechanism, model = split_policy(policy, cost_model)
     return MarketConfig(
         num_bidders=NUM_BIDDERS, mechanism=mechanism, cost_model=model, workload=workload, trace_path=trace,
@@ -203,10 +163,10 @@ def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str =
 
 
 def capacity(workload: str, kv: int, sweep: Sweep, trace: Path | None, seed: int) -> float:
-    """Requests/s that LPM serves on this workload when saturated (arrivals at SATURATING).
-    UsageError where nothing can run (the market's error, with the point named): every load's rows
-    would be NaN."""
-    cfg = replay_config(workload, kv, SATURATING[workload], sweep, "lpm", trace)
+    """Requests/s that LPM serves on this workload when saturated (arrivals at its
+    `LoadSweep.saturating`). UsageError where nothing can run (the market's error, with the point
+    named): every load's rows would be NaN."""
+    cfg = replay_config(workload, kv, get_workload(workload).sweep.saturating, sweep, "lpm", trace)
     try:
         return replay(cfg, seed)["throughput"]
     except ValueError as e:
@@ -251,14 +211,16 @@ def run_task(workload: str, kv: int, seed: int, sweep: Sweep, trace: Path | None
              tick: Callable[[], object] = _nothing) -> list[dict]:
     """Every row of one (workload, KV capacity, seed): its capacity run, then every load and policy;
     `tick()` after each run."""
-    loads = sweep.loads_of(workload)
+    loads = sweep.grids[workload].loads
     cap = capacity(workload, kv, sweep, trace, seed)
     tick()
-    natural = mooncake_rate(trace, sweep.mooncake_lines) if workload == "mooncake" else None
+    # A time scale multiplies the arrival times: the one that gives `rate` is the natural rate / rate.
+    scaled = get_workload(workload).intensity == "time_scale"
+    natural = natural_rate(workload, trace, sweep) if scaled else None
     rows = []
     for load in loads:
         rate = load * cap
-        setting = natural / rate if workload == "mooncake" else rate
+        setting = natural / rate if scaled else rate
         rows += run_point(workload, kv, load, setting, seed, sweep, trace, cost_model, tick)
     saturated = {r["policy"]: r["throughput"] for r in rows if r["load"] == max(loads)}
     for row in rows:
@@ -277,11 +239,10 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "t
     """
     from tqdm import tqdm
 
-    plans = [("agentic", kv) for kv in sweep.agentic_kv] + [("shared_prefix", kv) for kv in sweep.shared_kv]
-    if trace is not None:
-        plans += [("mooncake", kv) for kv in sweep.mooncake_kv]
+    plans = [(workload, kv) for workload, grid in sweep.grids.items() for kv in grid.kv_capacities
+             if trace is not None or workload not in sweep.traced()]
     tasks = [(workload, kv, seed) for workload, kv in plans for seed in range(seeds)]
-    size = {w: len(sweep.loads_of(w)) * len(policies(cost_model)) + 1 for w, _ in plans}
+    size = {w: len(sweep.grids[w].loads) * len(policies(cost_model)) + 1 for w, _ in plans}
     done: dict[tuple, list[dict]] = {}
 
     def finish(task: tuple, rows: list[dict]) -> None:
@@ -361,10 +322,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from .reproduce_report import write_report
-
     started = time.perf_counter()
-    sweep = QUICK if args.quick else FULL
+    sweep = sweep_of("quick" if args.quick else "full")
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     trace = pick_trace(args.trace, sweep)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -377,7 +336,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.reproduce ARGS`: `radix-auction reproduce ARGS`, with its error handling."""
+    """`python -m experiments.commands.reproduce ARGS`: `radix-auction reproduce ARGS`, with its error handling."""
     run_command("reproduce", argv)
 
 

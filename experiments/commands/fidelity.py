@@ -49,9 +49,9 @@ from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
-from .argtypes import positive_float, positive_int
+from ..argtypes import positive_float, positive_int
+from ..cli import UsageError, run_command
 from .calibrate import STATISTICS, Sample, calibrate, nnls
-from .cli import UsageError, run_command
 
 
 @dataclass
@@ -323,7 +323,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.fidelity ...`: the same as `radix-auction fidelity ...`."""
+    """`python -m experiments.commands.fidelity ...`: the same as `radix-auction fidelity ...`."""
     run_command("fidelity", argv)
 
 

@@ -24,8 +24,8 @@ import torch
 
 from auction_gym.scenarios import scenario
 
-from .argtypes import json_dict, non_negative_int, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import json_dict, non_negative_int, positive_int
+from ..cli import UsageError, run_command
 from .train import add_evaluation_arguments, key_values
 
 SCENARIO = scenario("bursty_v0")
@@ -134,7 +134,7 @@ def _progress(timesteps: int) -> Callable[[int, dict[str, Any]], None]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.train_multi ...`: the same as `radix-auction train-multi ...`."""
+    """`python -m experiments.commands.train_multi ...`: the same as `radix-auction train-multi ...`."""
     run_command("train-multi", argv)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from agents.stats import mean_ci
 from auction_gym.registry import mechanism_names
 
-from .reproduce import AUCTION
+from .reproduce_sweep import AUCTION
 
 
 def fmt(values: list[float], digits: int = 2) -> str:

@@ -1,6 +1,6 @@
 """Benchmark: `WaitingPrefixes.refresh` per admission round, on a long queue of Mooncake requests.
 
-    python -m experiments.bench_waiting [--trace PATH] [--queues 1000 2000 5000] [--rounds N]
+    python -m experiments.bench.waiting [--trace PATH] [--queues 1000 2000 5000] [--rounds N]
 
 Each round mimics a saturated engine's: `--churn` requests leave the queue (admitted) and as many
 arrive, the admitted ones' prompts are inserted into the cache, which evicts to stay within its
@@ -18,7 +18,7 @@ from auction_gym import RadixCache
 from auction_gym.scheduler import WaitingPrefixes
 from auction_gym.workload import iter_mooncake
 
-from .reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
+from ..commands.reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
 
 DEFAULT_TRACE = full_trace() or SLICE
 """The full trace when FULL_TRACE_ENV names it (the figures in the README are on it), else the

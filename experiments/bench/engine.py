@@ -1,6 +1,6 @@
 """Benchmark: replay the Mooncake conversation trace through the simulated engine, per scheduler.
 
-    python -m experiments.bench_engine [--trace PATH] [--time-scale X] [--limit N]
+    python -m experiments.bench.engine [--trace PATH] [--time-scale X] [--limit N]
 
 Prints, per scheduler: wall time, simulated requests per wall second, token hit rate, mean latency
 and TTFT, and the longest waiting queue; then RadixCache match + insert throughput in tokens/s.
@@ -17,7 +17,7 @@ from pathlib import Path
 from auction_gym import EngineConfig, RadixCache, SimEngine
 from auction_gym.workload import iter_mooncake
 
-from .reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
+from ..commands.reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
 
 DEFAULT_TRACE = full_trace() or SLICE
 """The full trace when FULL_TRACE_ENV names it (the figures in the README are on it), else the

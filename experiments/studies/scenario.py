@@ -1,6 +1,6 @@
 """The default scenario's figures, as MarketConfig and OGDPacer document them.
 
-    python -m experiments.scenario [--seeds N] [--etas 0.01,0.02,0.05]
+    python -m experiments.studies.scenario [--seeds N] [--etas 0.01,0.02,0.05]
 
 Every bidder plays the same policy on the default `MarketConfig` for one episode per seed:
 - truthful bidding with unlimited budgets: how many times its budget each bidder would spend, and

@@ -45,8 +45,8 @@ from agents.stats import format_ci, mean_ci
 from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
 from auction_gym.scenarios import scenario
 
-from .argtypes import json_dict, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import json_dict, positive_int
+from ..cli import UsageError, run_command
 from .compare import markdown as compare_markdown
 from .compare import summarize as compare_summarize
 from .compare import write_csv, write_episodes
@@ -238,7 +238,7 @@ def command_line(args: argparse.Namespace, env_kwargs: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.evaluate_multi ...`: the same as `radix-auction evaluate-multi ...`."""
+    """`python -m experiments.commands.evaluate_multi ...`: the same as `radix-auction evaluate-multi ...`."""
     run_command("evaluate-multi", argv)
 
 

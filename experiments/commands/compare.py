@@ -15,7 +15,7 @@ ROOT/eval/<policy>: `eval/*` per episode). Writes to OUT (replacing an earlier c
 `utility_vs_ogd` is the paired difference of the focal bidder's utility from OGD's on the same
 episode, the sharpest test of "beats OGD" (episode-to-episode variance cancels).
 
-Before any training it runs the headroom report (`experiments.headroom`: OUT/headroom.md, .csv,
+Before any training it runs the headroom report (`experiments.commands.headroom`: OUT/headroom.md, .csv,
 .png), whose tuned choices are the tuned baselines. The scenario is a name of
 `auction_gym.scenarios.SCENARIOS` ("calibrated" by default; "bursty_v0" is the one of issues
 13-22), with `--env-kwargs` over it.
@@ -33,7 +33,7 @@ import shlex
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -47,8 +47,8 @@ from agents.training import TrainConfig, TrainResult, train
 from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS
 
-from .argtypes import json_dict, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import json_dict, positive_int
+from ..cli import UsageError, run_command
 from .evaluate import evaluate_and_log
 from .headroom import TUNING_EPISODES, headroom, scenario_kwargs
 from .headroom import markdown as headroom_markdown
@@ -97,8 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
 
-def checked(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """The algorithms and baselines asked for, every option checked before any work starts."""
+def checked(args: argparse.Namespace) -> tuple[list[str], list[str], dict[str, Any]]:
+    """The algorithms and baselines asked for and the env kwargs (the scenario's, `--env-kwargs`
+    over them), every option checked before any work starts."""
     algos = [a for a in args.algos.split(",") if a]
     if not algos or any(a not in ALGOS for a in algos):
         raise UsageError(f"unknown --algos {args.algos!r}; valid: {', '.join(ALGOS)}")
@@ -112,31 +113,31 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             policy_from_spec(spec)
         except ValueError as e:
             raise UsageError(f"--baselines: {e}") from None
-    args.env_kwargs = scenario_kwargs(args.scenario, args.env_kwargs)
+    env_kwargs = scenario_kwargs(args.scenario, args.env_kwargs)
     hyperparams = key_values(args.hyperparams)
     for algo in algos:
         try:
             check_hyperparams(algo, load_hyperparams(algo, overrides=hyperparams))
         except ValueError as e:
             raise UsageError(f"--hyperparams: {e}") from None
-    return algos, baselines
+    return algos, baselines, env_kwargs
 
 
 def run(args: argparse.Namespace) -> None:
-    algos, baselines = checked(args)
+    algos, baselines, env_kwargs = checked(args)
     torch.set_num_threads(args.torch_threads)
     start = time.perf_counter()
     root = new_run_dir(Path(args.logdir) / "compare", args.overwrite)
     print(f"TensorBoard folders of this run: {root}", flush=True)
     out = Path(args.out)
     print("headroom report (before any training)", flush=True)
-    table, tuned = headroom(args.env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
+    table, tuned = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
                             jobs=args.jobs)
-    write_headroom(out, table, f"Headroom of `{command_line(args, algos, baselines)}`\n\nScenario: "
-                   f"`{json.dumps(args.env_kwargs)}`", f"Headroom of scenario {args.scenario!r} (paired, 95% CI)")
+    write_headroom(out, table, f"Headroom of `{command_line(args, algos, baselines, env_kwargs)}`\n\nScenario: "
+                   f"`{json.dumps(env_kwargs)}`", f"Headroom of scenario {args.scenario!r} (paired, 95% CI)")
     print(headroom_markdown(table), flush=True)
     choices = {r["policy"]: r["choice"] for r in table}
-    episodes, notes, policies = run_all(args, algos, baselines, root, tuned, choices)
+    episodes, notes, policies = run_all(args, algos, baselines, env_kwargs, root, tuned, choices)
     groups = {**{a: [r for s in range(args.seeds) for r in episodes[f"{a}_s{s}"]] for a in algos}, **episodes}
     rows = summarize(groups, episodes.get("ogd"))
     wall = time.perf_counter() - start
@@ -146,24 +147,25 @@ def run(args: argparse.Namespace) -> None:
     table = markdown(rows, [*algos, *episodes]) + "\n\nAcross training seeds (95% CI over seeds):\n\n" + \
         seed_table(episodes, algos, args.seeds)
     (out / "compare.md").write_text(
-        f"`{command_line(args, algos, baselines)}`\n\nScenario (env kwargs): `{json.dumps(args.env_kwargs)}`; "
+        f"`{command_line(args, algos, baselines, env_kwargs)}`\n\nScenario (env kwargs): `{json.dumps(env_kwargs)}`; "
         f"{args.seeds} training seed(s) x {args.timesteps} steps per algorithm; {args.episodes} evaluation "
         f"episodes (seeds {args.eval_seed}..{args.eval_seed + args.episodes - 1}) per policy; wall time {wall:.0f} s; "
         f"models and TensorBoard events in `{root}`." + "".join(f"\n\n{note}" for note in notes)
         + f"\n\nMean ± 95% CI half-width over evaluation episodes (learned algorithms pooled over seeds).\n\n{table}\n")
     plot(out / "compare.png", rows, [*algos, *map(policy_name, baselines)])
     shown = {name: policies[name] for name in (*(f"{a}_s0" for a in algos), "ogd", "best_fixed") if name in policies}
-    plot_policies(out / "policies.png", {name: trace(policy, args.env_kwargs, args.eval_seed, FIGURE_EPISODES)
-                                         for name, policy in shown.items()}, args.env_kwargs)
+    plot_policies(out / "policies.png", {name: trace(policy, env_kwargs, args.eval_seed, FIGURE_EPISODES)
+                                         for name, policy in shown.items()}, env_kwargs)
     print(table)
     print(f"\nwall time {wall:.0f} s; wrote {out}/compare.csv, compare.md, compare.png, policies.png, episodes.csv; "
           f"tensorboard --logdir {root}")
 
 
-def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], root: Path, tuned: dict[str, Policy],
-            choices: dict[str, str]) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, Policy]]:
-    """Train and evaluate each algorithm and seed, then choose the tuned baselines and evaluate
-    every baseline, all under `root`. A learned run's final evaluation is logged at its last
+def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], env_kwargs: dict[str, Any], root: Path,
+            tuned: dict[str, Policy], choices: dict[str, str],
+            ) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, Policy]]:
+    """Train and evaluate each algorithm and seed on the env of `env_kwargs`, then choose the tuned
+    baselines and evaluate every baseline, all under `root`. A learned run's final evaluation is logged at its last
     training step, a baseline's as a flat line at every step learned runs evaluated at, so all
     `eval/*` curves share one x axis. Returns the evaluation episodes' metrics by policy name
     (built-ins first, then `<algo>_s<seed>`), a line per tuned baseline saying what was chosen, and
@@ -173,7 +175,7 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], ro
     evals = root / "eval"
     learned, policies, steps = {}, {}, set()
     configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
-                           env_kwargs=args.env_kwargs, eval_seed=args.eval_seed, eval_freq=args.eval_freq,
+                           env_kwargs=env_kwargs, eval_seed=args.eval_seed, eval_freq=args.eval_freq,
                            eval_episodes=args.episodes, hyperparams=key_values(args.hyperparams),
                            progress=args.progress and args.jobs == 1, torch_threads=args.torch_threads)
                for algo in algos for seed in range(args.seeds)]
@@ -182,10 +184,10 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], ro
         steps.update(result.eval_steps)
         name = f"{config.algo}_s{config.seed}"
         policies[name] = load_policy(result.model_path)
-        learned[name] = evaluate_and_log(policies[name], name, args.env_kwargs, args.episodes, args.eval_seed,
+        learned[name] = evaluate_and_log(policies[name], name, env_kwargs, args.episodes, args.eval_seed,
                                          evals, args.progress, steps=result.eval_steps[-1:])
-    fixed, notes = baseline_policies(args, baselines, tuned, choices)
-    episodes = {name: evaluate_and_log(policy, name, args.env_kwargs, args.episodes, args.eval_seed, evals,
+    fixed, notes = baseline_policies(args, baselines, env_kwargs.get("alpha_max", 2.0), tuned, choices)
+    episodes = {name: evaluate_and_log(policy, name, env_kwargs, args.episodes, args.eval_seed, evals,
                                        args.progress, steps=sorted(steps)) for name, policy in fixed.items()}
     return {**episodes, **learned}, notes, {**fixed, **policies}
 
@@ -200,10 +202,11 @@ def train_all(configs: list[TrainConfig], jobs: int) -> list[TrainResult]:
         return list(pool.map(train, configs))
 
 
-def baseline_policies(args: argparse.Namespace, baselines: list[str], tuned: dict[str, Policy],
+def baseline_policies(args: argparse.Namespace, baselines: list[str], alpha_max: float, tuned: dict[str, Policy],
                       choices: dict[str, str]) -> tuple[dict[str, Policy], list[str]]:
-    """Each baseline's policy by name, those of `agents.baselines.TUNED` from `tuned` (chosen on the
-    tuning episodes by the headroom report); and a line per tuned one saying what was chosen."""
+    """Each baseline's policy by name (multipliers up to `alpha_max`), those of
+    `agents.baselines.TUNED` from `tuned` (chosen on the tuning episodes by the headroom report);
+    and a line per tuned one saying what was chosen."""
     policies, notes = {}, []
     for spec in baselines:
         if spec in TUNED:
@@ -212,18 +215,19 @@ def baseline_policies(args: argparse.Namespace, baselines: list[str], tuned: dic
             print(notes[-1], flush=True)
             policies[spec] = tuned[spec]
         else:
-            policies[policy_name(spec)] = policy_from_spec(spec, args.env_kwargs.get("alpha_max", 2.0))
+            policies[policy_name(spec)] = policy_from_spec(spec, alpha_max)
     return policies, notes
 
 
-def command_line(args: argparse.Namespace, algos: list[str], baselines: list[str]) -> str:
-    """The `radix-auction compare` command that reproduces this run, every option explicit."""
+def command_line(args: argparse.Namespace, algos: list[str], baselines: list[str], env_kwargs: dict[str, Any]) -> str:
+    """The `radix-auction compare` command that reproduces this run, every option explicit (the
+    env kwargs as merged over the scenario's)."""
     return shlex.join([
         "radix-auction", "compare", "--scenario", args.scenario, "--algos", ",".join(algos), "--timesteps", str(args.timesteps),
         "--seeds", str(args.seeds), "--episodes", str(args.episodes), "--eval-seed", str(args.eval_seed),
         "--baselines", ",".join(baselines), "--tuning-episodes", str(args.tuning_episodes), "--n-envs", str(args.n_envs), "--logdir", str(args.logdir),
         *(["--overwrite"] if args.overwrite else []),
-        "--out", str(args.out), "--env-kwargs", json.dumps(args.env_kwargs),
+        "--out", str(args.out), "--env-kwargs", json.dumps(env_kwargs),
         *(["--eval-freq", str(args.eval_freq)] if args.eval_freq else []),
         *(["--hyperparams", *args.hyperparams] if args.hyperparams else []),
     ])
@@ -323,7 +327,7 @@ def plot(path: Path, rows: list[dict[str, object]], policies: list[str]) -> None
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.compare ...`: the same as `radix-auction compare ...`."""
+    """`python -m experiments.commands.compare ...`: the same as `radix-auction compare ...`."""
     run_command("compare", argv)
 
 

@@ -52,8 +52,8 @@ from auction_gym.market import Market, MarketConfig
 from auction_gym.market.config import AUCTIONS
 from auction_gym.pacing import OGDPacer
 
-from .argtypes import non_negative_int, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import non_negative_int, positive_int
+from ..cli import UsageError, run_command
 
 MECHANISMS = tuple(AUCTIONS)
 COST_MODELS = ("tokens", "unit")
@@ -348,7 +348,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.incentives ARGS`: `radix-auction incentives ARGS`."""
+    """`python -m experiments.commands.incentives ARGS`: `radix-auction incentives ARGS`."""
     run_command("incentives", argv)
 
 

@@ -1,7 +1,7 @@
 """Benchmark of the torch engine's kernels: prefix reuse in prefill, prefill and decode throughput.
 
-    python -m experiments.bench_gpu_backend                       # CPU, tiny preset, float32
-    python -m experiments.bench_gpu_backend --device cuda --preset llama-3-8b --dtype bfloat16
+    python -m experiments.bench.torch_engine                       # CPU, tiny preset, float32
+    python -m experiments.bench.torch_engine --device cuda --preset llama-3-8b --dtype bfloat16
 
 1. Prefill of one `--prompt`-token prompt (default 2,048) with `--cached` of it (default 90%)
    already in the KV pool, versus none cached: seconds of each and the speed-up (target >= 5x).

@@ -1,8 +1,11 @@
 """Replay one workload through the simulated engine under every scheduler and print a table.
 
 The default is the synthetic agentic workload near the engine's saturation with a small KV cache,
-where admission order matters for both hit rate and latency; `--workload shared_prefix` replays
-SGLang's generated-shared-prefix benchmark instead, and `--trace PATH` the Mooncake trace.
+where admission order matters for both hit rate and latency; `--workload NAME` replays any
+registered workload instead (`auction_gym.workload.registry`: `shared_prefix`, SGLang's
+generated-shared-prefix benchmark, ...), and `--trace PATH` the Mooncake trace. The workload gets
+those of the options --rate, --duration, --time-scale, --limit, --num-groups and
+--prompts-per-group that it takes (its registry entry's arguments), then --workload-kwargs.
 
 Above the table: how many requests the workload loaded and how many the engine rejected (one whose
 prompt + output exceeds the KV capacity can never run), with the engine's reason; the table's `done`
@@ -16,21 +19,18 @@ import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from auction_gym import EngineConfig, Metrics, Request, SimEngine, scheduler_names
 from auction_gym.engine import rejections
 from auction_gym.registry import mechanism_names
-from auction_gym.workload import (
-    AgenticConfig,
-    SharedPrefixConfig,
-    agentic_workload,
-    iter_mooncake,
-    shared_prefix_workload,
-)
+from auction_gym.workload import get_workload, workload_names
 
-from .argtypes import non_negative_int, positive_float, positive_int, trace_file
-from .cli import UsageError
+from ..argtypes import json_dict, non_negative_int, positive_float, positive_int, trace_file
+from ..cli import UsageError
+
+WORKLOAD_OPTIONS = ("rate", "duration", "time_scale", "limit", "num_groups", "prompts_per_group")
+"""The demo's options that set a workload argument of the same name, where the workload takes one."""
 
 
 @dataclass(frozen=True)
@@ -93,29 +93,18 @@ def format_table(rows: list[Row]) -> str:
 
 
 def run_demo(
-    seed: int = 0, rate: float = 35.0, duration: float = 60.0, bidders: int = 8,
-    kv_capacity: int = 60_000, schedulers: Iterable[str] | None = None,
-    trace: Path | None = None, time_scale: float = 4.0, limit: int | None = None,
-    workload_name: str = "agentic", num_groups: int = 64, prompts_per_group: int = 16,
+    seed: int = 0, bidders: int = 8, kv_capacity: int = 60_000, schedulers: Iterable[str] | None = None,
+    workload_name: str = "agentic", trace: Path | None = None, workload_kwargs: dict[str, Any] | None = None,
 ) -> str:
-    """Build the workload, run every scheduler, return the printed report."""
+    """Build the workload (a registered one, with `workload_kwargs`; `trace` for one that replays a
+    trace), run every scheduler on it, return the printed report."""
     config = EngineConfig(kv_capacity_tokens=kv_capacity)
-    if trace is not None:
-        title = f"Mooncake trace {trace} (time_scale {time_scale}, limit {limit})"
-        workload = lambda: iter_mooncake(trace, num_bidders=bidders, seed=seed, time_scale=time_scale, limit=limit)  # noqa: E731
-    elif workload_name == "shared_prefix":
-        cfg = SharedPrefixConfig(num_groups=num_groups, prompts_per_group=prompts_per_group, rate=rate,
-                                 num_bidders=bidders)
-        reqs = shared_prefix_workload(cfg, seed=seed)
-        title = (f"shared-prefix workload (SGLang's generated-shared-prefix): {num_groups} groups x "
-                 f"{prompts_per_group} prompts, {cfg.system_prompt_len}-token system prompts, {bidders} bidders, "
-                 f"{rate:g} req/s, seed {seed}")
-        workload = lambda: reqs  # noqa: E731
-    else:
-        reqs = agentic_workload(AgenticConfig(num_bidders=bidders, rate=rate, duration=duration), seed=seed)
-        title = f"agentic workload: {len(reqs)} requests, {bidders} bidders, {rate:g} req/s for {duration:g} s, seed {seed}"
-        workload = lambda: reqs  # noqa: E731
-    rows = compare_schedulers(workload, config, schedulers)
+    kwargs = workload_kwargs or {}
+    requests = list(get_workload(workload_name).stream(bidders, seed, trace, **kwargs))
+    given = "".join(f", {name}={value!r}" for name, value in kwargs.items())
+    source = f" {trace}" if trace is not None else ""
+    title = f"{workload_name} workload{source}: {len(requests)} requests, {bidders} bidders{given}, seed {seed}"
+    rows = compare_schedulers(lambda: requests, config, schedulers)
     # The engine rejects a request on arrival, whatever the scheduler, so any row's counts do.
     counts = request_counts(rows[0], title, kv_capacity)
     cost = config.cost_model.name
@@ -126,8 +115,8 @@ def run_demo(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="seed of the workload's draws (default 0)")
-    parser.add_argument("--workload", choices=("agentic", "shared_prefix"), default="agentic",
-                        help="generated workload (default agentic); --trace replays the Mooncake trace instead")
+    parser.add_argument("--workload", choices=workload_names(), default=None,
+                        help="a registered workload (default agentic; with --trace, the one that replays it)")
     parser.add_argument("--rate", type=positive_float, default=35.0, help="arrivals per second (default 35)")
     parser.add_argument("--duration", type=positive_float, default=60.0,
                         help="agentic workload length in s (default 60)")
@@ -145,6 +134,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-groups", type=positive_int, default=64, help="shared_prefix: groups (default 64)")
     parser.add_argument("--prompts-per-group", type=positive_int, default=16,
                         help="shared_prefix: prompts per group (default 16)")
+    parser.add_argument("--workload-kwargs", type=json_dict, default={},
+                        help="JSON object of further workload arguments, over the options above (default {})")
+
+
+def chosen_workload(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The workload's name (`--workload`; with `--trace` alone, the first registered one that
+    replays a trace; else agentic) and its arguments: the options in WORKLOAD_OPTIONS that it
+    takes, then `--workload-kwargs`. UsageError for a trace the workload cannot use or lacks."""
+    traced = [name for name in workload_names() if get_workload(name).trace_argument is not None]
+    name = args.workload or (traced[0] if args.trace is not None and traced else "agentic")
+    entry = get_workload(name)
+    if (entry.trace_argument is None) != (args.trace is None):
+        raise UsageError(f"--workload {name} needs --trace PATH" if args.trace is None
+                         else f"--trace: the {name} workload replays no trace")
+    takes = entry.parameter_defaults()
+    kwargs = {option: getattr(args, option) for option in WORKLOAD_OPTIONS if option in takes}
+    return name, {**kwargs, **args.workload_kwargs}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -152,9 +158,10 @@ def run(args: argparse.Namespace) -> None:
     if unknown:
         raise UsageError(f"--schedulers: unknown {', '.join(sorted(unknown))}; "
                          f"valid: {', '.join(scheduler_names())}")
-    print(run_demo(
-        seed=args.seed, rate=args.rate, duration=args.duration, bidders=args.bidders,
-        kv_capacity=args.kv_capacity, schedulers=args.schedulers, trace=args.trace,
-        time_scale=args.time_scale, limit=args.limit, workload_name=args.workload,
-        num_groups=args.num_groups, prompts_per_group=args.prompts_per_group,
-    ))
+    name, kwargs = chosen_workload(args)
+    try:
+        get_workload(name).check_kwargs(kwargs)
+    except ValueError as e:
+        raise UsageError(f"--workload-kwargs: {e}") from None
+    print(run_demo(seed=args.seed, bidders=args.bidders, kv_capacity=args.kv_capacity, schedulers=args.schedulers,
+                   workload_name=name, trace=args.trace, workload_kwargs=kwargs))

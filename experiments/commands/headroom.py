@@ -47,8 +47,8 @@ from auction_gym.market import MarketConfig
 from auction_gym.pacing import OGDPacer, Policy, Truthful
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
 
-from .argtypes import json_dict, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import json_dict, positive_int
+from ..cli import UsageError, run_command
 
 TUNING_EPISODES = 36
 """Four per kind of episode of the calibrated scenario on average (9 kinds)."""

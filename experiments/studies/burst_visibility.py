@@ -1,6 +1,6 @@
 """Can a pacing policy see a burst coming? How well the observation predicts the load ahead.
 
-    python -m experiments.burst_visibility [--episodes 100] [--ahead 10] [--folds 5]
+    python -m experiments.studies.burst_visibility [--episodes 100] [--ahead 10] [--folds 5]
 
 Plays episodes of the scenario of issues 13-22 (`auction_gym.scenarios`, "bursty_v0") with the focal bidder
 on OGD, as `compare`'s `ogd` baseline plays them, and fits ridge regressions from what a policy could

@@ -14,8 +14,8 @@ environment's round sizes (microseconds per call, best of `--repeats` batches): 
 queue on one auction (its memo of sort keys, ranks and common prefixes hits), "cold" uses a fresh
 auction per call (nothing remembered).
 
-    .venv/bin/python experiments/bench_mechanism.py [--requests 1000 10000] [--bidders 16]
-    .venv/bin/python experiments/bench_mechanism.py --small 2 4 8 16 32 64
+    .venv/bin/python -m experiments.bench.mechanism [--requests 1000 10000] [--bidders 16]
+    .venv/bin/python -m experiments.bench.mechanism --small 2 4 8 16 32 64
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ import numpy as np
 
 from auction_gym.engine import CostModel
 
-from .argtypes import positive_int, unit_share
-from .cli import UsageError, run_command
+from ..argtypes import positive_int, unit_share
+from ..cli import UsageError, run_command
 
 if TYPE_CHECKING:
     from gpu_backend import KVPool, Transformer
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.calibrate ...`: the same as `radix-auction calibrate ...`."""
+    """`python -m experiments.commands.calibrate ...`: the same as `radix-auction calibrate ...`."""
     run_command("calibrate", argv)
 
 

@@ -1,6 +1,6 @@
 """Benchmark: RadixAuction-v0 steps per second, and the env's share of SB3 PPO's time per step.
 
-    python -m experiments.bench_env [--steps N] [--ppo-steps N] [--mechanism NAME]
+    python -m experiments.bench.env [--steps N] [--ppo-steps N] [--mechanism NAME]
 
 Measured in one run on the default configuration: the env alone (random actions, resets included)
 and PPO (MlpPolicy, CPU, default n_steps = 2048) learning on the same env. Target: env time per step

@@ -28,9 +28,9 @@ from pathlib import Path
 from auction_gym.cluster import ROUTERS, load_imbalance
 from auction_gym.market import MECHANISMS, Market, MarketConfig
 
-from .argtypes import positive_int
+from ..argtypes import positive_int
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 _FULL_TRACE = _ROOT.parent / "shared/data/mooncake/conversation_trace.jsonl"
 TRACE = _FULL_TRACE if _FULL_TRACE.is_file() else _ROOT / "tests/data/mooncake/conversation_slice.jsonl"
 """The full Mooncake trace beside the repository when it is there, else the 1,000-line test slice

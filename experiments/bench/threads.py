@@ -1,7 +1,7 @@
 """Benchmark: SB3 PPO steps per second on RadixAuction-v0 with 1 and 2 torch threads, on an idle
 machine and with one other busy process.
 
-    python -m experiments.bench_threads [--steps N] [--repeats R] [--threads 1,2]
+    python -m experiments.bench.threads [--steps N] [--repeats R] [--threads 1,2]
 
 Each measurement trains a fresh PPO (MlpPolicy, CPU, `agents/hyperparams/ppo.yml`'s n_steps of 1,024)
 for `--steps` steps in this process after `torch.set_num_threads(t)`; the "busy" rows run a Python

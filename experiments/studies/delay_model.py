@@ -1,6 +1,6 @@
 """Does the auction's completion-time model predict the delays the engine produces? (issue 23)
 
-`python -m experiments.delay_model [--episodes N] [--rate R]` plays episodes of the calibrated
+`python -m experiments.studies.delay_model [--episodes N] [--rate R]` plays episodes of the calibrated
 scenario (`auction_gym.scenarios`) with truthful bidders and unlimited budgets, once under each
 cost model ("tokens" and "service"). In every admission round the auction gives each waiting
 request a completion time C_r (its position's work, in prefill tokens); in seconds (x the cost

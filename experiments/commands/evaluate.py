@@ -24,8 +24,8 @@ from agents.stats import summary_lines
 from agents.training import set_torch_threads
 from auction_gym.pacing import BUILTIN_POLICIES, Policy
 
-from .argtypes import json_dict, positive_int
-from .cli import UsageError, run_command
+from ..argtypes import json_dict, positive_int
+from ..cli import UsageError, run_command
 from .train import scenario
 
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m experiments.evaluate ...`: the same as `radix-auction evaluate ...`."""
+    """`python -m experiments.commands.evaluate ...`: the same as `radix-auction evaluate ...`."""
     run_command("evaluate", argv)
 
 

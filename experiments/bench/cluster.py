@@ -1,7 +1,7 @@
 """Simulation speed of a cluster: the whole Mooncake trace through 1 engine and through N replicas
 behind a router (the same requests), wall seconds and requests per wall second.
 
-    python -m experiments.bench_cluster [--trace PATH] [--replicas 16] [--router cache_aware]
+    python -m experiments.bench.cluster [--trace PATH] [--replicas 16] [--router cache_aware]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from auction_gym import EngineConfig, SimEngine
 from auction_gym.cluster import ClusterEngine, make_router
 from auction_gym.workload import iter_mooncake
 
-TRACE = Path(__file__).resolve().parents[2] / "shared/data/mooncake/conversation_trace.jsonl"
+TRACE = Path(__file__).resolve().parents[3] / "shared/data/mooncake/conversation_trace.jsonl"
 
 
 def replay(trace: Path, replicas: int, router: str, scheduler: str, time_scale: float) -> tuple[float, int]:

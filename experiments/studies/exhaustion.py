@@ -1,6 +1,6 @@
 """How often bidders are out of budget in `compare`'s scenario, by the focal bidder's policy.
 
-    python -m experiments.exhaustion [--episodes 20]
+    python -m experiments.studies.exhaustion [--episodes 20]
 
 For each focal policy (OGD, truthful, the best constant multiplier `best_fixed` chose, 0.02), over
 the evaluation episodes `compare` scores on (seeds 1000, 1001, ...): the focal bidder's utility,

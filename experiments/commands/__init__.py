@@ -1,0 +1,1 @@
+"""The `radix-auction` subcommands (one module each, named in `experiments.cli.COMMANDS`) and their helpers."""
