@@ -22,26 +22,6 @@ def req(i: int, tokens, out: int = 5, cap: int | None = None, arrival: float = 0
     return Request(i, 0, np.asarray(tokens), 1.0, output_len=out, arrival=arrival, max_new_tokens=cap)
 
 
-# 1. A split made while refreshing waiting requests' prefixes.
-
-
-def test_split_by_the_rounds_refresh_is_stamped_before_the_round():
-    """Insert [0], insert [1,1]; waiting [0] then [1]; one round; evict(1).
-
-    SGLang matches [0] then [1] in queue order; the match of [1] stamps the edge [1,1] and splits
-    it, and both halves carry that match's time, later than [0]'s: evict(1) frees [0] and keeps
-    [1,1]. Here the split made by the refresh (`RadixCache.peek(split=True)`) gives both halves the
-    last time before the round, so the unmatched lower [1] is older than every waited-on node:
-    evict(1) frees it and keeps [0] and [1]."""
-    cache = RadixCache()
-    cache.insert([0])
-    cache.insert([1, 1])
-    WaitingPrefixes().refresh([req(0, [0]), req(1, [1])], cache)
-    assert cache.evict(1) == 1
-    assert cache.prefix_len([0]) == 1  # SGLang: 0
-    assert cache.prefix_len([1, 1]) == 1  # SGLang: 2
-
-
 # 2. What in-batch prefix sharing compares against.
 
 

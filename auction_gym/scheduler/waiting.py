@@ -12,7 +12,8 @@ changed) per round instead of a walk per waiting request: it keeps each waiting 
 incrementally (`PrefixMatcher`, splitting as SGLang's match does, over the whole prompt as SGLang's
 policy match does) and marks the node where it ends with the request's rank (`RadixCache.set_wait`);
 the cache gives such a node the time `round_start + rank` in the current round (see
-`auction_gym.radix_cache`). Ranks follow the order requests were first seen (ties within a round by
+`auction_gym.radix_cache`). The lower half of an edge a request's match splits gets that request's
+time in the round (`RadixCache.stamp_in_round`), as SGLang stamps the edge at that request's turn. Ranks follow the order requests were first seen (ties within a round by
 arrival), which is the queue's order when, as in the engine, the queue is kept first come, first
 served and new arrivals are appended.
 
@@ -76,6 +77,8 @@ class WaitingPrefixes:
             self._next_rank += 1
         for rid in self._matcher.added:
             self._mark(rid, match[rid][1], cache)
+        for rid, lower in self._matcher.splits.items():
+            cache.stamp_in_round(lower, self._rank[rid])  # SGLang stamps the edge at that request's turn
         self._version = cache.version
 
     def lengths(self, queue: Sequence[Request], cache: RadixCache) -> list[int] | None:
