@@ -18,9 +18,11 @@ def ids(rs) -> list[int]:
     return [r.id for r in rs]
 
 
-def test_fcfs_orders_by_arrival_then_id():
+def test_fcfs_keeps_the_queues_order():
+    """SGLang's `fcfs` leaves its waiting list as it is; the engine's queue is in arrival order
+    with retracted requests at the end (`tests/test_engine_sglang.py`)."""
     q = [req(3, [1], 0.5), req(1, [2], 0.5), req(2, [3], 0.1)]
-    assert ids(make_scheduler("fcfs").order(q, RadixCache())) == [2, 1, 3]
+    assert ids(make_scheduler("fcfs").order(q, RadixCache())) == [3, 1, 2]
 
 
 def test_lpm_orders_by_cached_prefix_then_fcfs():

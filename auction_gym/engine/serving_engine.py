@@ -33,8 +33,8 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    the "sglang" reservation decode tokens are allocated as they are produced; when a step does
    not fit even after eviction, running requests are retracted as SGLang retracts them (fewest
    output tokens first, then longest prompt, at least one, until the step fits): their
-   generated KV is freed, their prompt stays in the cache unlocked, and they wait again (in
-   arrival order) to recompute prompt + output so far and go on.
+   generated KV is freed, their prompt stays in the cache unlocked, and they wait again (at the
+   queue's end, as in SGLang) to recompute prompt + output so far and go on.
 4. A finished request inserts prompt + output, bar the last output token whose KV is never
    computed, into the cache and unlocks its path.
 
@@ -201,8 +201,7 @@ class ServingEngine(Replay):
         self.records[r.id] = RequestRecord.of(r)
 
     def _let_in_arrivals(self) -> list[int]:
-        # Everything let in now arrived after everything already waiting, so appending the new
-        # arrivals in FCFS order keeps the whole queue in FCFS order, as schedulers expect.
+        # Everything let in now arrived after everything already waiting: appended in FCFS order.
         rejected, arrived = [], []
         capacity = self.config.kv_capacity_tokens
         for r in self.arrivals.due(self.now):

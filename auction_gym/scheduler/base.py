@@ -21,8 +21,8 @@ class Scheduler(Protocol):
     (`cache.peek`, or `prefix_matcher.PrefixMatcher`; a peek may split nodes, as SGLang's policy
     matches do) and must not insert, lock or evict: keeping the waiting requests' prefixes warm is
     one rule for every policy, `waiting.WaitingPrefixes`, which the engine runs once per admission
-    round before `order`. The engine passes the queue in FCFS order (`fcfs_key`), so a stable sort
-    breaks ties by it.
+    round before `order`. The engine passes its queue's order: first come, first served (`fcfs_key`),
+    a retracted request at the end (`auction_gym.engine.queue`).
 
     Optionally, `attach_waiting_prefixes(prefixes)`: the engine calls it once, when it is built,
     with that `WaitingPrefixes`; in `order`, `prefixes.lengths(queue, cache)` then gives every
