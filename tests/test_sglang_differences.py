@@ -15,7 +15,7 @@ import numpy as np
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.engine.in_batch import BatchPrefixes
-from auction_gym.scheduler import WaitingPrefixes, make_scheduler
+from auction_gym.scheduler import make_scheduler
 
 
 def req(i: int, tokens, out: int = 5, cap: int | None = None, arrival: float = 0.0) -> Request:
