@@ -9,74 +9,14 @@ followed) or somewhere else.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
-from auction_gym.engine.in_batch import BatchPrefixes
 from auction_gym.scheduler import make_scheduler
 
 
 def req(i: int, tokens, out: int = 5, cap: int | None = None, arrival: float = 0.0) -> Request:
     return Request(i, 0, np.asarray(tokens), 1.0, output_len=out, arrival=arrival, max_new_tokens=cap)
-
-
-# 2. What in-batch prefix sharing compares against.
-
-
-def test_in_batch_sharing_compares_all_but_the_last_prompt_token():
-    """A = 31 tokens P + [x], B = P + [x, y], nothing cached, arriving together.
-
-    SGLang inserts each checked request's whole prompt into its in-batch tree, so B shares 32
-    tokens (P + x) with A and is deprioritized. Here the batch holds what the engine matches,
-    tokens[:-1]: A contributes P (31 tokens), B shares 31 < 32 and goes into the same batch."""
-    p = list(range(100, 131))
-    a, b = req(0, p + [7]), req(1, p + [7, 8])
-    sharing = BatchPrefixes(32, 32, 1)
-    sharing.add(a.tokens[:-1])
-    assert not sharing.holds(b.tokens[:-1], 0)
-    engine = SimEngine("lpm", EngineConfig())
-    engine.submit([a, b])
-    assert engine.step().admitted == [0, 1]
-
-
-class Reverse:
-    """Admits the queue last come, first served (a policy whose order is not the queue's)."""
-
-    name = "reverse"
-
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        return list(reversed(queue))
-
-
-def test_in_batch_sharing_compares_with_the_batch_not_the_queue():
-    """A then B (first come, first served) share 40 uncached tokens; the policy takes B first.
-
-    SGLang checks each request against the earlier requests of the pre-sort queue (those with at
-    most 32 cached tokens, not themselves deprioritized), whether admitted or not: A, first in the
-    queue, is never deprioritized, and B is. Here a candidate is compared with the requests already
-    taken into the batch, in the policy's order: B is taken, A waits for the next batch."""
-    shared = list(range(500, 540))
-    a, b = req(0, shared + [1, 2]), req(1, shared + [3, 4])
-    engine = SimEngine(Reverse(), EngineConfig())
-    engine.submit([a, b])
-    assert engine.step().admitted == [1]  # SGLang (deprioritizing B): A ahead of B
-    assert engine.step().admitted == [0]
-
-
-def test_in_batch_sharing_holds_under_fcfs_and_dfs_weight_too():
-    """Two requests arriving together that share 40 uncached tokens.
-
-    SGLang computes the in-batch rule only for cache-aware policies, and its dfs-weight sort ignores
-    the result: under `fcfs` and `dfs-weight` both go into one batch. Here the rule holds under
-    every policy: the second waits for the next batch."""
-    shared = list(range(500, 540))
-    for name in ("fcfs", "dfs_weight"):
-        engine = SimEngine(name, EngineConfig())
-        engine.submit([req(0, shared + [1, 2]), req(1, shared + [3, 4])])
-        assert engine.step().admitted == [0], name
-        assert engine.step().admitted == [1], name
 
 
 # 3. LPM's tie order, match depth and FCFS cut.

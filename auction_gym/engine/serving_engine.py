@@ -21,9 +21,9 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
    tokens: with chunked prefill the request that does not fit whole computes a chunk (its
    finished chunks enter the cache, locked) and the batch ends; without it, the first request of
-   a batch is exempt and a later one that does not fit stops admission. A request that would
-   compute an uncached prefix that a request already in the batch computes is held for the next
-   batch instead (SGLang's in-batch prefix sharing, `in_batch.py`). After the prefill, sequences
+   a batch is exempt and a later one that does not fit stops admission. Under a policy that
+   sorts by it (`lpm`), a request that shares an uncached prefix with one ahead of it in the queue
+   goes behind the others (SGLang's in-batch prefix sharing, `in_batch.py`). After the prefill, sequences
    are inserted into the cache and stay locked while their requests run; each request whose
    prompt is complete has its first token.
 3. Otherwise the running batch decodes one step, or, where the engine can (the simulated one),
@@ -57,7 +57,7 @@ from ..scheduler.base import Scheduler, make_scheduler
 from ..scheduler.waiting import WaitingPrefixes
 from .arrivals import Arrivals
 from .config import EngineConfig
-from .in_batch import BatchPrefixes
+from .in_batch import behind, deprioritized
 from .queue import WaitingQueue
 from .records import Metrics, RequestRecord, summarize
 from .reservation import FutureOutput
@@ -314,13 +314,11 @@ class ServingEngine(Replay):
         cfg, cache = self.config, self.cache
         waiting = self.queue.requests
         self.waiting_prefixes.refresh(waiting, cache)
+        held = self._in_batch_deprioritized(waiting)
         order = self.scheduler.order(waiting, cache)
         if len(order) != len(waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
-        sharing = (
-            BatchPrefixes(cfg.in_batch_check_threshold, cfg.in_batch_deprioritize_threshold, cfg.page_size)
-            if cfg.in_batch_prefix_caching else None
-        )
+        order = behind(order, waiting, held)
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
         for r in order:
             if len(self.running) + len(batch) >= cfg.max_running_requests:
@@ -328,8 +326,6 @@ class ServingEngine(Replay):
             tokens = self.queue.tokens(r)
             generated = len(tokens) - r.prompt_len
             match = cache.match_prefix(tokens[:-1])
-            if sharing is not None and sharing.holds(tokens[:-1], match.length):
-                continue  # its prefix is being computed in this batch: it hits the cache in the next
             extend = len(tokens) - match.length
             end = len(tokens)
             if chunking and extend > budget:
@@ -350,11 +346,22 @@ class ServingEngine(Replay):
             adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
             batch.append(adm)
             budget -= adm.extend
-            if sharing is not None:
-                sharing.add(tokens[:end] if end < len(tokens) else tokens[:-1])
             if not adm.last_chunk:
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
+
+    def _in_batch_deprioritized(self, waiting: list[Request]) -> set[int]:
+        """Ids of the waiting requests SGLang's in-batch prefix check puts behind the others this
+        round (`in_batch.py`): none unless the config has the rule on and the scheduler sorts by it."""
+        cfg = self.config
+        applies = getattr(self.scheduler, "in_batch_deprioritizes", None)
+        if not cfg.in_batch_prefix_caching or applies is None or not applies(len(waiting)):
+            return set()
+        cached = self.waiting_prefixes.lengths(waiting, self.cache)
+        if cached is None:  # not the queue just refreshed (a subclass's own order of calls)
+            cached = [self.cache.prefix_len(r.tokens) for r in waiting]
+        return deprioritized(waiting, cached, self.queue.tokens, cfg.in_batch_check_threshold,
+                             cfg.in_batch_deprioritize_threshold)
 
     def _run_prefill(self, batch: list[Admission]) -> tuple[list[int], list[int]]:
         """Execute the batch; cache what it computed; start the requests whose prefill is complete.

@@ -24,6 +24,11 @@ class Scheduler(Protocol):
     round before `order`. The engine passes its queue's order: first come, first served (`fcfs_key`),
     a retracted request at the end (`auction_gym.engine.queue`).
 
+    Optionally, `in_batch_deprioritizes(waiting) -> bool`: True when SGLang's in-batch prefix
+    check applies to a queue of `waiting` requests; the engine then moves the requests it
+    deprioritizes behind the others in `order`'s result (`auction_gym.engine.in_batch`; SGLang's
+    `lpm`). Without it the check never applies (SGLang's `fcfs` and `dfs-weight`).
+
     Optionally, `attach_waiting_prefixes(prefixes)`: the engine calls it once, when it is built,
     with that `WaitingPrefixes`; in `order`, `prefixes.lengths(queue, cache)` then gives every
     waiting request's cached prefix length (whole prompt) without a match of the queue of its own

@@ -47,6 +47,11 @@ class LPM:
         self._keys: list[tuple[int, float, int]] = []  # sorted: (-cached length, arrival, id)
         self._order: list[Request] = []  # the requests, in the order of `_keys`
 
+    def in_batch_deprioritizes(self, waiting: int) -> bool:
+        """Whether SGLang's in-batch prefix check reorders a queue of `waiting` requests: yes, as
+        SGLang's `lpm` sorts by it, unless above the FCFS cut (where SGLang's policy is `fcfs`)."""
+        return self.fcfs_above is None or waiting <= self.fcfs_above
+
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         if self.fcfs_above is not None and len(queue) > self.fcfs_above:
             # No match at all, as in SGLang; the next matched round catches up on what changed.
