@@ -11,60 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from auction_gym import EngineConfig, RadixCache, Request, SimEngine
-from auction_gym.scheduler import make_scheduler
+from auction_gym import EngineConfig, Request, SimEngine
 
 
 def req(i: int, tokens, out: int = 5, cap: int | None = None, arrival: float = 0.0) -> Request:
     return Request(i, 0, np.asarray(tokens), 1.0, output_len=out, arrival=arrival, max_new_tokens=cap)
 
 
-# 3. LPM's tie order, match depth and FCFS cut.
-
-
-def test_lpm_breaks_ties_by_arrival_not_the_last_rounds_order():
-    """A (arrival 0) and B (arrival 1) wait; B's prefix is cached, so LPM puts B first. Then the
-    cache is emptied: both match nothing.
-
-    SGLang sorts its waiting list in place with a stable sort, so a tie keeps the previous round's
-    order: B, A. Here ties go by (arrival, id): A, B."""
-    cache = RadixCache()
-    cache.insert([5, 5, 5])
-    a, b = req(0, [1, 1, 1, 1]), req(1, [5, 5, 5, 1], arrival=1.0)
-    lpm = make_scheduler("lpm")
-    assert [r.id for r in lpm.order([a, b], cache)] == [1, 0]
-    cache.evict(3)
-    assert cache.total_size == 0
-    assert [r.id for r in lpm.order([a, b], cache)] == [0, 1]  # SGLang: [1, 0]
-
-
-def test_lpm_above_its_fcfs_cut_orders_by_arrival():
-    """LPM with the FCFS cut at 2 (SGLang's is 128): A, B wait, B's prefix cached, so B goes
-    first; then C arrives and 3 > 2 wait.
-
-    SGLang then takes its `fcfs` branch, which does nothing: the queue stays as the last sort left
-    it, new arrivals at the end (B, A, C). Here the queue is sorted first come, first served: A, B, C."""
-    cache = RadixCache()
-    cache.insert([5, 5, 5])
-    a, b, c = req(0, [1, 1, 1, 1]), req(1, [5, 5, 5, 1], arrival=1.0), req(2, [2, 2, 2, 2], arrival=2.0)
-    lpm = make_scheduler("lpm", fcfs_above=2)
-    assert [r.id for r in lpm.order([a, b], cache)] == [1, 0]
-    assert [r.id for r in lpm.order([a, b, c], cache)] == [0, 1, 2]  # SGLang: [1, 0, 2]
-
-
-def test_lpm_counts_all_but_the_last_prompt_token():
-    """[1,2] cached; A = [1,2] (all of it cached) arrives before B = [1,2,3].
-
-    SGLang's policy matches each whole prompt: both match 2 tokens and tie, so A (first in the
-    queue) goes first. Here LPM counts what the engine can reuse, all but the last token: A 1, B 2,
-    so B goes first."""
-    cache = RadixCache()
-    cache.insert([1, 2])
-    a, b = req(0, [1, 2]), req(1, [1, 2, 3], arrival=1.0)
-    assert [r.id for r in make_scheduler("lpm").order([a, b], cache)] == [1, 0]  # SGLang: [0, 1]
-
-
-# 4. A chunked request's output reservation.
+# 1. A chunked request's output reservation.
 
 
 def test_a_chunked_request_reserves_its_output_from_the_first_chunk():
@@ -82,9 +36,10 @@ def test_a_chunked_request_reserves_its_output_from_the_first_chunk():
     assert engine._promised == (20_000 - 2 * 8192) + 100
 
 
-# 5. An off-by-one in the memory check. (dfs-weight's tie-breaks and match depth, a resumed
-# request's reservation and the prefill cap at >= now follow SGLang: tests/test_scheduler.py,
-# tests/test_engine_sglang.py.)
+# 2. An off-by-one in the memory check. (What now follows SGLang is pinned where the rule lives:
+# dfs-weight and LPM in tests/test_scheduler.py; a resumed request's reservation, the prefill cap at
+# >= and a retracted request's place in tests/test_engine_sglang.py; in-batch sharing in
+# tests/test_in_batch.py; a split by the round's refresh in tests/test_waiting.py.)
 
 
 def test_memory_check_admits_what_fits_exactly():

@@ -1,11 +1,12 @@
 """The engine's waiting queue: requests in the order they joined it, what a retracted one
 recomputes, and the smallest memory any waiting request needs.
 
-The order is SGLang's waiting list's under its `fcfs` policy (0.5.23, `Scheduler._add_request_to_queue`):
-arrivals are appended first come, first served, and a retracted request is appended at the end, behind
-everything that waits when it is retracted (not back in its arrival place).
+The order is SGLang's waiting list's (0.5.23, `Scheduler._add_request_to_queue`): arrivals are
+appended first come, first served, and a retracted request is appended at the end, behind
+everything that waits when it is retracted (not back in its arrival place); a policy that SGLang
+sorts in place (`lpm`, `dfs-weight`) leaves its order for the next round (`reorder`).
 
-Invariants (`check`): the requests that never ran are in `fcfs_key` order among themselves; `need` has exactly their ids; every
+Invariants (`check`): `requests` holds each waiting request once; `need` has exactly their ids; every
 (need, id) of `need` is on the heap, which also holds stale entries (skipped when they reach the
 top, and dropped in bulk when they outnumber the live ones).
 """
@@ -55,6 +56,13 @@ class WaitingQueue:
         self.requests.append(r)
         self._set_need(r.id, need)
 
+    def reorder(self, order: Sequence[Request]) -> None:
+        """Keep the waiting requests in `order` (a permutation of them), as SGLang's in-place sort
+        of its waiting list leaves it."""
+        if len(order) != len(self.requests) or {id(r) for r in order} != {id(r) for r in self.requests}:
+            raise ValueError("reorder needs a permutation of the waiting requests")
+        self.requests = list(order)
+
     def remove(self, taken: Sequence[Request]) -> None:
         """Take admitted requests (by identity: Request has no value equality) off the queue."""
         if len(taken) == 1:
@@ -75,8 +83,7 @@ class WaitingQueue:
 
     def check(self) -> None:
         """Raise AssertionError if an invariant of the module docstring does not hold."""
-        keys = [fcfs_key(r) for r in self.requests if r.id not in self._resume]
-        assert keys == sorted(keys), "arrivals out of FCFS order in the waiting queue"
+        assert len({r.id for r in self.requests}) == len(self.requests), "a request waits twice"
         assert set(self.need) == {r.id for r in self.requests}, "needs and waiting requests differ"
         assert set(self.need.items()) <= {(i, n) for n, i in self._heap}, "a need is missing from the heap"
         assert set(self._resume) <= set(self.need), "resume tokens of a request that does not wait"

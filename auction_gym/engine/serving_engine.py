@@ -319,6 +319,8 @@ class ServingEngine(Replay):
         if len(order) != len(waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
         order = behind(order, waiting, held)
+        if getattr(self.scheduler, "sorts_in_place", False):
+            self.queue.reorder(order)  # SGLang's list keeps this order for the next round
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
         for r in order:
             if len(self.running) + len(batch) >= cfg.max_running_requests:

@@ -99,6 +99,14 @@ class _Bidding:
         if (attach := getattr(self.inner, "attach_waiting_prefixes", None)) is not None:
             attach(prefixes)
 
+    @property
+    def sorts_in_place(self) -> bool:
+        return getattr(self.inner, "sorts_in_place", False)
+
+    def in_batch_deprioritizes(self, waiting: int) -> bool:
+        applies = getattr(self.inner, "in_batch_deprioritizes", None)
+        return applies is not None and applies(waiting)
+
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         alpha = self.alpha
         for r in queue:

@@ -29,6 +29,11 @@ class Scheduler(Protocol):
     deprioritizes behind the others in `order`'s result (`auction_gym.engine.in_batch`; SGLang's
     `lpm`). Without it the check never applies (SGLang's `fcfs` and `dfs-weight`).
 
+    Optionally, `sorts_in_place = True`: SGLang sorts its waiting list in place under this policy,
+    so the engine keeps its queue in the order `order` returned (less what it admits, new arrivals
+    and retracted requests appended), and the next round's `queue` starts from it (`lpm`,
+    `dfs_weight`: their ties then follow the previous round's order, as in SGLang).
+
     Optionally, `attach_waiting_prefixes(prefixes)`: the engine calls it once, when it is built,
     with that `WaitingPrefixes`; in `order`, `prefixes.lengths(queue, cache)` then gives every
     waiting request's cached prefix length (whole prompt) without a match of the queue of its own
