@@ -25,7 +25,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..radix_cache import RadixCache
 from ..request import Request
 
 
@@ -36,19 +35,24 @@ def deprioritized(
     """SGLang's `temporary_deprioritized`: ids of the requests of `waiting` (in queue order) with at
     most `check` cached tokens (`cached[i]`, of request i's whole prompt) that share at least
     `deprioritize` tokens of `tokens(r)` (its whole prompt, output so far included) with an earlier
-    checked request that was not deprioritized itself. The tree is SGLang's simulated one (page 1)."""
+    checked request that was not deprioritized itself.
+
+    SGLang matches each against a radix tree of those earlier prompts (page size 1); sharing at
+    least `deprioritize` tokens with one of them means having the same first `deprioritize`
+    tokens, so a set of those heads answers the same in O(1) per request."""
     out: set[int] = set()
-    tree: RadixCache | None = None
+    heads: set[bytes] = set()
     for r, c in zip(waiting, cached):
         if c > check:
             continue
         seq = tokens(r)
-        if tree is None:
-            tree = RadixCache()
-        elif tree.prefix_len(seq) >= deprioritize:
+        if len(seq) < deprioritize:
+            continue  # too short to share enough with anything (its prompt cannot hold others back)
+        head = seq[:deprioritize].tobytes()
+        if head in heads:
             out.add(r.id)
-            continue
-        tree.insert(seq)
+        else:
+            heads.add(head)
     return out
 
 
