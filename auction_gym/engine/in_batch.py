@@ -42,9 +42,8 @@ def deprioritized(
     tokens, so a set of those heads answers the same in O(1) per request."""
     out: set[int] = set()
     heads: set[bytes] = set()
-    for r, c in zip(waiting, cached):
-        if c > check:
-            continue
+    for i in [i for i, c in enumerate(cached) if c <= check]:  # most requests are not checked
+        r = waiting[i]
         seq = tokens(r)
         if len(seq) < deprioritize:
             continue  # too short to share enough with anything (its prompt cannot hold others back)

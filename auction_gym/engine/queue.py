@@ -57,10 +57,8 @@ class WaitingQueue:
         self._set_need(r.id, need)
 
     def reorder(self, order: Sequence[Request]) -> None:
-        """Keep the waiting requests in `order` (a permutation of them), as SGLang's in-place sort
-        of its waiting list leaves it."""
-        if len(order) != len(self.requests) or {id(r) for r in order} != {id(r) for r in self.requests}:
-            raise ValueError("reorder needs a permutation of the waiting requests")
+        """Keep the waiting requests in `order`, a permutation of them (the caller's guarantee, which
+        `check` verifies), as SGLang's in-place sort of its waiting list leaves it."""
         self.requests = list(order)
 
     def remove(self, taken: Sequence[Request]) -> None:

@@ -44,6 +44,7 @@ class WaitingPrefixes:
     def __init__(self) -> None:
         self._cache: RadixCache | None = None
         self._version: tuple[int, int] | None = None  # the cache's version when last refreshed
+        self._lengths: tuple[Sequence[Request], list[int]] | None = None  # lengths' last answer this round
         self._reset()
 
     def _reset(self) -> None:
@@ -64,6 +65,7 @@ class WaitingPrefixes:
             self._cache = cache
             self._reset()
         match = self._match = self._matcher.update(waiting, cache)
+        self._lengths = None
         requests = self._matcher.requests
         # Unmark first, while the cache's round is still the one in which these were last stamped.
         for rid in self._matcher.dropped:
@@ -85,15 +87,20 @@ class WaitingPrefixes:
         """Each request's longest cached prefix of its whole prompt (tokens), as `cache.prefix_len`
         gives it, when the last `refresh` was of exactly these requests in this cache, unchanged
         since; None otherwise. A scheduler the engine attached this to reads its queue's lengths
-        here instead of matching the queue again (`Scheduler` in `base.py`)."""
+        here instead of matching the queue again (`Scheduler` in `base.py`). Asked again in the same
+        round for the same list (the engine's in-batch check, then its policy), it answers from the
+        first call: a list must not change in place between `refresh` and its last `lengths`."""
         requests = self._matcher.requests
         if cache is not self._cache or cache.version != self._version or len(queue) != len(requests):
             return None
+        if self._lengths is not None and self._lengths[0] is queue:
+            return self._lengths[1]
         match, out = self._match, []
         for r in queue:
             if requests.get(r.id) is not r:
                 return None
             out.append(match[r.id][0])
+        self._lengths = (queue, out)
         return out
 
     def _mark(self, rid: int, node: TreeNode, cache: RadixCache) -> None:
