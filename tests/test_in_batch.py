@@ -1,7 +1,7 @@
-"""In-batch prefix sharing (SGLang 0.5.23's rule, `auction_gym/engine/in_batch.py`): under `lpm` a
-request that shares an uncached prefix with one ahead of it in the queue goes behind the others
-(a batch with room still takes it); `fcfs`, `dfs_weight` and the policies SGLang does not have
-keep their order."""
+"""In-batch prefix sharing (SGLang 0.5.23's rule, `auction_gym/engine/in_batch.py`): under `lpm` (and
+the policies SGLang does not have) a request that shares an uncached prefix with one ahead of it in
+the queue goes behind the others (a batch with room still takes it); `fcfs` and `dfs_weight` keep
+their order."""
 
 from __future__ import annotations
 
@@ -44,16 +44,24 @@ def test_lpm_sibling_behind_the_budget_waits_and_hits_the_cache():
     assert engine.records[1].cached_tokens == len(SHARED)
 
 
-@pytest.mark.parametrize("name", sorted(set(scheduler_names()) - {"lpm"}))
-def test_other_policies_never_deprioritize(name):
-    """SGLang's `fcfs` never computes the set and its `dfs-weight` ignores it; the auctions and
-    k-LPM, which SGLang does not have, keep their own order too: the batch is the one without the rule."""
-    batches = []
-    for on in (True, False):
-        engine = SimEngine(name, EngineConfig(in_batch_prefix_caching=on))
-        engine.submit(with_stranger())
-        batches.append(engine.step().admitted)
-    assert batches[0] == batches[1] and sorted(batches[0]) == [0, 1, 2]
+@pytest.mark.parametrize("name", ["fcfs", "dfs_weight"])
+def test_fcfs_and_dfs_weight_never_deprioritize(name):
+    """SGLang's `fcfs` never computes the set and its `dfs-weight` ignores it: the batch is the
+    one without the rule."""
+    assert first_batch(name, True) == first_batch(name, False) and sorted(first_batch(name, True)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name", sorted(set(scheduler_names()) - {"fcfs", "dfs_weight", "lpm"}))
+def test_policies_sglang_does_not_have_deprioritize_as_lpm_does(name):
+    """The auctions and k-LPM get the rule in `lpm`'s form: the later sibling (1) goes behind."""
+    on = first_batch(name, True)
+    assert on[-1] == 1 and sorted(on) == [0, 1, 2] and on != first_batch(name, False)
+
+
+def first_batch(name: str, rule: bool) -> list[int]:
+    engine = SimEngine(name, EngineConfig(in_batch_prefix_caching=rule))
+    engine.submit(with_stranger())
+    return engine.step().admitted
 
 
 def test_off_and_above_lpms_fcfs_cut_nothing_is_deprioritized():

@@ -354,10 +354,10 @@ class ServingEngine(Replay):
 
     def _in_batch_deprioritized(self, waiting: list[Request]) -> set[int]:
         """Ids of the waiting requests SGLang's in-batch prefix check puts behind the others this
-        round (`in_batch.py`): none unless the config has the rule on and the scheduler sorts by it."""
+        round (`in_batch.py`): none when the config has the rule off or the scheduler declines it."""
         cfg = self.config
         applies = getattr(self.scheduler, "in_batch_deprioritizes", None)
-        if not cfg.in_batch_prefix_caching or applies is None or not applies(len(waiting)):
+        if not cfg.in_batch_prefix_caching or (applies is not None and not applies(len(waiting))):
             return set()
         cached = self.waiting_prefixes.lengths(waiting, self.cache)
         if cached is None:  # not the queue just refreshed (a subclass's own order of calls)

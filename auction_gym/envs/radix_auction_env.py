@@ -252,13 +252,14 @@ class RadixAuctionEnv(gym.Env):
       earliest request first); its trajectories differ (golden digests env/dfs_weight and
       engine/dfs_weight moved; no other mechanism's did). A resumed request charges its round
       min(max_new_tokens, clip) of output, as SGLang does (no golden digest moved).
-    - v0 (issue 26, in-batch prefix sharing): SGLang's rule as SGLang applies it. Only `lpm` uses
-      it, and a request sharing an uncached prefix with one ahead of it in the queue goes behind the
-      others (a batch with room still takes it); until now it waited for the next batch under every
-      mechanism. Also a retracted request waits at the queue's end, and a split by the round's
-      refresh of waiting prefixes is stamped at its request's turn. The engine replays' golden
-      digests of fcfs, lpm, klpm, dfs_weight and radix_vcg moved; the env episodes' did not (their
-      trajectories are unchanged).
+    - v0 (issue 26, SGLang's queue rules): in-batch prefix sharing as SGLang's `lpm` applies it, a
+      request sharing an uncached prefix with one ahead of it in the queue goes behind the others (a
+      batch with room still takes it; until now it waited for the next batch), under every mechanism
+      but `fcfs` and `dfs_weight`, which never apply it (as in SGLang); `lpm` and `dfs_weight` keep
+      their order for the next round and `lpm` matches whole prompts; a retracted request waits at
+      the queue's end; a split by the round's refresh of waiting prefixes is stamped at its
+      request's turn. The engine replays' golden digests of every mechanism moved; the env
+      episodes' did not (their trajectories are unchanged).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}

@@ -105,7 +105,7 @@ class _Bidding:
 
     def in_batch_deprioritizes(self, waiting: int) -> bool:
         applies = getattr(self.inner, "in_batch_deprioritizes", None)
-        return applies is not None and applies(waiting)
+        return applies is None or applies(waiting)
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         alpha = self.alpha

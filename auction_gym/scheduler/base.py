@@ -24,10 +24,11 @@ class Scheduler(Protocol):
     round before `order`. The engine passes its queue's order: first come, first served (`fcfs_key`),
     a retracted request at the end (`auction_gym.engine.queue`).
 
-    Optionally, `in_batch_deprioritizes(waiting) -> bool`: True when SGLang's in-batch prefix
-    check applies to a queue of `waiting` requests; the engine then moves the requests it
-    deprioritizes behind the others in `order`'s result (`auction_gym.engine.in_batch`; SGLang's
-    `lpm`). Without it the check never applies (SGLang's `fcfs` and `dfs-weight`).
+    Optionally, `in_batch_deprioritizes(waiting) -> bool`: whether SGLang's in-batch prefix check
+    applies to a queue of `waiting` requests; when it does, the engine moves the requests it
+    deprioritizes behind the others in `order`'s result (`auction_gym.engine.in_batch`). Without
+    the method it applies (the auctions, k-LPM); `fcfs` and `dfs_weight` decline it, as SGLang's
+    do, and `lpm` above its FCFS cut.
 
     Optionally, `sorts_in_place = True`: SGLang sorts its waiting list in place under this policy,
     so the engine keeps its queue in the order `order` returned (less what it admits, new arrivals
