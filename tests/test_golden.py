@@ -40,7 +40,7 @@ GOLDEN = {
     "engine/lpm": "7c9c92e32118250b",
     "engine/klpm": "da7fe57e0e566da6",
     "engine/dfs_weight": "594a0b6ec353e1a9",
-    "engine/strict_vcg": "72bd181a41d56441",
+    "engine/strict_vcg": "81ef7c80c41c8721",
     "engine/radix_vcg": "888109b1726b4394",
 }
 

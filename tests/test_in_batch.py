@@ -10,6 +10,7 @@ import pytest
 
 from auction_gym import EngineConfig, Request, SimEngine, scheduler_names
 from auction_gym.engine.in_batch import behind, deprioritized
+from auction_gym.registry import get_mechanism
 
 SHARED = np.arange(1000, 1600)  # 600 tokens
 
@@ -44,16 +45,16 @@ def test_lpm_sibling_behind_the_budget_waits_and_hits_the_cache():
     assert engine.records[1].cached_tokens == len(SHARED)
 
 
-@pytest.mark.parametrize("name", ["fcfs", "dfs_weight"])
-def test_fcfs_and_dfs_weight_never_deprioritize(name):
-    """SGLang's `fcfs` never computes the set and its `dfs-weight` ignores it: the batch is the
-    one without the rule."""
+@pytest.mark.parametrize("name", ["fcfs", "dfs_weight", "strict_vcg"])
+def test_fcfs_dfs_weight_and_strict_priority_never_deprioritize(name):
+    """SGLang's `fcfs` (with priorities too, strict priority's analogue) never computes the set and
+    its `dfs-weight` ignores it: the batch is the one without the rule."""
     assert first_batch(name, True) == first_batch(name, False) and sorted(first_batch(name, True)) == [0, 1, 2]
 
 
-@pytest.mark.parametrize("name", sorted(set(scheduler_names()) - {"fcfs", "dfs_weight", "lpm"}))
-def test_policies_sglang_does_not_have_deprioritize_as_lpm_does(name):
-    """The auctions and k-LPM get the rule in `lpm`'s form: the later sibling (1) goes behind."""
+@pytest.mark.parametrize("name", ["klpm", "radix_vcg"])
+def test_cache_aware_policies_sglang_does_not_have_deprioritize_as_lpm_does(name):
+    """k-LPM and the radix auction get the rule in `lpm`'s form: the later sibling (1) goes behind."""
     on = first_batch(name, True)
     assert on[-1] == 1 and sorted(on) == [0, 1, 2] and on != first_batch(name, False)
 
@@ -122,3 +123,10 @@ def test_conservation_and_memory_bound_hold_with_the_rule(name):
 def test_bad_settings_raise(bad):
     with pytest.raises(ValueError):
         EngineConfig(**bad)
+
+
+def test_every_policy_says_whether_the_rule_applies():
+    """The registry's `in_batch` is the one place that says it: SGLang's cache-aware sort (lpm) and
+    the cache-aware policies SGLang does not have, not its fcfs or dfs-weight nor strict priority."""
+    applies = {name for name in scheduler_names() if get_mechanism(name).in_batch}
+    assert applies == {"lpm", "klpm", "radix_vcg"}

@@ -310,4 +310,4 @@ def test_the_bidding_wrapper_keeps_the_policys_sglang_rules(mechanism):
     market.reset(0)
     wrapper = market.engine.scheduler
     assert wrapper.sorts_in_place == (mechanism in ("lpm", "dfs_weight"))
-    assert wrapper.in_batch_deprioritizes(5) == (mechanism not in ("fcfs", "dfs_weight"))
+    assert wrapper.in_batch_deprioritizes(5) == (mechanism in ("lpm", "klpm", "radix_vcg"))

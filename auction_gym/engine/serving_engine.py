@@ -53,7 +53,7 @@ import numpy as np
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
-from ..scheduler.base import Scheduler, make_scheduler
+from ..scheduler.base import Scheduler, in_batch_applies, make_scheduler
 from ..scheduler.waiting import WaitingPrefixes
 from .arrivals import Arrivals
 from .config import EngineConfig
@@ -356,8 +356,7 @@ class ServingEngine(Replay):
         """Ids of the waiting requests SGLang's in-batch prefix check puts behind the others this
         round (`in_batch.py`): none when the config has the rule off or the scheduler declines it."""
         cfg = self.config
-        applies = getattr(self.scheduler, "in_batch_deprioritizes", None)
-        if not cfg.in_batch_prefix_caching or (applies is not None and not applies(len(waiting))):
+        if not cfg.in_batch_prefix_caching or not in_batch_applies(self.scheduler, len(waiting)):
             return set()
         cached = self.waiting_prefixes.lengths(waiting, self.cache)
         if cached is None:  # not the queue just refreshed (a subclass's own order of calls)

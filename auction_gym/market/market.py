@@ -50,6 +50,7 @@ from ..mechanism.base import AuctionMechanism
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler import Scheduler
+from ..scheduler.base import in_batch_applies
 from ..scheduler.waiting import WaitingPrefixes
 from .config import AUCTIONS, MarketConfig
 from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
@@ -104,8 +105,7 @@ class _Bidding:
         return getattr(self.inner, "sorts_in_place", False)
 
     def in_batch_deprioritizes(self, waiting: int) -> bool:
-        applies = getattr(self.inner, "in_batch_deprioritizes", None)
-        return applies is None or applies(waiting)
+        return in_batch_applies(self.inner, waiting)
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         alpha = self.alpha

@@ -25,10 +25,10 @@ class Scheduler(Protocol):
     a retracted request at the end (`auction_gym.engine.queue`).
 
     Optionally, `in_batch_deprioritizes(waiting) -> bool`: whether SGLang's in-batch prefix check
-    applies to a queue of `waiting` requests; when it does, the engine moves the requests it
-    deprioritizes behind the others in `order`'s result (`auction_gym.engine.in_batch`). Without
-    the method it applies (the auctions, k-LPM); `fcfs` and `dfs_weight` decline it, as SGLang's
-    do, and `lpm` above its FCFS cut.
+    applies to a queue of `waiting` requests (`lpm`: not above its FCFS cut); when it does, the
+    engine moves the requests it deprioritizes behind the others in `order`'s result
+    (`auction_gym.engine.in_batch`). Without the method, the registry's `in_batch` decides
+    (`in_batch_applies`).
 
     Optionally, `sorts_in_place = True`: SGLang sorts its waiting list in place under this policy,
     so the engine keeps its queue in the order `order` returned (less what it admits, new arrivals
@@ -57,6 +57,18 @@ def register_scheduler(name: str) -> Callable[[Callable[..., Scheduler]], Callab
         return factory
 
     return decorate
+
+
+def in_batch_applies(scheduler: Scheduler, waiting: int) -> bool:
+    """Whether SGLang's in-batch prefix check reorders `scheduler`'s queue of `waiting` requests:
+    its own `in_batch_deprioritizes` if it has one, else its registry entry's `in_batch` (False
+    for a policy the registry does not know)."""
+    own = getattr(scheduler, "in_batch_deprioritizes", None)
+    if own is not None:
+        return own(waiting)
+    from ..registry import get_mechanism, mechanism_names
+
+    return scheduler.name in mechanism_names() and get_mechanism(scheduler.name).in_batch
 
 
 def scheduler_names() -> list[str]:

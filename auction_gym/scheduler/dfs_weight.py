@@ -28,10 +28,6 @@ class DFSWeight:
     def __init__(self) -> None:
         self._matcher = PrefixMatcher(split=True, whole_prompt=True)  # SGLang matches the whole prompt
 
-    def in_batch_deprioritizes(self, waiting: int) -> bool:
-        """Never: SGLang's `dfs-weight` computes the in-batch set and ignores it."""
-        return False
-
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         match = self._matcher.update(queue, cache)
         hanging: dict[TreeNode, list[Request]] = defaultdict(list)

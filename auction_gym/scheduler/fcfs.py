@@ -17,9 +17,5 @@ from ..request import Request
 class FCFS:
     name = "fcfs"
 
-    def in_batch_deprioritizes(self, waiting: int) -> bool:
-        """Never: SGLang's `fcfs` does not compute the in-batch prefix check."""
-        return False
-
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         return list(queue)
