@@ -21,11 +21,13 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
    tokens: with chunked prefill the request that does not fit whole computes a chunk (its
    finished chunks enter the cache, locked) and the batch ends; without it, the first request of
-   a batch is exempt and a later one that does not fit stops admission. Under a policy that
-   sorts by it (`lpm`), a request that shares an uncached prefix with one ahead of it in the queue
-   goes behind the others (SGLang's in-batch prefix sharing, `in_batch.py`). After the prefill, sequences
-   are inserted into the cache and stay locked while their requests run; each request whose
-   prompt is complete has its first token.
+   a batch is exempt and a later one that does not fit stops admission. Under the policies whose
+   registry entry says `in_batch` (`lpm`, as in SGLang), a request that shares an uncached prefix
+   with one ahead of it in the queue goes behind the others (SGLang's in-batch prefix sharing,
+   `in_batch.py`); under `lpm` and `dfs_weight` the queue keeps the order for the next round, as
+   SGLang's in-place sorts leave its list. After the prefill, sequences are inserted into the
+   cache and stay locked while their requests run; each request whose prompt is complete has its
+   first token.
 3. Otherwise the running batch decodes one step, or, where the engine can (the simulated one),
    every step up to the next event at once (a request finishing, an arrival that may be
    admitted, memory running out, or the step at which the blocked request's reservation would
