@@ -131,18 +131,3 @@ def test_every_policy_says_whether_the_rule_applies():
     applies = {name for name in scheduler_names() if get_mechanism(name).in_batch}
     assert applies == {"lpm", "klpm", "radix_vcg"}
 
-
-def test_the_unit_cost_auction_is_cache_blind_and_never_deprioritizes():
-    """Under the paper's literal "unit" cost model the radix auction's order ignores the cache, as
-    strict priority's does: no in-batch rule (it would lift its hit rate, not model SGLang)."""
-    from auction_gym.registry import build
-    from auction_gym.scheduler.base import in_batch_applies
-
-    assert in_batch_applies(build("radix_vcg", "tokens"), 5)
-    assert not in_batch_applies(build("radix_vcg", "unit"), 5)
-    batches = []
-    for on in (True, False):
-        engine = SimEngine(build("radix_vcg", "unit"), EngineConfig(in_batch_prefix_caching=on))
-        engine.submit(with_stranger())
-        batches.append(engine.step().admitted)
-    assert batches[0] == batches[1]

@@ -131,7 +131,9 @@ def test_an_engines_auction_reads_the_refreshed_lengths_instead_of_matching_agai
         auction = RadixTreeAuction()
         if not attach:
             auction.attach_waiting_prefixes = None  # the engine then leaves it alone
-        engine = SimEngine(auction, EngineConfig(kv_capacity_tokens=3_000, max_running_requests=4))
+        # The in-batch rule off: the engine would read the lengths itself for it.
+        engine = SimEngine(auction, EngineConfig(kv_capacity_tokens=3_000, max_running_requests=4,
+                                                 in_batch_prefix_caching=False))
         engine.submit(branching_workload(3, n=120))
         served, lengths = [], engine.waiting_prefixes.lengths
 

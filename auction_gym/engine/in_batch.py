@@ -20,8 +20,9 @@ of the policies SGLang does not have the cache-aware ones, k-LPM and the radix a
 the radix auction on the shared-prefix benchmark at 40k KV tokens keeps 0.52 of its prompts cached
 instead of 0.70; README, "The simulated engine"). `fcfs` and `dfs_weight` never apply it, as in
 SGLang, nor does strict priority, whose order is blind to the cache like SGLang's `fcfs` with
-priorities (the rule would make it cache-aware: its hit rate there would go from 0.23 to 0.67), nor
-an auction under the "unit" cost model, blind to the cache too (`in_batch_applies`).
+priorities (the rule would make it cache-aware: its hit rate there would go from 0.23 to 0.67). The
+radix auction has it under either cost model: its order follows the queue's prefix tree even where
+its cost ignores the cache.
 """
 
 from __future__ import annotations

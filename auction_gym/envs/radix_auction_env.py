@@ -255,8 +255,7 @@ class RadixAuctionEnv(gym.Env):
     - v0 (issue 26, SGLang's queue rules): in-batch prefix sharing as SGLang's `lpm` applies it, a
       request sharing an uncached prefix with one ahead of it in the queue goes behind the others (a
       batch with room still takes it; until now it waited for the next batch), under `lpm`, `klpm`
-      and `radix_vcg` under the "tokens" cost model (the registry's `in_batch`); `fcfs`,
-      `dfs_weight`, `strict_vcg` and auctions under "unit" never
+      and `radix_vcg` (the registry's `in_batch`); `fcfs`, `dfs_weight` and `strict_vcg` never
       apply it (as SGLang's `fcfs`, with or without priorities, and `dfs-weight`); `lpm` and `dfs_weight` keep
       their order for the next round and `lpm` matches whole prompts; a retracted request waits at
       the queue's end; a split by the round's refresh of waiting prefixes is stamped at its

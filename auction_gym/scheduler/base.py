@@ -62,15 +62,13 @@ def register_scheduler(name: str) -> Callable[[Callable[..., Scheduler]], Callab
 def in_batch_applies(scheduler: Scheduler, waiting: int) -> bool:
     """Whether SGLang's in-batch prefix check reorders `scheduler`'s queue of `waiting` requests:
     its own `in_batch_deprioritizes` if it has one, else its registry entry's `in_batch` (False
-    for a policy the registry does not know), except for an auction under the "unit" cost model,
-    whose order is blind to the cache as strict priority's is."""
+    for a policy the registry does not know)."""
     own = getattr(scheduler, "in_batch_deprioritizes", None)
     if own is not None:
         return own(waiting)
     from ..registry import get_mechanism, mechanism_names
 
-    registered = scheduler.name in mechanism_names() and get_mechanism(scheduler.name).in_batch
-    return registered and getattr(scheduler, "cost_model", None) != "unit"
+    return scheduler.name in mechanism_names() and get_mechanism(scheduler.name).in_batch
 
 
 def scheduler_names() -> list[str]:
