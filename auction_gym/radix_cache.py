@@ -341,6 +341,15 @@ class RadixCache:
         self._round_start = self._tick + 1
         self._tick = self._round_start + ROUND_TICKS
 
+    def stamp_in_round(self, node: TreeNode, rank: int) -> None:
+        """Give `node` the time `round_start + rank` of the current round, unless its own is later:
+        the time SGLang's match of the waiting request ranked `rank` gives the lower half of an edge
+        it splits (`WaitingPrefixes` calls it after `new_round()`). The root and evicted nodes are
+        ignored."""
+        stamp = self._round_start + rank
+        if node is not self.root and node.alive and stamp > node.last_access:
+            self._touch(node, stamp)
+
     def set_wait(self, node: TreeNode, wait: int) -> None:
         """Mark `node` as where waiting requests' matches end, `wait` the largest of their ranks
         (0 <= wait < ROUND_TICKS; a larger rank is stamped later in each round), or -1 for none.

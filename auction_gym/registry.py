@@ -40,6 +40,10 @@ class MechanismEntry:
     name: str
     target: str | Callable[..., Scheduler]
     summary: str
+    in_batch: bool = False
+    """Whether SGLang's in-batch prefix check reorders its queue (`auction_gym.engine.in_batch`):
+    SGLang's cache-aware sorts use it (`lpm`), its `fcfs` (with or without priorities) and
+    `dfs-weight` do not; a policy SGLang does not have says which it is like."""
 
     def factory(self) -> Callable[..., Scheduler]:
         """The class or factory (imported now if `target` is a string)."""
@@ -134,14 +138,15 @@ def with_table(doc: str | None, placeholder: str, rows: list[tuple[str, str]]) -
 
 for _entry in (
     MechanismEntry("fcfs", "auction_gym.scheduler.fcfs:FCFS", "first come, first served; no payments"),
-    MechanismEntry("lpm", "auction_gym.scheduler.lpm:LPM", "longest cached prefix first (SGLang's lpm); no payments"),
+    MechanismEntry("lpm", "auction_gym.scheduler.lpm:LPM", "longest cached prefix first (SGLang's lpm); no payments",
+                   in_batch=True),
     MechanismEntry("klpm", "auction_gym.scheduler.klpm:KLPM",
-                   "k-LPM: the oldest request, then k - 1 longest-prefix picks; no payments"),
+                   "k-LPM: the oldest request, then k - 1 longest-prefix picks; no payments", in_batch=True),
     MechanismEntry("dfs_weight", "auction_gym.scheduler.dfs_weight:DFSWeight",
                    "SGLang's dfs-weight: subtrees by request count; no payments"),
     MechanismEntry("strict_vcg", "auction_gym.mechanism.strict_priority:StrictPriorityAuction",
                    "strict priority by bid; VCG payments"),
     MechanismEntry("radix_vcg", "auction_gym.mechanism.radix_auction:RadixTreeAuction",
-                   "the radix-tree auction (depth-first orders of the queue's radix tree); VCG payments"),
+                   "the radix-tree auction (depth-first orders of the queue's radix tree); VCG payments", in_batch=True),
 ):
     register_mechanism(_entry)

@@ -36,12 +36,12 @@ GOLDEN = {
     "env/strict_vcg": "2afaab2170382146",
     "env/radix_vcg": "b9a9504e87ac54dc",
     "parallel/radix_vcg": "14a90eaeb8fbeb0a",
-    "engine/fcfs": "4d7be16aed0f59a0",
-    "engine/lpm": "dd7e660a60c35741",
-    "engine/klpm": "05df19c183f1602a",
-    "engine/dfs_weight": "370ba33eeb432aea",
+    "engine/fcfs": "5fa59a736eb8165e",
+    "engine/lpm": "7c9c92e32118250b",
+    "engine/klpm": "da7fe57e0e566da6",
+    "engine/dfs_weight": "594a0b6ec353e1a9",
     "engine/strict_vcg": "81ef7c80c41c8721",
-    "engine/radix_vcg": "a6c089eaea9285ff",
+    "engine/radix_vcg": "888109b1726b4394",
 }
 
 

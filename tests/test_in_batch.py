@@ -1,5 +1,7 @@
-"""In-batch prefix sharing (SGLang's rule): a request that would compute a prefix another request
-of the same prefill batch computes waits for the next batch, under every policy."""
+"""In-batch prefix sharing (SGLang 0.5.23's rule, `auction_gym/engine/in_batch.py`): under `lpm` (and
+the policies SGLang does not have) a request that shares an uncached prefix with one ahead of it in
+the queue goes behind the others (a batch with room still takes it); `fcfs` and `dfs_weight` keep
+their order."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import numpy as np
 import pytest
 
 from auction_gym import EngineConfig, Request, SimEngine, scheduler_names
-from auction_gym.engine.in_batch import BatchPrefixes
+from auction_gym.engine.in_batch import behind, deprioritized
+from auction_gym.registry import get_mechanism
 
 SHARED = np.arange(1000, 1600)  # 600 tokens
 
@@ -18,59 +21,79 @@ def siblings(n: int = 2, tail: int = 40) -> list[Request]:
                     output_len=5) for i in range(n)]
 
 
-@pytest.mark.parametrize("name", scheduler_names())
-def test_shared_uncached_prefix_is_computed_once_over_two_batches(name):
-    engine = SimEngine(name, EngineConfig())
-    reqs = siblings()
-    engine.submit(reqs)
-    first = engine.step()
-    assert first.kind == "prefill" and len(first.admitted) == 1  # the sibling waits
-    second = engine.step()
-    assert second.kind == "prefill" and len(second.admitted) == 1
-    (a,), (b,) = first.admitted, second.admitted
-    ra, rb = engine.records[a], engine.records[b]
-    assert ra.cached_tokens == 0 and ra.computed_tokens == ra.prompt_len
-    assert rb.cached_tokens == len(SHARED) and rb.computed_tokens == rb.prompt_len - len(SHARED)
-    engine.run()
-    assert all(rec.finished for rec in engine.records.values())
+def with_stranger(prompt: int = 100) -> list[Request]:
+    """Two siblings (ids 0, 1) and, arriving after them, a request sharing nothing (id 2)."""
+    return [*siblings(), Request(2, 0, np.arange(prompt) + 90_000, 1.0, output_len=5, arrival=0.0)]
 
 
-def test_off_computes_the_prefix_twice_in_one_batch():
-    engine = SimEngine("fcfs", EngineConfig(in_batch_prefix_caching=False))
-    engine.submit(siblings())
-    it = engine.step()
-    assert len(it.admitted) == 2
-    assert all(engine.records[i].cached_tokens == 0 for i in it.admitted)
+def test_lpm_takes_the_sibling_last_in_a_batch_with_room():
+    """SGLang: B (sharing 600 uncached tokens with A, ahead of it) sorts behind C; the batch has
+    room for all three, so B still computes the shared prefix in the same batch."""
+    engine = SimEngine("lpm", EngineConfig())
+    engine.submit(with_stranger())
+    assert engine.step().admitted == [0, 2, 1]
+    assert engine.records[1].cached_tokens == 0
 
 
-def test_thresholds_decide_who_is_checked_and_who_waits():
-    """Checked only with at most `check` cached tokens; held only when sharing at least
-    `deprioritize` tokens beyond them."""
-    batch = BatchPrefixes(check=32, deprioritize=32, page_size=1)
-    taken = np.arange(100)
-    assert not batch.holds(taken, cached=0)  # the first of a batch is never held
-    batch.add(taken)
-    assert batch.holds(np.arange(100), cached=0)
-    assert batch.holds(np.concatenate([np.arange(40), [7, 7]]), cached=8)  # 40 - 8 = 32 beyond
-    assert not batch.holds(np.concatenate([np.arange(39), [7, 7]]), cached=8)  # 31 beyond
-    assert not batch.holds(np.arange(100), cached=33)  # enough is cached: not checked
-    batch.add(np.arange(500, 600))
-    assert batch.holds(np.arange(500, 560), cached=0)  # prompts added after the tree was built count
-    # With pages only whole shared pages count: 45 shared tokens are 2 pages of 16, 32 < 40.
-    paged, flat = (BatchPrefixes(check=32, deprioritize=40, page_size=p) for p in (16, 1))
-    for b in (paged, flat):
-        b.add(np.arange(100))
-    assert flat.holds(np.concatenate([np.arange(45), [7]]), cached=0)
-    assert not paged.holds(np.concatenate([np.arange(45), [7]]), cached=0)
-    assert paged.holds(np.concatenate([np.arange(48), [7]]), cached=0)
+def test_lpm_sibling_behind_the_budget_waits_and_hits_the_cache():
+    """Without chunking and with room for two prompts per batch, C goes in with A and B waits for
+    the next batch, where A's prompt is cached."""
+    engine = SimEngine("lpm", EngineConfig(chunked_prefill_size=None, max_prefill_tokens=800))
+    engine.submit(with_stranger())
+    assert engine.step().admitted == [0, 2]
+    assert engine.step().admitted == [1]
+    assert engine.records[1].cached_tokens == len(SHARED)
 
 
-def test_a_short_shared_prefix_does_not_hold():
-    prefix = np.arange(20)
-    reqs = [Request(i, 0, np.concatenate([prefix, [100 + i] * 50]), 1.0, output_len=3) for i in range(2)]
-    engine = SimEngine("fcfs", EngineConfig())
-    engine.submit(reqs)
-    assert len(engine.step().admitted) == 2  # 20 shared tokens < 32: both in one batch
+@pytest.mark.parametrize("name", ["fcfs", "dfs_weight", "strict_vcg"])
+def test_fcfs_dfs_weight_and_strict_priority_never_deprioritize(name):
+    """SGLang's `fcfs` (with priorities too, strict priority's analogue) never computes the set and
+    its `dfs-weight` ignores it: the batch is the one without the rule."""
+    assert first_batch(name, True) == first_batch(name, False) and sorted(first_batch(name, True)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name", ["klpm", "radix_vcg"])
+def test_cache_aware_policies_sglang_does_not_have_deprioritize_as_lpm_does(name):
+    """k-LPM and the radix auction get the rule in `lpm`'s form: the later sibling (1) goes behind."""
+    on = first_batch(name, True)
+    assert on[-1] == 1 and sorted(on) == [0, 1, 2] and on != first_batch(name, False)
+
+
+def first_batch(name: str, rule: bool) -> list[int]:
+    engine = SimEngine(name, EngineConfig(in_batch_prefix_caching=rule))
+    engine.submit(with_stranger())
+    return engine.step().admitted
+
+
+def test_off_and_above_lpms_fcfs_cut_nothing_is_deprioritized():
+    for scheduler, config in (("lpm", EngineConfig(in_batch_prefix_caching=False)),
+                              (_lpm_cut(2), EngineConfig())):
+        engine = SimEngine(scheduler, config)
+        engine.submit(with_stranger())
+        assert engine.step().admitted == [0, 1, 2]
+
+
+def _lpm_cut(n: int):
+    from auction_gym.scheduler import make_scheduler
+
+    return make_scheduler("lpm", fcfs_above=n)
+
+
+def test_the_set_compares_whole_prompts_with_earlier_checked_requests():
+    """SGLang's `_compute_prefix_matches`: checked when at most `check` tokens are cached; held when
+    sharing at least `deprioritize` tokens of its whole prompt with an earlier checked request that
+    was not held itself."""
+    p = list(range(100, 131))  # 31 tokens
+    a, b = Request(0, 0, p + [7], 1.0), Request(1, 0, p + [7, 8], 1.0)
+    tokens = lambda r: r.tokens  # noqa: E731
+    assert deprioritized([a, b], [0, 0], tokens, 32, 32) == {1}  # shares 32 = P + [7]: whole prompts
+    assert deprioritized([a, b], [0, 33], tokens, 32, 32) == set()  # b has enough cached: not checked
+    assert deprioritized([a, b], [33, 0], tokens, 32, 32) == set()  # a not checked, so not in the tree
+    c = Request(2, 0, p + [7, 8, 9], 1.0)
+    assert deprioritized([a, b, c], [0, 0, 0], tokens, 32, 33) == {2}  # b shares 32 < 33: it joins, c 33
+    assert deprioritized([a, b, c], [0, 0, 0], tokens, 32, 32) == {1, 2}
+    order = [c, b, a]
+    assert [r.id for r in behind(order, [a, b, c], {1, 2})] == [0, 1, 2]  # held ones in queue order
 
 
 @pytest.mark.parametrize("name", scheduler_names())
@@ -100,3 +123,11 @@ def test_conservation_and_memory_bound_hold_with_the_rule(name):
 def test_bad_settings_raise(bad):
     with pytest.raises(ValueError):
         EngineConfig(**bad)
+
+
+def test_every_policy_says_whether_the_rule_applies():
+    """The registry's `in_batch` is the one place that says it: SGLang's cache-aware sort (lpm) and
+    the cache-aware policies SGLang does not have, not its fcfs or dfs-weight nor strict priority."""
+    applies = {name for name in scheduler_names() if get_mechanism(name).in_batch}
+    assert applies == {"lpm", "klpm", "radix_vcg"}
+

@@ -300,3 +300,14 @@ def test_every_round_admits_when_prompts_are_chunked():
         assert report.admitted or report.exhausted
         assert 0.0 <= report.hit_rate <= 1.0
     assert len(continuations) > 10  # rounds did run chunk-only prefills inside them
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_the_bidding_wrapper_keeps_the_policys_sglang_rules(mechanism):
+    """The engine reads `sorts_in_place` and `in_batch_deprioritizes` off its scheduler, which in a
+    market is the wrapper that stamps bids: LPM's rules must reach the engine through it."""
+    market = Market(MarketConfig(mechanism=mechanism))
+    market.reset(0)
+    wrapper = market.engine.scheduler
+    assert wrapper.sorts_in_place == (mechanism in ("lpm", "dfs_weight"))
+    assert wrapper.in_batch_deprioritizes(5) == (mechanism in ("lpm", "klpm", "radix_vcg"))

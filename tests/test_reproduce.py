@@ -55,11 +55,13 @@ def test_unit_model_welfare_capture_in_unit_interval(runs):
 def test_cache_aware_auction_keeps_lpm_hit_rate_where_unit_does_not(runs):
     """At this one pressured point (one seed) the cache-aware auction keeps 0.94-0.95 of LPM's hit
     rate under every engine variant (SGLang's reservation or the oracle one, chunked or not; 0.952
-    with the engine before SGLang's rules); the sweep's figures over seeds are in the README."""
+    with the engine before SGLang's rules); the sweep's figures over seeds are in the README. The
+    "unit" auction keeps less (0.88 of LPM's here since issue 26, where in-batch sharing moves a
+    sibling behind rather than holding it for the next batch; under 0.8 before)."""
     for workload, by in runs["tokens"].items():
         assert by["radix_vcg"]["hit_rate"] >= 0.93 * by["lpm"]["hit_rate"], workload
     shared = runs["tokens"]["shared_prefix"]
-    assert shared["radix_vcg/unit"]["hit_rate"] < 0.8 * shared["lpm"]["hit_rate"]
+    assert shared["radix_vcg/unit"]["hit_rate"] < min(shared["radix_vcg"]["hit_rate"], 0.9 * shared["lpm"]["hit_rate"])
     assert shared["strict_vcg"]["hit_rate"] < 0.5 * shared["lpm"]["hit_rate"]
     assert shared["radix_vcg"]["realized_welfare"] > shared["strict_vcg"]["realized_welfare"]
 

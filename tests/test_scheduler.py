@@ -18,18 +18,65 @@ def ids(rs) -> list[int]:
     return [r.id for r in rs]
 
 
-def test_fcfs_orders_by_arrival_then_id():
+def test_fcfs_keeps_the_queues_order():
+    """SGLang's `fcfs` leaves its waiting list as it is; the engine's queue is in arrival order
+    with retracted requests at the end (`tests/test_engine_sglang.py`)."""
     q = [req(3, [1], 0.5), req(1, [2], 0.5), req(2, [3], 0.1)]
-    assert ids(make_scheduler("fcfs").order(q, RadixCache())) == [2, 1, 3]
+    assert ids(make_scheduler("fcfs").order(q, RadixCache())) == [3, 1, 2]
 
 
-def test_lpm_orders_by_cached_prefix_then_fcfs():
+def test_lpm_orders_by_cached_prefix_then_the_queues_order():
     cache = RadixCache()
     cache.insert([1, 2, 3, 4, 5])
     cache.insert([7, 8])
-    q = [req(0, [9, 9]), req(1, [7, 8, 1]), req(2, [1, 2, 3, 4, 5, 6]), req(3, [1, 2, 9])]
-    # cached prefixes (last prompt token excluded): 0, 2, 5, 2
-    assert ids(make_scheduler("lpm").order(q, cache)) == [2, 1, 3, 0]
+    q = [req(0, [9, 9]), req(3, [1, 2, 9]), req(1, [7, 8, 1]), req(2, [1, 2, 3, 4, 5, 6])]
+    # cached prefixes of the whole prompts: 0, 2, 2, 5; the tie 3, 1 keeps the queue's order
+    assert ids(make_scheduler("lpm").order(q, cache)) == [2, 3, 1, 0]
+
+
+def test_lpm_matches_the_whole_prompt():
+    """[1,2] cached; A = [1,2] arrives before B = [1,2,3]. SGLang's policy matches whole prompts:
+    both match 2 and tie, so A (first in the queue) goes first. (Until issue 26 LPM counted all but
+    the last token, A 1 and B 2, and put B first.)"""
+    cache = RadixCache()
+    cache.insert([1, 2])
+    a, b = req(0, [1, 2]), req(1, [1, 2, 3], arrival=1.0)
+    assert ids(make_scheduler("lpm").order([a, b], cache)) == [0, 1]
+
+
+def test_lpm_above_its_fcfs_cut_leaves_the_queue_as_it_is():
+    """SGLang's `lpm` above its cut takes its `fcfs` branch, which does nothing: the list stays as
+    the last sort left it (until issue 26 it was sorted by arrival here)."""
+    cache = RadixCache()
+    cache.insert([5, 5, 5])
+    a, b, c = req(0, [1, 1, 1, 1]), req(1, [5, 5, 5, 1], 1.0), req(2, [2, 2, 2, 2], 2.0)
+    lpm = make_scheduler("lpm", fcfs_above=2)
+    assert ids(lpm.order([a, b], cache)) == [1, 0]
+    assert ids(lpm.order([b, a, c], cache)) == [1, 0, 2]
+    assert ids(lpm.order([c, a, b], cache)) == [2, 0, 1]
+
+
+def test_the_engine_keeps_lpms_order_for_the_next_round():
+    """SGLang sorts its waiting list in place, so the next round's ties keep this round's order.
+    C (longest match) goes first; B (its prefix cached) would come next but the batch's budget is
+    spent: the queue left is B, A (LPM's order), not arrival order A, B."""
+    engine = SimEngine("lpm", EngineConfig(chunked_prefill_size=None, max_prefill_tokens=64))
+    engine.cache.insert(np.arange(40))
+    engine.cache.insert(np.arange(100, 110))
+    a = req(0, np.arange(500, 600))
+    b = req(1, np.concatenate([np.arange(100, 110), np.arange(700, 790)]))
+    c = req(2, np.concatenate([np.arange(40), np.arange(800, 860)]))
+    engine.submit([a, b, c])
+    assert engine.step().admitted == [2]
+    assert ids(engine.queue.requests) == [1, 0]
+
+
+def test_dfs_weight_takes_a_nodes_own_requests_in_the_queues_order():
+    """SGLang's `dfs_weight_order` lists a node's requests by their index in its waiting list."""
+    cache = RadixCache()
+    cache.insert([1, 1, 1])
+    q = [req(1, [1, 1, 1, 5], 1.0), req(0, [1, 1, 1, 6], 0.0)]
+    assert ids(make_scheduler("dfs_weight").order(q, cache)) == [1, 0]
 
 
 def test_dfs_weight_groups_by_subtree_weight():

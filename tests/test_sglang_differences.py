@@ -9,142 +9,16 @@ followed) or somewhere else.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 
-from auction_gym import EngineConfig, RadixCache, Request, SimEngine
-from auction_gym.engine.in_batch import BatchPrefixes
-from auction_gym.scheduler import WaitingPrefixes, make_scheduler
+from auction_gym import EngineConfig, Request, SimEngine
 
 
 def req(i: int, tokens, out: int = 5, cap: int | None = None, arrival: float = 0.0) -> Request:
     return Request(i, 0, np.asarray(tokens), 1.0, output_len=out, arrival=arrival, max_new_tokens=cap)
 
 
-# 1. A split made while refreshing waiting requests' prefixes.
-
-
-def test_split_by_the_rounds_refresh_is_stamped_before_the_round():
-    """Insert [0], insert [1,1]; waiting [0] then [1]; one round; evict(1).
-
-    SGLang matches [0] then [1] in queue order; the match of [1] stamps the edge [1,1] and splits
-    it, and both halves carry that match's time, later than [0]'s: evict(1) frees [0] and keeps
-    [1,1]. Here the split made by the refresh (`RadixCache.peek(split=True)`) gives both halves the
-    last time before the round, so the unmatched lower [1] is older than every waited-on node:
-    evict(1) frees it and keeps [0] and [1]."""
-    cache = RadixCache()
-    cache.insert([0])
-    cache.insert([1, 1])
-    WaitingPrefixes().refresh([req(0, [0]), req(1, [1])], cache)
-    assert cache.evict(1) == 1
-    assert cache.prefix_len([0]) == 1  # SGLang: 0
-    assert cache.prefix_len([1, 1]) == 1  # SGLang: 2
-
-
-# 2. What in-batch prefix sharing compares against.
-
-
-def test_in_batch_sharing_compares_all_but_the_last_prompt_token():
-    """A = 31 tokens P + [x], B = P + [x, y], nothing cached, arriving together.
-
-    SGLang inserts each checked request's whole prompt into its in-batch tree, so B shares 32
-    tokens (P + x) with A and is deprioritized. Here the batch holds what the engine matches,
-    tokens[:-1]: A contributes P (31 tokens), B shares 31 < 32 and goes into the same batch."""
-    p = list(range(100, 131))
-    a, b = req(0, p + [7]), req(1, p + [7, 8])
-    sharing = BatchPrefixes(32, 32, 1)
-    sharing.add(a.tokens[:-1])
-    assert not sharing.holds(b.tokens[:-1], 0)
-    engine = SimEngine("lpm", EngineConfig())
-    engine.submit([a, b])
-    assert engine.step().admitted == [0, 1]
-
-
-class Reverse:
-    """Admits the queue last come, first served (a policy whose order is not the queue's)."""
-
-    name = "reverse"
-
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        return list(reversed(queue))
-
-
-def test_in_batch_sharing_compares_with_the_batch_not_the_queue():
-    """A then B (first come, first served) share 40 uncached tokens; the policy takes B first.
-
-    SGLang checks each request against the earlier requests of the pre-sort queue (those with at
-    most 32 cached tokens, not themselves deprioritized), whether admitted or not: A, first in the
-    queue, is never deprioritized, and B is. Here a candidate is compared with the requests already
-    taken into the batch, in the policy's order: B is taken, A waits for the next batch."""
-    shared = list(range(500, 540))
-    a, b = req(0, shared + [1, 2]), req(1, shared + [3, 4])
-    engine = SimEngine(Reverse(), EngineConfig())
-    engine.submit([a, b])
-    assert engine.step().admitted == [1]  # SGLang (deprioritizing B): A ahead of B
-    assert engine.step().admitted == [0]
-
-
-def test_in_batch_sharing_holds_under_fcfs_and_dfs_weight_too():
-    """Two requests arriving together that share 40 uncached tokens.
-
-    SGLang computes the in-batch rule only for cache-aware policies, and its dfs-weight sort ignores
-    the result: under `fcfs` and `dfs-weight` both go into one batch. Here the rule holds under
-    every policy: the second waits for the next batch."""
-    shared = list(range(500, 540))
-    for name in ("fcfs", "dfs_weight"):
-        engine = SimEngine(name, EngineConfig())
-        engine.submit([req(0, shared + [1, 2]), req(1, shared + [3, 4])])
-        assert engine.step().admitted == [0], name
-        assert engine.step().admitted == [1], name
-
-
-# 3. LPM's tie order, match depth and FCFS cut.
-
-
-def test_lpm_breaks_ties_by_arrival_not_the_last_rounds_order():
-    """A (arrival 0) and B (arrival 1) wait; B's prefix is cached, so LPM puts B first. Then the
-    cache is emptied: both match nothing.
-
-    SGLang sorts its waiting list in place with a stable sort, so a tie keeps the previous round's
-    order: B, A. Here ties go by (arrival, id): A, B."""
-    cache = RadixCache()
-    cache.insert([5, 5, 5])
-    a, b = req(0, [1, 1, 1, 1]), req(1, [5, 5, 5, 1], arrival=1.0)
-    lpm = make_scheduler("lpm")
-    assert [r.id for r in lpm.order([a, b], cache)] == [1, 0]
-    cache.evict(3)
-    assert cache.total_size == 0
-    assert [r.id for r in lpm.order([a, b], cache)] == [0, 1]  # SGLang: [1, 0]
-
-
-def test_lpm_above_its_fcfs_cut_orders_by_arrival():
-    """LPM with the FCFS cut at 2 (SGLang's is 128): A, B wait, B's prefix cached, so B goes
-    first; then C arrives and 3 > 2 wait.
-
-    SGLang then takes its `fcfs` branch, which does nothing: the queue stays as the last sort left
-    it, new arrivals at the end (B, A, C). Here the queue is sorted first come, first served: A, B, C."""
-    cache = RadixCache()
-    cache.insert([5, 5, 5])
-    a, b, c = req(0, [1, 1, 1, 1]), req(1, [5, 5, 5, 1], arrival=1.0), req(2, [2, 2, 2, 2], arrival=2.0)
-    lpm = make_scheduler("lpm", fcfs_above=2)
-    assert [r.id for r in lpm.order([a, b], cache)] == [1, 0]
-    assert [r.id for r in lpm.order([a, b, c], cache)] == [0, 1, 2]  # SGLang: [1, 0, 2]
-
-
-def test_lpm_counts_all_but_the_last_prompt_token():
-    """[1,2] cached; A = [1,2] (all of it cached) arrives before B = [1,2,3].
-
-    SGLang's policy matches each whole prompt: both match 2 tokens and tie, so A (first in the
-    queue) goes first. Here LPM counts what the engine can reuse, all but the last token: A 1, B 2,
-    so B goes first."""
-    cache = RadixCache()
-    cache.insert([1, 2])
-    a, b = req(0, [1, 2]), req(1, [1, 2, 3], arrival=1.0)
-    assert [r.id for r in make_scheduler("lpm").order([a, b], cache)] == [1, 0]  # SGLang: [0, 1]
-
-
-# 4. A chunked request's output reservation.
+# 1. A chunked request's output reservation.
 
 
 def test_a_chunked_request_reserves_its_output_from_the_first_chunk():
@@ -162,9 +36,10 @@ def test_a_chunked_request_reserves_its_output_from_the_first_chunk():
     assert engine._promised == (20_000 - 2 * 8192) + 100
 
 
-# 5. An off-by-one in the memory check. (dfs-weight's tie-breaks and match depth, a resumed
-# request's reservation and the prefill cap at >= now follow SGLang: tests/test_scheduler.py,
-# tests/test_engine_sglang.py.)
+# 2. An off-by-one in the memory check. (What now follows SGLang is pinned where the rule lives:
+# dfs-weight and LPM in tests/test_scheduler.py; a resumed request's reservation, the prefill cap at
+# >= and a retracted request's place in tests/test_engine_sglang.py; in-batch sharing in
+# tests/test_in_batch.py; a split by the round's refresh in tests/test_waiting.py.)
 
 
 def test_memory_check_admits_what_fits_exactly():

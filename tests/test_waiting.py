@@ -65,6 +65,21 @@ def test_split_by_a_waiting_match_keeps_the_prefix_not_the_tail():
     assert cache.prefix_len([1, 2, 9]) == 2 and cache.prefix_len([1, 2, 3]) == 2
 
 
+def test_a_split_by_the_rounds_refresh_is_stamped_at_its_requests_turn():
+    """Insert [0], insert [1,1]; waiting [0] then [1]; one round; evict(1). As in SGLang, the match
+    of [1] (second in the round) splits [1,1] and stamps both halves at its turn, after [0]'s: evict(1)
+    frees [0] and keeps [1,1]. (Until issue 26 the lower half kept the time before the round and went
+    first.)"""
+    cache = RadixCache()
+    cache.insert([0])
+    cache.insert([1, 1])
+    WaitingPrefixes().refresh([req(0, [0]), req(1, [1])], cache)
+    assert cache.evict(1) == 1
+    cache.check()
+    assert cache.prefix_len([0]) == 0
+    assert cache.prefix_len([1, 1]) == 2
+
+
 def test_marks_follow_the_queue_under_an_engine():
     """Driving an engine under cache pressure, which refreshes before every order: each waited-on
     node carries the largest rank of the requests ending there, nothing else is marked, and the
@@ -116,7 +131,9 @@ def test_an_engines_auction_reads_the_refreshed_lengths_instead_of_matching_agai
         auction = RadixTreeAuction()
         if not attach:
             auction.attach_waiting_prefixes = None  # the engine then leaves it alone
-        engine = SimEngine(auction, EngineConfig(kv_capacity_tokens=3_000, max_running_requests=4))
+        # The in-batch rule off: the engine would read the lengths itself for it.
+        engine = SimEngine(auction, EngineConfig(kv_capacity_tokens=3_000, max_running_requests=4,
+                                                 in_batch_prefix_caching=False))
         engine.submit(branching_workload(3, n=120))
         served, lengths = [], engine.waiting_prefixes.lengths
 

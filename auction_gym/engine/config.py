@@ -52,12 +52,13 @@ class EngineConfig:
     every remaining request will run this many more steps, and the cache is evicted down to room
     for that many steps."""
     in_batch_prefix_caching: bool = True
-    """SGLang's in-batch prefix sharing (`in_batch.py`): a request that would compute a prefix
-    another request of the same prefill batch computes waits for the next batch. False: off."""
+    """SGLang's in-batch prefix sharing (`in_batch.py`), under the policies that sort by it (`lpm`):
+    a request sharing an uncached prefix with one ahead of it in the queue goes behind the others.
+    False: off."""
     in_batch_check_threshold: int = 32
     """Only requests with at most this many cached prompt tokens are checked (SGLang: 32)."""
     in_batch_deprioritize_threshold: int = 32
-    """A checked request sharing at least this many uncached tokens with the batch waits (SGLang: 32)."""
+    """A checked request sharing at least this many tokens with an earlier checked one goes behind (SGLang: 32)."""
 
     def __post_init__(self) -> None:
         for name, least in (("kv_capacity_tokens", 1), ("max_prefill_tokens", 1), ("max_running_requests", 1),

@@ -1,7 +1,12 @@
-"""The engine's waiting queue: requests first come, first served, what a retracted one recomputes,
-and the smallest memory any waiting request needs.
+"""The engine's waiting queue: requests in the order they joined it, what a retracted one
+recomputes, and the smallest memory any waiting request needs.
 
-Invariants (`check`): `requests` is sorted by `fcfs_key`; `need` has exactly their ids; every
+The order is SGLang's waiting list's (0.5.23, `Scheduler._add_request_to_queue`): arrivals are
+appended first come, first served, and a retracted request is appended at the end, behind
+everything that waits when it is retracted (not back in its arrival place); a policy that SGLang
+sorts in place (`lpm`, `dfs-weight`) leaves its order for the next round (`reorder`).
+
+Invariants (`check`): `requests` holds each waiting request once; `need` has exactly their ids; every
 (need, id) of `need` is on the heap, which also holds stale entries (skipped when they reach the
 top, and dropped in bulk when they outnumber the live ones).
 """
@@ -9,7 +14,6 @@ top, and dropped in bulk when they outnumber the live ones).
 from __future__ import annotations
 
 import heapq
-from bisect import insort
 from typing import Sequence
 
 import numpy as np
@@ -19,7 +23,7 @@ from ..scheduler.base import fcfs_key
 
 
 class WaitingQueue:
-    """Requests waiting for admission, in FCFS order; see the module docstring.
+    """Requests waiting for admission, in the order they joined; see the module docstring.
 
     A request's need is the smallest reservation it could be admitted with (1 token plus its
     output reservation, in tokens); the engine computes it and the queue keeps the least of them,
@@ -47,10 +51,15 @@ class WaitingQueue:
             self._set_need(r.id, n)
 
     def put_back(self, r: Request, tokens: np.ndarray, need: int) -> None:
-        """A retracted request waits again, in its FCFS place, to recompute `tokens`."""
+        """A retracted request waits again, at the end of the queue (as in SGLang), to recompute `tokens`."""
         self._resume[r.id] = tokens
-        insort(self.requests, r, key=fcfs_key)
+        self.requests.append(r)
         self._set_need(r.id, need)
+
+    def reorder(self, order: Sequence[Request]) -> None:
+        """Keep the waiting requests in `order`, a permutation of them (the caller's guarantee, which
+        `check` verifies), as SGLang's in-place sort of its waiting list leaves it."""
+        self.requests = list(order)
 
     def remove(self, taken: Sequence[Request]) -> None:
         """Take admitted requests (by identity: Request has no value equality) off the queue."""
@@ -72,8 +81,7 @@ class WaitingQueue:
 
     def check(self) -> None:
         """Raise AssertionError if an invariant of the module docstring does not hold."""
-        keys = [fcfs_key(r) for r in self.requests]
-        assert keys == sorted(keys), "waiting queue out of FCFS order"
+        assert len({r.id for r in self.requests}) == len(self.requests), "a request waits twice"
         assert set(self.need) == {r.id for r in self.requests}, "needs and waiting requests differ"
         assert set(self.need.items()) <= {(i, n) for n, i in self._heap}, "a need is missing from the heap"
         assert set(self._resume) <= set(self.need), "resume tokens of a request that does not wait"

@@ -21,11 +21,13 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
    tokens: with chunked prefill the request that does not fit whole computes a chunk (its
    finished chunks enter the cache, locked) and the batch ends; without it, the first request of
-   a batch is exempt and a later one that does not fit stops admission. A request that would
-   compute an uncached prefix that a request already in the batch computes is held for the next
-   batch instead (SGLang's in-batch prefix sharing, `in_batch.py`). After the prefill, sequences
-   are inserted into the cache and stay locked while their requests run; each request whose
-   prompt is complete has its first token.
+   a batch is exempt and a later one that does not fit stops admission. Under the policies whose
+   registry entry says `in_batch` (`lpm`, as in SGLang), a request that shares an uncached prefix
+   with one ahead of it in the queue goes behind the others (SGLang's in-batch prefix sharing,
+   `in_batch.py`); under `lpm` and `dfs_weight` the queue keeps the order for the next round, as
+   SGLang's in-place sorts leave its list. After the prefill, sequences are inserted into the
+   cache and stay locked while their requests run; each request whose prompt is complete has its
+   first token.
 3. Otherwise the running batch decodes one step, or, where the engine can (the simulated one),
    every step up to the next event at once (a request finishing, an arrival that may be
    admitted, memory running out, or the step at which the blocked request's reservation would
@@ -33,8 +35,8 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    the "sglang" reservation decode tokens are allocated as they are produced; when a step does
    not fit even after eviction, running requests are retracted as SGLang retracts them (fewest
    output tokens first, then longest prompt, at least one, until the step fits): their
-   generated KV is freed, their prompt stays in the cache unlocked, and they wait again (in
-   arrival order) to recompute prompt + output so far and go on.
+   generated KV is freed, their prompt stays in the cache unlocked, and they wait again (at the
+   queue's end, as in SGLang) to recompute prompt + output so far and go on.
 4. A finished request inserts prompt + output, bar the last output token whose KV is never
    computed, into the cache and unlocks its path.
 
@@ -53,11 +55,11 @@ import numpy as np
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
-from ..scheduler.base import Scheduler, make_scheduler
+from ..scheduler.base import Scheduler, in_batch_applies, make_scheduler
 from ..scheduler.waiting import WaitingPrefixes
 from .arrivals import Arrivals
 from .config import EngineConfig
-from .in_batch import BatchPrefixes
+from .in_batch import behind, deprioritized
 from .queue import WaitingQueue
 from .records import Metrics, RequestRecord, summarize
 from .reservation import FutureOutput
@@ -201,8 +203,7 @@ class ServingEngine(Replay):
         self.records[r.id] = RequestRecord.of(r)
 
     def _let_in_arrivals(self) -> list[int]:
-        # Everything let in now arrived after everything already waiting, so appending the new
-        # arrivals in FCFS order keeps the whole queue in FCFS order, as schedulers expect.
+        # Everything let in now arrived after everything already waiting: appended in FCFS order.
         rejected, arrived = [], []
         capacity = self.config.kv_capacity_tokens
         for r in self.arrivals.due(self.now):
@@ -315,13 +316,13 @@ class ServingEngine(Replay):
         cfg, cache = self.config, self.cache
         waiting = self.queue.requests
         self.waiting_prefixes.refresh(waiting, cache)
+        held = self._in_batch_deprioritized(waiting)
         order = self.scheduler.order(waiting, cache)
         if len(order) != len(waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
-        sharing = (
-            BatchPrefixes(cfg.in_batch_check_threshold, cfg.in_batch_deprioritize_threshold, cfg.page_size)
-            if cfg.in_batch_prefix_caching else None
-        )
+        order = behind(order, waiting, held)
+        if getattr(self.scheduler, "sorts_in_place", False):
+            self.queue.reorder(order)  # SGLang's list keeps this order for the next round
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
         for r in order:
             if len(self.running) + len(batch) >= cfg.max_running_requests:
@@ -329,8 +330,6 @@ class ServingEngine(Replay):
             tokens = self.queue.tokens(r)
             generated = len(tokens) - r.prompt_len
             match = cache.match_prefix(tokens[:-1])
-            if sharing is not None and sharing.holds(tokens[:-1], match.length):
-                continue  # its prefix is being computed in this batch: it hits the cache in the next
             extend = len(tokens) - match.length
             end = len(tokens)
             if chunking and extend > budget:
@@ -351,11 +350,21 @@ class ServingEngine(Replay):
             adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
             batch.append(adm)
             budget -= adm.extend
-            if sharing is not None:
-                sharing.add(tokens[:end] if end < len(tokens) else tokens[:-1])
             if not adm.last_chunk:
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
+
+    def _in_batch_deprioritized(self, waiting: list[Request]) -> set[int]:
+        """Ids of the waiting requests SGLang's in-batch prefix check puts behind the others this
+        round (`in_batch.py`): none when the config has the rule off or the scheduler declines it."""
+        cfg = self.config
+        if not cfg.in_batch_prefix_caching or not in_batch_applies(self.scheduler, len(waiting)):
+            return set()
+        cached = self.waiting_prefixes.lengths(waiting, self.cache)
+        if cached is None:  # not the queue just refreshed (a subclass's own order of calls)
+            cached = [self.cache.prefix_len(r.tokens) for r in waiting]
+        return deprioritized(waiting, cached, self.queue.tokens, cfg.in_batch_check_threshold,
+                             cfg.in_batch_deprioritize_threshold)
 
     def _run_prefill(self, batch: list[Admission]) -> tuple[list[int], list[int]]:
         """Execute the batch; cache what it computed; start the requests whose prefill is complete.

@@ -261,6 +261,15 @@ class RadixAuctionEnv(gym.Env):
       earliest request first); its trajectories differ (golden digests env/dfs_weight and
       engine/dfs_weight moved; no other mechanism's did). A resumed request charges its round
       min(max_new_tokens, clip) of output, as SGLang does (no golden digest moved).
+    - v0 (issue 26, SGLang's queue rules): in-batch prefix sharing as SGLang's `lpm` applies it, a
+      request sharing an uncached prefix with one ahead of it in the queue goes behind the others (a
+      batch with room still takes it; until now it waited for the next batch), under `lpm`, `klpm`
+      and `radix_vcg` (the registry's `in_batch`); `fcfs`, `dfs_weight` and `strict_vcg` never
+      apply it (as SGLang's `fcfs`, with or without priorities, and `dfs-weight`); `lpm` and `dfs_weight` keep
+      their order for the next round and `lpm` matches whole prompts; a retracted request waits at
+      the queue's end; a split by the round's refresh of waiting prefixes is stamped at its
+      request's turn. The engine replays' golden digests of every mechanism but strict_vcg moved;
+      the env episodes' did not (their trajectories are unchanged).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}

@@ -50,6 +50,7 @@ from ..mechanism.base import AuctionMechanism
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler import Scheduler
+from ..scheduler.base import in_batch_applies
 from ..scheduler.waiting import WaitingPrefixes
 from .config import AUCTIONS, MarketConfig
 from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
@@ -98,6 +99,13 @@ class _Bidding:
     def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
         if (attach := getattr(self.inner, "attach_waiting_prefixes", None)) is not None:
             attach(prefixes)
+
+    @property
+    def sorts_in_place(self) -> bool:
+        return getattr(self.inner, "sorts_in_place", False)
+
+    def in_batch_deprioritizes(self, waiting: int) -> bool:
+        return in_batch_applies(self.inner, waiting)
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         alpha = self.alpha

@@ -21,8 +21,19 @@ class Scheduler(Protocol):
     (`cache.peek`, or `prefix_matcher.PrefixMatcher`; a peek may split nodes, as SGLang's policy
     matches do) and must not insert, lock or evict: keeping the waiting requests' prefixes warm is
     one rule for every policy, `waiting.WaitingPrefixes`, which the engine runs once per admission
-    round before `order`. The engine passes the queue in FCFS order (`fcfs_key`), so a stable sort
-    breaks ties by it.
+    round before `order`. The engine passes its queue's order: first come, first served (`fcfs_key`),
+    a retracted request at the end (`auction_gym.engine.queue`).
+
+    Optionally, `in_batch_deprioritizes(waiting) -> bool`: whether SGLang's in-batch prefix check
+    applies to a queue of `waiting` requests (`lpm`: not above its FCFS cut); when it does, the
+    engine moves the requests it deprioritizes behind the others in `order`'s result
+    (`auction_gym.engine.in_batch`). Without the method, the registry's `in_batch` decides
+    (`in_batch_applies`).
+
+    Optionally, `sorts_in_place = True`: SGLang sorts its waiting list in place under this policy,
+    so the engine keeps its queue in the order `order` returned (less what it admits, new arrivals
+    and retracted requests appended), and the next round's `queue` starts from it (`lpm`,
+    `dfs_weight`: their ties then follow the previous round's order, as in SGLang).
 
     Optionally, `attach_waiting_prefixes(prefixes)`: the engine calls it once, when it is built,
     with that `WaitingPrefixes`; in `order`, `prefixes.lengths(queue, cache)` then gives every
@@ -46,6 +57,18 @@ def register_scheduler(name: str) -> Callable[[Callable[..., Scheduler]], Callab
         return factory
 
     return decorate
+
+
+def in_batch_applies(scheduler: Scheduler, waiting: int) -> bool:
+    """Whether SGLang's in-batch prefix check reorders `scheduler`'s queue of `waiting` requests:
+    its own `in_batch_deprioritizes` if it has one, else its registry entry's `in_batch` (False
+    for a policy the registry does not know)."""
+    own = getattr(scheduler, "in_batch_deprioritizes", None)
+    if own is not None:
+        return own(waiting)
+    from ..registry import get_mechanism, mechanism_names
+
+    return scheduler.name in mechanism_names() and get_mechanism(scheduler.name).in_batch
 
 
 def scheduler_names() -> list[str]:

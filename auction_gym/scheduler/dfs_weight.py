@@ -5,7 +5,8 @@ matched edge is split there, as SGLang does; the whole prompt is matched, as SGL
 does). The weight of a node is the number of waiting requests in its subtree. The cache tree is
 walked depth first, children in descending weight (ties: the order of the node's children in the
 cache, as SGLang's stable sort of `node.children` keeps it), and a node's own requests
-come after its children's, in arrival order; requests with nothing cached hang on the root and come
+come after its children's, in the queue's order (SGLang's waiting list, which it sorts in place:
+the engine keeps its queue so, `sorts_in_place`); requests with nothing cached hang on the root and come
 last. Only the nodes on paths from those match points to the root are visited, not the whole cache.
 """
 
@@ -16,12 +17,13 @@ from typing import Sequence
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
-from .base import fcfs_key
 from .prefix_matcher import PrefixMatcher
 
 
 class DFSWeight:
     name = "dfs_weight"
+    sorts_in_place = True
+    """SGLang reorders its waiting list in place: the next round starts from this round's order."""
 
     def __init__(self) -> None:
         self._matcher = PrefixMatcher(split=True, whole_prompt=True)  # SGLang matches the whole prompt
@@ -29,7 +31,7 @@ class DFSWeight:
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
         match = self._matcher.update(queue, cache)
         hanging: dict[TreeNode, list[Request]] = defaultdict(list)
-        for r in sorted(queue, key=fcfs_key):
+        for r in queue:
             hanging[match[r.id][1]].append(r)
         weight: dict[TreeNode, int] = defaultdict(int)
         children: dict[TreeNode, list[TreeNode]] = defaultdict(list)

@@ -57,6 +57,8 @@ class PrefixMatcher:
         self.requests: dict[int, Request] = {}
         self.dropped: list[int] = []
         self.added: list[int] = []
+        self.splits: dict[int, TreeNode] = {}
+        """Request id -> the lower half of the edge its match split in the last `update` (with `split`)."""
 
     def update(self, queue: Sequence[Request], cache: RadixCache) -> dict[int, tuple[int, TreeNode]]:
         """Match every request of `queue` against `cache`; returns request id -> (length, node).
@@ -67,6 +69,7 @@ class PrefixMatcher:
         if cache is not self._cache:
             self._cache, self._cursor = cache, None
         self._cursor, changed = cache.changes_since(self._cursor)
+        self.splits = {}
         # By object, not id: a request that replaced another under the same id is then simply one
         # gone and one new, and the diff is two set differences at C speed (hashing by identity
         # reads no attribute), the only work here proportional to the queue.
@@ -109,7 +112,10 @@ class PrefixMatcher:
 
     def _peek(self, r: Request, cache: RadixCache, start: TreeNode | None) -> None:
         tokens = r.tokens if self.whole_prompt else r.tokens[:-1]
+        shape = cache.version
         length, node = cache.peek(tokens, start=start, split=self.split)
+        if cache.version != shape:  # the walk split an edge (at most one): node is the upper half
+            (self.splits[r.id],) = node.children.values()
         key = cache.edge_key(tokens, node.depth)
         self._match[r.id] = (length, node)
         self._next[r.id] = key

@@ -12,7 +12,8 @@ changed) per round instead of a walk per waiting request: it keeps each waiting 
 incrementally (`PrefixMatcher`, splitting as SGLang's match does, over the whole prompt as SGLang's
 policy match does) and marks the node where it ends with the request's rank (`RadixCache.set_wait`);
 the cache gives such a node the time `round_start + rank` in the current round (see
-`auction_gym.radix_cache`). Ranks follow the order requests were first seen (ties within a round by
+`auction_gym.radix_cache`). The lower half of an edge a request's match splits gets that request's
+time in the round (`RadixCache.stamp_in_round`), as SGLang stamps the edge at that request's turn. Ranks follow the order requests were first seen (ties within a round by
 arrival), which is the queue's order when, as in the engine, the queue is kept first come, first
 served and new arrivals are appended.
 
@@ -43,6 +44,7 @@ class WaitingPrefixes:
     def __init__(self) -> None:
         self._cache: RadixCache | None = None
         self._version: tuple[int, int] | None = None  # the cache's version when last refreshed
+        self._lengths: tuple[Sequence[Request], list[int]] | None = None  # lengths' last answer this round
         self._reset()
 
     def _reset(self) -> None:
@@ -63,6 +65,7 @@ class WaitingPrefixes:
             self._cache = cache
             self._reset()
         match = self._match = self._matcher.update(waiting, cache)
+        self._lengths = None
         requests = self._matcher.requests
         # Unmark first, while the cache's round is still the one in which these were last stamped.
         for rid in self._matcher.dropped:
@@ -76,21 +79,28 @@ class WaitingPrefixes:
             self._next_rank += 1
         for rid in self._matcher.added:
             self._mark(rid, match[rid][1], cache)
+        for rid, lower in self._matcher.splits.items():
+            cache.stamp_in_round(lower, self._rank[rid])  # SGLang stamps the edge at that request's turn
         self._version = cache.version
 
     def lengths(self, queue: Sequence[Request], cache: RadixCache) -> list[int] | None:
         """Each request's longest cached prefix of its whole prompt (tokens), as `cache.prefix_len`
         gives it, when the last `refresh` was of exactly these requests in this cache, unchanged
         since; None otherwise. A scheduler the engine attached this to reads its queue's lengths
-        here instead of matching the queue again (`Scheduler` in `base.py`)."""
+        here instead of matching the queue again (`Scheduler` in `base.py`). Asked again in the same
+        round for the same list (the engine's in-batch check, then its policy), it answers from the
+        first call: a list must not change in place between `refresh` and its last `lengths`."""
         requests = self._matcher.requests
         if cache is not self._cache or cache.version != self._version or len(queue) != len(requests):
             return None
+        if self._lengths is not None and self._lengths[0] is queue:
+            return self._lengths[1]
         match, out = self._match, []
         for r in queue:
             if requests.get(r.id) is not r:
                 return None
             out.append(match[r.id][0])
+        self._lengths = (queue, out)
         return out
 
     def _mark(self, rid: int, node: TreeNode, cache: RadixCache) -> None:
