@@ -1,11 +1,11 @@
-"""experiments.hit_rate_gaps: finding a session's previous turn, and counting turns admitted early."""
+"""experiments.studies.hit_rate_gaps: finding a session's previous turn, and counting turns admitted early."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from auction_gym import Request
-from experiments.hit_rate_gaps import predecessors, session_gaps
+from experiments.studies.hit_rate_gaps import predecessors, session_gaps
 
 PROMPT, REPLY = np.arange(100), np.arange(1000, 1050)
 

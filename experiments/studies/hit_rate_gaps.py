@@ -1,7 +1,7 @@
 """Two hit-rate gaps explained (issue 26; README, "The simulated engine").
 
-    python -m experiments.hit_rate_gaps sessions [--rate R] [--duration S] [--kv-capacity N] [--full-mix]
-    python -m experiments.hit_rate_gaps auction [--kv-capacity N] [--seeds K] [--loads 1.2,2,3]
+    python -m experiments.studies.hit_rate_gaps sessions [--rate R] [--duration S] [--kv-capacity N] [--full-mix]
+    python -m experiments.studies.hit_rate_gaps auction [--kv-capacity N] [--seeds K] [--loads 1.2,2,3]
 
 `sessions`: why LPM caches fewer prompt tokens than FCFS on agentic traffic. A follow-up session turn
 quotes the previous turn's reply, which the cache holds only once that turn finishes; the workload is
@@ -23,10 +23,18 @@ from typing import Sequence
 
 from auction_gym import EngineConfig, Request, SimEngine
 from auction_gym.registry import build
-from auction_gym.workload import AgenticConfig, agentic_workload, iter_mooncake
+from auction_gym.workload import AgenticConfig, agentic_workload, get_workload, iter_mooncake
 
-from .reproduce import AGENTIC, SATURATING
-from .reproduce_trace import SLICE, mooncake_rate
+from ..commands.reproduce_trace import SLICE
+
+AGENTIC = {k: v for k, v in get_workload("agentic").sweep.full.kwargs.items() if k != "duration"}
+"""Reproduce's agentic mix (heterogeneous tenants, every shape), from the workload registry."""
+
+
+def mooncake_rate(trace: Path, lines: int) -> float:
+    """Arrivals per second of the trace's first `lines` requests at time_scale 1."""
+    times = [r.arrival for r in iter_mooncake(trace, limit=lines)]
+    return (len(times) - 1) / (times[-1] - times[0])
 
 
 def predecessors(requests: Sequence[Request]) -> dict[int, tuple[int, int]]:
@@ -90,7 +98,7 @@ def auction_ratios(trace: Path, kv_capacity: int, seeds: int, loads: Sequence[fl
     rows = []
     for seed in range(seeds):
         engine = SimEngine("lpm", config)
-        engine.submit(workload(seed, SATURATING["mooncake"], "classes"))
+        engine.submit(workload(seed, get_workload("mooncake").sweep.saturating, "classes"))
         capacity = engine.run().throughput_rps
         for load in loads:
             for variant in ("classes", "one_class", "equal_bids"):
