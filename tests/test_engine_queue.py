@@ -38,7 +38,23 @@ def test_stale_needs_are_dropped_and_the_least_stays_exact():
     q.check()
 
 
-@pytest.mark.parametrize("corrupt", ["twice", "need", "resume"])
+def test_a_kept_head_follows_a_retraction_and_leaves_with_its_request():
+    """The in-batch check's head is kept while a request waits and dropped when it leaves, so a
+    retracted request (back with prompt + output so far) gets the head of its new tokens: a short
+    prompt whose output makes it long enough counts."""
+    q, a = WaitingQueue(), _req(0, 0.0, prompt=3)
+    q.arrive([a], [5])
+    assert q.head(a, 5) is None  # 3 prompt tokens: too short
+    q.remove([a])
+    q.put_back(a, np.arange(6), 7)  # retracted after 3 output tokens: 6 tokens now
+    assert q.head(a, 5) == np.arange(5).tobytes()
+    q.check()
+    q.remove([a])
+    assert q._heads == {}
+    q.check()
+
+
+@pytest.mark.parametrize("corrupt", ["twice", "need", "resume", "head"])
 def test_check_catches_a_broken_invariant(corrupt):
     q = WaitingQueue()
     q.arrive([_req(0, 0.0), _req(1, 1.0)], [5, 6])
@@ -46,7 +62,10 @@ def test_check_catches_a_broken_invariant(corrupt):
         q.requests.append(q.requests[0])
     elif corrupt == "need":
         q.need[7] = 1
-    else:
+    elif corrupt == "resume":
         q._resume[9] = np.arange(3)
+    else:
+        q.head(q.requests[0], 2)
+        q._resume[0] = np.arange(50, 56)  # its tokens changed without the head following
     with pytest.raises(AssertionError):
         q.check()

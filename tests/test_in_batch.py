@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from auction_gym import EngineConfig, Request, SimEngine, scheduler_names
-from auction_gym.engine.in_batch import behind, deprioritized
+from auction_gym.engine.in_batch import behind, deprioritized, prompt_head
 from auction_gym.registry import get_mechanism
 
 SHARED = np.arange(1000, 1600)  # 600 tokens
@@ -85,13 +85,17 @@ def test_the_set_compares_whole_prompts_with_earlier_checked_requests():
     was not held itself."""
     p = list(range(100, 131))  # 31 tokens
     a, b = Request(0, 0, p + [7], 1.0), Request(1, 0, p + [7, 8], 1.0)
-    tokens = lambda r: r.tokens  # noqa: E731
-    assert deprioritized([a, b], [0, 0], tokens, 32, 32) == {1}  # shares 32 = P + [7]: whole prompts
-    assert deprioritized([a, b], [0, 33], tokens, 32, 32) == set()  # b has enough cached: not checked
-    assert deprioritized([a, b], [33, 0], tokens, 32, 32) == set()  # a not checked, so not in the tree
+
+    def head(n):
+        return lambda r: prompt_head(r.tokens, n)
+
+    assert deprioritized([a, b], [0, 0], head(32), 32) == {1}  # shares 32 = P + [7]: whole prompts
+    assert deprioritized([a, b], [0, 33], head(32), 32) == set()  # b has enough cached: not checked
+    assert deprioritized([a, b], [33, 0], head(32), 32) == set()  # a not checked, so not in the tree
     c = Request(2, 0, p + [7, 8, 9], 1.0)
-    assert deprioritized([a, b, c], [0, 0, 0], tokens, 32, 33) == {2}  # b shares 32 < 33: it joins, c 33
-    assert deprioritized([a, b, c], [0, 0, 0], tokens, 32, 32) == {1, 2}
+    assert deprioritized([a, b, c], [0, 0, 0], head(33), 32) == {2}  # b shares 32 < 33: it joins, c 33
+    assert deprioritized([a, b, c], [0, 0, 0], head(32), 32) == {1, 2}
+    assert prompt_head(np.arange(31), 32) is None and prompt_head(np.arange(40), 32) == np.arange(32).tobytes()
     order = [c, b, a]
     assert [r.id for r in behind(order, [a, b, c], {1, 2})] == [0, 1, 2]  # held ones in queue order
 

@@ -34,30 +34,35 @@ import numpy as np
 from ..request import Request
 
 
+def prompt_head(tokens: np.ndarray, n: int) -> bytes | None:
+    """The first `n` tokens of `tokens` as bytes (what `deprioritized` compares), None when shorter."""
+    return tokens[:n].tobytes() if len(tokens) >= n else None
+
+
 def deprioritized(
-    waiting: Sequence[Request], cached: Sequence[int], tokens: Callable[[Request], np.ndarray],
-    check: int, deprioritize: int,
+    waiting: Sequence[Request], cached: Sequence[int], head: Callable[[Request], bytes | None], check: int,
 ) -> set[int]:
     """SGLang's `temporary_deprioritized`: ids of the requests of `waiting` (in queue order) with at
-    most `check` cached tokens (`cached[i]`, of request i's whole prompt) that share at least
-    `deprioritize` tokens of `tokens(r)` (its whole prompt, output so far included) with an earlier
-    checked request that was not deprioritized itself.
+    most `check` cached tokens (`cached[i]`, of request i's whole prompt) that share at least the
+    deprioritize threshold's tokens of their whole prompt (output so far included) with an earlier
+    checked request that was not deprioritized itself. `head(r)` is `prompt_head` of r's whole
+    prompt at that threshold (the engine's queue keeps it per request, so a round does not slice
+    and copy every checked prompt again).
 
     SGLang matches each against a radix tree of those earlier prompts (page size 1); sharing at
-    least `deprioritize` tokens with one of them means having the same first `deprioritize`
-    tokens, so a set of those heads answers the same in O(1) per request."""
+    least the threshold's tokens with one of them means having the same first tokens, so a set of
+    those heads answers the same in O(1) per request."""
     out: set[int] = set()
     heads: set[bytes] = set()
     for i in [i for i, c in enumerate(cached) if c <= check]:  # most requests are not checked
         r = waiting[i]
-        seq = tokens(r)
-        if len(seq) < deprioritize:
+        h = head(r)
+        if h is None:
             continue  # too short to share enough with anything (its prompt cannot hold others back)
-        head = seq[:deprioritize].tobytes()
-        if head in heads:
+        if h in heads:
             out.add(r.id)
         else:
-            heads.add(head)
+            heads.add(h)
     return out
 
 

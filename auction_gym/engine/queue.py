@@ -20,6 +20,7 @@ import numpy as np
 
 from ..request import Request
 from ..scheduler.base import fcfs_key
+from .in_batch import prompt_head
 
 
 class WaitingQueue:
@@ -36,6 +37,7 @@ class WaitingQueue:
         """Request id -> its smallest possible reservation (tokens)."""
         self._heap: list[tuple[int, int]] = []  # (need, id), with stale entries
         self._resume: dict[int, np.ndarray] = {}  # retracted request id -> prompt + output so far
+        self._heads: dict[int, tuple[int, bytes | None]] = {}  # id -> (n, prompt_head(its tokens, n))
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -43,6 +45,14 @@ class WaitingQueue:
     def tokens(self, r: Request) -> np.ndarray:
         """What `r`'s prefill computes: its prompt, or after a retraction prompt + output so far."""
         return self._resume.get(r.id, r.tokens)
+
+    def head(self, r: Request, n: int) -> bytes | None:
+        """`in_batch.prompt_head` of `r`'s tokens (see `tokens`) at `n`, kept while `r` waits: a
+        waiting request's tokens do not change, and the in-batch check asks for it every round."""
+        kept = self._heads.get(r.id)
+        if kept is None or kept[0] != n:
+            kept = self._heads[r.id] = (n, prompt_head(self.tokens(r), n))
+        return kept[1]
 
     def arrive(self, arrived: Sequence[Request], needs: Sequence[int]) -> None:
         """Append new arrivals; each arrived after everything waiting, so FCFS order holds."""
@@ -70,6 +80,7 @@ class WaitingQueue:
             self.requests = [r for r in self.requests if r.id not in ids]
         for r in taken:
             self._resume.pop(r.id, None)
+            self._heads.pop(r.id, None)
             del self.need[r.id]
 
     def smallest_need(self) -> int:
@@ -85,6 +96,10 @@ class WaitingQueue:
         assert set(self.need) == {r.id for r in self.requests}, "needs and waiting requests differ"
         assert set(self.need.items()) <= {(i, n) for n, i in self._heap}, "a need is missing from the heap"
         assert set(self._resume) <= set(self.need), "resume tokens of a request that does not wait"
+        assert set(self._heads) <= set(self.need), "a head kept for a request that does not wait"
+        waiting = {r.id: r for r in self.requests}
+        for i, (n, h) in self._heads.items():
+            assert h == prompt_head(self.tokens(waiting[i]), n), "a kept head differs from the request's tokens"
 
     def _set_need(self, rid: int, n: int) -> None:
         self.need[rid] = n

@@ -363,8 +363,8 @@ class ServingEngine(Replay):
         cached = self.waiting_prefixes.lengths(waiting, self.cache)
         if cached is None:  # not the queue just refreshed (a subclass's own order of calls)
             cached = [self.cache.prefix_len(r.tokens) for r in waiting]
-        return deprioritized(waiting, cached, self.queue.tokens, cfg.in_batch_check_threshold,
-                             cfg.in_batch_deprioritize_threshold)
+        threshold = cfg.in_batch_deprioritize_threshold
+        return deprioritized(waiting, cached, lambda r: self.queue.head(r, threshold), cfg.in_batch_check_threshold)
 
     def _run_prefill(self, batch: list[Admission]) -> tuple[list[int], list[int]]:
         """Execute the batch; cache what it computed; start the requests whose prefill is complete.
