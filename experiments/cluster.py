@@ -273,6 +273,7 @@ def kv_weight_figure(points: list[Point], out: Path, replicas: int = 8) -> Path 
                 axes[0][j].axhline(oracle.hit_rate, ls="--", lw=0.8, color=axes[0][j].lines[-1].get_color())
         axes[0][j].set(title=f"{w}, {replicas} replicas (dashed: oracle_prefix)", ylabel="hit rate (LPM)")
         axes[1][j].set(xlabel="kv_overlap overlap weight (Dynamo's default 1.0)", ylabel="load imbalance")
+        axes[1][j].set_ylim(bottom=1.0)
         for ax in axes[:, j]:
             ax.axvline(1.0, color="grey", lw=0.5)
             ax.legend(fontsize=7)
