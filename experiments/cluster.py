@@ -161,12 +161,15 @@ def markdown(points: list[Point]) -> str:
 
 def figures(points: list[Point], out: Path) -> list[Path]:
     """Hit rate, imbalance and latency against replicas, a line per router, a panel per workload
-    (LPM admission; latency: strict priority / radix auction, the blow-up per router)."""
+    (LPM admission; latency: strict priority / radix auction, the blow-up per router), at the
+    lowest load of the grid."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    load = min(p.load for p in points)
+    points = [p for p in points if p.load == load]
     workloads = sorted({p.workload for p in points})
     routers = [r for r in ROUTERS if any(p.router == r for p in points)]
     paths = []
@@ -177,7 +180,7 @@ def figures(points: list[Point], out: Path) -> list[Path]:
             for r in routers:
                 xs, ys = _series(points, w, r, field, policy)
                 ax.plot(xs, ys, marker="o", label=r)
-            ax.set(title=w, xlabel="replicas", ylabel=label)
+            ax.set(title=f"{w}, load {load:g}", xlabel="replicas", ylabel=label)
             ax.set_xscale("log", base=2)
         axes[0][0].legend(fontsize=7)
         fig.tight_layout()
