@@ -169,3 +169,61 @@ def test_cluster_experiment_writes_its_outputs(tmp_path):
     assert {"cluster.csv", "cluster.md", "cluster_hit_rate.png", "cluster_latency.png"} <= names
     rows = (tmp_path / "cluster.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 + 4  # header, one replica per policy, 2 routers x 2 policies
+
+
+def test_cluster_experiment_kv_weight_rows_and_merge(tmp_path):
+    from experiments.cli import main
+    from experiments.commands.cluster import read_csv
+
+    main(["cluster", "--size", "16", "--replicas", "2", "--routers", "kv_overlap", "--kv-weights", "0,4",
+          "--policies", "lpm", "--workloads", "shared_prefix", "--loads", "1", "--out", str(tmp_path / "a")])
+    main(["cluster", "--size", "16", "--replicas", "1,2", "--routers", "kv_overlap,round_robin", "--policies",
+          "lpm", "--workloads", "shared_prefix", "--loads", "1", "--out", str(tmp_path / "b")])
+    a, b = read_csv(tmp_path / "a/cluster.csv"), read_csv(tmp_path / "b/cluster.csv")
+    assert [p.router for p in a] == ["kv_overlap", "kv_overlap(w=0)", "kv_overlap(w=4)"]
+    assert {k: v for k, v in vars(a[0]).items() if k != "wall_s"} == \
+        {k: v for k, v in vars(next(p for p in b if p.router == "kv_overlap")).items() if k != "wall_s"}
+    main(["cluster", "--merge", str(tmp_path / "a/cluster.csv"), str(tmp_path / "b/cluster.csv"),
+          "--out", str(tmp_path / "m")])
+    merged = read_csv(tmp_path / "m/cluster.csv")
+    assert [p.router for p in merged] == ["kv_overlap", "kv_overlap(w=0)", "kv_overlap(w=4)", "-", "round_robin"]
+
+
+def test_cluster_targets_read_the_ratios_off_the_rows():
+    from experiments.commands.cluster import Point, targets
+
+    def point(policy, router, replicas, hit, latency=1.0, throughput=1.0, imbalance=1.0):
+        return Point("shared_prefix", policy, router, replicas, 1.0, 10, hit, 0.1, latency, throughput, imbalance,
+                     0.0, 0.0, 0.0)
+
+    points = [point("lpm", "-", 1, 0.8, throughput=2.0), point("lpm", "oracle_prefix", 8, 0.8),
+              point("lpm", "cache_aware", 8, 0.72, throughput=15.0, imbalance=1.2),
+              point("radix_vcg", "cache_aware", 8, 0.684, latency=2.0), point("strict_vcg", "cache_aware", 8, 0.7,
+                                                                                   latency=3.0)]
+    lines = targets(points)
+    assert "cache_aware 0.90 (imb 1.20)" in lines[0]
+    assert lines[1].endswith("15.00 / 2.00 req/s = 7.50x")
+    assert lines[2].endswith("0.684 / 0.720 = 0.950")
+    assert lines[3].endswith("latency strict / radix auction: cache_aware 1.50")
+
+
+def test_market_over_a_cluster_of_torch_engines():
+    pytest.importorskip("torch")
+    from gpu_backend import TorchEngine
+
+    config = MarketConfig(backend="torch", backend_kwargs={"preset": "tiny", "device": "cpu"}, replicas=2,
+                          router="cache_aware", mechanism="radix_vcg", horizon=10**6, warmup=0.0,
+                          workload="shared_prefix", workload_kwargs={
+                              "num_groups": 2, "prompts_per_group": 3, "system_prompt_len": 48, "question_len": 8,
+                              "output_len": 3, "rate": 1000.0}, engine_kwargs={"kv_capacity_tokens": 4_000})
+    market = Market(config)
+    market.reset(seed=0)
+    while not market.done:
+        market.step([1.0] * config.num_bidders)
+    cluster = market.engine
+    assert all(isinstance(e, TorchEngine) for e in cluster.replicas)
+    assert cluster.metrics().finished == 6 and set(cluster.assignment.values()) == {0, 1}
+    for e in cluster.replicas:
+        e.check_slots()
+    # Each group's system prompt is computed once and then read from that replica's cache.
+    assert sum(r.cached_tokens for r in cluster.records.values()) >= 2 * 2 * 48

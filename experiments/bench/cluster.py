@@ -1,7 +1,14 @@
 """Simulation speed of a cluster: the whole Mooncake trace through 1 engine and through N replicas
-behind a router (the same requests), wall seconds and requests per wall second.
+behind a router (the same requests), per admission policy: wall and CPU seconds, requests per wall
+second, and N replicas' time over one's.
 
     python -m experiments.bench.cluster [--trace PATH] [--replicas 16] [--router cache_aware]
+        [--schedulers lpm,radix_vcg] [--time-scale 1] [--repeats 1] [--limit N]
+
+One replica is the bare engine. Runs alternate (1, N, 1, N, ...) so that a shared machine's load
+falls on both alike; CPU seconds (this process's) are less sensitive to that load than wall ones.
+At time scale 1 one replica is overloaded about 4x and its queue grows to thousands, which the
+radix auction, pricing the whole queue every round, pays for in every round; N replicas split it.
 """
 
 from __future__ import annotations
@@ -14,17 +21,17 @@ from auction_gym import EngineConfig, SimEngine
 from auction_gym.cluster import ClusterEngine, make_router
 from auction_gym.workload import iter_mooncake
 
-TRACE = Path(__file__).resolve().parents[3] / "shared/data/mooncake/conversation_trace.jsonl"
+from ..commands.cluster import TRACE
 
 
-def replay(trace: Path, replicas: int, router: str, scheduler: str, time_scale: float) -> tuple[float, int]:
-    """Wall seconds and finished requests of one replay (replicas=1: the bare engine)."""
-    config = EngineConfig()
-    engines = [SimEngine(scheduler, config) for _ in range(replicas)]
+def replay(trace: Path, replicas: int, router: str, scheduler: str, time_scale: float,
+           limit: int | None) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and finished requests of one replay (replicas=1: the bare engine)."""
+    engines = [SimEngine(scheduler, EngineConfig()) for _ in range(replicas)]
     engine = engines[0] if replicas == 1 else ClusterEngine(engines, make_router(router))
-    t0 = time.perf_counter()
-    m = engine.run(iter_mooncake(trace, num_bidders=8, seed=0, time_scale=time_scale))
-    return time.perf_counter() - t0, m.finished
+    wall, cpu = time.perf_counter(), time.process_time()
+    m = engine.run(iter_mooncake(trace, num_bidders=8, seed=0, time_scale=time_scale, limit=limit))
+    return time.perf_counter() - wall, time.process_time() - cpu, m.finished
 
 
 def main() -> None:
@@ -32,12 +39,21 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--replicas", type=int, default=16)
     parser.add_argument("--router", default="cache_aware")
-    parser.add_argument("--scheduler", default="lpm")
+    parser.add_argument("--schedulers", default="lpm,radix_vcg")
     parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=None, help="replay only the first N lines")
     args = parser.parse_args()
-    for n in (1, args.replicas):
-        wall, done = replay(args.trace, n, args.router, args.scheduler, args.time_scale)
-        print(f"replicas {n:>2}: {wall:6.1f} s wall, {done} finished, {done / wall:7.0f} requests per wall s")
+    print(f"trace {args.trace} time scale {args.time_scale:g} limit {args.limit} router {args.router}")
+    for scheduler in args.schedulers.split(","):
+        for _ in range(args.repeats):
+            runs = {n: replay(args.trace, n, args.router, scheduler, args.time_scale, args.limit)
+                    for n in (1, args.replicas)}
+            for n, (wall, cpu, done) in runs.items():
+                print(f"{scheduler:<10} replicas {n:>2}: {wall:7.1f} s wall, {cpu:7.1f} s CPU, {done} finished, "
+                      f"{done / wall:7.0f} requests per wall s")
+            (w1, c1, _), (wn, cn, _) = runs[1], runs[args.replicas]
+            print(f"{scheduler:<10} {args.replicas} replicas / 1: wall {wn / w1:.2f}x, CPU {cn / c1:.2f}x", flush=True)
 
 
 if __name__ == "__main__":
