@@ -40,6 +40,7 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -50,8 +51,11 @@ from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
 from .argtypes import positive_float, positive_int
-from .calibrate import STATISTICS, Sample, calibrate, nnls
+from .calibrate import STATISTICS, Sample, calibrate, checked_clock, nnls
 from .cli import UsageError, run_command
+
+if TYPE_CHECKING:
+    from gpu_backend import Transformer
 
 
 @dataclass
@@ -74,14 +78,32 @@ class Replay:
 
 def replay(engine: ServingEngine, requests: list[Request]) -> Replay:
     """Step `engine` through `requests` to the end; its records, admission order and batches."""
-    start = time.perf_counter()
-    engine.submit(requests)
-    order, batches = [], []
-    while (it := engine.step()) is not None:
-        order += it.admitted
-        if it.admitted or it.resumed:
-            batches.append(tuple(it.admitted + it.resumed))
-    return Replay(engine.records, order, batches, getattr(engine, "samples", []), wall_s=time.perf_counter() - start)
+    return replay_together([engine], [requests])[0]
+
+
+def replay_together(engines: list[ServingEngine], workloads: list[list[Request]]) -> list[Replay]:
+    """Replay `workloads[k]` through `engines[k]`, one iteration of each engine in turn until all
+    are done, so that whatever slows the machine for a while (other processes' load) slows every
+    replay alike. Each replay's `wall_s` counts its own iterations."""
+    wall = [0.0] * len(engines)
+    order: list[list[int]] = [[] for _ in engines]
+    batches: list[list[tuple[int, ...]]] = [[] for _ in engines]
+    for engine, requests in zip(engines, workloads):
+        engine.submit(requests)
+    active = list(range(len(engines)))
+    while active:
+        for k in list(active):
+            start = time.perf_counter()
+            it = engines[k].step()
+            wall[k] += time.perf_counter() - start
+            if it is None:
+                active.remove(k)
+                continue
+            order[k] += it.admitted
+            if it.admitted or it.resumed:
+                batches[k].append(tuple(it.admitted + it.resumed))
+    return [Replay(e.records, o, b, getattr(e, "samples", []), wall_s=w)
+            for e, o, b, w in zip(engines, order, batches, wall)]
 
 
 @functools.cache
@@ -111,27 +133,52 @@ def _timed_torch_engine_class() -> type:
     return TimedTorchEngine
 
 
-def torch_replay(requests: list[Request], scheduler: str, config: EngineConfig, *, preset: str = "tiny",
-                 device: str = "cpu", seed: int = 0) -> Replay:
-    """Replay `requests` through the torch engine (weights from `seed`), timing its iterations."""
-    engine = _timed_torch_engine_class()(scheduler, config, preset=preset, device=device, seed=seed)
-    return replay(engine, requests)
+def torch_engine(scheduler: str, config: EngineConfig, *, preset: str = "tiny", device: str = "cpu", seed: int = 0,
+                 clock: str | None = None, model: Transformer | None = None) -> ServingEngine:
+    """A torch engine (weights from `seed`, or `model`) that times its iterations on `clock` (a
+    `gpu_backend.timer.CLOCKS` name; None: its default) and records them as `samples`."""
+    from gpu_backend.timer import DEFAULT_CLOCK
+
+    return _timed_torch_engine_class()(scheduler, config, preset=preset, device=device, seed=seed,
+                                       clock=clock or DEFAULT_CLOCK, model=model)
+
+
+def torch_replay(requests: list[Request], scheduler: str, config: EngineConfig, **engine) -> Replay:
+    """Replay `requests` through a fresh `torch_engine(scheduler, config, **engine)`."""
+    return replay(torch_engine(scheduler, config, **engine), requests)
+
+
+def saturation_throughput(engine: ServingEngine, requests: list[Request]) -> float:
+    """`engine`'s capacity on a workload, in requests per second of its clock: the finished
+    requests over the makespan of a replay of `requests` all arriving at once."""
+    at_once = [replace(r, arrival=0.0) for r in requests]
+    return summarize(list(replay(engine, at_once).records.values())).throughput_rps
 
 
 def _relative(sim: np.ndarray, real: np.ndarray) -> np.ndarray:
     return np.abs(sim - real) / real
 
 
+def median_ci(values: np.ndarray, level: float = 0.95, resamples: int = 2000) -> tuple[float, float]:
+    """A `level` bootstrap confidence interval (percentile method, fixed seed) of the median of
+    `values`: how far the median could move with another draw of as many requests."""
+    rng = np.random.default_rng(0)
+    medians = np.median(values[rng.integers(0, len(values), (resamples, len(values)))], axis=1)
+    lo, hi = np.percentile(medians, [50 * (1 - level), 50 * (1 + level)])
+    return float(lo), float(hi)
+
+
 def compare(real: Replay, sim: Replay) -> dict:
-    """Errors of `sim` against `real`: per-request TTFT and latency (median and p90 of
-    |sim - real| / real, percent, over requests both finished), throughput and makespan (percent),
-    hit rates, and how much the schedules differ."""
+    """Errors of `sim` against `real`: per-request TTFT and latency (median with its 95% bootstrap
+    interval, and p90, of |sim - real| / real, percent, over requests both finished), throughput
+    and makespan (percent), hit rates, and how much the schedules differ."""
     ids = [i for i in sorted(real.records) if real.records[i].finished and sim.records[i].finished]
     out: dict = {"requests": len(ids)}
     for name in ("ttft", "latency"):
         err = 100 * _relative(np.array([getattr(sim.records[i], name) for i in ids]),
                               np.array([getattr(real.records[i], name) for i in ids]))
         out[f"{name}_median_pct"] = float(np.median(err))
+        out[f"{name}_median_ci95_pct"] = median_ci(err)
         out[f"{name}_p90_pct"] = float(np.percentile(err, 90))
     m_real, m_sim = summarize(list(real.records.values())), summarize(list(sim.records.values()))
     out["throughput_pct"] = float(100 * abs(m_sim.throughput_tps - m_real.throughput_tps) / m_real.throughput_tps)
@@ -208,6 +255,9 @@ def _markdown(summary: dict) -> str:
     lines = ["| error (%) | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for label, key in ROWS:
         lines.append(f"| {label} | " + " | ".join(f"{c[key]:.1f}" for c in cells) + " |")
+        if key.endswith("median_pct"):
+            ci = key.replace("median", "median_ci95")
+            lines.append(f"| {label} 95% CI | " + " | ".join("{:.1f}-{:.1f}".format(*c[ci]) for c in cells) + " |")
     for label, key in (("admit rank differs", "admit_rank_differs"), ("prefill batches same", "prefill_batches_same"),
                        ("retractions real/sim", None)):
         vals = [f"{c['retractions_real']}/{c['retractions_sim']}" if key is None else str(c[key]) for c in cells]
@@ -223,14 +273,26 @@ def _markdown(summary: dict) -> str:
 
 
 def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, repeats: int = 2,
-             preset: str = "tiny", device: str = "cpu", seed: int = 0, out: Path | None = None) -> dict:
-    """Replay `requests` `repeats` times through the torch engine and once through the simulator
-    with `config.cost_model`; returns (and writes to `out`, if given) the comparisons."""
+             train: list[Request] | None = None, out: Path | None = None, context: dict | None = None,
+             **engine) -> dict:
+    """Replay `requests` `repeats` times through the torch engine (`torch_engine(scheduler, config,
+    **engine)`, one model shared) and once through the simulator with `config.cost_model`; returns
+    (and writes to `out`, if given) the comparisons, with `context`'s entries (how the workload was
+    made). With `train` (another draw of the workload), a torch replay of it runs interleaved with
+    the scored ones (`replay_together`) and the simulator's cost model is fitted to it instead
+    (`fit_replay`; written to `out`/costs.json)."""
+    first = torch_engine(scheduler, config, **engine)
+    rest = {k: v for k, v in engine.items() if k == "clock"}
+    engines = [first] + [torch_engine(scheduler, config, model=first.model, **rest)
+                         for _ in range(repeats - 1 + (train is not None))]
+    reals = replay_together(engines, ([train] if train is not None else []) + [requests] * repeats)
+    if train is not None:
+        fitted, *reals = reals
+        config = replace(config, cost_model=fit_replay(fitted, "fitted to a torch replay of another draw"))
     sim = replay(SimEngine(scheduler, config), requests)
-    reals = [torch_replay(requests, scheduler, config, preset=preset, device=device, seed=seed)
-             for _ in range(repeats)]
     summary = {
-        "requests": len(requests), "scheduler": scheduler, "cost_model": config.cost_model.name,
+        "requests": len(requests), "scheduler": scheduler, "cost_model": config.cost_model.__dict__,
+        "clock": first.timer.clock, **(context or {}),
         "sim_vs_torch": [compare(real, sim) for real in reals],
         "torch_vs_torch": [compare(reals[0], real) for real in reals[1:]],
         "timing": [timing_error(real, config.cost_model) for real in reals],
@@ -238,6 +300,8 @@ def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, r
     }
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+        if train is not None:
+            config.cost_model.to_json(out / "costs.json")
         for k, real in enumerate(reals):
             _write_requests(out / f"requests_{k + 1}.csv", real, sim)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -256,15 +320,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=positive_int, default=2, help="torch replays (default 2; >= 2 gives the "
                         "noise floor)")
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--clock", default=None,
+                        help="what the torch engine's iteration seconds count on a CPU: cpu (default), its "
+                        "thread's CPU time, which other processes on the machine do not inflate (needs "
+                        "--threads 1); or wall, elapsed time, right only on an otherwise idle machine")
     g = parser.add_argument_group("workload (shared-prefix benchmark, scaled down)")
     g.add_argument("--groups", type=positive_int, default=8, help="system prompts (default 8)")
     g.add_argument("--prompts-per-group", type=positive_int, default=16, help="requests per system prompt (default 16)")
     g.add_argument("--system-prompt-len", type=positive_int, default=512, help="tokens (default 512)")
     g.add_argument("--question-len", type=positive_int, default=64, help="tokens (default 64)")
     g.add_argument("--output-len", type=positive_int, default=128, help="tokens (default 128)")
-    g.add_argument("--rate", type=positive_float, default=20.0,
-                   help="arrivals per second (default 20, below what the tiny preset serves on a CPU core; "
-                   "about 50 is near it, and at 100 timing noise alone moves every later request)")
+    load = g.add_mutually_exclusive_group()
+    load.add_argument("--load", type=positive_float, default=0.6,
+                      help="arrival rate as a share of the torch engine's capacity on this workload, measured "
+                      "first (requests/s on its clock with every request arriving at once; default 0.6), so "
+                      "the measurement is as far from saturation on any machine")
+    load.add_argument("--rate", type=positive_float, default=None,
+                      help="a fixed arrival rate in requests/s instead of --load (how far below capacity it is "
+                      "depends on the machine and, with --clock wall, on what else runs on it)")
     e = parser.add_argument_group("engine (both engines)")
     e.add_argument("--kv-capacity", type=positive_int, default=4000, help="KV pool in tokens (default 4000)")
     e.add_argument("--chunked-prefill-size", type=positive_int, default=256, help="tokens (default 256)")
@@ -282,41 +355,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="grid: longest sequence profiled (default 2048)")
 
 
-def _cost_model(args: argparse.Namespace, config: EngineConfig, shape: tuple) -> CostModel:
-    """--cost-model's, or one calibrated now (written to OUT/costs.json): on the profiling grid, or
-    on a torch replay of another draw of the workload (seed + 1), so the fit never sees the
-    iterations it is scored on."""
+def _cost_model(args: argparse.Namespace) -> CostModel | None:
+    """--cost-model's, one calibrated now on the profiling grid (written to OUT/costs.json), or
+    None: `fidelity` fits one to a replay of another draw of the workload (seed + 1), so the fit
+    never sees the iterations it is scored on."""
     if args.cost_model is not None:
         return CostModel.from_json(args.cost_model)
+    if args.calibration == "replay":
+        return None
     path = args.out / "costs.json"
-    if args.calibration == "grid":
-        calibrate(path, args.preset, args.device, seed=args.seed, repeats=args.calibration_repeats,
-                  max_prefill=args.chunked_prefill_size, max_context=args.max_context, pool_tokens=40_000,
-                  statistic=args.statistic, progress=False)
-        return CostModel.from_json(path)
-    train = torch_replay(workload(*shape, args.seed + 1), args.scheduler, config, preset=args.preset,
-                         device=args.device, seed=args.seed)
-    cost = fit_replay(train, f"{args.preset}/{args.device} (fitted to a replay, seed {args.seed + 1})")
-    cost.to_json(path)
-    print(f"fitted on {len(train.samples)} iterations of a replay ({train.wall_s:.1f} s): {cost}")
-    return cost
+    calibrate(path, args.preset, args.device, seed=args.seed, clock=args.clock, repeats=args.calibration_repeats,
+              max_prefill=args.chunked_prefill_size, max_context=args.max_context, pool_tokens=40_000,
+              statistic=args.statistic, progress=False)
+    return CostModel.from_json(path)
 
 
 def run(args: argparse.Namespace) -> dict:
-    """Calibrate (unless --cost-model), replay, print the table and write the files."""
+    """Calibrate (unless --cost-model), set the arrival rate (--rate, or --load x the measured
+    capacity), replay, print the table and write the files."""
     import torch
 
     if args.scheduler not in scheduler_names():
         raise UsageError(f"unknown --scheduler {args.scheduler!r}; valid: {', '.join(scheduler_names())}")
+    clock = checked_clock(args.clock, args.threads, args.device)
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     config = EngineConfig(kv_capacity_tokens=args.kv_capacity, chunked_prefill_size=args.chunked_prefill_size,
                           max_running_requests=args.max_running, reservation=args.reservation)
-    shape = (args.groups, args.prompts_per_group, args.system_prompt_len, args.question_len, args.output_len, args.rate)
-    requests = workload(*shape, args.seed)
-    config = replace(config, cost_model=_cost_model(args, config, shape))
-    summary = fidelity(requests, args.scheduler, config, repeats=args.repeats, preset=args.preset,
-                       device=args.device, seed=args.seed, out=args.out)
+    engine = {"preset": args.preset, "device": args.device, "seed": args.seed, "clock": clock}
+    shape = (args.groups, args.prompts_per_group, args.system_prompt_len, args.question_len, args.output_len)
+    rate, capacity = args.rate, None
+    if rate is None:
+        capacity = saturation_throughput(torch_engine(args.scheduler, config, **engine),
+                                         workload(*shape, 1.0, args.seed + 1))
+        rate = args.load * capacity
+        print(f"capacity {capacity:.1f} requests/s on the {clock} clock; --load {args.load} -> {rate:.1f}/s")
+    cost = _cost_model(args)
+    train = workload(*shape, rate, args.seed + 1) if cost is None else None
+    arrivals = {"rate": rate, "capacity_rps": capacity, "load": args.load if capacity else None}
+    config = config if cost is None else replace(config, cost_model=cost)
+    summary = fidelity(workload(*shape, rate, args.seed), args.scheduler, config, repeats=args.repeats, train=train,
+                       out=args.out, context=arrivals, **engine)
     print(_markdown(summary))
     print(f"wall s: {summary['wall_s']}; written to {args.out}/")
     return summary
