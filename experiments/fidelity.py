@@ -170,16 +170,18 @@ def median_ci(values: np.ndarray, level: float = 0.95, resamples: int = 2000) ->
 
 def compare(real: Replay, sim: Replay) -> dict:
     """Errors of `sim` against `real`: per-request TTFT and latency (median with its 95% bootstrap
-    interval, and p90, of |sim - real| / real, percent, over requests both finished), throughput
-    and makespan (percent), hit rates, and how much the schedules differ."""
+    interval, and p90, of |sim - real| / real, percent, over requests both finished), the error of
+    their medians (Vidur's percentile error: |p50 sim - p50 real| / p50 real), throughput and
+    makespan (percent), hit rates, and how much the schedules differ."""
     ids = [i for i in sorted(real.records) if real.records[i].finished and sim.records[i].finished]
     out: dict = {"requests": len(ids)}
     for name in ("ttft", "latency"):
-        err = 100 * _relative(np.array([getattr(sim.records[i], name) for i in ids]),
-                              np.array([getattr(real.records[i], name) for i in ids]))
+        s, r = (np.array([getattr(e.records[i], name) for i in ids]) for e in (sim, real))
+        err = 100 * _relative(s, r)
         out[f"{name}_median_pct"] = float(np.median(err))
         out[f"{name}_median_ci95_pct"] = median_ci(err)
         out[f"{name}_p90_pct"] = float(np.percentile(err, 90))
+        out[f"{name}_p50_of_p50_pct"] = float(100 * _relative(np.median(s), np.median(r)))
     m_real, m_sim = summarize(list(real.records.values())), summarize(list(sim.records.values()))
     out["throughput_pct"] = float(100 * abs(m_sim.throughput_tps - m_real.throughput_tps) / m_real.throughput_tps)
     out["makespan_pct"] = float(100 * abs(m_sim.makespan - m_real.makespan) / m_real.makespan)
@@ -244,7 +246,9 @@ def _write_requests(path: Path, real: Replay, sim: Replay) -> None:
 
 
 ROWS = (("TTFT median", "ttft_median_pct"), ("TTFT p90", "ttft_p90_pct"), ("latency median", "latency_median_pct"),
-        ("latency p90", "latency_p90_pct"), ("throughput", "throughput_pct"), ("makespan", "makespan_pct"))
+        ("latency p90", "latency_p90_pct"), ("TTFT p50 vs p50", "ttft_p50_of_p50_pct"),
+        ("latency p50 vs p50", "latency_p50_of_p50_pct"), ("throughput", "throughput_pct"),
+        ("makespan", "makespan_pct"))
 
 
 def _markdown(summary: dict) -> str:
