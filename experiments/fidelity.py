@@ -2,30 +2,41 @@
 
 Vidur's measure: replay one workload through the torch engine (`gpu_backend.TorchEngine`, CPU and
 the tiny preset by default) and through the simulator (`SimEngine`) with a cost model calibrated on
-it, both under the same
-scheduler and `EngineConfig` (reservation, chunked prefill, KV size), and report per request the
-relative error |sim - real| / real of TTFT and of latency (median and p90, percent), and the
-relative error of throughput (prompt + output tokens per second) and of makespan.
+it, both under the same scheduler and `EngineConfig` (reservation, chunked prefill, KV size), and
+report per request the relative error |sim - real| / real of TTFT and of latency (median with a
+95% bootstrap interval over requests, and p90, percent), the error of their medians
+(|p50 sim - p50 real| / p50 real, Vidur's percentile error), and the relative error of throughput
+(prompt + output tokens per second) and of makespan.
 
-The cost model: `--cost-model` JSON, or one calibrated first. `--calibration replay` (default)
+Made to travel between machines, and to hold on a machine other processes keep busy:
+- clock: the torch engine's iterations are timed on the "cpu" clock by default (the computing
+  thread's CPU time, `gpu_backend.timer`), and its engine clock advances by those times, arrivals
+  included; so a replay's schedule does not stretch while other processes hold the cores, as it
+  does on the "wall" clock (`--clock wall`: right only on an otherwise idle machine).
+- load: the arrival rate is `--load` times the torch engine's capacity on this workload, measured
+  first on the same clock (a replay of another draw with every request arriving at once), so a
+  slower CPU runs the same workload as far below saturation; `--rate` fixes it in requests/s.
+- interleaving: the calibration replay and the `--repeats` scored torch replays step one
+  iteration each in turn (one model shared), so a stretch of time when the machine is slower
+  slows all of them alike instead of biasing one against another.
+
+The cost model: `--cost-model` JSON, or one calibrated now. `--calibration replay` (default)
 fits it to the iterations of a torch replay of another draw of the same workload (seed + 1), by
 least squares on seconds; `--calibration grid` runs `radix-auction calibrate`'s profiling grid.
 
 The workload is SGLang's generated-shared-prefix benchmark scaled down (`--groups` x
-`--prompts-per-group` requests at `--rate` per second), so the engine queues, batches, hits the
-cache, chunks long prompts and, in a small `--kv-capacity`, retracts.
+`--prompts-per-group` requests), so the engine queues, batches, hits the cache, chunks long
+prompts and, in a small `--kv-capacity`, retracts.
 
 What the error comes from, reported alongside:
 - timing: the calibrated cost model's percent error on the torch replay's own iterations (each
   iteration's measured seconds against what the simulator would charge for it), and the total
   bias sum(predicted) / sum(measured) - 1;
-- noise floor: with `--repeats` >= 2 the torch engine replays the workload again, and the errors
-  between two torch replays are what CPU timing noise alone gives;
+- noise floor: with `--repeats` >= 2 the errors between torch replays of the same workload, which
+  timing noise alone gives (interleaved replays share the machine's slow stretches, so this is the
+  floor within one run; rerun the command for the spread between runs);
 - scheduling: requests whose rank in the admission order differs between the engines, and
   prefill batches that differ (an engine that runs iterations faster admits different batches).
-
-Times are on the engines' clocks (seconds of compute; the torch engine measures each iteration's
-wall time, so other processes on the CPU add noise: run it on an idle machine, `--threads 1`).
 
 Writes to `--out`: `costs.json` (if calibrated), `requests_<k>.csv` (per request, torch replay k
 against the simulator), `summary.json` and `summary.md`.
@@ -35,124 +46,21 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import json
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from auction_gym.engine import CostModel, EngineConfig, RequestRecord, ServingEngine, SimEngine, summarize
-from auction_gym.engine.sim_engine import prefill_work
+from auction_gym.engine import CostModel, EngineConfig, SimEngine, summarize
 from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
 from .argtypes import positive_float, positive_int
-from .calibrate import STATISTICS, Sample, calibrate, checked_clock, nnls
+from .calibrate import STATISTICS, calibrate, checked_clock, nnls
 from .cli import UsageError, run_command
-
-if TYPE_CHECKING:
-    from gpu_backend import Transformer
-
-
-@dataclass
-class Replay:
-    """What one engine did with the workload."""
-
-    records: dict[int, RequestRecord]
-    admit_order: list[int]
-    """Request ids in the order their first prefill began."""
-    prefill_batches: list[tuple[int, ...]]
-    """Ids admitted or resumed by each prefill iteration that took any, in order."""
-    samples: list[Sample] = field(default_factory=list)
-    """Each iteration's cost-model features and measured seconds (torch engine only)."""
-    wall_s: float = 0.0
-
-    def ranks(self) -> dict[int, int]:
-        """Each admitted request's rank in the admission order (0 = first)."""
-        return {rid: k for k, rid in enumerate(self.admit_order)}
-
-
-def replay(engine: ServingEngine, requests: list[Request]) -> Replay:
-    """Step `engine` through `requests` to the end; its records, admission order and batches."""
-    return replay_together([engine], [requests])[0]
-
-
-def replay_together(engines: list[ServingEngine], workloads: list[list[Request]]) -> list[Replay]:
-    """Replay `workloads[k]` through `engines[k]`, one iteration of each engine in turn until all
-    are done, so that whatever slows the machine for a while (other processes' load) slows every
-    replay alike. Each replay's `wall_s` counts its own iterations."""
-    wall = [0.0] * len(engines)
-    order: list[list[int]] = [[] for _ in engines]
-    batches: list[list[tuple[int, ...]]] = [[] for _ in engines]
-    for engine, requests in zip(engines, workloads):
-        engine.submit(requests)
-    active = list(range(len(engines)))
-    while active:
-        for k in list(active):
-            start = time.perf_counter()
-            it = engines[k].step()
-            wall[k] += time.perf_counter() - start
-            if it is None:
-                active.remove(k)
-                continue
-            order[k] += it.admitted
-            if it.admitted or it.resumed:
-                batches[k].append(tuple(it.admitted + it.resumed))
-    return [Replay(e.records, o, b, getattr(e, "samples", []), wall_s=w)
-            for e, o, b, w in zip(engines, order, batches, wall)]
-
-
-@functools.cache
-def _timed_torch_engine_class() -> type:
-    """`TorchEngine` that also records each iteration as a calibration `Sample`: the cost model's
-    features, as `SimEngine` computes them, and the measured seconds (defined on first use, so
-    this module imports without torch)."""
-    from gpu_backend import TorchEngine
-
-    class TimedTorchEngine(TorchEngine):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.samples: list[Sample] = []
-
-        def _execute_prefill(self, batch):
-            new, attention = prefill_work(batch)  # the simulator's terms for the same batch
-            seconds = super()._execute_prefill(batch)
-            self.samples.append(Sample("prefill", (1.0, float(new), float(attention)), seconds))
-            return seconds
-
-        def _execute_decode(self):
-            x = (1.0, float(len(self.running)), float(self._context))
-            steps, seconds = super()._execute_decode()
-            self.samples.append(Sample("decode", x, seconds))
-            return steps, seconds
-
-    return TimedTorchEngine
-
-
-def torch_engine(scheduler: str, config: EngineConfig, *, preset: str = "tiny", device: str = "cpu", seed: int = 0,
-                 clock: str | None = None, model: Transformer | None = None) -> ServingEngine:
-    """A torch engine (weights from `seed`, or `model`) that times its iterations on `clock` (a
-    `gpu_backend.timer.CLOCKS` name; None: its default) and records them as `samples`."""
-    from gpu_backend.timer import DEFAULT_CLOCK
-
-    return _timed_torch_engine_class()(scheduler, config, preset=preset, device=device, seed=seed,
-                                       clock=clock or DEFAULT_CLOCK, model=model)
-
-
-def torch_replay(requests: list[Request], scheduler: str, config: EngineConfig, **engine) -> Replay:
-    """Replay `requests` through a fresh `torch_engine(scheduler, config, **engine)`."""
-    return replay(torch_engine(scheduler, config, **engine), requests)
-
-
-def saturation_throughput(engine: ServingEngine, requests: list[Request]) -> float:
-    """`engine`'s capacity on a workload, in requests per second of its clock: the finished
-    requests over the makespan of a replay of `requests` all arriving at once."""
-    at_once = [replace(r, arrival=0.0) for r in requests]
-    return summarize(list(replay(engine, at_once).records.values())).throughput_rps
+from .replays import Replay, replay, replay_together, saturation_throughput, torch_engine
 
 
 def _relative(sim: np.ndarray, real: np.ndarray) -> np.ndarray:

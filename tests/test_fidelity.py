@@ -12,18 +12,8 @@ import pytest
 
 from auction_gym.engine import CostModel, EngineConfig, SimEngine
 from experiments.calibrate import Sample
-from experiments.fidelity import (
-    Replay,
-    compare,
-    fidelity,
-    fit_replay,
-    median_ci,
-    replay,
-    replay_together,
-    saturation_throughput,
-    timing_error,
-    workload,
-)
+from experiments.fidelity import compare, fidelity, fit_replay, median_ci, timing_error, workload
+from experiments.replays import Replay, replay, replay_together, saturation_throughput
 
 COST = CostModel(1e-3, 1e-5, 1e-8, 2e-3, 1e-4, 1e-7, name="test")
 CONFIG = EngineConfig(kv_capacity_tokens=1500, chunked_prefill_size=64, max_running_requests=8, cost_model=COST)
