@@ -4,7 +4,8 @@
   (`time.thread_time_ns`), which does not advance while the thread waits for a core that other
   processes hold, so the engine's clock and schedule do not depend on what else runs on the
   machine. It counts only the calling thread, so torch must compute on it alone
-  (`torch.set_num_threads(1)`); entering the timer with more threads raises RuntimeError.
+  (`torch.set_num_threads(1)`); making or entering such a timer with more threads raises
+  RuntimeError.
 - "wall": `time.perf_counter`, elapsed time including every wait (what a user of a dedicated
   machine sees).
 
@@ -41,16 +42,21 @@ class DeviceTimer:
         if self.cuda:
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
+        self.check_threads()
+
+    def check_threads(self) -> None:
+        """Raise RuntimeError if the 'cpu' clock would miss work: torch computes on several threads."""
+        if not self.cuda and self.clock == "cpu" and torch.get_num_threads() != 1:
+            raise RuntimeError(f"the 'cpu' clock counts the calling thread only, but torch computes on "
+                               f"{torch.get_num_threads()} threads: call torch.set_num_threads(1), or time "
+                               f"with clock='wall'")
 
     def __enter__(self) -> DeviceTimer:
         if self.cuda:
             torch.cuda.synchronize()
             self._start.record()
             return self
-        if self.clock == "cpu" and torch.get_num_threads() != 1:
-            raise RuntimeError(f"the 'cpu' clock counts the calling thread only, but torch computes on "
-                               f"{torch.get_num_threads()} threads: call torch.set_num_threads(1), or time "
-                               f"with clock='wall'")
+        self.check_threads()  # the thread count may change after the timer is made
         self._t0 = self._read()
         return self
 

@@ -252,11 +252,14 @@ def test_cpu_clock_counts_compute_not_waits():
 def test_cpu_clock_refuses_to_time_several_torch_threads():
     from gpu_backend.timer import DeviceTimer
 
+    timer = DeviceTimer("cpu", "cpu")
     torch.set_num_threads(2)
     try:
         with pytest.raises(RuntimeError, match="set_num_threads"):
-            with DeviceTimer("cpu", "cpu"):
+            with timer:
                 pass
+        with pytest.raises(RuntimeError, match="set_num_threads"):
+            TorchEngine("fcfs", EngineConfig(kv_capacity_tokens=100), device="cpu")
         with DeviceTimer("cpu", "wall"):
             pass
     finally:
