@@ -234,7 +234,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads (default 1; more needs --clock wall)")
     parser.add_argument("--clock", default=None,
                         help="what a point's seconds count on a CPU: cpu (default, as the torch engine's), the "
-                        "computing thread's CPU time, which other processes do not inflate; or wall, elapsed time")
+                        "computing thread's CPU time, without waits for a core other processes hold; or wall, elapsed time")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 

@@ -234,7 +234,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--clock", default=None,
                         help="what the torch engine's iteration seconds count on a CPU: cpu (default), its "
-                        "thread's CPU time, which other processes on the machine do not inflate (needs "
+                        "thread's CPU time, without waits for a core other processes hold (needs "
                         "--threads 1); or wall, elapsed time, right only on an otherwise idle machine")
     g = parser.add_argument_group("workload (shared-prefix benchmark, scaled down)")
     g.add_argument("--groups", type=positive_int, default=8, help="system prompts (default 8)")

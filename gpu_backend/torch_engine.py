@@ -101,9 +101,9 @@ class TorchEngine(ServingEngine):
         weights: a checkpoint to load instead (see `build_model`).
         model: an already built model (tests, benchmarks); overrides preset/seed/weights.
         clock: what an iteration's seconds measure on a CPU device, a `gpu_backend.timer.CLOCKS`
-            name: "cpu" (default), the computing thread's CPU time, which other processes on the
-            machine do not inflate (needs `torch.set_num_threads(1)`); "wall", elapsed time. On
-            CUDA both are CUDA events.
+            name: "cpu" (default), the computing thread's CPU time, which does not count waits
+            while other processes hold the cores (needs `torch.set_num_threads(1)`); "wall",
+            elapsed time. On CUDA both are CUDA events.
     """
 
     def __init__(
