@@ -137,3 +137,14 @@ def test_load_sets_the_rate_from_the_measured_capacity(tmp_path):
     assert summary["clock"] == "cpu" and summary["load"] == 0.5 and summary["capacity_rps"] > 0
     assert summary["rate"] == pytest.approx(0.5 * summary["capacity_rps"], rel=1e-12)
     assert CostModel.from_json(tmp_path / "costs.json").name == summary["cost_model"]["name"]
+
+
+@pytest.mark.parametrize("command", ["fidelity", "calibrate"])
+def test_cpu_clock_with_several_threads_or_an_unknown_clock_is_a_usage_error(command, tmp_path, capsys):
+    pytest.importorskip("torch")
+    from experiments.cli import main
+
+    for argv, message in ((["--threads", "2"], "use --threads 1, or --clock wall"), (["--clock", "tsc"], "unknown --clock")):
+        with pytest.raises(SystemExit) as exit_:
+            main([command, *argv, "--out", str(tmp_path / "x")])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
