@@ -2,8 +2,9 @@
 
 - "cpu" (the default): on a CPU device, the CPU time of the calling thread
   (`time.thread_time_ns`), which does not advance while the thread waits for a core that other
-  processes hold, so the engine's clock and schedule do not depend on what else runs on the
-  machine. It counts only the calling thread, so torch must compute on it alone
+  processes hold, so the engine's clock and schedule do not stretch with them (caches and cores
+  they share still slow the work itself, by some 10-20% under heavy load on a small CPU). It
+  counts only the calling thread, so torch must compute on it alone
   (`torch.set_num_threads(1)`); making or entering such a timer with more threads raises
   RuntimeError.
 - "wall": `time.perf_counter`, elapsed time including every wait (what a user of a dedicated
