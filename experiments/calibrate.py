@@ -47,12 +47,15 @@ class Sample:
     t: float
 
 
-def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def nnls(a: np.ndarray, b: np.ndarray, required: tuple[int, ...] = ()) -> np.ndarray:
     """Non-negative least squares min ||a x - b||, x >= 0, exactly, by trying every support
-    (a has few columns: 2**k small least-squares problems)."""
-    best, best_err = np.zeros(a.shape[1]), float(np.sum(b * b))
+    (a has few columns: 2**k small least-squares problems); only supports holding the `required`
+    columns (their coefficients may still come out 0)."""
+    best, best_err = np.zeros(a.shape[1]), np.inf if required else float(np.sum(b * b))
     for k in range(1, a.shape[1] + 1):
         for support in itertools.combinations(range(a.shape[1]), k):
+            if not set(required) <= set(support):
+                continue
             cols = list(support)
             sol = np.linalg.lstsq(a[:, cols], b, rcond=None)[0]
             if (sol < 0).any():

@@ -112,11 +112,13 @@ def fit_replay(real: Replay, name: str) -> CostModel:
     """A cost model fitted to a torch replay's own iterations by non-negative least squares on
     seconds. Not on relative error (`calibrate.fit`): latency and throughput are sums of iteration
     times, and under a shared CPU's heavy-tailed noise the relative fit sits near the fastest runs,
-    which biases every sum low."""
+    which biases every sum low. The base cost per iteration is always in the fit: without it, a
+    short replay's decode steps may be fitted to the context term alone, which `EngineConfig`
+    rejects (a step of no context would cost nothing)."""
     coef = []
     for kind in ("prefill", "decode"):
         pts = [s for s in real.samples if s.kind == kind]
-        coef.append(nnls(np.array([s.x for s in pts]), np.array([s.t for s in pts])))
+        coef.append(nnls(np.array([s.x for s in pts]), np.array([s.t for s in pts]), required=(0,)))
     return CostModel(*map(float, coef[0]), *map(float, coef[1]), name=name)
 
 

@@ -122,7 +122,7 @@ def test_median_ci_brackets_the_median_and_narrows_with_more_requests():
 
 def test_load_sets_the_rate_from_the_measured_capacity(tmp_path):
     """`fidelity --load 0.5` measures the torch engine's capacity on the cpu clock, replays at half
-    of it, and fits the cost model to a replay of another draw."""
+    of it, and fits the cost model to a replay of another draw interleaved with the scored one."""
     torch = pytest.importorskip("torch")
     from experiments.cli import main
 
@@ -148,3 +148,16 @@ def test_cpu_clock_with_several_threads_or_an_unknown_clock_is_a_usage_error(com
         with pytest.raises(SystemExit) as exit_:
             main([command, *argv, "--out", str(tmp_path / "x")])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_fit_replay_keeps_a_base_cost_the_engine_config_accepts():
+    """Decode times exactly proportional to the context: the unconstrained fit is the context term
+    alone, which EngineConfig rejects; fit_replay keeps a positive base cost instead."""
+    rng = np.random.default_rng(1)
+    samples = [Sample("prefill", (1.0, float(n), float(n * n)), 1e-3 + 1e-5 * n) for n in rng.integers(1, 300, 20)]
+    for batch in rng.integers(1, 9, 40):
+        context = float(batch * rng.integers(50, 70))
+        samples.append(Sample("decode", (1.0, float(batch), context), 1e-6 * context))
+    cost = fit_replay(Replay({}, [], [], samples), "fit")
+    assert cost.decode_base > 0
+    EngineConfig(cost_model=cost)
