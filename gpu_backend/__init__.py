@@ -3,7 +3,8 @@ radix cache owns (docs/design.md section 2). Runs on CUDA when present, on CPU o
 
 - `build_model`, `ModelConfig`, `PRESETS` ("tiny" for CPU tests, "llama-3-8b" for GPUs): the model.
 - `KVPool`: preallocated K/V tensors (layers x slots x kv_heads x head_dim) and their allocator.
-- `TorchEngine`: `ServingEngine` with measured iteration times; the market's `backend="torch"`.
+- `TorchEngine`: `ServingEngine` with measured iteration times (by default the computing thread's
+  CPU time, without waits for a core other processes hold; `timer.CLOCKS`); the market's `backend="torch"`.
 - `experiments/commands/calibrate.py` profiles it to fit the simulated engine's `CostModel`.
 """
 

@@ -38,7 +38,7 @@ from auction_gym.scheduler.base import Scheduler
 from .attention import DecodeAttention, PrefillAttention
 from .kv_pool import KVPool
 from .model import ModelConfig, Transformer, build_model
-from .timer import DeviceTimer
+from .timer import DEFAULT_CLOCK, DeviceTimer
 
 
 @dataclass(slots=True, eq=False)
@@ -100,6 +100,10 @@ class TorchEngine(ServingEngine):
         seed: seed of the random weights.
         weights: a checkpoint to load instead (see `build_model`).
         model: an already built model (tests, benchmarks); overrides preset/seed/weights.
+        clock: what an iteration's seconds measure on a CPU device, a `gpu_backend.timer.CLOCKS`
+            name: "cpu" (default), the computing thread's CPU time, which does not count waits
+            while other processes hold the cores (needs `torch.set_num_threads(1)`); "wall",
+            elapsed time. On CUDA both are CUDA events.
     """
 
     def __init__(
@@ -113,6 +117,7 @@ class TorchEngine(ServingEngine):
         seed: int = 0,
         weights: str | None = None,
         model: Transformer | None = None,
+        clock: str = DEFAULT_CLOCK,
     ) -> None:
         super().__init__(scheduler, config)
         if model is None:
@@ -126,7 +131,7 @@ class TorchEngine(ServingEngine):
         self.pool = KVPool(self.config.kv_capacity_tokens, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
                            device=model.device, dtype=model.dtype)
         self.cache.on_evict = self.pool.free
-        self.timer = DeviceTimer(model.device)
+        self.timer = DeviceTimer(model.device, clock)
         self._seqs: dict[int, _Seq] = {}
         self._retracted: dict[int, list[int]] = {}
         """Output so far of each retracted request, until its next prefill."""

@@ -3,6 +3,7 @@ grow when its cost model is wrong, and a torch replay yields finite errors and i
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -11,7 +12,8 @@ import pytest
 
 from auction_gym.engine import CostModel, EngineConfig, SimEngine
 from experiments.commands.calibrate import Sample
-from experiments.commands.fidelity import Replay, compare, fidelity, fit_replay, replay, timing_error, workload
+from experiments.commands.fidelity import compare, fidelity, fit_replay, median_ci, timing_error, workload
+from experiments.commands.replays import Replay, replay, replay_together, saturation_throughput
 
 COST = CostModel(1e-3, 1e-5, 1e-8, 2e-3, 1e-4, 1e-7, name="test")
 CONFIG = EngineConfig(kv_capacity_tokens=1500, chunked_prefill_size=64, max_running_requests=8, cost_model=COST)
@@ -25,7 +27,8 @@ def test_simulator_against_itself_has_zero_error():
     a, b = replay(SimEngine("lpm", CONFIG), _requests()), replay(SimEngine("lpm", CONFIG), _requests())
     err = compare(a, b)
     assert err["requests"] == 8
-    for key in ("ttft_median_pct", "ttft_p90_pct", "latency_median_pct", "latency_p90_pct", "throughput_pct"):
+    for key in ("ttft_median_pct", "ttft_p90_pct", "latency_median_pct", "latency_p90_pct", "throughput_pct",
+                "ttft_p50_of_p50_pct", "latency_p50_of_p50_pct"):
         assert err[key] == 0.0
     n = len(a.prefill_batches)
     assert err["admit_rank_differs"] == 0 and err["prefill_batches_same"] == f"{n}/{n}"
@@ -35,7 +38,7 @@ def test_a_slower_cost_model_shows_as_error():
     slow = replace(CONFIG, cost_model=replace(COST, decode_base=2 * COST.decode_base))
     err = compare(replay(SimEngine("lpm", CONFIG), _requests()), replay(SimEngine("lpm", slow), _requests()))
     assert all(math.isfinite(v) for v in err.values() if isinstance(v, float))
-    assert err["latency_median_pct"] > 10 and err["throughput_pct"] > 10
+    assert err["latency_median_pct"] > 10 and err["throughput_pct"] > 10 and err["latency_p50_of_p50_pct"] > 10
 
 
 def test_fit_replay_recovers_the_times_it_was_fitted_to():
@@ -64,3 +67,97 @@ def test_torch_replay_gives_finite_errors_and_writes_the_report(tmp_path):
     assert timing["iterations"] > 0 and math.isfinite(timing["total_bias_pct"])
     assert {p.name for p in tmp_path.iterdir()} == {"requests_1.csv", "summary.json", "summary.md"}
     assert "| TTFT median |" in (tmp_path / "summary.md").read_text()
+
+
+def test_interleaved_replays_equal_separate_ones():
+    """replay_together only interleaves in time: each engine's records, admission order and batches
+    are those of a replay on its own."""
+    slow = replace(CONFIG, cost_model=replace(COST, decode_base=3 * COST.decode_base))
+    other = workload(groups=2, per_group=3, system_prompt_len=48, question_len=8, output_len=30, rate=50.0, seed=1)
+    together = replay_together([SimEngine("lpm", CONFIG), SimEngine("lpm", slow), SimEngine("fcfs", CONFIG)],
+                               [_requests(), _requests(), other])
+    alone = [replay(SimEngine("lpm", CONFIG), _requests()), replay(SimEngine("lpm", slow), _requests()),
+             replay(SimEngine("fcfs", CONFIG), other)]
+    for a, b in zip(together, alone):
+        assert a.admit_order == b.admit_order and a.prefill_batches == b.prefill_batches
+        assert [(r.first_token, r.finish) for r in a.records.values()] == [
+            (r.first_token, r.finish) for r in b.records.values()]
+    assert together[0].records[7].finish != together[1].records[7].finish
+
+
+def test_capacity_ignores_the_arrival_rate_and_scales_with_iteration_costs():
+    """Capacity is measured with every request arriving at once, so it does not depend on the draw's
+    rate, and an engine whose every iteration costs twice as much serves exactly half as many
+    requests per second."""
+    def requests(rate):
+        return workload(groups=2, per_group=6, system_prompt_len=64, question_len=16, output_len=24, rate=rate,
+                        seed=0)
+
+    cap = saturation_throughput(SimEngine("lpm", CONFIG), requests(1.0))
+    assert cap == saturation_throughput(SimEngine("lpm", CONFIG), requests(500.0))
+    double = CostModel(*(2 * getattr(COST, f) for f in ("prefill_base", "prefill_per_token", "prefill_per_attention",
+                                                       "decode_base", "decode_per_request",
+                                                       "decode_per_context_token")), name="double")
+    assert saturation_throughput(SimEngine("lpm", replace(CONFIG, cost_model=double)), requests(1.0)) == (
+        pytest.approx(cap / 2, rel=1e-9))
+
+
+def test_a_draw_at_rate_r_is_the_unit_rate_draw_with_arrivals_divided_by_r():
+    """What makes --load a pure rescaling of time: the same requests, arrivals scaled by 1/rate."""
+    unit = workload(groups=2, per_group=5, system_prompt_len=64, question_len=16, output_len=24, rate=1.0, seed=4)
+    fast = workload(groups=2, per_group=5, system_prompt_len=64, question_len=16, output_len=24, rate=12.5, seed=4)
+    assert [r.arrival for r in fast] == pytest.approx([r.arrival / 12.5 for r in unit], rel=1e-12)
+    assert all(np.array_equal(a.tokens, b.tokens) and a.output_len == b.output_len for a, b in zip(unit, fast))
+
+
+def test_median_ci_brackets_the_median_and_narrows_with_more_requests():
+    rng = np.random.default_rng(0)
+    few, many = rng.exponential(10, 30), rng.exponential(10, 3000)
+    for values in (few, many):
+        lo, hi = median_ci(values)
+        assert lo < np.median(values) < hi
+    assert np.subtract(*median_ci(many)[::-1]) < np.subtract(*median_ci(few)[::-1]) / 4
+    assert median_ci(np.full(50, 7.0)) == (7.0, 7.0)
+
+
+def test_load_sets_the_rate_from_the_measured_capacity(tmp_path):
+    """`fidelity --load 0.5` measures the torch engine's capacity on the cpu clock, replays at half
+    of it, and fits the cost model to a replay of another draw interleaved with the scored one."""
+    torch = pytest.importorskip("torch")
+    from experiments.cli import main
+
+    threads = torch.get_num_threads()
+    try:
+        main(["fidelity", "--load", "0.5", "--groups", "2", "--prompts-per-group", "3", "--system-prompt-len", "64",
+              "--question-len", "16", "--output-len", "8", "--repeats", "1", "--kv-capacity", "1500",
+              "--out", str(tmp_path)])
+    finally:
+        torch.set_num_threads(threads)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["clock"] == "cpu" and summary["load"] == 0.5 and summary["capacity_rps"] > 0
+    assert summary["rate"] == pytest.approx(0.5 * summary["capacity_rps"], rel=1e-12)
+    assert CostModel.from_json(tmp_path / "costs.json").name == summary["cost_model"]["name"]
+
+
+@pytest.mark.parametrize("command", ["fidelity", "calibrate"])
+def test_cpu_clock_with_several_threads_or_an_unknown_clock_is_a_usage_error(command, tmp_path, capsys):
+    pytest.importorskip("torch")
+    from experiments.cli import main
+
+    for argv, message in ((["--threads", "2"], "use --threads 1, or --clock wall"), (["--clock", "tsc"], "unknown --clock")):
+        with pytest.raises(SystemExit) as exit_:
+            main([command, *argv, "--out", str(tmp_path / "x")])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_fit_replay_keeps_a_base_cost_the_engine_config_accepts():
+    """Decode times exactly proportional to the context: the unconstrained fit is the context term
+    alone, which EngineConfig rejects; fit_replay keeps a positive base cost instead."""
+    rng = np.random.default_rng(1)
+    samples = [Sample("prefill", (1.0, float(n), float(n * n)), 1e-3 + 1e-5 * n) for n in rng.integers(1, 300, 20)]
+    for batch in rng.integers(1, 9, 40):
+        context = float(batch * rng.integers(50, 70))
+        samples.append(Sample("decode", (1.0, float(batch), context), 1e-6 * context))
+    cost = fit_replay(Replay({}, [], [], samples), "fit")
+    assert cost.decode_base > 0
+    EngineConfig(cost_model=cost)

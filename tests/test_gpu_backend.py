@@ -3,6 +3,8 @@ bad inputs fail clearly, and the env runs on the torch backend."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -228,3 +230,80 @@ def test_hugging_face_llama_config_maps_onto_model_config():
     assert ModelConfig.from_dict(hf) == PRESETS["llama-3-8b"]
     with pytest.raises(ValueError, match="rope_scaling"):
         ModelConfig.from_dict({**hf, "rope_scaling": {"rope_type": "llama3"}})
+
+
+def test_cpu_clock_counts_compute_not_waits():
+    """The 'cpu' clock is what makes the engine's schedule independent of other processes: time
+    the thread spends off the CPU (here a sleep, elsewhere waiting for a busy core) is not counted;
+    the 'wall' clock counts it."""
+    from gpu_backend.timer import DeviceTimer
+
+    for clock, counts_sleep in (("cpu", False), ("wall", True)):
+        with DeviceTimer("cpu", clock) as t:
+            time.sleep(0.05)
+        assert (t.seconds >= 0.05) == counts_sleep, (clock, t.seconds)
+    x = torch.randn(256, 256)
+    with DeviceTimer("cpu", "cpu") as t:
+        for _ in range(20):
+            x = torch.tanh(x @ x)
+    assert t.seconds > 0
+
+
+def test_cpu_clock_refuses_to_time_several_torch_threads():
+    from gpu_backend.timer import DeviceTimer
+
+    timer = DeviceTimer("cpu", "cpu")
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="set_num_threads"):
+            with timer:
+                pass
+        with pytest.raises(RuntimeError, match="set_num_threads"):
+            TorchEngine("fcfs", EngineConfig(kv_capacity_tokens=100), device="cpu")
+        with DeviceTimer("cpu", "wall"):
+            pass
+    finally:
+        torch.set_num_threads(1)
+    with pytest.raises(ValueError, match="unknown clock"):
+        DeviceTimer("cpu", "tsc")
+
+
+def test_same_measured_costs_give_the_same_schedule(model):
+    """The engine's clock advances by the measured iteration costs only: a second engine charged
+    the first one's measured costs, with the machine busier in between (sleeps), replays the
+    workload into exactly the same records."""
+
+    class Charged:
+        """A timer that measures with `timer` and logs the costs, or charges `costs` in order after
+        a wait that must not count."""
+
+        def __init__(self, timer=None, costs: list[float] | None = None) -> None:
+            self.timer, self.costs, self.log, self.seconds = timer, iter(costs or []), [], 0.0
+
+        def __enter__(self):
+            if self.timer is not None:
+                self.timer.__enter__()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            if self.timer is not None:
+                self.timer.__exit__(*exc)
+                self.seconds = self.timer.seconds
+            else:
+                time.sleep(0.001)
+                self.seconds = next(self.costs)
+            self.log.append(self.seconds)
+
+    def run(costs: list[float] | None) -> tuple[list, list[float]]:
+        engine = TorchEngine("lpm", EngineConfig(kv_capacity_tokens=600, max_running_requests=3,
+                                                 chunked_prefill_size=32), model=model)
+        engine.timer = Charged(engine.timer if costs is None else None, costs)
+        rng = np.random.default_rng(3)
+        engine.submit([_request(i, rng.integers(0, VOCAB, 30 + 7 * i), 3 + i % 4, arrival=0.004 * i)
+                       for i in range(10)])
+        engine.run()
+        return [(r.id, r.first_token, r.finish, r.cached_tokens) for r in engine.records.values()], engine.timer.log
+
+    first, costs = run(None)
+    assert len(costs) > 10 and run(costs)[0] == first
+    assert run([c * 1.5 for c in costs])[0] != first

@@ -12,8 +12,9 @@
    bytes / seconds per step, and on CUDA its fraction of `--peak-bandwidth` (default 4.8e12 B/s,
    an H200's HBM3e).
 
-Times are the minimum over `--repeats` runs after a warm-up, measured as the engine measures them
-(gpu_backend.timer: CUDA events on a GPU, perf_counter elsewhere).
+Times are the minimum over `--repeats` runs after a warm-up, on `gpu_backend.timer`'s "wall" clock
+(CUDA events on a GPU, elapsed time elsewhere): throughput is per elapsed second, with any number of
+`--threads`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def bench(
     device = device or default_device()
     torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
     model = build_model(preset, device=device, dtype=torch_dtype, seed=seed)
-    cfg, rng, timer = model.cfg, np.random.default_rng(seed), DeviceTimer(device)
+    cfg, rng, timer = model.cfg, np.random.default_rng(seed), DeviceTimer(device, "wall")
     pool = KVPool(prompt * 3 + batch * (context + steps + 1), cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
                   device=device, dtype=torch_dtype)
     empty = np.zeros(0, dtype=np.int64)

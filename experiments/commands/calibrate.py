@@ -2,7 +2,7 @@
 
 Profiles prefill batches over a grid of (requests, cached tokens, new tokens) and decode steps over
 a grid of (batch, context), each timed the way `TorchEngine` times its iterations (same code path,
-CUDA events on a GPU, perf_counter elsewhere; after a warm-up, the fastest of `repeats` runs, which
+on the same clock, `gpu_backend.timer`; after a warm-up, the fastest of `repeats` runs, which
 filters out interference from other processes, or their median), then fits
 
     prefill  t = a + b * new_tokens + c * attention     (attention = sum_i new_i (cached_i + new_i / 2))
@@ -47,12 +47,15 @@ class Sample:
     t: float
 
 
-def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def nnls(a: np.ndarray, b: np.ndarray, required: tuple[int, ...] = ()) -> np.ndarray:
     """Non-negative least squares min ||a x - b||, x >= 0, exactly, by trying every support
-    (a has few columns: 2**k small least-squares problems)."""
-    best, best_err = np.zeros(a.shape[1]), float(np.sum(b * b))
+    (a has few columns: 2**k small least-squares problems); only supports holding the `required`
+    columns (their coefficients may still come out 0)."""
+    best, best_err = np.zeros(a.shape[1]), np.inf if required else float(np.sum(b * b))
     for k in range(1, a.shape[1] + 1):
         for support in itertools.combinations(range(a.shape[1]), k):
+            if not set(required) <= set(support):
+                continue
             cols = list(support)
             sol = np.linalg.lstsq(a[:, cols], b, rcond=None)[0]
             if (sol < 0).any():
@@ -93,16 +96,17 @@ def _timed(timer: DeviceTimer, fn: Callable[[], object], repeats: int, statistic
 
 def profile(
     model: Transformer, pool: KVPool, *, rng: np.random.Generator, repeats: int, max_prefill: int, max_context: int,
-    statistic: str = "min", progress: bool = True,
+    statistic: str = "min", progress: bool = True, clock: str | None = None,
 ) -> list[Sample]:
-    """Measure prefill and decode iterations over the grid (see module docstring), with a progress
-    bar over the grid's points unless `progress` is False."""
+    """Measure prefill and decode iterations over the grid (see module docstring) on `clock` (a
+    `gpu_backend.timer.CLOCKS` name; None: the default, as `TorchEngine`'s), with a progress bar over
+    the grid's points unless `progress` is False."""
     from tqdm.auto import tqdm
 
-    from gpu_backend.timer import DeviceTimer
+    from gpu_backend.timer import DEFAULT_CLOCK, DeviceTimer
     from gpu_backend.torch_engine import run_decode, run_prefill
 
-    vocab, timer, samples = model.cfg.vocab_size, DeviceTimer(model.device), []
+    vocab, timer, samples = model.cfg.vocab_size, DeviceTimer(model.device, clock or DEFAULT_CLOCK), []
     limit = min(model.cfg.max_context, max_context)
     news = [n for n in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if n <= max_prefill]
     prefills = [(r, c, n) for r, c, n in itertools.product((1, 2, 3, 4), (0, 128, 512, 1024, 2048, 4096), news)
@@ -153,6 +157,7 @@ def calibrate(
     pool_tokens: int = 140_000,
     statistic: str = "min",
     progress: bool = True,
+    clock: str | None = None,
 ) -> dict:
     """Profile `preset` on `device`, fit the cost model, write it to `out`; returns a summary
     (coefficients, held-out errors in percent, point counts, wall time), which is also printed."""
@@ -170,7 +175,7 @@ def calibrate(
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
     samples = profile(model, pool, rng=rng, repeats=repeats, max_prefill=max_prefill, max_context=max_context,
-                      statistic=statistic, progress=progress)
+                      statistic=statistic, progress=progress, clock=clock)
     coef, errors = {}, {}
     for kind in ("prefill", "decode"):
         pts = [s for s in samples if s.kind == kind]
@@ -228,7 +233,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest prefill batch in tokens (default 4096)")
     parser.add_argument("--max-context", type=positive_int, default=8192,
                         help="longest sequence profiled in tokens (default 8192)")
-    parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="torch CPU threads (default 1; more needs --clock wall)")
+    parser.add_argument("--clock", default=None,
+                        help="what a point's seconds count on a CPU: cpu (default, as the torch engine's), the "
+                        "computing thread's CPU time, without waits for a core other processes hold; or wall, elapsed time")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
@@ -242,11 +251,25 @@ def run(args: argparse.Namespace) -> dict:
         raise UsageError(f"unknown --preset {args.preset!r}; valid: {', '.join(PRESETS)}")
     if args.dtype is not None and not isinstance(getattr(torch, args.dtype, None), torch.dtype):
         raise UsageError(f"--dtype {args.dtype!r} is not a torch dtype; e.g. float32, bfloat16, float16")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    clock = checked_clock(args.clock, args.threads, args.device)
+    torch.set_num_threads(args.threads)
     return calibrate(args.out, args.preset, args.device, args.dtype, seed=args.seed, repeats=args.repeats,
                      holdout=args.holdout, max_prefill=args.max_prefill, max_context=args.max_context,
-                     statistic=args.statistic, progress=args.progress)
+                     statistic=args.statistic, progress=args.progress, clock=clock)
+
+
+def checked_clock(clock: str | None, threads: int, device: str | None) -> str:
+    """The `--clock` option's clock (None: the default), or UsageError if it is unknown or, being
+    the CPU-time clock on a CPU, is asked to time more than one torch thread."""
+    from gpu_backend import default_device
+    from gpu_backend.timer import CLOCKS, DEFAULT_CLOCK
+
+    clock = clock or DEFAULT_CLOCK
+    if clock not in CLOCKS:
+        raise UsageError(f"unknown --clock {clock!r}; valid: {', '.join(CLOCKS)}")
+    if clock == "cpu" and threads != 1 and (device or default_device()).startswith("cpu"):
+        raise UsageError("--clock cpu counts one thread's CPU time: use --threads 1, or --clock wall")
+    return clock
 
 
 def main(argv: list[str] | None = None) -> None:

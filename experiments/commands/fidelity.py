@@ -2,30 +2,41 @@
 
 Vidur's measure: replay one workload through the torch engine (`gpu_backend.TorchEngine`, CPU and
 the tiny preset by default) and through the simulator (`SimEngine`) with a cost model calibrated on
-it, both under the same
-scheduler and `EngineConfig` (reservation, chunked prefill, KV size), and report per request the
-relative error |sim - real| / real of TTFT and of latency (median and p90, percent), and the
-relative error of throughput (prompt + output tokens per second) and of makespan.
+it, both under the same scheduler and `EngineConfig` (reservation, chunked prefill, KV size), and
+report per request the relative error |sim - real| / real of TTFT and of latency (median with a
+95% bootstrap interval over requests, and p90, percent), the error of their medians
+(|p50 sim - p50 real| / p50 real, Vidur's percentile error), and the relative error of throughput
+(prompt + output tokens per second) and of makespan.
 
-The cost model: `--cost-model` JSON, or one calibrated first. `--calibration replay` (default)
+Made to travel between machines, and to hold on a machine other processes keep busy:
+- clock: the torch engine's iterations are timed on the "cpu" clock by default (the computing
+  thread's CPU time, `gpu_backend.timer`), and its engine clock advances by those times, arrivals
+  included; so a replay's schedule does not stretch while other processes hold the cores, as it
+  does on the "wall" clock (`--clock wall`: right only on an otherwise idle machine).
+- load: the arrival rate is `--load` times the torch engine's capacity on this workload, measured
+  first on the same clock (a replay of another draw with every request arriving at once), so a
+  slower CPU runs the same workload as far below saturation; `--rate` fixes it in requests/s.
+- interleaving: the calibration replay and the `--repeats` scored torch replays step one
+  iteration each in turn (one model shared), so a stretch of time when the machine is slower
+  slows all of them alike instead of biasing one against another.
+
+The cost model: `--cost-model` JSON, or one calibrated now. `--calibration replay` (default)
 fits it to the iterations of a torch replay of another draw of the same workload (seed + 1), by
 least squares on seconds; `--calibration grid` runs `radix-auction calibrate`'s profiling grid.
 
 The workload is SGLang's generated-shared-prefix benchmark scaled down (`--groups` x
-`--prompts-per-group` requests at `--rate` per second), so the engine queues, batches, hits the
-cache, chunks long prompts and, in a small `--kv-capacity`, retracts.
+`--prompts-per-group` requests), so the engine queues, batches, hits the cache, chunks long
+prompts and, in a small `--kv-capacity`, retracts.
 
 What the error comes from, reported alongside:
 - timing: the calibrated cost model's percent error on the torch replay's own iterations (each
   iteration's measured seconds against what the simulator would charge for it), and the total
   bias sum(predicted) / sum(measured) - 1;
-- noise floor: with `--repeats` >= 2 the torch engine replays the workload again, and the errors
-  between two torch replays are what CPU timing noise alone gives;
+- noise floor: with `--repeats` >= 2 the errors between torch replays of the same workload, which
+  timing noise alone gives (interleaved replays share the machine's slow stretches, so this is the
+  floor within one run; rerun the command for the spread between runs);
 - scheduling: requests whose rank in the admission order differs between the engines, and
   prefill batches that differ (an engine that runs iterations faster admits different batches).
-
-Times are on the engines' clocks (seconds of compute; the torch engine measures each iteration's
-wall time, so other processes on the CPU add noise: run it on an idle machine, `--threads 1`).
 
 Writes to `--out`: `costs.json` (if calibrated), `requests_<k>.csv` (per request, torch replay k
 against the simulator), `summary.json` and `summary.md`.
@@ -35,104 +46,50 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import json
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from auction_gym.engine import CostModel, EngineConfig, RequestRecord, ServingEngine, SimEngine, summarize
-from auction_gym.engine.sim_engine import prefill_work
+from auction_gym.engine import CostModel, EngineConfig, SimEngine, summarize
 from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
 from ..argtypes import positive_float, positive_int
 from ..cli import UsageError, run_command
-from .calibrate import STATISTICS, Sample, calibrate, nnls
-
-
-@dataclass
-class Replay:
-    """What one engine did with the workload."""
-
-    records: dict[int, RequestRecord]
-    admit_order: list[int]
-    """Request ids in the order their first prefill began."""
-    prefill_batches: list[tuple[int, ...]]
-    """Ids admitted or resumed by each prefill iteration that took any, in order."""
-    samples: list[Sample] = field(default_factory=list)
-    """Each iteration's cost-model features and measured seconds (torch engine only)."""
-    wall_s: float = 0.0
-
-    def ranks(self) -> dict[int, int]:
-        """Each admitted request's rank in the admission order (0 = first)."""
-        return {rid: k for k, rid in enumerate(self.admit_order)}
-
-
-def replay(engine: ServingEngine, requests: list[Request]) -> Replay:
-    """Step `engine` through `requests` to the end; its records, admission order and batches."""
-    start = time.perf_counter()
-    engine.submit(requests)
-    order, batches = [], []
-    while (it := engine.step()) is not None:
-        order += it.admitted
-        if it.admitted or it.resumed:
-            batches.append(tuple(it.admitted + it.resumed))
-    return Replay(engine.records, order, batches, getattr(engine, "samples", []), wall_s=time.perf_counter() - start)
-
-
-@functools.cache
-def _timed_torch_engine_class() -> type:
-    """`TorchEngine` that also records each iteration as a calibration `Sample`: the cost model's
-    features, as `SimEngine` computes them, and the measured seconds (defined on first use, so
-    this module imports without torch)."""
-    from gpu_backend import TorchEngine
-
-    class TimedTorchEngine(TorchEngine):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.samples: list[Sample] = []
-
-        def _execute_prefill(self, batch):
-            new, attention = prefill_work(batch)  # the simulator's terms for the same batch
-            seconds = super()._execute_prefill(batch)
-            self.samples.append(Sample("prefill", (1.0, float(new), float(attention)), seconds))
-            return seconds
-
-        def _execute_decode(self):
-            x = (1.0, float(len(self.running)), float(self._context))
-            steps, seconds = super()._execute_decode()
-            self.samples.append(Sample("decode", x, seconds))
-            return steps, seconds
-
-    return TimedTorchEngine
-
-
-def torch_replay(requests: list[Request], scheduler: str, config: EngineConfig, *, preset: str = "tiny",
-                 device: str = "cpu", seed: int = 0) -> Replay:
-    """Replay `requests` through the torch engine (weights from `seed`), timing its iterations."""
-    engine = _timed_torch_engine_class()(scheduler, config, preset=preset, device=device, seed=seed)
-    return replay(engine, requests)
+from .calibrate import STATISTICS, calibrate, checked_clock, nnls
+from .replays import Replay, replay, replay_together, saturation_throughput, torch_engine
 
 
 def _relative(sim: np.ndarray, real: np.ndarray) -> np.ndarray:
     return np.abs(sim - real) / real
 
 
+def median_ci(values: np.ndarray, level: float = 0.95, resamples: int = 2000) -> tuple[float, float]:
+    """A `level` bootstrap confidence interval (percentile method, fixed seed) of the median of
+    `values`: how far the median could move with another draw of as many requests."""
+    rng = np.random.default_rng(0)
+    medians = np.median(values[rng.integers(0, len(values), (resamples, len(values)))], axis=1)
+    lo, hi = np.percentile(medians, [50 * (1 - level), 50 * (1 + level)])
+    return float(lo), float(hi)
+
+
 def compare(real: Replay, sim: Replay) -> dict:
-    """Errors of `sim` against `real`: per-request TTFT and latency (median and p90 of
-    |sim - real| / real, percent, over requests both finished), throughput and makespan (percent),
-    hit rates, and how much the schedules differ."""
+    """Errors of `sim` against `real`: per-request TTFT and latency (median with its 95% bootstrap
+    interval, and p90, of |sim - real| / real, percent, over requests both finished), the error of
+    their medians (Vidur's percentile error: |p50 sim - p50 real| / p50 real), throughput and
+    makespan (percent), hit rates, and how much the schedules differ."""
     ids = [i for i in sorted(real.records) if real.records[i].finished and sim.records[i].finished]
     out: dict = {"requests": len(ids)}
     for name in ("ttft", "latency"):
-        err = 100 * _relative(np.array([getattr(sim.records[i], name) for i in ids]),
-                              np.array([getattr(real.records[i], name) for i in ids]))
+        s, r = (np.array([getattr(e.records[i], name) for i in ids]) for e in (sim, real))
+        err = 100 * _relative(s, r)
         out[f"{name}_median_pct"] = float(np.median(err))
+        out[f"{name}_median_ci95_pct"] = median_ci(err)
         out[f"{name}_p90_pct"] = float(np.percentile(err, 90))
+        out[f"{name}_p50_of_p50_pct"] = float(100 * _relative(np.median(s), np.median(r)))
     m_real, m_sim = summarize(list(real.records.values())), summarize(list(sim.records.values()))
     out["throughput_pct"] = float(100 * abs(m_sim.throughput_tps - m_real.throughput_tps) / m_real.throughput_tps)
     out["makespan_pct"] = float(100 * abs(m_sim.makespan - m_real.makespan) / m_real.makespan)
@@ -155,11 +112,13 @@ def fit_replay(real: Replay, name: str) -> CostModel:
     """A cost model fitted to a torch replay's own iterations by non-negative least squares on
     seconds. Not on relative error (`calibrate.fit`): latency and throughput are sums of iteration
     times, and under a shared CPU's heavy-tailed noise the relative fit sits near the fastest runs,
-    which biases every sum low."""
+    which biases every sum low. The base cost per iteration is always in the fit: without it, a
+    short replay's decode steps may be fitted to the context term alone, which `EngineConfig`
+    rejects (a step of no context would cost nothing)."""
     coef = []
     for kind in ("prefill", "decode"):
         pts = [s for s in real.samples if s.kind == kind]
-        coef.append(nnls(np.array([s.x for s in pts]), np.array([s.t for s in pts])))
+        coef.append(nnls(np.array([s.x for s in pts]), np.array([s.t for s in pts]), required=(0,)))
     return CostModel(*map(float, coef[0]), *map(float, coef[1]), name=name)
 
 
@@ -197,7 +156,9 @@ def _write_requests(path: Path, real: Replay, sim: Replay) -> None:
 
 
 ROWS = (("TTFT median", "ttft_median_pct"), ("TTFT p90", "ttft_p90_pct"), ("latency median", "latency_median_pct"),
-        ("latency p90", "latency_p90_pct"), ("throughput", "throughput_pct"), ("makespan", "makespan_pct"))
+        ("latency p90", "latency_p90_pct"), ("TTFT p50 vs p50", "ttft_p50_of_p50_pct"),
+        ("latency p50 vs p50", "latency_p50_of_p50_pct"), ("throughput", "throughput_pct"),
+        ("makespan", "makespan_pct"))
 
 
 def _markdown(summary: dict) -> str:
@@ -208,6 +169,9 @@ def _markdown(summary: dict) -> str:
     lines = ["| error (%) | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for label, key in ROWS:
         lines.append(f"| {label} | " + " | ".join(f"{c[key]:.1f}" for c in cells) + " |")
+        if key.endswith("median_pct"):
+            ci = key.replace("median", "median_ci95")
+            lines.append(f"| {label} 95% CI | " + " | ".join("{:.1f}-{:.1f}".format(*c[ci]) for c in cells) + " |")
     for label, key in (("admit rank differs", "admit_rank_differs"), ("prefill batches same", "prefill_batches_same"),
                        ("retractions real/sim", None)):
         vals = [f"{c['retractions_real']}/{c['retractions_sim']}" if key is None else str(c[key]) for c in cells]
@@ -223,14 +187,26 @@ def _markdown(summary: dict) -> str:
 
 
 def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, repeats: int = 2,
-             preset: str = "tiny", device: str = "cpu", seed: int = 0, out: Path | None = None) -> dict:
-    """Replay `requests` `repeats` times through the torch engine and once through the simulator
-    with `config.cost_model`; returns (and writes to `out`, if given) the comparisons."""
+             train: list[Request] | None = None, out: Path | None = None, context: dict | None = None,
+             **engine) -> dict:
+    """Replay `requests` `repeats` times through the torch engine (`torch_engine(scheduler, config,
+    **engine)`, one model shared) and once through the simulator with `config.cost_model`; returns
+    (and writes to `out`, if given) the comparisons, with `context`'s entries (how the workload was
+    made). With `train` (another draw of the workload), a torch replay of it runs interleaved with
+    the scored ones (`replay_together`) and the simulator's cost model is fitted to it instead
+    (`fit_replay`; written to `out`/costs.json)."""
+    first = torch_engine(scheduler, config, **engine)
+    rest = {k: v for k, v in engine.items() if k == "clock"}
+    engines = [first] + [torch_engine(scheduler, config, model=first.model, **rest)
+                         for _ in range(repeats - 1 + (train is not None))]
+    reals = replay_together(engines, ([train] if train is not None else []) + [requests] * repeats)
+    if train is not None:
+        fitted, *reals = reals
+        config = replace(config, cost_model=fit_replay(fitted, "fitted to a torch replay of another draw"))
     sim = replay(SimEngine(scheduler, config), requests)
-    reals = [torch_replay(requests, scheduler, config, preset=preset, device=device, seed=seed)
-             for _ in range(repeats)]
     summary = {
-        "requests": len(requests), "scheduler": scheduler, "cost_model": config.cost_model.name,
+        "requests": len(requests), "scheduler": scheduler, "cost_model": config.cost_model.__dict__,
+        "clock": first.timer.clock, **(context or {}),
         "sim_vs_torch": [compare(real, sim) for real in reals],
         "torch_vs_torch": [compare(reals[0], real) for real in reals[1:]],
         "timing": [timing_error(real, config.cost_model) for real in reals],
@@ -238,6 +214,8 @@ def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, r
     }
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+        if train is not None:
+            config.cost_model.to_json(out / "costs.json")
         for k, real in enumerate(reals):
             _write_requests(out / f"requests_{k + 1}.csv", real, sim)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -256,15 +234,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=positive_int, default=2, help="torch replays (default 2; >= 2 gives the "
                         "noise floor)")
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--clock", default=None,
+                        help="what the torch engine's iteration seconds count on a CPU: cpu (default), its "
+                        "thread's CPU time, without waits for a core other processes hold (needs "
+                        "--threads 1); or wall, elapsed time, right only on an otherwise idle machine")
     g = parser.add_argument_group("workload (shared-prefix benchmark, scaled down)")
     g.add_argument("--groups", type=positive_int, default=8, help="system prompts (default 8)")
     g.add_argument("--prompts-per-group", type=positive_int, default=16, help="requests per system prompt (default 16)")
     g.add_argument("--system-prompt-len", type=positive_int, default=512, help="tokens (default 512)")
     g.add_argument("--question-len", type=positive_int, default=64, help="tokens (default 64)")
     g.add_argument("--output-len", type=positive_int, default=128, help="tokens (default 128)")
-    g.add_argument("--rate", type=positive_float, default=20.0,
-                   help="arrivals per second (default 20, below what the tiny preset serves on a CPU core; "
-                   "about 50 is near it, and at 100 timing noise alone moves every later request)")
+    load = g.add_mutually_exclusive_group()
+    load.add_argument("--load", type=positive_float, default=0.6,
+                      help="arrival rate as a share of the torch engine's capacity on this workload, measured "
+                      "first (requests/s on its clock with every request arriving at once; default 0.6), so "
+                      "the measurement is as far from saturation on any machine")
+    load.add_argument("--rate", type=positive_float, default=None,
+                      help="a fixed arrival rate in requests/s instead of --load (how far below capacity it is "
+                      "depends on the machine and, with --clock wall, on what else runs on it)")
     e = parser.add_argument_group("engine (both engines)")
     e.add_argument("--kv-capacity", type=positive_int, default=4000, help="KV pool in tokens (default 4000)")
     e.add_argument("--chunked-prefill-size", type=positive_int, default=256, help="tokens (default 256)")
@@ -282,41 +269,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="grid: longest sequence profiled (default 2048)")
 
 
-def _cost_model(args: argparse.Namespace, config: EngineConfig, shape: tuple) -> CostModel:
-    """--cost-model's, or one calibrated now (written to OUT/costs.json): on the profiling grid, or
-    on a torch replay of another draw of the workload (seed + 1), so the fit never sees the
-    iterations it is scored on."""
+def _cost_model(args: argparse.Namespace) -> CostModel | None:
+    """--cost-model's, one calibrated now on the profiling grid (written to OUT/costs.json), or
+    None: `fidelity` fits one to a replay of another draw of the workload (seed + 1), so the fit
+    never sees the iterations it is scored on."""
     if args.cost_model is not None:
         return CostModel.from_json(args.cost_model)
+    if args.calibration == "replay":
+        return None
     path = args.out / "costs.json"
-    if args.calibration == "grid":
-        calibrate(path, args.preset, args.device, seed=args.seed, repeats=args.calibration_repeats,
-                  max_prefill=args.chunked_prefill_size, max_context=args.max_context, pool_tokens=40_000,
-                  statistic=args.statistic, progress=False)
-        return CostModel.from_json(path)
-    train = torch_replay(workload(*shape, args.seed + 1), args.scheduler, config, preset=args.preset,
-                         device=args.device, seed=args.seed)
-    cost = fit_replay(train, f"{args.preset}/{args.device} (fitted to a replay, seed {args.seed + 1})")
-    cost.to_json(path)
-    print(f"fitted on {len(train.samples)} iterations of a replay ({train.wall_s:.1f} s): {cost}")
-    return cost
+    calibrate(path, args.preset, args.device, seed=args.seed, clock=args.clock, repeats=args.calibration_repeats,
+              max_prefill=args.chunked_prefill_size, max_context=args.max_context, pool_tokens=40_000,
+              statistic=args.statistic, progress=False)
+    return CostModel.from_json(path)
 
 
 def run(args: argparse.Namespace) -> dict:
-    """Calibrate (unless --cost-model), replay, print the table and write the files."""
+    """Calibrate (unless --cost-model), set the arrival rate (--rate, or --load x the measured
+    capacity), replay, print the table and write the files."""
     import torch
 
     if args.scheduler not in scheduler_names():
         raise UsageError(f"unknown --scheduler {args.scheduler!r}; valid: {', '.join(scheduler_names())}")
+    clock = checked_clock(args.clock, args.threads, args.device)
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     config = EngineConfig(kv_capacity_tokens=args.kv_capacity, chunked_prefill_size=args.chunked_prefill_size,
                           max_running_requests=args.max_running, reservation=args.reservation)
-    shape = (args.groups, args.prompts_per_group, args.system_prompt_len, args.question_len, args.output_len, args.rate)
-    requests = workload(*shape, args.seed)
-    config = replace(config, cost_model=_cost_model(args, config, shape))
-    summary = fidelity(requests, args.scheduler, config, repeats=args.repeats, preset=args.preset,
-                       device=args.device, seed=args.seed, out=args.out)
+    engine = {"preset": args.preset, "device": args.device, "seed": args.seed, "clock": clock}
+    shape = (args.groups, args.prompts_per_group, args.system_prompt_len, args.question_len, args.output_len)
+    rate, capacity = args.rate, None
+    if rate is None:
+        capacity = saturation_throughput(torch_engine(args.scheduler, config, **engine),
+                                         workload(*shape, 1.0, args.seed + 1))
+        rate = args.load * capacity
+        print(f"capacity {capacity:.1f} requests/s on the {clock} clock; --load {args.load} -> {rate:.1f}/s")
+    cost = _cost_model(args)
+    train = workload(*shape, rate, args.seed + 1) if cost is None else None
+    arrivals = {"rate": rate, "capacity_rps": capacity, "load": args.load if capacity else None}
+    config = config if cost is None else replace(config, cost_model=cost)
+    summary = fidelity(workload(*shape, rate, args.seed), args.scheduler, config, repeats=args.repeats, train=train,
+                       out=args.out, context=arrivals, **engine)
     print(_markdown(summary))
     print(f"wall s: {summary['wall_s']}; written to {args.out}/")
     return summary
