@@ -270,6 +270,11 @@ class RadixAuctionEnv(gym.Env):
       the queue's end; a split by the round's refresh of waiting prefixes is stamped at its
       request's turn. The engine replays' golden digests of every mechanism but strict_vcg moved;
       the env episodes' did not (their trajectories are unchanged).
+    - v0 (issue 26, the torch engine's clock): `backend="torch"` times CPU iterations by the
+      computing thread's CPU time by default (`gpu_backend/timer.py`), so its clock no longer
+      stretches with other processes' load; it needs `torch.set_num_threads(1)` (else RuntimeError),
+      or `backend_kwargs={"clock": "wall"}` for the elapsed time as before. The simulated backend is
+      unchanged.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
