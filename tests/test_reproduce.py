@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from experiments.executor import Executor
 from experiments.reproduce import COLUMNS, Sweep, policies, run_sweep, write_csv
 from experiments.reproduce_report import write_report
 
@@ -77,6 +78,6 @@ def test_outputs_are_written(rows, tmp_path):
 def test_parallel_tasks_give_the_same_rows():
     tiny = Sweep(loads=(1.0,), agentic_kv=(15_000,), agentic_duration=5.0, mooncake_kv=(), mooncake_lines=0,
                  shared_kv=(40_000,), shared_groups=(8, 8), shared_loads=(1.0,))
-    one, two = (run_sweep(tiny, 2, None, "tokens", progress=False, jobs=j) for j in (1, 2))
+    one, two = (run_sweep(tiny, 2, None, "tokens", progress=False, executor=Executor(j)) for j in (1, 2))
     assert len(one) == 2 * 2 * len(policies("tokens"))
     assert [repr(sorted(r.items())) for r in one] == [repr(sorted(r.items())) for r in two]

@@ -1,0 +1,154 @@
+"""Where a sweep's tasks run: this process, a local process pool, or Ray.
+
+`reproduce`, `incentives` and `compare` (its headroom report and its training runs) hand their
+independent, seeded tasks to an `Executor`, chosen by two options:
+
+- no `--address`: `--jobs` processes on this machine (`--jobs 1`: in this process);
+- `--address local`: a local Ray started with `--jobs` CPUs (what a test or a first try of Ray uses);
+- `--address auto`, `HOST:PORT` or `ray://HOST:10001`: an existing Ray cluster, every CPU of it
+  (`--jobs` is then not used; each task takes one CPU, a training run one per torch thread).
+
+Every task is seeded and returns its result, so the rows do not depend on where or in which order
+the tasks ran: the results come back in the order of the tasks whichever executor ran them. On a
+cluster, each node must have the project installed (the same commit), and a task reads its inputs
+(a trace file) and writes its outputs (compare's models under `--logdir`) at the paths it is given,
+on its node: give paths that every node shares.
+
+A task's error is raised here as the task raised it (a `ValueError` or `OSError` is then the
+command's one-line error, as without Ray); a task that Ray could not run (a worker or node lost)
+raises `TaskFailed`, one line naming the task. On an error or Ctrl-C the tasks not started are
+dropped; in a process pool the running ones are awaited and passed to `on_done` when they succeed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .cli import TaskFailed, UsageError
+
+LOCAL_RAY = "local"
+"""`--address` value that starts a local Ray with `--jobs` CPUs."""
+
+
+def _nothing(*_: object) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Runs `fn(*task)` for each task: `jobs` processes on this machine without `address`, else on
+    Ray (`address` "local": a local Ray with `jobs` CPUs; any other: the cluster there)."""
+
+    jobs: int = 1
+    address: str | None = None
+
+    def where(self) -> str:
+        """Where the tasks run, for a command's output."""
+        if self.address is None:
+            return "this process" if self.jobs == 1 else f"{self.jobs} processes"
+        if self.address == LOCAL_RAY:
+            return f"a local Ray with {self.jobs} CPUs"
+        return f"the Ray cluster at {self.address}"
+
+    @property
+    def inline(self) -> bool:
+        """True when the tasks run one after the other in this process (progress bars can show)."""
+        return self.address is None and self.jobs == 1
+
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple], on_done: Callable[[int, Any], object] = _nothing,
+            cpus: int = 1) -> list:
+        """`fn(*task)` of every task, in the order of `tasks`; `on_done(i, result)` as task i finishes
+        (in completion order). `cpus`: the CPUs one task takes on Ray."""
+        results: dict[int, Any] = {}
+
+        def done(i: int, result: Any) -> None:
+            results[i] = result
+            on_done(i, result)
+
+        if self.inline:
+            for i, task in enumerate(tasks):
+                done(i, fn(*task))
+        elif self.address is None:
+            _run_pool(fn, tasks, self.jobs, done)
+        else:
+            _run_ray(fn, tasks, self, cpus, done)
+        return [results[i] for i in range(len(tasks))]
+
+
+def add_address_argument(parser: argparse.ArgumentParser) -> None:
+    """`--address`: run the tasks on Ray (see the module docstring)."""
+    parser.add_argument("--address", default=None,
+                        help=f"run the tasks on Ray: {LOCAL_RAY} (a local Ray with --jobs CPUs), auto, HOST:PORT or "
+                        "ray://HOST:10001 (an existing cluster, all its CPUs); needs the rllib extra (default: "
+                        "--jobs processes on this machine)")
+
+
+def executor_of(args: argparse.Namespace) -> Executor:
+    """The executor of parsed `--jobs` and `--address`."""
+    return Executor(args.jobs, args.address)
+
+
+def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, done: Callable[[int, Any], None]) -> None:
+    # spawn, not fork: the parent may hold torch's threads or a Ray session, which a fork would copy.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = {pool.submit(fn, *task): i for i, task in enumerate(tasks)}
+        try:
+            for future in as_completed(list(pending)):
+                done(pending.pop(future), future.result())
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            for future, i in pending.items():
+                if not future.cancelled() and future.exception() is None:
+                    done(i, future.result())
+            raise
+
+
+def _run_ray(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Executor, cpus: int,
+             done: Callable[[int, Any], None]) -> None:
+    ray = _connect(executor)
+    remote = ray.remote(fn).options(num_cpus=cpus)
+    pending = {remote.remote(*task): i for i, task in enumerate(tasks)}
+    try:
+        while pending:
+            [ref], _ = ray.wait(list(pending), num_returns=1)
+            i = pending.pop(ref)
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayTaskError as e:
+                # The task's own exception, as the local pool raises it; Ray's wrapper (the remote
+                # traceback) stays attached as its cause for a bug's traceback.
+                raise (e.cause if isinstance(e.cause, BaseException) else e) from e
+            except ray.exceptions.RayError as e:
+                raise TaskFailed(f"task {fn.__name__}{tasks[i]!r} did not run on {executor.where()}: "
+                                 f"{type(e).__name__}: {_first_line(e)}") from e
+            done(i, result)
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref)
+        raise
+
+
+def _connect(executor: Executor):
+    """Ray, connected as `executor` says; UsageError when Ray is missing or unreachable."""
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise UsageError('--address needs Ray, the "rllib" extra: pip install -e ".[rllib]" (setup.sh installs it)') \
+            from None
+    from agents.ray_session import init_ray
+
+    local = executor.address == LOCAL_RAY
+    try:
+        init_ray(None if local else executor.address, executor.jobs if local else None)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise UsageError(f"--address {executor.address}: cannot start or reach Ray: {_first_line(e)}") from None
+    return ray
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
