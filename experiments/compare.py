@@ -21,6 +21,10 @@ Before any training it runs the headroom report (`experiments.headroom`: OUT/hea
 13-22), with `--env-kwargs` over it.
 Confidence intervals treat evaluation episodes as independent samples; pooled over training seeds
 they understate the spread between seeds, which the per-seed rows show.
+
+The headroom report, the training runs and the final evaluations are tasks of `--jobs` processes,
+or of Ray with `--address` (`experiments.executor`); the rows are the same wherever they ran.
+`--quick` (QUICK) runs every step at small sizes, for a first look at the outputs.
 """
 
 from __future__ import annotations
