@@ -9,8 +9,8 @@ text argparse prints first by default. That covers argparse's checks, `UsageErro
 subcommand, and the `ValueError`s and `OSError`s of the library, which reject bad input (an invalid
 argument, a malformed or missing file) with a message that names it. Anything else is a bug of ours
 and keeps its traceback; so does everything when `RADIX_AUCTION_DEBUG=1` is set. A sweep's task that
-its executor could not run (`TaskFailed`: a Ray worker or node lost) is one line and exit status 1.
-Ctrl-C exits 130.
+its executor could not run (`TaskFailed`: a Ray worker or node lost, the project missing on a node)
+is one line and exit status 1. Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ class UsageError(Exception):
 
 
 class TaskFailed(Exception):
-    """A task of a sweep that its executor could not run (a Ray worker or node lost): one line
-    naming the task and where it was to run, exit status 1."""
+    """A task of a sweep that its executor could not run (a Ray worker or node lost, the project
+    missing on a node): one line naming the task and where it was to run, exit status 1."""
 
 
 def _module(name: str) -> ModuleType:

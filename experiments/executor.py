@@ -16,8 +16,9 @@ on its node: give paths that every node shares.
 
 A task's error is raised here as the task raised it (a `ValueError` or `OSError` is then the
 command's one-line error, as without Ray); a task that Ray could not run (a worker or node lost)
-raises `TaskFailed`, one line naming the task. On an error or Ctrl-C the tasks not started are
-dropped; in a process pool the running ones are awaited and passed to `on_done` when they succeed.
+or could not load (the project missing on a node) raises `TaskFailed`, one line naming the task. On
+an error or Ctrl-C the tasks not started are dropped; in a process pool the running ones are
+awaited and passed to `on_done` when they succeed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from .cli import TaskFailed, UsageError
 
 LOCAL_RAY = "local"
 """`--address` value that starts a local Ray with `--jobs` CPUs."""
+_IMPORT_FAILED = "The remote function failed to import on the worker"
+"""How Ray 2.x words a task whose function a worker cannot import (a RuntimeError, no type of its own)."""
 
 
 def _nothing(*_: object) -> None:
@@ -119,6 +122,9 @@ def _run_ray(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Executor,
             try:
                 result = ray.get(ref)
             except ray.exceptions.RayTaskError as e:
+                if _IMPORT_FAILED in str(e.cause):
+                    raise TaskFailed(f"task {fn.__name__}{tasks[i]!r} could not be loaded on {executor.where()} "
+                                     f"({_last_line(e)}): every node needs the project installed") from e
                 # The task's own exception, as the local pool raises it; Ray's wrapper (the remote
                 # traceback) stays attached as its cause for a bug's traceback.
                 raise (e.cause if isinstance(e.cause, BaseException) else e) from e
@@ -149,6 +155,14 @@ def _connect(executor: Executor):
     return ray
 
 
+def _lines(error: BaseException) -> list[str]:
+    return [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+
+
 def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
+    return _lines(error)[0]
+
+
+def _last_line(error: BaseException) -> str:
+    """The last line of a remote traceback: the exception that ended it."""
+    return _lines(error)[-1]
