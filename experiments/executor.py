@@ -17,8 +17,8 @@ on its node: give paths that every node shares.
 A task's error is raised here as the task raised it (a `ValueError` or `OSError` is then the
 command's one-line error, as without Ray); a task that Ray could not run (a worker or node lost)
 or could not load (the project missing on a node) raises `TaskFailed`, one line naming the task. On
-an error or Ctrl-C the tasks not started are dropped; in a process pool the running ones are
-awaited and passed to `on_done` when they succeed.
+an error or Ctrl-C the tasks not started are dropped; on an error the running ones are awaited and
+passed to `on_done` when they succeed (on Ray, as many run at once as the cluster has CPUs for).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import argparse
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Callable, Sequence
 
 from .cli import TaskFailed, UsageError
@@ -112,30 +113,53 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, done: C
 
 def _run_ray(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Executor, cpus: int,
              done: Callable[[int, Any], None]) -> None:
+    """As `_run_pool`, on Ray: as many tasks in flight as the cluster's CPUs hold, so that on an error
+    the tasks in flight are the running ones, awaited (and kept when they succeed) before it is
+    raised; Ctrl-C cancels them."""
     ray = _connect(executor)
     remote = ray.remote(fn).options(num_cpus=cpus)
-    pending = {remote.remote(*task): i for i, task in enumerate(tasks)}
+    slots = max(1, int(ray.cluster_resources().get("CPU", 1) // cpus))
+    queued = iter(enumerate(tasks))
+    pending: dict[Any, int] = {}
+    error: BaseException | None = None
     try:
-        while pending:
+        while True:
+            if error is None:
+                pending.update((remote.remote(*task), i) for i, task in islice(queued, slots - len(pending)))
+            if not pending:
+                break
             [ref], _ = ray.wait(list(pending), num_returns=1)
             i = pending.pop(ref)
             try:
-                result = ray.get(ref)
-            except ray.exceptions.RayTaskError as e:
-                if _IMPORT_FAILED in str(e.cause):
-                    raise TaskFailed(f"task {fn.__name__}{tasks[i]!r} could not be loaded on {executor.where()} "
-                                     f"({_last_line(e)}): every node needs the project installed") from e
-                # The task's own exception, as the local pool raises it; Ray's wrapper (the remote
-                # traceback) stays attached as its cause for a bug's traceback.
-                raise (e.cause if isinstance(e.cause, BaseException) else e) from e
+                done(i, ray.get(ref))
             except ray.exceptions.RayError as e:
-                raise TaskFailed(f"task {fn.__name__}{tasks[i]!r} did not run on {executor.where()}: "
-                                 f"{type(e).__name__}: {_first_line(e)}") from e
-            done(i, result)
+                error = error or _task_error(e, f"{fn.__name__}{tasks[i]!r}", executor)
     except BaseException:
         for ref in pending:
             ray.cancel(ref)
         raise
+    if error is not None:
+        raise error
+
+
+def _task_error(error: BaseException, task: str, executor: Executor) -> BaseException:
+    """What a failed Ray task raises here: the task's own exception, as a process pool raises it
+    (Ray's wrapper, with the remote traceback, attached as its cause), or TaskFailed."""
+    import ray
+
+    if isinstance(error, ray.exceptions.RayTaskError):
+        if _IMPORT_FAILED in str(error.cause):
+            failed = TaskFailed(f"task {task} could not be loaded on {executor.where()} ({_last_line(error)}): "
+                                "every node needs the project installed")
+        elif isinstance(error.cause, BaseException):
+            failed = error.cause
+        else:
+            return error
+    else:
+        failed = TaskFailed(f"task {task} did not run on {executor.where()}: {type(error).__name__}: "
+                            f"{_first_line(error)}")
+    failed.__cause__ = error
+    return failed
 
 
 def _connect(executor: Executor):
