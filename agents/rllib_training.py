@@ -33,22 +33,11 @@ from torch.utils.tensorboard.summary import hparams
 from .callbacks import session_end
 from .evaluation import DEFAULT_EVAL_SEED, METRICS, add_eval_scalars, evaluate, mean_metrics
 from .population import MARKET_METRICS, agent_names, evaluate_population
+from .ray_session import init_ray  # noqa: F401  (this module's callers start Ray through it)
 from .rllib import algorithm_population, ppo_config
 from .run_dir import new_run_dir
 
 _LEARNER_STATS = ("policy_loss", "vf_loss", "entropy", "vf_explained_var")
-
-
-def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Connect to the Ray cluster at `address` ("auto": the one this machine is part of), or
-    start a local Ray with `num_cpus` cores (None: all) and no dashboard; a Ray this process has
-    initialized already is used as it is."""
-    if ray.is_initialized():
-        return
-    if address is not None:
-        ray.init(address=address)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False)
 
 
 @dataclass

@@ -8,7 +8,9 @@ Errors: a user's mistake is one line on stderr, `radix-auction COMMAND: error: M
 text argparse prints first by default. That covers argparse's checks, `UsageError` raised by a
 subcommand, and the `ValueError`s and `OSError`s of the library, which reject bad input (an invalid
 argument, a malformed or missing file) with a message that names it. Anything else is a bug of ours
-and keeps its traceback; so does everything when `RADIX_AUCTION_DEBUG=1` is set. Ctrl-C exits 130.
+and keeps its traceback; so does everything when `RADIX_AUCTION_DEBUG=1` is set. A sweep's task that
+its executor could not run (`TaskFailed`: a Ray worker or node lost, the project missing on a node)
+is one line and exit status 1. Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class UsageError(Exception):
     printed as one line naming the option and what is valid, exit status 2."""
 
 
+class TaskFailed(Exception):
+    """A task of a sweep that its executor could not run (a Ray worker or node lost, the project
+    missing on a node): one line naming the task and where it was to run, exit status 1."""
+
+
 def _module(name: str) -> ModuleType:
     return importlib.import_module(COMMANDS[name][0])
 
@@ -91,6 +98,10 @@ def main(argv: list[str] | None = None) -> None:
         _module(args.command).run(args)
     except KeyboardInterrupt:
         parser.exit(130, f"radix-auction {args.command}: interrupted\n")
+    except TaskFailed as e:
+        if os.environ.get("RADIX_AUCTION_DEBUG") == "1":
+            raise
+        parser.exit(1, f"radix-auction {args.command}: error: {_one_line(e)}\n")
     except (UsageError, ValueError, OSError) as e:
         if os.environ.get("RADIX_AUCTION_DEBUG") == "1":
             raise

@@ -191,7 +191,7 @@ def test_a_complete_sweep_writes_rows_in_sweep_order_and_its_wall_time(tmp_path,
     main(["reproduce", "--quick", "--seeds", "2", "--jobs", "2", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert "Mooncake trace: none" in out and "the mooncake workload is left out" in out
-    assert f"reproduce: {2 * len(policies('tokens'))} rows in " in out and " s wall time (2 jobs)" in out
+    assert f"reproduce: {2 * len(policies('tokens'))} rows in " in out and " s wall time (2 processes)" in out
     rows = _rows(tmp_path / "reproduce.csv")
     assert [(r["seed"], r["policy"]) for r in rows] == [(s, p) for s in "01" for p in policies("tokens")]
     assert (tmp_path / "reproduce.md").stat().st_size > 0

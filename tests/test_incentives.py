@@ -9,6 +9,7 @@ import pytest
 
 from experiments.cli import main
 from experiments.commands.incentives import COLUMNS, OGD, best_fixed, measure, multiplier_grid, run_task, summarize
+from experiments.executor import Executor
 
 TINY = ["--episodes", "2", "--horizon", "15", "--grid", "0.5,2", "--mechanisms", "radix_vcg",
         "--cost-models", "unit", "--jobs", "1"]
@@ -57,7 +58,7 @@ def test_identical_seeds_give_identical_utilities():
 
 def test_processes_give_the_same_utilities():
     todo = [("radix_vcg", "tokens", "off", 1.0), ("radix_vcg", "tokens", "off", 2.0)]
-    serial, parallel = measure(todo, [0, 1], 10, jobs=1), measure(todo, [0, 1], 10, jobs=2)
+    serial, parallel = measure(todo, [0, 1], 10, Executor(1)), measure(todo, [0, 1], 10, Executor(2))
     assert all(np.array_equal(serial[t], parallel[t]) for t in todo)
 
 

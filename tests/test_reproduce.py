@@ -11,6 +11,7 @@ import pytest
 from auction_gym.workload import SweepGrid, get_workload
 from experiments.commands.reproduce import COLUMNS, Sweep, policies, run_sweep, write_csv
 from experiments.commands.reproduce_report import write_report
+from experiments.executor import Executor
 
 AGENTIC = get_workload("agentic").sweep.quick.kwargs
 # 15k KV tokens for 8 tenants' agentic traffic at twice what LPM sustains, and 40k for SGLang's
@@ -81,6 +82,6 @@ def test_outputs_are_written(rows, tmp_path):
 def test_parallel_tasks_give_the_same_rows():
     tiny = Sweep({"agentic": SweepGrid((15_000,), (1.0,), {**AGENTIC, "duration": 5.0}),
                   "shared_prefix": SweepGrid((40_000,), (1.0,), {"num_groups": 8, "prompts_per_group": 8})})
-    one, two = (run_sweep(tiny, 2, None, "tokens", progress=False, jobs=j) for j in (1, 2))
+    one, two = (run_sweep(tiny, 2, None, "tokens", progress=False, executor=Executor(j)) for j in (1, 2))
     assert len(one) == 2 * 2 * len(policies("tokens"))
     assert [repr(sorted(r.items())) for r in one] == [repr(sorted(r.items())) for r in two]

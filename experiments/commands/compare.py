@@ -21,6 +21,10 @@ Before any training it runs the headroom report (`experiments.commands.headroom`
 13-22), with `--env-kwargs` over it.
 Confidence intervals treat evaluation episodes as independent samples; pooled over training seeds
 they understate the spread between seeds, which the per-seed rows show.
+
+The headroom report, the training runs and the final evaluations are tasks of `--jobs` processes,
+or of Ray with `--address` (`experiments.executor`); the rows are the same wherever they ran.
+`--quick` (QUICK) runs every step at small sizes, for a first look at the outputs.
 """
 
 from __future__ import annotations
@@ -28,10 +32,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import multiprocessing
 import shlex
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,17 +41,25 @@ import numpy as np
 import torch
 
 from agents.baselines import TUNED
-from agents.evaluation import DEFAULT_EVAL_SEED, METRIC_UNITS, METRICS, policy_from_spec, policy_name
+from agents.evaluation import (
+    DEFAULT_EVAL_SEED,
+    METRIC_UNITS,
+    METRICS,
+    evaluate,
+    log_episodes,
+    policy_from_spec,
+    policy_name,
+)
 from agents.run_dir import new_run_dir
 from agents.sb3 import ALGOS, check_hyperparams, load_hyperparams, load_policy
 from agents.stats import format_ci, mean_ci
-from agents.training import TrainConfig, TrainResult, train
+from agents.training import TrainConfig, set_torch_threads, train
 from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS
 
 from ..argtypes import json_dict, positive_int
 from ..cli import UsageError, run_command
-from .evaluate import evaluate_and_log
+from ..executor import Executor, add_address_argument, executor_of
 from .headroom import TUNING_EPISODES, headroom, scenario_kwargs
 from .headroom import markdown as headroom_markdown
 from .headroom import write as write_headroom
@@ -61,22 +71,45 @@ COLUMNS = (*METRICS, "utility_vs_ogd")
 UNITS = {**METRIC_UNITS, "utility_vs_ogd": METRIC_UNITS["utility"]}
 FIGURE_EPISODES = 3
 """Evaluation episodes whose rounds policies.png plots (the first of them over time)."""
+FULL = {"timesteps": 30_000, "seeds": 5, "episodes": 20, "tuning_episodes": TUNING_EPISODES}
+"""The run's sizes by default (the options of the same names)."""
+QUICK = {"timesteps": 2_048, "seeds": 2, "episodes": 5, "tuning_episodes": 3}
+"""`--quick`'s sizes: two PPO rollouts per seed, which learn little; for a first look at the outputs."""
+QUICK_WALL_TIME = "155 s of CPU time, 1.3-2.6 minutes on 2 idle cores"
+"""`--quick`'s cost, quoted by --help: 150 s user + 5 s system CPU time measured (2 jobs), so between
+half that (both cores busy throughout) and all of it on 2 idle cores; 558 s of wall time at load 18-21."""
+
+
+def _sizes_text(sizes: dict[str, int]) -> str:
+    return ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in sizes.items())
+
+
+def with_sizes(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with each size not given set to `--quick`'s or the full run's (QUICK, FULL)."""
+    defaults = QUICK if args.quick else FULL
+    return argparse.Namespace(**{**vars(args), **{k: v for k, v in defaults.items() if getattr(args, k) is None}})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algos", default="ppo", help=f"comma-separated, from {', '.join(ALGOS)} (default ppo)")
-    parser.add_argument("--timesteps", type=positive_int, default=30_000,
-                        help="training steps per algorithm and seed (default 30000)")
-    parser.add_argument("--seeds", type=positive_int, default=5, help="training seeds 0..K-1 per algorithm (default 5)")
-    parser.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes per policy (default 20)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a first look, {QUICK_WALL_TIME}: {_sizes_text(QUICK)} (each one given explicitly "
+                        "still wins); the scenario and every policy are the full run's")
+    parser.add_argument("--timesteps", type=positive_int, default=None,
+                        help=f"training steps per algorithm and seed (default {FULL['timesteps']}, quick "
+                        f"{QUICK['timesteps']})")
+    parser.add_argument("--seeds", type=positive_int, default=None,
+                        help=f"training seeds 0..K-1 per algorithm (default {FULL['seeds']}, quick {QUICK['seeds']})")
+    parser.add_argument("--episodes", type=positive_int, default=None,
+                        help=f"evaluation episodes per policy (default {FULL['episodes']}, quick {QUICK['episodes']})")
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--baselines", default=",".join(BASELINES),
                         help=f"comma-separated built-in policies: {', '.join(BUILTIN_POLICIES)}, and "
                         f"{' and '.join(TUNED)}, chosen on tuning seeds (agents.baselines) (default {','.join(BASELINES)})")
-    parser.add_argument("--tuning-episodes", type=positive_int, default=TUNING_EPISODES,
+    parser.add_argument("--tuning-episodes", type=positive_int, default=None,
                         help=f"episodes (seeds 0, 1, ...) the headroom report and the tuned baselines are "
-                        f"chosen on (default {TUNING_EPISODES})")
+                        f"chosen on (default {FULL['tuning_episodes']}, quick {QUICK['tuning_episodes']})")
     parser.add_argument("--n-envs", type=positive_int, default=1, help="parallel training envs (default 1)")
     parser.add_argument("--eval-freq", type=positive_int, default=None,
                         help="evaluate during training every N steps (default: a tenth of --timesteps)")
@@ -92,7 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env-kwargs", type=json_dict, default={},
                         help="RadixAuction-v0 arguments as JSON, over the scenario's key by key (default none)")
     parser.add_argument("--jobs", type=positive_int, default=2,
-                        help="processes for the headroom report and the training runs (default 2)")
+                        help="processes for the headroom report, the training runs and the evaluations (default 2)")
+    add_address_argument(parser)
     parser.add_argument("--torch-threads", type=positive_int, default=1, help="PyTorch CPU threads (default 1)")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
@@ -124,20 +158,22 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str], dict[str, A
 
 
 def run(args: argparse.Namespace) -> None:
+    args = with_sizes(args)
     algos, baselines, env_kwargs = checked(args)
     torch.set_num_threads(args.torch_threads)
+    executor = executor_of(args)
     start = time.perf_counter()
     root = new_run_dir(Path(args.logdir) / "compare", args.overwrite)
     print(f"TensorBoard folders of this run: {root}", flush=True)
     out = Path(args.out)
     print("headroom report (before any training)", flush=True)
     table, tuned = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
-                            jobs=args.jobs)
+                            executor=executor)
     write_headroom(out, table, f"Headroom of `{command_line(args, algos, baselines, env_kwargs)}`\n\nScenario: "
                    f"`{json.dumps(env_kwargs)}`", f"Headroom of scenario {args.scenario!r} (paired, 95% CI)")
     print(headroom_markdown(table), flush=True)
     choices = {r["policy"]: r["choice"] for r in table}
-    episodes, notes, policies = run_all(args, algos, baselines, env_kwargs, root, tuned, choices)
+    episodes, notes, policies = run_all(args, algos, baselines, env_kwargs, root, tuned, choices, executor)
     groups = {**{a: [r for s in range(args.seeds) for r in episodes[f"{a}_s{s}"]] for a in algos}, **episodes}
     rows = summarize(groups, episodes.get("ogd"))
     wall = time.perf_counter() - start
@@ -149,7 +185,8 @@ def run(args: argparse.Namespace) -> None:
     (out / "compare.md").write_text(
         f"`{command_line(args, algos, baselines, env_kwargs)}`\n\nScenario (env kwargs): `{json.dumps(env_kwargs)}`; "
         f"{args.seeds} training seed(s) x {args.timesteps} steps per algorithm; {args.episodes} evaluation "
-        f"episodes (seeds {args.eval_seed}..{args.eval_seed + args.episodes - 1}) per policy; wall time {wall:.0f} s; "
+        f"episodes (seeds {args.eval_seed}..{args.eval_seed + args.episodes - 1}) per policy; wall time {wall:.0f} s "
+        f"({executor.where()}); "
         f"models and TensorBoard events in `{root}`." + "".join(f"\n\n{note}" for note in notes)
         + f"\n\nMean ± 95% CI half-width over evaluation episodes (learned algorithms pooled over seeds).\n\n{table}\n")
     plot(out / "compare.png", rows, [*algos, *map(policy_name, baselines)])
@@ -162,44 +199,52 @@ def run(args: argparse.Namespace) -> None:
 
 
 def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], env_kwargs: dict[str, Any], root: Path,
-            tuned: dict[str, Policy], choices: dict[str, str],
+            tuned: dict[str, Policy], choices: dict[str, str], executor: Executor = Executor()
             ) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, Policy]]:
-    """Train and evaluate each algorithm and seed on the env of `env_kwargs`, then choose the tuned
-    baselines and evaluate every baseline, all under `root`. A learned run's final evaluation is logged at its last
-    training step, a baseline's as a flat line at every step learned runs evaluated at, so all
-    `eval/*` curves share one x axis. Returns the evaluation episodes' metrics by policy name
-    (built-ins first, then `<algo>_s<seed>`), a line per tuned baseline saying what was chosen, and
-    every policy evaluated, by name. `tuned` has the tuned baselines' policies and `choices` their
-    candidates' names (the headroom report's choices). A learned run is evaluated during training on the same `--episodes`
-    episodes as the final evaluation and the baselines, so its curve and their lines compare."""
-    evals = root / "eval"
-    learned, policies, steps = {}, {}, set()
+    """Train each algorithm and seed on the env of `env_kwargs`, then evaluate every learned run and baseline, all under
+    `root`, the training runs and the evaluations as tasks of `executor`. A learned run's final
+    evaluation is logged at its last training step, a baseline's as a flat line at every step
+    learned runs evaluated at, so all `eval/*` curves share one x axis. Returns the evaluation
+    episodes' metrics by policy name (built-ins first, then `<algo>_s<seed>`), a line per tuned
+    baseline saying what was chosen, and the policies policies.png may draw, by name. `tuned` has
+    the tuned baselines' policies and `choices` their candidates' names (the headroom report's
+    choices). A learned run is evaluated during training on the same `--episodes` episodes as the
+    final evaluation and the baselines, so its curve and their lines compare."""
     configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
                            env_kwargs=env_kwargs, eval_seed=args.eval_seed, eval_freq=args.eval_freq,
                            eval_episodes=args.episodes, hyperparams=key_values(args.hyperparams),
-                           progress=args.progress and args.jobs == 1, torch_threads=args.torch_threads)
+                           progress=args.progress and executor.inline, torch_threads=args.torch_threads)
                for algo in algos for seed in range(args.seeds)]
-    print(f"training {len(configs)} runs of {args.timesteps} steps, {args.jobs} at a time", flush=True)
-    for config, result in zip(configs, train_all(configs, args.jobs)):
-        steps.update(result.eval_steps)
-        name = f"{config.algo}_s{config.seed}"
-        policies[name] = load_policy(result.model_path)
-        learned[name] = evaluate_and_log(policies[name], name, env_kwargs, args.episodes, args.eval_seed,
-                                         evals, args.progress, steps=result.eval_steps[-1:])
+    print(f"training {len(configs)} runs of {args.timesteps} steps on {executor.where()}", flush=True)
+    trained = executor.map(train, [(c,) for c in configs], cpus=args.torch_threads)
+    for result in trained:
+        if not Path(result.model_path).exists():
+            raise UsageError(f"--logdir: {result.model_path}, written by a Ray task, is not on this machine: on a "
+                             "cluster, give --logdir a folder that every node shares")
     fixed, notes = baseline_policies(args, baselines, env_kwargs.get("alpha_max", 2.0), tuned, choices)
-    episodes = {name: evaluate_and_log(policy, name, env_kwargs, args.episodes, args.eval_seed, evals,
-                                       args.progress, steps=sorted(steps)) for name, policy in fixed.items()}
-    return {**episodes, **learned}, notes, {**fixed, **policies}
+    steps = sorted({step for r in trained for step in r.eval_steps})
+    # What each policy's evaluation logs: a baseline a flat line at every step, a learned run its last step.
+    evaluated = {**{name: (policy, steps) for name, policy in fixed.items()},
+                 **{f"{c.algo}_s{c.seed}": (Path(r.model_path), r.eval_steps[-1:]) for c, r in zip(configs, trained)}}
+    print(f"evaluating {len(evaluated)} policies on {executor.where()}", flush=True)
+    metrics = executor.map(evaluate_policy, [(policy, env_kwargs, args.episodes, args.eval_seed,
+                                              args.torch_threads, args.progress and executor.inline)
+                                             for policy, _ in evaluated.values()])
+    for (name, (_, at)), results in zip(evaluated.items(), metrics):
+        log_episodes(new_run_dir(root / "eval" / name, False), results,
+                     {"policy": name, "episodes": args.episodes, "seed": args.eval_seed}, at)
+    drawn = {f"{a}_s0": load_policy(evaluated[f"{a}_s0"][0]) for a in algos}
+    return dict(zip(evaluated, metrics)), notes, {**fixed, **drawn}
 
 
-def train_all(configs: list[TrainConfig], jobs: int) -> list[TrainResult]:
-    """Every training run, `jobs` processes at a time (each with its config's torch threads, which
-    `train` sets); the results in the order of `configs`. Each run is seeded, so the order does not
-    change them."""
-    if jobs == 1:
-        return [train(c) for c in configs]
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(train, configs))
+def evaluate_policy(policy: Policy | Path, env_kwargs: dict, episodes: int, seed: int, torch_threads: int,
+                    progress: bool = False) -> list[dict[str, float]]:
+    """`agents.evaluation.evaluate` of a policy, or of a saved model at a path (loaded here, so that
+    a task is sent a path rather than a model), on `torch_threads` threads: the metrics per episode."""
+    set_torch_threads(torch_threads)
+    if isinstance(policy, Path):
+        policy = load_policy(policy)
+    return evaluate(policy, env_kwargs, episodes, seed, progress=progress, desc="evaluate")
 
 
 def baseline_policies(args: argparse.Namespace, baselines: list[str], alpha_max: float, tuned: dict[str, Policy],

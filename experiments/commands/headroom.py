@@ -32,7 +32,6 @@ import argparse
 import csv
 import json
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -49,6 +48,7 @@ from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
 
 from ..argtypes import json_dict, positive_int
 from ..cli import UsageError, run_command
+from ..executor import Executor, add_address_argument, executor_of
 
 TUNING_EPISODES = 36
 """Four per kind of episode of the calibrated scenario on average (9 kinds)."""
@@ -78,22 +78,16 @@ def candidates(alpha_max: float) -> dict[str, Policy]:
     return out
 
 
-def _evaluate(job: tuple[Policy, dict[str, Any], int, int]) -> tuple[list[float], list[float]]:
-    policy, env_kwargs, episodes, seed = job
+def _evaluate(policy: Policy, env_kwargs: dict[str, Any], episodes: int, seed: int) -> tuple[list[float], list[float]]:
     results = evaluate(policy, env_kwargs, episodes, seed, progress=False)
     return [r["utility"] for r in results], [r["budget_spent_frac"] for r in results]
 
 
 def utilities(policies: dict[str, Policy], env_kwargs: dict[str, Any], episodes: int, seed: int,
-              jobs: int = 1) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each policy's (focal utility, budget share spent) per episode of `episodes` seeded `seed + k`;
-    `jobs` processes."""
-    work = [(policy, env_kwargs, episodes, seed) for policy in policies.values()]
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs) as pool:
-            out = list(pool.map(_evaluate, work))
-    else:
-        out = [_evaluate(job) for job in work]
+              executor: Executor = Executor()) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each policy's (focal utility, budget share spent) per episode of `episodes` seeded `seed + k`,
+    a task per policy run where `executor` says."""
+    out = executor.map(_evaluate, [(policy, env_kwargs, episodes, seed) for policy in policies.values()])
     return {name: (np.array(u), np.array(s)) for name, (u, s) in zip(policies, out)}
 
 
@@ -156,15 +150,16 @@ def gaps(rows: list[Row]) -> list[dict[str, Any]]:
 
 def headroom(env_kwargs: dict[str, Any], tuning_episodes: int = TUNING_EPISODES, eval_episodes: int = EVAL_EPISODES,
              tuning_seed: int = TUNING_SEED, eval_seed: int = DEFAULT_EVAL_SEED,
-             jobs: int = 1) -> tuple[list[dict[str, Any]], dict[str, Policy]]:
+             executor: Executor = Executor()) -> tuple[list[dict[str, Any]], dict[str, Policy]]:
     """The report's table (`gaps`) for the scenario `env_kwargs`, and the policy each tuned
-    baseline chose (`agents.baselines.TUNED`: best_fixed, ogd_tuned, pid_tuned), by name."""
+    baseline chose (`agents.baselines.TUNED`: best_fixed, ogd_tuned, pid_tuned), by name; the
+    evaluations run where `executor` says."""
     if tuning_seed + tuning_episodes > eval_seed:
         raise ValueError(f"tuning seeds {tuning_seed}..{tuning_seed + tuning_episodes - 1} reach the evaluation "
                          f"seeds ({eval_seed} on)")
     policies = candidates(float(env_kwargs.get("alpha_max", MarketConfig.alpha_max)))
-    tuning = utilities(policies, env_kwargs, tuning_episodes, tuning_seed, jobs)
-    scored = utilities(policies, env_kwargs, eval_episodes, eval_seed, jobs)
+    tuning = utilities(policies, env_kwargs, tuning_episodes, tuning_seed, executor)
+    scored = utilities(policies, env_kwargs, eval_episodes, eval_seed, executor)
     unlimited = utilities({"unlimited": Truthful()}, unlimited_kwargs(env_kwargs), eval_episodes, eval_seed)["unlimited"]
     kinds = (episode_kinds(env_kwargs, range(tuning_seed, tuning_seed + tuning_episodes)),
              episode_kinds(env_kwargs, range(eval_seed, eval_seed + eval_episodes)))
@@ -232,6 +227,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    add_address_argument(parser)
     parser.add_argument("--out", default="results", help="directory for headroom.md/.csv/.png (default results)")
 
 
@@ -246,7 +242,8 @@ def run(args: argparse.Namespace) -> None:
     env_kwargs = scenario_kwargs(args.scenario, args.env_kwargs)
     start = time.perf_counter()
     try:
-        table, _ = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed, jobs=args.jobs)
+        table, _ = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
+                            executor=executor_of(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
     header = (f"`radix-auction headroom --scenario {args.scenario} --env-kwargs '{json.dumps(args.env_kwargs)}' "

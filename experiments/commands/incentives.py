@@ -1,6 +1,7 @@
 """Is truthful bidding still optimal in the dynamic market? A deviation study of one bidder.
 
     radix-auction incentives [--episodes N] [--grid 0,0.5,1,2] [--mechanisms radix_vcg,strict_vcg] [--out results]
+                             [--jobs N] [--address local|auto|HOST:PORT]
 
 For each auction (radix_vcg, strict_vcg) and cost model (tokens, unit), bidder 0 (the focal bidder)
 plays a constant bid multiplier alpha from `--grid` for a whole episode while the other three bidders
@@ -54,6 +55,7 @@ from auction_gym.pacing import OGDPacer
 
 from ..argtypes import non_negative_int, positive_int
 from ..cli import UsageError, run_command
+from ..executor import Executor, add_address_argument, executor_of
 
 MECHANISMS = tuple(AUCTIONS)
 COST_MODELS = ("tokens", "unit")
@@ -118,16 +120,12 @@ def tasks(mechanisms: Sequence[str], cost_models: Sequence[str], grid: Sequence[
     return out
 
 
-def measure(todo: list[tuple], seeds: Sequence[int], horizon: int, jobs: int) -> dict[tuple, np.ndarray]:
-    """Per-episode utilities of every task, in `jobs` processes (every episode is seeded, so the
-    result does not depend on `jobs`)."""
-    if jobs <= 1:
-        return {t: np.array(run_task(*t, seeds, horizon)) for t in todo}
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {t: pool.submit(run_task, *t, seeds, horizon) for t in todo}
-        return {t: np.array(f.result()) for t, f in futures.items()}
+def measure(todo: list[tuple], seeds: Sequence[int], horizon: int,
+            executor: Executor = Executor()) -> dict[tuple, np.ndarray]:
+    """Per-episode utilities of every task, run where `executor` says (every episode is seeded, so
+    the result does not depend on where)."""
+    results = executor.map(run_task, [(*t, list(seeds), horizon) for t in todo])
+    return {t: np.array(u) for t, u in zip(todo, results)}
 
 
 def summarize(utilities: dict[tuple, np.ndarray]) -> list[dict[str, object]]:
@@ -317,6 +315,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for incentives.csv, incentives.md and incentives.png (default results)")
     parser.add_argument("--jobs", type=positive_int, default=min(2, len(os.sched_getaffinity(0))),
                         help="processes to run the episodes in (default 2, or 1 on a single core)")
+    add_address_argument(parser)
 
 
 def check(args: argparse.Namespace) -> None:
@@ -336,7 +335,8 @@ def run(args: argparse.Namespace) -> None:
     check(args)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = range(args.seed, args.seed + args.episodes)
-    utilities = measure(tasks(args.mechanisms, args.cost_models, args.grid), seeds, args.horizon, args.jobs)
+    executor = executor_of(args)
+    utilities = measure(tasks(args.mechanisms, args.cost_models, args.grid), seeds, args.horizon, executor)
     rows = summarize(utilities)
     write_csv(rows, args.out / "incentives.csv")
     text = report(rows, args.episodes, args.horizon, args.seed)
@@ -344,7 +344,7 @@ def run(args: argparse.Namespace) -> None:
     plot(args.out / "incentives.png", rows)
     print(text)
     print(f"incentives: {len(rows)} rows x {args.episodes} episodes in {time.perf_counter() - started:.0f} s "
-          f"wall time ({args.jobs} jobs); wrote {args.out}/incentives.csv, .md, .png")
+          f"wall time ({executor.where()}); wrote {args.out}/incentives.csv, .md, .png")
 
 
 def main(argv: list[str] | None = None) -> None:

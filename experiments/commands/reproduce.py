@@ -2,6 +2,7 @@
 share of its welfare gain that the radix-tree auction keeps.
 
     radix-auction reproduce [--quick] [--trace PATH] [--seeds K] [--cost-model tokens|unit] [--out results/]
+                            [--jobs N] [--address local|auto|HOST:PORT]
 
 Every policy (fcfs, lpm, klpm, dfs_weight, strict_vcg, radix_vcg, and the radix auction under the
 other cost model, `radix_vcg/unit` by default) replays the same workloads (same seeds, so the same
@@ -23,9 +24,9 @@ that fits a KV capacity of the sweep); it also says how many requests the engine
 want of KV capacity.
 
 Outputs, under `--out`: reproduce.csv gets its header at the start and the rows of each (workload,
-KV capacity, seed) task as that task finishes (in completion order, also with `--jobs` > 1), so an
-interrupted or failed sweep keeps every task it finished; a complete run then rewrites it in the
-sweep's order (workload, KV capacity, seed, load, policy). reproduce.md and the figures are written
+KV capacity, seed) task as that task finishes (in completion order, also with `--jobs` > 1 and on
+Ray with `--address`, `experiments.executor`), so an interrupted or failed sweep keeps every task it
+finished; a complete run then rewrites it in the sweep's order (workload, KV capacity, seed, load, policy). reproduce.md and the figures are written
 at the end (`reproduce_report.py`), followed by the run's wall time. A workload on which no request
 finishes (every one rejected for KV capacity) stops the sweep with an error instead of NaN rows.
 
@@ -68,6 +69,7 @@ from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
 from ..cli import UsageError, run_command
+from ..executor import Executor, add_address_argument, executor_of
 from .reproduce_report import write_report
 from .reproduce_sweep import AUCTION, NUM_BIDDERS, Sweep, sweep_of
 from .reproduce_trace import DEFAULT_TRACES, natural_rate, pick_trace
@@ -229,57 +231,31 @@ def run_task(workload: str, kv: int, seed: int, sweep: Sweep, trace: Path | None
 
 
 def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "tokens",
-              progress: bool = True, jobs: int = 1,
+              progress: bool = True, executor: Executor = Executor(),
               on_task: Callable[[list[dict]], object] = _nothing) -> list[dict]:
     """Every (workload, KV capacity, load, seed, policy) row; see the module docstring.
 
-    `on_task(rows)` gets each (workload, KV capacity, seed) task's rows as soon as it finishes. With
-    jobs > 1 the tasks run in that many processes; every task is deterministic, so the rows are the
-    same as with one.
+    `on_task(rows)` gets each (workload, KV capacity, seed) task's rows as soon as it finishes. The
+    tasks run where `executor` says (`experiments.executor`); every task is deterministic, so the
+    rows are the same wherever they ran.
     """
     from tqdm import tqdm
 
     plans = [(workload, kv) for workload, grid in sweep.grids.items() for kv in grid.kv_capacities
              if trace is not None or workload not in sweep.traced()]
-    tasks = [(workload, kv, seed) for workload, kv in plans for seed in range(seeds)]
+    tasks = [(workload, kv, seed, sweep, trace, cost_model) for workload, kv in plans for seed in range(seeds)]
     size = {w: len(sweep.grids[w].loads) * len(policies(cost_model)) + 1 for w, _ in plans}
-    done: dict[tuple, list[dict]] = {}
 
-    def finish(task: tuple, rows: list[dict]) -> None:
-        done[task] = rows
-        on_task(rows)
+    with tqdm(total=sum(size[task[0]] for task in tasks), desc="reproduce", disable=not progress) as bar:
+        if executor.inline:  # the bar moves after every replay, not every task
+            tasks = [(*task, bar.update) for task in tasks]
 
-    with tqdm(total=sum(size[w] for w, _, _ in tasks), desc="reproduce", disable=not progress) as bar:
-        if jobs <= 1:
-            for task in tasks:
-                finish(task, run_task(*task, sweep, trace, cost_model, bar.update))
-        else:
-            def finish_counted(task: tuple, rows: list[dict]) -> None:
-                bar.update(size[task[0]])
-                finish(task, rows)
+        def finish(i: int, rows: list[dict]) -> None:
+            if not executor.inline:
+                bar.update(size[tasks[i][0]])
+            on_task(rows)
 
-            _run_parallel(tasks, (sweep, trace, cost_model), jobs, finish_counted)
-    return [row for task in tasks for row in done[task]]
-
-
-def _run_parallel(tasks: list[tuple], shared: tuple, jobs: int,
-                  finish: Callable[[tuple, list[dict]], None]) -> None:
-    """`run_task(*task, *shared)` for every task in `jobs` processes, `finish(task, rows)` as each
-    completes. On an error (or Ctrl-C) the queued tasks are dropped and the running ones are
-    awaited, and kept when they succeed, before the error is raised."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        pending = {pool.submit(run_task, *task, *shared): task for task in tasks}
-        try:
-            for future in as_completed(list(pending)):
-                finish(pending.pop(future), future.result())
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            for future, task in pending.items():
-                if not future.cancelled() and future.exception() is None:
-                    finish(task, future.result())
-            raise
+        return [row for rows in executor.map(run_task, tasks, finish) for row in rows]
 
 
 @contextmanager
@@ -315,6 +291,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for reproduce.csv, reproduce.md and the figures (default results)")
     parser.add_argument("--jobs", type=positive_int, default=len(os.sched_getaffinity(0)),
                         help="processes to run (workload, KV size, seed) tasks in (default: every core)")
+    add_address_argument(parser)
     parser.add_argument("--cost-model", choices=COST_MODELS, default="tokens",
                         help="the auctions' completion model and the one model welfare is measured in "
                         "(default tokens, cache-aware); the radix auction under the other one is reported "
@@ -323,16 +300,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     started = time.perf_counter()
+    executor = executor_of(args)
     sweep = sweep_of("quick" if args.quick else "full")
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     trace = pick_trace(args.trace, sweep)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "reproduce.csv"
     with csv_rows(path) as append:
-        rows = run_sweep(sweep, seeds, trace, args.cost_model, jobs=args.jobs, on_task=append)
+        rows = run_sweep(sweep, seeds, trace, args.cost_model, executor=executor, on_task=append)
     write_csv(rows, path)  # the sweep's order, not the order tasks finished in
     print(write_report(rows, args.out, args.cost_model))
-    print(f"reproduce: {len(rows)} rows in {time.perf_counter() - started:.0f} s wall time ({args.jobs} jobs)")
+    print(f"reproduce: {len(rows)} rows in {time.perf_counter() - started:.0f} s wall time ({executor.where()})")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,142 @@
+"""`experiments.executor`: the tasks of reproduce, incentives and compare give the same results in
+this process, in a process pool and on a local Ray; a task's error reaches the command as one line."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from auction_gym.workload import SweepGrid, get_workload
+from experiments.cli import TaskFailed, main
+from experiments.commands import incentives, reproduce, reproduce_trace
+from experiments.commands.reproduce import Sweep, policies, run_sweep
+from experiments.executor import Executor
+
+AGENTIC = {**get_workload("agentic").sweep.quick.kwargs, "duration": 5.0}
+TINY = Sweep({"agentic": SweepGrid((15_000,), (1.0,), AGENTIC),
+              "shared_prefix": SweepGrid((40_000,), (1.0,), {"num_groups": 8, "prompts_per_group": 8})})
+FAILING = Sweep({"agentic": SweepGrid((15_000, 100), (1.0,), AGENTIC)})
+"""The second task's KV capacity (100 tokens) is below every request: it fails."""
+COMPARE_TINY = ["--algos", "ppo", "--timesteps", "64", "--seeds", "2", "--episodes", "2", "--tuning-episodes", "2",
+                "--eval-freq", "64", "--no-progress", "--hyperparams", "n_steps=32", "batch_size=32", "n_epochs=1",
+                "--env-kwargs", '{"horizon": 30}']
+
+
+def _square(x: int) -> int:
+    time.sleep(0.05 * (6 - x))  # later tasks finish first
+    return x * x
+
+
+def _fails_on_three(x: int) -> int:
+    if x == 3:
+        raise ValueError(f"task {x} cannot run")
+    return x
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_results_come_in_task_order_and_each_is_reported_once(jobs):
+    seen = []
+    results = Executor(jobs).map(_square, [(x,) for x in range(6)], lambda i, r: seen.append((i, r)))
+    assert results == [x * x for x in range(6)]
+    assert sorted(seen) == [(x, x * x) for x in range(6)]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_tasks_error_is_raised_as_the_task_raised_it(jobs):
+    with pytest.raises(ValueError, match="^task 3 cannot run$"):
+        Executor(jobs).map(_fails_on_three, [(x,) for x in range(5)])
+
+
+def test_where_says_how_the_tasks_run():
+    assert Executor(1).where() == "this process" and Executor(1).inline
+    assert Executor(2).where() == "2 processes" and not Executor(2).inline
+    assert Executor(2, "local").where() == "a local Ray with 2 CPUs" and not Executor(1, "local").inline
+    assert Executor(2, "auto").where() == "the Ray cluster at auto"
+
+
+def test_address_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as when it is not installed
+    monkeypatch.setattr(reproduce, "sweep_of", lambda size: TINY)
+    monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--quick", "--address", "local", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert 'error: --address needs Ray, the "rllib" extra' in capsys.readouterr().err
+
+
+def test_compare_quick_sizes_and_explicit_ones_win():
+    from experiments.commands.compare import FULL, QUICK, with_sizes  # here: a pool's workers import this module
+
+    def sizes(**given):
+        args = argparse.Namespace(quick=given.pop("quick", False), **{k: given.get(k) for k in FULL})
+        return {k: getattr(with_sizes(args), k) for k in FULL}
+
+    assert sizes() == FULL and sizes(quick=True) == QUICK
+    assert sizes(quick=True, seeds=3) == {**QUICK, "seeds": 3}
+    assert all(QUICK[k] < FULL[k] for k in FULL)
+
+
+# ---------------------------------------------------------------- on a local Ray
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    from agents.ray_session import init_ray
+
+    started = not ray.is_initialized()
+    init_ray(None, 2)
+    yield Executor(2, "local")
+    if started:
+        ray.shutdown()
+
+
+def _csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_reproduce_and_incentives_give_the_same_rows_on_ray(local_ray):
+    rows = [run_sweep(TINY, 1, None, "tokens", progress=False, executor=e) for e in (Executor(2), local_ray)]
+    assert len(rows[0]) == 2 * len(policies("tokens"))
+    assert [repr(sorted(r.items())) for r in rows[0]] == [repr(sorted(r.items())) for r in rows[1]]
+    todo = [("radix_vcg", "tokens", "off", 1.0), ("radix_vcg", "tokens", "on", incentives.OGD)]
+    pool, ray = (incentives.measure(todo, [0, 1], 10, e) for e in (Executor(2), local_ray))
+    assert all(np.array_equal(pool[t], ray[t]) for t in todo)
+
+
+@pytest.mark.slow
+def test_compare_gives_the_same_rows_on_ray(local_ray, tmp_path, capsys):
+    for where, extra in (("pool", ["--jobs", "2"]), ("ray", ["--jobs", "2", "--address", "local"])):
+        main(["compare", *COMPARE_TINY, *extra, "--logdir", str(tmp_path / where), "--out", str(tmp_path / where)])
+    assert "training 2 runs of 64 steps on a local Ray with 2 CPUs" in capsys.readouterr().out
+    for name in ("compare.csv", "episodes.csv", "headroom.csv"):
+        assert _csv(tmp_path / "pool" / name) == _csv(tmp_path / "ray" / name)
+
+
+@pytest.mark.slow
+def test_a_failed_task_on_ray_is_one_line_and_keeps_the_finished_rows(local_ray, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(reproduce, "sweep_of", lambda size: FAILING)
+    monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--quick", "--address", "local", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "ray::" not in err and "Traceback" not in err  # not Ray's remote traceback
+    error = err.strip().splitlines()[-1]  # after the progress bar
+    assert error.startswith("radix-auction reproduce: error: the agentic workload at 100 KV tokens (seed 0): ")
+    assert {r["kv_capacity"] for r in _csv(tmp_path / "reproduce.csv")} == {"15000"}
+
+
+@pytest.mark.slow
+def test_a_task_ray_cannot_load_is_task_failed_naming_the_task(local_ray):
+    """Ray's workers cannot import this test module (pytest put it on this process's path only), as
+    a cluster's node without the project installed cannot import the commands' modules."""
+    with pytest.raises(TaskFailed, match=r"^task _square\(7,\) could not be loaded on a local Ray with 2 CPUs "
+                       r"\(ModuleNotFoundError: No module named 'test_executor'\): every node needs the project"):
+        local_ray.map(_square, [(7,)])
