@@ -138,6 +138,14 @@ class AuctionMechanism:
         has them (the scheduler face keeps them incrementally)."""
         raise NotImplementedError
 
+    def _decide(
+        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache
+    ) -> Allocation:
+        """The scheduler face's allocation of a non-empty queue, whose `bids` and cached
+        `prefix_lens` (None under "unit") `order` read this round: `allocate`, unless a subclass
+        has a faster way to the same order."""
+        return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
+
     def _prefix_lens(
         self, tokens: Sequence, cached: Cached, prefix_lens: Sequence[int] | None
     ) -> Sequence[int] | None:
@@ -191,7 +199,7 @@ class AuctionMechanism:
         bids = [r.bid for r in requests]
         decided = self.last_round
         if decided is None or not decided.decided_from(requests, bids, lens):
-            allocation = self.allocate(requests, cached=cache, prefix_lens=lens) if requests else None
+            allocation = self._decide(requests, bids, lens, cache) if requests else None
             decided = self.last_round = AuctionRound(
                 mechanism=self, requests=requests, bids=bids, prefix_lens=lens, allocation=allocation)
         return decided.admission_order()
