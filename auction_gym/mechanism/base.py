@@ -62,10 +62,7 @@ class AuctionRound:
 
     def admission_order(self) -> list[Request]:
         """The requests, first = admitted first (a new list)."""
-        if self.allocation is None:
-            return []
-        requests = self.allocation.requests
-        return [requests[r] for r in self.allocation.order]
+        return [] if self.allocation is None else self.mechanism._admission(self.allocation)
 
     @property
     def queued(self) -> dict[int, int]:
@@ -145,6 +142,11 @@ class AuctionMechanism:
         `prefix_lens` (None under "unit") `order` read this round: `allocate`, unless a subclass
         has a faster way to the same order."""
         return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
+
+    def _admission(self, alloc: Allocation) -> list[Request]:
+        """`alloc`'s requests in its order (a new list)."""
+        requests = alloc.requests
+        return [requests[r] for r in alloc.order]
 
     def _prefix_lens(
         self, tokens: Sequence, cached: Cached, prefix_lens: Sequence[int] | None

@@ -30,7 +30,10 @@ their subtree's order list, copied in C), plus O(depth) per inserted or removed 
 from __future__ import annotations
 
 import math
-from operator import attrgetter
+from bisect import bisect_left
+from functools import reduce
+from itertools import chain
+from operator import add, attrgetter
 from typing import Sequence
 
 import numpy as np
@@ -40,17 +43,38 @@ from .queue_tree import _lcp
 from .smith import SortKey, block_key
 from .validation import validate_requests
 
-_KEY = attrgetter("key")
+_S, _P, _TIE, _REACH, _FLAT = map(attrgetter, ("s", "p", "tie", "reach", "flat"))
+_BID, _CACHED, _SOURCE, _RID, _REQUEST = map(attrgetter, ("bid", "cached", "source", "rid", "request"))
+_TOKENS, _ID, _DEPTH = map(attrgetter, ("tokens", "id", "depth"))
 
 
-class _Req:
-    """A waiting request's block: attached to `node`, ending there or hanging below it."""
+class _Block:
+    """What a node's sorted list holds of a block: its stats and the key it is listed under."""
 
-    __slots__ = ("request", "source", "tokens", "rid", "bid", "cached", "node", "pos", "seen",
-                 "s", "p", "f", "tie", "key")
+    __slots__ = ("s", "p", "tie", "key", "reach", "flat", "listed")
     is_node = False
 
+    def __init__(self) -> None:
+        self.s = self.p = 0.0
+        """Bid sum; work (completion units it adds to what is served after it)."""
+        self.tie = 0
+        """Smallest request id in the block."""
+        self.key: SortKey = (0, 0.0, 0)
+        self.reach = 0
+        """Largest cached length among its requests (tokens)."""
+        self.flat: list[_Req] = []
+        """Its requests in depth-first Smith order."""
+        self.listed: SortKey | None = None
+        """The key it is listed under in its parent's sorted blocks (None: not listed)."""
+
+
+class _Req(_Block):
+    """A waiting request's block: attached to `node`, ending there or hanging below it."""
+
+    __slots__ = ("request", "source", "tokens", "rid", "bid", "cached", "node")
+
     def __init__(self, request: Request, tokens: np.ndarray, bid: float, cached: int) -> None:
+        super().__init__()
         self.request = request  # held, so its id() is not reused while it is in the tree
         self.source = request.tokens
         """The request's `tokens` as given (to notice a replaced array)."""
@@ -58,26 +82,21 @@ class _Req:
         """Read-only int64 tokens (`source` converted if needed)."""
         self.rid = request.id
         self.bid = bid
-        self.cached = cached
+        self.cached = self.reach = cached
         """Longest cached prefix (tokens); 0 under "unit"."""
         self.node: _Node | None = None
-        self.pos = 0
-        """Position in the last round's queue."""
-        self.seen = 0
-        """The last round that read it."""
-        self.s = self.p = self.f = 0.0
-        self.tie = request.id
-        self.key: SortKey = (0, 0.0, 0)
+        self.flat = [self]
 
 
-class _Node:
-    """A node of the queue's tree: a prefix (`depth` tokens of `tokens`) shared by two or more blocks."""
+class _Node(_Block):
+    """A node of the queue's tree: a prefix (`depth` tokens of `tokens`) shared by two or more
+    blocks, with the blocks sorted by key."""
 
-    __slots__ = ("depth", "tokens", "parent", "next", "ends", "alive", "reach",
-                 "s", "p", "f", "tie", "key", "flat")
+    __slots__ = ("depth", "tokens", "parent", "next", "ends", "alive", "blocks", "keys")
     is_node = True
 
     def __init__(self, depth: int, tokens: np.ndarray, parent: _Node | None) -> None:
+        super().__init__()
         self.depth = depth
         self.tokens = tokens
         """An array whose first `depth` tokens are the node's prefix."""
@@ -87,13 +106,33 @@ class _Node:
         self.ends: list[_Req] = []
         """Requests whose prompt is exactly the node's prefix."""
         self.alive = True
-        self.reach = 0
-        """Largest cached length among the requests below (tokens)."""
-        self.s = self.p = self.f = 0.0
-        self.tie = 0
-        self.key: SortKey = (0, 0.0, 0)
-        self.flat: list[_Req] = []
-        """The subtree's requests in depth-first Smith order."""
+        self.blocks: list[_Block] = []
+        """Its blocks listed so far, by key (Smith order)."""
+        self.keys: list[SortKey] = []
+        """Their keys."""
+
+    def list_block(self, b: _Block) -> None:
+        i = bisect_left(self.keys, b.key)
+        self.keys.insert(i, b.key)
+        self.blocks.insert(i, b)
+        b.listed = b.key
+
+    def unlist_block(self, b: _Block) -> None:
+        i = bisect_left(self.keys, b.listed)
+        if self.blocks[i] is not b:
+            raise AssertionError("a block listed under another key")
+        del self.keys[i], self.blocks[i]
+        b.listed = None
+
+
+class _Changes:
+    """What one round's updates touched: requests to re-cost and nodes to recompute."""
+
+    __slots__ = ("blocks", "nodes")
+
+    def __init__(self) -> None:
+        self.blocks: set[_Req] = set()
+        self.nodes: set[_Node] = set()
 
 
 class IncrementalQueueTree:
@@ -109,82 +148,99 @@ class IncrementalQueueTree:
         self.costed = costed
         self._root = _Node(0, np.empty(0, dtype=np.int64), None)
         self._entries: dict[int, _Req] = {}  # id(request) -> its block
-        self._round = 0
+        self._by_rid: dict[int, _Req] = {}  # request id -> its block
 
-    def order(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> list[int]:
-        """Positions in `requests` (non-empty) in the welfare-maximal depth-first order: the
-        from-scratch allocation's `order`. `bids` are the requests' bids as read this round,
-        `prefix_lens` their cached prefix lengths in tokens (ignored when not `costed`). Raises
-        ValueError as `validate_requests` does, before changing the tree."""
-        self._round += 1
-        stamp, entries = self._round, self._entries
-        lens = prefix_lens if self.costed else [0] * len(requests)
-        fresh: list[int] = []
-        changed: list[tuple[_Req, float, int]] = []
+    def order(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> list[Request]:
+        """`requests` (non-empty) in the welfare-maximal depth-first order: the from-scratch
+        allocation's order. `bids` are the requests' bids as read this round, `prefix_lens` their
+        cached prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
+        `validate_requests` does."""
+        entries = self._entries
+        lens = list(prefix_lens) if self.costed else [0] * len(requests)
+        ids = list(map(id, requests))
+        known = list(map(entries.get, ids))
+        keep = [i for i, e in enumerate(known) if e is not None] if None in known else None
+        if keep is not None:
+            fresh = [i for i, e in enumerate(known) if e is None]
+            known, old = [known[i] for i in keep], [requests[i] for i in keep]
+            old_bids, old_lens = [bids[i] for i in keep], [lens[i] for i in keep]
+        else:
+            fresh, old, old_bids, old_lens = [], requests, bids, lens
+        if list(map(id, map(_SOURCE, known))) != list(map(id, map(_TOKENS, old))) or list(
+            map(_RID, known)
+        ) != list(map(_ID, old)):  # a request's prompt or id was replaced: place it again
+            changes = _Changes()
+            for e, r in zip(known, old):
+                if e.source is not r.tokens or e.rid != r.id:
+                    self._remove(entries.pop(id(r)), changes)
+            self._recompute(changes)
+            return self.order(requests, bids, prefix_lens)
         try:
-            for i, r in enumerate(requests):
-                e = entries.get(id(r))
-                if e is None or e.source is not r.tokens or e.rid != r.id:
-                    fresh.append(i)
-                    continue
-                if e.seen == stamp:  # the same request twice
-                    raise ValueError
-                e.seen, e.pos = stamp, i
-                b, c = bids[i], lens[i]
-                if b != e.bid or c != e.cached:
-                    b = float(b)
-                    if not 0.0 <= b < math.inf:
-                        raise ValueError
-                    changed.append((e, b, c))
-            added = self._fresh_blocks(requests, fresh, bids, lens)
+            present = set(ids)
+            if len(present) != len(ids):
+                raise ValueError("the same request twice in the queue")
+            gone = [k for k in entries if k not in present] if len(entries) != len(known) else []
+            added = self._fresh_blocks(requests, fresh, bids, lens, gone)
+            changed = self._changed(known, old_bids, old_lens)
         except (TypeError, ValueError):
             validate_requests(requests)  # names the culprit
             raise
         changes = _Changes()
-        if fresh or len(entries) != len(requests):
-            for key in [k for k, e in entries.items() if e.seen != stamp]:
-                self._remove(entries.pop(key), changes)
+        for key in gone:
+            self._remove(entries.pop(key), changes)
         for e, b, c in changed:
-            e.bid, e.cached = b, c
+            e.bid, e.cached, e.reach = b, c, c
             changes.blocks.add(e)
         for e in added:
             entries[id(e.request)] = e
             self._insert(e, changes)
         self._recompute(changes)
-        return [e.pos for e in self._root.flat]
+        return list(map(_REQUEST, self._root.flat))
+
+    @staticmethod
+    def _changed(known: list[_Req], bids: Sequence[object], lens: list[int]) -> list[tuple[_Req, float, int]]:
+        """(block, bid, cached length) of the blocks whose bid or cached length changed;
+        ValueError on a bad bid."""
+        out: list[tuple[_Req, float, int]] = []
+        if list(map(_BID, known)) == list(bids) and list(map(_CACHED, known)) == lens:
+            return out
+        for e, b, c in zip(known, bids, lens):
+            if b != e.bid or c != e.cached:
+                out.append((e, _checked_bid(b, e.rid), c))
+        return out
 
     def _fresh_blocks(
-        self, requests: Sequence[Request], fresh: list[int], bids: Sequence[object], lens: Sequence[int]
+        self, requests: Sequence[Request], fresh: list[int], bids: Sequence[object], lens: list[int], gone: list[int]
     ) -> list[_Req]:
-        """Blocks for the requests new to the tree; ValueError on a bad bid or prompt or a repeated id."""
+        """Blocks for the requests new to the tree; ValueError on a bad bid or prompt or a repeated
+        request id (against each other and the requests that stay)."""
         if not fresh:
             return []
         new = [requests[i] for i in fresh]
         tokens, _ = validate_requests(new)
-        ids = {e.rid for e in self._entries.values() if e.seen == self._round}
+        leaving = set(gone)
         added = []
         for i, r, t in zip(fresh, new, tokens):
-            b = float(bids[i])
-            if r.id in ids or not 0.0 <= b < math.inf:
-                raise ValueError
-            ids.add(r.id)
-            e = _Req(r, t, b, lens[i])
-            if t.flags.writeable:  # could change in place: read it again next round
+            holder = self._by_rid.get(r.id)
+            if holder is not None and id(holder.request) not in leaving:
+                raise ValueError(f"request {r.id}: duplicate request id in the queue")
+            e = _Req(r, t, _checked_bid(bids[i], r.id), lens[i])
+            if t.flags.writeable:  # could change in place: place it again next round
                 e.source = None
-            e.seen, e.pos = self._round, i
             added.append(e)
         return added
 
     def _insert(self, e: _Req, changes: _Changes) -> None:
         """Attach `e` at the deepest node its prompt passes through, splitting the edge or pairing
         it with the hanging request it shares a longer prefix with."""
+        self._by_rid[e.rid] = e
         t, n = e.tokens, len(e.tokens)
         v = self._root
         while True:
             d = v.depth
             b = None if n == d else v.next.get(int(t[d]))
             if b is None:
-                self._attach(e, v, changes)
+                _attach(e, v, changes)
                 return
             other = b.tokens[:b.depth] if b.is_node else b.tokens
             shared = d + _lcp(t[d:], other[d:])
@@ -193,32 +249,28 @@ class IncrementalQueueTree:
                 continue
             u = _Node(shared, t, v)  # the shared prefix ends inside b's edge
             v.next[int(t[d])] = u
+            if b.listed is not None:
+                v.unlist_block(b)
             if b.is_node:
                 b.parent = u
                 u.next[int(b.tokens[shared])] = b
                 changes.nodes.add(b)
             else:
-                self._attach(b, u, changes)
-            self._attach(e, u, changes)
+                _attach(b, u, changes)
+            _attach(e, u, changes)
             return
 
-    @staticmethod
-    def _attach(e: _Req, v: _Node, changes: _Changes) -> None:
-        e.node = v
-        if len(e.tokens) == v.depth:
-            v.ends.append(e)
-        else:
-            v.next[int(e.tokens[v.depth])] = e
-        changes.blocks.add(e)
-
-    @staticmethod
-    def _remove(e: _Req, changes: _Changes) -> None:
+    def _remove(self, e: _Req, changes: _Changes) -> None:
         """Detach `e`; a node other than the root left with one block hands it to its parent."""
+        del self._by_rid[e.rid]
+        changes.blocks.discard(e)
         v = e.node
         if len(e.tokens) == v.depth:
             v.ends.remove(e)
         else:
             del v.next[int(e.tokens[v.depth])]
+        if e.listed is not None:
+            v.unlist_block(e)
         changes.nodes.add(v)
         up = v.parent
         if up is None or len(v.ends) + len(v.next) > 1:
@@ -226,7 +278,9 @@ class IncrementalQueueTree:
         (last,) = v.ends or v.next.values()
         up.next[int(v.tokens[up.depth])] = last
         v.alive = False
-        changes.nodes.add(up)
+        if v.listed is not None:
+            up.unlist_block(v)
+        last.listed = None  # listed in `up` when recomputed (which is marked as its parent)
         if last.is_node:
             last.parent = up
             changes.nodes.add(last)
@@ -236,61 +290,61 @@ class IncrementalQueueTree:
 
     def _recompute(self, changes: _Changes) -> None:
         """Re-cost the changed requests' blocks, then the marked nodes and their ancestors,
-        children before parents, exactly as `RadixTreeAuction._allocate_tree` computes them."""
+        children before parents, as `RadixTreeAuction._allocate_tree` computes them (and in the
+        same order of additions, so to the same floats), each block listed in its parent under
+        its new key."""
         overhead, costed = self.request_work, self.costed
         marked = changes.nodes
         for e in changes.blocks:
-            n, b = len(e.tokens), e.bid
-            lo = e.node.depth if e.node.depth > e.cached else e.cached
+            v, n, b = e.node, len(e.tokens), e.bid
+            lo = v.depth if v.depth > e.cached else e.cached
             w = float(n - lo) if costed and n > lo else 0.0
-            own = w + overhead
-            e.s, e.p, e.f, e.tie = b, own, w * b + b * overhead, e.rid
-            e.key = block_key(b, own, e.rid)
-            marked.add(e.node)
+            e.s, e.p, e.tie = b, w + overhead, e.rid
+            e.key = block_key(b, e.p, e.rid)
+            _relist(e, v)
+            marked.add(v)
         path: set[_Node] = set()
         for v in marked:
             while v is not None and v.alive and v not in path:
                 path.add(v)
                 v = v.parent
-        for v in sorted(path, key=attrgetter("depth"), reverse=True):
-            self._recompute_node(v, costed)
-
-    @staticmethod
-    def _recompute_node(v: _Node, costed: bool) -> None:
-        blocks = [*v.next.values(), *v.ends]
-        blocks.sort(key=_KEY)
-        work = inter = bid_sum = internal = 0.0
-        reach = 0
-        flat: list[_Req] = []
-        for b in blocks:
-            sb = b.s
-            inter += sb * work
-            work += b.p
-            bid_sum += sb
-            internal += b.f
-            if b.is_node:
-                flat += b.flat
-                if b.reach > reach:
-                    reach = b.reach
-            else:
-                flat.append(b)
-                if b.cached > reach:
-                    reach = b.cached
-        e = 0.0
-        if costed and v.parent is not None:
-            lo = v.parent.depth if v.parent.depth > reach else reach
-            e = float(v.depth - lo) if v.depth > lo else 0.0
-        v.reach, v.flat = reach, flat
-        v.s, v.p, v.f = bid_sum, e + work, e * bid_sum + internal + inter
-        v.tie = min([b.tie for b in blocks])
-        v.key = block_key(v.s, v.p, v.tie)
+        for v in sorted(path, key=_DEPTH, reverse=True):
+            blocks = v.blocks
+            v.flat = list(chain.from_iterable(map(_FLAT, blocks)))
+            up = v.parent
+            if up is None:  # the root: only its order counts
+                continue
+            v.s = reduce(add, map(_S, blocks), 0.0)
+            work = reduce(add, map(_P, blocks), 0.0)
+            v.reach = reach = max(map(_REACH, blocks))
+            lo = up.depth if up.depth > reach else reach
+            v.p = (float(v.depth - lo) if costed and v.depth > lo else 0.0) + work
+            v.tie = min(map(_TIE, blocks))
+            v.key = block_key(v.s, v.p, v.tie)
+            _relist(v, up)
 
 
-class _Changes:
-    """What one round's updates touched: blocks of requests to re-cost and nodes to recompute."""
+def _checked_bid(bid: object, rid: int) -> float:
+    """`bid` as a float; ValueError unless it is finite and >= 0."""
+    b = float(bid)
+    if not 0.0 <= b < math.inf:
+        raise ValueError(f"request {rid}: bid must be finite and >= 0, got {bid!r}")
+    return b
 
-    __slots__ = ("blocks", "nodes")
 
-    def __init__(self) -> None:
-        self.blocks: set[_Req] = set()
-        self.nodes: set[_Node] = set()
+def _attach(e: _Req, v: _Node, changes: _Changes) -> None:
+    """Attach request `e` to node `v` (ending there or hanging below), to be re-costed."""
+    e.node = v
+    if len(e.tokens) == v.depth:
+        v.ends.append(e)
+    else:
+        v.next[int(e.tokens[v.depth])] = e
+    changes.blocks.add(e)
+
+
+def _relist(b: _Block, parent: _Node) -> None:
+    """List `b` in `parent`'s sorted blocks under its current key."""
+    if b.listed != b.key:
+        if b.listed is not None:
+            parent.unlist_block(b)
+        parent.list_block(b)

@@ -102,8 +102,15 @@ class OrderedRound:
     bids: list[float]
     """The bids the round was decided on."""
     prefix_lens: list[int] | None
-    order: list[int]
+    admission: list[Request]
+    """The requests in the order decided."""
     _full: RadixAllocation | None = None
+
+    @property
+    def order(self) -> list[int]:
+        """Positions in `requests` in the order decided."""
+        position = {id(r): k for k, r in enumerate(self.requests)}
+        return [position[id(r)] for r in self.admission]
 
     @property
     def full(self) -> RadixAllocation:
@@ -170,6 +177,9 @@ class RadixTreeAuction(AuctionMechanism):
         if self._tree is None:
             self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
         return OrderedRound(self, requests, bids, prefix_lens, self._tree.order(requests, bids, prefix_lens))
+
+    def _admission(self, alloc: RadixAllocation | OrderedRound) -> list[Request]:
+        return list(alloc.admission) if isinstance(alloc, OrderedRound) else super()._admission(alloc)
 
     def _full(self, alloc: RadixAllocation | OrderedRound) -> RadixAllocation:
         """The allocation the payments read; marks the auction as priced (see `_decide`)."""
