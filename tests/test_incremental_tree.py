@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -116,6 +117,10 @@ def test_a_replaced_prompt_is_placed_again():
     tree.order([a, b, c], [1.0, 2.0, 1.5], [0, 0, 0])
     c.tokens = Request(3, 0, [1, 2], bid=1.5).tokens  # now shares a's and b's prefix
     auction = RadixTreeAuction()
+    _check(tree, auction, [a, b, c], [0, 0, 0])
+    c.tokens = np.array([1, 2, 3, 9], dtype=np.int64)  # writeable: may change in place
+    _check(tree, auction, [a, b, c], [0, 0, 0])
+    c.tokens[:] = [5, 5, 5, 5]
     _check(tree, auction, [a, b, c], [0, 0, 0])
 
 

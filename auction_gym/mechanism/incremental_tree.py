@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from functools import reduce
-from itertools import chain
-from operator import add, attrgetter
+from itertools import chain, compress, count
+from operator import add, attrgetter, ne, or_
 from typing import Sequence
 
 import numpy as np
@@ -154,43 +154,42 @@ class IncrementalQueueTree:
         """`requests` (non-empty) in the welfare-maximal depth-first order: the from-scratch
         allocation's order. `bids` are the requests' bids as read this round, `prefix_lens` their
         cached prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
-        `validate_requests` does."""
+        `validate_requests` does.
+
+        The difference from the last round is found in passes that run in C (maps, set
+        operations, list comparisons); Python steps are spent per changed request only."""
         entries = self._entries
+        bids = list(bids)
         lens = list(prefix_lens) if self.costed else [0] * len(requests)
         ids = list(map(id, requests))
-        known = list(map(entries.get, ids))
-        keep = [i for i, e in enumerate(known) if e is not None] if None in known else None
-        if keep is not None:
-            fresh = [i for i, e in enumerate(known) if e is None]
-            known, old = [known[i] for i in keep], [requests[i] for i in keep]
-            old_bids, old_lens = [bids[i] for i in keep], [lens[i] for i in keep]
-        else:
-            fresh, old, old_bids, old_lens = [], requests, bids, lens
-        if list(map(id, map(_SOURCE, known))) != list(map(id, map(_TOKENS, old))) or list(
-            map(_RID, known)
-        ) != list(map(_ID, old)):  # a request's prompt or id was replaced: place it again
-            changes = _Changes()
-            for e, r in zip(known, old):
-                if e.source is not r.tokens or e.rid != r.id:
-                    self._remove(entries.pop(id(r)), changes)
-            self._recompute(changes)
-            return self.order(requests, bids, prefix_lens)
+        present = set(ids)
         try:
-            present = set(ids)
             if len(present) != len(ids):
                 raise ValueError("the same request twice in the queue")
-            gone = [k for k in entries if k not in present] if len(entries) != len(known) else []
-            added = self._fresh_blocks(requests, fresh, bids, lens, gone)
-            changed = self._changed(known, old_bids, old_lens)
+            new = present - entries.keys()
+            gone = entries.keys() - present
+            added = self._fresh_blocks(requests, ids, bids, lens, new, gone) if new else []
+            entries.update(zip(map(id, map(_REQUEST, added)), added))
+            known = list(map(entries.__getitem__, ids))
+            try:
+                stale = self._stale(known, requests)
+                changed = self._changed(known, bids, lens)
+            except ValueError:
+                for e in added:
+                    del entries[id(e.request)]
+                raise
         except (TypeError, ValueError):
             validate_requests(requests)  # names the culprit
             raise
         changes = _Changes()
-        for key in gone:
-            self._remove(entries.pop(key), changes)
         for e, b, c in changed:
             e.bid, e.cached, e.reach = b, c, c
             changes.blocks.add(e)
+        for e in stale:  # its prompt or id was replaced (or may change in place): place it again
+            gone.add(id(e.request))
+            added.append(_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
+        for key in gone:
+            self._remove(entries.pop(key), changes)
         for e in added:
             entries[id(e.request)] = e
             self._insert(e, changes)
@@ -198,36 +197,39 @@ class IncrementalQueueTree:
         return list(map(_REQUEST, self._root.flat))
 
     @staticmethod
-    def _changed(known: list[_Req], bids: Sequence[object], lens: list[int]) -> list[tuple[_Req, float, int]]:
+    def _stale(known: list[_Req], requests: Sequence[Request]) -> list[_Req]:
+        """The blocks whose request's `tokens` or `id` is no longer what the block was made from."""
+        if list(map(id, map(_SOURCE, known))) == list(map(id, map(_TOKENS, requests))) and list(
+            map(_RID, known)
+        ) == list(map(_ID, requests)):
+            return []
+        return [e for e, r in zip(known, requests) if e.node is not None and (e.source is not r.tokens or e.rid != r.id)]
+
+    @staticmethod
+    def _changed(known: list[_Req], bids: list[object], lens: list[int]) -> list[tuple[_Req, float, int]]:
         """(block, bid, cached length) of the blocks whose bid or cached length changed;
         ValueError on a bad bid."""
-        out: list[tuple[_Req, float, int]] = []
-        if list(map(_BID, known)) == list(bids) and list(map(_CACHED, known)) == lens:
-            return out
-        for e, b, c in zip(known, bids, lens):
-            if b != e.bid or c != e.cached:
-                out.append((e, _checked_bid(b, e.rid), c))
-        return out
+        old_bids, old_lens = list(map(_BID, known)), list(map(_CACHED, known))
+        if old_bids == bids and old_lens == lens:
+            return []
+        at = compress(count(), map(or_, map(ne, old_bids, bids), map(ne, old_lens, lens)))
+        return [(known[i], _checked_bid(bids[i], known[i].rid), lens[i]) for i in at]
 
     def _fresh_blocks(
-        self, requests: Sequence[Request], fresh: list[int], bids: Sequence[object], lens: list[int], gone: list[int]
+        self, requests: Sequence[Request], ids: list[int], bids: list[object], lens: list[int], new: set[int],
+        gone: set[int],
     ) -> list[_Req]:
-        """Blocks for the requests new to the tree; ValueError on a bad bid or prompt or a repeated
-        request id (against each other and the requests that stay)."""
-        if not fresh:
-            return []
-        new = [requests[i] for i in fresh]
-        tokens, _ = validate_requests(new)
-        leaving = set(gone)
+        """Blocks for the requests `new` to the tree; ValueError on a bad bid or prompt or a
+        repeated request id (against each other and the requests that stay)."""
+        mask = list(map(new.__contains__, ids))
+        fresh = list(compress(requests, mask))
+        tokens, _ = validate_requests(fresh)
         added = []
-        for i, r, t in zip(fresh, new, tokens):
+        for r, t, b, c in zip(fresh, tokens, compress(bids, mask), compress(lens, mask)):
             holder = self._by_rid.get(r.id)
-            if holder is not None and id(holder.request) not in leaving:
+            if holder is not None and id(holder.request) not in gone:
                 raise ValueError(f"request {r.id}: duplicate request id in the queue")
-            e = _Req(r, t, _checked_bid(bids[i], r.id), lens[i])
-            if t.flags.writeable:  # could change in place: place it again next round
-                e.source = None
-            added.append(e)
+            added.append(_block(r, t, _checked_bid(b, r.id), c))
         return added
 
     def _insert(self, e: _Req, changes: _Changes) -> None:
@@ -322,6 +324,17 @@ class IncrementalQueueTree:
             v.tie = min(map(_TIE, blocks))
             v.key = block_key(v.s, v.p, v.tie)
             _relist(v, up)
+
+
+def _block(request: Request, tokens: np.ndarray, bid: float, cached: int) -> _Req:
+    """A new block; a prompt that could change in place is copied, and placed again every round."""
+    if not tokens.flags.writeable:
+        return _Req(request, tokens, bid, cached)
+    frozen = tokens.copy()
+    frozen.flags.writeable = False
+    e = _Req(request, frozen, bid, cached)
+    e.source = None
+    return e
 
 
 def _checked_bid(bid: object, rid: int) -> float:
