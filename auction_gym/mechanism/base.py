@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Iterable, Protocol, Sequence
 
 from ..radix_cache import RadixCache
@@ -15,6 +16,7 @@ from .queue_tree import TokenMemo, cached_prefix_lengths
 from .validation import validate_cost_model
 
 Cached = RadixCache | Iterable[Sequence[int]] | None
+_BID = attrgetter("bid")
 
 
 class Allocation(Protocol):
@@ -198,7 +200,7 @@ class AuctionMechanism:
             if lens is None:
                 match = self._matcher.update(requests, cache)  # kept incrementally from round to round
                 lens = [match[r.id][0] for r in requests]
-        bids = [r.bid for r in requests]
+        bids = list(map(_BID, requests))
         decided = self.last_round
         if decided is None or not decided.decided_from(requests, bids, lens):
             allocation = self._decide(requests, bids, lens, cache) if requests else None

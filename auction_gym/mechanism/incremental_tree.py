@@ -44,8 +44,8 @@ from .smith import SortKey, block_key
 from .validation import validate_requests
 
 _S, _P, _TIE, _REACH, _FLAT = map(attrgetter, ("s", "p", "tie", "reach", "flat"))
-_BID, _CACHED, _SOURCE, _RID, _REQUEST = map(attrgetter, ("bid", "cached", "source", "rid", "request"))
-_TOKENS, _ID, _DEPTH = map(attrgetter, ("tokens", "id", "depth"))
+_BID, _CACHED, _SOURCE, _REQUEST = map(attrgetter, ("bid", "cached", "source", "request"))
+_TOKENS, _DEPTH = map(attrgetter, ("tokens", "depth"))
 
 
 class _Block:
@@ -166,8 +166,8 @@ class IncrementalQueueTree:
         try:
             if len(present) != len(ids):
                 raise ValueError("the same request twice in the queue")
-            new = present - entries.keys()
-            gone = entries.keys() - present
+            new = present - entries.keys() if len(entries) != len(ids) or None in map(entries.get, ids) else set()
+            gone = entries.keys() - present if len(entries) + len(new) != len(ids) else set()
             added = self._fresh_blocks(requests, ids, bids, lens, new, gone) if new else []
             entries.update(zip(map(id, map(_REQUEST, added)), added))
             known = list(map(entries.__getitem__, ids))
@@ -198,12 +198,11 @@ class IncrementalQueueTree:
 
     @staticmethod
     def _stale(known: list[_Req], requests: Sequence[Request]) -> list[_Req]:
-        """The blocks whose request's `tokens` or `id` is no longer what the block was made from."""
-        if list(map(id, map(_SOURCE, known))) == list(map(id, map(_TOKENS, requests))) and list(
-            map(_RID, known)
-        ) == list(map(_ID, requests)):
+        """The blocks whose request's `tokens` array is no longer the one the block was made from.
+        (A request's id is read once, when it joins: the engine keys its records by it.)"""
+        if list(map(id, map(_SOURCE, known))) == list(map(id, map(_TOKENS, requests))):
             return []
-        return [e for e, r in zip(known, requests) if e.node is not None and (e.source is not r.tokens or e.rid != r.id)]
+        return [e for e, r in zip(known, requests) if e.node is not None and e.source is not r.tokens]
 
     @staticmethod
     def _changed(known: list[_Req], bids: list[object], lens: list[int]) -> list[tuple[_Req, float, int]]:

@@ -13,6 +13,9 @@ times. Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v
 d_v the number of blocks at v; O(n) prefix_len walks of the cache under "tokens". The constant
 matters as much: the auction runs at every admission round on queues of a few to a few dozen
 requests, so each step is one pass over plain lists, and sort keys are made once per block.
+As a scheduler (`order`) the auction keeps the tree across rounds instead (incremental_tree.py: work
+proportional to what changed, plus a few passes in C over the queue), until a round is priced: from
+then on each round is built from scratch here, since its payments read this module's allocation.
 
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
