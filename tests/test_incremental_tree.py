@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auction_gym import EngineConfig, Request, SimEngine
+from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
+from auction_gym.mechanism.radix_auction import OrderedRound, RadixAllocation
 from auction_gym.workload import iter_mooncake
 
 SLICE = Path(__file__).parent / "data/mooncake/conversation_slice.jsonl"
@@ -142,3 +143,19 @@ def test_engine_rounds_match_the_from_scratch_auction(time_scale):
         assert decided.admission_order() == [decided.requests[k] for k in alloc.order]
         rounds += 1
     assert rounds > 50 and auction._tree is not None
+
+
+def test_a_priced_round_reads_the_from_scratch_allocation_and_later_rounds_build_from_scratch():
+    queue = [Request(k, k % 3, [k % 2, 1, k % 4, k], bid=1.0 + k % 5) for k in range(12)]
+    cache = RadixCache()
+    cache.insert(np.array([0, 1, 0, 0, 7], dtype=np.int64))
+    auction = RadixTreeAuction()
+    auction.order(queue, cache)
+    decided = auction.last_round
+    assert isinstance(decided.allocation, OrderedRound)
+    scratch = RadixTreeAuction().run(queue, cache)
+    assert [r.id for r in decided.admission_order()] == scratch.order
+    assert auction.last_payments(range(3)) == scratch.payments
+    assert auction.last_outcome == scratch
+    auction.order(queue[1:], cache)  # priced once: from scratch from now on
+    assert isinstance(auction.last_round.allocation, RadixAllocation) and auction._tree is None
