@@ -10,21 +10,23 @@ across rounds and updates it from the difference between this round's queue and 
   an admitted one removed (a node left with one block is spliced out, as the from-scratch build
   would never make it);
 - a request whose bid or cached prefix length changed gets its block re-costed;
-- every node on a changed block's root path is marked, and only the marked nodes re-sort their
-  blocks and recompute their (S, P, F), their tie and their depth-first order (`flat`), children
-  before parents; the others keep theirs.
+- each node keeps its blocks sorted by Smith key; a block whose key changed is moved by bisection;
+- only the nodes on a changed block's root path recompute their bid sum S, work P, tie and
+  depth-first order (`flat`), children before parents; the others keep theirs. (F and the
+  interaction terms are not needed for the order; the payments read the from-scratch allocation.)
 
-The result is the same allocation as the from-scratch build, bit for bit: a node's stats are a
-function of its blocks' stats in Smith order, whose keys are unique (ties broken by the smallest
-request id in the block), so recomputing the marked nodes in the same way gives the same floats;
-the tree itself (nodes at the longest common prefixes of neighbours in sorted order, a request at
-the deepest node on its path, hanging below it when it shares nothing beyond) is a function of the
-set of prompts. What is still O(n) per round, in tight loops: reading the queue to find what
-changed, and writing the order out as positions. Payments are not computed here: the caller builds
-the from-scratch allocation when a round is priced (see `RadixTreeAuction`).
+The order is the from-scratch build's, and so are the stats, bit for bit: a node's S and P are sums
+over its blocks in Smith order, whose keys are unique (ties broken by the smallest request id in the
+block), added in the same order; the tree itself (nodes at the longest common prefixes of
+neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
+shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
+both after random arrivals, admissions, cache and bid changes. Payments are not computed here: the
+auction builds the from-scratch allocation when a round is priced (see `RadixTreeAuction`).
 
-Cost per round: O(n) for the difference, plus O(sum over marked nodes of d_v log d_v + the size of
-their subtree's order list, copied in C), plus O(depth) per inserted or removed request.
+Cost per round: a few passes over the queue that run in C (maps, set differences, list
+comparisons) to find what changed and to write the order out, plus Python steps per changed
+request: O(depth) to insert or remove it, O(log d) to move its block, and O(d_v) C-level passes
+(sums, the order list) per node on its root path.
 """
 
 from __future__ import annotations
