@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Iterable, Protocol, Sequence
 
 from ..radix_cache import RadixCache
@@ -15,6 +16,7 @@ from .queue_tree import TokenMemo, cached_prefix_lengths
 from .validation import validate_cost_model
 
 Cached = RadixCache | Iterable[Sequence[int]] | None
+_BID = attrgetter("bid")
 
 
 class Allocation(Protocol):
@@ -62,10 +64,7 @@ class AuctionRound:
 
     def admission_order(self) -> list[Request]:
         """The requests, first = admitted first (a new list)."""
-        if self.allocation is None:
-            return []
-        requests = self.allocation.requests
-        return [requests[r] for r in self.allocation.order]
+        return [] if self.allocation is None else self.mechanism._admission(self.allocation)
 
     @property
     def queued(self) -> dict[int, int]:
@@ -138,6 +137,19 @@ class AuctionMechanism:
         has them (the scheduler face keeps them incrementally)."""
         raise NotImplementedError
 
+    def _decide(
+        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache
+    ) -> Allocation:
+        """The scheduler face's allocation of a non-empty queue, whose `bids` and cached
+        `prefix_lens` (None under "unit") `order` read this round: `allocate`, unless a subclass
+        has a faster way to the same order."""
+        return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
+
+    def _admission(self, alloc: Allocation) -> list[Request]:
+        """`alloc`'s requests in its order (a new list)."""
+        requests = alloc.requests
+        return [requests[r] for r in alloc.order]
+
     def _prefix_lens(
         self, tokens: Sequence, cached: Cached, prefix_lens: Sequence[int] | None
     ) -> Sequence[int] | None:
@@ -188,10 +200,10 @@ class AuctionMechanism:
             if lens is None:
                 match = self._matcher.update(requests, cache)  # kept incrementally from round to round
                 lens = [match[r.id][0] for r in requests]
-        bids = [r.bid for r in requests]
+        bids = list(map(_BID, requests))
         decided = self.last_round
         if decided is None or not decided.decided_from(requests, bids, lens):
-            allocation = self.allocate(requests, cached=cache, prefix_lens=lens) if requests else None
+            allocation = self._decide(requests, bids, lens, cache) if requests else None
             decided = self.last_round = AuctionRound(
                 mechanism=self, requests=requests, bids=bids, prefix_lens=lens, allocation=allocation)
         return decided.admission_order()

@@ -13,6 +13,9 @@ times. Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v
 d_v the number of blocks at v; O(n) prefix_len walks of the cache under "tokens". The constant
 matters as much: the auction runs at every admission round on queues of a few to a few dozen
 requests, so each step is one pass over plain lists, and sort keys are made once per block.
+As a scheduler (`order`) the auction keeps the tree across rounds instead (incremental_tree.py: work
+proportional to what changed, plus a few passes in C over the queue), until a round is priced: from
+then on each round is built from scratch here, since its payments read this module's allocation.
 
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
@@ -53,8 +56,11 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ..radix_cache import RadixCache
 from ..request import Request
 from .base import AuctionMechanism, Cached
+from .incremental_tree import IncrementalQueueTree
+from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import NodeIndex, SortKey, block_key, index_node, interaction_after_change
 from .validation import validate_requests
@@ -89,6 +95,42 @@ class RadixAllocation:
     """sum_r b_r C_r in the chosen order (= -welfare)."""
 
 
+@dataclass(eq=False)
+class OrderedRound:
+    """A scheduler round decided by the incremental tree: its order, and the full allocation
+    (completion times, cost and what the payments reuse) built from scratch on first use."""
+
+    mechanism: RadixTreeAuction
+    requests: list[Request]
+    bids: list[float]
+    """The bids the round was decided on."""
+    prefix_lens: list[int] | None
+    admission: list[Request]
+    """The requests in the order decided."""
+    _full: RadixAllocation | None = None
+
+    @property
+    def order(self) -> list[int]:
+        """Positions in `requests` in the order decided."""
+        position = {id(r): k for k, r in enumerate(self.requests)}
+        return [position[id(r)] for r in self.admission]
+
+    @property
+    def full(self) -> RadixAllocation:
+        """The from-scratch allocation of the same inputs (the same `order`)."""
+        if self._full is None:
+            self._full = self.mechanism._allocate_bids(self.requests, self.bids, self.prefix_lens)
+        return self._full
+
+    @property
+    def completion(self) -> list[float]:
+        return self.full.completion
+
+    @property
+    def cost(self) -> float:
+        return self.full.cost
+
+
 class RadixTreeAuction(AuctionMechanism):
     """Welfare-maximal order over the depth-first range of the queue's radix tree, VCG payments.
 
@@ -100,6 +142,12 @@ class RadixTreeAuction(AuctionMechanism):
 
     name = "radix_vcg"
 
+    def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
+        super().__init__(cost_model, request_overhead)
+        self._tree: IncrementalQueueTree | None = None
+        """The scheduler face's incremental tree (None once a round was priced)."""
+        self._priced = False
+
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None
     ) -> RadixAllocation:
@@ -110,6 +158,40 @@ class RadixTreeAuction(AuctionMechanism):
         if len(requests) == 1:
             return self._allocate_lone(requests, bids, tree)
         return self._allocate_tree(requests, bids, tree)
+
+    def _allocate_bids(
+        self, requests: list[Request], bids: Sequence[object], prefix_lens: list[int] | None
+    ) -> RadixAllocation:
+        """`allocate` with the round's recorded `bids` in place of the requests' bids now."""
+        tokens, _ = validate_requests(requests, self._memo.held)
+        bids = [float(b) for b in bids]
+        tree = build_queue_tree(tokens, prefix_lens, self._memo)
+        if len(requests) == 1:
+            return self._allocate_lone(requests, bids, tree)
+        return self._allocate_tree(requests, bids, tree)
+
+    def _decide(
+        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache
+    ) -> RadixAllocation | OrderedRound:
+        """The incremental tree's order until a round is priced; from then on (a market prices
+        the rounds it admits from) the from-scratch allocation, which the payments need anyway."""
+        if self._priced:
+            return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
+        if self._tree is None:
+            self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
+        return OrderedRound(self, requests, bids, prefix_lens, self._tree.order(requests, bids, prefix_lens))
+
+    def _admission(self, alloc: RadixAllocation | OrderedRound) -> list[Request]:
+        return list(alloc.admission) if isinstance(alloc, OrderedRound) else super()._admission(alloc)
+
+    def _full(self, alloc: RadixAllocation | OrderedRound) -> RadixAllocation:
+        """The allocation the payments read; marks the auction as priced (see `_decide`)."""
+        if not self._priced:
+            self._priced, self._tree = True, None
+        return alloc.full if isinstance(alloc, OrderedRound) else alloc
+
+    def _outcome(self, alloc: RadixAllocation | OrderedRound) -> AuctionOutcome:
+        return super()._outcome(self._full(alloc))
 
     def _allocate_tree(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
         """Block stats children before parents, Smith order at each node, then the depth-first order."""
@@ -163,6 +245,7 @@ class RadixTreeAuction(AuctionMechanism):
     def payments(self, alloc: RadixAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """VCG payment of each of `bidders` (default: every bidder in the round; one without a
         request in it pays 0); see the module docstring."""
+        alloc = self._full(alloc)
         nn = alloc.tree.n_nodes
         req_owner = [req.bidder for req in alloc.requests]
         present = dict.fromkeys(req_owner)  # the round's bidders, in order of first request

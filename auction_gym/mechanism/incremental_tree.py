@@ -1,0 +1,364 @@
+"""The radix-tree auction's allocation kept from round to round: work proportional to what changed.
+
+`build_queue_tree` and `RadixTreeAuction._allocate_tree` rebuild the queue's tree, re-sort every
+node's blocks and walk the whole order at every admission round: O(n) Python steps per round over a
+queue that, with one replica overloaded (the Mooncake trace at time scale 1), holds thousands of
+requests of which a round admits a few. `IncrementalQueueTree` keeps the same tree as objects
+across rounds and updates it from the difference between this round's queue and the last:
+
+- a new request is inserted (splitting the edge or the hanging request it shares a prefix with),
+  an admitted one removed (a node left with one block is spliced out, as the from-scratch build
+  would never make it);
+- a request whose bid or cached prefix length changed gets its block re-costed;
+- each node keeps its blocks sorted by Smith key; a block whose key changed is moved by bisection;
+- only the nodes on a changed block's root path recompute their bid sum S, work P, tie and
+  depth-first order (`flat`), children before parents; the others keep theirs. (F and the
+  interaction terms are not needed for the order; the payments read the from-scratch allocation.)
+
+The order is the from-scratch build's, and so are the stats, bit for bit: a node's S and P are sums
+over its blocks in Smith order, whose keys are unique (ties broken by the smallest request id in the
+block), added in the same order; the tree itself (nodes at the longest common prefixes of
+neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
+shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
+both after random arrivals, admissions, cache and bid changes. Payments are not computed here: the
+auction builds the from-scratch allocation when a round is priced (see `RadixTreeAuction`).
+
+Cost per round: a few passes over the queue that run in C (maps, set differences, list
+comparisons) to find what changed and to write the order out, plus Python steps per changed
+request: O(depth) to insert or remove it, O(log d) to move its block, and O(d_v) C-level passes
+(sums, the order list) per node on its root path.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from functools import reduce
+from itertools import chain, compress, count
+from operator import add, attrgetter, ne, or_
+from typing import Sequence
+
+import numpy as np
+
+from ..request import Request
+from .queue_tree import _lcp
+from .smith import SortKey, block_key
+from .validation import validate_requests
+
+_S, _P, _TIE, _REACH, _FLAT = map(attrgetter, ("s", "p", "tie", "reach", "flat"))
+_BID, _CACHED, _SOURCE, _REQUEST = map(attrgetter, ("bid", "cached", "source", "request"))
+_TOKENS, _DEPTH = map(attrgetter, ("tokens", "depth"))
+
+
+class _Block:
+    """What a node's sorted list holds of a block: its stats and the key it is listed under."""
+
+    __slots__ = ("s", "p", "tie", "key", "reach", "flat", "listed")
+    is_node = False
+
+    def __init__(self) -> None:
+        self.s = self.p = 0.0
+        """Bid sum; work (completion units it adds to what is served after it)."""
+        self.tie = 0
+        """Smallest request id in the block."""
+        self.key: SortKey = (0, 0.0, 0)
+        self.reach = 0
+        """Largest cached length among its requests (tokens)."""
+        self.flat: list[_Req] = []
+        """Its requests in depth-first Smith order."""
+        self.listed: SortKey | None = None
+        """The key it is listed under in its parent's sorted blocks (None: not listed)."""
+
+
+class _Req(_Block):
+    """A waiting request's block: attached to `node`, ending there or hanging below it."""
+
+    __slots__ = ("request", "source", "tokens", "rid", "bid", "cached", "node")
+
+    def __init__(self, request: Request, tokens: np.ndarray, bid: float, cached: int) -> None:
+        super().__init__()
+        self.request = request  # held, so its id() is not reused while it is in the tree
+        self.source = request.tokens
+        """The request's `tokens` as given (to notice a replaced array)."""
+        self.tokens = tokens
+        """Read-only int64 tokens (`source` converted if needed)."""
+        self.rid = request.id
+        self.bid = bid
+        self.cached = self.reach = cached
+        """Longest cached prefix (tokens); 0 under "unit"."""
+        self.node: _Node | None = None
+        self.flat = [self]
+
+
+class _Node(_Block):
+    """A node of the queue's tree: a prefix (`depth` tokens of `tokens`) shared by two or more
+    blocks, with the blocks sorted by key."""
+
+    __slots__ = ("depth", "tokens", "parent", "next", "ends", "alive", "blocks", "keys")
+    is_node = True
+
+    def __init__(self, depth: int, tokens: np.ndarray, parent: _Node | None) -> None:
+        super().__init__()
+        self.depth = depth
+        self.tokens = tokens
+        """An array whose first `depth` tokens are the node's prefix."""
+        self.parent = parent
+        self.next: dict[int, _Node | _Req] = {}
+        """Child node or hanging request, by the token that follows the node's prefix."""
+        self.ends: list[_Req] = []
+        """Requests whose prompt is exactly the node's prefix."""
+        self.alive = True
+        self.blocks: list[_Block] = []
+        """Its blocks listed so far, by key (Smith order)."""
+        self.keys: list[SortKey] = []
+        """Their keys."""
+
+    def list_block(self, b: _Block) -> None:
+        i = bisect_left(self.keys, b.key)
+        self.keys.insert(i, b.key)
+        self.blocks.insert(i, b)
+        b.listed = b.key
+
+    def unlist_block(self, b: _Block) -> None:
+        i = bisect_left(self.keys, b.listed)
+        if self.blocks[i] is not b:
+            raise AssertionError("a block listed under another key")
+        del self.keys[i], self.blocks[i]
+        b.listed = None
+
+
+class _Changes:
+    """What one round's updates touched: requests to re-cost and nodes to recompute."""
+
+    __slots__ = ("blocks", "nodes")
+
+    def __init__(self) -> None:
+        self.blocks: set[_Req] = set()
+        self.nodes: set[_Node] = set()
+
+
+class IncrementalQueueTree:
+    """The queue's radix tree and its welfare-maximal depth-first order, updated round to round.
+
+    Args:
+        request_work: completion units per request (the auction's `request_work`).
+        costed: False under "unit" (no edge work; cached lengths ignored).
+    """
+
+    def __init__(self, request_work: float, costed: bool) -> None:
+        self.request_work = request_work
+        self.costed = costed
+        self._root = _Node(0, np.empty(0, dtype=np.int64), None)
+        self._entries: dict[int, _Req] = {}  # id(request) -> its block
+        self._by_rid: dict[int, _Req] = {}  # request id -> its block
+
+    def order(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> list[Request]:
+        """`requests` (non-empty) in the welfare-maximal depth-first order: the from-scratch
+        allocation's order. `bids` are the requests' bids as read this round, `prefix_lens` their
+        cached prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
+        `validate_requests` does.
+
+        The difference from the last round is found in passes that run in C (maps, set
+        operations, list comparisons); Python steps are spent per changed request only."""
+        entries = self._entries
+        bids = list(bids)
+        lens = list(prefix_lens) if self.costed else [0] * len(requests)
+        ids = list(map(id, requests))
+        present = set(ids)
+        try:
+            if len(present) != len(ids):
+                raise ValueError("the same request twice in the queue")
+            new = present - entries.keys() if len(entries) != len(ids) or None in map(entries.get, ids) else set()
+            gone = entries.keys() - present if len(entries) + len(new) != len(ids) else set()
+            added = self._fresh_blocks(requests, ids, bids, lens, new, gone) if new else []
+            entries.update(zip(map(id, map(_REQUEST, added)), added))
+            known = list(map(entries.__getitem__, ids))
+            try:
+                stale = self._stale(known, requests)
+                changed = self._changed(known, bids, lens)
+            except ValueError:
+                for e in added:
+                    del entries[id(e.request)]
+                raise
+        except (TypeError, ValueError):
+            validate_requests(requests)  # names the culprit
+            raise
+        changes = _Changes()
+        for e, b, c in changed:
+            e.bid, e.cached, e.reach = b, c, c
+            changes.blocks.add(e)
+        for e in stale:  # its prompt or id was replaced (or may change in place): place it again
+            gone.add(id(e.request))
+            added.append(_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
+        for key in gone:
+            self._remove(entries.pop(key), changes)
+        for e in added:
+            entries[id(e.request)] = e
+            self._insert(e, changes)
+        self._recompute(changes)
+        return list(map(_REQUEST, self._root.flat))
+
+    @staticmethod
+    def _stale(known: list[_Req], requests: Sequence[Request]) -> list[_Req]:
+        """The blocks whose request's `tokens` array is no longer the one the block was made from.
+        (A request's id is read once, when it joins: the engine keys its records by it.)"""
+        if list(map(id, map(_SOURCE, known))) == list(map(id, map(_TOKENS, requests))):
+            return []
+        return [e for e, r in zip(known, requests) if e.node is not None and e.source is not r.tokens]
+
+    @staticmethod
+    def _changed(known: list[_Req], bids: list[object], lens: list[int]) -> list[tuple[_Req, float, int]]:
+        """(block, bid, cached length) of the blocks whose bid or cached length changed;
+        ValueError on a bad bid."""
+        old_bids, old_lens = list(map(_BID, known)), list(map(_CACHED, known))
+        if old_bids == bids and old_lens == lens:
+            return []
+        at = compress(count(), map(or_, map(ne, old_bids, bids), map(ne, old_lens, lens)))
+        return [(known[i], _checked_bid(bids[i], known[i].rid), lens[i]) for i in at]
+
+    def _fresh_blocks(
+        self, requests: Sequence[Request], ids: list[int], bids: list[object], lens: list[int], new: set[int],
+        gone: set[int],
+    ) -> list[_Req]:
+        """Blocks for the requests `new` to the tree; ValueError on a bad bid or prompt or a
+        repeated request id (against each other and the requests that stay)."""
+        mask = list(map(new.__contains__, ids))
+        fresh = list(compress(requests, mask))
+        tokens, _ = validate_requests(fresh)
+        added = []
+        for r, t, b, c in zip(fresh, tokens, compress(bids, mask), compress(lens, mask)):
+            holder = self._by_rid.get(r.id)
+            if holder is not None and id(holder.request) not in gone:
+                raise ValueError(f"request {r.id}: duplicate request id in the queue")
+            added.append(_block(r, t, _checked_bid(b, r.id), c))
+        return added
+
+    def _insert(self, e: _Req, changes: _Changes) -> None:
+        """Attach `e` at the deepest node its prompt passes through, splitting the edge or pairing
+        it with the hanging request it shares a longer prefix with."""
+        self._by_rid[e.rid] = e
+        t, n = e.tokens, len(e.tokens)
+        v = self._root
+        while True:
+            d = v.depth
+            b = None if n == d else v.next.get(int(t[d]))
+            if b is None:
+                _attach(e, v, changes)
+                return
+            other = b.tokens[:b.depth] if b.is_node else b.tokens
+            shared = d + _lcp(t[d:], other[d:])
+            if b.is_node and shared == b.depth:
+                v = b
+                continue
+            u = _Node(shared, t, v)  # the shared prefix ends inside b's edge
+            v.next[int(t[d])] = u
+            if b.listed is not None:
+                v.unlist_block(b)
+            if b.is_node:
+                b.parent = u
+                u.next[int(b.tokens[shared])] = b
+                changes.nodes.add(b)
+            else:
+                _attach(b, u, changes)
+            _attach(e, u, changes)
+            return
+
+    def _remove(self, e: _Req, changes: _Changes) -> None:
+        """Detach `e`; a node other than the root left with one block hands it to its parent."""
+        del self._by_rid[e.rid]
+        changes.blocks.discard(e)
+        v = e.node
+        if len(e.tokens) == v.depth:
+            v.ends.remove(e)
+        else:
+            del v.next[int(e.tokens[v.depth])]
+        if e.listed is not None:
+            v.unlist_block(e)
+        changes.nodes.add(v)
+        up = v.parent
+        if up is None or len(v.ends) + len(v.next) > 1:
+            return
+        (last,) = v.ends or v.next.values()
+        up.next[int(v.tokens[up.depth])] = last
+        v.alive = False
+        if v.listed is not None:
+            up.unlist_block(v)
+        last.listed = None  # listed in `up` when recomputed (which is marked as its parent)
+        if last.is_node:
+            last.parent = up
+            changes.nodes.add(last)
+        else:
+            last.node = up  # now hanging below `up`: re-costed there
+            changes.blocks.add(last)
+
+    def _recompute(self, changes: _Changes) -> None:
+        """Re-cost the changed requests' blocks, then the marked nodes and their ancestors,
+        children before parents, as `RadixTreeAuction._allocate_tree` computes them (and in the
+        same order of additions, so to the same floats), each block listed in its parent under
+        its new key."""
+        overhead, costed = self.request_work, self.costed
+        marked = changes.nodes
+        for e in changes.blocks:
+            v, n, b = e.node, len(e.tokens), e.bid
+            lo = v.depth if v.depth > e.cached else e.cached
+            w = float(n - lo) if costed and n > lo else 0.0
+            e.s, e.p, e.tie = b, w + overhead, e.rid
+            e.key = block_key(b, e.p, e.rid)
+            _relist(e, v)
+            marked.add(v)
+        path: set[_Node] = set()
+        for v in marked:
+            while v is not None and v.alive and v not in path:
+                path.add(v)
+                v = v.parent
+        for v in sorted(path, key=_DEPTH, reverse=True):
+            blocks = v.blocks
+            v.flat = list(chain.from_iterable(map(_FLAT, blocks)))
+            up = v.parent
+            if up is None:  # the root: only its order counts
+                continue
+            v.s = reduce(add, map(_S, blocks), 0.0)
+            work = reduce(add, map(_P, blocks), 0.0)
+            v.reach = reach = max(map(_REACH, blocks))
+            lo = up.depth if up.depth > reach else reach
+            v.p = (float(v.depth - lo) if costed and v.depth > lo else 0.0) + work
+            v.tie = min(map(_TIE, blocks))
+            v.key = block_key(v.s, v.p, v.tie)
+            _relist(v, up)
+
+
+def _block(request: Request, tokens: np.ndarray, bid: float, cached: int) -> _Req:
+    """A new block; a prompt that could change in place is copied, and placed again every round."""
+    if not tokens.flags.writeable:
+        return _Req(request, tokens, bid, cached)
+    frozen = tokens.copy()
+    frozen.flags.writeable = False
+    e = _Req(request, frozen, bid, cached)
+    e.source = None
+    return e
+
+
+def _checked_bid(bid: object, rid: int) -> float:
+    """`bid` as a float; ValueError unless it is finite and >= 0."""
+    b = float(bid)
+    if not 0.0 <= b < math.inf:
+        raise ValueError(f"request {rid}: bid must be finite and >= 0, got {bid!r}")
+    return b
+
+
+def _attach(e: _Req, v: _Node, changes: _Changes) -> None:
+    """Attach request `e` to node `v` (ending there or hanging below), to be re-costed."""
+    e.node = v
+    if len(e.tokens) == v.depth:
+        v.ends.append(e)
+    else:
+        v.next[int(e.tokens[v.depth])] = e
+    changes.blocks.add(e)
+
+
+def _relist(b: _Block, parent: _Node) -> None:
+    """List `b` in `parent`'s sorted blocks under its current key."""
+    if b.listed != b.key:
+        if b.listed is not None:
+            parent.unlist_block(b)
+        parent.list_block(b)

@@ -1,0 +1,161 @@
+"""The incremental queue tree (mechanism/incremental_tree.py) against the from-scratch allocation.
+
+After any sequence of arrivals, admissions, cache changes and bid changes, the tree kept across
+rounds must give the order the from-scratch build gives, with the same nodes and the same block
+stats (bit for bit, so the Smith order cannot differ on a near-tie)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from auction_gym import EngineConfig, RadixCache, Request, SimEngine
+from auction_gym.mechanism import RadixTreeAuction
+from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
+from auction_gym.mechanism.radix_auction import OrderedRound, RadixAllocation
+from auction_gym.workload import iter_mooncake
+
+SLICE = Path(__file__).parent / "data/mooncake/conversation_slice.jsonl"
+
+MODELS = [("tokens", 1.0), ("tokens", 0.0), ("tokens", 0.3), ("unit", 1.0)]
+
+
+def _node_stats(tree: IncrementalQueueTree) -> list[tuple]:
+    """(depth, S, P, tie, request ids attached) of every node below the root, sorted."""
+    out, stack = [], list(tree._root.next.values())
+    while stack:
+        v = stack.pop()
+        if v.is_node:
+            attached = sorted(b.rid for b in [*v.next.values(), *v.ends] if not b.is_node)
+            out.append((v.depth, v.s, v.p, v.tie, attached))
+            stack += v.next.values()
+    return sorted(out)
+
+
+def _scratch_stats(alloc) -> list[tuple]:
+    t = alloc.tree
+    return sorted(
+        (t.depth[v], alloc.s[v], alloc.p[v], alloc.tie[v], sorted(alloc.requests[r].id for r in t.attached[v]))
+        for v in range(1, t.n_nodes)
+    )
+
+
+def _check(tree: IncrementalQueueTree, auction: RadixTreeAuction, queue: list[Request], lens: list[int]) -> None:
+    bids = [r.bid for r in queue]
+    got = tree.order(queue, bids, lens)
+    alloc = auction.allocate(queue, prefix_lens=lens)
+    assert [r.id for r in got] == [queue[k].id for k in alloc.order]
+    if len(queue) > 1:
+        assert _node_stats(tree) == _scratch_stats(alloc)
+
+
+BASES = ([0, 1, 2, 0, 1, 2, 0], [0, 1, 2, 2, 1], [0, 1, 1, 0], [2, 2, 2, 2, 2, 2])
+# A cut of a shared base plus a short tail of its own: deep sharing, splits of deep edges, prompts
+# that end inside an edge or at a node, and duplicates.
+prompts = st.builds(
+    lambda base, cut, tail: (base[:cut] + tail) or [1],
+    st.sampled_from(BASES), st.integers(0, 7), st.lists(st.integers(0, 2), max_size=3),
+)
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("arrive"), prompts, st.sampled_from([0.0, 1.0, 2.5]) | st.floats(0, 10)),
+        st.tuples(st.just("admit"), st.integers(0, 99)),
+        st.tuples(st.just("cache"), st.integers(0, 99), st.integers(0, 7)),
+        st.tuples(st.just("bid"), st.integers(0, 99), st.sampled_from([0.0, 1.0]) | st.floats(0, 10)),
+    ),
+    min_size=1, max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, st.sampled_from(MODELS), st.integers(1, 4))
+def test_incremental_tree_equals_a_build_from_scratch(steps, model, round_every):
+    """Several events between rounds: a round sees arrivals, admissions and changes together."""
+    auction = RadixTreeAuction(*model)
+    tree = IncrementalQueueTree(auction.request_work, costed=model[0] == "tokens")
+    queue: list[Request] = []
+    lens: list[int] = []
+    for k, event in enumerate(steps):
+        kind, *args = event
+        if kind == "arrive":
+            queue.append(Request(k, k % 3, args[0], bid=args[1]))
+            lens.append(0)
+        elif queue and kind == "admit":
+            i = args[0] % len(queue)
+            del queue[i], lens[i]
+        elif queue and kind == "cache":
+            i = args[0] % len(queue)
+            lens[i] = min(args[1], len(queue[i].tokens))
+        elif queue and kind == "bid":
+            queue[args[0] % len(queue)].bid = args[1]
+        if queue and k % round_every == 0:
+            _check(tree, auction, queue, lens)
+    if queue:
+        _check(tree, auction, queue, lens)
+
+
+def test_a_request_seen_twice_or_a_repeated_id_is_refused():
+    tree = IncrementalQueueTree(1.0, costed=True)
+    a, b = Request(1, 0, [1, 2], bid=1.0), Request(2, 0, [1, 3], bid=1.0)
+    tree.order([a, b], [1.0, 1.0], [0, 0])
+    with pytest.raises(ValueError, match="duplicate"):
+        tree.order([a, b, a], [1.0, 1.0, 1.0], [0, 0, 0])
+    with pytest.raises(ValueError, match="duplicate"):
+        tree.order([a, b, Request(2, 1, [4], bid=1.0)], [1.0, 1.0, 1.0], [0, 0, 0])
+    with pytest.raises(ValueError, match="bid"):
+        tree.order([a, b], [1.0, float("nan")], [0, 0])
+    assert [r.id for r in tree.order([b], [1.0], [0])] == [2]  # still usable after a refusal
+
+
+def test_a_replaced_prompt_is_placed_again():
+    tree = IncrementalQueueTree(1.0, costed=True)
+    a, b = Request(1, 0, [1, 2, 3], bid=1.0), Request(2, 0, [1, 2, 4], bid=2.0)
+    c = Request(3, 0, [5, 5, 5, 5, 5], bid=1.5)
+    tree.order([a, b, c], [1.0, 2.0, 1.5], [0, 0, 0])
+    c.tokens = Request(3, 0, [1, 2], bid=1.5).tokens  # now shares a's and b's prefix
+    auction = RadixTreeAuction()
+    _check(tree, auction, [a, b, c], [0, 0, 0])
+    c.tokens = np.array([1, 2, 3, 9], dtype=np.int64)  # writeable: may change in place
+    _check(tree, auction, [a, b, c], [0, 0, 0])
+    c.tokens[:] = [5, 5, 5, 5]
+    _check(tree, auction, [a, b, c], [0, 0, 0])
+
+
+@pytest.mark.parametrize("time_scale", [1.0, 4.0])
+def test_engine_rounds_match_the_from_scratch_auction(time_scale):
+    """Every round of an engine replay (the scheduler face, never priced, so incremental) orders
+    the queue as the from-scratch allocation of the same inputs does."""
+    engine = SimEngine("radix_vcg", EngineConfig())
+    auction = engine.scheduler
+    scratch = RadixTreeAuction(auction.cost_model, auction.request_overhead)
+    engine.submit(iter_mooncake(SLICE, time_scale=time_scale, limit=300))
+    rounds, seen = 0, None
+    while engine.step() is not None:
+        decided = auction.last_round
+        if decided is None or decided.allocation is None or decided is seen:
+            continue
+        seen = decided
+        alloc = scratch.allocate(decided.requests, prefix_lens=decided.prefix_lens)
+        assert decided.admission_order() == [decided.requests[k] for k in alloc.order]
+        rounds += 1
+    assert rounds > 50 and auction._tree is not None
+
+
+def test_a_priced_round_reads_the_from_scratch_allocation_and_later_rounds_build_from_scratch():
+    queue = [Request(k, k % 3, [k % 2, 1, k % 4, k], bid=1.0 + k % 5) for k in range(12)]
+    cache = RadixCache()
+    cache.insert(np.array([0, 1, 0, 0, 7], dtype=np.int64))
+    auction = RadixTreeAuction()
+    auction.order(queue, cache)
+    decided = auction.last_round
+    assert isinstance(decided.allocation, OrderedRound)
+    scratch = RadixTreeAuction().run(queue, cache)
+    assert [r.id for r in decided.admission_order()] == scratch.order
+    assert auction.last_payments(range(3)) == scratch.payments
+    assert auction.last_outcome == scratch
+    auction.order(queue[1:], cache)  # priced once: from scratch from now on
+    assert isinstance(auction.last_round.allocation, RadixAllocation) and auction._tree is None
