@@ -75,9 +75,9 @@ FULL = {"timesteps": 30_000, "seeds": 5, "episodes": 20, "tuning_episodes": TUNI
 """The run's sizes by default (the options of the same names)."""
 QUICK = {"timesteps": 2_048, "seeds": 2, "episodes": 5, "tuning_episodes": 3}
 """`--quick`'s sizes: two PPO rollouts per seed, which learn little; for a first look at the outputs."""
-QUICK_WALL_TIME = "155 s of CPU time, 1.3-2.6 minutes on 2 idle cores"
-"""`--quick`'s cost, quoted by --help: 150 s user + 5 s system CPU time measured (2 jobs), so between
-half that (both cores busy throughout) and all of it on 2 idle cores; 558 s of wall time at load 18-21."""
+QUICK_WALL_TIME = "about 75 s on 2 idle cores"
+"""`--quick`'s cost, quoted by --help: 74-77 s of wall time measured (2 jobs, two runs, only niced
+background work, load average 2-3; 130 s of user CPU time); README, "Two commands"."""
 
 
 def _sizes_text(sizes: dict[str, int]) -> str:
