@@ -155,6 +155,10 @@ class RadixTreeAuction(AuctionMechanism):
         requests = list(requests)
         tokens, bids = validate_requests(requests, self._memo.held)  # the memo's arrays passed already
         tree = build_queue_tree(tokens, self._prefix_lens(tokens, cached, prefix_lens), self._memo)
+        return self._allocate_over(requests, bids, tree)
+
+    def _allocate_over(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
+        """The allocation of `requests` with `bids` over their queue tree (one request or many)."""
         if len(requests) == 1:
             return self._allocate_lone(requests, bids, tree)
         return self._allocate_tree(requests, bids, tree)
@@ -164,11 +168,8 @@ class RadixTreeAuction(AuctionMechanism):
     ) -> RadixAllocation:
         """`allocate` with the round's recorded `bids` in place of the requests' bids now."""
         tokens, _ = validate_requests(requests, self._memo.held)
-        bids = [float(b) for b in bids]
         tree = build_queue_tree(tokens, prefix_lens, self._memo)
-        if len(requests) == 1:
-            return self._allocate_lone(requests, bids, tree)
-        return self._allocate_tree(requests, bids, tree)
+        return self._allocate_over(requests, [float(b) for b in bids], tree)
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache

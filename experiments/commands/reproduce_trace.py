@@ -5,6 +5,7 @@ a trace (`WorkloadEntry.trace_argument`: mooncake) all replay this one."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from auction_gym.request import Request
@@ -80,5 +81,10 @@ def _check(workload: str, trace: Path, sweep: Sweep) -> str:
 
 def natural_rate(workload: str, trace: Path, sweep: Sweep) -> float:
     """Arrivals per second of the requests the sweep replays as `workload`, at time scale 1."""
-    times = [r.arrival for r in _requests(workload, trace, sweep, **{get_workload(workload).intensity: 1.0})]
+    return arrival_rate(_requests(workload, trace, sweep, **{get_workload(workload).intensity: 1.0}))
+
+
+def arrival_rate(requests: Iterable[Request]) -> float:
+    """Arrivals per second over `requests` (in arrival order): intervals / first-to-last span."""
+    times = [r.arrival for r in requests]
     return (len(times) - 1) / (times[-1] - times[0])

@@ -25,7 +25,7 @@ from auction_gym import EngineConfig, Request, SimEngine
 from auction_gym.registry import build
 from auction_gym.workload import AgenticConfig, agentic_workload, get_workload, iter_mooncake
 
-from ..commands.reproduce_trace import SLICE
+from ..commands.reproduce_trace import SLICE, arrival_rate
 
 AGENTIC = {k: v for k, v in get_workload("agentic").sweep.full.kwargs.items() if k != "duration"}
 """Reproduce's agentic mix (heterogeneous tenants, every shape), from the workload registry."""
@@ -33,8 +33,7 @@ AGENTIC = {k: v for k, v in get_workload("agentic").sweep.full.kwargs.items() if
 
 def mooncake_rate(trace: Path, lines: int) -> float:
     """Arrivals per second of the trace's first `lines` requests at time_scale 1."""
-    times = [r.arrival for r in iter_mooncake(trace, limit=lines)]
-    return (len(times) - 1) / (times[-1] - times[0])
+    return arrival_rate(iter_mooncake(trace, limit=lines))
 
 
 def predecessors(requests: Sequence[Request]) -> dict[int, tuple[int, int]]:
