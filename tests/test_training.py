@@ -12,14 +12,16 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams.api_pb2 import Status
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
-from agents.evaluation import METRICS, episode_metrics, evaluate, policy_from_spec
+from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, episode_metrics, evaluate, policy_from_spec
 from agents.sb3 import detect_algo, load_hyperparams, load_policy, vecnormalize_path
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
+from auction_gym.pacing import FixedMultiplier, Truthful
 from experiments.cli import main as cli_main
 from experiments.commands import compare as compare_cmd
 from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
+from experiments.commands.headroom import headroom
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
                                           "burst_duration": 1.0}}
@@ -277,6 +279,20 @@ def test_compare_end_to_end(tmp_path, capsys):
     report = (out / "compare.md").read_text()
     assert f"`{tmp_path / 'runs' / 'compare'}`" in report
     assert "best_fixed = fixed:" in report and "ogd_tuned = ogd:eta=" in report and "tuning seeds 0..1" in report
+
+
+def test_compare_takes_the_headroom_episodes_of_the_policies_it_scored():
+    """compare does not play a baseline again that the headroom report played on the same
+    episodes: what the report hands over is what playing that baseline gives."""
+    report = headroom(ENV, tuning_episodes=2, eval_episodes=2)
+    assert set(report.episodes) == {"best_fixed", "truthful", "ogd", "ogd_tuned", "pid_tuned"}
+    played = {name: evaluate(policy, ENV, 2, DEFAULT_EVAL_SEED, progress=False)
+              for name, policy in (("ogd", policy_from_spec("ogd")), ("truthful", policy_from_spec("truthful")),
+                                   *report.tuned.items())}
+    assert {name: report.episodes[name] for name in played} == played
+    # The check has teeth: another policy, or other episodes, play differently here.
+    assert evaluate(FixedMultiplier(0.0), ENV, 2, DEFAULT_EVAL_SEED, progress=False) != played["truthful"]
+    assert evaluate(Truthful(), ENV, 2, DEFAULT_EVAL_SEED + 1, progress=False) != played["truthful"]
 
 
 def test_stack_matches_sb3s_frame_stacking():

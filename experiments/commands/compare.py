@@ -16,7 +16,9 @@ ROOT/eval/<policy>: `eval/*` per episode). Writes to OUT (replacing an earlier c
 episode, the sharpest test of "beats OGD" (episode-to-episode variance cancels).
 
 Before any training it runs the headroom report (`experiments.commands.headroom`: OUT/headroom.md, .csv,
-.png), whose tuned choices are the tuned baselines. The scenario is a name of
+.png), whose tuned choices are the tuned baselines; a baseline the report played on the same
+evaluation episodes (truthful, ogd, the tuned ones) takes the report's episodes rather than being
+played again. The scenario is a name of
 `auction_gym.scenarios.SCENARIOS` ("calibrated" by default; "bursty_v0" is the one of issues
 13-22), with `--env-kwargs` over it.
 Confidence intervals treat evaluation episodes as independent samples; pooled over training seeds
@@ -167,13 +169,14 @@ def run(args: argparse.Namespace) -> None:
     print(f"TensorBoard folders of this run: {root}", flush=True)
     out = Path(args.out)
     print("headroom report (before any training)", flush=True)
-    table, tuned = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
-                            executor=executor)
+    report = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed, executor=executor)
+    table = report.table
     write_headroom(out, table, f"Headroom of `{command_line(args, algos, baselines, env_kwargs)}`\n\nScenario: "
                    f"`{json.dumps(env_kwargs)}`", f"Headroom of scenario {args.scenario!r} (paired, 95% CI)")
     print(headroom_markdown(table), flush=True)
     choices = {r["policy"]: r["choice"] for r in table}
-    episodes, notes, policies = run_all(args, algos, baselines, env_kwargs, root, tuned, choices, executor)
+    episodes, notes, policies = run_all(args, algos, baselines, env_kwargs, root, report.tuned, choices, executor,
+                                        report.episodes)
     groups = {**{a: [r for s in range(args.seeds) for r in episodes[f"{a}_s{s}"]] for a in algos}, **episodes}
     rows = summarize(groups, episodes.get("ogd"))
     wall = time.perf_counter() - start
@@ -199,7 +202,8 @@ def run(args: argparse.Namespace) -> None:
 
 
 def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], env_kwargs: dict[str, Any], root: Path,
-            tuned: dict[str, Policy], choices: dict[str, str], executor: Executor = Executor()
+            tuned: dict[str, Policy], choices: dict[str, str], executor: Executor = Executor(),
+            scored: dict[str, list[dict[str, float]]] | None = None,
             ) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, Policy]]:
     """Train each algorithm and seed on the env of `env_kwargs`, then evaluate every learned run and baseline, all under
     `root`, the training runs and the evaluations as tasks of `executor`. A learned run's final
@@ -209,7 +213,9 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
     baseline saying what was chosen, and the policies policies.png may draw, by name. `tuned` has
     the tuned baselines' policies and `choices` their candidates' names (the headroom report's
     choices). A learned run is evaluated during training on the same `--episodes` episodes as the
-    final evaluation and the baselines, so its curve and their lines compare."""
+    final evaluation and the baselines, so its curve and their lines compare. A baseline `scored`
+    has (the headroom report's episodes, by name: the same policy on the same evaluation episodes)
+    is not played again."""
     configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
                            env_kwargs=env_kwargs, eval_seed=args.eval_seed, eval_freq=args.eval_freq,
                            eval_episodes=args.episodes, hyperparams=key_values(args.hyperparams),
@@ -226,10 +232,14 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
     # What each policy's evaluation logs: a baseline a flat line at every step, a learned run its last step.
     evaluated = {**{name: (policy, steps) for name, policy in fixed.items()},
                  **{f"{c.algo}_s{c.seed}": (Path(r.model_path), r.eval_steps[-1:]) for c, r in zip(configs, trained)}}
-    print(f"evaluating {len(evaluated)} policies on {executor.where()}", flush=True)
-    metrics = executor.map(evaluate_policy, [(policy, env_kwargs, args.episodes, args.eval_seed,
-                                              args.torch_threads, args.progress and executor.inline)
-                                             for policy, _ in evaluated.values()])
+    known = {name: scored[name] for name in fixed if name in (scored or {})}
+    todo = [name for name in evaluated if name not in known]
+    print(f"evaluating {len(todo)} policies on {executor.where()} (the headroom report's episodes of "
+          f"{', '.join(known) or 'none'})", flush=True)
+    played = executor.map(evaluate_policy, [(evaluated[name][0], env_kwargs, args.episodes, args.eval_seed,
+                                             args.torch_threads, args.progress and executor.inline) for name in todo])
+    results_of = {**known, **dict(zip(todo, played))}
+    metrics = [results_of[name] for name in evaluated]
     for (name, (_, at)), results in zip(evaluated.items(), metrics):
         log_episodes(new_run_dir(root / "eval" / name, False), results,
                      {"policy": name, "episodes": args.episodes, "seed": args.eval_seed}, at)

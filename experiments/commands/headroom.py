@@ -69,6 +69,21 @@ class Row:
     """Share of its budget spent per evaluation episode."""
 
 
+@dataclass(frozen=True)
+class Headroom:
+    """What `headroom` found for one scenario."""
+
+    table: list[dict[str, Any]]
+    """The report's rows (`gaps`)."""
+    tuned: dict[str, Policy]
+    """The policy each tuned baseline chose (`agents.baselines.TUNED`: best_fixed, ogd_tuned,
+    pid_tuned), by name."""
+    episodes: dict[str, list[dict[str, float]]]
+    """The metrics per evaluation episode of each row that is one policy (best_fixed, truthful,
+    ogd, the tuned ones), by row name: a caller scoring these policies on the same episodes
+    reads them here instead of playing the episodes again."""
+
+
 def candidates(alpha_max: float) -> dict[str, Policy]:
     """Every policy the report evaluates, by candidate name ("fixed:0.1", "ogd:eta=0.2", ...): the
     tuned baselines' families (`agents.baselines.CANDIDATES`) and truthful bidding."""
@@ -78,17 +93,22 @@ def candidates(alpha_max: float) -> dict[str, Policy]:
     return out
 
 
-def _evaluate(policy: Policy, env_kwargs: dict[str, Any], episodes: int, seed: int) -> tuple[list[float], list[float]]:
-    results = evaluate(policy, env_kwargs, episodes, seed, progress=False)
-    return [r["utility"] for r in results], [r["budget_spent_frac"] for r in results]
+def _evaluate(policy: Policy, env_kwargs: dict[str, Any], episodes: int, seed: int) -> list[dict[str, float]]:
+    return evaluate(policy, env_kwargs, episodes, seed, progress=False)
 
 
-def utilities(policies: dict[str, Policy], env_kwargs: dict[str, Any], episodes: int, seed: int,
-              executor: Executor = Executor()) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each policy's (focal utility, budget share spent) per episode of `episodes` seeded `seed + k`,
-    a task per policy run where `executor` says."""
+def evaluations(policies: dict[str, Policy], env_kwargs: dict[str, Any], episodes: int, seed: int,
+                executor: Executor = Executor()) -> dict[str, list[dict[str, float]]]:
+    """Each policy's metrics (`agents.evaluation.METRICS`) per episode of `episodes` seeded
+    `seed + k`, a task per policy run where `executor` says."""
     out = executor.map(_evaluate, [(policy, env_kwargs, episodes, seed) for policy in policies.values()])
-    return {name: (np.array(u), np.array(s)) for name, (u, s) in zip(policies, out)}
+    return dict(zip(policies, out))
+
+
+def utilities(episodes: dict[str, list[dict[str, float]]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each policy's (focal utility, budget share spent) per episode, from its `evaluations`."""
+    return {name: (np.array([r["utility"] for r in results]), np.array([r["budget_spent_frac"] for r in results]))
+            for name, results in episodes.items()}
 
 
 def episode_kinds(env_kwargs: dict[str, Any], seeds: Sequence[int]) -> list[tuple]:
@@ -150,21 +170,22 @@ def gaps(rows: list[Row]) -> list[dict[str, Any]]:
 
 def headroom(env_kwargs: dict[str, Any], tuning_episodes: int = TUNING_EPISODES, eval_episodes: int = EVAL_EPISODES,
              tuning_seed: int = TUNING_SEED, eval_seed: int = DEFAULT_EVAL_SEED,
-             executor: Executor = Executor()) -> tuple[list[dict[str, Any]], dict[str, Policy]]:
-    """The report's table (`gaps`) for the scenario `env_kwargs`, and the policy each tuned
-    baseline chose (`agents.baselines.TUNED`: best_fixed, ogd_tuned, pid_tuned), by name; the
-    evaluations run where `executor` says."""
+             executor: Executor = Executor()) -> Headroom:
+    """The report for the scenario `env_kwargs` (see `Headroom`); the evaluations run where
+    `executor` says."""
     if tuning_seed + tuning_episodes > eval_seed:
         raise ValueError(f"tuning seeds {tuning_seed}..{tuning_seed + tuning_episodes - 1} reach the evaluation "
                          f"seeds ({eval_seed} on)")
     policies = candidates(float(env_kwargs.get("alpha_max", MarketConfig.alpha_max)))
-    tuning = utilities(policies, env_kwargs, tuning_episodes, tuning_seed, executor)
-    scored = utilities(policies, env_kwargs, eval_episodes, eval_seed, executor)
-    unlimited = utilities({"unlimited": Truthful()}, unlimited_kwargs(env_kwargs), eval_episodes, eval_seed)["unlimited"]
+    tuning = utilities(evaluations(policies, env_kwargs, tuning_episodes, tuning_seed, executor))
+    episodes = evaluations(policies, env_kwargs, eval_episodes, eval_seed, executor)
+    unlimited = utilities(evaluations({"unlimited": Truthful()}, unlimited_kwargs(env_kwargs), eval_episodes,
+                                      eval_seed))["unlimited"]
     kinds = (episode_kinds(env_kwargs, range(tuning_seed, tuning_seed + tuning_episodes)),
              episode_kinds(env_kwargs, range(eval_seed, eval_seed + eval_episodes)))
-    rows = report_rows(tuning, scored, *kinds, unlimited)
-    return gaps(rows), {r.name: policies[r.choice] for r in rows if r.name in TUNED}
+    rows = report_rows(tuning, utilities(episodes), *kinds, unlimited)
+    return Headroom(gaps(rows), {r.name: policies[r.choice] for r in rows if r.name in TUNED},
+                    {r.name: episodes[r.choice] for r in rows if r.choice in episodes})
 
 
 def unlimited_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -242,8 +263,8 @@ def run(args: argparse.Namespace) -> None:
     env_kwargs = scenario_kwargs(args.scenario, args.env_kwargs)
     start = time.perf_counter()
     try:
-        table, _ = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
-                            executor=executor_of(args))
+        table = headroom(env_kwargs, args.tuning_episodes, args.episodes, eval_seed=args.eval_seed,
+                         executor=executor_of(args)).table
     except ValueError as e:
         raise UsageError(str(e)) from None
     header = (f"`radix-auction headroom --scenario {args.scenario} --env-kwargs '{json.dumps(args.env_kwargs)}' "
