@@ -196,7 +196,9 @@ class AuctionMechanism:
         lens = None
         if self.cost_model == "tokens" and requests:
             if self._waiting is not None:  # the engine's refresh has matched this queue already
-                lens = self._waiting.lengths(requests, cache)
+                # `queue` itself, not the copy: asked for the same list (by the engine's in-batch
+                # check first), it answers from that call instead of passing the queue again.
+                lens = self._waiting.lengths(queue, cache)
             if lens is None:
                 match = self._matcher.update(requests, cache)  # kept incrementally from round to round
                 lens = [match[r.id][0] for r in requests]

@@ -35,7 +35,7 @@ import math
 from bisect import bisect_left
 from functools import reduce
 from itertools import chain, compress, count
-from operator import add, attrgetter, ne, or_
+from operator import add, attrgetter, is_, ne, or_
 from typing import Sequence
 
 import numpy as np
@@ -64,7 +64,7 @@ class _Block:
         self.key: SortKey = (0, 0.0, 0)
         self.reach = 0
         """Largest cached length among its requests (tokens)."""
-        self.flat: list[_Req] = []
+        self.flat: list[Request] = []
         """Its requests in depth-first Smith order."""
         self.listed: SortKey | None = None
         """The key it is listed under in its parent's sorted blocks (None: not listed)."""
@@ -87,7 +87,7 @@ class _Req(_Block):
         self.cached = self.reach = cached
         """Longest cached prefix (tokens); 0 under "unit"."""
         self.node: _Node | None = None
-        self.flat = [self]
+        self.flat = [request]
 
 
 class _Node(_Block):
@@ -196,13 +196,13 @@ class IncrementalQueueTree:
             entries[id(e.request)] = e
             self._insert(e, changes)
         self._recompute(changes)
-        return list(map(_REQUEST, self._root.flat))
+        return list(self._root.flat)
 
     @staticmethod
     def _stale(known: list[_Req], requests: Sequence[Request]) -> list[_Req]:
         """The blocks whose request's `tokens` array is no longer the one the block was made from.
         (A request's id is read once, when it joins: the engine keys its records by it.)"""
-        if list(map(id, map(_SOURCE, known))) == list(map(id, map(_TOKENS, requests))):
+        if all(map(is_, map(_SOURCE, known), map(_TOKENS, requests))):  # one pass in C
             return []
         return [e for e, r in zip(known, requests) if e.node is not None and e.source is not r.tokens]
 

@@ -48,6 +48,7 @@ class WaitingPrefixes:
         self._cache: RadixCache | None = None
         self._version: tuple[int, int] | None = None  # the cache's version when last refreshed
         self._lengths: tuple[Sequence[Request], list[int]] | None = None  # lengths' last answer this round
+        self._refreshed: Sequence[Request] | None = None  # the list the last refresh was given
         self._reset()
 
     def _reset(self) -> None:
@@ -68,7 +69,7 @@ class WaitingPrefixes:
             self._cache = cache
             self._reset()
         match = self._match = self._matcher.update(waiting, cache)
-        self._lengths = None
+        self._lengths, self._refreshed = None, waiting
         requests = self._matcher.requests
         # Unmark first, while the cache's round is still the one in which these were last stamped.
         for rid in self._matcher.dropped:
@@ -92,14 +93,17 @@ class WaitingPrefixes:
         since; None otherwise. A scheduler the engine attached this to reads its queue's lengths
         here instead of matching the queue again (`Scheduler` in `base.py`). Asked again in the same
         round for the same list (the engine's in-batch check, then its policy), it answers from the
-        first call: a list must not change in place between `refresh` and its last `lengths`."""
+        first call, and the very list `refresh` was given is taken to hold what it held then: a
+        list must not change in place between `refresh` and its last `lengths`."""
         requests = self._matcher.requests
         if cache is not self._cache or cache.version != self._version or len(queue) != len(requests):
             return None
         if self._lengths is not None and self._lengths[0] is queue:
             return self._lengths[1]
         ids = list(map(_ID, queue))  # passes in C: the auction reads thousands of lengths a round
-        if list(map(requests.get, ids)) != list(queue):  # requests compare by identity
+        # Another list is checked request by request (they compare by identity); the engine asks
+        # for the one it refreshed, which saves two passes over a queue of thousands each round.
+        if queue is not self._refreshed and list(map(requests.get, ids)) != list(queue):
             return None
         out = list(map(_LENGTH, map(self._match.__getitem__, ids)))
         self._lengths = (queue, out)

@@ -3,7 +3,8 @@
     python -m experiments.bench.env [--steps N] [--ppo-steps N] [--mechanism NAME]
 
 Measured in one run on the default configuration: the env alone (random actions, resets included)
-and PPO (MlpPolicy, CPU, default n_steps = 2048) learning on the same env. Target: env time per step
+and PPO (MlpPolicy, CPU, default n_steps = 2048, one torch thread as training runs it) learning on
+the same env. Target: env time per step
 at most 25% of PPO's time per step, so training is bound by learning, not by the environment.
 
 A step costs more when the queue is long (the auction runs over the whole queue), and in the
@@ -69,9 +70,15 @@ class _Timed(gym.Wrapper):
         return out
 
 
-def ppo_seconds_per_step(steps: int, seed: int = 0, mechanism: str = "radix_vcg") -> tuple[float, float, float]:
-    """(PPO's seconds per step, the env's seconds per step inside that run, mean queue there)."""
+def ppo_seconds_per_step(steps: int, seed: int = 0, mechanism: str = "radix_vcg",
+                         torch_threads: int | None = 1) -> tuple[float, float, float]:
+    """(PPO's seconds per step, the env's seconds per step inside that run, mean queue there), PPO
+    on `torch_threads` threads (None: PyTorch's default, a thread per core)."""
     from stable_baselines3 import PPO
+
+    from agents.training import set_torch_threads
+
+    set_torch_threads(torch_threads)
 
     env = _Timed(gym.make("RadixAuction-v0", mechanism=mechanism))
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0)
@@ -85,9 +92,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--ppo-steps", type=int, default=20480)
     ap.add_argument("--mechanism", default="radix_vcg", help="the env's mechanism (default: the default scenario's)")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="PyTorch threads for PPO (default 1, as `train` and `compare` run it; 0: PyTorch's default)")
     args = ap.parse_args()
     env_s, queue = env_seconds_per_step(args.steps, mechanism=args.mechanism)
-    ppo_s, inside_s, inside_queue = ppo_seconds_per_step(args.ppo_steps, mechanism=args.mechanism)
+    ppo_s, inside_s, inside_queue = ppo_seconds_per_step(args.ppo_steps, mechanism=args.mechanism,
+                                                         torch_threads=args.torch_threads or None)
     print(f"env:  {1 / env_s:8.0f} steps/s  ({env_s * 1e3:.3f} ms/step, mean queue {queue:.1f}, resets included)")
     print(f"PPO:  {1 / ppo_s:8.0f} steps/s  ({ppo_s * 1e3:.3f} ms/step, env included)")
     print(f"env share of PPO's time per step: {env_s / ppo_s:.1%} (target <= 25%)")
