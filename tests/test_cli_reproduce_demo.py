@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import experiments.commands.reproduce as reproduce
-from auction_gym.workload import SweepGrid, get_workload
+from auction_gym import EngineConfig, SimEngine
+from auction_gym.workload import SweepGrid, get_workload, iter_mooncake
 from experiments.cli import main
 from experiments.commands import reproduce_trace
 from experiments.commands.reproduce import COLUMNS, Sweep, policies
@@ -153,10 +154,15 @@ def test_reproduce_checks_the_trace_before_the_sweep(lines, message, tmp_path, m
 
 
 def test_check_trace_counts_what_the_engine_will_reject(tmp_path):
-    trace = write_trace(tmp_path, [line(0, 900, 100), line(10, 600), line(20, 1200, 1)])
-    sweep = Sweep({"mooncake": SweepGrid((1000, 5000), (1.0,), {"limit": 3})})
+    """At 1,000 KV tokens a 900-token prompt may have 98 output tokens (`EngineConfig.output_room`:
+    the pool less the prompt, a page and a token, as SGLang clips the cap), not 99."""
+    trace = write_trace(tmp_path, [line(0, 900, 98), line(5, 900, 99), line(10, 600), line(20, 1200, 1)])
+    sweep = Sweep({"mooncake": SweepGrid((1000, 5000), (1.0,), {"limit": 4})})
     text = check_trace(trace, sweep)
-    assert text == "3 requests from its first 3 lines; rejected for KV capacity (KV tokens): 1 at 1000, 0 at 5000"
+    assert text == "4 requests from its first 4 lines; rejected for KV capacity (KV tokens): 2 at 1000, 0 at 5000"
+    engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=1000))
+    engine.run(iter_mooncake(trace, limit=4))
+    assert sum(rec.rejected is not None for rec in engine.records.values()) == 2
 
 
 TINY_AGENTIC = SweepGrid((15_000,), (1.0,), {**get_workload("agentic").sweep.quick.kwargs, "duration": 5.0})

@@ -206,3 +206,47 @@ def test_a_retracted_request_waits_behind_a_later_arrival_under_fcfs():
             events.append(("prefill", it.admitted, it.resumed))
     assert events == [("prefill", [0], []), ("prefill", [1], []), ("retracted", [1], [2, 1]),
                       ("prefill", [2], []), ("prefill", [], [1])]
+
+
+def test_a_chunked_request_reserves_its_output_with_its_last_chunk():
+    """SGLang's `_select_prefill_admission` budgets a chunk no output (`max_new_tokens = 0` while
+    `is_chunked`; its first chunk's check counts the output) and `add_chunked_req` min(cap, 4096)
+    with the last chunk. A 20,000-token prompt with cap 1,000 in chunks of 8,192 (pages of 16, a
+    budget of 8,200), and B (5 tokens, cap 10): between chunks only the rest of the prompt is
+    promised, so B fits the second round's 8 spare tokens (room 1,030 - 16 charged for the chunk;
+    had A's output been promised from the first chunk, 14 would be left and B would wait)."""
+    engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=21_030, page_size=16, chunked_prefill_size=8200))
+    engine.submit([req(0, 20_000, 5, cap=1000), req(1, 5, 1, cap=10, base=10**6)])
+    assert engine.step().admitted == [0]
+    assert engine._promised == 20_000 - 8192
+    assert engine.step().admitted == [1]
+    assert engine._promised == 20_000 - 2 * 8192
+    assert engine.run().finished == 2
+
+
+@pytest.mark.parametrize("prompt_b,admitted", [(29, [0]), (28, [0, 1])])
+def test_memory_check_wants_a_page_more_strictly_and_charges_a_page_per_admission(prompt_b, admitted):
+    """SGLang's `add_one_req` takes a request only if extend + reservation + page_size is strictly
+    below what remains, and `PrefillBudget.reserve` charges each admitted one a page more. A pool
+    of 100 (pages of 1); A needs 20 + 20 and leaves 100 - 40 - 1 = 59; B (cap 29) needs
+    prompt + 29 + 1 < 59: a 29-token prompt (exactly 59) waits, a 28-token one goes in."""
+    engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=100, chunked_prefill_size=None))
+    engine.submit([req(0, 20, 20, cap=20), req(1, prompt_b, 29, cap=29, base=1000)])
+    assert engine.step().admitted == admitted
+    assert engine.run().finished == 2
+
+
+@pytest.mark.parametrize("page", [1, 16])
+def test_output_room_clips_the_cap_so_a_lone_request_passes_the_check(page):
+    """SGLang clips max_new_tokens to the pool less the paged prompt, a page and a token
+    (`init_req_max_new_tokens`), so a lone request passes the strict check; a request whose true
+    output exceeds that is rejected at arrival (SGLang would cut its reply short)."""
+    cfg = EngineConfig(kv_capacity_tokens=100, chunked_prefill_size=None, page_size=page)
+    room = 100 - (16 if page == 16 else 10) - page - 1
+    assert cfg.output_room(10) == room
+    engine = SimEngine("fcfs", cfg)
+    engine.submit([req(0, 10, room, cap=10**6), req(1, 10, room + 1, base=1000)])
+    assert engine.step().admitted == [0]
+    assert engine.records[1].rejected == cfg.rejection(10, room + 1)
+    assert f"less {100 - 10 - room}" in engine.records[1].rejected
+    assert engine.run().finished == 1 and cfg.rejection(10, room) is None

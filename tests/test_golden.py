@@ -36,7 +36,7 @@ GOLDEN = {
     "env/strict_vcg": "2afaab2170382146",
     "env/radix_vcg": "b9a9504e87ac54dc",
     "parallel/radix_vcg": "14a90eaeb8fbeb0a",
-    "engine/fcfs": "5fa59a736eb8165e",
+    "engine/fcfs": "d8d54ac071243713",
     "engine/lpm": "7c9c92e32118250b",
     "engine/klpm": "da7fe57e0e566da6",
     "engine/dfs_weight": "594a0b6ec353e1a9",

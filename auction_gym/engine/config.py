@@ -81,6 +81,27 @@ class EngineConfig:
         if cm.decode_base + cm.decode_per_request <= 0 or cm.prefill_base + cm.prefill_per_token <= 0:
             raise ValueError("cost model must give every iteration a positive duration")
 
+    def paged(self, tokens: int) -> int:
+        """`tokens` rounded up to whole pages."""
+        return -(-tokens // self.page_size) * self.page_size
+
+    def output_room(self, prompt_len: int) -> int:
+        """The most output (tokens) a request with a `prompt_len`-token prompt is budgeted for: the
+        pool less the paged prompt, a page and a token, where SGLang clips `max_new_tokens`
+        (`Scheduler.init_req_max_new_tokens`, `max_new_tokens_for_memory`), so that a request
+        alone in an empty pool passes the memory check (`ServingEngine._fits`)."""
+        return self.kv_capacity_tokens - self.paged(prompt_len) - self.page_size - 1
+
+    def rejection(self, prompt_len: int, output_len: int) -> str | None:
+        """Why a request of `prompt_len` + `output_len` tokens is refused at arrival (None: it is
+        not): its true output exceeds `output_room`, where SGLang would cut the reply short."""
+        if output_len <= self.output_room(prompt_len):
+            return None
+        margin = self.kv_capacity_tokens - prompt_len - self.output_room(prompt_len)
+        return (f"prompt + output = {prompt_len + output_len} tokens exceeds kv_capacity_tokens = "
+                f"{self.kv_capacity_tokens} less {margin} (the prompt's last page rounded up, a page "
+                "and a token: SGLang's margin)")
+
     @property
     def prefill_budget(self) -> int:
         """Tokens one prefill batch computes at most: the chunk size when chunking, else

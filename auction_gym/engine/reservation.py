@@ -2,11 +2,11 @@
 
 A server does not know how long a reply will be, only the client's cap `max_new_tokens`. SGLang
 (`schedule_policy.PrefillAdder`, `NewTokenRatioTracker`) admits a request when the free plus
-evictable memory, less what running requests may still need, holds its uncached prompt and
-min(cap - generated, clip). A running request is assumed to need only `ratio` x
-min(cap - generated, clip) more: the ratio starts at `init_new_token_ratio`, falls by a fixed
-amount every decode step down to its floor, is re-estimated after a retraction, and returns to
-init when the engine idles. Decode tokens are allocated as they are produced; when they run out,
+evictable memory, less what running requests may still need, holds its uncached prompt,
+min(cap - generated, clip) and a page, strictly (`ServingEngine._fits`). A running request is
+assumed to need only `ratio` x min(cap - generated, clip) more: the ratio starts at
+`init_new_token_ratio`, falls by a fixed amount every decode step down to its floor, is
+re-estimated after a retraction, and returns to init when the engine idles. Decode tokens are allocated as they are produced; when they run out,
 the engine retracts (serving_engine.py).
 
 `FutureOutput.offset(step)` is that running-requests term. Every running request's remaining cap

@@ -8,16 +8,18 @@ this interface, so they do not know which engine they drive.
 
 Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first when there is one):
 
-1. Requests whose arrival time has come join the waiting queue (one that could never fit,
-   prompt + output > kv_capacity_tokens, is rejected with a reason instead).
+1. Requests whose arrival time has come join the waiting queue (one whose output exceeds
+   `EngineConfig.output_room`, where SGLang clips the cap, is rejected with a reason instead).
 2. Prefill, if a chunked prefill is unfinished or the queue is not empty. A chunked request in
    flight goes first with its next chunk; then every waiting request's cached prefix is refreshed
    in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the scheduler orders the queue and
    requests are taken in that order. Each matches its longest cached prefix (at most all but the last token,
-   so the last is always computed, as in SGLang) and locks it. It is taken if memory (free +
-   evictable - what is reserved) holds its uncached tokens plus its output reservation
-   (`EngineConfig.reservation`, reservation.py), and it is then allocated its uncached tokens,
-   evicting least-recently-used unlocked leaves. Admission stops at the first request that does
+   so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
+   tokens plus its output reservation (`EngineConfig.reservation`, reservation.py) plus a page
+   are strictly below the room (free + evictable - what is reserved - a page per admission
+   earlier in the round), SGLang's check (`_fits`), and it is then allocated its uncached tokens,
+   evicting least-recently-used unlocked leaves. A chunked request's output is promised with its
+   last chunk, not its first, as in SGLang (its first chunk's check counts it). Admission stops at the first request that does
    not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
    tokens: with chunked prefill the request that does not fit whole computes a chunk (its
    finished chunks enter the cache, locked) and the batch ends; without it, the first request of
@@ -142,9 +144,10 @@ class ServingEngine(Replay):
         self._future = FutureOutput(self.config)
         self._chunked: Admission | None = None
         self._promised = 0
-        """Tokens promised but not allocated: the rest of the chunked request's prompt (and, under
-        "sglang", its output reservation), and during a prefill round the output reservations of
-        the requests it admits, until they join the running batch."""
+        """Tokens promised but not allocated: the rest of the chunked request's prompt, and the
+        output reservations of the requests a prefill round admits whole or with their last chunk,
+        until they join the running batch (a chunked request's output waits for its last chunk,
+        as in SGLang)."""
         self._blocked: int | None = None
         """The reservation the last admission round failed on (None: it did not fail on memory)."""
         self.arrivals = Arrivals(self._add_record)
@@ -205,13 +208,9 @@ class ServingEngine(Replay):
     def _let_in_arrivals(self) -> list[int]:
         # Everything let in now arrived after everything already waiting: appended in FCFS order.
         rejected, arrived = [], []
-        capacity = self.config.kv_capacity_tokens
         for r in self.arrivals.due(self.now):
-            need = r.prompt_len + r.output_len
-            if need > capacity:
-                self.records[r.id].rejected = (
-                    f"prompt + output = {need} tokens exceeds kv_capacity_tokens = {capacity}"
-                )
+            if (reason := self.config.rejection(r.prompt_len, r.output_len)) is not None:
+                self.records[r.id].rejected = reason
                 rejected.append(r.id)
             else:
                 arrived.append(r)
@@ -222,9 +221,10 @@ class ServingEngine(Replay):
     # Admission (step 2).
 
     def _cap(self, r: Request) -> int:
-        """The request's output cap as the engine budgets it: max_new_tokens, clipped so that the
-        prompt and the cap fit the pool (SGLang clips it to the longest request it can hold)."""
-        return min(r.max_new_tokens, self.config.kv_capacity_tokens - r.prompt_len)
+        """The request's output cap as the engine budgets it: max_new_tokens, clipped to
+        `EngineConfig.output_room` as SGLang clips it (never below the true output, which
+        `EngineConfig.rejection` ensures)."""
+        return min(r.max_new_tokens, self.config.output_room(r.prompt_len))
 
     def _output_need(self, r: Request, generated: int) -> int:
         """Tokens of output a request is budgeted for at admission: under "sglang" its remaining
@@ -240,6 +240,13 @@ class ServingEngine(Replay):
         if self._sglang:
             return min(self._cap(r), self.config.clip_max_new_tokens)
         return r.output_len - generated
+
+    def _chunked_output(self, r: Request, generated: int) -> int:
+        """The part of a chunked request's round output promised with its last chunk, not its
+        first: under "sglang" all of it, as SGLang's `_select_prefill_admission` budgets a chunk no
+        output (`max_new_tokens = 0` while `is_chunked`) and `add_chunked_req` min(max_new_tokens,
+        clip) with the last; its first chunk's check still counts the output (`_output_need`)."""
+        return self._round_output(r, generated) if self._sglang else 0
 
     def _room(self) -> float:
         """Tokens a new admission may take: free + evictable, less what is promised to the
@@ -261,18 +268,31 @@ class ServingEngine(Replay):
             raise RuntimeError(f"allocation of {tokens} tokens does not fit: the admission check is wrong")
         self.reserved += tokens
 
-    def _admission_possible(self, taken: int) -> bool:
+    def _fits(self, need: int, room: float) -> bool:
+        """SGLang's memory check (`PrefillAdder.add_one_req`, `PrefillBudget.check_prefill`): a
+        request needing `need` tokens (uncached prompt + output reservation) goes in only if that
+        plus a page is strictly below the room."""
+        return need + self.config.page_size < room
+
+    def _round_charge(self, tokens: int) -> int:
+        """What an admission of `tokens` prefill tokens takes from the rest of its round beyond
+        them and its output: the last page rounded up and a page, as SGLang's `PrefillBudget.reserve`
+        charges every admitted request and chunk (`_update_prefill_budget`)."""
+        return self.config.paged(tokens) - tokens + self.config.page_size
+
+    def _admission_possible(self, taken: int, charged: int) -> bool:
         """False when no waiting request could be admitted whatever the order, so the scheduler
-        (an auction over the whole queue) need not run: the running batch is full, or the room
-        cannot hold the smallest possible need (1 token + its output reservation) of any request."""
+        (an auction over the whole queue) need not run: the running batch is full, or the room,
+        less the round's `charged` tokens, cannot hold the smallest possible need (1 token + its
+        output reservation) of any request."""
         if len(self.running) + taken >= self.config.max_running_requests:
             return False
-        room = self._room()
+        room = self._room() - charged
         queue = self.queue
-        if room >= queue.need[queue.requests[0].id]:  # the head usually fits, which settles it
+        if self._fits(queue.need[queue.requests[0].id], room):  # the head usually fits, which settles it
             return True
         least = queue.smallest_need()
-        if room >= least:
+        if self._fits(least, room):
             return True
         self._blocked = least
         return False
@@ -281,10 +301,6 @@ class ServingEngine(Replay):
         """The least a waiting request that has emitted `generated` output tokens could be admitted
         with: 1 token + its output reservation."""
         return 1 + self._output_need(r, generated)
-
-    def _paged(self, tokens: int) -> int:
-        """`tokens` rounded up to whole pages (what SGLang charges a prefill's input budget)."""
-        return -(-tokens // self.config.page_size) * self.config.page_size
 
     def _chunk_end(self, length: int, cached: int, budget: int) -> int:
         """Where a prefill of tokens[cached:length] stops with `budget` tokens: the end, or a page
@@ -299,20 +315,25 @@ class ServingEngine(Replay):
         flight first, then requests in the scheduler's order."""
         self._blocked = None
         batch: list[Admission] = []
-        budget = self.config.prefill_budget
+        budget, charged = self.config.prefill_budget, 0
         if self._chunked is not None:
             adm, self._chunked = self._chunked, None
             adm.cached, adm.first = adm.end, False
             adm.end = self._chunk_end(len(adm.tokens), adm.cached, budget)
             self._promised -= adm.extend  # promised when it was admitted, allocated now
+            if adm.last_chunk:
+                self._promised += self._chunked_output(adm.request, adm.generated)
             self._allocate(adm.extend)
             batch.append(adm)
             budget -= adm.extend
-        if budget > 0 and self.queue.requests and self._admission_possible(len(batch)):
-            self._admit_from_queue(batch, budget)
+            charged = self._round_charge(adm.extend)
+        if budget > 0 and self.queue.requests and self._admission_possible(len(batch), charged):
+            self._admit_from_queue(batch, budget, charged)
         return batch
 
-    def _admit_from_queue(self, batch: list[Admission], budget: int) -> None:
+    def _admit_from_queue(self, batch: list[Admission], budget: int, charged: int) -> None:
+        """Admit waiting requests in the scheduler's order while they fit; `charged`: what the
+        round has taken beyond allocations and promises (`_round_charge`)."""
         cfg, cache = self.config, self.cache
         waiting = self.queue.requests
         self.waiting_prefixes.refresh(waiting, cache)
@@ -336,20 +357,24 @@ class ServingEngine(Replay):
                 end = self._chunk_end(end, match.length, budget)
                 if end <= match.length:
                     break
-            elif not chunking and batch and self._paged(extend) >= budget:
+            elif not chunking and batch and self.config.paged(extend) >= budget:
                 break  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
             need = extend + self._output_need(r, generated)
             cache.lock(match.last_node)
-            if need > self._room():
+            if not self._fits(need, self._room() - charged):
                 cache.unlock(match.last_node)
                 self._blocked = need
                 break
             held = 0 if self._sglang else need - extend  # "oracle" allocates the whole output now
             self._allocate(end - match.length + held)
-            self._promised += extend - (end - match.length) + (self._round_output(r, generated) - held)
+            output = self._round_output(r, generated) - held
+            if end < len(tokens):
+                output -= self._chunked_output(r, generated)
+            self._promised += extend - (end - match.length) + output
             adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
             batch.append(adm)
             budget -= adm.extend
+            charged += self._round_charge(adm.extend)
             if not adm.last_chunk:
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
@@ -479,7 +504,7 @@ class ServingEngine(Replay):
         f, n = self._future, len(self.running)
         base = self._free_and_evictable() - self._promised
         for t in range(1, limit + 1):
-            if base - n * t - f.offset_after(self._steps, t) >= need:
+            if self._fits(need, base - n * t - f.offset_after(self._steps, t)):
                 return t
             if f.ratio - t * f.decay <= f.floor:
                 return limit  # from here the room only shrinks, by n x (1 - floor) a step

@@ -275,6 +275,12 @@ class RadixAuctionEnv(gym.Env):
       stretches with other processes' load; it needs `torch.set_num_threads(1)` (else RuntimeError),
       or `backend_kwargs={"clock": "wall"}` for the elapsed time as before. The simulated backend is
       unchanged.
+    - v0 (issue 26, SGLang's memory check): the engine admits a request only if its uncached
+      prompt + output reservation + a page is strictly below the room, charges each admission (and
+      chunk) a page more for the rest of its round, clips a request's cap to the pool less the
+      paged prompt, a page and a token (rejecting at arrival one whose true output exceeds that),
+      and promises a chunked request's output with its last chunk, as SGLang 0.5.23 does. Golden
+      digest engine/fcfs moved; no other did (the chunk rule alone moves none).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}

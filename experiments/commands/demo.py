@@ -8,9 +8,9 @@ those of the options --rate, --duration, --time-scale, --limit, --num-groups and
 --prompts-per-group that it takes (its registry entry's arguments), then --workload-kwargs.
 
 Above the table: how many requests the workload loaded and how many the engine rejected (one whose
-prompt + output exceeds the KV capacity can never run), with the engine's reason; the table's `done`
-column counts the finished ones. Nothing to run (no request loaded, or every one rejected) is an
-error, not a table of NaNs.
+prompt + output exceeds the KV capacity less SGLang's margin, `EngineConfig.rejection`, never runs),
+with the engine's reason; the table's `done` column counts the finished ones. Nothing to run (no
+request loaded, or every one rejected) is an error, not a table of NaNs.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from auction_gym.engine import EngineConfig
 from auction_gym.request import Request
 from auction_gym.workload import get_workload
 
@@ -63,20 +64,20 @@ def _check(workload: str, trace: Path, sweep: Sweep) -> str:
     grid = sweep.grids[workload]
     requests = _requests(workload, trace, sweep)
     arrivals = [r.arrival for r in requests]
-    # The engine rejects, on arrival, a request whose prompt + output exceeds its KV capacity.
-    needs = [r.prompt_len + r.output_len for r in requests]
     read = f"its first {grid.kwargs['limit']} lines" if "limit" in grid.kwargs else "it"
     where = f"--trace {trace}: {read}"
     if len(arrivals) < 2 or arrivals[-1] == arrivals[0]:
         raise UsageError(f"{where} hold {len(arrivals)} request(s); the sweep needs two or more with "
                          "different timestamps (it scales the trace's arrival rate)")
-    rejected = {kv: sum(n > kv for n in needs) for kv in grid.kv_capacities}
+    rejected = {kv: sum(EngineConfig(kv_capacity_tokens=kv).rejection(r.prompt_len, r.output_len) is not None
+                        for r in requests) for kv in grid.kv_capacities}
     for kv, count in rejected.items():
-        if count == len(needs):
-            raise UsageError(f"{where}: every request's prompt + output exceeds the sweep's {kv} KV tokens, "
+        if count == len(requests):
+            raise UsageError(f"{where}: every request's prompt + output exceeds the sweep's {kv} KV tokens (less the "
+                             "engine's margin, `EngineConfig.rejection`), "
                              "so the engine would reject them all")
     counts = ", ".join(f"{count} at {kv}" for kv, count in rejected.items())
-    return f"{len(needs)} requests from {read}; rejected for KV capacity (KV tokens): {counts}"
+    return f"{len(requests)} requests from {read}; rejected for KV capacity (KV tokens): {counts}"
 
 
 def natural_rate(workload: str, trace: Path, sweep: Sweep) -> float:
