@@ -59,7 +59,7 @@ from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
 from ..argtypes import positive_float, positive_int
 from ..cli import UsageError, run_command
-from .calibrate import STATISTICS, calibrate, checked_clock, nnls
+from .calibrate import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
 from .replays import Replay, replay, replay_together, saturation_throughput, torch_engine
 
 
@@ -102,35 +102,26 @@ def compare(real: Replay, sim: Replay) -> dict:
     return out
 
 
-def _coefficients(cost: CostModel, kind: str) -> np.ndarray:
-    if kind == "prefill":
-        return np.array([cost.prefill_base, cost.prefill_per_token, cost.prefill_per_attention])
-    return np.array([cost.decode_base, cost.decode_per_request, cost.decode_per_context_token])
-
-
 def fit_replay(real: Replay, name: str) -> CostModel:
     """A cost model fitted to a torch replay's own iterations by non-negative least squares on
-    seconds. Not on relative error (`calibrate.fit`): latency and throughput are sums of iteration
-    times, and under a shared CPU's heavy-tailed noise the relative fit sits near the fastest runs,
-    which biases every sum low. The base cost per iteration is always in the fit: without it, a
-    short replay's decode steps may be fitted to the context term alone, which `EngineConfig`
-    rejects (a step of no context would cost nothing)."""
-    coef = []
-    for kind in ("prefill", "decode"):
-        pts = [s for s in real.samples if s.kind == kind]
-        coef.append(nnls(np.array([s.x for s in pts]), np.array([s.t for s in pts]), required=(0,)))
-    return CostModel(*map(float, coef[0]), *map(float, coef[1]), name=name)
+    seconds (`calibrate.fit_cost_model`, decode knee included). Not on relative error
+    (`calibrate.fit`): latency and throughput are sums of iteration times, and under a shared
+    CPU's heavy-tailed noise the relative fit sits near the fastest runs, which biases every sum
+    low. The base cost per iteration is always in the fit: without it, a short replay's decode
+    steps may be fitted to the context term alone, which `EngineConfig` rejects (a step of no
+    context would cost nothing)."""
+    return fit_cost_model(real.samples, name, relative=False, required=(0,))
 
 
 def timing_error(real: Replay, cost: CostModel) -> dict:
     """`cost`'s error on the torch replay's own iterations: median and p90 absolute percent error
     per iteration, and the bias of the total (percent)."""
     measured = np.array([s.t for s in real.samples])
-    predicted = np.array([np.dot(s.x, _coefficients(cost, s.kind)) for s in real.samples])
-    ape = 100 * _relative(predicted, measured)
+    charged = np.array([predicted(cost, s) for s in real.samples])
+    ape = 100 * _relative(charged, measured)
     return {"iterations": len(measured), "iteration_median_ape_pct": float(np.median(ape)),
             "iteration_p90_ape_pct": float(np.percentile(ape, 90)),
-            "total_bias_pct": float(100 * (predicted.sum() / measured.sum() - 1))}
+            "total_bias_pct": float(100 * (charged.sum() / measured.sum() - 1))}
 
 
 def workload(groups: int, per_group: int, system_prompt_len: int, question_len: int, output_len: int,
