@@ -9,11 +9,12 @@ attention over the new tokens; `batch` is the number of running requests and `co
 their lengths (prompt + tokens generated so far).
 
 The last decode term is zero by default (g = k = 0, the roofline below is linear): measured engines
-need it where a step's cost grows less than linearly with the batch. On a CPU, the matrix products
-of a few rows run as matrix-vector kernels that read the weights once per row, while larger batches
-share each weight read in a blocked kernel; so the first k requests of a batch cost g more each
-(the tiny preset on one thread: k = 4, g = 0.4 ms, e = 0.19 ms; `radix-auction calibrate` fits k
-and g, README "The PyTorch engine and calibration").
+need it where a step's cost grows less than linearly with the batch. On a CPU, a matrix product of
+a few rows costs about one weight read per row (the tiny preset's 64 x 32,000 output projection on
+one thread: 0.33 ms a row up to 3 rows), while more rows share each read (0.15 ms a row at 64); so
+the first k requests of a batch cost g more each (the tiny preset's decode grid on one CPU thread:
+k = 4, g = 0.3-0.4 ms, e = 0.16-0.19 ms; `radix-auction calibrate` fits k and g; README "The
+PyTorch engine and calibration").
 
 Default coefficients: Llama-3-8B in bf16 on one H100 SXM 80GB (989 TFLOP/s dense bf16, 3.35 TB/s HBM),
 derived from the roofline at stated efficiencies rather than measured; `gpu_backend` calibration

@@ -22,7 +22,7 @@ Made to travel between machines, and to hold on a machine other processes keep b
 
 The cost model: `--cost-model` JSON, or one calibrated now. `--calibration replay` (default)
 fits it to the iterations of a torch replay of another draw of the same workload (seed + 1), by
-least squares on seconds; `--calibration grid` runs `radix-auction calibrate`'s profiling grid.
+least squares on seconds, decode knee included (`CostModel.decode_knee`); `--calibration grid` runs `radix-auction calibrate`'s profiling grid.
 
 The workload is SGLang's generated-shared-prefix benchmark scaled down (`--groups` x
 `--prompts-per-group` requests), so the engine queues, batches, hits the cache, chunks long
