@@ -179,17 +179,23 @@ def _markdown(summary: dict) -> str:
 
 def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, repeats: int = 2,
              train: list[Request] | None = None, out: Path | None = None, context: dict | None = None,
-             **engine) -> dict:
+             speed_reference: int = 0, **engine) -> dict:
     """Replay `requests` `repeats` times through the torch engine (`torch_engine(scheduler, config,
     **engine)`, one model shared) and once through the simulator with `config.cost_model`; returns
     (and writes to `out`, if given) the comparisons, with `context`'s entries (how the workload was
     made). With `train` (another draw of the workload), a torch replay of it runs interleaved with
     the scored ones (`replay_together`) and the simulator's cost model is fitted to it instead
-    (`fit_replay`; written to `out`/costs.json)."""
+    (`fit_replay`; written to `out`/costs.json). With `speed_reference` > 0 the torch engines
+    share a `gpu_backend.speed_reference.SpeedReference` probing every `speed_reference` iterations,
+    which scales their iteration times to the machine's nominal speed."""
     first = torch_engine(scheduler, config, **engine)
     rest = {k: v for k, v in engine.items() if k == "clock"}
-    engines = [first] + [torch_engine(scheduler, config, model=first.model, **rest)
-                         for _ in range(repeats - 1 + (train is not None))]
+    if speed_reference:
+        from gpu_backend.speed_reference import SpeedReference, decode_probe
+
+        rest["reference"] = SpeedReference(decode_probe(first.model, first.timer), every=speed_reference)
+    engines = [torch_engine(scheduler, config, model=first.model, **rest)
+               for _ in range(repeats + (train is not None))]
     reals = replay_together(engines, ([train] if train is not None else []) + [requests] * repeats)
     if train is not None:
         fitted, *reals = reals
@@ -197,7 +203,7 @@ def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, r
     sim = replay(SimEngine(scheduler, config), requests)
     summary = {
         "requests": len(requests), "scheduler": scheduler, "cost_model": config.cost_model.__dict__,
-        "clock": first.timer.clock, **(context or {}),
+        "clock": first.timer.clock, "speed_reference": speed_reference, **(context or {}),
         "sim_vs_torch": [compare(real, sim) for real in reals],
         "torch_vs_torch": [compare(reals[0], real) for real in reals[1:]],
         "timing": [timing_error(real, config.cost_model) for real in reals],
@@ -229,6 +235,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the torch engine's iteration seconds count on a CPU: cpu (default), its "
                         "thread's CPU time, without waits for a core other processes hold (needs "
                         "--threads 1); or wall, elapsed time, right only on an otherwise idle machine")
+    parser.add_argument("--speed-reference", type=int, default=0, metavar="N",
+                        help="every N iterations, time a fixed decode step and scale the torch engines' "
+                        "iteration times by the machine's nominal over current speed (default 0: off)")
     g = parser.add_argument_group("workload (shared-prefix benchmark, scaled down)")
     g.add_argument("--groups", type=positive_int, default=8, help="system prompts (default 8)")
     g.add_argument("--prompts-per-group", type=positive_int, default=16, help="requests per system prompt (default 16)")
@@ -300,7 +309,7 @@ def run(args: argparse.Namespace) -> dict:
     arrivals = {"rate": rate, "capacity_rps": capacity, "load": args.load if capacity else None}
     config = config if cost is None else replace(config, cost_model=cost)
     summary = fidelity(workload(*shape, rate, args.seed), args.scheduler, config, repeats=args.repeats, train=train,
-                       out=args.out, context=arrivals, **engine)
+                       out=args.out, context=arrivals, speed_reference=args.speed_reference, **engine)
     print(_markdown(summary))
     print(f"wall s: {summary['wall_s']}; written to {args.out}/")
     return summary
