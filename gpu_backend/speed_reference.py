@@ -7,7 +7,8 @@ multiplied by nominal / current speed are in the units of the machine at its nom
     reference = SpeedReference(decode_probe(model, timer), every=10)
     seconds = reference.scale(measured_seconds)   # each iteration, from any engine sharing it
 
-Engines that share one reference (interleaved replays) share its probes and its scale.
+Engines that share one reference (interleaved replays) share its probes and its scale. On CUDA
+the probe is timed by the engine's timer (CUDA events) alike; that path has not been run (no GPU).
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ Made to travel between machines, and to hold on a machine other processes keep b
 - load: the arrival rate is `--load` times the torch engine's capacity on this workload, measured
   first on the same clock (a replay of another draw with every request arriving at once), so a
   slower CPU runs the same workload as far below saturation; `--rate` fixes it in requests/s.
+- speed reference (opt-in, `--speed-reference N`): every N iterations a fixed decode step is
+  timed, and iteration times are scaled by the machine's nominal over current speed
+  (`gpu_backend.speed_reference`), since a shared CPU's speed drifts on the cpu clock too;
 - interleaving: the calibration replay and the `--repeats` scored torch replays step one
   iteration each in turn (one model shared), so a stretch of time when the machine is slower
   slows all of them alike instead of biasing one against another.
