@@ -60,7 +60,7 @@ from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
-from ..argtypes import positive_float, positive_int
+from ..argtypes import non_negative_int, positive_float, positive_int
 from ..cli import UsageError, run_command
 from .calibrate import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
 from .replays import Replay, replay, replay_together, saturation_throughput, torch_engine
@@ -238,7 +238,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the torch engine's iteration seconds count on a CPU: cpu (default), its "
                         "thread's CPU time, without waits for a core other processes hold (needs "
                         "--threads 1); or wall, elapsed time, right only on an otherwise idle machine")
-    parser.add_argument("--speed-reference", type=int, default=0, metavar="N",
+    parser.add_argument("--speed-reference", type=non_negative_int, default=0, metavar="N",
                         help="every N iterations, time a fixed decode step and scale the torch engines' "
                         "iteration times by the machine's nominal over current speed (default 0: off)")
     g = parser.add_argument_group("workload (shared-prefix benchmark, scaled down)")
