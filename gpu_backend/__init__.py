@@ -5,6 +5,7 @@ radix cache owns (docs/design.md section 2). Runs on CUDA when present, on CPU o
 - `KVPool`: preallocated K/V tensors (layers x slots x kv_heads x head_dim) and their allocator.
 - `TorchEngine`: `ServingEngine` with measured iteration times (by default the computing thread's
   CPU time, without waits for a core other processes hold; `timer.CLOCKS`); the market's `backend="torch"`.
+- `speed_reference.SpeedReference`: scales iteration times by a shared machine's drifting speed (opt-in).
 - `experiments/commands/calibrate.py` profiles it to fit the simulated engine's `CostModel`.
 """
 

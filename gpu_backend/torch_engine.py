@@ -25,7 +25,7 @@ Each decode call runs exactly one step of the whole running batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -39,6 +39,9 @@ from .attention import DecodeAttention, PrefillAttention
 from .kv_pool import KVPool
 from .model import ModelConfig, Transformer, build_model
 from .timer import DEFAULT_CLOCK, DeviceTimer
+
+if TYPE_CHECKING:
+    from .speed_reference import SpeedReference
 
 
 @dataclass(slots=True, eq=False)
@@ -104,6 +107,8 @@ class TorchEngine(ServingEngine):
             name: "cpu" (default), the computing thread's CPU time, which does not count waits
             while other processes hold the cores (needs `torch.set_num_threads(1)`); "wall",
             elapsed time. On CUDA both are CUDA events.
+        reference: a `gpu_backend.speed_reference.SpeedReference` that scales each iteration's
+            seconds to the machine's nominal speed (None: measured seconds as they are).
     """
 
     def __init__(
@@ -118,6 +123,7 @@ class TorchEngine(ServingEngine):
         weights: str | None = None,
         model: Transformer | None = None,
         clock: str = DEFAULT_CLOCK,
+        reference: SpeedReference | None = None,
     ) -> None:
         super().__init__(scheduler, config)
         if model is None:
@@ -132,6 +138,7 @@ class TorchEngine(ServingEngine):
                            device=model.device, dtype=model.dtype)
         self.cache.on_evict = self.pool.free
         self.timer = DeviceTimer(model.device, clock)
+        self.reference = reference
         self._seqs: dict[int, _Seq] = {}
         self._retracted: dict[int, list[int]] = {}
         """Output so far of each retracted request, until its next prefill."""
@@ -179,7 +186,11 @@ class TorchEngine(ServingEngine):
                 seq.out = self._retracted.pop(adm.request.id, [])
                 seq.out.append(self._next_token(adm.request, adm.generated, int(greedy)))
             self._seqs[adm.request.id] = seq
-        return t.seconds
+        return self._seconds(t.seconds)
+
+    def _seconds(self, measured: float) -> float:
+        """An iteration's measured seconds, scaled by the speed reference if there is one."""
+        return measured if self.reference is None else self.reference.scale(measured)
 
     def _execute_decode(self) -> tuple[int, float]:
         seqs = [self._seqs[run.request.id] for run in self.running]
@@ -192,7 +203,7 @@ class TorchEngine(ServingEngine):
         for run, seq, slot, g in zip(self.running, seqs, new, greedy):
             seq.slots = np.append(seq.slots, slot)
             seq.out.append(self._next_token(run.request, len(seq.out), int(g)))
-        return 1, t.seconds
+        return 1, self._seconds(t.seconds)
 
     @staticmethod
     def _next_token(r: Request, i: int, greedy: int) -> int:

@@ -1,6 +1,7 @@
-"""A newcomer's mechanisms and workload: their own file (`toy_extension.py`) and one registry entry
-each, nothing else, and they run through the env (the auction charged, the workload's arguments
-honoured) and through `reproduce --quick`'s code path. The entries are removed after each test."""
+"""A newcomer's mechanisms, workload and router: their own file (`toy_extension.py`) and one
+registry entry each, nothing else, and they run through the env (the auction charged, the
+workload's arguments honoured), through `reproduce --quick`'s code path and through `radix-auction
+cluster`. The entries are removed after each test."""
 
 from __future__ import annotations
 
@@ -10,14 +11,23 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+import toy_extension
 
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from auction_gym import registry
+from auction_gym.cluster import routers
 from auction_gym.registry import MechanismEntry, register_mechanism
-from auction_gym.workload import LoadSweep, SweepGrid, WorkloadEntry, register_workload, workload_names
+from auction_gym.workload import (
+    LoadSweep,
+    ReplicaScale,
+    SweepGrid,
+    WorkloadEntry,
+    register_workload,
+    workload_names,
+)
 from auction_gym.workload import registry as workload_registry
 from experiments.cli import main
-from experiments.commands import reproduce_trace
+from experiments.commands import cluster, reproduce_trace
 
 # With 128-token replies, 200 requests/s saturates the engine (LPM serves about 55/s).
 TOY_SWEEP = LoadSweep(200.0, quick=SweepGrid((20_000,), (0.5, 2.0), {"duration": 4.0, "output_len": 128}),
@@ -26,13 +36,18 @@ TOY_SWEEP = LoadSweep(200.0, quick=SweepGrid((20_000,), (0.5, 2.0), {"duration":
 
 @pytest.fixture
 def toys(monkeypatch):
-    """The toy entries, on copies of both registries that the test's end puts back."""
+    """The toy entries, on copies of the mechanism and workload registries that the test's end
+    puts back, and the toy router, which it removes."""
     monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
     monkeypatch.setattr(workload_registry, "_ENTRIES", dict(workload_registry._ENTRIES))
     register_mechanism(MechanismEntry("toy_lcfs", "toy_extension:LastComeFirstServed", "last come, first served"))
     register_mechanism(MechanismEntry("toy_auction", "toy_extension:ToyAuction", "strict priority; VCG payments"))
     register_workload(WorkloadEntry("toy_chat", "toy_extension:toy_chat", "chat requests behind per-bidder prompts",
-                                    open_ended=True, sweep=TOY_SWEEP))
+                                    open_ended=True, sweep=TOY_SWEEP,
+                                    replicas=ReplicaScale(20.0, "num_requests", kwargs={"output_len": 16})))
+    routers.register_router(toy_extension.BidderAffinity)  # into the one dict every module imported
+    yield
+    del routers.ROUTERS[toy_extension.BidderAffinity.name]
 
 
 def _episode(steps: int = 60, **env_kwargs) -> dict[str, float]:
@@ -108,6 +123,28 @@ def test_the_toys_run_through_demo(toys, capsys):
     assert {line.split()[0] for line in out.splitlines()[-2:]} == {"fcfs", "toy_lcfs"}
 
 
+def test_the_toys_run_through_the_cluster_command(toys, tmp_path, capsys):
+    main(["cluster", "--workloads", "toy_chat", "--routers", "round_robin,toy_affinity", "--policies", "lpm",
+          "--replicas", "4", "--loads", "1", "--size", "40", "--out", str(tmp_path)])
+    with (tmp_path / "cluster.csv").open() as f:
+        rows = {r["router"]: r for r in csv.DictReader(f) if r["workload"] == "toy_chat"}
+    assert set(rows) == {"round_robin", "toy_affinity"}
+    assert all(int(r["requests"]) == 4 * 40 for r in rows.values())  # the size argument, scaled by replicas
+    # Each bidder's 512-token prompt computed on one replica instead of on all four.
+    assert float(rows["toy_affinity"]["hit_rate"]) > float(rows["round_robin"]["hit_rate"])
+    assert "toy_affinity" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="valid: .*toy_chat"):
+        cluster.scenario("toy_missing", "lpm", "round_robin", 2, 1.0, 10, tmp_path)
+
+
+def test_a_router_without_route_or_under_a_taken_name_fails_at_registration(toys):
+    with pytest.raises(ValueError, match="already registered"):
+        routers.register_router(toy_extension.BidderAffinity)
+    with pytest.raises(ValueError, match="no route"):
+        routers.register_router(type("NoRoute", (), {"name": "toy_none"}))
+    assert "toy_none" not in routers.ROUTERS
+
+
 def test_an_entry_naming_an_argument_its_stream_lacks_fails_at_registration(toys):
     with pytest.raises(ValueError, match="already registered"):
         register_workload(WorkloadEntry("toy_chat", "toy_extension:toy_chat", "again"))
@@ -121,3 +158,4 @@ def test_an_entry_naming_an_argument_its_stream_lacks_fails_at_registration(toys
 
 def test_the_toys_leave_no_entry_behind():
     assert "toy_chat" not in workload_names() and "toy_lcfs" not in registry.mechanism_names()
+    assert "toy_affinity" not in routers.ROUTERS

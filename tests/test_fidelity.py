@@ -122,7 +122,8 @@ def test_median_ci_brackets_the_median_and_narrows_with_more_requests():
 
 def test_load_sets_the_rate_from_the_measured_capacity(tmp_path):
     """`fidelity --load 0.5` measures the torch engine's capacity on the cpu clock, replays at half
-    of it, and fits the cost model to a replay of another draw interleaved with the scored one."""
+    of it, and fits the cost model to a replay of another draw interleaved with the scored one
+    (here with a speed reference probing every 3 iterations)."""
     torch = pytest.importorskip("torch")
     from experiments.cli import main
 
@@ -130,11 +131,12 @@ def test_load_sets_the_rate_from_the_measured_capacity(tmp_path):
     try:
         main(["fidelity", "--load", "0.5", "--groups", "2", "--prompts-per-group", "3", "--system-prompt-len", "64",
               "--question-len", "16", "--output-len", "8", "--repeats", "1", "--kv-capacity", "1500",
-              "--out", str(tmp_path)])
+              "--speed-reference", "3", "--out", str(tmp_path)])
     finally:
         torch.set_num_threads(threads)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["clock"] == "cpu" and summary["load"] == 0.5 and summary["capacity_rps"] > 0
+    assert summary["speed_reference"] == 3
     assert summary["rate"] == pytest.approx(0.5 * summary["capacity_rps"], rel=1e-12)
     assert CostModel.from_json(tmp_path / "costs.json").name == summary["cost_model"]["name"]
 

@@ -25,11 +25,16 @@ def test_nnls_is_exact_and_non_negative():
 
 def test_fit_recovers_a_cost_model_from_noiseless_times():
     rng = np.random.default_rng(1)
-    coef = np.array([1e-3, 2e-5, 3e-9])
-    xs = [(1.0, float(n), float(n * (c + n / 2))) for n, c in zip(rng.integers(1, 4000, 50), rng.integers(0, 8000, 50))]
-    samples = [Sample("prefill", x, float(np.dot(coef, x))) for x in xs]
+    truth = CostModel(1e-3, 2e-5, 3e-9, 2e-3, 1e-4, 5e-8, name="truth")
+    samples = []
+    for n, c, b in zip(rng.integers(1, 4000, 50), rng.integers(0, 8000, 50), rng.integers(1, 33, 50)):
+        attention = float(n * (c + n / 2))
+        samples.append(Sample("prefill", (1.0, float(n), attention), truth.prefill_time(n, attention)))
+        samples.append(Sample("decode", (1.0, float(b), float(b * c)), truth.decode_time(b, b * c)))
     got = fit(samples)
-    np.testing.assert_allclose(got, coef, rtol=1e-6)
+    for field in ("prefill_base", "prefill_per_token", "prefill_per_attention", "decode_base", "decode_per_request",
+                  "decode_per_context_token"):
+        assert getattr(got, field) == pytest.approx(getattr(truth, field), rel=1e-6), field
     assert ape(samples, got).max() < 1e-6
 
 
@@ -46,6 +51,7 @@ def test_calibrate_writes_a_cost_model_the_simulator_loads(tmp_path):
     assert cost.prefill_time(100, 100 * 50) > 0 and cost.decode_time(4, 1000) > 0
     assert summary["held_out"]["prefill"] >= 1 and summary["held_out"]["decode"] >= 1
     assert np.isfinite(summary["median_ape_pct"]["all"]) and np.isfinite(summary["p90_ape_pct"]["all"])
+    assert np.isfinite(summary["decode_linear_median_ape_pct"])
     SimEngine("fcfs", EngineConfig(cost_model=cost))
 
 

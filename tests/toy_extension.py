@@ -1,4 +1,4 @@
-"""A newcomer's extension in a file of its own: two admission policies and a workload.
+"""A newcomer's extension in a file of its own: two admission policies, a workload and a router.
 `test_extending.py` registers each with one registry entry and runs them.
 
 - `LastComeFirstServed`: the newest request first; no payments.
@@ -7,11 +7,13 @@
   `prefix_len` tokens, then a question of `question_len` fresh tokens; Poisson arrivals at `rate`
   requests/s for `duration` seconds (or the first `num_requests`); urgency uniform in [0.5, 2]
   money per second of latency, value 10 x urgency; `output_len` tokens out.
+- `BidderAffinity`: a cluster router that sends each bidder's requests to one replica (bidder
+  modulo replicas), so a bidder's system prompt is cached on one replica only.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -48,3 +50,10 @@ def toy_chat(num_bidders: int, seed: int, rate: float = 10.0, duration: float = 
         yield Request(id=k, bidder=bidder, tokens=tokens, bid=urgency, output_len=output_len, arrival=t,
                       value=10.0 * urgency, urgency=urgency, kind="toy")
         k += 1
+
+
+class BidderAffinity:
+    name = "toy_affinity"
+
+    def route(self, request: Request, replicas: Sequence[object], now: float) -> int:
+        return request.bidder % len(replicas)

@@ -4,6 +4,6 @@ cache-aware gateway, Dynamo's KV-overlap router, and an oracle upper bound)."""
 
 from .engine import ClusterEngine
 from .metrics import load_imbalance
-from .routers import ROUTERS, Router, load, make_router, router_names
+from .routers import ROUTERS, Router, load, make_router, register_router, router_names
 
-__all__ = ["ROUTERS", "ClusterEngine", "Router", "load", "load_imbalance", "make_router", "router_names"]
+__all__ = ["ROUTERS", "ClusterEngine", "Router", "load", "load_imbalance", "make_router", "register_router", "router_names"]

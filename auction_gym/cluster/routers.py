@@ -255,6 +255,20 @@ def router_names() -> list[str]:
     return list(ROUTERS)
 
 
+def register_router(cls: type) -> type:
+    """Add a router class (its `name`, and `route` as the `Router` protocol says) at the end of
+    `ROUTERS`; usable as a class decorator. ValueError when the name is taken or `route` is missing."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a router needs a class attribute `name`, got {name!r} on {cls!r}")
+    if not callable(getattr(cls, "route", None)):
+        raise ValueError(f"router {name!r} has no route(request, replicas, now) method")
+    if name in ROUTERS:
+        raise ValueError(f"router name {name!r} is already registered")
+    ROUTERS[name] = cls
+    return cls
+
+
 def make_router(name: str, **kwargs) -> Router:
     """Build the router registered under `name`; an unknown name lists the valid ones."""
     if name not in ROUTERS:

@@ -1,12 +1,20 @@
 """How long one engine iteration takes (docs/design.md section 4).
 
     prefill  t = a + b * new_tokens + c * attention
-    decode   t = d + e * batch + f * context
+    decode   t = d + e * batch + f * context + g * min(batch, k)
 
 `new_tokens` is the number of prompt tokens the batch computes (cached ones are free), `attention`
 the sum over the batch's requests of new_i * (cached_i + new_i / 2), i.e. query-key pairs of causal
 attention over the new tokens; `batch` is the number of running requests and `context` the sum of
 their lengths (prompt + tokens generated so far).
+
+The last decode term is zero by default (g = k = 0, the roofline below is linear): measured engines
+need it where a step's cost grows less than linearly with the batch. On a CPU, a matrix product of
+a few rows costs about one weight read per row (the tiny preset's 64 x 32,000 output projection on
+one thread: 0.33 ms a row up to 3 rows), while more rows share each read (0.15 ms a row at 64); so
+the first k requests of a batch cost g more each (the tiny preset's decode grid on one CPU thread:
+k = 4, g = 0.3-0.4 ms, e = 0.16-0.19 ms; `radix-auction calibrate` fits k and g; README "The
+PyTorch engine and calibration").
 
 Default coefficients: Llama-3-8B in bf16 on one H100 SXM 80GB (989 TFLOP/s dense bf16, 3.35 TB/s HBM),
 derived from the roofline at stated efficiencies rather than measured; `gpu_backend` calibration
@@ -42,6 +50,10 @@ class CostModel:
     decode_per_request: float = 3.0e-5
     decode_per_context_token: float = 4.9e-8
     name: str = "llama-3-8b-bf16/h100-sxm-80gb (roofline)"
+    decode_knee: float = 0.0
+    """Requests (k): the first `decode_knee` of a decode batch also pay `decode_per_request_to_knee`."""
+    decode_per_request_to_knee: float = 0.0
+    """Seconds (g) per request of a decode batch, for its first `decode_knee` requests only."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -61,7 +73,10 @@ class CostModel:
 
     def decode_time(self, batch: int, context: int) -> float:
         """Seconds for one decode step of `batch` requests holding `context` tokens in all."""
-        return self.decode_base + self.decode_per_request * batch + self.decode_per_context_token * context
+        return (
+            self.decode_base + self.decode_per_request * batch + self.decode_per_context_token * context
+            + self.decode_per_request_to_knee * min(batch, self.decode_knee)
+        )
 
     def decode_steps_time(self, steps: int, batch: int, context: int) -> float:
         """Seconds for `steps` decode steps of a fixed batch whose context grows by `batch` a step."""

@@ -266,8 +266,12 @@ class Market:
             rec = records[rid]
             cost[rec.bidder] += rec.urgency * (rec.finish - since.pop(rid, max(start, rec.arrival)))
         for r in self.engine.in_system():
-            cost[r.bidder] += r.urgency * (end - since.get(r.id, max(start, r.arrival)))
-            since[r.id] = end
+            rid = r.id
+            t = since.get(rid)
+            if t is None:  # new this step (not `max` as a default: that ran for every request, every step)
+                t = r.arrival if r.arrival > start else start
+            cost[r.bidder] += r.urgency * (end - t)
+            since[rid] = end
         return np.array(cost)
 
     def _account_finished(self, report: RoundReport) -> list[float]:

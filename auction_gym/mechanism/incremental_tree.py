@@ -77,7 +77,7 @@ class _Req(_Block):
 
     def __init__(self, request: Request, tokens: np.ndarray, bid: float, cached: int) -> None:
         super().__init__()
-        self.request = request  # held, so its id() is not reused while it is in the tree
+        self.request = request
         self.source = request.tokens
         """The request's `tokens` as given (to notice a replaced array)."""
         self.tokens = tokens
@@ -149,7 +149,7 @@ class IncrementalQueueTree:
         self.request_work = request_work
         self.costed = costed
         self._root = _Node(0, np.empty(0, dtype=np.int64), None)
-        self._entries: dict[int, _Req] = {}  # id(request) -> its block
+        self._entries: dict[Request, _Req] = {}  # request (hashed by identity) -> its block
         self._by_rid: dict[int, _Req] = {}  # request id -> its block
 
     def order(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> list[Request]:
@@ -161,24 +161,28 @@ class IncrementalQueueTree:
         The difference from the last round is found in passes that run in C (maps, set
         operations, list comparisons); Python steps are spent per changed request only."""
         entries = self._entries
-        bids = list(bids)
-        lens = list(prefix_lens) if self.costed else [0] * len(requests)
-        ids = list(map(id, requests))
-        present = set(ids)
+        # Lists as given (the auction passes lists) are read, not copied: a pass over the queue saved.
+        bids = bids if type(bids) is list else list(bids)
+        if not self.costed:
+            lens = [0] * len(requests)
+        else:
+            lens = prefix_lens if type(prefix_lens) is list else list(prefix_lens)
+        n = len(requests)
+        present = set(requests)
         try:
-            if len(present) != len(ids):
+            if len(present) != n:
                 raise ValueError("the same request twice in the queue")
-            new = present - entries.keys() if len(entries) != len(ids) or None in map(entries.get, ids) else set()
-            gone = entries.keys() - present if len(entries) + len(new) != len(ids) else set()
-            added = self._fresh_blocks(requests, ids, bids, lens, new, gone) if new else []
-            entries.update(zip(map(id, map(_REQUEST, added)), added))
-            known = list(map(entries.__getitem__, ids))
+            new = present - entries.keys() if len(entries) != n or None in map(entries.get, requests) else set()
+            gone = entries.keys() - present if len(entries) + len(new) != n else set()
+            added = self._fresh_blocks(requests, bids, lens, new, gone) if new else []
+            entries.update(zip(map(_REQUEST, added), added))
+            known = list(map(entries.__getitem__, requests))
             try:
                 stale = self._stale(known, requests)
                 changed = self._changed(known, bids, lens)
             except ValueError:
                 for e in added:
-                    del entries[id(e.request)]
+                    del entries[e.request]
                 raise
         except (TypeError, ValueError):
             validate_requests(requests)  # names the culprit
@@ -188,12 +192,12 @@ class IncrementalQueueTree:
             e.bid, e.cached, e.reach = b, c, c
             changes.blocks.add(e)
         for e in stale:  # its prompt or id was replaced (or may change in place): place it again
-            gone.add(id(e.request))
+            gone.add(e.request)
             added.append(_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
         for key in gone:
             self._remove(entries.pop(key), changes)
         for e in added:
-            entries[id(e.request)] = e
+            entries[e.request] = e
             self._insert(e, changes)
         self._recompute(changes)
         return list(self._root.flat)
@@ -217,18 +221,18 @@ class IncrementalQueueTree:
         return [(known[i], _checked_bid(bids[i], known[i].rid), lens[i]) for i in at]
 
     def _fresh_blocks(
-        self, requests: Sequence[Request], ids: list[int], bids: list[object], lens: list[int], new: set[int],
-        gone: set[int],
+        self, requests: Sequence[Request], bids: list[object], lens: list[int], new: set[Request],
+        gone: set[Request],
     ) -> list[_Req]:
         """Blocks for the requests `new` to the tree; ValueError on a bad bid or prompt or a
         repeated request id (against each other and the requests that stay)."""
-        mask = list(map(new.__contains__, ids))
+        mask = list(map(new.__contains__, requests))
         fresh = list(compress(requests, mask))
         tokens, _ = validate_requests(fresh)
         added = []
         for r, t, b, c in zip(fresh, tokens, compress(bids, mask), compress(lens, mask)):
             holder = self._by_rid.get(r.id)
-            if holder is not None and id(holder.request) not in gone:
+            if holder is not None and holder.request not in gone:
                 raise ValueError(f"request {r.id}: duplicate request id in the queue")
             added.append(_block(r, t, _checked_bid(b, r.id), c))
         return added

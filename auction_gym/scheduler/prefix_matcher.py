@@ -55,6 +55,9 @@ class PrefixMatcher:
         # end node -> child key the request follows out of it -> ids
         self._hanging: dict[TreeNode, dict[Key, set[int]]] = defaultdict(lambda: defaultdict(set))
         self.requests: dict[int, Request] = {}
+        self.length_of: dict[Request, int] = {}
+        """Each waiting request's matched length (tokens), by the request itself: read in one map
+        over a queue of thousands, without its ids."""
         self.dropped: list[int] = []
         self.added: list[int] = []
         self.splits: dict[int, TreeNode] = {}
@@ -118,11 +121,13 @@ class PrefixMatcher:
             (self.splits[r.id],) = node.children.values()
         key = cache.edge_key(tokens, node.depth)
         self._match[r.id] = (length, node)
+        self.length_of[r] = length
         self._next[r.id] = key
         self._hanging[node][key].add(r.id)
 
     def _forget(self, rid: int) -> TreeNode:
         node = self._match.pop(rid)[1]
+        del self.length_of[self.requests[rid]]
         key = self._next.pop(rid)
         by_key = self._hanging[node]
         by_key[key].discard(rid)

@@ -26,7 +26,7 @@ every request, every round); and the two in-round cases listed in `auction_gym.r
 
 from __future__ import annotations
 
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Sequence
 
 from ..radix_cache import RadixCache, TreeNode
@@ -34,7 +34,7 @@ from ..request import Request
 from .base import fcfs_key
 from .prefix_matcher import PrefixMatcher
 
-_ID, _LENGTH = attrgetter("id"), itemgetter(0)
+_ID = attrgetter("id")
 
 
 class WaitingPrefixes:
@@ -100,12 +100,12 @@ class WaitingPrefixes:
             return None
         if self._lengths is not None and self._lengths[0] is queue:
             return self._lengths[1]
-        ids = list(map(_ID, queue))  # passes in C: the auction reads thousands of lengths a round
-        # Another list is checked request by request (they compare by identity); the engine asks
-        # for the one it refreshed, which saves two passes over a queue of thousands each round.
-        if queue is not self._refreshed and list(map(requests.get, ids)) != list(queue):
+        # Passes in C: the auction reads thousands of lengths a round. Another list is checked
+        # request by request (they compare by identity); the engine asks for the one it refreshed,
+        # which saves that pass.
+        if queue is not self._refreshed and list(map(requests.get, map(_ID, queue))) != list(queue):
             return None
-        out = list(map(_LENGTH, map(self._match.__getitem__, ids)))
+        out = list(map(self._matcher.length_of.__getitem__, queue))
         self._lengths = (queue, out)
         return out
 

@@ -13,7 +13,15 @@ from .classes import (
     get_class,
 )
 from .mooncake import MOONCAKE_MAX_NEW_TOKENS, expand_blocks, iter_mooncake, load_mooncake
-from .registry import LoadSweep, SweepGrid, WorkloadEntry, get_workload, register_workload, workload_names
+from .registry import (
+    LoadSweep,
+    ReplicaScale,
+    SweepGrid,
+    WorkloadEntry,
+    get_workload,
+    register_workload,
+    workload_names,
+)
 from .shared_prefix import SharedPrefixConfig, iter_shared_prefix, shared_prefix_stream, shared_prefix_workload
 
 __all__ = [
@@ -25,6 +33,7 @@ __all__ = [
     "URGENT",
     "AgenticConfig",
     "LoadSweep",
+    "ReplicaScale",
     "RequestClass",
     "SharedPrefixConfig",
     "SweepGrid",

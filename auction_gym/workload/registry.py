@@ -53,6 +53,28 @@ class LoadSweep:
 
 
 @dataclass(frozen=True)
+class ReplicaScale:
+    """How `radix-auction cluster` offers a workload to R replicas at a load L (scale = L x R):
+    `per_replica`, the intensity one replica is offered at load 1, in the entry's `intensity`
+    units (the rate times the scale, or the time scale divided by it), as a number or a
+    "module:attr" function of no arguments; `size_argument`, the keyword argument that sets how
+    many requests a point replays, given max(1, size // `size_divisor`) x R for the command's
+    `--size`; `kwargs`, fixed workload arguments; `engine_kwargs`, the engine's (`EngineConfig`)."""
+
+    per_replica: float | str
+    size_argument: str
+    size_divisor: int = 1
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    engine_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def workload_kwargs(self, intensity: str, scale: float, size: int, replicas: int) -> dict[str, Any]:
+        """The workload's keyword arguments at `scale` (load x replicas) for `size` and `replicas`."""
+        base = self.per_replica if isinstance(self.per_replica, (int, float)) else resolve(self.per_replica)()
+        level = base * scale if intensity == "rate" else base / scale
+        return {intensity: level, self.size_argument: max(1, size // self.size_divisor) * replicas, **self.kwargs}
+
+
+@dataclass(frozen=True)
 class WorkloadEntry:
     """One workload: `name` (what configs and the command line say), `target` (its stream, as
     "module:attr" or the callable; see the module docstring), `summary` (one line),
@@ -61,8 +83,9 @@ class WorkloadEntry:
     values over the parameters' own), `trace_argument` (the keyword receiving
     `MarketConfig.trace_path`; None: no trace), `open_ended` (a stream without end unless given
     `duration` (s) or `num_requests`: the market then sets `duration` to outlast the episode),
-    `intensity` (its argument that sets how fast requests arrive, one of INTENSITIES) and `sweep`
-    (how `reproduce` sweeps its load; None: left out of the sweep)."""
+    `intensity` (its argument that sets how fast requests arrive, one of INTENSITIES), `sweep`
+    (how `reproduce` sweeps its load; None: left out of the sweep) and `replicas` (how
+    `radix-auction cluster` scales it to many replicas; None: left out of the cluster sweep)."""
 
     name: str
     target: str | Callable[..., Iterable[Request]]
@@ -73,6 +96,7 @@ class WorkloadEntry:
     open_ended: bool = False
     intensity: str = "rate"
     sweep: LoadSweep | None = None
+    replicas: ReplicaScale | None = None
 
     def parameter_defaults(self) -> dict[str, Any]:
         """{keyword argument: its default} (the market's `defaults` over the parameters' own; an
@@ -130,6 +154,8 @@ def register_workload(entry: WorkloadEntry) -> WorkloadEntry:
         named |= {"duration", "num_requests"}
     if entry.sweep is not None:
         named |= set(entry.sweep.quick.kwargs) | set(entry.sweep.full.kwargs)
+    if entry.replicas is not None:
+        named |= {entry.replicas.size_argument} | set(entry.replicas.kwargs)
     if unknown := named - known:
         raise ValueError(f"workload {entry.name!r} does not take {sorted(unknown)}; it takes {sorted(known)}")
     _ENTRIES[entry.name] = entry
@@ -174,6 +200,8 @@ for _entry in (
         open_ended=True,
         sweep=LoadSweep(80.0, SweepGrid((20_000, 60_000), _QUICK_LOADS, {**_REPRODUCE_AGENTIC, "duration": 20.0}),
                         SweepGrid((15_000, 30_000, 60_000), _FULL_LOADS, {**_REPRODUCE_AGENTIC, "duration": 60.0})),
+        # One replica's load 1: what the default market's engine serves with every slot busy.
+        replicas=ReplicaScale("auction_gym.market.config:default_served_rate", "num_requests"),
     ),
     WorkloadEntry(
         "shared_prefix", "auction_gym.workload.shared_prefix:shared_prefix_stream",
@@ -184,6 +212,7 @@ for _entry in (
         sweep=LoadSweep(200.0, SweepGrid((40_000,), (0.6, 0.9, 2.5), {"num_groups": 64, "prompts_per_group": 16}),
                         SweepGrid((40_000, 100_000), (0.5, 0.7, 0.8, 0.9, 1.0, 1.2, 2.0),
                                   {"num_groups": 64, "prompts_per_group": 64})),
+        replicas=ReplicaScale(8.0, "num_groups", size_divisor=16, kwargs={"prompts_per_group": 16}),
     ),
     WorkloadEntry(
         "mooncake", "auction_gym.workload.mooncake:iter_mooncake",
@@ -192,6 +221,7 @@ for _entry in (
         # A time scale of 0.25 is 4x the trace's own rate.
         sweep=LoadSweep(0.25, SweepGrid((200_000,), _QUICK_LOADS, {"limit": 300}),
                         SweepGrid((100_000, 400_000), _FULL_LOADS, {"limit": 1000})),
+        replicas=ReplicaScale(4.0, "limit", engine_kwargs={"kv_capacity_tokens": 100_000}),
     ),
 ):
     register_workload(_entry)

@@ -6,11 +6,13 @@ on the same clock, `gpu_backend.timer`; after a warm-up, the fastest of `repeats
 filters out interference from other processes, or their median), then fits
 
     prefill  t = a + b * new_tokens + c * attention     (attention = sum_i new_i (cached_i + new_i / 2))
-    decode   t = d + e * batch + f * context
+    decode   t = d + e * batch + f * context + g * min(batch, k)
 
 by non-negative least squares on relative error (each point weighted by 1 / its measured time, so
-small and large iterations count alike). A random `holdout` share of the points is left out of the
-fit; the printed error is the absolute percent error on those held-out points (median and p90).
+small and large iterations count alike); the knee k is the one of `KNEES` (or none: g = 0) whose
+fit has the least error. A random `holdout` share of the points is left out of the fit; the
+printed error is the absolute percent error on those held-out points (median and p90), and that
+of the decode fit without a knee (the linear form, for comparison).
 The coefficients go to a JSON file that `CostModel.from_json` (and so `EngineConfig`) loads.
 
 torch and gpu_backend are imported when a calibration runs, not with this module, so the command
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -40,11 +42,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Sample:
-    """One measured iteration: features x (1, size, quadratic term) and seconds t."""
+    """One measured iteration: features x (1, size, quadratic term) and seconds t: for prefill
+    (1, new tokens, attention), for decode (1, batch, context)."""
 
     kind: str
     x: tuple[float, float, float]
     t: float
+
+
+KNEES = (2, 3, 4, 6, 8, 12, 16)
+"""Candidate decode knees (`CostModel.decode_knee`, requests) a fit tries besides none."""
+_FIELDS = {"prefill": ("prefill_base", "prefill_per_token", "prefill_per_attention"),
+           "decode": ("decode_base", "decode_per_request", "decode_per_context_token", "decode_per_request_to_knee")}
+"""The `CostModel` coefficient of each column of `_columns`, per kind."""
 
 
 def nnls(a: np.ndarray, b: np.ndarray, required: tuple[int, ...] = ()) -> np.ndarray:
@@ -67,18 +77,52 @@ def nnls(a: np.ndarray, b: np.ndarray, required: tuple[int, ...] = ()) -> np.nda
     return best
 
 
-def fit(samples: list[Sample]) -> np.ndarray:
-    """Coefficients of t = x . coef, coef >= 0, minimizing the squared relative error."""
+def _columns(samples: list[Sample], knee: float) -> np.ndarray:
+    """The samples' features, with min(batch, knee) appended if `knee` (decode samples only)."""
     x = np.array([s.x for s in samples])
-    t = np.array([s.t for s in samples])
-    return nnls(x / t[:, None], np.ones(len(t)))
+    return np.column_stack([x, np.minimum(x[:, 1], knee)]) if knee else x
 
 
-def ape(samples: list[Sample], coef: np.ndarray) -> np.ndarray:
-    """Absolute percent error of the fitted times."""
-    x = np.array([s.x for s in samples])
+def _fit_columns(x: np.ndarray, t: np.ndarray, relative: bool, required: tuple[int, ...]) -> tuple[np.ndarray, float]:
+    """NNLS coefficients of t ~ x . coef and their squared (relative, if `relative`) error."""
+    a, b = (x / t[:, None], np.ones(len(t))) if relative else (x, t)
+    coef = nnls(a, b, required)
+    return coef, float(np.sum((a @ coef - b) ** 2))
+
+
+def fit_cost_model(samples: list[Sample], name: str, *, relative: bool = True, required: tuple[int, ...] = (),
+                   knees: tuple[float, ...] = KNEES) -> CostModel:
+    """A `CostModel` fitted to prefill and decode `samples` by non-negative least squares, on
+    relative error (each point weighted by 1 / its seconds) or, if not `relative`, on seconds;
+    `required` columns (0: the base cost) are always in the support. The decode knee is the one of
+    `knees` (or none) whose fit has the least error; `knees=()` fits the linear form."""
+    coef: dict[str, float] = {}
+    prefill = [s for s in samples if s.kind == "prefill"]
+    coef |= zip(_FIELDS["prefill"], _fit_columns(_columns(prefill, 0), np.array([s.t for s in prefill]),
+                                                 relative, required)[0])
+    decode = [s for s in samples if s.kind == "decode"]
+    t = np.array([s.t for s in decode])
+    fits = {knee: _fit_columns(_columns(decode, knee), t, relative, required) for knee in (0, *knees)}
+    knee = min(fits, key=lambda k: fits[k][1])
+    coef |= zip(_FIELDS["decode"], fits[knee][0])
+    return CostModel(**{k: float(v) for k, v in coef.items()}, decode_knee=float(knee), name=name)
+
+
+def fit(samples: list[Sample], knees: tuple[float, ...] = KNEES) -> CostModel:
+    """`fit_cost_model` on relative error (calibration's fit; the name says so)."""
+    return fit_cost_model(samples, "fitted", knees=knees)
+
+
+def predicted(cost: CostModel, sample: Sample) -> float:
+    """Seconds `cost` charges for the iteration `sample` measured."""
+    _, size, work = sample.x
+    return cost.prefill_time(size, work) if sample.kind == "prefill" else cost.decode_time(size, work)
+
+
+def ape(samples: list[Sample], cost: CostModel) -> np.ndarray:
+    """Absolute percent error of `cost`'s times for `samples`."""
     t = np.array([s.t for s in samples])
-    return 100 * np.abs(x @ coef - t) / t
+    return 100 * np.abs(np.array([predicted(cost, s) for s in samples]) - t) / t
 
 
 STATISTICS = {"min": np.min, "median": np.median}
@@ -176,19 +220,19 @@ def calibrate(
     start = time.perf_counter()
     samples = profile(model, pool, rng=rng, repeats=repeats, max_prefill=max_prefill, max_context=max_context,
                       statistic=statistic, progress=progress, clock=clock)
-    coef, errors = {}, {}
-    for kind in ("prefill", "decode"):
-        pts = [s for s in samples if s.kind == kind]
-        test = rng.random(len(pts)) < holdout
-        test[rng.integers(len(pts))] = True  # at least one held-out point
-        train = [p for p, h in zip(pts, test) if not h]
-        held = [p for p, h in zip(pts, test) if h]
-        coef[kind] = fit(train)
-        errors[kind] = ape(held, coef[kind])
+    held = rng.random(len(samples)) < holdout
+    for kind in ("prefill", "decode"):  # at least one held-out point of each kind
+        held[rng.choice([i for i, s in enumerate(samples) if s.kind == kind])] = True
+    train = [s for s, h in zip(samples, held) if not h]
+    test = {kind: [s for s, h in zip(samples, held) if h and s.kind == kind] for kind in ("prefill", "decode")}
     name = f"{preset}-{str(torch_dtype).removeprefix('torch.')}/{_device_name(device)} (calibrated)"
-    model_json = CostModel(*map(float, coef["prefill"]), *map(float, coef["decode"]), name=name)
-    model_json.to_json(out)
-    summary = {"out": str(out), "cost_model": model_json.__dict__, **_errors(samples, errors),
+    cost = replace(fit(train), name=name)
+    cost.to_json(out)
+    errors = {kind: ape(pts, cost) for kind, pts in test.items()}
+    linear = ape(test["decode"], fit(train, knees=()))
+    summary = {"out": str(out), "cost_model": asdict(cost), **_errors(samples, errors),
+               "decode_linear_median_ape_pct": float(np.median(linear)),
+               "decode_linear_p90_ape_pct": float(np.percentile(linear, 90)),
                "wall_s": round(time.perf_counter() - start, 1)}
     print(json.dumps(summary, indent=2))
     return summary

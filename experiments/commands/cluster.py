@@ -32,6 +32,7 @@ from pathlib import Path
 
 from auction_gym.cluster import ROUTERS, load_imbalance
 from auction_gym.market import MECHANISMS, Market, MarketConfig
+from auction_gym.workload import get_workload, workload_names
 
 from ..argtypes import positive_int
 from .reproduce_trace import SLICE, full_trace
@@ -40,9 +41,19 @@ TRACE = next((p for p in (full_trace(),) if p is not None and p.is_file()), SLIC
 """The full Mooncake trace named by $RADIX_AUCTION_MOONCAKE_TRACE, else the 1,000-line test slice
 (too short for replicas x size lines at 8 or more replicas)."""
 KV_OVERLAP = "kv_overlap"
-WORKLOADS = ("mooncake", "shared_prefix", "agentic")
-FULL = {"routers": list(ROUTERS), "policies": ["fcfs", "lpm", "radix_vcg", "strict_vcg"],
-        "replicas": [1, 4, 8, 16], "workloads": list(WORKLOADS), "loads": [0.7, 1.0]}
+
+
+def cluster_workloads() -> tuple[str, ...]:
+    """The registered workloads that say how they scale to many replicas (`WorkloadEntry.replicas`)."""
+    return tuple(w for w in workload_names() if get_workload(w).replicas is not None)
+
+
+def full_grid() -> dict[str, list]:
+    """The full sweep's grid: every registered router and cluster workload, as registered now."""
+    return {"routers": list(ROUTERS), "policies": ["fcfs", "lpm", "radix_vcg", "strict_vcg"],
+            "replicas": [1, 4, 8, 16], "workloads": list(cluster_workloads()), "loads": [0.7, 1.0]}
+
+
 QUICK = {"routers": ["round_robin", "least_load", "prefix_hash", "cache_aware", "kv_overlap", "oracle_prefix"],
          "policies": ["lpm", "radix_vcg", "strict_vcg"], "replicas": [1, 8],
          "workloads": ["mooncake", "shared_prefix"], "loads": [1.0]}
@@ -72,17 +83,12 @@ def scenario(workload: str, policy: str, router: str, replicas: int, load: float
     multi = replicas > 1
     common = dict(num_bidders=4, mechanism=policy, replicas=replicas, horizon=10**9, budget=1e12, warmup=0.0,
                   router=router if multi else "identity", router_kwargs=dict(router_kwargs or {}) if multi else {})
-    scale = load * replicas
-    if workload == "mooncake":
-        return MarketConfig(workload="mooncake", trace_path=trace, workload_kwargs={
-            "time_scale": 4.0 / scale, "limit": size * replicas}, engine_kwargs={"kv_capacity_tokens": 100_000},
-            **common)
-    if workload == "shared_prefix":
-        groups = max(1, size // 16) * replicas
-        return MarketConfig(workload="shared_prefix", workload_kwargs={
-            "num_groups": groups, "prompts_per_group": 16, "rate": 8.0 * scale}, **common)
-    rate = MarketConfig().served_rate() * scale
-    return MarketConfig(workload="agentic", workload_kwargs={"rate": rate, "num_requests": size * replicas}, **common)
+    entry = get_workload(workload)
+    if entry.replicas is None:
+        raise ValueError(f"workload {workload!r} does not say how it scales to replicas (WorkloadEntry.replicas)")
+    return MarketConfig(workload=workload, trace_path=trace if entry.trace_argument is not None else None,
+                        workload_kwargs=entry.replicas.workload_kwargs(entry.intensity, load * replicas, size, replicas),
+                        engine_kwargs=dict(entry.replicas.engine_kwargs), **common)
 
 
 def run_point(config: MarketConfig, load: float, label: str | None = None, seed: int = 0) -> Point:
@@ -300,9 +306,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merge", type=Path, nargs="+", default=None, metavar="CSV",
                         help="write the outputs from these cluster.csv files instead of running a grid (a point in "
                              "several: the first file's row)")
-    for key in FULL:
+    full = full_grid()
+    for key in full:
         parser.add_argument(f"--{key}", type=lambda s: s.split(","), default=None,
-                            help=f"comma-separated, overrides the grid (full: {','.join(map(str, FULL[key]))})")
+                            help=f"comma-separated, overrides the grid (full: {','.join(map(str, full[key]))})")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -326,11 +333,11 @@ def run(args: argparse.Namespace) -> None:
 
 def _grid(args: argparse.Namespace) -> dict:
     """The grid: --quick's or the full one, with what the flags override, checked."""
-    grid = dict(QUICK if args.quick else FULL)
+    grid = dict(QUICK if args.quick else full_grid())
     for key, cast in (("routers", str), ("policies", str), ("replicas", int), ("workloads", str), ("loads", float)):
         if getattr(args, key) is not None:
             grid[key] = [cast(v) for v in getattr(args, key)]
-    valid = {"routers": ROUTERS, "policies": MECHANISMS, "workloads": WORKLOADS}
+    valid = {"routers": ROUTERS, "policies": MECHANISMS, "workloads": cluster_workloads()}
     for key, names in valid.items():
         if unknown := set(grid[key]) - set(names):
             raise ValueError(f"--{key}: unknown {', '.join(sorted(unknown))}; valid: {', '.join(names)}")

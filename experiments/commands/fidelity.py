@@ -16,13 +16,16 @@ Made to travel between machines, and to hold on a machine other processes keep b
 - load: the arrival rate is `--load` times the torch engine's capacity on this workload, measured
   first on the same clock (a replay of another draw with every request arriving at once), so a
   slower CPU runs the same workload as far below saturation; `--rate` fixes it in requests/s.
+- speed reference (opt-in, `--speed-reference N`): every N iterations a fixed decode step is
+  timed, and iteration times are scaled by the machine's nominal over current speed
+  (`gpu_backend.speed_reference`), since a shared CPU's speed drifts on the cpu clock too;
 - interleaving: the calibration replay and the `--repeats` scored torch replays step one
   iteration each in turn (one model shared), so a stretch of time when the machine is slower
   slows all of them alike instead of biasing one against another.
 
 The cost model: `--cost-model` JSON, or one calibrated now. `--calibration replay` (default)
 fits it to the iterations of a torch replay of another draw of the same workload (seed + 1), by
-least squares on seconds; `--calibration grid` runs `radix-auction calibrate`'s profiling grid.
+least squares on seconds, decode knee included (`CostModel.decode_knee`); `--calibration grid` runs `radix-auction calibrate`'s profiling grid.
 
 The workload is SGLang's generated-shared-prefix benchmark scaled down (`--groups` x
 `--prompts-per-group` requests), so the engine queues, batches, hits the cache, chunks long
@@ -57,9 +60,9 @@ from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
-from ..argtypes import positive_float, positive_int
+from ..argtypes import non_negative_int, positive_float, positive_int
 from ..cli import UsageError, run_command
-from .calibrate import STATISTICS, calibrate, checked_clock, nnls
+from .calibrate import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
 from .replays import Replay, replay, replay_together, saturation_throughput, torch_engine
 
 
@@ -102,35 +105,26 @@ def compare(real: Replay, sim: Replay) -> dict:
     return out
 
 
-def _coefficients(cost: CostModel, kind: str) -> np.ndarray:
-    if kind == "prefill":
-        return np.array([cost.prefill_base, cost.prefill_per_token, cost.prefill_per_attention])
-    return np.array([cost.decode_base, cost.decode_per_request, cost.decode_per_context_token])
-
-
 def fit_replay(real: Replay, name: str) -> CostModel:
     """A cost model fitted to a torch replay's own iterations by non-negative least squares on
-    seconds. Not on relative error (`calibrate.fit`): latency and throughput are sums of iteration
-    times, and under a shared CPU's heavy-tailed noise the relative fit sits near the fastest runs,
-    which biases every sum low. The base cost per iteration is always in the fit: without it, a
-    short replay's decode steps may be fitted to the context term alone, which `EngineConfig`
-    rejects (a step of no context would cost nothing)."""
-    coef = []
-    for kind in ("prefill", "decode"):
-        pts = [s for s in real.samples if s.kind == kind]
-        coef.append(nnls(np.array([s.x for s in pts]), np.array([s.t for s in pts]), required=(0,)))
-    return CostModel(*map(float, coef[0]), *map(float, coef[1]), name=name)
+    seconds (`calibrate.fit_cost_model`, decode knee included). Not on relative error
+    (`calibrate.fit`): latency and throughput are sums of iteration times, and under a shared
+    CPU's heavy-tailed noise the relative fit sits near the fastest runs, which biases every sum
+    low. The base cost per iteration is always in the fit: without it, a short replay's decode
+    steps may be fitted to the context term alone, which `EngineConfig` rejects (a step of no
+    context would cost nothing)."""
+    return fit_cost_model(real.samples, name, relative=False, required=(0,))
 
 
 def timing_error(real: Replay, cost: CostModel) -> dict:
     """`cost`'s error on the torch replay's own iterations: median and p90 absolute percent error
     per iteration, and the bias of the total (percent)."""
     measured = np.array([s.t for s in real.samples])
-    predicted = np.array([np.dot(s.x, _coefficients(cost, s.kind)) for s in real.samples])
-    ape = 100 * _relative(predicted, measured)
+    charged = np.array([predicted(cost, s) for s in real.samples])
+    ape = 100 * _relative(charged, measured)
     return {"iterations": len(measured), "iteration_median_ape_pct": float(np.median(ape)),
             "iteration_p90_ape_pct": float(np.percentile(ape, 90)),
-            "total_bias_pct": float(100 * (predicted.sum() / measured.sum() - 1))}
+            "total_bias_pct": float(100 * (charged.sum() / measured.sum() - 1))}
 
 
 def workload(groups: int, per_group: int, system_prompt_len: int, question_len: int, output_len: int,
@@ -188,17 +182,23 @@ def _markdown(summary: dict) -> str:
 
 def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, repeats: int = 2,
              train: list[Request] | None = None, out: Path | None = None, context: dict | None = None,
-             **engine) -> dict:
+             speed_reference: int = 0, **engine) -> dict:
     """Replay `requests` `repeats` times through the torch engine (`torch_engine(scheduler, config,
     **engine)`, one model shared) and once through the simulator with `config.cost_model`; returns
     (and writes to `out`, if given) the comparisons, with `context`'s entries (how the workload was
     made). With `train` (another draw of the workload), a torch replay of it runs interleaved with
     the scored ones (`replay_together`) and the simulator's cost model is fitted to it instead
-    (`fit_replay`; written to `out`/costs.json)."""
+    (`fit_replay`; written to `out`/costs.json). With `speed_reference` > 0 the torch engines
+    share a `gpu_backend.speed_reference.SpeedReference` probing every `speed_reference` iterations,
+    which scales their iteration times to the machine's nominal speed."""
     first = torch_engine(scheduler, config, **engine)
     rest = {k: v for k, v in engine.items() if k == "clock"}
-    engines = [first] + [torch_engine(scheduler, config, model=first.model, **rest)
-                         for _ in range(repeats - 1 + (train is not None))]
+    if speed_reference:
+        from gpu_backend.speed_reference import SpeedReference, decode_probe
+
+        rest["reference"] = SpeedReference(decode_probe(first.model, first.timer), every=speed_reference)
+    engines = [torch_engine(scheduler, config, model=first.model, **rest)
+               for _ in range(repeats + (train is not None))]
     reals = replay_together(engines, ([train] if train is not None else []) + [requests] * repeats)
     if train is not None:
         fitted, *reals = reals
@@ -206,7 +206,7 @@ def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, r
     sim = replay(SimEngine(scheduler, config), requests)
     summary = {
         "requests": len(requests), "scheduler": scheduler, "cost_model": config.cost_model.__dict__,
-        "clock": first.timer.clock, **(context or {}),
+        "clock": first.timer.clock, "speed_reference": speed_reference, **(context or {}),
         "sim_vs_torch": [compare(real, sim) for real in reals],
         "torch_vs_torch": [compare(reals[0], real) for real in reals[1:]],
         "timing": [timing_error(real, config.cost_model) for real in reals],
@@ -238,6 +238,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the torch engine's iteration seconds count on a CPU: cpu (default), its "
                         "thread's CPU time, without waits for a core other processes hold (needs "
                         "--threads 1); or wall, elapsed time, right only on an otherwise idle machine")
+    parser.add_argument("--speed-reference", type=non_negative_int, default=0, metavar="N",
+                        help="every N iterations, time a fixed decode step and scale the torch engines' "
+                        "iteration times by the machine's nominal over current speed (default 0: off)")
     g = parser.add_argument_group("workload (shared-prefix benchmark, scaled down)")
     g.add_argument("--groups", type=positive_int, default=8, help="system prompts (default 8)")
     g.add_argument("--prompts-per-group", type=positive_int, default=16, help="requests per system prompt (default 16)")
@@ -309,7 +312,7 @@ def run(args: argparse.Namespace) -> dict:
     arrivals = {"rate": rate, "capacity_rps": capacity, "load": args.load if capacity else None}
     config = config if cost is None else replace(config, cost_model=cost)
     summary = fidelity(workload(*shape, rate, args.seed), args.scheduler, config, repeats=args.repeats, train=train,
-                       out=args.out, context=arrivals, **engine)
+                       out=args.out, context=arrivals, speed_reference=args.speed_reference, **engine)
     print(_markdown(summary))
     print(f"wall s: {summary['wall_s']}; written to {args.out}/")
     return summary

@@ -20,6 +20,7 @@ from .calibrate import Sample
 
 if TYPE_CHECKING:
     from gpu_backend import Transformer
+    from gpu_backend.speed_reference import SpeedReference
 
 
 @dataclass
@@ -98,13 +99,15 @@ def _timed_torch_engine_class() -> type:
 
 
 def torch_engine(scheduler: str, config: EngineConfig, *, preset: str = "tiny", device: str = "cpu", seed: int = 0,
-                 clock: str | None = None, model: Transformer | None = None) -> ServingEngine:
+                 clock: str | None = None, model: Transformer | None = None,
+                 reference: SpeedReference | None = None) -> ServingEngine:
     """A torch engine (weights from `seed`, or `model`) that times its iterations on `clock` (a
-    `gpu_backend.timer.CLOCKS` name; None: its default) and records them as `samples`."""
+    `gpu_backend.timer.CLOCKS` name; None: its default), scaled by `reference` if given, and
+    records them as `samples`."""
     from gpu_backend.timer import DEFAULT_CLOCK
 
     return _timed_torch_engine_class()(scheduler, config, preset=preset, device=device, seed=seed,
-                                       clock=clock or DEFAULT_CLOCK, model=model)
+                                       clock=clock or DEFAULT_CLOCK, model=model, reference=reference)
 
 
 def saturation_throughput(engine: ServingEngine, requests: list[Request]) -> float:
