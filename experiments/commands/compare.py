@@ -77,9 +77,9 @@ FULL = {"timesteps": 30_000, "seeds": 5, "episodes": 20, "tuning_episodes": TUNI
 """The run's sizes by default (the options of the same names)."""
 QUICK = {"timesteps": 2_048, "seeds": 2, "episodes": 5, "tuning_episodes": 3}
 """`--quick`'s sizes: two PPO rollouts per seed, which learn little; for a first look at the outputs."""
-QUICK_WALL_TIME = "about 75 s on 2 idle cores"
-"""`--quick`'s cost, quoted by --help: 74-77 s of wall time measured (2 jobs, two runs, only niced
-background work, load average 2-3; 130 s of user CPU time); README, "Two commands"."""
+QUICK_WALL_TIME = "about a minute on 2 idle cores"
+"""`--quick`'s cost, quoted by --help: 60 s of wall time measured on 2 idle cores (2 jobs; 104 s of
+user CPU time), 74-77 s earlier with niced background work; README, "Two commands"."""
 
 
 def _sizes_text(sizes: dict[str, int]) -> str:
