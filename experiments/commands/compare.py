@@ -57,12 +57,11 @@ from agents.sb3 import ALGOS, check_hyperparams, load_hyperparams, load_policy
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, set_torch_threads, train
 from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
-from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS
 
-from ..argtypes import json_dict, positive_int
+from ..argtypes import positive_int
 from ..cli import UsageError, run_command
 from ..executor import Executor, add_address_argument, executor_of
-from .headroom import TUNING_EPISODES, headroom, scenario_kwargs
+from .headroom import TUNING_EPISODES, add_scenario_arguments, headroom, scenario_kwargs
 from .headroom import markdown as headroom_markdown
 from .headroom import write as write_headroom
 from .policy_figure import plot_policies, trace
@@ -122,10 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="reuse LOGDIR/compare, deleting an earlier compare's models and events there")
     parser.add_argument("--out", default="results", help="directory for compare.csv/.md/.png (default results)")
-    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, choices=list(SCENARIOS),
-                        help=f"named scenario (auction_gym.scenarios; default {DEFAULT_SCENARIO})")
-    parser.add_argument("--env-kwargs", type=json_dict, default={},
-                        help="RadixAuction-v0 arguments as JSON, over the scenario's key by key (default none)")
+    add_scenario_arguments(parser)
     parser.add_argument("--jobs", type=positive_int, default=2,
                         help="processes for the headroom report, the training runs and the evaluations (default 2)")
     add_address_argument(parser)

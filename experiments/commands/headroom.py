@@ -237,10 +237,7 @@ def write(out: Path, table: list[dict[str, Any]], header: str, title: str) -> No
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, choices=list(SCENARIOS),
-                        help=f"named scenario (auction_gym.scenarios; default {DEFAULT_SCENARIO})")
-    parser.add_argument("--env-kwargs", type=json_dict, default={},
-                        help="RadixAuction-v0 arguments as JSON, over the scenario's key by key (default none)")
+    add_scenario_arguments(parser)
     parser.add_argument("--tuning-episodes", type=positive_int, default=TUNING_EPISODES,
                         help=f"episodes (seeds 0..) the policies are chosen on (default {TUNING_EPISODES})")
     parser.add_argument("--episodes", type=positive_int, default=EVAL_EPISODES,
@@ -250,6 +247,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     add_address_argument(parser)
     parser.add_argument("--out", default="results", help="directory for headroom.md/.csv/.png (default results)")
+
+
+def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--scenario` and `--env-kwargs`, which `scenario_kwargs` merges (headroom and compare)."""
+    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, choices=list(SCENARIOS),
+                        help=f"named scenario (auction_gym.scenarios; default {DEFAULT_SCENARIO})")
+    parser.add_argument("--env-kwargs", type=json_dict, default={},
+                        help="RadixAuction-v0 arguments as JSON, over the scenario's key by key (default none)")
 
 
 def scenario_kwargs(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
