@@ -83,10 +83,15 @@ def auction_names() -> tuple[str, ...]:
 
 def get_mechanism(name: str) -> MechanismEntry:
     """The entry of `name`; an unknown name raises ValueError listing the valid ones."""
-    try:
-        return _ENTRIES[name]
-    except KeyError:
-        raise ValueError(f"unknown mechanism {name!r}; valid: {', '.join(_ENTRIES)}") from None
+    entry = find_mechanism(name)
+    if entry is None:
+        raise ValueError(f"unknown mechanism {name!r}; valid: {', '.join(_ENTRIES)}")
+    return entry
+
+
+def find_mechanism(name: str) -> MechanismEntry | None:
+    """The entry of `name`, None for a name not registered (a lookup the engine makes every round)."""
+    return _ENTRIES.get(name)
 
 
 def build(name: str, cost_model: str = "tokens", request_overhead: float = 1.0, **kwargs: Any) -> Scheduler:

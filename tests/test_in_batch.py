@@ -10,7 +10,8 @@ import pytest
 
 from auction_gym import EngineConfig, Request, SimEngine, scheduler_names
 from auction_gym.engine.in_batch import behind, deprioritized, prompt_head
-from auction_gym.registry import get_mechanism
+from auction_gym.registry import find_mechanism, get_mechanism
+from auction_gym.scheduler.base import in_batch_applies, make_scheduler
 
 SHARED = np.arange(1000, 1600)  # 600 tokens
 
@@ -135,3 +136,21 @@ def test_every_policy_says_whether_the_rule_applies():
     applies = {name for name in scheduler_names() if get_mechanism(name).in_batch}
     assert applies == {"lpm", "klpm", "radix_vcg"}
 
+
+
+def test_the_engine_reads_the_rule_from_the_policy_or_its_registry_entry():
+    """`in_batch_applies`: a policy's own `in_batch_deprioritizes` (lpm: not above its FCFS cut of
+    128), else its registry entry's `in_batch`, and False for a policy the registry does not know."""
+
+    class Unregistered:
+        name = "not_a_registered_policy"
+
+        def order(self, queue, cache):
+            return list(queue)
+
+    assert [in_batch_applies(make_scheduler(name), 5) for name in ("radix_vcg", "fcfs", "strict_vcg")] == [
+        True, False, False]
+    cut = make_scheduler("lpm", fcfs_above=128)
+    assert in_batch_applies(cut, 128) and not in_batch_applies(cut, 129) and in_batch_applies(make_scheduler("lpm"), 129)
+    assert not in_batch_applies(Unregistered(), 5)
+    assert find_mechanism(Unregistered.name) is None and find_mechanism("lpm") is get_mechanism("lpm")

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from auction_gym import Request
 from auction_gym.mechanism import RadixTreeAuction
+from auction_gym.mechanism.smith import block_key, block_keys
 
 
 @st.composite
@@ -42,3 +43,15 @@ def test_incremental_payments_and_decomposed_cost(instance, model):
         assert outcome.payments[i] == pytest.approx(
             -outcome.welfare - mine - without, rel=1e-9, abs=1e-9 * scale
         )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1e6) | st.sampled_from([0.0, 1.0]), st.floats(0, 1e6) | st.just(0.0),
+                          st.integers(0, 10**6)), max_size=30))
+def test_block_keys_are_block_key_of_each_block(blocks):
+    """The batch form `_allocate_tree` uses (in C when no work is zero) gives `block_key`'s keys
+    exactly, zero-work blocks included."""
+    s, p, tie = (list(column) for column in zip(*blocks)) if blocks else ([], [], [])
+    keys = block_keys(s, p, tie)
+    assert keys == [block_key(*b) for b in blocks]
+    assert [type(k[1]) for k in keys] == [float] * len(blocks)

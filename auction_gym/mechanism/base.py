@@ -16,7 +16,7 @@ from .queue_tree import TokenMemo, cached_prefix_lengths
 from .validation import validate_cost_model
 
 Cached = RadixCache | Iterable[Sequence[int]] | None
-_BID = attrgetter("bid")
+_BID, _BIDDER = attrgetter("bid"), attrgetter("bidder")
 
 
 class Allocation(Protocol):
@@ -70,7 +70,7 @@ class AuctionRound:
     def queued(self) -> dict[int, int]:
         """Bidder -> its requests in the round (q_i of the market's charging rule)."""
         if self._queued is None:
-            self._queued = Counter(r.bidder for r in self.requests)
+            self._queued = Counter(map(_BIDDER, self.requests))
         return self._queued
 
     @property

@@ -54,6 +54,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Iterable, Sequence
 
 from ..radix_cache import RadixCache
@@ -62,7 +63,7 @@ from .base import AuctionMechanism, Cached
 from .incremental_tree import IncrementalQueueTree
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
-from .smith import NodeIndex, SortKey, block_key, index_node, interaction_after_change
+from .smith import NodeIndex, SortKey, block_key, block_keys, index_node, interaction_after_change
 from .validation import validate_requests
 
 _MIXED = object()  # owner of a node whose subtree holds more than one bidder
@@ -201,10 +202,11 @@ class RadixTreeAuction(AuctionMechanism):
         own_p = [e + overhead for e in tree.req_work]  # a hanging request's own edge, then its overhead
         s = [0.0] * nn + bids
         p = [0.0] * nn + own_p
-        f = [0.0] * nn + [e * b + b * overhead for e, b in zip(tree.req_work, bids)]
+        f = [0.0] * nn  # then each request's e * b + b * overhead, in C
+        f += map(operator.add, map(operator.mul, tree.req_work, bids), map(operator.mul, bids, repeat(overhead)))
         tie = [0] * nn + ids
         key: list[SortKey | None] = [None] * nn
-        key += map(block_key, bids, own_p, ids)
+        key += block_keys(bids, own_p, ids)
         sorted_blocks: list[list[int]] = [[]] * nn
         g, sum_f = [0.0] * nn, [0.0] * nn
         key_of, tie_of = key.__getitem__, tie.__getitem__

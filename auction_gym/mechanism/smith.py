@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import neg, truediv
 
 SortKey = tuple[int, float, int]
 
@@ -28,6 +29,14 @@ SortKey = tuple[int, float, int]
 def block_key(s: float, p: float, tie: int) -> SortKey:
     """Sort key: zero-work blocks first, then S/P descending, then `tie` (smallest request id)."""
     return (0, 0.0, tie) if p == 0 else (1, -s / p, tie)
+
+
+def block_keys(s: list[float], p: list[float], tie: list[int]) -> list[SortKey]:
+    """`block_key` of each block: the same keys, made in C when no block has zero work (every
+    request's own block when the per-request overhead is positive, the default)."""
+    if 0 in p:
+        return list(map(block_key, s, p, tie))
+    return list(zip(repeat(1), map(neg, map(truediv, s, p)), tie))  # -(s/p) is (-s)/p exactly
 
 
 @dataclass(eq=False)

@@ -66,9 +66,10 @@ def in_batch_applies(scheduler: Scheduler, waiting: int) -> bool:
     own = getattr(scheduler, "in_batch_deprioritizes", None)
     if own is not None:
         return own(waiting)
-    from ..registry import get_mechanism, mechanism_names
+    from ..registry import find_mechanism
 
-    return scheduler.name in mechanism_names() and get_mechanism(scheduler.name).in_batch
+    entry = find_mechanism(scheduler.name)
+    return entry is not None and entry.in_batch
 
 
 def scheduler_names() -> list[str]:
