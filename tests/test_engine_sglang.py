@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from auction_gym import EngineConfig, Request, SimEngine
+from auction_gym.engine.reservation import AdmissionRules
 
 SGLANG = EngineConfig()
 
@@ -250,3 +251,23 @@ def test_output_room_clips_the_cap_so_a_lone_request_passes_the_check(page):
     assert engine.records[1].rejected == cfg.rejection(10, room + 1)
     assert f"less {100 - 10 - room}" in engine.records[1].rejected
     assert engine.run().finished == 1 and cfg.rejection(10, room) is None
+
+
+@pytest.mark.parametrize("page", [1, 4])
+def test_admission_rules_on_their_boundaries(page):
+    """`AdmissionRules`, the arithmetic the engine checks admissions with: the memory check is
+    strict by a page; a round is charged the last page rounded up and a page more; a chunk ends
+    on a page boundary; a resumed request is checked with its remaining cap but charged its whole
+    cap (SGLang's `add_one_req`), and "oracle" budgets the true output instead."""
+    cfg = EngineConfig(kv_capacity_tokens=4096, page_size=page, clip_max_new_tokens=100)
+    rules = AdmissionRules(cfg)
+    assert rules.fits(10, 11 + page) and not rules.fits(10, 10 + page)
+    assert rules.round_charge(9) == cfg.paged(9) - 9 + page
+    assert rules.round_charge(8) == page  # already whole pages
+    assert rules.chunk_end(1000, 3, 256) == 259 - 259 % page
+    assert rules.chunk_end(200, 3, 256) == 200  # the rest fits: no chunk
+    r = req(0, 50, 30, cap=300)
+    assert (rules.cap(r), rules.output_need(r, 250), rules.round_output(r, 250)) == (300, 50, 100)
+    assert rules.chunked_output(r, 0) == 100 and rules.smallest_need(r, 250) == 51
+    oracle = AdmissionRules(EngineConfig(kv_capacity_tokens=4096, page_size=page, reservation="oracle"))
+    assert (oracle.output_need(r, 10), oracle.round_output(r, 10), oracle.chunked_output(r, 10)) == (20, 20, 0)

@@ -17,7 +17,7 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
    tokens plus its output reservation (`EngineConfig.reservation`, reservation.py) plus a page
    are strictly below the room (free + evictable - what is reserved - a page per admission
-   earlier in the round), SGLang's check (`_fits`), and it is then allocated its uncached tokens,
+   earlier in the round), SGLang's check (`AdmissionRules.fits`), and it is then allocated its uncached tokens,
    evicting least-recently-used unlocked leaves. A chunked request's output is promised with its
    last chunk, not its first, as in SGLang (its first chunk's check counts it). Admission stops at the first request that does
    not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
@@ -64,7 +64,7 @@ from .config import EngineConfig
 from .in_batch import behind, deprioritized
 from .queue import WaitingQueue
 from .records import Metrics, RequestRecord, summarize
-from .reservation import FutureOutput
+from .reservation import AdmissionRules, FutureOutput
 from .state import Admission, Iteration, Running
 
 
@@ -140,7 +140,9 @@ class ServingEngine(Replay):
         self._context = 0
         self.records: dict[int, RequestRecord] = {}
         self.reserved = 0
-        self._sglang = self.config.reservation == "sglang"
+        self.rules = AdmissionRules(self.config)
+        """What an admission budgets and checks (reservation.py)."""
+        self._sglang = self.rules.sglang
         self._future = FutureOutput(self.config)
         self._chunked: Admission | None = None
         self._promised = 0
@@ -215,38 +217,10 @@ class ServingEngine(Replay):
             else:
                 arrived.append(r)
         if arrived:  # most iterations let in nothing
-            self.queue.arrive(arrived, [self._smallest_need(r, 0) for r in arrived])
+            self.queue.arrive(arrived, [self.rules.smallest_need(r, 0) for r in arrived])
         return rejected
 
     # Admission (step 2).
-
-    def _cap(self, r: Request) -> int:
-        """The request's output cap as the engine budgets it: max_new_tokens, clipped to
-        `EngineConfig.output_room` as SGLang clips it (never below the true output, which
-        `EngineConfig.rejection` ensures)."""
-        return min(r.max_new_tokens, self.config.output_room(r.prompt_len))
-
-    def _output_need(self, r: Request, generated: int) -> int:
-        """Tokens of output a request is budgeted for at admission: under "sglang" its remaining
-        cap, clipped; under "oracle" the output it will actually produce."""
-        if self._sglang:
-            return min(self._cap(r) - generated, self.config.clip_max_new_tokens)
-        return r.output_len - generated
-
-    def _round_output(self, r: Request, generated: int) -> int:
-        """Output tokens an admission charges the rest of its round (and promises until it runs):
-        under "sglang" min(max_new_tokens, clip) even for a resumed request, as SGLang's
-        `add_one_req` charges it (its check uses the remaining cap, `_output_need`)."""
-        if self._sglang:
-            return min(self._cap(r), self.config.clip_max_new_tokens)
-        return r.output_len - generated
-
-    def _chunked_output(self, r: Request, generated: int) -> int:
-        """The part of a chunked request's round output promised with its last chunk, not its
-        first: under "sglang" all of it, as SGLang's `_select_prefill_admission` budgets a chunk no
-        output (`max_new_tokens = 0` while `is_chunked`) and `add_chunked_req` min(max_new_tokens,
-        clip) with the last; its first chunk's check still counts the output (`_output_need`)."""
-        return self._round_output(r, generated) if self._sglang else 0
 
     def _room(self) -> float:
         """Tokens a new admission may take: free + evictable, less what is promised to the
@@ -268,18 +242,6 @@ class ServingEngine(Replay):
             raise RuntimeError(f"allocation of {tokens} tokens does not fit: the admission check is wrong")
         self.reserved += tokens
 
-    def _fits(self, need: int, room: float) -> bool:
-        """SGLang's memory check (`PrefillAdder.add_one_req`, `PrefillBudget.check_prefill`): a
-        request needing `need` tokens (uncached prompt + output reservation) goes in only if that
-        plus a page is strictly below the room."""
-        return need + self.config.page_size < room
-
-    def _round_charge(self, tokens: int) -> int:
-        """What an admission of `tokens` prefill tokens takes from the rest of its round beyond
-        them and its output: the last page rounded up and a page, as SGLang's `PrefillBudget.reserve`
-        charges every admitted request and chunk (`_update_prefill_budget`)."""
-        return self.config.paged(tokens) - tokens + self.config.page_size
-
     def _admission_possible(self, taken: int, charged: int) -> bool:
         """False when no waiting request could be admitted whatever the order, so the scheduler
         (an auction over the whole queue) need not run: the running batch is full, or the room,
@@ -289,26 +251,13 @@ class ServingEngine(Replay):
             return False
         room = self._room() - charged
         queue = self.queue
-        if self._fits(queue.need[queue.requests[0].id], room):  # the head usually fits, which settles it
+        if self.rules.fits(queue.need[queue.requests[0].id], room):  # the head usually fits, which settles it
             return True
         least = queue.smallest_need()
-        if self._fits(least, room):
+        if self.rules.fits(least, room):
             return True
         self._blocked = least
         return False
-
-    def _smallest_need(self, r: Request, generated: int) -> int:
-        """The least a waiting request that has emitted `generated` output tokens could be admitted
-        with: 1 token + its output reservation."""
-        return 1 + self._output_need(r, generated)
-
-    def _chunk_end(self, length: int, cached: int, budget: int) -> int:
-        """Where a prefill of tokens[cached:length] stops with `budget` tokens: the end, or a page
-        boundary for a chunk (which the cache then holds whole)."""
-        if length - cached <= budget:
-            return length
-        end = cached + budget
-        return end - end % self.config.page_size
 
     def _schedule_prefill(self) -> list[Admission]:
         """Choose this iteration's prefill batch and allocate its tokens: the chunked request in
@@ -319,21 +268,21 @@ class ServingEngine(Replay):
         if self._chunked is not None:
             adm, self._chunked = self._chunked, None
             adm.cached, adm.first = adm.end, False
-            adm.end = self._chunk_end(len(adm.tokens), adm.cached, budget)
+            adm.end = self.rules.chunk_end(len(adm.tokens), adm.cached, budget)
             self._promised -= adm.extend  # promised when it was admitted, allocated now
             if adm.last_chunk:
-                self._promised += self._chunked_output(adm.request, adm.generated)
+                self._promised += self.rules.chunked_output(adm.request, adm.generated)
             self._allocate(adm.extend)
             batch.append(adm)
             budget -= adm.extend
-            charged = self._round_charge(adm.extend)
+            charged = self.rules.round_charge(adm.extend)
         if budget > 0 and self.queue.requests and self._admission_possible(len(batch), charged):
             self._admit_from_queue(batch, budget, charged)
         return batch
 
     def _admit_from_queue(self, batch: list[Admission], budget: int, charged: int) -> None:
         """Admit waiting requests in the scheduler's order while they fit; `charged`: what the
-        round has taken beyond allocations and promises (`_round_charge`)."""
+        round has taken beyond allocations and promises (`AdmissionRules.round_charge`)."""
         cfg, cache = self.config, self.cache
         waiting = self.queue.requests
         self.waiting_prefixes.refresh(waiting, cache)
@@ -354,27 +303,27 @@ class ServingEngine(Replay):
             extend = len(tokens) - match.length
             end = len(tokens)
             if chunking and extend > budget:
-                end = self._chunk_end(end, match.length, budget)
+                end = self.rules.chunk_end(end, match.length, budget)
                 if end <= match.length:
                     break
             elif not chunking and batch and self.config.paged(extend) >= budget:
                 break  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
-            need = extend + self._output_need(r, generated)
+            need = extend + self.rules.output_need(r, generated)
             cache.lock(match.last_node)
-            if not self._fits(need, self._room() - charged):
+            if not self.rules.fits(need, self._room() - charged):
                 cache.unlock(match.last_node)
                 self._blocked = need
                 break
             held = 0 if self._sglang else need - extend  # "oracle" allocates the whole output now
             self._allocate(end - match.length + held)
-            output = self._round_output(r, generated) - held
+            output = self.rules.round_output(r, generated) - held
             if end < len(tokens):
-                output -= self._chunked_output(r, generated)
+                output -= self.rules.chunked_output(r, generated)
             self._promised += extend - (end - match.length) + output
             adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
             batch.append(adm)
             budget -= adm.extend
-            charged += self._round_charge(adm.extend)
+            charged += self.rules.round_charge(adm.extend)
             if not adm.last_chunk:
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
@@ -416,11 +365,11 @@ class ServingEngine(Replay):
 
     def _start_running(self, adm: Admission, node: TreeNode) -> None:
         r, rec = adm.request, self.records[adm.request.id]
-        emitted, cap = adm.generated + 1, self._cap(r)
+        emitted, cap = adm.generated + 1, self.rules.cap(r)
         run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
                       held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
         if self._sglang:
-            self._promised -= self._round_output(r, adm.generated)  # now counted with the running batch
+            self._promised -= self.rules.round_output(r, adm.generated)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
         if not adm.generated:
             rec.first_token = self.now
@@ -467,7 +416,7 @@ class ServingEngine(Replay):
         self.running.remove(run)  # by identity: Running has no value equality
         run.record.retractions += 1
         tokens = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
-        self.queue.put_back(r, tokens, self._smallest_need(r, generated))
+        self.queue.put_back(r, tokens, self.rules.smallest_need(r, generated))
         # SGLang frees room for the remaining requests' next steps at once.
         self._make_free(remaining * self.config.retract_decode_steps)
 
@@ -504,7 +453,7 @@ class ServingEngine(Replay):
         f, n = self._future, len(self.running)
         base = self._free_and_evictable() - self._promised
         for t in range(1, limit + 1):
-            if self._fits(need, base - n * t - f.offset_after(self._steps, t)):
+            if self.rules.fits(need, base - n * t - f.offset_after(self._steps, t)):
                 return t
             if f.ratio - t * f.decay <= f.floor:
                 return limit  # from here the room only shrinks, by n x (1 - floor) a step
