@@ -10,6 +10,7 @@ from operator import attrgetter
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from ..radix_cache import RadixCache
+from ..registry import MechanismEntry, find_mechanism, get_mechanism, mechanism_names, register_mechanism
 from ..request import Request
 
 
@@ -49,7 +50,6 @@ class Scheduler(Protocol):
 def register_scheduler(name: str) -> Callable[[Callable[..., Scheduler]], Callable[..., Scheduler]]:
     """Class decorator: register a scheduler as mechanism `name` (`auction_gym.registry`, the one
     registry; the summary is the first line of its docstring)."""
-    from ..registry import MechanismEntry, register_mechanism
 
     def decorate(factory: Callable[..., Scheduler]) -> Callable[..., Scheduler]:
         summary = (factory.__doc__ or name).strip().splitlines()[0]
@@ -66,23 +66,17 @@ def in_batch_applies(scheduler: Scheduler, waiting: int) -> bool:
     own = getattr(scheduler, "in_batch_deprioritizes", None)
     if own is not None:
         return own(waiting)
-    from ..registry import find_mechanism
-
     entry = find_mechanism(scheduler.name)
     return entry is not None and entry.in_batch
 
 
 def scheduler_names() -> list[str]:
     """Every registered scheduler name (`auction_gym.registry`), sorted."""
-    from ..registry import mechanism_names
-
     return sorted(mechanism_names())
 
 
 def make_scheduler(name: str, **kwargs) -> Scheduler:
     """Build the scheduler registered under `name` with `kwargs`; an unknown name lists the valid ones."""
-    from ..registry import get_mechanism
-
     try:
         entry = get_mechanism(name)
     except ValueError:
