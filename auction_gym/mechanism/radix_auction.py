@@ -67,6 +67,7 @@ from .smith import NodeIndex, SortKey, block_key, block_keys, index_node, intera
 from .validation import validate_requests
 
 _MIXED = object()  # owner of a node whose subtree holds more than one bidder
+_BIDDER = operator.attrgetter("bidder")
 ROUNDING = 1e-9  # payments above -ROUNDING * (total cost) are rounding noise, clipped to 0
 
 
@@ -250,7 +251,7 @@ class RadixTreeAuction(AuctionMechanism):
         request in it pays 0); see the module docstring."""
         alloc = self._full(alloc)
         nn = alloc.tree.n_nodes
-        req_owner = [req.bidder for req in alloc.requests]
+        req_owner = list(map(_BIDDER, alloc.requests))
         present = dict.fromkeys(req_owner)  # the round's bidders, in order of first request
         priced = list(present) if bidders is None else [i for i in bidders if i in present]
         payments = {i: 0.0 for i in (present if bidders is None else bidders)}
