@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Iterable, Protocol, Sequence
 
 from ..radix_cache import RadixCache
@@ -16,7 +15,6 @@ from .queue_tree import TokenMemo, cached_prefix_lengths
 from .validation import validate_cost_model
 
 Cached = RadixCache | Iterable[Sequence[int]] | None
-_BID, _BIDDER = attrgetter("bid"), attrgetter("bidder")
 
 
 class Allocation(Protocol):
@@ -70,7 +68,7 @@ class AuctionRound:
     def queued(self) -> dict[int, int]:
         """Bidder -> its requests in the round (q_i of the market's charging rule)."""
         if self._queued is None:
-            self._queued = Counter(map(_BIDDER, self.requests))
+            self._queued = Counter([r.bidder for r in self.requests])
         return self._queued
 
     @property
@@ -202,7 +200,7 @@ class AuctionMechanism:
             if lens is None:
                 match = self._matcher.update(requests, cache)  # kept incrementally from round to round
                 lens = [match[r.id][0] for r in requests]
-        bids = list(map(_BID, requests))
+        bids = [r.bid for r in requests]
         decided = self.last_round
         if decided is None or not decided.decided_from(requests, bids, lens):
             allocation = self._decide(requests, bids, lens, cache) if requests else None

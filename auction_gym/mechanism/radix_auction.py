@@ -54,7 +54,6 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Iterable, Sequence
 
 from ..radix_cache import RadixCache
@@ -67,7 +66,6 @@ from .smith import NodeIndex, SortKey, block_key, block_keys, index_node, intera
 from .validation import validate_requests
 
 _MIXED = object()  # owner of a node whose subtree holds more than one bidder
-_BIDDER = operator.attrgetter("bidder")
 ROUNDING = 1e-9  # payments above -ROUNDING * (total cost) are rounding noise, clipped to 0
 
 
@@ -203,8 +201,7 @@ class RadixTreeAuction(AuctionMechanism):
         own_p = [e + overhead for e in tree.req_work]  # a hanging request's own edge, then its overhead
         s = [0.0] * nn + bids
         p = [0.0] * nn + own_p
-        f = [0.0] * nn  # then each request's e * b + b * overhead, in C
-        f += map(operator.add, map(operator.mul, tree.req_work, bids), map(operator.mul, bids, repeat(overhead)))
+        f = [0.0] * nn + [e * b + b * overhead for e, b in zip(tree.req_work, bids)]
         tie = [0] * nn + ids
         key: list[SortKey | None] = [None] * nn
         key += block_keys(bids, own_p, ids)
@@ -251,7 +248,7 @@ class RadixTreeAuction(AuctionMechanism):
         request in it pays 0); see the module docstring."""
         alloc = self._full(alloc)
         nn = alloc.tree.n_nodes
-        req_owner = list(map(_BIDDER, alloc.requests))
+        req_owner = [req.bidder for req in alloc.requests]
         present = dict.fromkeys(req_owner)  # the round's bidders, in order of first request
         priced = list(present) if bidders is None else [i for i in bidders if i in present]
         payments = {i: 0.0 for i in (present if bidders is None else bidders)}

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from itertools import accumulate, repeat
-from operator import neg, truediv
+from itertools import accumulate
 
 SortKey = tuple[int, float, int]
 
@@ -32,11 +31,11 @@ def block_key(s: float, p: float, tie: int) -> SortKey:
 
 
 def block_keys(s: list[float], p: list[float], tie: list[int]) -> list[SortKey]:
-    """`block_key` of each block: the same keys, made in C when no block has zero work (every
-    request's own block when the per-request overhead is positive, the default)."""
-    if 0 in p:
+    """`block_key` of each block: the same keys, without a call per block when no block has zero
+    work (every request's own block when the per-request overhead is positive, the default)."""
+    if 0.0 in p:
         return list(map(block_key, s, p, tie))
-    return list(zip(repeat(1), map(neg, map(truediv, s, p)), tie))  # -(s/p) is (-s)/p exactly
+    return [(1, -b / w, t) for b, w, t in zip(s, p, tie)]
 
 
 @dataclass(eq=False)
