@@ -187,11 +187,16 @@ def percentile_ranges(summary: dict) -> dict[str, dict[str, tuple[float, float] 
 def _markdown(summary: dict) -> str:
     """The summary as markdown tables: the percentile errors' ranges, then one column per
     comparison; errors in percent."""
+    def text(span: tuple[float, float] | None) -> str:
+        if span is None:
+            return "-"
+        lo, hi = (f"{v:.1f}" for v in span)
+        return lo if lo == hi else f"{lo}-{hi}"
+
     lines = ["| percentile error (%) | sim vs torch | torch vs torch |", "|---|---|---|"]
     for label, key in PERCENTILE_ROWS:
         spans = summary["percentiles"][key]
-        lines.append(f"| {label} | " + " | ".join("-" if v is None else "{:.1f}-{:.1f}".format(*v)
-                                                  for v in (spans["sim_vs_torch"], spans["torch_vs_torch"])) + " |")
+        lines.append(f"| {label} | {text(spans['sim_vs_torch'])} | {text(spans['torch_vs_torch'])} |")
     lines.append("")
     cols = [f"sim vs torch #{k + 1}" for k in range(len(summary["sim_vs_torch"]))]
     cols += [f"torch #{k + 2} vs #1" for k in range(len(summary["torch_vs_torch"]))]
