@@ -3,6 +3,7 @@ grow when its cost model is wrong, and a torch replay yields finite errors and i
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from dataclasses import replace
@@ -10,9 +11,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from auction_gym.engine import CostModel, EngineConfig, SimEngine
+from auction_gym.engine import CostModel, EngineConfig, RequestRecord, SimEngine
 from experiments.commands.calibrate import Sample
-from experiments.commands.fidelity import compare, fidelity, fit_replay, median_ci, timing_error, workload
+from experiments.commands.fidelity import (
+    compare,
+    fidelity,
+    fit_replay,
+    median_ci,
+    percentile_ranges,
+    timing_error,
+    workload,
+)
 from experiments.commands.replays import Replay, replay, replay_together, saturation_throughput
 
 COST = CostModel(1e-3, 1e-5, 1e-8, 2e-3, 1e-4, 1e-7, name="test")
@@ -28,7 +37,7 @@ def test_simulator_against_itself_has_zero_error():
     err = compare(a, b)
     assert err["requests"] == 8
     for key in ("ttft_median_pct", "ttft_p90_pct", "latency_median_pct", "latency_p90_pct", "throughput_pct",
-                "ttft_p50_of_p50_pct", "latency_p50_of_p50_pct"):
+                "ttft_p50_of_p50_pct", "latency_p50_of_p50_pct", "ttft_p90_of_p90_pct", "latency_p90_of_p90_pct"):
         assert err[key] == 0.0
     n = len(a.prefill_batches)
     assert err["admit_rank_differs"] == 0 and err["prefill_batches_same"] == f"{n}/{n}"
@@ -39,6 +48,36 @@ def test_a_slower_cost_model_shows_as_error():
     err = compare(replay(SimEngine("lpm", CONFIG), _requests()), replay(SimEngine("lpm", slow), _requests()))
     assert all(math.isfinite(v) for v in err.values() if isinstance(v, float))
     assert err["latency_median_pct"] > 10 and err["throughput_pct"] > 10 and err["latency_p50_of_p50_pct"] > 10
+
+
+def _finished(ttfts: np.ndarray, latencies: np.ndarray) -> Replay:
+    """A replay whose request i arrived at i s and had TTFT ttfts[i] and latency latencies[i] (s)."""
+    records = {}
+    for i, (ttft, latency) in enumerate(zip(ttfts, latencies)):
+        records[i] = RequestRecord(i, 0, float(i), 10, 10, 1.0, 1.0, 1.0, admit=float(i), first_token=i + ttft,
+                                   finish=i + latency)
+    return Replay(records, list(records), [])
+
+
+def test_percentile_errors_compare_each_percentile_of_the_two_distributions():
+    """Slowing only the slowest fifth of the requests by 2x moves the p90 by 100% and leaves the
+    p50 where it was; per request, the median error stays 0."""
+    ttft = np.arange(1.0, 101.0)
+    slow = np.where(ttft > np.percentile(ttft, 80), 2 * ttft, ttft)
+    err = compare(_finished(ttft, 10 * ttft), _finished(slow, 10 * ttft))
+    assert err["ttft_p50_of_p50_pct"] == 0.0 and err["ttft_median_pct"] == 0.0
+    assert err["ttft_p90_of_p90_pct"] == pytest.approx(100.0, rel=1e-12)
+    assert err["latency_p90_of_p90_pct"] == 0.0 and err["latency_p50_of_p50_pct"] == 0.0
+
+
+def test_percentile_ranges_span_the_comparisons_and_say_none_without_a_second_replay():
+    keys = ("ttft_p50_of_p50_pct", "ttft_p90_of_p90_pct", "latency_p50_of_p50_pct", "latency_p90_of_p90_pct")
+    cells = [dict.fromkeys(keys, v) for v in (3.0, 1.0, 2.0)]
+    spans = percentile_ranges({"sim_vs_torch": cells, "torch_vs_torch": cells[1:]})
+    assert set(spans) == set(keys)
+    assert all(s == {"sim_vs_torch": (1.0, 3.0), "torch_vs_torch": (1.0, 2.0)} for s in spans.values())
+    alone = percentile_ranges({"sim_vs_torch": cells[:1], "torch_vs_torch": []})
+    assert alone["ttft_p90_of_p90_pct"] == {"sim_vs_torch": (3.0, 3.0), "torch_vs_torch": None}
 
 
 def test_fit_replay_recovers_the_times_it_was_fitted_to():
@@ -66,7 +105,12 @@ def test_torch_replay_gives_finite_errors_and_writes_the_report(tmp_path):
     assert err["requests"] == 4 and math.isfinite(err["ttft_p90_pct"]) and math.isfinite(err["throughput_pct"])
     assert timing["iterations"] > 0 and math.isfinite(timing["total_bias_pct"])
     assert {p.name for p in tmp_path.iterdir()} == {"requests_1.csv", "summary.json", "summary.md"}
-    assert "| TTFT median |" in (tmp_path / "summary.md").read_text()
+    report = (tmp_path / "summary.md").read_text()
+    assert "| TTFT median |" in report and f"| TTFT p90 vs p90 | {err['ttft_p90_of_p90_pct']:.1f} | - |" in report
+    with (tmp_path / "requests_1.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    for engine in ("real", "sim"):  # the wait before the first prefill is part of the TTFT
+        assert all(0 <= float(r[f"wait_{engine}_s"]) < float(r[f"ttft_{engine}_s"]) for r in rows)
 
 
 def test_interleaved_replays_equal_separate_ones():
