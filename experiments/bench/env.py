@@ -13,12 +13,14 @@ over many episodes: the default 20,000 steps are 40, and PPO's default 20,480 st
 of 2,048) play the same 40 workloads, with its own actions. (The first 8 alone are heavier, mean
 queue about 24, so a shorter PPO run is not comparable with the env's figure.)
 
-Side by side: the two runs are cut into `--blocks` blocks (default 5) played in turn, env alone
-then PPO, so a slow stretch of a shared machine slows both rather than one. The blocks continue
-one run each (the env is not reset between its blocks; PPO learns on with `reset_num_timesteps`
-False, whole rollouts per block), so the work is that of two runs one after the other. Each
-block's times are printed, then the totals, which alone compare like with like; on a 2-core machine with one other busy process, runs
-one after the other had given shares of 25.6-34.3% for one code.
+`--blocks K` cuts the two runs into K blocks played in turn, env alone then PPO, so that a slow
+stretch of a shared machine slows both rather than one. The blocks continue one run each (the env
+is not reset between its blocks; PPO learns on with `reset_num_timesteps` False, whole rollouts per
+block), so the work is that of the two runs. It is not the default: on a quiet machine (load
+average 0.5-1.0) the env alone ran 0.41-0.47 ms a step between PPO's blocks against 0.37-0.39 ms
+before any PPO (shares 31.3-32.4% against 24.5-26.8%), the slowdown the env also shows inside
+PPO's run, so blocks measure the env in another state, not with less noise alone. Each block's
+times are printed, then the totals, which alone compare like with like.
 
 Every figure is given in wall time and in the process's CPU time, which other processes inflate
 less (both loops run on one thread: PPO is given one torch thread).
@@ -141,8 +143,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--ppo-steps", type=int, default=20480)
-    ap.add_argument("--blocks", type=int, default=5,
-                    help="blocks played in turn (default 5); --ppo-steps / blocks must be a multiple of 2048")
+    ap.add_argument("--blocks", type=int, default=1,
+                    help="blocks played in turn (default 1: the env, then PPO); --ppo-steps / blocks must be a "
+                         "multiple of 2048")
     ap.add_argument("--mechanism", default="radix_vcg", help="the env's mechanism (default: the default scenario's)")
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="PyTorch threads for PPO (default 1, as `train` and `compare` run it; 0: PyTorch's default)")
