@@ -77,14 +77,12 @@ class WaitingPrefixes:
             if rid not in requests:
                 del self._rank[rid]
         cache.new_round()
-        added = self._matcher.added
-        if added:  # most rounds add none
-            rank = self._rank
-            for r in sorted([requests[rid] for rid in added if rid not in rank], key=fcfs_key):
-                rank[r.id] = self._next_rank
-                self._next_rank += 1
-            for rid in added:
-                self._mark(rid, match[rid][1], cache)
+        fresh = sorted((requests[rid] for rid in self._matcher.added if rid not in self._rank), key=fcfs_key)
+        for r in fresh:
+            self._rank[r.id] = self._next_rank
+            self._next_rank += 1
+        for rid in self._matcher.added:
+            self._mark(rid, match[rid][1], cache)
         for rid, lower in self._matcher.splits.items():
             cache.stamp_in_round(lower, self._rank[rid])  # SGLang stamps the edge at that request's turn
         self._version = cache.version
