@@ -125,13 +125,11 @@ class PPORun:
         set_torch_threads(torch_threads)
         self.env = _Timed(gym.make("RadixAuction-v0", mechanism=mechanism))
         self.model = PPO("MlpPolicy", self.env, seed=seed, device="cpu", verbose=0)
-        self._started = False
 
     def run(self, steps: int) -> Seconds:
         """Learn `steps` more steps (whole rollouts: a multiple of n_steps); returns their time."""
         start = _clocks()
-        self.model.learn(total_timesteps=steps, reset_num_timesteps=not self._started)
-        self._started = True
+        self.model.learn(total_timesteps=steps, reset_num_timesteps=self.model.num_timesteps == 0)
         return _since(start)
 
 
