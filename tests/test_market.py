@@ -311,3 +311,33 @@ def test_the_bidding_wrapper_keeps_the_policys_sglang_rules(mechanism):
     wrapper = market.engine.scheduler
     assert wrapper.sorts_in_place == (mechanism in ("lpm", "dfs_weight"))
     assert wrapper.in_batch_deprioritizes(5) == (mechanism in ("lpm", "klpm", "radix_vcg"))
+
+
+@pytest.mark.parametrize("mechanism,replicas", [("radix_vcg", 1), ("strict_vcg", 1), ("lpm", 1), ("radix_vcg", 2)])
+def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism, replicas):
+    """A finished episode's engine, cache tree, queue and auction go as soon as the market resets,
+    by reference counting: left to the cyclic collector they cost full collections (6% of a step)."""
+    import gc
+    import weakref
+
+    config = MarketConfig(mechanism=mechanism, replicas=replicas, router="round_robin" if replicas > 1 else "identity",
+                          horizon=30)
+    market = Market(config)
+    market.reset(seed=0)
+    while not market.done:
+        market.step([0.5] * config.num_bidders)
+    engines = market.engine.replicas if replicas > 1 else [market.engine]
+    caches = [e.cache for e in engines]
+    # The deepest node's edge (nodes take no weak references; their keys do, and are theirs alone).
+    edges = [max(c.nodes(), key=lambda n: n.depth).key for c in caches]
+    held = [weakref.ref(o) for o in [market.engine, *engines, *caches, *edges]]
+    if market.auction is not None:
+        held.append(weakref.ref(market.auction))
+    del engines, caches, edges
+    gc.disable()
+    try:
+        market.reset(seed=1)
+        alive = [ref() for ref in held if ref() is not None]
+    finally:
+        gc.enable()
+    assert not alive, f"{len(alive)} objects of the finished episode outlive it, e.g. {type(alive[0]).__name__}"

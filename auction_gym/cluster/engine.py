@@ -51,7 +51,7 @@ class ClusterEngine(Replay):
         self.cost = self.replicas[0].cost
         self.records: dict[int, RequestRecord] = {}
         self.assignment: dict[int, int] = {}
-        self.arrivals = Arrivals(self._add_record)
+        self.arrivals = Arrivals(self.records)
         for engine in self.replicas:
             engine.arrivals.upstream = self.arrivals.next_time
         self._active: list[tuple[float, int]] = []  # (replica clock, index) of replicas with work
@@ -94,11 +94,6 @@ class ClusterEngine(Replay):
         it.replica = k
         self._push(k)
         return it
-
-    def _add_record(self, r: Request) -> None:
-        if r.id in self.records:
-            raise ValueError(f"request {r.id}: duplicate request id")
-        self.records[r.id] = RequestRecord.of(r)
 
     def _route(self, arrived: list[Request]) -> None:
         for r in arrived:

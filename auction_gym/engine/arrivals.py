@@ -7,6 +7,7 @@ import math
 from typing import Callable, Iterable, Iterator, Sequence
 
 from ..request import Request
+from .records import RequestRecord
 
 
 class Arrivals:
@@ -14,12 +15,15 @@ class Arrivals:
     read stream (a long trace is never held in memory whole).
 
     Args:
-        on_submit: called with every request as it is submitted or read from the stream (the
-            engine records it, refusing a duplicate id).
+        records: the engine's records, request id -> `RequestRecord`; every request gets its
+            record here as it is submitted or read from the stream, and a duplicate id is refused
+            (ValueError). A dict rather than a callback into the engine, so the engine and its
+            arrivals form no reference cycle: a finished episode's engine is freed by reference
+            counting, not left to the cyclic garbage collector.
     """
 
-    def __init__(self, on_submit: Callable[[Request], None]) -> None:
-        self._on_submit = on_submit
+    def __init__(self, records: dict[int, RequestRecord]) -> None:
+        self._records = records
         self._pending: list[tuple[float, int, Request]] = []
         self._source: Iterator[Request] | None = None
         self._lookahead: Request | None = None
@@ -34,7 +38,7 @@ class Arrivals:
             requests = [requests]
         if isinstance(requests, Sequence):
             for r in requests:
-                self._on_submit(r)
+                self._record(r)
                 heapq.heappush(self._pending, (r.arrival, r.id, r))
             return
         if self._source is not None:
@@ -88,4 +92,9 @@ class Arrivals:
                 f"request {self._lookahead.id}: lazily read workloads must be sorted by arrival "
                 f"({self._lookahead.arrival} after {prev.arrival})"
             )
-        self._on_submit(self._lookahead)
+        self._record(self._lookahead)
+
+    def _record(self, r: Request) -> None:
+        if r.id in self._records:
+            raise ValueError(f"request {r.id}: duplicate request id")
+        self._records[r.id] = RequestRecord.of(r)

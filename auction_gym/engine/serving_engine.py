@@ -152,7 +152,7 @@ class ServingEngine(Replay):
         as in SGLang)."""
         self._blocked: int | None = None
         """The reservation the last admission round failed on (None: it did not fail on memory)."""
-        self.arrivals = Arrivals(self._add_record)
+        self.arrivals = Arrivals(self.records)
 
     @property
     def waiting(self) -> list[Request]:
@@ -201,11 +201,6 @@ class ServingEngine(Replay):
             return None if not rejected else Iteration("idle", start, start, queue_len, rejected=rejected)
         self.now = max(self.now, nxt)
         return Iteration("idle", start, self.now, queue_len, rejected=rejected)
-
-    def _add_record(self, r: Request) -> None:
-        if r.id in self.records:
-            raise ValueError(f"request {r.id}: duplicate request id")
-        self.records[r.id] = RequestRecord.of(r)
 
     def _let_in_arrivals(self) -> list[int]:
         # Everything let in now arrived after everything already waiting: appended in FCFS order.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol, Sequence
@@ -40,8 +41,8 @@ class AuctionRound:
     reuses the record for a round whose inputs are equal (`decided_from`).
     """
 
-    mechanism: AuctionMechanism
-    """The auction that decided it (and prices it)."""
+    auction_ref: weakref.ReferenceType[AuctionMechanism] = field(repr=False)
+    """The auction that decided it, held weakly (`mechanism`)."""
     requests: list[Request]
     """The waiting queue as the engine passed it. Held here, so none of these objects is freed and
     replaced by another while the record is kept (requests compare by identity)."""
@@ -54,6 +55,11 @@ class AuctionRound:
     """The order and its costs; None for an empty queue."""
     _outcome_cache: AuctionOutcome | None = field(default=None, init=False, repr=False)
     _queued: dict[int, int] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def mechanism(self) -> AuctionMechanism:
+        """The auction that decided the round (and prices it)."""
+        return live_auction(self.auction_ref)
 
     def decided_from(self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None) -> bool:
         """Whether a round with these inputs is this one. Bids are compared first: they change in
@@ -86,6 +92,17 @@ class AuctionRound:
             payments = self.outcome.payments
             return {i: payments.get(i, 0.0) for i in bidders}
         return self.mechanism.payments(self.allocation, bidders)
+
+
+def live_auction(ref: weakref.ReferenceType[AuctionMechanism]) -> AuctionMechanism:
+    """The auction `ref` refers to. A round's record holds its auction weakly because the auction
+    holds its last round: a cycle between them would leave each finished episode's engine (which
+    the auction reaches through its cache) to the cyclic garbage collector instead of freeing it
+    when the market moves on. ReferenceError once the auction is gone."""
+    auction = ref()
+    if auction is None:
+        raise ReferenceError("the auction that decided this round is gone: keep the auction to price its rounds")
+    return auction
 
 
 class AuctionMechanism:
@@ -205,7 +222,7 @@ class AuctionMechanism:
         if decided is None or not decided.decided_from(requests, bids, lens):
             allocation = self._decide(requests, bids, lens, cache) if requests else None
             decided = self.last_round = AuctionRound(
-                mechanism=self, requests=requests, bids=bids, prefix_lens=lens, allocation=allocation)
+                auction_ref=weakref.ref(self), requests=requests, bids=bids, prefix_lens=lens, allocation=allocation)
         return decided.admission_order()
 
     @property

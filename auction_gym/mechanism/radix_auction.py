@@ -53,12 +53,13 @@ from __future__ import annotations
 
 import math
 import operator
+import weakref
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
-from .base import AuctionMechanism, Cached
+from .base import AuctionMechanism, Cached, live_auction
 from .incremental_tree import IncrementalQueueTree
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
@@ -100,7 +101,8 @@ class OrderedRound:
     """A scheduler round decided by the incremental tree: its order, and the full allocation
     (completion times, cost and what the payments reuse) built from scratch on first use."""
 
-    mechanism: RadixTreeAuction
+    auction_ref: weakref.ReferenceType[RadixTreeAuction]
+    """The auction that decided it, held weakly (`live_auction`)."""
     requests: list[Request]
     bids: list[float]
     """The bids the round was decided on."""
@@ -119,7 +121,7 @@ class OrderedRound:
     def full(self) -> RadixAllocation:
         """The from-scratch allocation of the same inputs (the same `order`)."""
         if self._full is None:
-            self._full = self.mechanism._allocate_bids(self.requests, self.bids, self.prefix_lens)
+            self._full = live_auction(self.auction_ref)._allocate_bids(self.requests, self.bids, self.prefix_lens)
         return self._full
 
     @property
@@ -180,7 +182,7 @@ class RadixTreeAuction(AuctionMechanism):
             return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
         if self._tree is None:
             self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
-        return OrderedRound(self, requests, bids, prefix_lens, self._tree.order(requests, bids, prefix_lens))
+        return OrderedRound(weakref.ref(self), requests, bids, prefix_lens, self._tree.order(requests, bids, prefix_lens))
 
     def _admission(self, alloc: RadixAllocation | OrderedRound) -> list[Request]:
         return list(alloc.admission) if isinstance(alloc, OrderedRound) else super()._admission(alloc)
