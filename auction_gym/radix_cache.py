@@ -125,7 +125,7 @@ class RadixCache:
 
     def __del__(self) -> None:
         # Parent and children link every node both ways, so a dropped tree would wait for the cyclic
-        # garbage collector, whose full collections of finished episodes' trees cost 6% of a
+        # garbage collector, whose full collections of finished episodes cost 5-6% of a
         # RadixAuction-v0 step (experiments/bench/env.py); unlinked, it goes with its cache. A
         # node held elsewhere outlives it detached (no parent, no children).
         stack = [self.root] if hasattr(self, "root") else []  # absent if __init__ raised

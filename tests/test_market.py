@@ -316,7 +316,7 @@ def test_the_bidding_wrapper_keeps_the_policys_sglang_rules(mechanism):
 @pytest.mark.parametrize("mechanism,replicas", [("radix_vcg", 1), ("strict_vcg", 1), ("lpm", 1), ("radix_vcg", 2)])
 def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism, replicas):
     """A finished episode's engine, cache tree, queue and auction go as soon as the market resets,
-    by reference counting: left to the cyclic collector they cost full collections (6% of a step)."""
+    by reference counting: left to the cyclic collector, their full collections cost 5-6% of a step."""
     import gc
     import weakref
 
