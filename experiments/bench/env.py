@@ -1,6 +1,6 @@
 """Benchmark: RadixAuction-v0 steps per second, and the env's share of SB3 PPO's time per step.
 
-    python -m experiments.bench.env [--steps N] [--ppo-steps N] [--blocks K] [--mechanism NAME]
+    python -m experiments.bench.env [--steps N] [--ppo-steps N] [--blocks K] [--mechanism NAME] [--no-floor]
 
 Measured in one run on the default configuration: the env alone (random actions, resets included)
 and PPO (MlpPolicy, CPU, default n_steps = 2048, one torch thread as training runs it) learning on
@@ -21,6 +21,13 @@ average 0.5-1.0) the env alone ran 0.41-0.47 ms a step between PPO's blocks agai
 before any PPO (shares 31.3-32.4% against 24.5-26.8%), the slowdown the env also shows inside
 PPO's run, so blocks measure the env in another state, not with less noise alone. Each block's
 times are printed, then the totals, which alone compare like with like.
+
+Then the floor: the same env alone under FCFS, which runs no auction and charges nothing (the
+engine, the market's accounting, the observations and the other bidders' policies), over the same
+steps, with its share of the same PPO step. No speed-up of the auction can bring the share below
+it. On a 2-core machine where PPO's step took 0.81-0.83 ms the floor was 28.9-30.3% (env 0.23-0.25
+ms a step) against 32.5-39.3% for the radix auction (0.34 ms): there the 25% target is out of
+reach of the auction's code alone. `--no-floor` skips it.
 
 Every figure is given in wall time and in the process's CPU time, which other processes inflate
 less (both loops run on one thread: PPO is given one torch thread).
@@ -147,6 +154,7 @@ def main() -> None:
     ap.add_argument("--mechanism", default="radix_vcg", help="the env's mechanism (default: the default scenario's)")
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="PyTorch threads for PPO (default 1, as `train` and `compare` run it; 0: PyTorch's default)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the floor (the env alone under FCFS)")
     args = ap.parse_args()
     n_steps = 2048  # PPO's default rollout
     if args.blocks < 1 or args.steps % args.blocks or args.ppo_steps % (args.blocks * n_steps):
@@ -174,6 +182,11 @@ def main() -> None:
     print(f"env share of PPO's time per step: {_share(env_s, ppo_s)} (target <= 25%)")
     print(f"inside PPO's run the env took {inside.wall * 1e3:.3f} ms/step (mean queue "
           f"{ppo.env.queued / ppo.env.steps:.1f}), {_share(inside, ppo_s)} of PPO's time")
+    if not args.no_floor and args.mechanism != "fcfs":
+        floor, floor_queued = EnvAlone(args.steps, mechanism="fcfs").run(args.steps)
+        floor = floor.per(args.steps)
+        print(f"floor, the env alone under FCFS (no auction, no charges): {floor.wall * 1e3:.3f} ms/step "
+              f"(mean queue {floor_queued / args.steps:.1f}), {_share(floor, ppo_s)} of PPO's time")
 
 
 if __name__ == "__main__":
