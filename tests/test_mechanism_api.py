@@ -190,6 +190,22 @@ def test_scheduler_face_keeps_the_round_as_one_record(cls, cost_model):
     assert auction.last_payments([0, 1]) == {0: 0.0, 1: 0.0} and auction.last_outcome == AuctionOutcome()
 
 
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_a_round_outliving_its_auction_says_so(cls):
+    """A round's record holds its auction weakly (no cycle to keep a finished episode alive): priced
+    while the auction lives, a clear ReferenceError once it is gone, not a wrong answer."""
+    import gc
+
+    auction, cache = cls(), RadixCache()
+    auction.order(queue(), cache)
+    decided = auction.last_round
+    assert decided.payments([1]) == {1: decided.outcome.payments[1]}
+    del auction
+    gc.collect()
+    with pytest.raises(ReferenceError, match="auction that decided this round is gone"):
+        decided.admission_order()
+
+
 @pytest.mark.parametrize("cost_model,cached", [("unit", None), ("tokens", None), ("tokens", [[7, 8]])])
 @pytest.mark.parametrize("bid", [0.0, 0.75, 3.0])
 def test_lone_request_allocation_equals_the_general_loop(cost_model, cached, bid):

@@ -39,6 +39,9 @@ class AuctionRound:
 
     Its inputs (`requests`, `bids`, `prefix_lens`) are what decides the allocation, so `order`
     reuses the record for a round whose inputs are equal (`decided_from`).
+
+    The record holds its auction weakly (`live_auction`): to price a round after its market has
+    moved on (a market's reset makes new auctions), keep the auction too.
     """
 
     auction_ref: weakref.ReferenceType[AuctionMechanism] = field(repr=False)
