@@ -25,12 +25,14 @@ Made to travel between machines, and to hold on a machine other processes keep b
   first on the same clock and speed reference (`replays.saturation_replay`: one replay of another
   draw with every request arriving at once), so a slower CPU runs the same workload as far below
   saturation; `--rate` fixes it in requests/s. The summary also gives the load each scored replay
-  ran at (`realized_load`): on a shared machine the replays need not run at the capacity replay's
-  speed (without the speed reference, 0.52-0.93 for "0.6" over five runs here; README).
+  ran at (`realized_load`, a rough estimate): on a shared machine the replays need not run at the
+  capacity replay's speed (without the speed reference, an estimated 0.43-0.93 for "0.6" over
+  fifteen runs here, and 4-48% of requests queued; README).
 - speed reference (opt-in, `--speed-reference N`): every N iterations a fixed decode step is
   timed, and iteration times are scaled by the machine's nominal over current speed
   (`gpu_backend.speed_reference`), since a shared CPU's speed drifts on the cpu clock too; the
-  capacity replay shares it, so a load holds in its units as the machine drifts;
+  capacity replay shares it, so a load holds in its units as the machine drifts (15-24% of
+  requests queued over eleven such runs);
 - interleaving: the calibration replay and the `--repeats` scored torch replays step one
   iteration each in turn (one model shared), so a stretch of time when the machine is slower
   slows all of them alike instead of biasing one against another.
@@ -158,7 +160,9 @@ def realized_load(capacity: Replay, reals: list[Replay], rate: float) -> dict[st
     iterations). A load is set from a capacity measured before the replays; on a shared machine
     whose speed drifts by tens of percent within a minute, the replays may not run at that speed,
     and this says at which load they did run. It assumes the fitted model's error is the same on
-    the replays' smaller batches as on the capacity replay's: an estimate, comparable between runs."""
+    the replays' smaller batches as on the capacity replay's, so it is a rough estimate: over
+    fifteen runs it went with the share of requests queued more than 20 ms at a correlation of 0.67
+    (README)."""
     rps = summarize(list(capacity.records.values())).throughput_rps
     cost = fit_replay(capacity, "fitted to the capacity replay")
     realized = [rps / speed_ratio(real, cost) for real in reals]
