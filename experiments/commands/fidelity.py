@@ -216,10 +216,10 @@ def percentile_ranges(summary: dict) -> dict[str, dict[str, tuple[float, float] 
 def _markdown(summary: dict) -> str:
     """The summary as markdown tables: the percentile errors' ranges, then one column per
     comparison; errors in percent."""
-    def text(span: tuple[float, float] | None) -> str:
+    def text(span: tuple[float, float] | None, digits: int = 1) -> str:
         if span is None:
             return "-"
-        lo, hi = (f"{v:.1f}" for v in span)
+        lo, hi = (f"{v:.{digits}f}" for v in span)
         return lo if lo == hi else f"{lo}-{hi}"
 
     lines = ["| percentile error (%) | sim vs torch | torch vs torch |", "|---|---|---|"]
@@ -251,7 +251,7 @@ def _markdown(summary: dict) -> str:
         caps, loads = summary["capacity_realized_rps"], summary["load_realized"]
         lines += ["", f"Load {summary['load']} of the capacity measured first, {summary['capacity_rps']:.1f} "
                   f"requests/s; at the speed each scored replay ran (estimated): capacity "
-                  f"{min(caps):.1f}-{max(caps):.1f} requests/s, load {min(loads):.2f}-{max(loads):.2f}."]
+                  f"{text((min(caps), max(caps)))} requests/s, load {text((min(loads), max(loads)), 2)}."]
     return "\n".join(lines) + "\n"
 
 
@@ -376,6 +376,7 @@ def run(args: argparse.Namespace) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     config = EngineConfig(kv_capacity_tokens=args.kv_capacity, chunked_prefill_size=args.chunked_prefill_size,
                           max_running_requests=args.max_running, reservation=args.reservation)
+    # the model (and speed reference) that the capacity replay and every torch replay after it share
     first = torch_engine(args.scheduler, config, preset=args.preset, device=args.device, seed=args.seed, clock=clock)
     reference = None
     if args.speed_reference:
