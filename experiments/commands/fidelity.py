@@ -31,8 +31,8 @@ Made to travel between machines, and to hold on a machine other processes keep b
 - speed reference (opt-in, `--speed-reference N`): every N iterations a fixed decode step is
   timed, and iteration times are scaled by the machine's nominal over current speed
   (`gpu_backend.speed_reference`), since a shared CPU's speed drifts on the cpu clock too; the
-  capacity replay shares it, so a load holds in its units as the machine drifts (15-24% of
-  requests queued over eleven such runs);
+  capacity replay shares it, so that a load holds in its units as the machine drifts (over eleven
+  short runs 15-24% of requests queued, against 4-48% without; over two full runs 19-28%);
 - interleaving: the calibration replay and the `--repeats` scored torch replays step one
   iteration each in turn (one model shared), so a stretch of time when the machine is slower
   slows all of them alike instead of biasing one against another.

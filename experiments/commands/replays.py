@@ -120,9 +120,9 @@ def saturation_replay(engine: ServingEngine, requests: list[Request]) -> Replay:
     and the makespan is the sum of their times, over thousands of iterations (2,221 at `fidelity`'s
     defaults, 16-22 s; the first, a fresh model's warm-up at 10-27 ms, adds under 0.2%). What moves
     it between replays is the machine's speed (median iteration 7.0-10.7 ms over seven replays on
-    one shared machine), which more replays would average over a longer stretch but not remove:
-    what makes a load set from it hold is measuring it on the speed reference the replays use
-    (`fidelity --speed-reference`)."""
+    one shared machine), which more replays would average over a longer stretch but not remove.
+    A load set from it holds only while the replays after it run at its speed; `fidelity
+    --speed-reference` measures both in the units of the machine's speed at the run's start."""
     return replay(engine, [replace(r, arrival=0.0) for r in requests])
 
 
