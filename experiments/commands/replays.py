@@ -116,7 +116,7 @@ def saturation_replay(engine: ServingEngine, requests: list[Request]) -> Replay:
     (`saturation_throughput`).
 
     One replay is enough for the number it measures: every request waits from the start, so a
-    scheduler that does not read the clock (lpm, fcfs) runs the same iterations in every replay,
+    scheduler that does not read the clock (lpm: checked) runs the same iterations in every replay,
     and the makespan is the sum of their times, over thousands of iterations (2,221 at `fidelity`'s
     defaults, 16-22 s; the first, a fresh model's warm-up at 10-27 ms, adds under 0.2%). What moves
     it between replays is the machine's speed (median iteration 7.0-10.7 ms over seven replays on
