@@ -12,17 +12,19 @@ import numpy as np
 import pytest
 
 from auction_gym.engine import CostModel, EngineConfig, RequestRecord, SimEngine
-from experiments.commands.calibrate import Sample
+from experiments.commands.calibrate import Sample, predicted
 from experiments.commands.fidelity import (
     compare,
     fidelity,
     fit_replay,
     median_ci,
     percentile_ranges,
+    realized_load,
+    speed_ratio,
     timing_error,
     workload,
 )
-from experiments.commands.replays import Replay, replay, replay_together, saturation_throughput
+from experiments.commands.replays import Replay, replay, replay_together, saturation_replay, saturation_throughput
 
 COST = CostModel(1e-3, 1e-5, 1e-8, 2e-3, 1e-4, 1e-7, name="test")
 CONFIG = EngineConfig(kv_capacity_tokens=1500, chunked_prefill_size=64, max_running_requests=8, cost_model=COST)
@@ -146,6 +148,44 @@ def test_capacity_ignores_the_arrival_rate_and_scales_with_iteration_costs():
         pytest.approx(cap / 2, rel=1e-9))
 
 
+def test_a_saturation_replay_runs_the_same_iterations_whatever_they_cost():
+    """Every request waits from the start, so the schedule does not depend on iteration times:
+    an engine twice as slow runs the same batches in the same order, in twice the makespan."""
+    requests = workload(groups=2, per_group=6, system_prompt_len=64, question_len=16, output_len=24, rate=3.0, seed=2)
+    double = replace(CONFIG, cost_model=CostModel(*(2 * getattr(COST, f) for f in (
+        "prefill_base", "prefill_per_token", "prefill_per_attention", "decode_base", "decode_per_request",
+        "decode_per_context_token")), name="double"))
+    fast, slow = (saturation_replay(SimEngine("lpm", c), requests) for c in (CONFIG, double))
+    assert fast.admit_order == slow.admit_order and fast.prefill_batches == slow.prefill_batches
+    assert all(r.arrival == 0.0 for r in fast.records.values())
+    assert max(r.finish for r in slow.records.values()) == pytest.approx(
+        2 * max(r.finish for r in fast.records.values()), rel=1e-9)
+
+
+def _timed(cost: CostModel, slowdown: float, seed: int, n: int = 40) -> list[Sample]:
+    """`n` prefill and `n` decode iterations of random sizes, timed as `cost` charges them times `slowdown`."""
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(n):
+        new, batch = float(rng.integers(1, 256)), float(rng.integers(1, 33))
+        samples.append(Sample("prefill", (1.0, new, new * float(rng.integers(new, 600))), 0.0))
+        samples.append(Sample("decode", (1.0, batch, batch * float(rng.integers(60, 700))), 0.0))
+    return [replace(s, t=slowdown * predicted(cost, s)) for s in samples]
+
+
+def test_realized_load_follows_how_much_slower_the_replays_ran_than_the_capacity_replay():
+    """Replays whose iterations took 1.25x what the same iterations took in the capacity replay ran
+    at 1/1.25 of the capacity, so a rate of 0.6 x capacity was a load of 0.75 for them; replays at
+    the capacity replay's speed ran at the load asked for."""
+    capacity = replace(_finished(np.ones(10), np.full(10, 2.0)), samples=_timed(COST, 1.0, seed=0))  # 10 over 11 s
+    rps = 10 / 11
+    same, slow = Replay({}, [], [], _timed(COST, 1.0, seed=1)), Replay({}, [], [], _timed(COST, 1.25, seed=2))
+    assert speed_ratio(slow, COST) == pytest.approx(1.25, rel=1e-12)
+    out = realized_load(capacity, [same, slow], rate=0.6 * rps)
+    assert out["capacity_realized_rps"] == pytest.approx([rps, rps / 1.25], rel=1e-6)
+    assert out["load_realized"] == pytest.approx([0.6, 0.75], rel=1e-6)
+
+
 def test_a_draw_at_rate_r_is_the_unit_rate_draw_with_arrivals_divided_by_r():
     """What makes --load a pure rescaling of time: the same requests, arrivals scaled by 1/rate."""
     unit = workload(groups=2, per_group=5, system_prompt_len=64, question_len=16, output_len=24, rate=1.0, seed=4)
@@ -181,6 +221,9 @@ def test_load_sets_the_rate_from_the_measured_capacity(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["clock"] == "cpu" and summary["load"] == 0.5 and summary["capacity_rps"] > 0
     assert summary["speed_reference"] == 3
+    (load,) = summary["load_realized"]  # one scored replay; the estimate, not the value asked for
+    assert 0 < load < math.inf and summary["capacity_realized_rps"] == [pytest.approx(summary["rate"] / load)]
+    assert "at the speed each scored replay ran (estimated)" in (tmp_path / "summary.md").read_text()
     assert summary["rate"] == pytest.approx(0.5 * summary["capacity_rps"], rel=1e-12)
     assert CostModel.from_json(tmp_path / "costs.json").name == summary["cost_model"]["name"]
 

@@ -22,11 +22,17 @@ Made to travel between machines, and to hold on a machine other processes keep b
   included; so a replay's schedule does not stretch while other processes hold the cores, as it
   does on the "wall" clock (`--clock wall`: right only on an otherwise idle machine).
 - load: the arrival rate is `--load` times the torch engine's capacity on this workload, measured
-  first on the same clock (a replay of another draw with every request arriving at once), so a
-  slower CPU runs the same workload as far below saturation; `--rate` fixes it in requests/s.
+  first on the same clock and speed reference (`replays.saturation_replay`: one replay of another
+  draw with every request arriving at once), so a slower CPU runs the same workload as far below
+  saturation; `--rate` fixes it in requests/s. The summary also gives the load each scored replay
+  ran at (`realized_load`, a rough estimate): on a shared machine the replays need not run at the
+  capacity replay's speed (without the speed reference, an estimated 0.43-0.93 for "0.6" over
+  fifteen runs here, and 4-48% of requests queued; README).
 - speed reference (opt-in, `--speed-reference N`): every N iterations a fixed decode step is
   timed, and iteration times are scaled by the machine's nominal over current speed
-  (`gpu_backend.speed_reference`), since a shared CPU's speed drifts on the cpu clock too;
+  (`gpu_backend.speed_reference`), since a shared CPU's speed drifts on the cpu clock too; the
+  capacity replay shares it, so that a load holds in its units as the machine drifts (over eleven
+  short runs 15-24% of requests queued, against 4-48% without; over two full runs 19-28%);
 - interleaving: the calibration replay and the `--repeats` scored torch replays step one
   iteration each in turn (one model shared), so a stretch of time when the machine is slower
   slows all of them alike instead of biasing one against another.
@@ -50,7 +56,8 @@ What the error comes from, reported alongside:
   prefill batches that differ (an engine that runs iterations faster admits different batches).
 
 Writes to `--out`: `costs.json` (if calibrated), `requests_<k>.csv` (per request, torch replay k
-against the simulator), `summary.json` and `summary.md`.
+against the simulator), `summary.json` and `summary.md` (with `--load`, also the capacity measured
+and the load each scored replay ran at).
 """
 
 from __future__ import annotations
@@ -71,7 +78,7 @@ from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 from ..argtypes import non_negative_int, positive_float, positive_int
 from ..cli import UsageError, run_command
 from .calibrate import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
-from .replays import Replay, replay, replay_together, saturation_throughput, torch_engine
+from .replays import Replay, replay, replay_together, saturation_replay, torch_engine
 
 
 def _relative(sim: np.ndarray, real: np.ndarray) -> np.ndarray:
@@ -140,6 +147,28 @@ def timing_error(real: Replay, cost: CostModel) -> dict:
             "total_bias_pct": float(100 * (charged.sum() / measured.sum() - 1))}
 
 
+def speed_ratio(real: Replay, cost: CostModel) -> float:
+    """How much slower the machine ran `real`'s iterations than `cost` charges for them: their
+    measured seconds over `cost`'s, summed (sums, as a makespan is one)."""
+    return sum(s.t for s in real.samples) / sum(predicted(cost, s) for s in real.samples)
+
+
+def realized_load(capacity: Replay, reals: list[Replay], rate: float) -> dict[str, list[float]]:
+    """The capacity each torch replay in `reals` had, and the load `rate` was for it: the
+    capacity measured on `capacity` (a `saturation_replay`) divided by how much slower than it the
+    machine ran that replay (`speed_ratio` against a cost model fitted to `capacity`'s own
+    iterations). A load is set from a capacity measured before the replays; on a shared machine
+    whose speed drifts by tens of percent within a minute, the replays may not run at that speed,
+    and this says at which load they did run. It assumes the fitted model's error is the same on
+    the replays' smaller batches as on the capacity replay's, so it is a rough estimate: over
+    fifteen runs it went with the share of requests queued more than 20 ms at a correlation of 0.67
+    (README)."""
+    rps = summarize(list(capacity.records.values())).throughput_rps
+    cost = fit_replay(capacity, "fitted to the capacity replay")
+    realized = [rps / speed_ratio(real, cost) for real in reals]
+    return {"capacity_realized_rps": realized, "load_realized": [rate / c for c in realized]}
+
+
 def workload(groups: int, per_group: int, system_prompt_len: int, question_len: int, output_len: int,
              rate: float, seed: int) -> list[Request]:
     """The scaled-down shared-prefix benchmark (lengths in tokens, rate in requests/s): lengths
@@ -187,10 +216,10 @@ def percentile_ranges(summary: dict) -> dict[str, dict[str, tuple[float, float] 
 def _markdown(summary: dict) -> str:
     """The summary as markdown tables: the percentile errors' ranges, then one column per
     comparison; errors in percent."""
-    def text(span: tuple[float, float] | None) -> str:
+    def text(span: tuple[float, float] | None, digits: int = 1) -> str:
         if span is None:
             return "-"
-        lo, hi = (f"{v:.1f}" for v in span)
+        lo, hi = (f"{v:.{digits}f}" for v in span)
         return lo if lo == hi else f"{lo}-{hi}"
 
     lines = ["| percentile error (%) | sim vs torch | torch vs torch |", "|---|---|---|"]
@@ -218,28 +247,28 @@ def _markdown(summary: dict) -> str:
     for label, key in (("iteration median APE", "iteration_median_ape_pct"),
                        ("iteration p90 APE", "iteration_p90_ape_pct"), ("total bias", "total_bias_pct")):
         lines.append(f"| {label} (%) | " + " | ".join(f"{t[key]:.1f}" for t in summary["timing"]) + " |")
+    if "load_realized" in summary:
+        caps, loads = summary["capacity_realized_rps"], summary["load_realized"]
+        lines += ["", f"Load {summary['load']} of the capacity measured first, {summary['capacity_rps']:.1f} "
+                  f"requests/s; at the speed each scored replay ran (estimated): capacity "
+                  f"{text((min(caps), max(caps)))} requests/s, load {text((min(loads), max(loads)), 2)}."]
     return "\n".join(lines) + "\n"
 
 
 def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, repeats: int = 2,
              train: list[Request] | None = None, out: Path | None = None, context: dict | None = None,
-             speed_reference: int = 0, **engine) -> dict:
+             capacity: Replay | None = None, **engine) -> dict:
     """Replay `requests` `repeats` times through the torch engine (`torch_engine(scheduler, config,
-    **engine)`, one model shared) and once through the simulator with `config.cost_model`; returns
-    (and writes to `out`, if given) the comparisons, with `context`'s entries (how the workload was
-    made). With `train` (another draw of the workload), a torch replay of it runs interleaved with
-    the scored ones (`replay_together`) and the simulator's cost model is fitted to it instead
-    (`fit_replay`; written to `out`/costs.json). With `speed_reference` > 0 the torch engines
-    share a `gpu_backend.speed_reference.SpeedReference` probing every `speed_reference` iterations,
-    which scales their iteration times to the machine's nominal speed."""
+    **engine)`, one model, clock and speed reference shared) and once through the simulator with
+    `config.cost_model`; returns (and writes to `out`, if given) the comparisons, with `context`'s
+    entries (how the workload was made). With `train` (another draw of the workload), a torch
+    replay of it runs interleaved with the scored ones (`replay_together`) and the simulator's cost
+    model is fitted to it instead (`fit_replay`; written to `out`/costs.json). With `capacity`, the
+    `saturation_replay` the arrival rate `context["rate"]` was set from, the summary also gives the
+    load each scored replay ran at (`realized_load`)."""
     first = torch_engine(scheduler, config, **engine)
-    rest = {k: v for k, v in engine.items() if k == "clock"}
-    if speed_reference:
-        from gpu_backend.speed_reference import SpeedReference, decode_probe
-
-        rest["reference"] = SpeedReference(decode_probe(first.model, first.timer), every=speed_reference)
-    engines = [torch_engine(scheduler, config, model=first.model, **rest)
-               for _ in range(repeats + (train is not None))]
+    shared = {"model": first.model, "clock": first.timer.clock, "reference": first.reference}
+    engines = [torch_engine(scheduler, config, **shared) for _ in range(repeats + (train is not None))]
     reals = replay_together(engines, ([train] if train is not None else []) + [requests] * repeats)
     if train is not None:
         fitted, *reals = reals
@@ -247,13 +276,16 @@ def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, r
     sim = replay(SimEngine(scheduler, config), requests)
     summary = {
         "requests": len(requests), "scheduler": scheduler, "cost_model": config.cost_model.__dict__,
-        "clock": first.timer.clock, "speed_reference": speed_reference, **(context or {}),
+        "clock": first.timer.clock, "speed_reference": first.reference.every if first.reference else 0,
+        **(context or {}),
         "sim_vs_torch": [compare(real, sim) for real in reals],
         "torch_vs_torch": [compare(reals[0], real) for real in reals[1:]],
         "timing": [timing_error(real, config.cost_model) for real in reals],
         "wall_s": {"sim": round(sim.wall_s, 2), "torch": [round(r.wall_s, 2) for r in reals]},
     }
     summary["percentiles"] = percentile_ranges(summary)
+    if capacity is not None:
+        summary |= realized_load(capacity, reals, summary["rate"])
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         if train is not None:
@@ -282,7 +314,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "--threads 1); or wall, elapsed time, right only on an otherwise idle machine")
     parser.add_argument("--speed-reference", type=non_negative_int, default=0, metavar="N",
                         help="every N iterations, time a fixed decode step and scale the torch engines' "
-                        "iteration times by the machine's nominal over current speed (default 0: off)")
+                        "iteration times, the capacity replay's included, by the machine's nominal over current "
+                        "speed (default 0: off)")
     g = parser.add_argument_group("workload (shared-prefix benchmark, scaled down)")
     g.add_argument("--groups", type=positive_int, default=8, help="system prompts (default 8)")
     g.add_argument("--prompts-per-group", type=positive_int, default=64,
@@ -343,12 +376,19 @@ def run(args: argparse.Namespace) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     config = EngineConfig(kv_capacity_tokens=args.kv_capacity, chunked_prefill_size=args.chunked_prefill_size,
                           max_running_requests=args.max_running, reservation=args.reservation)
-    engine = {"preset": args.preset, "device": args.device, "seed": args.seed, "clock": clock}
+    # the model (and speed reference) that the capacity replay and every torch replay after it share
+    first = torch_engine(args.scheduler, config, preset=args.preset, device=args.device, seed=args.seed, clock=clock)
+    reference = None
+    if args.speed_reference:
+        from gpu_backend.speed_reference import SpeedReference, decode_probe
+
+        reference = SpeedReference(decode_probe(first.model, first.timer), every=args.speed_reference)
+    engine = {"model": first.model, "clock": clock, "reference": reference}
     shape = (args.groups, args.prompts_per_group, args.system_prompt_len, args.question_len, args.output_len)
-    rate, capacity = args.rate, None
-    if rate is None:
-        capacity = saturation_throughput(torch_engine(args.scheduler, config, **engine),
-                                         workload(*shape, 1.0, args.seed + 1))
+    rate, capacity, saturated = args.rate, None, None
+    if rate is None:  # on the speed reference the replays share, so that the load holds as the machine drifts
+        saturated = saturation_replay(torch_engine(args.scheduler, config, **engine), workload(*shape, 1.0, args.seed + 1))
+        capacity = summarize(list(saturated.records.values())).throughput_rps
         rate = args.load * capacity
         print(f"capacity {capacity:.1f} requests/s on the {clock} clock; --load {args.load} -> {rate:.1f}/s")
     cost = _cost_model(args)
@@ -356,7 +396,7 @@ def run(args: argparse.Namespace) -> dict:
     arrivals = {"rate": rate, "capacity_rps": capacity, "load": args.load if capacity else None}
     config = config if cost is None else replace(config, cost_model=cost)
     summary = fidelity(workload(*shape, rate, args.seed), args.scheduler, config, repeats=args.repeats, train=train,
-                       out=args.out, context=arrivals, speed_reference=args.speed_reference, **engine)
+                       out=args.out, context=arrivals, capacity=saturated, **engine)
     print(_markdown(summary))
     print(f"wall s: {summary['wall_s']}; written to {args.out}/")
     return summary
