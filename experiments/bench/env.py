@@ -25,9 +25,10 @@ times are printed, then the totals, which alone compare like with like.
 Then the floor: the same env alone under FCFS, which runs no auction and charges nothing (the
 engine, the market's accounting, the observations and the other bidders' policies), over the same
 steps, with its share of the same PPO step. No speed-up of the auction can bring the share below
-it. On a 2-core machine where PPO's step took 0.81-0.83 ms the floor was 28.9-30.3% (env 0.23-0.25
-ms a step) against 32.5-39.3% for the radix auction (0.34 ms): there the 25% target is out of
-reach of the auction's code alone. `--no-floor` skips it.
+it. On one 2-core machine, whose speed drifted within the hour: with PPO's step at 1.08-1.31 ms the
+floor was 19.0-23.0% (0.25-0.28 ms a step) against 27.3-30.7% for the radix auction (0.29-0.39 ms,
+three runs); with PPO's step at 0.81-0.83 ms (FCFS and the radix auction run separately) it was
+28.9-30.3%, where the 25% target is out of reach of the auction's code alone. `--no-floor` skips it.
 
 Every figure is given in wall time and in the process's CPU time, which other processes inflate
 less (both loops run on one thread: PPO is given one torch thread).
