@@ -194,7 +194,7 @@ class TorchEngine(ServingEngine):
 
     def _execute_decode(self) -> tuple[int, float]:
         seqs = [self._seqs[run.request.id] for run in self.running]
-        if self._sglang:  # decode slots are taken as produced (under "oracle", at admission)
+        if self.rules.sglang:  # decode slots are taken as produced (under "oracle", at admission)
             self._make_free(len(seqs))
         new = self.pool.alloc(len(seqs))
         with self.timer as t:

@@ -142,7 +142,6 @@ class ServingEngine(Replay):
         self.reserved = 0
         self.rules = AdmissionRules(self.config)
         """What an admission budgets and checks (reservation.py)."""
-        self._sglang = self.rules.sglang
         self._future = FutureOutput(self.config)
         self._chunked: Admission | None = None
         self._promised = 0
@@ -192,7 +191,7 @@ class ServingEngine(Replay):
                 finished = self._retire(self._pop_finished())
                 return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, resumed=resumed)
         if self.running:
-            retracted = self._make_room() if self._sglang else []
+            retracted = self._make_room() if self.rules.sglang else []
             steps, finished = self._decode(retracted=bool(retracted))
             return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, retracted=retracted)
         self._future.ratio = self._future.init  # SGLang resets the ratio when it idles
@@ -221,7 +220,7 @@ class ServingEngine(Replay):
         """Tokens a new admission may take: free + evictable, less what is promised to the
         chunked request in flight and (under "sglang") to the running requests' output."""
         room = self._free_and_evictable() - self._promised
-        return room - self._future.offset(self._steps) if self._sglang else room
+        return room - self._future.offset(self._steps) if self.rules.sglang else room
 
     def _make_free(self, tokens: int) -> None:
         """Evict until `tokens` are free, or nothing evictable is left."""
@@ -309,7 +308,7 @@ class ServingEngine(Replay):
                 cache.unlock(match.last_node)
                 self._blocked = need
                 break
-            held = 0 if self._sglang else need - extend  # "oracle" allocates the whole output now
+            held = 0 if self.rules.sglang else need - extend  # "oracle" allocates the whole output now
             self._allocate(end - match.length + held)
             output = self.rules.round_output(r, generated) - held
             if end < len(tokens):
@@ -363,7 +362,7 @@ class ServingEngine(Replay):
         emitted, cap = adm.generated + 1, self.rules.cap(r)
         run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
                       held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
-        if self._sglang:
+        if self.rules.sglang:
             self._promised -= self.rules.round_output(r, adm.generated)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
         if not adm.generated:
@@ -418,7 +417,7 @@ class ServingEngine(Replay):
     def _decode(self, retracted: bool) -> tuple[int, list[int]]:
         n = len(self.running)
         steps, seconds = self._execute_decode()
-        if self._sglang:
+        if self.rules.sglang:
             # One eviction for every step's tokens: nothing touches the cache between steps, so it
             # evicts what a step-by-step one would (an engine that holds real memory, such as the
             # torch engine, frees each step's slots before running it).
@@ -434,7 +433,7 @@ class ServingEngine(Replay):
         """Most decode steps that may run at once: up to the first request to finish, and under
         "sglang" while memory lasts and until the admission that failed on memory would fit."""
         steps = self._finishing[0][0] - self._steps
-        if not self._sglang:
+        if not self.rules.sglang:
             return steps
         steps = min(steps, self._free_and_evictable() // len(self.running))
         if self._blocked is not None and len(self.running) < self.config.max_running_requests:
@@ -467,7 +466,7 @@ class ServingEngine(Replay):
             r = run.request
             # The memory is released before the insert that fills it, so the insert fits.
             self.reserved -= run.held
-            if self._sglang:
+            if self.rules.sglang:
                 self.reserved -= run.done_at - run.first_step
                 self._future.remove(r.id, self._steps)
             self._context -= r.prompt_len + r.output_len
