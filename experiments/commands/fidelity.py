@@ -266,9 +266,9 @@ def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, r
     model is fitted to it instead (`fit_replay`; written to `out`/costs.json). With `capacity`, the
     `saturation_replay` the arrival rate `context["rate"]` was set from, the summary also gives the
     load each scored replay ran at (`realized_load`)."""
-    first = torch_engine(scheduler, config, **engine)
+    first = torch_engine(scheduler, config, **engine)  # the first replay's; the others share its model
     shared = {"model": first.model, "clock": first.timer.clock, "reference": first.reference}
-    engines = [torch_engine(scheduler, config, **shared) for _ in range(repeats + (train is not None))]
+    engines = [first] + [torch_engine(scheduler, config, **shared) for _ in range(repeats + (train is not None) - 1)]
     reals = replay_together(engines, ([train] if train is not None else []) + [requests] * repeats)
     if train is not None:
         fitted, *reals = reals
