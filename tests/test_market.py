@@ -333,6 +333,8 @@ def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism,
     held = [weakref.ref(o) for o in [market.engine, *engines, *caches, *edges]]
     if market.auction is not None:
         held.append(weakref.ref(market.auction))
+        if getattr(market.auction, "_urgency_tree", None) is not None:  # the radix auction's, kept across rounds
+            held.append(weakref.ref(_deepest_node(market.auction._urgency_tree._root)))
     del engines, caches, edges
     gc.disable()
     try:
@@ -341,3 +343,10 @@ def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism,
     finally:
         gc.enable()
     assert not alive, f"{len(alive)} objects of the finished episode outlive it, e.g. {type(alive[0]).__name__}"
+
+
+def _deepest_node(node):
+    """A node of an incremental queue tree with no node below it."""
+    while any(b.is_node for b in node.blocks):
+        node = next(b for b in node.blocks if b.is_node)
+    return node

@@ -46,7 +46,7 @@ from typing import Sequence
 import numpy as np
 
 from ..engine import Iteration, rejections
-from ..mechanism.base import AuctionMechanism
+from ..mechanism.base import AuctionMechanism, stamp_bids
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler import Scheduler
@@ -108,9 +108,9 @@ class _Bidding:
         return in_batch_applies(self.inner, waiting)
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        alpha = self.alpha
-        for r in queue:
-            r.bid = alpha[r.bidder] * r.urgency
+        if isinstance(self.inner, AuctionMechanism):  # which may keep work across rounds knowing alpha
+            return self.inner.order_paced(queue, cache, self.alpha)
+        stamp_bids(queue, self.alpha)
         return self.inner.order(queue, cache)
 
 

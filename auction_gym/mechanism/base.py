@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
@@ -97,6 +98,15 @@ class AuctionRound:
         return self.mechanism.payments(self.allocation, bidders)
 
 
+def stamp_bids(queue: Iterable[Request], alpha: Sequence[float]) -> None:
+    """Set each request's bid to its bidder's multiplier times its urgency: how a market bids
+    (docs/design.md section 3). ValueError unless every multiplier is finite and >= 0."""
+    if not all(0.0 <= a < math.inf for a in alpha):
+        raise ValueError(f"multipliers must be finite and >= 0, got {list(alpha)}")
+    for r in queue:
+        r.bid = alpha[r.bidder] * r.urgency
+
+
 def live_auction(ref: weakref.ReferenceType[AuctionMechanism]) -> AuctionMechanism:
     """The auction `ref` refers to. A round's record holds its auction weakly because the auction
     holds its last round: a cycle between them would leave each finished episode's engine (which
@@ -156,11 +166,13 @@ class AuctionMechanism:
         raise NotImplementedError
 
     def _decide(
-        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache
+        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
+        alpha: Sequence[float] | None = None,
     ) -> Allocation:
         """The scheduler face's allocation of a non-empty queue, whose `bids` and cached
-        `prefix_lens` (None under "unit") `order` read this round: `allocate`, unless a subclass
-        has a faster way to the same order."""
+        `prefix_lens` (None under "unit") `order` read this round, and `alpha` the multipliers
+        the bids were made with (`order_paced`; None: bids as given): `allocate`, unless a
+        subclass has a faster way to the same order."""
         return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
 
     def _admission(self, alloc: Allocation) -> list[Request]:
@@ -202,7 +214,23 @@ class AuctionMechanism:
         )
 
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        """Scheduler interface: decide the round with `cache` as the cached set, keep it as
+        """Scheduler interface: decide the round over the requests' bids as they are
+        (`_decide_round`)."""
+        return self._decide_round(queue, cache)
+
+    def order_paced(self, queue: Sequence[Request], cache: RadixCache, alpha: Sequence[float]) -> list[Request]:
+        """`order` in a market, where bidder i bids alpha[i] x urgency on each of its requests:
+        stamps those bids on the queue (`stamp_bids`) and decides the round. An auction whose
+        order within one bidder's requests does not change when that bidder's bids are scaled
+        (the radix auction) keeps its work from round to round in urgency units."""
+        stamp_bids(queue, alpha)
+        return self._decide_round(queue, cache, alpha)
+
+    def _decide_round(
+        self, queue: Sequence[Request], cache: RadixCache, alpha: Sequence[float] | None = None
+    ) -> list[Request]:
+        """Decide the round with `cache` as the cached set (and the bids' multipliers `alpha`
+        when a market made them, `order_paced`), keep it as
         `last_round` and return the requests in admission order. The round is priced on demand,
         from the record (`last_payments`, `last_outcome`), not from the cache, which the engine
         changes as it admits.
@@ -223,7 +251,7 @@ class AuctionMechanism:
         bids = [r.bid for r in requests]
         decided = self.last_round
         if decided is None or not decided.decided_from(requests, bids, lens):
-            allocation = self._decide(requests, bids, lens, cache) if requests else None
+            allocation = self._decide(requests, bids, lens, cache, alpha) if requests else None
             decided = self.last_round = AuctionRound(
                 auction_ref=weakref.ref(self), requests=requests, bids=bids, prefix_lens=lens, allocation=allocation)
         return decided.admission_order()

@@ -11,17 +11,18 @@ across rounds and updates it from the difference between this round's queue and 
   would never make it);
 - a request whose bid or cached prefix length changed gets its block re-costed;
 - each node keeps its blocks sorted by Smith key; a block whose key changed is moved by bisection;
-- only the nodes on a changed block's root path recompute their bid sum S, work P, tie and
-  depth-first order (`flat`), children before parents; the others keep theirs. (F and the
-  interaction terms are not needed for the order; the payments read the from-scratch allocation.)
+- only the nodes on a changed block's root path recompute their bid sum S, work P, internal
+  cost F, tie, owner (the bidder of all its requests, if one) and depth-first order (`flat`),
+  children before parents; the others keep theirs.
 
-The order is the from-scratch build's, and so are the stats, bit for bit: a node's S and P are sums
-over its blocks in Smith order, whose keys are unique (ties broken by the smallest request id in the
-block), added in the same order; the tree itself (nodes at the longest common prefixes of
+The order is the from-scratch build's, and so are the stats, bit for bit: a node's S, P and F are
+sums over its blocks in Smith order, whose keys are unique (ties broken by the smallest request id
+in the block), added in the same order; the tree itself (nodes at the longest common prefixes of
 neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
 shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
-both after random arrivals, admissions, cache and bid changes. Payments are not computed here: the
-auction builds the from-scratch allocation when a round is priced (see `RadixTreeAuction`).
+both after random arrivals, admissions, cache and bid changes. Payments are not computed here: a
+scheduler's auction builds the from-scratch allocation when a round is priced, a market's reads the
+tree kept in urgency units (see `RadixTreeAuction` and factored.py).
 
 Cost per round: a few passes over the queue that run in C (maps, set differences, list
 comparisons) to find what changed and to write the order out, plus Python steps per changed
@@ -33,9 +34,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from functools import reduce
 from itertools import chain, compress, count
-from operator import add, attrgetter, is_, ne, or_
+from operator import attrgetter, is_, ne, or_
 from typing import Sequence
 
 import numpy as np
@@ -45,7 +45,7 @@ from .queue_tree import _lcp
 from .smith import SortKey, block_key
 from .validation import validate_requests
 
-_S, _P, _TIE, _REACH, _FLAT = map(attrgetter, ("s", "p", "tie", "reach", "flat"))
+_TIE, _REACH, _FLAT, _OWNER = map(attrgetter, ("tie", "reach", "flat", "owner"))
 _BID, _CACHED, _SOURCE, _REQUEST = map(attrgetter, ("bid", "cached", "source", "request"))
 _TOKENS, _DEPTH = map(attrgetter, ("tokens", "depth"))
 
@@ -53,19 +53,26 @@ _TOKENS, _DEPTH = map(attrgetter, ("tokens", "depth"))
 class _Block:
     """What a node's sorted list holds of a block: its stats and the key it is listed under."""
 
-    __slots__ = ("s", "p", "tie", "key", "reach", "flat", "listed")
+    __slots__ = ("s", "p", "f", "tie", "key", "reach", "flat", "zero_flat", "listed", "owner")
     is_node = False
 
     def __init__(self) -> None:
-        self.s = self.p = 0.0
-        """Bid sum; work (completion units it adds to what is served after it)."""
+        self.s = self.p = self.f = 0.0
+        """Bid sum; work (completion units it adds to what is served after it); internal cost
+        (sum of bid x completion inside the block, from its start)."""
+        self.owner: int | None = None
+        """The bidder of every request in the block; None when it holds more than one."""
         self.tie = 0
         """Smallest request id in the block."""
         self.key: SortKey = (0, 0.0, 0)
         self.reach = 0
         """Largest cached length among its requests (tokens)."""
-        self.flat: list[Request] = []
-        """Its requests in depth-first Smith order."""
+        self.flat: list[Request] | None = []
+        """Its requests in depth-first Smith order (None for a node holding more than one bidder
+        in a tree that does not order those, `mixed_orders` False)."""
+        self.zero_flat: list[Request] | None = None
+        """Its requests in the order they take when all their bids are 0 (`zero_bid_order`; None
+        until asked since the block last changed)."""
         self.listed: SortKey | None = None
         """The key it is listed under in its parent's sorted blocks (None: not listed)."""
 
@@ -83,23 +90,26 @@ class _Req(_Block):
         self.tokens = tokens
         """Read-only int64 tokens (`source` converted if needed)."""
         self.rid = request.id
+        self.owner = request.bidder
         self.bid = bid
         self.cached = self.reach = cached
         """Longest cached prefix (tokens); 0 under "unit"."""
         self.node: _Node | None = None
-        self.flat = [request]
+        self.flat = self.zero_flat = [request]
 
 
 class _Node(_Block):
     """A node of the queue's tree: a prefix (`depth` tokens of `tokens`) shared by two or more
     blocks, with the blocks sorted by key."""
 
-    __slots__ = ("depth", "tokens", "parent", "next", "ends", "alive", "blocks", "keys")
+    __slots__ = ("depth", "tokens", "parent", "next", "ends", "alive", "blocks", "keys", "edge", "__weakref__")
     is_node = True
 
     def __init__(self, depth: int, tokens: np.ndarray, parent: _Node | None) -> None:
         super().__init__()
         self.depth = depth
+        self.edge = 0.0
+        """Uncached tokens on the edge into it (0 for the root and under "unit")."""
         self.tokens = tokens
         """An array whose first `depth` tokens are the node's prefix."""
         self.parent = parent
@@ -143,20 +153,43 @@ class IncrementalQueueTree:
     Args:
         request_work: completion units per request (the auction's `request_work`).
         costed: False under "unit" (no edge work; cached lengths ignored).
+        mixed_orders: whether the nodes holding more than one bidder keep their order (`flat`),
+            which `order` reads; False where only single-bidder blocks' orders are read
+            (factored.py), which saves a pass over the queue per round at the root.
     """
 
-    def __init__(self, request_work: float, costed: bool) -> None:
+    def __init__(self, request_work: float, costed: bool, mixed_orders: bool = True) -> None:
         self.request_work = request_work
         self.costed = costed
+        self.mixed_orders = mixed_orders
         self._root = _Node(0, np.empty(0, dtype=np.int64), None)
         self._entries: dict[Request, _Req] = {}  # request (hashed by identity) -> its block
         self._by_rid: dict[int, _Req] = {}  # request id -> its block
+
+    def __del__(self) -> None:
+        # Nodes and their blocks link both ways (`parent`, `node`), so a dropped tree would wait for
+        # the cyclic garbage collector (see RadixCache.__del__); unlinked, it goes with its auction.
+        stack = [self._root] if hasattr(self, "_root") else []  # absent if __init__ raised
+        while stack:
+            v = stack.pop()
+            for b in [*v.next.values(), *v.ends]:
+                if b.is_node:
+                    stack.append(b)
+                else:
+                    b.node = None
+            v.parent, v.next, v.ends, v.blocks = None, {}, [], []
 
     def order(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> list[Request]:
         """`requests` (non-empty) in the welfare-maximal depth-first order: the from-scratch
         allocation's order. `bids` are the requests' bids as read this round, `prefix_lens` their
         cached prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
-        `validate_requests` does.
+        `validate_requests` does."""
+        if not self.mixed_orders:
+            raise RuntimeError("this tree does not order the nodes that mix bidders (mixed_orders=False)")
+        return list(self.update(requests, bids, prefix_lens).flat)
+
+    def update(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> _Node:
+        """Bring the tree to this round's queue (arguments as for `order`); returns its root.
 
         The difference from the last round is found in passes that run in C (maps, set
         operations, list comparisons); Python steps are spent per changed request only."""
@@ -200,7 +233,7 @@ class IncrementalQueueTree:
             entries[e.request] = e
             self._insert(e, changes)
         self._recompute(changes)
-        return list(self._root.flat)
+        return self._root
 
     @staticmethod
     def _stale(known: list[_Req], requests: Sequence[Request]) -> list[_Req]:
@@ -300,13 +333,13 @@ class IncrementalQueueTree:
         children before parents, as `RadixTreeAuction._allocate_tree` computes them (and in the
         same order of additions, so to the same floats), each block listed in its parent under
         its new key."""
-        overhead, costed = self.request_work, self.costed
+        overhead, costed, mixed_orders = self.request_work, self.costed, self.mixed_orders
         marked = changes.nodes
         for e in changes.blocks:
             v, n, b = e.node, len(e.tokens), e.bid
             lo = v.depth if v.depth > e.cached else e.cached
             w = float(n - lo) if costed and n > lo else 0.0
-            e.s, e.p, e.tie = b, w + overhead, e.rid
+            e.s, e.p, e.f, e.tie = b, w + overhead, w * b + b * overhead, e.rid
             e.key = block_key(b, e.p, e.rid)
             _relist(e, v)
             marked.add(v)
@@ -317,15 +350,24 @@ class IncrementalQueueTree:
                 v = v.parent
         for v in sorted(path, key=_DEPTH, reverse=True):
             blocks = v.blocks
-            v.flat = list(chain.from_iterable(map(_FLAT, blocks)))
+            owners = set(map(_OWNER, blocks))
+            v.owner = owners.pop() if len(owners) == 1 else None
+            v.flat = list(chain.from_iterable(map(_FLAT, blocks))) if mixed_orders or v.owner is not None else None
+            v.zero_flat = None
             up = v.parent
-            if up is None:  # the root: only its order counts
+            if up is None:  # the root: only its order and owner count
                 continue
-            v.s = reduce(add, map(_S, blocks), 0.0)
-            work = reduce(add, map(_P, blocks), 0.0)
+            work = bid_sum = inter = internal = 0.0
+            for b in blocks:  # in `tree_stats`'s order of additions
+                s = b.s
+                inter += s * work
+                work += b.p
+                bid_sum += s
+                internal += b.f
             v.reach = reach = max(map(_REACH, blocks))
             lo = up.depth if up.depth > reach else reach
-            v.p = (float(v.depth - lo) if costed and v.depth > lo else 0.0) + work
+            v.edge = e = float(v.depth - lo) if costed and v.depth > lo else 0.0
+            v.s, v.p, v.f = bid_sum, e + work, e * bid_sum + internal + inter
             v.tie = min(map(_TIE, blocks))
             v.key = block_key(v.s, v.p, v.tie)
             _relist(v, up)
@@ -366,3 +408,25 @@ def _relist(b: _Block, parent: _Node) -> None:
         if b.listed is not None:
             parent.unlist_block(b)
         parent.list_block(b)
+
+
+def zero_bid_order(block: _Block) -> list[Request]:
+    """The requests of `block` in the from-scratch allocation's order when all their bids are 0:
+    every key's ratio is 0 then, so at each node the zero-work blocks come first, then the others,
+    each by smallest request id. Kept on the blocks until they change (a bidder out of budget
+    bids 0 round after round)."""
+    stack = [block]
+    while stack:  # children before parents, without recursion (trees can be deep)
+        b = stack[-1]
+        if b.zero_flat is None:
+            pending = [c for c in b.blocks if c.zero_flat is None]
+            if pending:
+                stack += pending
+                continue
+            b.zero_flat = list(chain.from_iterable(c.zero_flat for c in sorted(b.blocks, key=_zero_bid_key)))
+        stack.pop()
+    return block.zero_flat
+
+
+def _zero_bid_key(b: _Block) -> tuple[bool, int]:
+    return b.p != 0, b.tie

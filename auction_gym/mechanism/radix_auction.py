@@ -16,10 +16,14 @@ requests, so each step is one pass over plain lists, and sort keys are made once
 As a scheduler (`order`) the auction keeps the tree across rounds instead (incremental_tree.py: work
 proportional to what changed, plus a few passes in C over the queue), until a round is priced: from
 then on each round is built from scratch here, since its payments read this module's allocation.
+In a market (`order_paced`: bids alpha_i x urgency) a round of `FACTORED_FROM` requests or more is
+decided, and priced, over that tree kept in urgency units instead (factored.py), which re-sorts only
+the nodes that mix bidders; it agrees with this module's allocation to rounding.
 
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
-parent node also holds another bidder. Only the nodes on the paths from those parents to the root
+parent node also holds another bidder. (The code reads an allocation's blocks: its leaves are the
+requests here, the single-bidder blocks under the skeleton in factored.py.) Only the nodes on the paths from those parents to the root
 change, and each of them still holds another bidder, so none empties. Bottom-up over those nodes,
 the new G comes from `interaction_after_change` in O(m_v log d_v) for m_v changed blocks, and the
 new (S, P, F) of the node goes up to its parent as a changed block. Total:
@@ -60,14 +64,18 @@ from typing import Iterable, Sequence
 from ..radix_cache import RadixCache
 from ..request import Request
 from .base import AuctionMechanism, Cached, live_auction
+from .factored import FactoredAllocation, factored_allocation
 from .incremental_tree import IncrementalQueueTree
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
-from .smith import NodeIndex, SortKey, block_key, block_keys, index_node, interaction_after_change
+from .smith import (
+    NodeIndex, SortKey, block_key, block_keys, depth_first, index_node, interaction_after_change, tree_stats,
+)
 from .validation import validate_requests
 
 _MIXED = object()  # owner of a node whose subtree holds more than one bidder
 ROUNDING = 1e-9  # payments above -ROUNDING * (total cost) are rounding noise, clipped to 0
+FACTORED_FROM = 2  # a market's round of this many requests or more is decided in urgency units (factored.py)
 
 
 @dataclass(eq=False)
@@ -94,6 +102,15 @@ class RadixAllocation:
     completion: list[float]
     cost: float
     """sum_r b_r C_r in the chosen order (= -welfare)."""
+
+    @property
+    def leaf_owner(self) -> list[int]:
+        """The bidder of each leaf block: here the requests."""
+        return [req.bidder for req in self.requests]
+
+    def own_cost(self, bidder: int) -> float:
+        """sum b_r C_r over `bidder`'s requests."""
+        return sum([b * c for r, b, c in zip(self.requests, self.bids, self.completion) if r.bidder == bidder])
 
 
 @dataclass(eq=False)
@@ -133,6 +150,10 @@ class OrderedRound:
         return self.full.cost
 
 
+Decided = RadixAllocation | OrderedRound | FactoredAllocation
+"""What `RadixTreeAuction` decides a round with."""
+
+
 class RadixTreeAuction(AuctionMechanism):
     """Welfare-maximal order over the depth-first range of the queue's radix tree, VCG payments.
 
@@ -149,6 +170,8 @@ class RadixTreeAuction(AuctionMechanism):
         self._tree: IncrementalQueueTree | None = None
         """The scheduler face's incremental tree (None once a round was priced)."""
         self._priced = False
+        self._urgency_tree: IncrementalQueueTree | None = None
+        """A market's rounds (`order_paced`): the tree in urgency units (factored.py)."""
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None
@@ -174,26 +197,36 @@ class RadixTreeAuction(AuctionMechanism):
         return self._allocate_over(requests, [float(b) for b in bids], tree)
 
     def _decide(
-        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache
-    ) -> RadixAllocation | OrderedRound:
-        """The incremental tree's order until a round is priced; from then on (a market prices
-        the rounds it admits from) the from-scratch allocation, which the payments need anyway."""
-        if self._priced:
+        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
+        alpha: Sequence[float] | None = None,
+    ) -> Decided:
+        """A market's round (bids alpha x urgency) over more than `FACTORED_FROM` requests: over the
+        tree kept in urgency units (factored.py). Otherwise the incremental tree's order until a
+        round is priced, and from then on the from-scratch allocation, which the payments need."""
+        if alpha is not None and len(requests) >= FACTORED_FROM:
+            if self._urgency_tree is None:
+                self._urgency_tree = IncrementalQueueTree(
+                    self.request_work, costed=self.cost_model == "tokens", mixed_orders=False)
+            root = self._urgency_tree.update(requests, [r.urgency for r in requests], prefix_lens)
+            return factored_allocation(root, requests, bids, prefix_lens, alpha, self.request_work)
+        if self._priced or alpha is not None:
             return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
         if self._tree is None:
             self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
         return OrderedRound(weakref.ref(self), requests, bids, prefix_lens, self._tree.order(requests, bids, prefix_lens))
 
-    def _admission(self, alloc: RadixAllocation | OrderedRound) -> list[Request]:
-        return list(alloc.admission) if isinstance(alloc, OrderedRound) else super()._admission(alloc)
+    def _admission(self, alloc: Decided) -> list[Request]:
+        if isinstance(alloc, (OrderedRound, FactoredAllocation)):
+            return list(alloc.admission)
+        return super()._admission(alloc)
 
-    def _full(self, alloc: RadixAllocation | OrderedRound) -> RadixAllocation:
+    def _full(self, alloc: Decided) -> RadixAllocation | FactoredAllocation:
         """The allocation the payments read; marks the auction as priced (see `_decide`)."""
         if not self._priced:
             self._priced, self._tree = True, None
         return alloc.full if isinstance(alloc, OrderedRound) else alloc
 
-    def _outcome(self, alloc: RadixAllocation | OrderedRound) -> AuctionOutcome:
+    def _outcome(self, alloc: Decided) -> AuctionOutcome:
         return super()._outcome(self._full(alloc))
 
     def _allocate_tree(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
@@ -207,26 +240,8 @@ class RadixTreeAuction(AuctionMechanism):
         tie = [0] * nn + ids
         key: list[SortKey | None] = [None] * nn
         key += block_keys(bids, own_p, ids)
-        sorted_blocks: list[list[int]] = [[]] * nn
-        g, sum_f = [0.0] * nn, [0.0] * nn
-        key_of, tie_of = key.__getitem__, tie.__getitem__
-        for v, kids, attached, e in zip(range(nn - 1, -1, -1), reversed(tree.children), reversed(tree.attached),
-                                        reversed(tree.edge_work)):  # children before parents
-            blocks = kids + [nn + r for r in attached]
-            blocks.sort(key=key_of)
-            work = inter = bid_sum = internal = 0.0
-            for b in blocks:
-                sb = s[b]
-                inter += sb * work
-                work += p[b]
-                bid_sum += sb
-                internal += f[b]
-            s[v], p[v], f[v] = bid_sum, e + work, e * bid_sum + internal + inter
-            tie[v] = min(map(tie_of, blocks))
-            key[v] = block_key(s[v], p[v], tie[v])
-            sorted_blocks[v] = blocks
-            g[v], sum_f[v] = inter, internal
-        order = _depth_first(sorted_blocks, nn)
+        sorted_blocks, g, sum_f = tree_stats(tree.children, tree.attached, tree.edge_work, s, p, f, tie, key)
+        order = depth_first(sorted_blocks, nn)
         completion = completion_times(tree, order, overhead)
         return RadixAllocation(
             requests=requests, bids=bids, tree=tree, s=s, p=p, f=f, tie=tie, key=key, sorted_blocks=sorted_blocks,
@@ -245,19 +260,19 @@ class RadixTreeAuction(AuctionMechanism):
             key=[key, key], sorted_blocks=[[1]], g=[0.0], sum_f=[f], order=[0], completion=[own], cost=b * own,
         )
 
-    def payments(self, alloc: RadixAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
+    def payments(self, alloc: Decided, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """VCG payment of each of `bidders` (default: every bidder in the round; one without a
         request in it pays 0); see the module docstring."""
         alloc = self._full(alloc)
         nn = alloc.tree.n_nodes
-        req_owner = [req.bidder for req in alloc.requests]
-        present = dict.fromkeys(req_owner)  # the round's bidders, in order of first request
+        leaf_owner = alloc.leaf_owner
+        present = dict.fromkeys(leaf_owner)  # the round's bidders, in order of first leaf
         priced = list(present) if bidders is None else [i for i in bidders if i in present]
         payments = {i: 0.0 for i in (present if bidders is None else bidders)}
         if len(present) == 1 or not priced:  # a lone bidder delays nobody else
             return payments
         # Per bidder, its top blocks grouped by parent node, in each node's sorted order.
-        owner: list[object] = [_MIXED] * nn + req_owner
+        owner: list[object] = [_MIXED] * nn + leaf_owner
         tops: dict[int, dict[int, list[int]]] = {i: {} for i in present}
         for v in range(nn - 1, -1, -1):  # children before parents
             blocks = alloc.sorted_blocks[v]
@@ -272,8 +287,7 @@ class RadixTreeAuction(AuctionMechanism):
         pos = [0] * len(owner)
         for bidder in priced:
             without = self._cost_without(alloc, tops[bidder], indexes, pos)
-            own = sum([b * c for i, b, c in zip(req_owner, alloc.bids, alloc.completion) if i == bidder])
-            pay = (alloc.cost - own) - without
+            pay = (alloc.cost - alloc.own_cost(bidder)) - without
             if pay < 0:
                 if pay < -ROUNDING * max(alloc.cost, 1.0):
                     raise AssertionError(f"negative VCG payment {pay} for bidder {bidder}")
@@ -283,7 +297,7 @@ class RadixTreeAuction(AuctionMechanism):
 
     def _cost_without(
         self,
-        alloc: RadixAllocation,
+        alloc: RadixAllocation | FactoredAllocation,
         leaving: dict[int, list[int]],
         indexes: dict[int, NodeIndex],
         pos: list[int],
@@ -334,18 +348,3 @@ class RadixTreeAuction(AuctionMechanism):
             )
         raise AssertionError("the root is an ancestor of every removed block")
 
-
-def _depth_first(sorted_blocks: list[list[int]], n_nodes: int) -> list[int]:
-    """The requests (block - n_nodes) in the depth-first order that visits each node's blocks in
-    `sorted_blocks` order from the root (node 0)."""
-    order: list[int] = []
-    path = [iter(sorted_blocks[0])]  # the blocks still to visit at each open node
-    while path:
-        for b in path[-1]:
-            if b < n_nodes:
-                path.append(iter(sorted_blocks[b]))
-                break
-            order.append(b - n_nodes)
-        else:
-            path.pop()
-    return order

@@ -14,6 +14,9 @@ tie-break (smallest request id in the block) only makes the order deterministic.
 `interaction_after_change` gives G of the optimal order after m blocks leave and m' <= m (changed
 versions of some of them) come back, from prefix sums over the old sorted order, in
 O((m + m') log d) for a node of d blocks instead of re-sorting in O(d log d).
+
+`tree_stats` applies the rule at every node of a tree of blocks, children before parents, and
+`depth_first` reads the order it decides.
 """
 
 from __future__ import annotations
@@ -94,3 +97,54 @@ def interaction_after_change(
         g += s * p_before + p * s_after
         before_y += p
     return g
+
+
+def tree_stats(
+    children: list[list[int]], attached: list[list[int]], edge_work: list[float],
+    s: list[float], p: list[float], f: list[float], tie: list[int], key: list[SortKey | None],
+) -> tuple[list[list[int]], list[float], list[float]]:
+    """Smith order at every node of a tree of blocks, and the nodes' block stats.
+
+    Nodes are numbered 0..V-1 with every child after its parent (node 0 the root); node v has the
+    child nodes `children[v]`, the leaf blocks `attached[v]` (leaf k is block V + k) and the
+    uncached work `edge_work[v]` on the edge into it. `s`, `p`, `f`, `tie`, `key` hold an entry
+    per block, the leaves' filled in; the nodes' are written here, children before parents:
+        S = sum S_j,  P = e_v + sum P_j,  F = e_v * S + sum F_j + G_v,  tie = min tie_j.
+    Returns, per node, its blocks in Smith order, G_v and sum F_j."""
+    nn = len(children)
+    sorted_blocks: list[list[int]] = [[]] * nn
+    g, sum_f = [0.0] * nn, [0.0] * nn
+    key_of, tie_of = key.__getitem__, tie.__getitem__
+    for v in range(nn - 1, -1, -1):
+        blocks = children[v] + [nn + r for r in attached[v]]
+        blocks.sort(key=key_of)
+        work = inter = bid_sum = internal = 0.0
+        for b in blocks:
+            sb = s[b]
+            inter += sb * work
+            work += p[b]
+            bid_sum += sb
+            internal += f[b]
+        e = edge_work[v]
+        s[v], p[v], f[v] = bid_sum, e + work, e * bid_sum + internal + inter
+        tie[v] = min(map(tie_of, blocks))
+        key[v] = block_key(s[v], p[v], tie[v])
+        sorted_blocks[v] = blocks
+        g[v], sum_f[v] = inter, internal
+    return sorted_blocks, g, sum_f
+
+
+def depth_first(sorted_blocks: list[list[int]], n_nodes: int) -> list[int]:
+    """The leaves (block - n_nodes) in the depth-first order that visits each node's blocks in
+    `sorted_blocks` order from the root (node 0)."""
+    order: list[int] = []
+    path = [iter(sorted_blocks[0])]  # the blocks still to visit at each open node
+    while path:
+        for b in path[-1]:
+            if b < n_nodes:
+                path.append(iter(sorted_blocks[b]))
+                break
+            order.append(b - n_nodes)
+        else:
+            path.pop()
+    return order

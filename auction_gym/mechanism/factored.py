@@ -1,0 +1,189 @@
+"""The radix auction's round decided in urgency units: work proportional to the nodes that mix bidders.
+
+In a market every bid is alpha_i x urgency (bidder i's multiplier, which changes every round, times
+the request's urgency, which never does). Scaling all of one bidder's bids by alpha > 0 scales the
+S and F of every block that holds only that bidder's requests and leaves its Smith order alone, so
+an `IncrementalQueueTree` fed the urgencies keeps each single-bidder block's order and its S and F
+in urgency units from round to round, updated only where the queue or the cache changed. A round
+then re-decides only its skeleton: the root and the nodes whose subtree holds more than one bidder,
+with each single-bidder block below them as a leaf of
+
+    S = alpha_i x S_urgency,   P (unit-free),   F = alpha_i x F_urgency,   tie (smallest id).
+
+Smith's rule (smith.tree_stats) orders the skeleton's nodes in money, and the admission order is
+the leaves' own orders in the skeleton's depth-first order. In the default scenario each bidder's
+requests share its system prompt, so the skeleton is the root over one leaf per bidder (plus
+requests that share nothing): the round costs the tree's update plus a sort of a handful of blocks.
+
+A bidder out of budget bids 0 (alpha_i = 0). Every key of its blocks is then a zero ratio, and the
+from-scratch order within them is zero-work blocks first, then by smallest request id, at every
+node; such a leaf is ordered so here (`zero_bid_order`), its S and F are 0.
+
+The payments are VCG's over the same skeleton (`RadixTreeAuction.payments` reads it as it reads a
+from-scratch allocation): removing bidder i deletes its leaves, and the nodes above them are
+exactly the skeleton's. Bidder i's own cost in the chosen order is sum over its leaves of
+F_B + S_B x start_B, start_B the completion units served before the leaf starts.
+
+What differs from the from-scratch allocation (radix_auction.py) is rounding: a single-bidder
+block's S is alpha x (sum of urgencies) here and sum of (alpha x urgency) there, so the keys, the
+costs and the payments agree to the last few bits, and the order can differ only between blocks
+whose ratios tie to within that rounding. `tests/test_factored.py` checks the orders and the
+payments against the from-scratch auction on random queues, multipliers (0 included) and caches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..request import Request
+from .incremental_tree import _Block, _Node, zero_bid_order
+from .queue_tree import build_queue_tree, completion_times
+from .smith import SortKey, block_keys, depth_first, tree_stats
+from .validation import validate_requests
+
+@dataclass(eq=False)
+class Skeleton:
+    """The nodes of a round's queue tree that hold more than one bidder, and the root (node 0;
+    every child numbered after its parent); the single-bidder blocks below them are its leaves."""
+
+    parent: list[int]
+    """parent[v]; -1 for the root."""
+    children: list[list[int]]
+    """Child nodes of v."""
+    attached: list[list[int]]
+    """Leaves of v (numbered from 0)."""
+    edge_work: list[float]
+    """Uncached work on the edge into v."""
+    leaf_node: list[int]
+    """The node each leaf hangs from."""
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.parent)
+
+
+@dataclass(eq=False)
+class FactoredAllocation:
+    """A round decided over the skeleton: its order, its cost, and per skeleton block (nodes, then
+    leaves, numbered as in `smith.tree_stats`) what the payments read, as `RadixAllocation` holds
+    them per block of the whole tree."""
+
+    requests: list[Request]
+    """The queue as given."""
+    bids: list[float]
+    prefix_lens: list[int] | None
+    request_work: float
+    tree: Skeleton
+    leaf_owner: list[int]
+    """The bidder of each leaf."""
+    s: list[float]
+    p: list[float]
+    f: list[float]
+    tie: list[int]
+    key: list[SortKey | None]
+    sorted_blocks: list[list[int]]
+    g: list[float]
+    sum_f: list[float]
+    leaf_order: list[int]
+    """The leaves in the order served."""
+    admission: list[Request]
+    """The requests in the order decided."""
+    cost: float
+    """sum_r b_r C_r in that order (F of the root, in money)."""
+    _completion: list[float] | None = None
+    _start: list[float] | None = None
+
+    @property
+    def order(self) -> list[int]:
+        """Positions in `requests` in the order decided."""
+        position = {id(r): k for k, r in enumerate(self.requests)}
+        return [position[id(r)] for r in self.admission]
+
+    @property
+    def completion(self) -> list[float]:
+        """C_r per position in `requests`, from the queue's tree built afresh from the round's
+        inputs (the same tree the incremental one holds), so the record stands alone."""
+        if self._completion is None:
+            tokens, _ = validate_requests(self.requests)
+            tree = build_queue_tree(tokens, self.prefix_lens)
+            self._completion = completion_times(tree, self.order, self.request_work)
+        return self._completion
+
+    def own_cost(self, bidder: int) -> float:
+        """sum b_r C_r over `bidder`'s requests: F_B + S_B x start_B over its leaves."""
+        if self._start is None:
+            self._start = self._leaf_starts()
+        nn = self.tree.n_nodes
+        return sum([self.f[nn + k] + self.s[nn + k] * t
+                    for k, (o, t) in enumerate(zip(self.leaf_owner, self._start)) if o == bidder])
+
+    def _leaf_starts(self) -> list[float]:
+        """Completion units served before each leaf starts: the leaves before it, and the edges of
+        the nodes above it that no earlier leaf covered."""
+        tree, nn = self.tree, self.tree.n_nodes
+        covered = [False] * nn
+        covered[0] = True
+        start = [0.0] * len(self.leaf_owner)
+        clock = 0.0
+        for k in self.leaf_order:
+            v = tree.leaf_node[k]
+            while not covered[v]:
+                covered[v] = True
+                clock += tree.edge_work[v]
+                v = tree.parent[v]
+            start[k] = clock
+            clock += self.p[nn + k]
+        return start
+
+
+def factored_allocation(
+    root: _Node, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
+    alpha: Sequence[float], request_work: float,
+) -> FactoredAllocation:
+    """The round over the skeleton of `root`, an `IncrementalQueueTree` brought to this queue with
+    the urgencies as bids; `bids` are alpha[bidder] x urgency (as recorded for the round)."""
+    tree, leaves = _skeleton(root)
+    nn = tree.n_nodes
+    scale = [alpha[b.owner] for b in leaves]
+    leaf_s = [a * b.s for a, b in zip(scale, leaves)]
+    leaf_p = [b.p for b in leaves]
+    leaf_tie = [b.tie for b in leaves]
+    s, p, tie = [0.0] * nn + leaf_s, [0.0] * nn + leaf_p, [0] * nn + leaf_tie
+    f = [0.0] * nn + [a * b.f for a, b in zip(scale, leaves)]
+    key: list[SortKey | None] = [None] * nn
+    key += block_keys(leaf_s, leaf_p, leaf_tie)
+    sorted_blocks, g, sum_f = tree_stats(tree.children, tree.attached, tree.edge_work, s, p, f, tie, key)
+    leaf_order = depth_first(sorted_blocks, nn)
+    admission: list[Request] = []
+    for k in leaf_order:
+        admission += leaves[k].flat if scale[k] > 0 else zero_bid_order(leaves[k])
+    return FactoredAllocation(
+        requests=requests, bids=bids, prefix_lens=prefix_lens, request_work=request_work, tree=tree,
+        leaf_owner=[b.owner for b in leaves], s=s, p=p, f=f, tie=tie, key=key, sorted_blocks=sorted_blocks, g=g,
+        sum_f=sum_f, leaf_order=leaf_order, admission=admission, cost=f[0],
+    )
+
+
+def _skeleton(root: _Node) -> tuple[Skeleton, list[_Block]]:
+    """The root and the nodes below it that hold more than one bidder, and the other blocks that
+    hang from them (the leaves)."""
+    tree = Skeleton(parent=[-1], children=[[]], attached=[[]], edge_work=[0.0], leaf_node=[])
+    leaves: list[_Block] = []
+    stack = [(root, 0)]
+    while stack:
+        v, k = stack.pop()
+        for b in v.blocks:
+            if b.owner is None:  # a node holding more than one bidder
+                c = len(tree.parent)
+                tree.parent.append(k)
+                tree.children.append([])
+                tree.attached.append([])
+                tree.edge_work.append(b.edge)
+                tree.children[k].append(c)
+                stack.append((b, c))
+            else:
+                tree.attached[k].append(len(leaves))
+                tree.leaf_node.append(k)
+                leaves.append(b)
+    return tree, leaves

@@ -1,0 +1,141 @@
+"""A market's rounds decided in urgency units (mechanism/factored.py) against the from-scratch auction.
+
+With bids alpha_i x urgency, the factored round must order the queue as the from-scratch allocation
+of the same bids does and charge the same VCG payments, to rounding: values are drawn at random
+so that no two blocks' ratios tie exactly (where rounding may break a tie either way)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from auction_gym import Request
+from auction_gym.market import Market, MarketConfig
+from auction_gym.mechanism import RadixTreeAuction
+from auction_gym.mechanism.factored import FactoredAllocation
+from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
+from auction_gym.mechanism.radix_auction import RadixAllocation
+
+MODELS = [("tokens", 1.0), ("tokens", 0.0), ("unit", 1.0)]
+
+
+class _Lens:
+    """Stands for the engine's waiting prefixes: hands the auction this round's cached lengths."""
+
+    def __init__(self) -> None:
+        self.lens: list[int] | None = None
+
+    def lengths(self, queue, cache):
+        return self.lens
+
+
+def _assert_same_round(got: FactoredAllocation, want: RadixAllocation, auction: RadixTreeAuction,
+                       scratch: RadixTreeAuction) -> None:
+    assert got.order == want.order
+    assert math.isclose(got.cost, want.cost, rel_tol=1e-12, abs_tol=1e-12)
+    tol = 1e-9 * max(want.cost, 1.0)
+    assert got.completion == pytest.approx(want.completion, rel=1e-12, abs=1e-12)
+    paid, due = auction.payments(got), scratch.payments(want)
+    assert paid.keys() == due.keys()
+    for i in due:
+        assert paid[i] == pytest.approx(due[i], abs=tol)
+
+
+def _prompt(rng: np.random.Generator, bidder: int, shared: float) -> list[int]:
+    """A prompt under its bidder's system prompt, or (with probability `shared`) under one that
+    all bidders share, so that nodes holding several bidders sit at several depths."""
+    head = [9, 9, 9] if rng.random() < shared else [bidder + 1] * 3
+    body = [int(t) for t in rng.integers(0, 3, size=rng.integers(0, 6))]
+    return head + body
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("seed", range(6))
+def test_factored_rounds_equal_the_from_scratch_auction(model, seed):
+    """Arrivals, admissions, cache changes and new multipliers (zeros included) between rounds."""
+    rng = np.random.default_rng(seed)
+    bidders = 4
+    auction, scratch = RadixTreeAuction(*model), RadixTreeAuction(*model)
+    waiting = _Lens()
+    auction.attach_waiting_prefixes(waiting)
+    queue: list[Request] = []
+    lens: list[int] = []
+    next_id, rounds, zero_rounds = 0, 0, 0
+    for _ in range(120):
+        for _ in range(rng.integers(0, 4)):  # arrivals
+            bidder = int(rng.integers(bidders))
+            queue.append(Request(next_id, bidder, _prompt(rng, bidder, shared=0.3), urgency=float(rng.uniform(0.1, 5))))
+            lens.append(0)
+            next_id += 1
+        for _ in range(min(len(queue), rng.integers(0, 3))):  # admissions
+            k = int(rng.integers(len(queue)))
+            del queue[k], lens[k]
+        for k in range(len(queue)):  # the cache grows and shrinks
+            if rng.random() < 0.2:
+                lens[k] = int(rng.integers(0, len(queue[k].tokens) + 1))
+        if not queue:
+            continue
+        alpha = [0.0 if rng.random() < 0.25 else float(rng.uniform(0.05, 2)) for _ in range(bidders)]
+        waiting.lens = list(lens) if model[0] == "tokens" else None
+        auction.order_paced(queue, None, alpha)
+        decided = auction.last_round
+        want = scratch.allocate(queue, prefix_lens=decided.prefix_lens)
+        assert decided.bids == [alpha[r.bidder] * r.urgency for r in queue]
+        if len(queue) > 1:
+            assert isinstance(decided.allocation, FactoredAllocation)
+            _assert_same_round(decided.allocation, want, auction, scratch)
+            rounds += 1
+            zero_rounds += 0.0 in alpha
+        else:
+            assert decided.admission_order() == queue
+    assert rounds > 60 and zero_rounds > 20
+
+
+def test_a_bidder_bidding_zero_keeps_the_from_scratch_order_among_zero_work_blocks():
+    """No overhead and a fully cached prompt: zero-work blocks, which go first, by smallest id."""
+    auction, scratch = RadixTreeAuction("tokens", 0.0), RadixTreeAuction("tokens", 0.0)
+    waiting = _Lens()
+    auction.attach_waiting_prefixes(waiting)
+    queue = [Request(7, 0, [1, 1, 2, 5]), Request(3, 0, [1, 1, 2, 6, 6]), Request(5, 0, [1, 1, 3]),
+             Request(4, 1, [2, 2]), Request(1, 0, [1, 1, 2, 5, 5]), Request(2, 1, [2, 3, 3])]
+    for r in queue:
+        r.urgency = 1.0
+    waiting.lens = [4, 0, 3, 0, 0, 1]
+    auction.order_paced(queue, None, [0.0, 1.5])
+    want = scratch.allocate(queue, prefix_lens=waiting.lens)
+    got = auction.last_round.allocation
+    assert isinstance(got, FactoredAllocation)
+    assert [queue[k].id for k in got.order] == [queue[k].id for k in want.order]
+    _assert_same_round(got, want, auction, scratch)
+
+
+def test_a_market_prices_every_round_as_the_from_scratch_auction_would():
+    """The default scenario, random multipliers: every round the market admitted from."""
+    market = Market(MarketConfig())
+    market.reset(seed=3)
+    rng = np.random.default_rng(3)
+    scratch = RadixTreeAuction(market.auction.cost_model, market.auction.request_overhead)
+    factored = 0
+    for _ in range(400):
+        market.step(rng.uniform(0, 2, size=market.n))
+        decided = market.auction.last_round
+        if isinstance(decided.allocation, FactoredAllocation):
+            want = scratch._allocate_bids(decided.requests, decided.bids, decided.prefix_lens)
+            _assert_same_round(decided.allocation, want, market.auction, scratch)
+            factored += 1
+    assert factored > 50
+
+
+@pytest.mark.parametrize("alpha", [[1.0, -0.5], [1.0, math.nan], [math.inf, 1.0]])
+def test_bad_multipliers_are_refused(alpha):
+    queue = [Request(1, 0, [1, 2]), Request(2, 1, [1, 3])]
+    with pytest.raises(ValueError, match="multipliers"):
+        RadixTreeAuction().order_paced(queue, None, alpha)
+
+
+def test_a_tree_that_does_not_order_mixed_nodes_refuses_to_order():
+    tree = IncrementalQueueTree(1.0, costed=True, mixed_orders=False)
+    with pytest.raises(RuntimeError, match="mixed_orders"):
+        tree.order([Request(1, 0, [1, 2])], [1.0], [0])
