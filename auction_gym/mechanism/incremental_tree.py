@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from itertools import chain, compress, count
-from operator import attrgetter, is_, ne, or_
+from functools import reduce
+from itertools import accumulate, chain, compress, count
+from operator import add, attrgetter, is_, mul, ne, or_
 from typing import Sequence
 
 import numpy as np
@@ -45,7 +46,7 @@ from .queue_tree import _lcp
 from .smith import SortKey, block_key
 from .validation import validate_requests
 
-_TIE, _REACH, _FLAT, _OWNER = map(attrgetter, ("tie", "reach", "flat", "owner"))
+_S, _P, _F, _TIE, _REACH, _FLAT, _OWNER = map(attrgetter, ("s", "p", "f", "tie", "reach", "flat", "owner"))
 _BID, _CACHED, _SOURCE, _REQUEST = map(attrgetter, ("bid", "cached", "source", "request"))
 _TOKENS, _DEPTH = map(attrgetter, ("tokens", "depth"))
 
@@ -357,13 +358,12 @@ class IncrementalQueueTree:
             up = v.parent
             if up is None:  # the root: only its order and owner count
                 continue
-            work = bid_sum = inter = internal = 0.0
-            for b in blocks:  # in `tree_stats`'s order of additions
-                s = b.s
-                inter += s * work
-                work += b.p
-                bid_sum += s
-                internal += b.f
+            # The sums of `smith.tree_stats`'s loop, in its order of additions (so to its floats),
+            # as passes in C: before[j] is the work of the blocks before block j.
+            s = list(map(_S, blocks))
+            before = list(accumulate(map(_P, blocks), initial=0.0))
+            work, bid_sum = before.pop(), reduce(add, s, 0.0)
+            inter, internal = reduce(add, map(mul, s, before), 0.0), reduce(add, map(_F, blocks), 0.0)
             v.reach = reach = max(map(_REACH, blocks))
             lo = up.depth if up.depth > reach else reach
             v.edge = e = float(v.depth - lo) if costed and v.depth > lo else 0.0
