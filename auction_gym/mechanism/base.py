@@ -91,7 +91,10 @@ class AuctionRound:
 
     def payments(self, bidders: Iterable[int]) -> dict[int, float]:
         """VCG payments (>= 0) of `bidders` (0 for a bidder not in the round), computing only
-        theirs unless the whole outcome is already there."""
+        theirs unless the whole outcome is already there. A lone request delays nobody, so its
+        round charges nothing (over half the rounds of the default scenario)."""
+        if len(self.requests) == 1 and self._outcome_cache is None:
+            return dict.fromkeys(bidders, 0.0)
         if self._outcome_cache is not None or self.allocation is None:
             payments = self.outcome.payments
             return {i: payments.get(i, 0.0) for i in bidders}

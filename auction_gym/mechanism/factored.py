@@ -34,10 +34,11 @@ payments against the from-scratch auction on random queues, multipliers (0 inclu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Sequence
 
 from ..request import Request
-from .incremental_tree import _Block, _Node, zero_bid_order
+from .incremental_tree import _Block, _Node
 from .queue_tree import build_queue_tree, completion_times
 from .smith import SortKey, block_keys, depth_first, tree_stats
 from .validation import validate_requests
@@ -187,3 +188,25 @@ def _skeleton(root: _Node) -> tuple[Skeleton, list[_Block]]:
                 tree.leaf_node.append(k)
                 leaves.append(b)
     return tree, leaves
+
+
+def zero_bid_order(block: _Block) -> list[Request]:
+    """The requests of `block` in the from-scratch allocation's order when all their bids are 0:
+    every key's ratio is 0 then, so at each node the zero-work blocks come first, then the others,
+    each by smallest request id. Kept on the blocks until they change (a bidder out of budget
+    bids 0 round after round)."""
+    stack = [block]
+    while stack:  # children before parents, without recursion (trees can be deep)
+        b = stack[-1]
+        if b.zero_flat is None:
+            pending = [c for c in b.blocks if c.zero_flat is None]
+            if pending:
+                stack += pending
+                continue
+            b.zero_flat = list(chain.from_iterable(c.zero_flat for c in sorted(b.blocks, key=_zero_bid_key)))
+        stack.pop()
+    return block.zero_flat
+
+
+def _zero_bid_key(b: _Block) -> tuple[bool, int]:
+    return b.p != 0, b.tie

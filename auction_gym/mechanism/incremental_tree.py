@@ -72,8 +72,8 @@ class _Block:
         """Its requests in depth-first Smith order (None for a node holding more than one bidder
         in a tree that does not order those, `mixed_orders` False)."""
         self.zero_flat: list[Request] | None = None
-        """Its requests in the order they take when all their bids are 0 (`zero_bid_order`; None
-        until asked since the block last changed)."""
+        """Its requests in the order they take when all their bids are 0 (factored.py's
+        `zero_bid_order`; None until asked since the block last changed)."""
         self.listed: SortKey | None = None
         """The key it is listed under in its parent's sorted blocks (None: not listed)."""
 
@@ -409,24 +409,3 @@ def _relist(b: _Block, parent: _Node) -> None:
             parent.unlist_block(b)
         parent.list_block(b)
 
-
-def zero_bid_order(block: _Block) -> list[Request]:
-    """The requests of `block` in the from-scratch allocation's order when all their bids are 0:
-    every key's ratio is 0 then, so at each node the zero-work blocks come first, then the others,
-    each by smallest request id. Kept on the blocks until they change (a bidder out of budget
-    bids 0 round after round)."""
-    stack = [block]
-    while stack:  # children before parents, without recursion (trees can be deep)
-        b = stack[-1]
-        if b.zero_flat is None:
-            pending = [c for c in b.blocks if c.zero_flat is None]
-            if pending:
-                stack += pending
-                continue
-            b.zero_flat = list(chain.from_iterable(c.zero_flat for c in sorted(b.blocks, key=_zero_bid_key)))
-        stack.pop()
-    return block.zero_flat
-
-
-def _zero_bid_key(b: _Block) -> tuple[bool, int]:
-    return b.p != 0, b.tie
