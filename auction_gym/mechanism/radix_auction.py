@@ -16,9 +16,10 @@ requests, so each step is one pass over plain lists, and sort keys are made once
 As a scheduler (`order`) the auction keeps the tree across rounds instead (incremental_tree.py: work
 proportional to what changed, plus a few passes in C over the queue), until a round is priced: from
 then on each round is built from scratch here, since its payments read this module's allocation.
-In a market (`order_paced`: bids alpha_i x urgency) a round of `FACTORED_FROM` requests or more is
-decided, and priced, over that tree kept in urgency units instead (factored.py), which re-sorts only
-the nodes that mix bidders; it agrees with this module's allocation to rounding.
+In a market (`order_paced`: bids alpha_i x urgency) a round of two requests or more is decided, and
+priced, over that tree kept in urgency units instead (factored.py), which re-sorts only the nodes
+that mix bidders; it agrees with this module's allocation to rounding. (A lone request is allocated
+here: cheaper than bringing the tree up to date, which the next round of several does.)
 
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
@@ -75,7 +76,6 @@ from .validation import validate_requests
 
 _MIXED = object()  # owner of a node whose subtree holds more than one bidder
 ROUNDING = 1e-9  # payments above -ROUNDING * (total cost) are rounding noise, clipped to 0
-FACTORED_FROM = 2  # a market's round of this many requests or more is decided in urgency units (factored.py)
 
 
 @dataclass(eq=False)
@@ -200,10 +200,10 @@ class RadixTreeAuction(AuctionMechanism):
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
         alpha: Sequence[float] | None = None,
     ) -> Decided:
-        """A market's round (bids alpha x urgency) over more than `FACTORED_FROM` requests: over the
+        """A market's round (bids alpha x urgency) of two requests or more: over the
         tree kept in urgency units (factored.py). Otherwise the incremental tree's order until a
         round is priced, and from then on the from-scratch allocation, which the payments need."""
-        if alpha is not None and len(requests) >= FACTORED_FROM:
+        if alpha is not None and len(requests) > 1:
             if self._urgency_tree is None:
                 self._urgency_tree = IncrementalQueueTree(
                     self.request_work, costed=self.cost_model == "tokens", mixed_orders=False)
