@@ -167,8 +167,8 @@ class RadixCache:
 
     def _walk(
         self, tokens: np.ndarray, split: bool, start: TreeNode | None = None, stamp: int = 0
-    ) -> tuple[int, TreeNode, list[TreeNode]]:
-        """Longest cached prefix: (length, node it ends at, nodes on the path below `start`).
+    ) -> tuple[int, TreeNode]:
+        """Longest cached prefix: (length, node it ends at).
 
         With `split`, a match that ends inside an edge splits it so the match ends on a node; both
         halves get the time `stamp`. Without it the returned node is the last one matched in full
@@ -180,7 +180,7 @@ class RadixCache:
         node = self.root if start is None else start
         while not node.alive:
             node = node.parent
-        pos, path = node.depth, []
+        pos = node.depth
         by_token = self.page_size == 1  # keyed by the first token: `_key` inlined on this hot path
         while pos < n:
             child = node.children.get(tokens.item(pos) if by_token else self._key(tokens, pos))
@@ -193,26 +193,36 @@ class RadixCache:
             if tokens[pos:pos + m].tobytes() != key[:m].tobytes():
                 m = int((tokens[pos:pos + m] != key[:m]).argmax())
             if m == size:
-                path.append(child)
                 node, pos = child, pos + m
                 continue
             # The match ends inside this edge (at least its first page matched, by its key).
             m = self._aligned(m)
             if split:
-                child = self._split(child, m, stamp)
-                path.append(child)
-                node = child
+                node = self._split(child, m, stamp)
             pos += m
             break
-        return pos, node, path
+        return pos, node
 
-    def match_prefix(self, tokens: Sequence[int] | np.ndarray) -> MatchResult:
-        """Longest cached prefix of `tokens`; splits a partially matched edge; refreshes LRU times."""
+    def match_prefix(self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None) -> MatchResult:
+        """Longest cached prefix of `tokens`; splits a partially matched edge; refreshes LRU times.
+
+        `start`, a node whose path is a prefix of `tokens` (say where an earlier `peek` of them
+        ended), skips re-comparing that prefix; the result is the same as without it.
+        """
         tick = self._new_tick()
-        length, node, path = self._walk(token_view(tokens), split=True, stamp=tick)
+        length, node = self._walk(token_view(tokens), split=True, start=start, stamp=tick)
         self._touch(node, tick)
-        values = [n.value for n in path if n.value is not None]
-        return MatchResult(length, node, np.concatenate(values) if values else None)
+        return MatchResult(length, node, self._path_values(node))
+
+    def _path_values(self, node: TreeNode) -> np.ndarray | None:
+        """The per-token values from the root to `node`, concatenated; None when none is stored.
+        Read up the parents, so a walk that started below the root needs no path of its own."""
+        values = []
+        while node is not self.root:
+            if node.value is not None:
+                values.append(node.value)
+            node = node.parent
+        return np.concatenate(values[::-1]) if values else None
 
     def prefix_len(self, tokens: Sequence[int] | np.ndarray) -> int:
         """Length of the longest cached prefix of `tokens`, without changing the tree or LRU times."""
@@ -229,8 +239,7 @@ class RadixCache:
         only while stamping, would give them. `start`, the node of an earlier `peek` of the same
         tokens, skips re-comparing what is known to match; the result is the same as without it.
         """
-        length, node, _ = self._walk(token_view(tokens), split=split, start=start, stamp=self._tick)
-        return length, node
+        return self._walk(token_view(tokens), split=split, start=start, stamp=self._tick)
 
     @property
     def version(self) -> tuple[int, int]:
@@ -276,7 +285,7 @@ class RadixCache:
             raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
         n = self._aligned(len(tokens))
         tick = self._new_tick()
-        cached, node, _ = self._walk(tokens, split=True, start=start, stamp=tick)
+        cached, node = self._walk(tokens, split=True, start=start, stamp=tick)
         if cached < n:
             key = tokens[cached:n]
             if key.flags.writeable:  # the caller may change its array; the tree keeps its own

@@ -55,6 +55,15 @@ class CacheMachine(RuleBasedStateMachine):
         self.model |= prefixes(full, self.page)
         assert res.last_node.depth == len(full) - len(full) % self.page
 
+    @rule(seq=seqs, extra=seqs)
+    def match_from_match(self, seq, extra) -> None:
+        """Matching from a node known to be a prefix gives what matching from the root gives."""
+        node = self.cache.match_prefix(seq).last_node
+        full = seq + extra
+        m = self.cache.match_prefix(full, start=node)
+        assert m.length == self.expected_match(full)
+        assert m.last_node.depth == m.length
+
     @rule(seq=seqs)
     def match(self, seq) -> None:
         assert self.cache.prefix_len(seq) == self.expected_match(seq)
@@ -162,6 +171,8 @@ def test_values_follow_tokens_and_are_freed():
     c.insert([1, 2, 5], value=np.array([20, 21, 22]))
     assert c.match_prefix([1, 2, 3]).value.tolist() == [10, 11, 12]
     assert c.match_prefix([1, 2, 5, 6]).value.tolist() == [10, 11, 22]
+    below = c.match_prefix([1, 2]).last_node
+    assert c.match_prefix([1, 2, 3, 4], start=below).value.tolist() == [10, 11, 12, 13]  # from the root
     c.evict(100)
     assert sorted(freed) == [10, 11, 12, 13, 22]
 

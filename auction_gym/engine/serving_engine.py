@@ -293,7 +293,7 @@ class ServingEngine(Replay):
                 break
             tokens = self.queue.tokens(r)
             generated = len(tokens) - r.prompt_len
-            match = cache.match_prefix(tokens[:-1])
+            match = cache.match_prefix(tokens[:-1], start=self.waiting_prefixes.start(r, len(tokens) - 1))
             extend = len(tokens) - match.length
             end = len(tokens)
             if chunking and extend > budget:
