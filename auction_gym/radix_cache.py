@@ -186,12 +186,16 @@ class RadixCache:
             child = node.children.get(tokens.item(pos) if by_token else self._key(tokens, pos))
             if child is None:
                 break
-            key, size = child.key, child.key.size
-            m = min(size, n - pos)
+            key = child.key
+            size = m = key.size
+            if m > n - pos:  # the tokens end inside this edge
+                m = n - pos
+                key = key[:m]
             # A whole-edge match is the common case: one comparison of raw bytes answers it; only a
             # mismatch needs the elementwise search for where it is.
-            if tokens[pos:pos + m].tobytes() != key[:m].tobytes():
-                m = int((tokens[pos:pos + m] != key[:m]).argmax())
+            head = tokens[pos:pos + m]
+            if head.tobytes() != key.tobytes():
+                m = int((head != key).argmax())
             if m == size:
                 node, pos = child, pos + m
                 continue
