@@ -4,7 +4,8 @@ Semantics follow SGLang's `RadixCache` (python/sglang/srt/mem_cache/radix_cache.
 
 - `match_prefix(tokens)` finds the longest cached prefix, splits a node when the match ends inside its
   edge (so a match always ends on a node boundary), and refreshes the access time of the path.
-- `insert(tokens, value)` adds what is not yet cached and returns how much already was.
+- `insert(tokens, value)` adds what is not yet cached and returns how much already was; `extend(node,
+  tokens)` does so for node's path followed by `tokens`.
 - `lock(node)` / `unlock(node)` count references along the path from `node` to the root; a node with a
   reference is protected, the others are evictable.
 - `evict(num_tokens)` removes least-recently-used unlocked leaves until `num_tokens` are freed; a parent
@@ -166,53 +167,70 @@ class RadixCache:
         return n - n % self.page_size
 
     def _walk(
-        self, tokens: np.ndarray, split: bool, start: TreeNode | None = None, stamp: int = 0
-    ) -> tuple[int, TreeNode, list[TreeNode]]:
-        """Longest cached prefix: (length, node it ends at, nodes on the path below `start`).
+        self, tokens: np.ndarray, split: bool, start: TreeNode | None = None, stamp: int = 0, offset: int = 0
+    ) -> tuple[int, TreeNode]:
+        """Longest cached prefix: (length, node it ends at).
 
         With `split`, a match that ends inside an edge splits it so the match ends on a node; both
         halves get the time `stamp`. Without it the returned node is the last one matched in full
         (the length may go further).
         `start` must be a node whose whole path is a prefix of `tokens` (an earlier match of them);
         if it has been evicted since, the walk resumes from its closest ancestor still cached.
+        With `offset`, `tokens` continue a path of that many tokens (tokens[i] is at depth offset
+        + i), which `start` ends, alive: the length still counts from the root.
         """
-        n = self._aligned(len(tokens))
+        n = self._aligned(offset + len(tokens))
         node = self.root if start is None else start
         while not node.alive:
             node = node.parent
-        pos, path = node.depth, []
+        pos = node.depth
+        i = pos - offset  # where the token at depth `pos` is in `tokens`
         by_token = self.page_size == 1  # keyed by the first token: `_key` inlined on this hot path
         while pos < n:
-            child = node.children.get(tokens.item(pos) if by_token else self._key(tokens, pos))
+            child = node.children.get(tokens.item(i) if by_token else self._key(tokens, i))
             if child is None:
                 break
-            key, size = child.key, child.key.size
-            m = min(size, n - pos)
+            key = child.key
+            size = m = key.size
+            if m > n - pos:  # the tokens end inside this edge
+                m = n - pos
+                key = key[:m]
             # A whole-edge match is the common case: one comparison of raw bytes answers it; only a
             # mismatch needs the elementwise search for where it is.
-            if tokens[pos:pos + m].tobytes() != key[:m].tobytes():
-                m = int((tokens[pos:pos + m] != key[:m]).argmax())
+            head = tokens[i:i + m]
+            if head.tobytes() != key.tobytes():
+                m = int((head != key).argmax())
             if m == size:
-                path.append(child)
-                node, pos = child, pos + m
+                node, pos, i = child, pos + m, i + m
                 continue
             # The match ends inside this edge (at least its first page matched, by its key).
             m = self._aligned(m)
             if split:
-                child = self._split(child, m, stamp)
-                path.append(child)
-                node = child
+                node = self._split(child, m, stamp)
             pos += m
             break
-        return pos, node, path
+        return pos, node
 
-    def match_prefix(self, tokens: Sequence[int] | np.ndarray) -> MatchResult:
-        """Longest cached prefix of `tokens`; splits a partially matched edge; refreshes LRU times."""
+    def match_prefix(self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None) -> MatchResult:
+        """Longest cached prefix of `tokens`; splits a partially matched edge; refreshes LRU times.
+
+        `start`, a node whose path is a prefix of `tokens` (say where an earlier `peek` of them
+        ended), skips re-comparing that prefix; the result is the same as without it.
+        """
         tick = self._new_tick()
-        length, node, path = self._walk(token_view(tokens), split=True, stamp=tick)
+        length, node = self._walk(token_view(tokens), split=True, start=start, stamp=tick)
         self._touch(node, tick)
-        values = [n.value for n in path if n.value is not None]
-        return MatchResult(length, node, np.concatenate(values) if values else None)
+        return MatchResult(length, node, self._path_values(node))
+
+    def _path_values(self, node: TreeNode) -> np.ndarray | None:
+        """The per-token values from the root to `node`, concatenated; None when none is stored.
+        Read up the parents, so a walk that started below the root needs no path of its own."""
+        values = []
+        while node is not self.root:
+            if node.value is not None:
+                values.append(node.value)
+            node = node.parent
+        return np.concatenate(values[::-1]) if values else None
 
     def prefix_len(self, tokens: Sequence[int] | np.ndarray) -> int:
         """Length of the longest cached prefix of `tokens`, without changing the tree or LRU times."""
@@ -229,8 +247,7 @@ class RadixCache:
         only while stamping, would give them. `start`, the node of an earlier `peek` of the same
         tokens, skips re-comparing what is known to match; the result is the same as without it.
         """
-        length, node, _ = self._walk(token_view(tokens), split=split, start=start, stamp=self._tick)
-        return length, node
+        return self._walk(token_view(tokens), split=split, start=start, stamp=self._tick)
 
     @property
     def version(self) -> tuple[int, int]:
@@ -271,19 +288,35 @@ class RadixCache:
         (say the locked end of a request's prompt when its output is added), skips re-comparing
         that prefix; the result is the same as without it.
         """
-        tokens = token_view(tokens)
+        return self._insert(token_view(tokens), value, start, 0)
+
+    def extend(
+        self, node: TreeNode, tokens: Sequence[int] | np.ndarray, value: np.ndarray | None = None
+    ) -> InsertResult:
+        """`insert` of `node`'s path followed by `tokens`, from `node`, without that sequence being
+        built (say a finished request's output after its locked prompt): `value[i]` goes with
+        tokens[i], and `cached` counts from the root. `node` must be cached (ValueError if evicted)."""
+        if not node.alive:
+            raise ValueError("extend from an evicted node")
+        return self._insert(token_view(tokens), value, node, node.depth)
+
+    def _insert(
+        self, tokens: np.ndarray, value: np.ndarray | None, start: TreeNode | None, offset: int
+    ) -> InsertResult:
+        """`insert` of `tokens` continuing a path of `offset` tokens that `start` ends (`_walk`)."""
         if value is not None and len(value) < len(tokens):
             raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
-        n = self._aligned(len(tokens))
+        n = self._aligned(offset + len(tokens))
         tick = self._new_tick()
-        cached, node, _ = self._walk(tokens, split=True, start=start, stamp=tick)
+        cached, node = self._walk(tokens, split=True, start=start, stamp=tick, offset=offset)
         if cached < n:
-            key = tokens[cached:n]
+            key = tokens[cached - offset:n - offset]
             if key.flags.writeable:  # the caller may change its array; the tree keeps its own
                 key = key.copy()
                 key.flags.writeable = False
-            leaf = TreeNode(key, None if value is None else np.asarray(value[cached:n]), node, node.depth + n - cached)
-            child_key = self._key(tokens, cached)
+            value = None if value is None else np.asarray(value[cached - offset:n - offset])
+            leaf = TreeNode(key, value, node, node.depth + n - cached)
+            child_key = self._key(tokens, cached - offset)
             node.children[child_key] = leaf
             self._changed(node, child_key)
             self.node_count += 1

@@ -55,6 +55,26 @@ class CacheMachine(RuleBasedStateMachine):
         self.model |= prefixes(full, self.page)
         assert res.last_node.depth == len(full) - len(full) % self.page
 
+    @rule(seq=seqs, extra=seqs)
+    def extend_after_match(self, seq, extra) -> None:
+        """Extending a node's path gives what inserting the whole sequence gives."""
+        node = self.cache.match_prefix(seq).last_node
+        full = seq + extra
+        before = self.expected_match(full)
+        res = self.cache.extend(node, full[node.depth:])
+        assert res.cached == before
+        self.model |= prefixes(full, self.page)
+        assert res.last_node.depth == len(full) - len(full) % self.page
+
+    @rule(seq=seqs, extra=seqs)
+    def match_from_match(self, seq, extra) -> None:
+        """Matching from a node known to be a prefix gives what matching from the root gives."""
+        node = self.cache.match_prefix(seq).last_node
+        full = seq + extra
+        m = self.cache.match_prefix(full, start=node)
+        assert m.length == self.expected_match(full)
+        assert m.last_node.depth == m.length
+
     @rule(seq=seqs)
     def match(self, seq) -> None:
         assert self.cache.prefix_len(seq) == self.expected_match(seq)
@@ -162,8 +182,20 @@ def test_values_follow_tokens_and_are_freed():
     c.insert([1, 2, 5], value=np.array([20, 21, 22]))
     assert c.match_prefix([1, 2, 3]).value.tolist() == [10, 11, 12]
     assert c.match_prefix([1, 2, 5, 6]).value.tolist() == [10, 11, 22]
+    below = c.match_prefix([1, 2]).last_node
+    c.extend(below, [7, 8], value=np.array([30, 31]))  # values go with the tokens passed
+    assert c.match_prefix([1, 2, 7, 8]).value.tolist() == [10, 11, 30, 31]
+    assert c.match_prefix([1, 2, 3, 4], start=below).value.tolist() == [10, 11, 12, 13]  # from the root
     c.evict(100)
-    assert sorted(freed) == [10, 11, 12, 13, 22]
+    assert sorted(freed) == [10, 11, 12, 13, 22, 30, 31]
+
+
+def test_extend_refuses_an_evicted_node():
+    c = RadixCache()
+    node = c.insert([1, 2]).last_node
+    c.evict(2)
+    with pytest.raises(ValueError, match="evicted"):
+        c.extend(node, [3])
 
 
 def test_page_size_aligns_matches():

@@ -121,6 +121,24 @@ def test_lengths_are_the_caches_for_the_refreshed_queue_only():
     assert prefixes.lengths(queue, cache) is None  # the tree changed since the refresh
 
 
+def test_start_is_where_the_refresh_matched_no_deeper_than_asked():
+    cache, prefixes = RadixCache(), WaitingPrefixes()
+    cache.insert([1, 2])
+    cache.insert([1, 2, 3, 4])
+    queue = [req(0, [1, 2, 3, 4]), req(1, [1, 2, 7]), req(2, [8])]
+    prefixes.refresh(queue, cache)
+    assert prefixes.start(queue[0], 4).depth == 4  # the whole prompt matched
+    assert prefixes.start(queue[0], 3).depth == 2  # all but its last token: the node above
+    assert prefixes.start(queue[1], 2).depth == 2
+    assert prefixes.start(queue[2], 0) is cache.root  # nothing matched
+    assert prefixes.start(req(0, [1, 2, 3, 4]), 4) is None  # another object under a refreshed id
+    assert prefixes.start(req(3, [1, 2]), 2) is None  # not refreshed
+    for r in queue:
+        length = len(r.tokens) - 1
+        assert cache.match_prefix(r.tokens[:length], start=prefixes.start(r, length)).length == \
+            cache.prefix_len(r.tokens[:length])
+
+
 def test_an_engines_auction_reads_the_refreshed_lengths_instead_of_matching_again():
     """Under the engine the auction takes every round's lengths from the refresh, and its rounds are
     those of an auction that matches the queue itself."""

@@ -72,13 +72,14 @@ class Arrivals:
 
     def due(self, now: float) -> list[Request]:
         """The requests that have arrived by `now`, earliest first, removed from here."""
-        out = []
-        while self.next_time() <= now:
-            if self._pending and self._pending[0][0] <= now:
-                out.append(heapq.heappop(self._pending)[2])
-            else:
-                out.append(self._lookahead)
-                self._advance_source()
+        # The submitted ones, then the stream's. Called at every engine iteration, most of which
+        # let in nothing: two checks then.
+        out, pending = [], self._pending
+        while pending and pending[0][0] <= now:
+            out.append(heapq.heappop(pending)[2])
+        while self._lookahead is not None and self._lookahead.arrival <= now:
+            out.append(self._lookahead)
+            self._advance_source()
         return out
 
     def _advance_source(self) -> None:

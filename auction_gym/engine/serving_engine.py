@@ -293,7 +293,7 @@ class ServingEngine(Replay):
                 break
             tokens = self.queue.tokens(r)
             generated = len(tokens) - r.prompt_len
-            match = cache.match_prefix(tokens[:-1])
+            match = cache.match_prefix(tokens[:-1], start=self.waiting_prefixes.start(r, len(tokens) - 1))
             extend = len(tokens) - match.length
             end = len(tokens)
             if chunking and extend > budget:
@@ -498,8 +498,13 @@ class ServingEngine(Replay):
 
     def _cache_finished(self, run: Running) -> None:
         """Insert a finished request's prompt + output, bar the last output token (never computed)."""
-        r = run.request
-        self.cache.insert(np.concatenate([r.tokens, self._output_tokens(r)[:-1]]), start=run.node)
+        r, node = run.request, run.node
+        output = self._output_tokens(r)[:-1]
+        # The cache holds the path to run.node (locked), so only what follows it is passed: the
+        # output alone once the prompt is cached whole, with no copy of prompt + output made.
+        skip = node.depth - r.prompt_len
+        rest = output[skip:] if skip >= 0 else np.concatenate([r.tokens[node.depth:], output])
+        self.cache.extend(node, rest)
 
     def _release(self, run: Running, generated: int) -> None:
         """Free what a retracted request holds outside the cache (a subclass's KV slots)."""

@@ -109,6 +109,20 @@ class WaitingPrefixes:
         self._lengths = (queue, out)
         return out
 
+    def start(self, r: Request, limit: int) -> TreeNode | None:
+        """A `start` for matching, in the cache last refreshed, the first `limit` tokens of `r`'s
+        prompt or of tokens that begin with it (a retracted request's prompt + output): the node
+        where the last `refresh` matched its prompt, or the nearest ancestor at most `limit` tokens
+        deep; None when `r` was not in that refresh. The admission that follows the refresh matches
+        from there instead of re-comparing the cached path from the root (the cache climbs from a
+        node evicted since to its closest surviving ancestor)."""
+        if self._matcher.requests.get(r.id) is not r:
+            return None
+        node = self._match[r.id][1]
+        while node.depth > limit:
+            node = node.parent
+        return node
+
     def _mark(self, rid: int, node: TreeNode, cache: RadixCache) -> None:
         if node is cache.root:
             return  # nothing cached: nothing to keep warm
