@@ -135,7 +135,7 @@ def test_bad_multipliers_are_refused(alpha):
         RadixTreeAuction().order_paced(queue, None, alpha)
 
 
-def test_a_tree_that_does_not_order_mixed_nodes_refuses_to_order():
-    tree = IncrementalQueueTree(1.0, costed=True, mixed_orders=False)
-    with pytest.raises(RuntimeError, match="mixed_orders"):
+def test_a_factored_tree_refuses_to_order():
+    tree = IncrementalQueueTree(1.0, costed=True, factored=True)
+    with pytest.raises(RuntimeError, match="factored"):
         tree.order([Request(1, 0, [1, 2])], [1.0], [0])

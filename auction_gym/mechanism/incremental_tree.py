@@ -69,8 +69,8 @@ class _Block:
         self.reach = 0
         """Largest cached length among its requests (tokens)."""
         self.flat: list[Request] | None = []
-        """Its requests in depth-first Smith order (None for a node holding more than one bidder
-        in a tree that does not order those, `mixed_orders` False)."""
+        """Its requests in depth-first Smith order (None for a node of a factored tree holding
+        more than one bidder)."""
         self.zero_flat: list[Request] | None = None
         """Its requests in the order they take when all their bids are 0 (factored.py's
         `zero_bid_order`; None until asked since the block last changed)."""
@@ -154,15 +154,16 @@ class IncrementalQueueTree:
     Args:
         request_work: completion units per request (the auction's `request_work`).
         costed: False under "unit" (no edge work; cached lengths ignored).
-        mixed_orders: whether the nodes holding more than one bidder keep their order (`flat`),
-            which `order` reads; False where only single-bidder blocks' orders are read
-            (factored.py), which saves a pass over the queue per round at the root.
+        factored: keep what factored.py reads, a market's tree fed the urgencies: each node's owner
+            and internal cost F, and orders (`flat`) only for the blocks of one bidder. False (a
+            scheduler's tree, which `order` reads): S, P and every node's order, and no more, since
+            a node under a long queue's root can hold hundreds of blocks.
     """
 
-    def __init__(self, request_work: float, costed: bool, mixed_orders: bool = True) -> None:
+    def __init__(self, request_work: float, costed: bool, factored: bool = False) -> None:
         self.request_work = request_work
         self.costed = costed
-        self.mixed_orders = mixed_orders
+        self.factored = factored
         self._root = _Node(0, np.empty(0, dtype=np.int64), None)
         self._entries: dict[Request, _Req] = {}  # request (hashed by identity) -> its block
         self._by_rid: dict[int, _Req] = {}  # request id -> its block
@@ -185,8 +186,8 @@ class IncrementalQueueTree:
         allocation's order. `bids` are the requests' bids as read this round, `prefix_lens` their
         cached prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
         `validate_requests` does."""
-        if not self.mixed_orders:
-            raise RuntimeError("this tree does not order the nodes that mix bidders (mixed_orders=False)")
+        if self.factored:
+            raise RuntimeError("a factored tree does not order the nodes that mix bidders")
         return list(self.update(requests, bids, prefix_lens).flat)
 
     def update(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> _Node:
@@ -334,7 +335,7 @@ class IncrementalQueueTree:
         children before parents, as `RadixTreeAuction._allocate_tree` computes them (and in the
         same order of additions, so to the same floats), each block listed in its parent under
         its new key."""
-        overhead, costed, mixed_orders = self.request_work, self.costed, self.mixed_orders
+        overhead, costed = self.request_work, self.costed
         marked = changes.nodes
         for e in changes.blocks:
             v, n, b = e.node, len(e.tokens), e.bid
@@ -349,29 +350,52 @@ class IncrementalQueueTree:
             while v is not None and v.alive and v not in path:
                 path.add(v)
                 v = v.parent
+        order_of, sums = (_order_factored, _sums_factored) if self.factored else (_order, _sums)
         for v in sorted(path, key=_DEPTH, reverse=True):
-            blocks = v.blocks
-            owners = set(map(_OWNER, blocks))
-            v.owner = owners.pop() if len(owners) == 1 else None
-            v.flat = list(chain.from_iterable(map(_FLAT, blocks))) if mixed_orders or v.owner is not None else None
-            v.zero_flat = None
+            order_of(v)
             up = v.parent
-            if up is None:  # the root: only its order and owner count
+            if up is None:  # the root: only its order (and owner) count
                 continue
-            # The sums of `smith.tree_stats`'s loop, in its order of additions (so to its floats),
-            # as passes in C: before[j] is the work of the blocks before block j.
-            s = list(map(_S, blocks))
-            before = list(accumulate(map(_P, blocks), initial=0.0))
-            work, bid_sum = before.pop(), reduce(add, s, 0.0)
-            inter, internal = reduce(add, map(mul, s, before), 0.0), reduce(add, map(_F, blocks), 0.0)
+            blocks = v.blocks
             v.reach = reach = max(map(_REACH, blocks))
             lo = up.depth if up.depth > reach else reach
             v.edge = e = float(v.depth - lo) if costed and v.depth > lo else 0.0
-            v.s, v.p, v.f = bid_sum, e + work, e * bid_sum + internal + inter
+            sums(v, e)
             v.tie = min(map(_TIE, blocks))
             v.key = block_key(v.s, v.p, v.tie)
             _relist(v, up)
 
+
+def _order(v: _Node) -> None:
+    """A scheduler's node: its depth-first order."""
+    v.flat = list(chain.from_iterable(map(_FLAT, v.blocks)))
+
+
+def _sums(v: _Node, e: float) -> None:
+    """A scheduler's node: S and P (`e` its edge's work), as `smith.tree_stats` adds them."""
+    blocks = v.blocks
+    v.s = reduce(add, map(_S, blocks), 0.0)
+    v.p = e + reduce(add, map(_P, blocks), 0.0)
+
+
+def _order_factored(v: _Node) -> None:
+    """A factored tree's node: its owner, and its order if it has one."""
+    owners = set(map(_OWNER, v.blocks))
+    v.owner = owners.pop() if len(owners) == 1 else None
+    v.flat = None if v.owner is None else list(chain.from_iterable(map(_FLAT, v.blocks)))
+    v.zero_flat = None
+
+
+def _sums_factored(v: _Node, e: float) -> None:
+    """A factored tree's node: S, P and F, as `smith.tree_stats`'s loop adds them (so to its
+    floats), in passes in C: before[j] is the work of the blocks before block j."""
+    blocks = v.blocks
+    s = list(map(_S, blocks))
+    before = list(accumulate(map(_P, blocks), initial=0.0))
+    work = before.pop()
+    v.s = bid_sum = reduce(add, s, 0.0)
+    v.p = e + work
+    v.f = e * bid_sum + reduce(add, map(_F, blocks), 0.0) + reduce(add, map(mul, s, before), 0.0)
 
 def _block(request: Request, tokens: np.ndarray, bid: float, cached: int) -> _Req:
     """A new block; a prompt that could change in place is copied, and placed again every round."""

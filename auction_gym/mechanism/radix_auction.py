@@ -206,7 +206,7 @@ class RadixTreeAuction(AuctionMechanism):
         if alpha is not None and len(requests) > 1:
             if self._urgency_tree is None:
                 self._urgency_tree = IncrementalQueueTree(
-                    self.request_work, costed=self.cost_model == "tokens", mixed_orders=False)
+                    self.request_work, costed=self.cost_model == "tokens", factored=True)
             root = self._urgency_tree.update(requests, [r.urgency for r in requests], prefix_lens)
             return factored_allocation(root, requests, bids, prefix_lens, alpha, self.request_work)
         if self._priced or alpha is not None:
