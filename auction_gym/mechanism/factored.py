@@ -43,6 +43,7 @@ from .queue_tree import build_queue_tree, completion_times
 from .smith import SortKey, block_keys, depth_first, tree_stats
 from .validation import validate_requests
 
+
 @dataclass(eq=False)
 class Skeleton:
     """The nodes of a round's queue tree that hold more than one bidder, and the root (node 0;

@@ -11,9 +11,10 @@ across rounds and updates it from the difference between this round's queue and 
   would never make it);
 - a request whose bid or cached prefix length changed gets its block re-costed;
 - each node keeps its blocks sorted by Smith key; a block whose key changed is moved by bisection;
-- only the nodes on a changed block's root path recompute their bid sum S, work P, internal
-  cost F, tie, owner (the bidder of all its requests, if one) and depth-first order (`flat`),
-  children before parents; the others keep theirs.
+- only the nodes on a changed block's root path recompute their bid sum S, work P, tie and
+  depth-first order (`flat`), and in a factored tree (factored.py) their internal cost F and
+  owner (the bidder of all their requests, if one), children before parents; the others keep
+  theirs.
 
 The order is the from-scratch build's, and so are the stats, bit for bit: a node's S, P and F are
 sums over its blocks in Smith order, whose keys are unique (ties broken by the smallest request id

@@ -70,7 +70,14 @@ from .incremental_tree import IncrementalQueueTree
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import (
-    NodeIndex, SortKey, block_key, block_keys, depth_first, index_node, interaction_after_change, tree_stats,
+    NodeIndex,
+    SortKey,
+    block_key,
+    block_keys,
+    depth_first,
+    index_node,
+    interaction_after_change,
+    tree_stats,
 )
 from .validation import validate_requests
 

@@ -1,6 +1,7 @@
 """Benchmark: RadixAuction-v0 steps per second, and the env's share of SB3 PPO's time per step.
 
-    python -m experiments.bench.env [--steps N] [--ppo-steps N] [--blocks K] [--mechanism NAME] [--no-floor]
+    python -m experiments.bench.env [--steps N] [--ppo-steps N] [--blocks K] [--repeats R] [--mechanism NAME]
+                                    [--no-floor]
 
 Measured in one run on the default configuration: the env alone (random actions, resets included)
 and PPO (MlpPolicy, CPU, default n_steps = 2048, one torch thread as training runs it) learning on
@@ -29,6 +30,13 @@ it. On one 2-core machine, whose speed drifted within the hour: with PPO's step 
 floor was 19.0-23.0% (0.25-0.28 ms a step) against 27.3-30.7% for the radix auction (0.29-0.39 ms,
 three runs); with PPO's step at 0.81-0.83 ms (FCFS and the radix auction run separately) it was
 28.9-30.3%, where the 25% target is out of reach of the auction's code alone. `--no-floor` skips it.
+
+`--repeats R` measures R times, each from the same seeds (the same work), and reports the best
+time of each part (the env alone, PPO, the floor), as `bench.mechanism` reports the best of its
+repeats, with each repeat's figures above. The speed of the 2-core machines this ran on drifts
+within minutes (PPO's step 0.87-1.37 ms in one hour, nothing else running), and a single run pairs
+the env and PPO from whichever stretches they fell in; the best of each is the figure least moved
+by that, for both parts alike.
 
 Every figure is given in wall time and in the process's CPU time, which other processes inflate
 less (both loops run on one thread: PPO is given one torch thread).
@@ -145,21 +153,21 @@ def _share(env: Seconds, ppo: Seconds) -> str:
     return f"{env.wall / ppo.wall:6.1%} wall {env.cpu / ppo.cpu:6.1%} CPU"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=20000)
-    ap.add_argument("--ppo-steps", type=int, default=20480)
-    ap.add_argument("--blocks", type=int, default=1,
-                    help="blocks played in turn (default 1: the env, then PPO); --ppo-steps / blocks must be a "
-                         "multiple of 2048")
-    ap.add_argument("--mechanism", default="radix_vcg", help="the env's mechanism (default: the default scenario's)")
-    ap.add_argument("--torch-threads", type=int, default=1,
-                    help="PyTorch threads for PPO (default 1, as `train` and `compare` run it; 0: PyTorch's default)")
-    ap.add_argument("--no-floor", action="store_true", help="skip the floor (the env alone under FCFS)")
-    args = ap.parse_args()
-    n_steps = 2048  # PPO's default rollout
-    if args.blocks < 1 or args.steps % args.blocks or args.ppo_steps % (args.blocks * n_steps):
-        ap.error(f"--steps must divide into --blocks and --ppo-steps into blocks of whole {n_steps}-step rollouts")
+@dataclass(frozen=True)
+class Measured:
+    """One measurement: per-step times of the env alone, of PPO (env included) and of the env
+    inside PPO's run, with the mean waiting queues."""
+
+    env: Seconds
+    ppo: Seconds
+    inside: Seconds
+    queued: float
+    inside_queued: float
+
+
+def measure(args: argparse.Namespace) -> Measured:
+    """The env alone, then PPO, each from its seed (so every repeat does the same work), in
+    `args.blocks` blocks played in turn."""
     env_block, ppo_block = args.steps // args.blocks, args.ppo_steps // args.blocks
     alone = EnvAlone(args.steps, mechanism=args.mechanism)
     ppo = PPORun(mechanism=args.mechanism, torch_threads=args.torch_threads or None)
@@ -170,22 +178,60 @@ def main() -> None:
         ppo_queued = ppo.env.queued
         p = ppo.run(ppo_block)
         env_s, ppo_s, queued = env_s + e, ppo_s + p, queued + q
-        # Blocks play different stretches of the workload (mean queues below), so only the totals
-        # compare the env with PPO on the same work.
-        print(f"block {block + 1}: env {e.per(env_block).wall * 1e3:.3f} ms/step (mean queue {q / env_block:.1f}), "
-              f"PPO {p.per(ppo_block).wall * 1e3:.3f} ms/step (mean queue {(ppo.env.queued - ppo_queued) / ppo_block:.1f})")
-    env_s, ppo_s = env_s.per(args.steps), ppo_s.per(args.ppo_steps)
-    inside = ppo.env.seconds.per(ppo.env.steps)
+        if args.blocks > 1:  # blocks play different stretches of the workload: only totals compare
+            print(f"  block {block + 1}: env {e.per(env_block).wall * 1e3:.3f} ms/step (mean queue "
+                  f"{q / env_block:.1f}), PPO {p.per(ppo_block).wall * 1e3:.3f} ms/step (mean queue "
+                  f"{(ppo.env.queued - ppo_queued) / ppo_block:.1f})")
+    return Measured(env_s.per(args.steps), ppo_s.per(args.ppo_steps), ppo.env.seconds.per(ppo.env.steps),
+                    queued / args.steps, ppo.env.queued / ppo.env.steps)
+
+
+def _best(times: list[Seconds]) -> Seconds:
+    return Seconds(min(t.wall for t in times), min(t.cpu for t in times))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=20000)
+    ap.add_argument("--ppo-steps", type=int, default=20480)
+    ap.add_argument("--blocks", type=int, default=1,
+                    help="blocks played in turn (default 1: the env, then PPO); --ppo-steps / blocks must be a "
+                         "multiple of 2048")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="measurements, each from the same seeds; the best time of each part is reported (default 1)")
+    ap.add_argument("--mechanism", default="radix_vcg", help="the env's mechanism (default: the default scenario's)")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="PyTorch threads for PPO (default 1, as `train` and `compare` run it; 0: PyTorch's default)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the floor (the env alone under FCFS)")
+    args = ap.parse_args()
+    n_steps = 2048  # PPO's default rollout
+    if args.blocks < 1 or args.steps % args.blocks or args.ppo_steps % (args.blocks * n_steps):
+        ap.error(f"--steps must divide into --blocks and --ppo-steps into blocks of whole {n_steps}-step rollouts")
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    runs, floors = [], []
+    for k in range(args.repeats):
+        m = measure(args)
+        runs.append(m)
+        line = (f"env {m.env.wall * 1e3:.3f} ms/step, PPO {m.ppo.wall * 1e3:.3f} ms/step, "
+                f"share {m.env.wall / m.ppo.wall:.1%}")
+        if not args.no_floor and args.mechanism != "fcfs":
+            floor, floor_queued = EnvAlone(args.steps, mechanism="fcfs").run(args.steps)
+            floors.append(floor.per(args.steps))
+            line += f"; floor {floors[-1].wall * 1e3:.3f} ms/step, {floors[-1].wall / m.ppo.wall:.1%}"
+        if args.repeats > 1:
+            print(f"repeat {k + 1}: {line}")
+    env_s, ppo_s, inside = _best([m.env for m in runs]), _best([m.ppo for m in runs]), _best([m.inside for m in runs])
+    best = " (best of each part over the repeats)" if args.repeats > 1 else ""
     print(f"env:  {1 / env_s.wall:8.0f} steps/s  ({env_s.wall * 1e3:.3f} ms/step, {env_s.cpu * 1e3:.3f} ms of CPU; "
-          f"mean queue {queued / args.steps:.1f}, resets included)")
+          f"mean queue {runs[0].queued:.1f}, resets included){best}")
     print(f"PPO:  {1 / ppo_s.wall:8.0f} steps/s  ({ppo_s.wall * 1e3:.3f} ms/step, {ppo_s.cpu * 1e3:.3f} ms of CPU; "
-          "env included)")
+          f"env included)")
     print(f"env share of PPO's time per step: {_share(env_s, ppo_s)} (target <= 25%)")
     print(f"inside PPO's run the env took {inside.wall * 1e3:.3f} ms/step (mean queue "
-          f"{ppo.env.queued / ppo.env.steps:.1f}), {_share(inside, ppo_s)} of PPO's time")
-    if not args.no_floor and args.mechanism != "fcfs":
-        floor, floor_queued = EnvAlone(args.steps, mechanism="fcfs").run(args.steps)
-        floor = floor.per(args.steps)
+          f"{runs[0].inside_queued:.1f}), {_share(inside, ppo_s)} of PPO's time")
+    if floors:
+        floor = _best(floors)
         print(f"floor, the env alone under FCFS (no auction, no charges): {floor.wall * 1e3:.3f} ms/step "
               f"(mean queue {floor_queued / args.steps:.1f}), {_share(floor, ppo_s)} of PPO's time")
 
