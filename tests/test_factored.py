@@ -13,6 +13,7 @@ import pytest
 
 from auction_gym import Request
 from auction_gym.market import Market, MarketConfig
+from auction_gym.market.config import DEFAULT_WORKLOAD
 from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.factored import FactoredAllocation
 from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
@@ -111,9 +112,15 @@ def test_a_bidder_bidding_zero_keeps_the_from_scratch_order_among_zero_work_bloc
     _assert_same_round(got, want, auction, scratch)
 
 
-def test_a_market_prices_every_round_as_the_from_scratch_auction_would():
-    """The default scenario, random multipliers: every round the market admitted from."""
-    market = Market(MarketConfig())
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_market_prices_every_round_as_the_from_scratch_auction_would(replicas):
+    """The default scenario, random multipliers: every round the market admitted from (with two
+    replicas, each with its own auction and tree, the round of the replica that admitted)."""
+    config = MarketConfig()
+    if replicas > 1:  # four times the arrivals, so that each replica's queue holds several requests too
+        rate = 4 * DEFAULT_WORKLOAD["rate"]
+        config = MarketConfig(replicas=replicas, router="round_robin", workload_kwargs={"rate": rate})
+    market = Market(config)
     market.reset(seed=3)
     rng = np.random.default_rng(3)
     scratch = RadixTreeAuction(market.auction.cost_model, market.auction.request_overhead)
