@@ -30,8 +30,8 @@ it. On one 2-core machine, whose speed drifted within the hour: with PPO's step 
 floor was 19.0-23.0% (0.25-0.28 ms a step) against 27.3-30.7% for the radix auction (0.29-0.39 ms,
 three runs); with PPO's step at 0.81-0.83 ms (FCFS and the radix auction run separately) it was
 28.9-30.3%, where the 25% target is out of reach of the auction's code alone. After the radix
-auction kept its tree across a market's rounds (mechanism/factored.py), best of 3: floor 0.183 ms
-(20.0%), the radix auction 0.259 ms (28.3%), PPO 0.916 ms. `--no-floor` skips it.
+auction kept its tree across a market's rounds (mechanism/factored.py), best of 3: floor 0.170 ms
+(19.2%), the radix auction 0.251 ms (28.2%), PPO 0.887 ms. `--no-floor` skips it.
 
 `--repeats R` measures R times, each from the same seeds (the same work), and reports the best
 time of each part (the env alone, PPO, the floor), as `bench.mechanism` reports the best of its
