@@ -24,10 +24,11 @@ here: cheaper than bringing the tree up to date, which the next round of several
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
 parent node also holds another bidder. (The code reads an allocation's blocks: its leaves are the
-requests here, the single-bidder blocks under the skeleton in factored.py.) Only the nodes on the paths from those parents to the root
-change, and each of them still holds another bidder, so none empties. Bottom-up over those nodes,
-the new G comes from `interaction_after_change` in O(m_v log d_v) for m_v changed blocks, and the
-new (S, P, F) of the node goes up to its parent as a changed block. Total:
+requests here, the single-bidder blocks under the skeleton in factored.py.) Only the nodes on the
+paths from those parents to the root change, and each of them still holds another bidder, so none
+empties. Bottom-up over those nodes, the new G comes from `interaction_after_change` in
+O(m_v log d_v) for m_v changed blocks, and the new (S, P, F) of the node goes up to its parent as a
+changed block. Total:
     O(n + V) for ownership and the costs in the chosen order, plus
     O(sum_i sum_{v in A_i} m_v log d_v), A_i = nodes above i's top blocks,
 i.e. at most O(sum_r depth_r log d) over all bidders, against O(B * allocation) for re-running the
