@@ -63,7 +63,7 @@ def test_factored_rounds_equal_the_from_scratch_auction(model, seed):
     auction.attach_waiting_prefixes(waiting)
     queue: list[Request] = []
     lens: list[int] = []
-    next_id, rounds, zero_rounds = 0, 0, 0
+    next_id, rounds, zero_rounds, deep_rounds = 0, 0, 0, 0
     for _ in range(120):
         for _ in range(rng.integers(0, 4)):  # arrivals
             bidder = int(rng.integers(bidders))
@@ -89,9 +89,10 @@ def test_factored_rounds_equal_the_from_scratch_auction(model, seed):
             _assert_same_round(decided.allocation, want, auction, scratch)
             rounds += 1
             zero_rounds += 0.0 in alpha
+            deep_rounds += decided.allocation.tree.n_nodes > 2  # a mixed node below a mixed node
         else:
             assert decided.admission_order() == queue
-    assert rounds > 60 and zero_rounds > 20
+    assert rounds > 60 and zero_rounds > 20 and deep_rounds > 20
 
 
 def test_a_bidder_bidding_zero_keeps_the_from_scratch_order_among_zero_work_blocks():
