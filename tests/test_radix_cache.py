@@ -36,35 +36,32 @@ class CacheMachine(RuleBasedStateMachine):
                 return k
         return 0
 
-    @rule(seq=seqs)
-    def insert(self, seq) -> None:
+    def check_insert(self, seq, insert) -> None:
+        """`insert()`, an insert of `seq` by some route, reports what the model held of it and
+        leaves it cached down to its last whole page."""
         before = self.expected_match(seq)
-        res = self.cache.insert(seq)
+        res = insert()
         assert res.cached == before
         self.model |= prefixes(seq, self.page)
         assert res.last_node.depth == len(seq) - len(seq) % self.page
+
+    @rule(seq=seqs)
+    def insert(self, seq) -> None:
+        self.check_insert(seq, lambda: self.cache.insert(seq))
 
     @rule(seq=seqs, extra=seqs)
     def insert_from_match(self, seq, extra) -> None:
         """Inserting from a node known to be a prefix gives what inserting from the root gives."""
         node = self.cache.match_prefix(seq).last_node
         full = seq + extra
-        before = self.expected_match(full)
-        res = self.cache.insert(full, start=node)
-        assert res.cached == before
-        self.model |= prefixes(full, self.page)
-        assert res.last_node.depth == len(full) - len(full) % self.page
+        self.check_insert(full, lambda: self.cache.insert(full, start=node))
 
     @rule(seq=seqs, extra=seqs)
     def extend_after_match(self, seq, extra) -> None:
         """Extending a node's path gives what inserting the whole sequence gives."""
         node = self.cache.match_prefix(seq).last_node
         full = seq + extra
-        before = self.expected_match(full)
-        res = self.cache.extend(node, full[node.depth:])
-        assert res.cached == before
-        self.model |= prefixes(full, self.page)
-        assert res.last_node.depth == len(full) - len(full) % self.page
+        self.check_insert(full, lambda: self.cache.extend(node, full[node.depth:]))
 
     @rule(seq=seqs, extra=seqs)
     def match_from_match(self, seq, extra) -> None:

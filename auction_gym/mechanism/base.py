@@ -101,13 +101,17 @@ class AuctionRound:
         return self.mechanism.payments(self.allocation, bidders)
 
 
-def stamp_bids(queue: Iterable[Request], alpha: Sequence[float]) -> None:
-    """Set each request's bid to its bidder's multiplier times its urgency: how a market bids
-    (docs/design.md section 3). ValueError unless every multiplier is finite and >= 0."""
+def stamp_bids(queue: Iterable[Request], alpha: Sequence[float]) -> list[float]:
+    """Set each request's bid to its bidder's multiplier times its urgency, how a market bids
+    (docs/design.md section 3), and return the bids. ValueError unless every multiplier is finite
+    and >= 0."""
     if not all(0.0 <= a < math.inf for a in alpha):
         raise ValueError(f"multipliers must be finite and >= 0, got {list(alpha)}")
+    bids = []
     for r in queue:
-        r.bid = alpha[r.bidder] * r.urgency
+        r.bid = b = alpha[r.bidder] * r.urgency
+        bids.append(b)
+    return bids
 
 
 def live_auction(ref: weakref.ReferenceType[AuctionMechanism]) -> AuctionMechanism:
@@ -226,14 +230,13 @@ class AuctionMechanism:
         stamps those bids on the queue (`stamp_bids`) and decides the round. An auction whose
         order within one bidder's requests does not change when that bidder's bids are scaled
         (the radix auction) keeps its work from round to round in urgency units."""
-        stamp_bids(queue, alpha)
         return self._decide_round(queue, cache, alpha)
 
     def _decide_round(
         self, queue: Sequence[Request], cache: RadixCache, alpha: Sequence[float] | None = None
     ) -> list[Request]:
-        """Decide the round with `cache` as the cached set (and the bids' multipliers `alpha`
-        when a market made them, `order_paced`), keep it as
+        """Decide the round with `cache` as the cached set (with `alpha`, `order_paced`: over the
+        bids it stamps, alpha[bidder] x urgency; without, over the requests' bids), keep it as
         `last_round` and return the requests in admission order. The round is priced on demand,
         from the record (`last_payments`, `last_outcome`), not from the cache, which the engine
         changes as it admits.
@@ -242,6 +245,7 @@ class AuctionMechanism:
         round's inputs are unchanged (`AuctionRound.decided_from`) the record is kept as it is:
         nothing else decides the allocation."""
         requests = list(queue)
+        bids = [r.bid for r in requests] if alpha is None else stamp_bids(requests, alpha)
         lens = None
         if self.cost_model == "tokens" and requests:
             if self._waiting is not None:  # the engine's refresh has matched this queue already
@@ -251,7 +255,6 @@ class AuctionMechanism:
             if lens is None:
                 match = self._matcher.update(requests, cache)  # kept incrementally from round to round
                 lens = [match[r.id][0] for r in requests]
-        bids = [r.bid for r in requests]
         decided = self.last_round
         if decided is None or not decided.decided_from(requests, bids, lens):
             allocation = self._decide(requests, bids, lens, cache, alpha) if requests else None
