@@ -39,11 +39,18 @@ class Policy(Protocol):
 
 class MultiplierPolicy:
     """Base of the built-in policies: their actions are bid multipliers, and depend on the current
-    observation alone (so they batch row by row)."""
+    observation alone (so they batch row by row). A subclass defines `_alpha`; `predict` and
+    `multipliers` both answer from it, and the environments call `multipliers` for their other
+    bidders."""
 
     def _alpha(self, obs: list[float]) -> float:
         """The multiplier for one observation."""
         raise NotImplementedError
+
+    def _actions(self, rows: list[list[float]]) -> np.ndarray:
+        # Row by row in Python floats: the environments ask for a few bidders every step, where
+        # numpy's per-call overhead would outweigh the arithmetic.
+        return np.array([self._alpha(row) for row in rows], dtype=np.float32)
 
     def predict(
         self,
@@ -53,11 +60,15 @@ class MultiplierPolicy:
         deterministic: bool = True,
     ) -> tuple[np.ndarray, Any]:
         obs = np.asarray(observation)
-        # Row by row in Python floats: the environments ask for a few bidders every step, where
-        # numpy's per-call overhead would outweigh the arithmetic.
-        rows = obs.reshape(-1, obs.shape[-1]).tolist()
-        action = np.array([self._alpha(row) for row in rows], dtype=np.float32).reshape(-1, 1)
+        action = self._actions(obs.reshape(-1, obs.shape[-1]).tolist()).reshape(-1, 1)
         return (action if obs.ndim == 2 else action[0]), state
+
+    def multipliers(self, rows: list[list[float]]) -> list[float]:
+        """`predict`'s multipliers for observations given as lists of floats (float32 values, as
+        `ndarray.tolist` gives them), one per row, as Python floats (of float32 values, as
+        `predict`'s): the environments' call every step, which makes no array of the observations
+        nor reshapes the actions."""
+        return self._actions(rows).tolist()
 
 
 class Truthful(MultiplierPolicy):
