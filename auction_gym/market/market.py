@@ -241,9 +241,11 @@ class Market:
         if report.admitted:
             self._charge(report, spent, payments)
             self.round += 1
-        report.utility = np.array([u - p for u, p in zip(utility, payments)])
+        # The round's arrays: the payments, and from them the utilities and the new spend, one
+        # numpy call each (a list and an array for each was slower).
         report.payments = self.last_spend = np.array(payments)
-        self.spent = np.array([s + p for s, p in zip(spent, payments)])
+        report.utility = np.array(utility) - report.payments
+        self.spent = self.spent + report.payments
         return report
 
     def _advance(self) -> Iteration | None:
