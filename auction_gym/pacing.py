@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .action import DEFAULT_ACTION_TYPE, action_of, check_action_type
+from .action import DEFAULT_ACTION_TYPE, action_of, check_action_type, clip
 from .market.config import MarketConfig
 from .market.observation import Obs
 
@@ -132,9 +132,9 @@ class OGDPacer(MultiplierPolicy):
 
     def _alpha(self, obs: list[float]) -> float:
         prev = max(obs[Obs.PREV_MULTIPLIER] * self.alpha_max, 1.0 / (1.0 + self.lambda_max))
-        lam = min(max(1.0 / prev - 1.0, 0.0), self.lambda_max)
+        lam = clip(1.0 / prev - 1.0, 0.0, self.lambda_max)
         z = math.expm1(obs[Obs.LAST_SPEND_LOG])
-        lam = min(max(lam - self.eta * (1.0 - z), 0.0), self.lambda_max)
+        lam = clip(lam - self.eta * (1.0 - z), 0.0, self.lambda_max)
         return 1.0 / (1.0 + lam)
 
     def __repr__(self) -> str:
@@ -172,11 +172,11 @@ class PIDPacer(MultiplierPolicy):
         self.alpha_min, self.alpha_max = float(alpha_min), float(alpha_max)
 
     def _alpha(self, obs: list[float]) -> float:
-        prev = min(max(obs[Obs.PREV_MULTIPLIER] * self.alpha_max, self.alpha_min), self.alpha_max)
+        prev = clip(obs[Obs.PREV_MULTIPLIER] * self.alpha_max, self.alpha_min, self.alpha_max)
         error = math.expm1(obs[Obs.LAST_SPEND_LOG]) - 1.0
         pace = obs[Obs.TIME_LEFT] - obs[Obs.BUDGET_LEFT]
         log_alpha = math.log(prev) - self.kp * error - self.ki * pace
-        return min(max(math.exp(log_alpha), self.alpha_min), self.alpha_max)
+        return clip(math.exp(log_alpha), self.alpha_min, self.alpha_max)
 
     def __repr__(self) -> str:
         return f"PIDPacer(kp={self.kp}, ki={self.ki}, alpha_min={self.alpha_min}, alpha_max={self.alpha_max})"
