@@ -48,6 +48,7 @@ class MultiplierPolicy:
         raise NotImplementedError
 
     def _actions(self, rows: list[list[float]]) -> np.ndarray:
+        """The multipliers of observations given as lists of floats, one per row (float32)."""
         # Row by row in Python floats: the environments ask for a few bidders every step, where
         # numpy's per-call overhead would outweigh the arithmetic.
         return np.array([self._alpha(row) for row in rows], dtype=np.float32)
@@ -64,10 +65,9 @@ class MultiplierPolicy:
         return (action if obs.ndim == 2 else action[0]), state
 
     def multipliers(self, rows: list[list[float]]) -> list[float]:
-        """`predict`'s multipliers for observations given as lists of floats (float32 values, as
-        `ndarray.tolist` gives them), one per row, as Python floats (of float32 values, as
-        `predict`'s): the environments' call every step, which makes no array of the observations
-        nor reshapes the actions."""
+        """`predict`'s multipliers, as Python floats, of observations given as lists of floats (as
+        `tolist` gives a float32 array's rows): what the environments call every step, sparing
+        predict's array of the observations and reshapes of the actions."""
         return self._actions(rows).tolist()
 
 

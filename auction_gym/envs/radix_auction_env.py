@@ -25,8 +25,8 @@ def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others
                     alpha_max: float) -> list[tuple[Policy, list[int], np.ndarray]]:
     """The other bidders' policies grouped by policy object, (policy, bidders, their rows): bidders
     sharing a policy are asked at once every step (`MultiplierPolicy.multipliers` for a built-in,
-    else one batched predict). ValueError for a count that does
-    not match `others`, or a policy that does not act in multipliers."""
+    else one batched predict). ValueError for a count that does not match `others`, or a policy
+    that does not act in multipliers."""
     if isinstance(other_bidders, (list, tuple)):
         if len(other_bidders) != len(others):
             raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(others)} other bidders")
