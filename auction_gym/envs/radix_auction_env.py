@@ -381,7 +381,8 @@ class RadixAuctionEnv(gym.Env):
             if isinstance(policy, MultiplierPolicy):  # a built-in: floats in and out, no arrays in between
                 acts = policy.multipliers([rows[i] for i in bidders])
             else:
-                out = np.asarray(policy.predict(self._obs.take(index, 0), deterministic=True)[0], dtype=np.float64)
+                out, _ = policy.predict(self._obs.take(index, 0), deterministic=True)
+                out = np.asarray(out, dtype=np.float64)
                 # One number per bidder, or each bidder's row, whose parse below names the culprit.
                 acts = out.reshape(-1).tolist() if out.size == len(bidders) else out.reshape(len(bidders), -1)
             if isinstance(acts, list) and all(math.isfinite(a) for a in acts):
