@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .action import DEFAULT_ACTION_TYPE, action_of, check_action_type
+from .action import DEFAULT_ACTION_TYPE, action_of, check_action_type, clip
 from .market.config import MarketConfig
 from .market.observation import Obs
 
@@ -39,11 +39,19 @@ class Policy(Protocol):
 
 class MultiplierPolicy:
     """Base of the built-in policies: their actions are bid multipliers, and depend on the current
-    observation alone (so they batch row by row)."""
+    observation alone (so they batch row by row). A subclass defines `_alpha`; `predict` and
+    `multipliers` both answer from it, and the environments call `multipliers` for their other
+    bidders."""
 
     def _alpha(self, obs: list[float]) -> float:
         """The multiplier for one observation."""
         raise NotImplementedError
+
+    def _actions(self, rows: list[list[float]]) -> np.ndarray:
+        """The multipliers of observations given as lists of floats, one per row (float32)."""
+        # Row by row in Python floats: the environments ask for a few bidders every step, where
+        # numpy's per-call overhead would outweigh the arithmetic.
+        return np.array([self._alpha(row) for row in rows], dtype=np.float32)
 
     def predict(
         self,
@@ -53,11 +61,14 @@ class MultiplierPolicy:
         deterministic: bool = True,
     ) -> tuple[np.ndarray, Any]:
         obs = np.asarray(observation)
-        # Row by row in Python floats: the environments ask for a few bidders every step, where
-        # numpy's per-call overhead would outweigh the arithmetic.
-        rows = obs.reshape(-1, obs.shape[-1]).tolist()
-        action = np.array([self._alpha(row) for row in rows], dtype=np.float32).reshape(-1, 1)
+        action = self._actions(obs.reshape(-1, obs.shape[-1]).tolist()).reshape(-1, 1)
         return (action if obs.ndim == 2 else action[0]), state
+
+    def multipliers(self, rows: list[list[float]]) -> list[float]:
+        """`predict`'s multipliers, as Python floats, of observations given as lists of floats (as
+        `tolist` gives a float32 array's rows): what the environments call every step, sparing
+        predict's array of the observations and reshapes of the actions."""
+        return self._actions(rows).tolist()
 
 
 class Truthful(MultiplierPolicy):
@@ -121,9 +132,9 @@ class OGDPacer(MultiplierPolicy):
 
     def _alpha(self, obs: list[float]) -> float:
         prev = max(obs[Obs.PREV_MULTIPLIER] * self.alpha_max, 1.0 / (1.0 + self.lambda_max))
-        lam = min(max(1.0 / prev - 1.0, 0.0), self.lambda_max)
+        lam = clip(1.0 / prev - 1.0, 0.0, self.lambda_max)
         z = math.expm1(obs[Obs.LAST_SPEND_LOG])
-        lam = min(max(lam - self.eta * (1.0 - z), 0.0), self.lambda_max)
+        lam = clip(lam - self.eta * (1.0 - z), 0.0, self.lambda_max)
         return 1.0 / (1.0 + lam)
 
     def __repr__(self) -> str:
@@ -161,11 +172,11 @@ class PIDPacer(MultiplierPolicy):
         self.alpha_min, self.alpha_max = float(alpha_min), float(alpha_max)
 
     def _alpha(self, obs: list[float]) -> float:
-        prev = min(max(obs[Obs.PREV_MULTIPLIER] * self.alpha_max, self.alpha_min), self.alpha_max)
+        prev = clip(obs[Obs.PREV_MULTIPLIER] * self.alpha_max, self.alpha_min, self.alpha_max)
         error = math.expm1(obs[Obs.LAST_SPEND_LOG]) - 1.0
         pace = obs[Obs.TIME_LEFT] - obs[Obs.BUDGET_LEFT]
         log_alpha = math.log(prev) - self.kp * error - self.ki * pace
-        return min(max(math.exp(log_alpha), self.alpha_min), self.alpha_max)
+        return clip(math.exp(log_alpha), self.alpha_min, self.alpha_max)
 
     def __repr__(self) -> str:
         return f"PIDPacer(kp={self.kp}, ki={self.ki}, alpha_min={self.alpha_min}, alpha_max={self.alpha_max})"

@@ -7,8 +7,17 @@ import pytest
 
 from agents import FixedMultiplier, OGDPacer, Truthful, focal_policy
 from auction_gym import Obs
-from auction_gym.action import action_box, check_action_type, parse_action, to_action, to_multiplier
+from auction_gym.action import action_box, check_action_type, clip, parse_action, to_action, to_multiplier
 from auction_gym.pacing import NormalizedActions
+
+
+def test_clip_is_min_of_max_to_the_bit():
+    """Every value, signed zeros, infinities, NaN and ints included, gives what min(max()) gives."""
+    values = [-np.inf, -3.0, -1.0, -0.5, -0.0, 0.0, 0, 1e-300, 0.5, 1, 1.0, 2.0, 7.0, np.inf, np.nan]
+    for low, high in ((0.0, 2.0), (-1.0, 1.0), (0.0, 0.0), (1e-3, np.inf), (0, 1)):
+        for x in values:
+            got, want = clip(x, low, high), min(max(x, low), high)
+            assert repr(got) == repr(want) and type(got) is type(want), (x, low, high)
 
 
 @pytest.mark.parametrize("alpha_max", [1.5, 2.0, 4.0])

@@ -236,6 +236,29 @@ class _Constant:
         return np.full((len(observation), 1), self.value, dtype=np.float32), state
 
 
+class _Delegate:
+    """A policy object, not a MultiplierPolicy, that answers through a built-in's predict."""
+
+    def __init__(self, policy: OGDPacer) -> None:
+        self.policy = policy
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        return self.policy.predict(observation, state, episode_start, deterministic)
+
+
+def test_built_in_other_bidders_play_as_their_predict():
+    """The env asks a built-in through `multipliers`, any other policy through `predict`: the same play."""
+    built_in = RadixAuctionEnv(other_bidders="ogd", **FAST)
+    via_predict = RadixAuctionEnv(other_bidders=_Delegate(OGDPacer()), **FAST)
+    built_in.reset(seed=0)
+    via_predict.reset(seed=0)
+    for _ in range(30):
+        built_in.step([1.0])
+        via_predict.step([1.0])
+        assert built_in.market.alpha.tolist() == via_predict.market.alpha.tolist()
+    assert min(built_in.market.alpha) < 1.0  # the pacers moved
+
+
 def test_other_bidders_actions_are_clipped_and_non_finite_raise():
     env = RadixAuctionEnv(other_bidders=_Constant(9.0), **FAST)
     env.reset(seed=0)

@@ -7,6 +7,7 @@ import pytest
 
 from agents import FixedMultiplier, OGDPacer, Truthful, make_policy
 from auction_gym import Obs
+from auction_gym.pacing import PIDPacer
 
 
 def obs(prev_alpha: float, spend_ratio: float, alpha_max: float = 2.0) -> np.ndarray:
@@ -46,6 +47,16 @@ def test_batched_predict():
         assert action.shape == (3, 1) and action.dtype == np.float32
         single = np.stack([policy.predict(o)[0] for o in batch])
         assert np.allclose(action, single)
+
+
+def test_multipliers_are_predicts_actions_as_floats():
+    """The environments' per-step call gives exactly `predict`'s multipliers (float32 values)."""
+    batch = np.stack([obs(1.0, 0.0), obs(0.5, 5.0), obs(0.2, 1.0), obs(0.3, 0.7)])
+    batch[:, Obs.TIME_LEFT], batch[:, Obs.BUDGET_LEFT] = 0.6, [0.9, 0.1, 0.5, 0.55]
+    for policy in (OGDPacer(), PIDPacer(), Truthful(), FixedMultiplier(0.1)):
+        got = policy.multipliers(batch.tolist())
+        assert all(type(a) is float for a in got)
+        assert got == policy.predict(batch)[0].ravel().tolist()
 
 
 def test_make_policy_specs():

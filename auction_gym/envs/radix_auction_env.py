@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_multiplier, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
-from ..pacing import Policy, make_policy
+from ..pacing import MultiplierPolicy, Policy, make_policy
 from ..registry import with_mechanism_table
 from ..workload.registry import with_workload_table
 from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable, with_observation_table
@@ -24,8 +24,9 @@ REWARDS = ("utility", "cost")
 def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others: list[int],
                     alpha_max: float) -> list[tuple[Policy, list[int], np.ndarray]]:
     """The other bidders' policies grouped by policy object, (policy, bidders, their rows): bidders
-    sharing a policy are asked in one batched predict per step. ValueError for a count that does
-    not match `others`, or a policy that does not act in multipliers."""
+    sharing a policy are asked at once every step (`MultiplierPolicy.multipliers` for a built-in,
+    else one batched predict). ValueError for a count that does not match `others`, or a policy
+    that does not act in multipliers."""
     if isinstance(other_bidders, (list, tuple)):
         if len(other_bidders) != len(others):
             raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(others)} other bidders")
@@ -358,19 +359,9 @@ class RadixAuctionEnv(gym.Env):
     def step(self, action):
         if self._obs is None:
             raise RuntimeError("call reset() before step()")
-        alpha_max = self.config.alpha_max
         alphas = [0.0] * self.config.num_bidders
-        alphas[self.focal] = parse_action(action, self.action_type, alpha_max)
-        for policy, bidders, rows in self._groups:
-            acts, _ = policy.predict(self._obs.take(rows, 0), deterministic=True)
-            acts = np.asarray(acts, dtype=np.float64)
-            values = acts.reshape(-1).tolist() if acts.size == len(bidders) else []
-            if len(values) == len(bidders) and all(math.isfinite(a) for a in values):
-                for i, a in zip(bidders, values):  # the group's actions, checked at once
-                    alphas[i] = clip_multiplier(a, alpha_max)
-                continue
-            for i, act in zip(bidders, acts.reshape(len(bidders), -1)):  # find the culprit
-                alphas[i] = parse_action(act, "multiplier", alpha_max, f"policy of bidder {i}")
+        alphas[self.focal] = parse_action(action, self.action_type, self.config.alpha_max)
+        self._play_others(alphas)
         report = self.market.step(alphas)
         self._last = report
         self._obs = self.market.observations()
@@ -382,6 +373,24 @@ class RadixAuctionEnv(gym.Env):
             reward = -(report.latency_cost[self.focal] + report.payments[self.focal])
         return (self._obs[self.focal].copy(), float(reward * self.reward_scale), self.market.terminated,
                 self.market.truncated, info)
+
+    def _play_others(self, alphas: list[float]) -> None:
+        """Writes the other bidders' multipliers into `alphas`, asking each group's policy once."""
+        alpha_max, rows = self.config.alpha_max, self._obs.tolist()
+        for policy, bidders, index in self._groups:
+            if isinstance(policy, MultiplierPolicy):  # a built-in: floats in and out, no arrays in between
+                acts = policy.multipliers([rows[i] for i in bidders])
+            else:
+                out, _ = policy.predict(self._obs.take(index, 0), deterministic=True)
+                out = np.asarray(out, dtype=np.float64)
+                # One number per bidder, or each bidder's row, whose parse below names the culprit.
+                acts = out.reshape(-1).tolist() if out.size == len(bidders) else out.reshape(len(bidders), -1)
+            if isinstance(acts, list) and all(math.isfinite(a) for a in acts):
+                for i, a in zip(bidders, acts):  # the group's actions, checked at once
+                    alphas[i] = clip_multiplier(a, alpha_max)
+                continue
+            for i, act in zip(bidders, acts):  # find the culprit
+                alphas[i] = parse_action(act, "multiplier", alpha_max, f"policy of bidder {i}")
 
     def render(self) -> str | np.ndarray | None:
         """The frame of `render_mode` (see Rendering in the class docstring)."""

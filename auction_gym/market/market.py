@@ -55,6 +55,14 @@ from ..scheduler.waiting import WaitingPrefixes
 from .config import AUCTIONS, MarketConfig
 from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
 
+_ROW = (Obs.BUDGET_LEFT, Obs.TIME_LEFT, Obs.SPEND_VS_TARGET, Obs.LAST_SPEND_LOG, Obs.OWN_QUEUED, Obs.OWN_URGENCY,
+        Obs.TOTAL_QUEUE, Obs.CLEARING_PRICE, Obs.OWN_LATENCY, Obs.OWN_TTFT, Obs.CACHE_HIT_RATE, Obs.PREV_MULTIPLIER)
+"""The features in the order `Market.observations` writes a bidder's row, which must be the
+vector's (`observation.FEATURES` defines it; checked here, at import): a row is then one tuple,
+not a dozen indexed stores."""
+if _ROW != tuple(range(Obs.SIZE)):
+    raise ImportError(f"Market.observations writes the features in the order {_ROW}, not the vector's")
+
 
 @dataclass
 class RoundReport:
@@ -241,9 +249,11 @@ class Market:
         if report.admitted:
             self._charge(report, spent, payments)
             self.round += 1
-        report.utility = np.array([u - p for u, p in zip(utility, payments)])
+        # The round's arrays: the payments, and from them the utilities and the new spend, one
+        # numpy call each (a list and an array for each was slower).
         report.payments = self.last_spend = np.array(payments)
-        self.spent = np.array([s + p for s, p in zip(spent, payments)])
+        report.utility = np.array(utility) - report.payments
+        self.spent = self.spent + report.payments
         return report
 
     def _advance(self) -> Iteration | None:
@@ -332,37 +342,37 @@ class Market:
         `observation.FEATURES`, each clipped to [0, its bound]."""
         # Built from Python floats: a handful of bidders, called every step, where a dozen small
         # numpy operations would cost more than the values themselves.
-        n, size, T = self.n, Obs.SIZE, self.config.horizon
+        n, T = self.n, self.config.horizon
         count = [0] * n
         urgency = [0.0] * n
         waiting = self.engine.waiting
         for r in waiting:
             count[r.bidder] += 1
             urgency[r.bidder] += r.urgency
-        rounds, alpha_max, price = max(self.round, 1), self.config.alpha_max, self.price_ema
-        flat = [0.0] * (n * size)  # row after row: one flat array is made and clipped faster than rows
-        # A feature alike for every bidder fills its column (flat[k::size] is feature k) at once.
-        flat[Obs.TIME_LEFT::size] = [(T - self.round) / T] * n
-        flat[Obs.TOTAL_QUEUE::size] = [math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)] * n
-        flat[Obs.CACHE_HIT_RATE::size] = [self.hit_ema] * n
-        row = 0
+        rounds, alpha_max, price, hit = max(self.round, 1), self.config.alpha_max, self.price_ema, self.hit_ema
+        time_left, total_queue = (T - self.round) / T, math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)
+        flat: list[float] = []  # row after row: one flat array is made and clipped faster than rows
         for b, p, s, last, c, u, latency, ttft, a in zip(
             self._budget, self._rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,
             self._latency_ema, self._ttft_ema, self.alpha.tolist(),
         ):
-            flat[row + Obs.BUDGET_LEFT] = (b - s) / b
-            flat[row + Obs.SPEND_VS_TARGET] = s / rounds / p
-            flat[row + Obs.LAST_SPEND_LOG] = math.log1p(last / p)
-            flat[row + Obs.OWN_QUEUED] = math.log1p(c / QUEUE_SCALE)
-            flat[row + Obs.OWN_URGENCY] = math.log1p(u / max(c, 1)) / URGENCY_LOG_SCALE
-            flat[row + Obs.CLEARING_PRICE] = price / p
-            flat[row + Obs.OWN_LATENCY] = math.log1p(latency / LATENCY_SCALE)
-            flat[row + Obs.OWN_TTFT] = math.log1p(ttft / TTFT_SCALE)
-            flat[row + Obs.PREV_MULTIPLIER] = a / alpha_max
-            row += size
+            flat += (  # one row, in the order of _ROW
+                (b - s) / b,
+                time_left,
+                s / rounds / p,
+                math.log1p(last / p),
+                math.log1p(c / QUEUE_SCALE),
+                math.log1p(u / max(c, 1)) / URGENCY_LOG_SCALE,
+                total_queue,
+                price / p,
+                math.log1p(latency / LATENCY_SCALE),
+                math.log1p(ttft / TTFT_SCALE),
+                hit,
+                a / alpha_max,
+            )
         # Rounding to float32 before clipping to float32 bounds gives what clipping first would.
-        obs = np.array(flat, dtype=np.float32)
+        obs = np.fromiter(flat, np.float32, len(flat))  # as np.array(flat, np.float32), with less to discover
         low, high = self._obs_bounds
         np.maximum(obs, low, out=obs)
         np.minimum(obs, high, out=obs)
-        return obs.reshape(n, size)
+        return obs.reshape(n, Obs.SIZE)
