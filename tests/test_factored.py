@@ -136,6 +136,37 @@ def test_a_market_prices_every_round_as_the_from_scratch_auction_would(replicas)
     assert factored > 50
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_a_round_of_one_request_is_the_from_scratch_round(model):
+    """A lone request is ordered without an allocation (it delays nobody: it pays 0), which is
+    built from scratch when the round is read in full; rounds of one and of two alternate."""
+    auction, scratch = RadixTreeAuction(*model), RadixTreeAuction(*model)
+    waiting = _Lens()
+    auction.attach_waiting_prefixes(waiting)
+    queue = [Request(0, 0, [1, 2, 3], urgency=2.0)]
+    for k in range(1, 7):
+        waiting.lens = [k % 3] * len(queue) if model[0] == "tokens" else None
+        auction.order_paced(queue, None, [0.5, 1.5])
+        decided = auction.last_round
+        want = scratch._allocate_bids(decided.requests, decided.bids, decided.prefix_lens)
+        assert decided.admission_order() == [queue[i] for i in want.order]
+        assert decided.outcome == scratch._outcome(want)
+        queue = queue[1:] if len(queue) == 2 else queue + [Request(k, k % 2, [1, 2, k], urgency=float(k))]
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_a_bad_bid_is_refused_in_a_round_of_any_size(size):
+    """A request's urgency may be changed after it was made: the round refuses the bid it makes,
+    also a round of one request, which builds no allocation."""
+    queue = [Request(1, 0, [1, 2]), Request(2, 1, [1, 3])][:size]
+    queue[0].urgency = math.nan
+    auction, waiting = RadixTreeAuction(), _Lens()
+    auction.attach_waiting_prefixes(waiting)
+    waiting.lens = [0] * size
+    with pytest.raises(ValueError, match="request 1: bid"):
+        auction.order_paced(queue, None, [1.0, 1.0])
+
+
 @pytest.mark.parametrize("alpha", [[1.0, -0.5], [1.0, math.nan], [math.inf, 1.0]])
 def test_bad_multipliers_are_refused(alpha):
     queue = [Request(1, 0, [1, 2]), Request(2, 1, [1, 3])]

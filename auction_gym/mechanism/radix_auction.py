@@ -18,8 +18,9 @@ proportional to what changed, plus a few passes in C over the queue), until a ro
 then on each round is built from scratch here, since its payments read this module's allocation.
 In a market (`order_paced`: bids alpha_i x urgency) a round of two requests or more is decided, and
 priced, over that tree kept in urgency units instead (factored.py), which re-sorts only the nodes
-that mix bidders; it agrees with this module's allocation to rounding. (A lone request is allocated
-here: cheaper than bringing the tree up to date, which the next round of several does.)
+that mix bidders; it agrees with this module's allocation to rounding. A round of one request, in
+either face, is ordered at once and allocated here only when it is read in full (it pays nothing):
+cheaper than bringing the tree up to date, which the next round of several does.
 
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
@@ -123,8 +124,9 @@ class RadixAllocation:
 
 @dataclass(eq=False)
 class OrderedRound:
-    """A scheduler round decided by the incremental tree: its order, and the full allocation
-    (completion times, cost and what the payments reuse) built from scratch on first use."""
+    """A round ordered without the from-scratch allocation (a scheduler's round, by the incremental
+    tree, or a lone request): its order, and the full allocation (completion times, cost and what
+    the payments reuse) built from scratch on first use."""
 
     auction_ref: weakref.ReferenceType[RadixTreeAuction]
     """The auction that decided it, held weakly (`live_auction`)."""
@@ -209,14 +211,18 @@ class RadixTreeAuction(AuctionMechanism):
         alpha: Sequence[float] | None = None,
     ) -> Decided:
         """A market's round (bids alpha x urgency) of two requests or more: over the
-        tree kept in urgency units (factored.py). Otherwise the incremental tree's order until a
-        round is priced, and from then on the from-scratch allocation, which the payments need."""
+        tree kept in urgency units (factored.py). A lone request: itself, its allocation built on
+        first use. Otherwise the incremental tree's order until a round is priced, and from then
+        on the from-scratch allocation, which the payments need."""
         if alpha is not None and len(requests) > 1:
             if self._urgency_tree is None:
                 self._urgency_tree = IncrementalQueueTree(
                     self.request_work, costed=self.cost_model == "tokens", factored=True)
             root = self._urgency_tree.update(requests, [r.urgency for r in requests], prefix_lens)
             return factored_allocation(root, requests, bids, prefix_lens, alpha, self.request_work)
+        if len(requests) == 1:  # nothing to order (over half the rounds of the default scenario)
+            validate_requests(requests, self._memo.held)
+            return OrderedRound(weakref.ref(self), requests, bids, prefix_lens, list(requests))
         if self._priced or alpha is not None:
             return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
         if self._tree is None:
