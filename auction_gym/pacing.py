@@ -41,7 +41,7 @@ class MultiplierPolicy:
     """Base of the built-in policies: their actions are bid multipliers, and depend on the current
     observation alone (so they batch row by row). A subclass defines `_alpha`; `predict` and
     `multipliers` both answer from it, and the environments call `multipliers` for their other
-    bidders."""
+    bidders (or `predict`, if a subclass overrides it)."""
 
     def _alpha(self, obs: list[float]) -> float:
         """The multiplier for one observation."""

@@ -259,6 +259,24 @@ def test_built_in_other_bidders_play_as_their_predict():
     assert min(built_in.market.alpha) < 1.0  # the pacers moved
 
 
+class _HalfOGD(OGDPacer):
+    """A subclass of a built-in that overrides `predict` (here: half the OGD pacer's multiplier)."""
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        action, state = super().predict(observation, state, episode_start, deterministic)
+        return action / 2, state
+
+
+def test_a_built_in_whose_predict_is_overridden_is_asked_through_it():
+    env = RadixAuctionEnv(other_bidders=_HalfOGD(), **FAST)
+    ogd = RadixAuctionEnv(other_bidders="ogd", **FAST)
+    env.reset(seed=0)
+    ogd.reset(seed=0)
+    env.step([1.0])
+    ogd.step([1.0])  # the first round: every other bidder plays its multiplier from the same observation
+    assert env.market.alpha[1:].tolist() == (ogd.market.alpha[1:] / 2).tolist()
+
+
 def test_other_bidders_actions_are_clipped_and_non_finite_raise():
     env = RadixAuctionEnv(other_bidders=_Constant(9.0), **FAST)
     env.reset(seed=0)

@@ -378,7 +378,8 @@ class RadixAuctionEnv(gym.Env):
         """Writes the other bidders' multipliers into `alphas`, asking each group's policy once."""
         alpha_max, rows = self.config.alpha_max, self._obs.tolist()
         for policy, bidders, index in self._groups:
-            if isinstance(policy, MultiplierPolicy):  # a built-in: floats in and out, no arrays in between
+            if isinstance(policy, MultiplierPolicy) and type(policy).predict is MultiplierPolicy.predict:
+                # A built-in (or a subclass that kept its predict): floats in and out, no arrays between.
                 acts = policy.multipliers([rows[i] for i in bidders])
             else:
                 out, _ = policy.predict(self._obs.take(index, 0), deterministic=True)
