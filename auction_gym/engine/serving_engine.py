@@ -211,7 +211,8 @@ class ServingEngine(Replay):
             else:
                 arrived.append(r)
         if arrived:  # most iterations let in nothing
-            self.queue.arrive(arrived, [self.rules.smallest_need(r, 0) for r in arrived])
+            rules = self.rules
+            self.queue.arrive(arrived, [rules.smallest_need(r, 0, rules.cap(r)) for r in arrived])
         return rejected
 
     # Admission (step 2).
@@ -265,7 +266,7 @@ class ServingEngine(Replay):
             adm.end = self.rules.chunk_end(len(adm.tokens), adm.cached, budget)
             self._promised -= adm.extend  # promised when it was admitted, allocated now
             if adm.last_chunk:
-                self._promised += self.rules.chunked_output(adm.request, adm.generated)
+                self._promised += self.rules.chunked_output(adm.request, adm.generated, adm.cap)
             self._allocate(adm.extend)
             batch.append(adm)
             budget -= adm.extend
@@ -302,7 +303,8 @@ class ServingEngine(Replay):
                     break
             elif not chunking and batch and self.config.paged(extend) >= budget:
                 break  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
-            need = extend + self.rules.output_need(r, generated)
+            cap = self.rules.cap(r)
+            need = extend + self.rules.output_need(r, generated, cap)
             cache.lock(match.last_node)
             if not self.rules.fits(need, self._room() - charged):
                 cache.unlock(match.last_node)
@@ -310,11 +312,11 @@ class ServingEngine(Replay):
                 break
             held = 0 if self.rules.sglang else need - extend  # "oracle" allocates the whole output now
             self._allocate(end - match.length + held)
-            output = self.rules.round_output(r, generated) - held
+            output = self.rules.round_output(r, generated, cap) - held
             if end < len(tokens):
-                output -= self.rules.chunked_output(r, generated)
+                output -= self.rules.chunked_output(r, generated, cap)
             self._promised += extend - (end - match.length) + output
-            adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
+            adm = Admission(r, tokens, match.last_node, match.length, end, cap, generated, held=held)
             batch.append(adm)
             budget -= adm.extend
             charged += self.rules.round_charge(adm.extend)
@@ -359,11 +361,11 @@ class ServingEngine(Replay):
 
     def _start_running(self, adm: Admission, node: TreeNode) -> None:
         r, rec = adm.request, self.records[adm.request.id]
-        emitted, cap = adm.generated + 1, self.rules.cap(r)
+        emitted, cap = adm.generated + 1, adm.cap
         run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
                       held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
         if self.rules.sglang:
-            self._promised -= self.rules.round_output(r, adm.generated)  # now counted with the running batch
+            self._promised -= self.rules.round_output(r, adm.generated, cap)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
         if not adm.generated:
             rec.first_token = self.now
@@ -410,7 +412,7 @@ class ServingEngine(Replay):
         self.running.remove(run)  # by identity: Running has no value equality
         run.record.retractions += 1
         tokens = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
-        self.queue.put_back(r, tokens, self.rules.smallest_need(r, generated))
+        self.queue.put_back(r, tokens, self.rules.smallest_need(r, generated, run.cap))
         # SGLang frees room for the remaining requests' next steps at once.
         self._make_free(remaining * self.config.retract_decode_steps)
 
