@@ -350,8 +350,7 @@ class ServingEngine(Replay):
                     rec.admit, rec.cached_tokens = start, adm.cached
             rec.computed_tokens += adm.extend
             node = self._cache_prompt(adm)
-            self.cache.lock(node)
-            self.cache.unlock(adm.node)
+            self.cache.move_lock(adm.node, node)
             self.reserved -= adm.extend - (adm.end - node.depth)  # in the cache now, bar a partial page
             if adm.last_chunk:
                 self._start_running(adm, node)
