@@ -72,7 +72,9 @@ def synthetic_output(request: Request) -> np.ndarray:
     """Reply tokens for a request whose workload does not know them: ids from 2**40 up, which no
     prompt uses, and distinct per request, so a made-up reply never matches anything."""
     start = 2**40 + (request.id << 24)
-    return np.arange(start, start + request.output_len, dtype=np.int64)
+    out = np.arange(start, start + request.output_len, dtype=np.int64)
+    out.flags.writeable = False  # so the cache keeps it as it is, not a copy (`RadixCache.insert`)
+    return out
 
 
 class Replay:
