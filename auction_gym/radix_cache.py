@@ -7,7 +7,8 @@ Semantics follow SGLang's `RadixCache` (python/sglang/srt/mem_cache/radix_cache.
 - `insert(tokens, value)` adds what is not yet cached and returns how much already was; `extend(node,
   tokens)` does so for node's path followed by `tokens`.
 - `lock(node)` / `unlock(node)` count references along the path from `node` to the root; a node with a
-  reference is protected, the others are evictable.
+  reference is protected, the others are evictable. `move_lock(old, new)` moves one from a node to
+  one below it, touching only the nodes between them.
 - `evict(num_tokens)` removes least-recently-used unlocked leaves until `num_tokens` are freed; a parent
   becomes a leaf, and so a candidate, when its last child goes.
 
@@ -330,13 +331,29 @@ class RadixCache:
 
     def lock(self, node: TreeNode) -> None:
         """Add a reference to `node` and its ancestors; referenced nodes are never evicted."""
-        while node is not self.root:
+        self._lock_up_to(node, self.root)
+
+    def move_lock(self, old: TreeNode, new: TreeNode) -> None:
+        """`lock(new)` then `unlock(old)`, in one pass up from `new` that stops at `old` when `old`
+        is on `new`'s path (a locked match extended by an insert from it, say a prompt after its
+        prefill): at `old` and above, the reference taken and the one dropped cancel, so only
+        the nodes below `old` change, not the whole path twice."""
+        if not self._lock_up_to(new, old):  # `old` is not on `new`'s path
+            self.unlock(old)
+
+    def _lock_up_to(self, node: TreeNode, stop: TreeNode) -> bool:
+        """Add a reference to `node` and its ancestors below `stop`; False if the root came first."""
+        root = self.root
+        while node is not stop:
+            if node is root:
+                return False
             if node.lock_ref == 0:
                 size = node.key.size  # len(node), without the method call on this hot path
                 self.evictable_size -= size
                 self.protected_size += size
             node.lock_ref += 1
             node = node.parent
+        return True
 
     def unlock(self, node: TreeNode) -> None:
         """Drop a reference taken by `lock(node)`."""

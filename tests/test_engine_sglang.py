@@ -267,7 +267,9 @@ def test_admission_rules_on_their_boundaries(page):
     assert rules.chunk_end(1000, 3, 256) == 259 - 259 % page
     assert rules.chunk_end(200, 3, 256) == 200  # the rest fits: no chunk
     r = req(0, 50, 30, cap=300)
-    assert (rules.cap(r), rules.output_need(r, 250), rules.round_output(r, 250)) == (300, 50, 100)
-    assert rules.chunked_output(r, 0) == 100 and rules.smallest_need(r, 250) == 51
+    cap = rules.cap(r)
+    assert (cap, rules.output_need(r, 250, cap), rules.round_output(r, 250, cap)) == (300, 50, 100)
+    assert rules.chunked_output(r, 0, cap) == 100 and rules.smallest_need(r, 250, cap) == 51
     oracle = AdmissionRules(EngineConfig(kv_capacity_tokens=4096, page_size=page, reservation="oracle"))
-    assert (oracle.output_need(r, 10), oracle.round_output(r, 10), oracle.chunked_output(r, 10)) == (20, 20, 0)
+    cap = oracle.cap(r)
+    assert (oracle.output_need(r, 10, cap), oracle.round_output(r, 10, cap), oracle.chunked_output(r, 10, cap)) == (20, 20, 0)

@@ -161,6 +161,35 @@ def test_locked_path_is_never_evicted():
     assert c.evict(100) == 3
 
 
+@pytest.mark.parametrize("case", ["below", "same", "from_root", "elsewhere"])
+def test_move_lock_is_lock_then_unlock(case):
+    """`move_lock(old, new)` leaves every count, size and eviction order as `lock(new)` then
+    `unlock(old)` does, whether `old` is on `new`'s path (only the nodes between change) or not."""
+
+    def build() -> tuple[RadixCache, object, object]:
+        c = RadixCache()
+        a = c.insert([1, 2, 3]).last_node
+        c.insert([1, 2, 9, 9])
+        b = c.insert([1, 2, 3, 4, 5]).last_node
+        other = c.insert([6, 6]).last_node
+        old, new = {"below": (a, b), "same": (b, b), "from_root": (c.root, b), "elsewhere": (other, b)}[case]
+        c.lock(old)
+        return c, old, new
+
+    def state(c: RadixCache) -> list:
+        c.check()
+        return [c.evictable_size, c.protected_size, sorted((n.depth, n.lock_ref) for n in c.nodes()),
+                [len(c.match_prefix(s).last_node.key) for s in ([1, 2, 3, 4, 5], [6, 6], [1, 2, 9, 9])],
+                c.evict(100)]
+
+    moved, old, new = build()
+    moved.move_lock(old, new)
+    stepwise, old, new = build()
+    stepwise.lock(new)
+    stepwise.unlock(old)
+    assert state(moved) == state(stepwise)
+
+
 def test_match_splits_edge_and_keeps_locks():
     c = RadixCache()
     leaf = c.insert(np.arange(10)).last_node

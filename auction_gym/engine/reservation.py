@@ -38,39 +38,41 @@ class AdmissionRules:
         self.config = config
         self.sglang = config.reservation == "sglang"
         """Budget max_new_tokens (SGLang), not the true output length ("oracle")."""
+        self.clip = config.clip_max_new_tokens
 
     def cap(self, r: Request) -> int:
         """The request's output cap as the engine budgets it: max_new_tokens, clipped to
         `EngineConfig.output_room` as SGLang clips it (never below the true output, which
-        `EngineConfig.rejection` ensures)."""
+        `EngineConfig.rejection` ensures). The methods below take it as `cap`: the engine computes
+        it once per admission, not once per term."""
         return min(r.max_new_tokens, self.config.output_room(r.prompt_len))
 
-    def output_need(self, r: Request, generated: int) -> int:
+    def output_need(self, r: Request, generated: int, cap: int) -> int:
         """Tokens of output a request is budgeted for at admission: under "sglang" its remaining
         cap, clipped; under "oracle" the output it will actually produce."""
         if self.sglang:
-            return min(self.cap(r) - generated, self.config.clip_max_new_tokens)
+            return min(cap - generated, self.clip)
         return r.output_len - generated
 
-    def round_output(self, r: Request, generated: int) -> int:
+    def round_output(self, r: Request, generated: int, cap: int) -> int:
         """Output tokens an admission charges the rest of its round (and promises until it runs):
         under "sglang" min(max_new_tokens, clip) even for a resumed request, as SGLang's
         `add_one_req` charges it (its check uses the remaining cap, `output_need`)."""
         if self.sglang:
-            return min(self.cap(r), self.config.clip_max_new_tokens)
+            return min(cap, self.clip)
         return r.output_len - generated
 
-    def chunked_output(self, r: Request, generated: int) -> int:
+    def chunked_output(self, r: Request, generated: int, cap: int) -> int:
         """The part of a chunked request's round output promised with its last chunk, not its
         first: under "sglang" all of it, as SGLang's `_select_prefill_admission` budgets a chunk no
         output (`max_new_tokens = 0` while `is_chunked`) and `add_chunked_req` min(max_new_tokens,
         clip) with the last; its first chunk's check still counts the output (`output_need`)."""
-        return self.round_output(r, generated) if self.sglang else 0
+        return self.round_output(r, generated, cap) if self.sglang else 0
 
-    def smallest_need(self, r: Request, generated: int) -> int:
+    def smallest_need(self, r: Request, generated: int, cap: int) -> int:
         """The least a waiting request that has emitted `generated` output tokens could be admitted
         with: 1 token + its output reservation."""
-        return 1 + self.output_need(r, generated)
+        return 1 + self.output_need(r, generated, cap)
 
     def fits(self, need: int, room: float) -> bool:
         """SGLang's memory check (`PrefillAdder.add_one_req`, `PrefillBudget.check_prefill`): a

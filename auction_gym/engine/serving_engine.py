@@ -72,7 +72,9 @@ def synthetic_output(request: Request) -> np.ndarray:
     """Reply tokens for a request whose workload does not know them: ids from 2**40 up, which no
     prompt uses, and distinct per request, so a made-up reply never matches anything."""
     start = 2**40 + (request.id << 24)
-    return np.arange(start, start + request.output_len, dtype=np.int64)
+    out = np.arange(start, start + request.output_len, dtype=np.int64)
+    out.flags.writeable = False  # so the cache keeps it as it is, not a copy (`RadixCache.insert`)
+    return out
 
 
 class Replay:
@@ -211,7 +213,8 @@ class ServingEngine(Replay):
             else:
                 arrived.append(r)
         if arrived:  # most iterations let in nothing
-            self.queue.arrive(arrived, [self.rules.smallest_need(r, 0) for r in arrived])
+            rules = self.rules
+            self.queue.arrive(arrived, [rules.smallest_need(r, 0, rules.cap(r)) for r in arrived])
         return rejected
 
     # Admission (step 2).
@@ -265,7 +268,7 @@ class ServingEngine(Replay):
             adm.end = self.rules.chunk_end(len(adm.tokens), adm.cached, budget)
             self._promised -= adm.extend  # promised when it was admitted, allocated now
             if adm.last_chunk:
-                self._promised += self.rules.chunked_output(adm.request, adm.generated)
+                self._promised += self.rules.chunked_output(adm.request, adm.generated, adm.cap)
             self._allocate(adm.extend)
             batch.append(adm)
             budget -= adm.extend
@@ -302,7 +305,8 @@ class ServingEngine(Replay):
                     break
             elif not chunking and batch and self.config.paged(extend) >= budget:
                 break  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
-            need = extend + self.rules.output_need(r, generated)
+            cap = self.rules.cap(r)
+            need = extend + self.rules.output_need(r, generated, cap)
             cache.lock(match.last_node)
             if not self.rules.fits(need, self._room() - charged):
                 cache.unlock(match.last_node)
@@ -310,11 +314,11 @@ class ServingEngine(Replay):
                 break
             held = 0 if self.rules.sglang else need - extend  # "oracle" allocates the whole output now
             self._allocate(end - match.length + held)
-            output = self.rules.round_output(r, generated) - held
+            output = self.rules.round_output(r, generated, cap) - held
             if end < len(tokens):
-                output -= self.rules.chunked_output(r, generated)
+                output -= self.rules.chunked_output(r, generated, cap)
             self._promised += extend - (end - match.length) + output
-            adm = Admission(r, tokens, match.last_node, match.length, end, generated, held=held)
+            adm = Admission(r, tokens, match.last_node, match.length, end, cap, generated, held=held)
             batch.append(adm)
             budget -= adm.extend
             charged += self.rules.round_charge(adm.extend)
@@ -348,8 +352,7 @@ class ServingEngine(Replay):
                     rec.admit, rec.cached_tokens = start, adm.cached
             rec.computed_tokens += adm.extend
             node = self._cache_prompt(adm)
-            self.cache.lock(node)
-            self.cache.unlock(adm.node)
+            self.cache.move_lock(adm.node, node)
             self.reserved -= adm.extend - (adm.end - node.depth)  # in the cache now, bar a partial page
             if adm.last_chunk:
                 self._start_running(adm, node)
@@ -359,11 +362,11 @@ class ServingEngine(Replay):
 
     def _start_running(self, adm: Admission, node: TreeNode) -> None:
         r, rec = adm.request, self.records[adm.request.id]
-        emitted, cap = adm.generated + 1, self.rules.cap(r)
+        emitted, cap = adm.generated + 1, adm.cap
         run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
                       held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
         if self.rules.sglang:
-            self._promised -= self.rules.round_output(r, adm.generated)  # now counted with the running batch
+            self._promised -= self.rules.round_output(r, adm.generated, cap)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
         if not adm.generated:
             rec.first_token = self.now
@@ -410,7 +413,7 @@ class ServingEngine(Replay):
         self.running.remove(run)  # by identity: Running has no value equality
         run.record.retractions += 1
         tokens = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
-        self.queue.put_back(r, tokens, self.rules.smallest_need(r, generated))
+        self.queue.put_back(r, tokens, self.rules.smallest_need(r, generated, run.cap))
         # SGLang frees room for the remaining requests' next steps at once.
         self._make_free(remaining * self.config.retract_decode_steps)
 

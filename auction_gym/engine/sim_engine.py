@@ -17,8 +17,11 @@ def prefill_work(batch: list[Admission]) -> tuple[int, float]:
     """The cost model's prefill terms of a batch: tokens computed, and query-key pairs of their
     causal attention (each new token attends to the tokens with KV before it, the cached prefix
     and earlier chunks, and to the new tokens before it: on average cached + new / 2 keys)."""
-    new = sum(adm.extend for adm in batch)
-    attention = sum(adm.extend * (adm.cached + adm.extend / 2) for adm in batch)
+    new, attention = 0, 0
+    for adm in batch:  # one pass, each admission's `extend` read once: this runs every prefill
+        extend = adm.extend
+        new += extend
+        attention += extend * (adm.cached + extend / 2)
     return new, attention
 
 

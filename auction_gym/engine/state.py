@@ -48,6 +48,8 @@ class Admission:
     node: TreeNode
     cached: int
     end: int
+    cap: int
+    """The output cap as the engine budgets it (`AdmissionRules.cap`)."""
     generated: int = 0
     """Output tokens emitted before (a retracted request's); the prefill emits one more."""
     first: bool = True
