@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
+from operator import attrgetter
 from typing import Sequence
 
 from ..request import Request
@@ -42,6 +43,8 @@ from .incremental_tree import _Block, _Node
 from .queue_tree import build_queue_tree, completion_times
 from .smith import SortKey, block_keys, depth_first, tree_stats
 from .validation import validate_requests
+
+_OWNER = attrgetter("owner")
 
 
 @dataclass(eq=False)
@@ -170,6 +173,10 @@ def factored_allocation(
 def _skeleton(root: _Node) -> tuple[Skeleton, list[_Block]]:
     """The root and the nodes below it that hold more than one bidder, and the other blocks that
     hang from them (the leaves)."""
+    blocks = root.blocks
+    if None not in map(_OWNER, blocks):  # the root over single-bidder blocks (always, in the default scenario)
+        return Skeleton(parent=[-1], children=[[]], attached=[list(range(len(blocks)))], edge_work=[0.0],
+                        leaf_node=[0] * len(blocks)), list(blocks)
     tree = Skeleton(parent=[-1], children=[[]], attached=[[]], edge_work=[0.0], leaf_node=[])
     leaves: list[_Block] = []
     stack = [(root, 0)]
@@ -196,6 +203,8 @@ def zero_bid_order(block: _Block) -> list[Request]:
     every key's ratio is 0 then, so at each node the zero-work blocks come first, then the others,
     each by smallest request id. Kept on the blocks until they change (a bidder out of budget
     bids 0 round after round)."""
+    if block.zero_flat is not None:  # unchanged since last asked: the usual case
+        return block.zero_flat
     stack = [block]
     while stack:  # children before parents, without recursion (trees can be deep)
         b = stack[-1]

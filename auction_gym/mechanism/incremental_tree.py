@@ -83,7 +83,10 @@ class _Req(_Block):
     __slots__ = ("request", "source", "tokens", "rid", "bid", "cached", "node")
 
     def __init__(self, request: Request, tokens: np.ndarray, bid: float, cached: int) -> None:
-        super().__init__()
+        # _Block's fields set here, not by its __init__: a block is made for every arrival, and
+        # its stats are set when it is first costed (`_recompute`).
+        self.s = self.p = self.f = 0.0
+        self.tie, self.key, self.listed = request.id, (0, 0.0, 0), None
         self.request = request
         self.source = request.tokens
         """The request's `tokens` as given (to notice a replaced array)."""
