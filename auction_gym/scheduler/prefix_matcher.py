@@ -115,9 +115,9 @@ class PrefixMatcher:
 
     def _peek(self, r: Request, cache: RadixCache, start: TreeNode | None) -> None:
         tokens = r.tokens if self.whole_prompt else r.tokens[:-1]
-        shape = cache.version
+        nodes = cache.node_count  # a peek adds nodes only by splitting; cheaper than `version`
         length, node = cache.peek(tokens, start=start, split=self.split)
-        if cache.version != shape:  # the walk split an edge (at most one): node is the upper half
+        if cache.node_count != nodes:  # the walk split an edge (at most one): node is the upper half
             (self.splits[r.id],) = node.children.values()
         key = cache.edge_key(tokens, node.depth)
         self._match[r.id] = (length, node)
