@@ -17,7 +17,6 @@ a matcher), so policies are compared under one eviction rule.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from operator import attrgetter
 from typing import Sequence
 
@@ -53,7 +52,7 @@ class PrefixMatcher:
         self._objs: set[Request] = set()  # the last queue's requests
         self._next: dict[int, Key] = {}
         # end node -> child key the request follows out of it -> ids
-        self._hanging: dict[TreeNode, dict[Key, set[int]]] = defaultdict(lambda: defaultdict(set))
+        self._hanging: dict[TreeNode, dict[Key, set[int]]] = {}
         self.requests: dict[int, Request] = {}
         self.length_of: dict[Request, int] = {}
         """Each waiting request's matched length (tokens), by the request itself: read in one map
@@ -123,7 +122,8 @@ class PrefixMatcher:
         self._match[r.id] = (length, node)
         self.length_of[r] = length
         self._next[r.id] = key
-        self._hanging[node][key].add(r.id)
+        # setdefault, not nested defaultdicts: no Python factory call per new node
+        self._hanging.setdefault(node, {}).setdefault(key, set()).add(r.id)
 
     def _forget(self, rid: int) -> TreeNode:
         node = self._match.pop(rid)[1]
