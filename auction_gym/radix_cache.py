@@ -145,6 +145,7 @@ class RadixCache:
         self._tick = 0
         self._round_start = 0
         self._serial = 0
+        self._has_values = False  # whether any insert has stored values (only then has a path any)
         # Lazy min-heaps of eviction candidates: (last_access, serial, node) for nodes nobody waits
         # on, (wait, serial, node) for waited-on ones. Entries go stale when the node is touched,
         # locked, gains a child, changes `wait` or is evicted; `evict` skips those.
@@ -164,9 +165,6 @@ class RadixCache:
             return tokens.item(pos)
         return tokens[pos : pos + self.page_size].tobytes()
 
-    def _aligned(self, n: int) -> int:
-        return n - n % self.page_size
-
     def _walk(
         self, tokens: np.ndarray, split: bool, start: TreeNode | None = None, stamp: int = 0, offset: int = 0
     ) -> tuple[int, TreeNode]:
@@ -180,7 +178,8 @@ class RadixCache:
         With `offset`, `tokens` continue a path of that many tokens (tokens[i] is at depth offset
         + i), which `start` ends, alive: the length still counts from the root.
         """
-        n = self._aligned(offset + len(tokens))
+        n = offset + len(tokens)
+        n -= n % self.page_size  # whole pages only
         node = self.root if start is None else start
         while not node.alive:
             node = node.parent
@@ -205,7 +204,7 @@ class RadixCache:
                 node, pos, i = child, pos + m, i + m
                 continue
             # The match ends inside this edge (at least its first page matched, by its key).
-            m = self._aligned(m)
+            m -= m % self.page_size
             if split:
                 node = self._split(child, m, stamp)
             pos += m
@@ -226,6 +225,8 @@ class RadixCache:
     def _path_values(self, node: TreeNode) -> np.ndarray | None:
         """The per-token values from the root to `node`, concatenated; None when none is stored.
         Read up the parents, so a walk that started below the root needs no path of its own."""
+        if not self._has_values:  # the simulated engine's cache: no walk to the root per admission
+            return None
         values = []
         while node is not self.root:
             if node.value is not None:
@@ -307,7 +308,8 @@ class RadixCache:
         """`insert` of `tokens` continuing a path of `offset` tokens that `start` ends (`_walk`)."""
         if value is not None and len(value) < len(tokens):
             raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
-        n = self._aligned(offset + len(tokens))
+        n = offset + len(tokens)
+        n -= n % self.page_size  # whole pages only
         tick = self._new_tick()
         cached, node = self._walk(tokens, split=True, start=start, stamp=tick, offset=offset)
         if cached < n:
@@ -315,7 +317,9 @@ class RadixCache:
             if key.flags.writeable:  # the caller may change its array; the tree keeps its own
                 key = key.copy()
                 key.flags.writeable = False
-            value = None if value is None else np.asarray(value[cached - offset:n - offset])
+            if value is not None:
+                value = np.asarray(value[cached - offset:n - offset])
+                self._has_values = True
             leaf = TreeNode(key, value, node, node.depth + n - cached)
             child_key = self._key(tokens, cached - offset)
             node.children[child_key] = leaf

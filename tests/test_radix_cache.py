@@ -216,6 +216,14 @@ def test_values_follow_tokens_and_are_freed():
     assert sorted(freed) == [10, 11, 12, 13, 22, 30, 31]
 
 
+def test_values_appear_once_any_insert_stores_them():
+    c = RadixCache()
+    node = c.insert([1, 2, 3]).last_node
+    assert c.match_prefix([1, 2, 3]).value is None  # nothing stored: no values, not an empty array
+    c.extend(node, [4, 5], value=np.array([40, 41]))
+    assert c.match_prefix([1, 2, 3, 4, 5]).value.tolist() == [40, 41]  # only the nodes that hold some
+
+
 def test_extend_refuses_an_evicted_node():
     c = RadixCache()
     node = c.insert([1, 2]).last_node

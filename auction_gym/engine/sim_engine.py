@@ -51,8 +51,13 @@ class SimEngine(ServingEngine):
             return 1
         if math.isinf(dt):
             return 2**62
-        a = self.cost.decode_time(batch, context)
-        q = self.cost.decode_per_context_token * batch
+        cost = self.cost
+        a = cost.decode_time(batch, context)
+        q = cost.decode_per_context_token * batch
+
+        def total(k: int) -> float:  # cost.decode_steps_time(k, batch, context), term for term, with `a` reused
+            return k * a + q * k * (k - 1) / 2
+
         # T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding.
         if q == 0:
             k = math.ceil(dt / a)
@@ -60,8 +65,8 @@ class SimEngine(ServingEngine):
             b = a - q / 2
             k = math.ceil((-b + math.sqrt(b * b + 2 * q * dt)) / q)
         k = max(k, 1)
-        while k > 1 and self.cost.decode_steps_time(k - 1, batch, context) >= dt:
+        while k > 1 and total(k - 1) >= dt:
             k -= 1
-        while self.cost.decode_steps_time(k, batch, context) < dt:
+        while total(k) < dt:
             k += 1
         return k

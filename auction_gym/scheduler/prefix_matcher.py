@@ -17,7 +17,6 @@ a matcher), so policies are compared under one eviction rule.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from operator import attrgetter
 from typing import Sequence
 
@@ -53,7 +52,7 @@ class PrefixMatcher:
         self._objs: set[Request] = set()  # the last queue's requests
         self._next: dict[int, Key] = {}
         # end node -> child key the request follows out of it -> ids
-        self._hanging: dict[TreeNode, dict[Key, set[int]]] = defaultdict(lambda: defaultdict(set))
+        self._hanging: dict[TreeNode, dict[Key, set[int]]] = {}
         self.requests: dict[int, Request] = {}
         self.length_of: dict[Request, int] = {}
         """Each waiting request's matched length (tokens), by the request itself: read in one map
@@ -115,15 +114,16 @@ class PrefixMatcher:
 
     def _peek(self, r: Request, cache: RadixCache, start: TreeNode | None) -> None:
         tokens = r.tokens if self.whole_prompt else r.tokens[:-1]
-        shape = cache.version
+        nodes = cache.node_count  # a peek adds nodes only by splitting; cheaper than `version`
         length, node = cache.peek(tokens, start=start, split=self.split)
-        if cache.version != shape:  # the walk split an edge (at most one): node is the upper half
+        if cache.node_count != nodes:  # the walk split an edge (at most one): node is the upper half
             (self.splits[r.id],) = node.children.values()
         key = cache.edge_key(tokens, node.depth)
         self._match[r.id] = (length, node)
         self.length_of[r] = length
         self._next[r.id] = key
-        self._hanging[node][key].add(r.id)
+        # setdefault, not nested defaultdicts: no Python factory call per new node
+        self._hanging.setdefault(node, {}).setdefault(key, set()).add(r.id)
 
     def _forget(self, rid: int) -> TreeNode:
         node = self._match.pop(rid)[1]

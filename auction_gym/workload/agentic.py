@@ -43,7 +43,7 @@ whole chunk, and read as a stream (`iter_agentic`) as far as its reader goes.
 
 from __future__ import annotations
 
-import heapq
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -223,7 +223,8 @@ class _Generator:
         self.peak = (max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0) * (1.0 + cfg.wave_amplitude)
         self.gap_scale = mean_size / (cfg.rate * self.peak)
         self.t = 0.0
-        self.drawn = 0
+        self.index = itertools.count()
+        """Generation indices, drawn by each request as it is generated (ties of arrival go in this order)."""
 
     def tokens(self, n: int) -> np.ndarray:
         return self.rng.integers(0, self.cfg.vocab_size, n, dtype=np.int64)
@@ -252,17 +253,15 @@ class _Generator:
             if sel.size:
                 draw = self.sessions if shape == "session" else self.urgent if shape == "urgent" else self.branches
                 drafts += draw(starts[sel].tolist(), bidders[sel].tolist(), shape)
-        out = [(d[0], self.drawn + i, *d[1:]) for i, d in enumerate(drafts)]
-        self.drawn += len(out)
-        return out
+        return drafts
 
     def urgent(self, starts: list[float], bidders: list[int], shape: str) -> list[tuple]:
         n = len(starts)
         w, v, out = CLASSES["urgent"].sample(self.rng, n)
         ends = np.cumsum(self.lengths(self.cfg.urgent_query_len, n)).tolist()
-        query = self.tokens(ends[-1])
+        query, index = self.tokens(ends[-1]), self.index
         return [
-            (t, b, _frozen(np.concatenate([self.systems[b], query[a:e]])), None, "urgent", wi, vi, oi)
+            (t, next(index), b, _frozen(np.concatenate([self.systems[b], query[a:e]])), None, "urgent", wi, vi, oi)
             for t, b, a, e, wi, vi, oi in zip(starts, bidders, [0] + ends[:-1], ends, w.tolist(), v.tolist(),
                                                out.tolist())
         ]
@@ -284,7 +283,7 @@ class _Generator:
         user = self.lengths(cfg.user_turn_len, m)
         # Each turn adds its user message then its reply; a session's turns are consecutive draws.
         tokens = self.tokens(int((user + out).sum()))
-        w, v, drafts = w.tolist(), v.tolist(), []
+        w, v, drafts, index = w.tolist(), v.tolist(), [], self.index
         turn, offset = 0, 0
         for t, b, c, count in zip(starts, bidders, classes.tolist(), turns.tolist()):
             prefix = self.with_tools[b]
@@ -296,7 +295,7 @@ class _Generator:
             for j, (u, o, gap) in enumerate(zip(users, outs, think[turn:turn + count].tolist())):
                 t += gap if j else 0.0
                 a = end + u
-                drafts.append((t, b, session[:a], session[a:a + o], kind, w[turn + j], v[turn + j], o))
+                drafts.append((t, next(index), b, session[:a], session[a:a + o], kind, w[turn + j], v[turn + j], o))
                 end = a + o
             turn, offset = turn + count, offset + size
         return drafts
@@ -309,7 +308,7 @@ class _Generator:
         w, v, out = (x.tolist() for x in CLASSES[kind].sample(rng, sum(widths)))
         ctx, branch = cfg.context_len, cfg.branch_len
         tokens = self.tokens(sum(ctx + width * branch for width in widths))
-        drafts, first, offset = [], 0, 0
+        drafts, first, offset, index = [], 0, 0, self.index
         for t, b, width in zip(starts, bidders, widths):
             # One row per branch: sys + tools, the shared context, then the branch's own suffix.
             prefix = self.with_tools[b]
@@ -318,7 +317,7 @@ class _Generator:
             prompts[:, :prefix.size] = prefix
             prompts[:, prefix.size:prefix.size + ctx] = own[:ctx]
             prompts[:, prefix.size + ctx:] = own[ctx:].reshape(width, branch)
-            drafts += [(t, b, p, None, kind, w[first + j], v[first + j], out[first + j])
+            drafts += [(t, next(index), b, p, None, kind, w[first + j], v[first + j], out[first + j])
                        for j, p in enumerate(_frozen(prompts))]
             first, offset = first + width, offset + own.size
         return drafts
@@ -362,22 +361,26 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
     gen = _Generator(cfg, seed)
     horizon = np.inf if cfg.num_requests is not None else cfg.duration
     limit = cfg.num_requests if cfg.num_requests is not None else np.inf
-    # Drawn requests by (arrival, generation index): the order of the whole workload (a session's
-    # turns and a fan-out's branches in generation order when they arrive together).
+    # Drawn requests not yet yielded, sorted by (arrival, generation index): the order of the whole
+    # workload (a session's turns and a fan-out's branches in generation order when they arrive
+    # together). One sort per chunk, in C, of a sorted run plus the chunk, rather than a heap push
+    # and pop per request.
     ready: list[tuple] = []
     emitted = 0
     # Each class's max_new_tokens (AgenticConfig.max_new_tokens), as Python ints.
     cap = {name: c.output_max if cfg.max_new_tokens is None else int(cfg.max_new_tokens)
            for name, c in CLASSES.items()}
     while emitted < limit:
-        for item in gen.chunk(horizon):
-            heapq.heappush(ready, item)
-        bound = min(gen.t, horizon)
-        while ready and ready[0][0] < bound and emitted < limit:
-            t, _, bidder, prompt, reply, kind, w, v, out = heapq.heappop(ready)
+        ready += gen.chunk(horizon)
+        ready.sort()
+        bound, first = min(gen.t, horizon), emitted
+        for t, _, bidder, prompt, reply, kind, w, v, out in ready:
+            if t >= bound or emitted >= limit:
+                break
             # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
             yield Request._unchecked(id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t,
                                      value=v, urgency=w, output_tokens=reply, kind=kind, max_new_tokens=cap[kind])
             emitted += 1
+        del ready[:emitted - first]
         if gen.t >= horizon:
             break
