@@ -80,8 +80,12 @@ class CostModel:
 
     def decode_steps_time(self, steps: int, batch: int, context: int) -> float:
         """Seconds for `steps` decode steps of a fixed batch whose context grows by `batch` a step."""
-        per_step = self.decode_time(batch, context)
-        return steps * per_step + self.decode_per_context_token * batch * steps * (steps - 1) / 2
+        return self.decode_steps_after(self.decode_time(batch, context), steps, batch)
+
+    def decode_steps_after(self, first: float, steps: int, batch: int) -> float:
+        """`decode_steps_time` given the first step's time `first` (`decode_time`), for a caller
+        that tries several step counts of one batch."""
+        return steps * first + self.decode_per_context_token * batch * steps * (steps - 1) / 2
 
     def to_json(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")

@@ -54,10 +54,6 @@ class SimEngine(ServingEngine):
         cost = self.cost
         a = cost.decode_time(batch, context)
         q = cost.decode_per_context_token * batch
-
-        def total(k: int) -> float:  # cost.decode_steps_time(k, batch, context), term for term, with `a` reused
-            return k * a + q * k * (k - 1) / 2
-
         # T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding.
         if q == 0:
             k = math.ceil(dt / a)
@@ -65,8 +61,8 @@ class SimEngine(ServingEngine):
             b = a - q / 2
             k = math.ceil((-b + math.sqrt(b * b + 2 * q * dt)) / q)
         k = max(k, 1)
-        while k > 1 and total(k - 1) >= dt:
+        while k > 1 and cost.decode_steps_after(a, k - 1, batch) >= dt:
             k -= 1
-        while total(k) < dt:
+        while cost.decode_steps_after(a, k, batch) < dt:
             k += 1
         return k
