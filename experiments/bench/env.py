@@ -33,8 +33,8 @@ three runs); with PPO's step at 0.81-0.83 ms (FCFS and the radix auction run sep
 auction kept its tree across a market's rounds (mechanism/factored.py), best of 3: floor 0.170 ms
 (19.2%), the radix auction 0.251 ms (28.2%), PPO 0.887 ms. After a round that trimmed the engine,
 the market and the auction's lone rounds (9% fewer instructions per step, counted with callgrind),
-five runs of `--repeats 3` gave shares of 25.0-28.0% (per repeat 21.1-31.2%: PPO's step took
-0.87-1.46 ms within the hour), the env 0.228-0.309 ms and the floor 0.156-0.190 ms. `--no-floor`
+four runs of `--repeats 3` gave shares of 25.0-28.0% (per repeat 21.1-31.2%: PPO's step took
+0.87-1.46 ms within the hour), the env 0.245-0.309 ms and the floor 0.164-0.190 ms. `--no-floor`
 skips the floor.
 
 `--repeats R` measures R times, each from the same seeds (the same work), and reports the best
