@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter
 from typing import Sequence
 
 from ..request import Request
@@ -43,8 +42,6 @@ from .incremental_tree import _Block, _Node
 from .queue_tree import build_queue_tree, completion_times
 from .smith import SortKey, block_keys, depth_first, tree_stats
 from .validation import validate_requests
-
-_OWNER = attrgetter("owner")
 
 
 @dataclass(eq=False)
@@ -173,10 +170,6 @@ def factored_allocation(
 def _skeleton(root: _Node) -> tuple[Skeleton, list[_Block]]:
     """The root and the nodes below it that hold more than one bidder, and the other blocks that
     hang from them (the leaves)."""
-    blocks = root.blocks
-    if None not in map(_OWNER, blocks):  # the root over single-bidder blocks (always, in the default scenario)
-        return Skeleton(parent=[-1], children=[[]], attached=[list(range(len(blocks)))], edge_work=[0.0],
-                        leaf_node=[0] * len(blocks)), list(blocks)
     tree = Skeleton(parent=[-1], children=[[]], attached=[[]], edge_work=[0.0], leaf_node=[])
     leaves: list[_Block] = []
     stack = [(root, 0)]

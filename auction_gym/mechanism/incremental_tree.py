@@ -389,6 +389,7 @@ def _restat(v: _Node, costed: bool, factored: bool) -> None:
     v.key = block_key(bid_sum, v.p, tie)
     _relist(v, up)
 
+
 def _block(request: Request, tokens: np.ndarray, bid: float, cached: int) -> _Req:
     """A new block; a prompt that could change in place is copied, and placed again every round."""
     if not tokens.flags.writeable:
@@ -424,4 +425,3 @@ def _relist(b: _Block, parent: _Node) -> None:
         if b.listed is not None:
             parent.unlist_block(b)
         parent.list_block(b)
-

@@ -223,7 +223,7 @@ class RadixTreeAuction(AuctionMechanism):
         if len(requests) == 1:  # nothing to order (over half the rounds of the default scenario)
             validate_requests(requests, self._memo.held)
             return OrderedRound(weakref.ref(self), requests, bids, prefix_lens, list(requests))
-        if self._priced or alpha is not None:
+        if self._priced:
             return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
         if self._tree is None:
             self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
