@@ -329,12 +329,12 @@ class Market:
             else:
                 seconds_per_unit = self.engine.cost.prefill_per_token
             decided, budget = self.auction.last_round, self._budget  # the round admitted from
-            queued = decided.queued
             # Only the bidders admitted this round pay, so only their payments are computed.
             charged = [i for i in range(self.n) if admitted[i]]
             for i, p in decided.payments(charged).items():
-                due = p * admitted[i] / queued[i] * seconds_per_unit
-                payments[i] = min(due, max(budget[i] - spent[i], 0.0))
+                if p:  # a zero payment charges 0.0 (left as it is), so counting the queue waits for one that is not
+                    due = p * admitted[i] / decided.queued[i] * seconds_per_unit
+                    payments[i] = min(due, max(budget[i] - spent[i], 0.0))
         self.price_ema = ema(self.price_ema, sum(payments) / len(report.admitted))
 
     def observations(self) -> np.ndarray:
