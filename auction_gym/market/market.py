@@ -249,11 +249,13 @@ class Market:
         if report.admitted:
             self._charge(report, spent, payments)
             self.round += 1
-        # The round's arrays: the payments, and from them the utilities and the new spend, one
-        # numpy call each (a list and an array for each was slower).
+        # The round's arrays, one numpy call each (a list and an array for each was slower).
         report.payments = self.last_spend = np.array(payments)
-        report.utility = np.array(utility) - report.payments
-        self.spent = self.spent + report.payments
+        if any(payments):
+            report.utility = np.array(utility) - report.payments
+            self.spent = self.spent + report.payments
+        else:  # nothing charged (most rounds): x - 0.0 and x + 0.0 are x (spend is never -0.0)
+            report.utility = np.array(utility)
         return report
 
     def _advance(self) -> Iteration | None:
