@@ -63,6 +63,15 @@ not a dozen indexed stores."""
 if _ROW != tuple(range(Obs.SIZE)):
     raise ImportError(f"Market.observations writes the features in the order {_ROW}, not the vector's")
 
+_NO_BIDDERS = np.zeros(0)
+_NO_BIDDERS.flags.writeable = False
+
+
+def _no_bidders() -> np.ndarray:
+    """RoundReport's arrays before the round fills them: one shared empty array, read-only (every
+    step replaces both, where a new empty array each would cost two numpy calls a step)."""
+    return _NO_BIDDERS
+
 
 @dataclass
 class RoundReport:
@@ -73,9 +82,9 @@ class RoundReport:
     """Engine clock at the end of the step (s)."""
     admitted: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
-    payments: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    payments: np.ndarray = field(default_factory=_no_bidders)
     """Charged this round (after the budget cap)."""
-    utility: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    utility: np.ndarray = field(default_factory=_no_bidders)
     """Realized utility: sum of V - w x latency over finished requests, minus payments."""
     welfare: float = 0.0
     """Sum of V - w x latency over the requests finished in the step (all bidders)."""
