@@ -31,8 +31,9 @@ A round, call by call (an auction mechanism; the others stop at step 3 and charg
    the engine admits as memory allows.
 4. `Market._charge`, once the iteration admitted, reads that record: the VCG payments of the
    bidders admitted (`AuctionRound.payments`, computed now from the allocation, not from the
-   cache, which admission changed) and their queued counts (`AuctionRound.queued`), and charges
-   each p_i x a_i / q_i x seconds_per_unit, capped by what is left of its budget.
+   cache, which admission changed) and, for those whose payment is not 0, their queued counts
+   (`AuctionRound.queued`), and charges each p_i x a_i / q_i x seconds_per_unit, capped by what
+   is left of its budget (a payment of 0 charges 0 without the count).
 5. `Market.step` accounts the requests that finished in the round and returns its `RoundReport`;
    `Market.observations` then reads the market's state (`observation.FEATURES`).
 """
