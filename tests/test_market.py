@@ -80,6 +80,28 @@ def test_charges_follow_design_rule(cost_model):
     assert checked > 5
 
 
+def test_round_arrays_are_the_arithmetic_of_every_round():
+    """utility = value - payment and spent += payment, bit for bit, in the rounds that charge and
+    in those that do not (which skip the arithmetic); every report has arrays of its own."""
+    market = Market(MarketConfig(num_bidders=3, **SMALL))
+    market.reset(3)
+    spent, charged, free = np.zeros(3), 0, 0
+    while not market.done:
+        report = market.step([1.0, 0.5, 1.5])
+        value = [0.0] * 3
+        for rid in report.finished:
+            rec = market.engine.records[rid]
+            value[rec.bidder] += rec.value - rec.urgency * rec.latency
+        spent = spent + report.payments
+        assert report.utility.tolist() == (np.array(value) - report.payments).tolist()
+        assert market.spent.tolist() == spent.tolist()
+        assert report.payments.shape == report.utility.shape == (3,)
+        assert report.payments.flags.writeable and report.utility.flags.writeable
+        charged += bool(report.payments.any())
+        free += not report.payments.any()
+    assert charged > 0 and free > 0
+
+
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_episode_under_every_mechanism(mechanism):
     market = Market(MarketConfig(mechanism=mechanism, **SMALL))

@@ -31,8 +31,9 @@ A round, call by call (an auction mechanism; the others stop at step 3 and charg
    the engine admits as memory allows.
 4. `Market._charge`, once the iteration admitted, reads that record: the VCG payments of the
    bidders admitted (`AuctionRound.payments`, computed now from the allocation, not from the
-   cache, which admission changed) and their queued counts (`AuctionRound.queued`), and charges
-   each p_i x a_i / q_i x seconds_per_unit, capped by what is left of its budget.
+   cache, which admission changed) and, for those whose payment is not 0, their queued counts
+   (`AuctionRound.queued`), and charges each p_i x a_i / q_i x seconds_per_unit, capped by what
+   is left of its budget (a payment of 0 charges 0 without the count).
 5. `Market.step` accounts the requests that finished in the round and returns its `RoundReport`;
    `Market.observations` then reads the market's state (`observation.FEATURES`).
 """
@@ -63,6 +64,15 @@ not a dozen indexed stores."""
 if _ROW != tuple(range(Obs.SIZE)):
     raise ImportError(f"Market.observations writes the features in the order {_ROW}, not the vector's")
 
+_NO_BIDDERS = np.zeros(0)
+_NO_BIDDERS.flags.writeable = False
+
+
+def _no_bidders() -> np.ndarray:
+    """RoundReport's arrays before the round fills them: one shared empty array, read-only (every
+    step replaces both, where a new empty array each would cost two numpy calls a step)."""
+    return _NO_BIDDERS
+
 
 @dataclass
 class RoundReport:
@@ -73,9 +83,9 @@ class RoundReport:
     """Engine clock at the end of the step (s)."""
     admitted: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
-    payments: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    payments: np.ndarray = field(default_factory=_no_bidders)
     """Charged this round (after the budget cap)."""
-    utility: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    utility: np.ndarray = field(default_factory=_no_bidders)
     """Realized utility: sum of V - w x latency over finished requests, minus payments."""
     welfare: float = 0.0
     """Sum of V - w x latency over the requests finished in the step (all bidders)."""
@@ -249,11 +259,13 @@ class Market:
         if report.admitted:
             self._charge(report, spent, payments)
             self.round += 1
-        # The round's arrays: the payments, and from them the utilities and the new spend, one
-        # numpy call each (a list and an array for each was slower).
+        # The round's arrays, one numpy call each (a list and an array for each was slower).
         report.payments = self.last_spend = np.array(payments)
-        report.utility = np.array(utility) - report.payments
-        self.spent = self.spent + report.payments
+        if any(payments):
+            report.utility = np.array(utility) - report.payments
+            self.spent = self.spent + report.payments
+        else:  # nothing charged (most rounds): x - 0.0 and x + 0.0 are x (spend is never -0.0)
+            report.utility = np.array(utility)
         return report
 
     def _advance(self) -> Iteration | None:
@@ -329,12 +341,12 @@ class Market:
             else:
                 seconds_per_unit = self.engine.cost.prefill_per_token
             decided, budget = self.auction.last_round, self._budget  # the round admitted from
-            queued = decided.queued
             # Only the bidders admitted this round pay, so only their payments are computed.
             charged = [i for i in range(self.n) if admitted[i]]
             for i, p in decided.payments(charged).items():
-                due = p * admitted[i] / queued[i] * seconds_per_unit
-                payments[i] = min(due, max(budget[i] - spent[i], 0.0))
+                if p:  # a zero payment charges 0.0 (left as it is), so counting the queue waits for one that is not
+                    due = p * admitted[i] / decided.queued[i] * seconds_per_unit
+                    payments[i] = min(due, max(budget[i] - spent[i], 0.0))
         self.price_ema = ema(self.price_ema, sum(payments) / len(report.admitted))
 
     def observations(self) -> np.ndarray:
