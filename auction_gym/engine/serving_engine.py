@@ -191,11 +191,13 @@ class ServingEngine(Replay):
             if batch:
                 admitted, resumed = self._run_prefill(batch)
                 finished = self._retire(self._pop_finished())
-                return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, resumed=resumed)
+                # Positional (steps, resumed, retracted): a class called with keywords builds a dict,
+                # and this runs every iteration.
+                return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, 1, resumed, [])
         if self.running:
             retracted = self._make_room() if self.rules.sglang else []
             steps, finished = self._decode(retracted=bool(retracted))
-            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, retracted=retracted)
+            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, [], retracted)
         self._future.ratio = self._future.init  # SGLang resets the ratio when it idles
         nxt = self.arrivals.next_time()
         if math.isinf(nxt):
@@ -318,7 +320,8 @@ class ServingEngine(Replay):
             if end < len(tokens):
                 output -= self.rules.chunked_output(r, generated, cap)
             self._promised += extend - (end - match.length) + output
-            adm = Admission(r, tokens, match.last_node, match.length, end, cap, generated, held=held)
+            # Positional (first=True, held), as every hot construction here: keywords would cost a dict.
+            adm = Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held)
             batch.append(adm)
             budget -= adm.extend
             charged += self.rules.round_charge(adm.extend)
@@ -363,8 +366,9 @@ class ServingEngine(Replay):
     def _start_running(self, adm: Admission, node: TreeNode) -> None:
         r, rec = adm.request, self.records[adm.request.id]
         emitted, cap = adm.generated + 1, adm.cap
-        run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
-                      held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
+        # Positional (done_at, held, first_step, emitted, cap): a class called with keywords builds a dict.
+        run = Running(r, rec, node, self._steps + r.output_len - emitted, adm.end - node.depth + adm.held,
+                      self._steps, emitted, cap)
         if self.rules.sglang:
             self._promised -= self.rules.round_output(r, adm.generated, cap)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
