@@ -315,17 +315,18 @@ class ServingEngine(Replay):
                 self._blocked = need
                 break
             held = 0 if self.rules.sglang else need - extend  # "oracle" allocates the whole output now
-            self._allocate(end - match.length + held)
+            computed = end - match.length  # the admission's `extend`, without its property reads
+            self._allocate(computed + held)
             output = self.rules.round_output(r, generated, cap) - held
-            if end < len(tokens):
+            last_chunk = end == len(tokens)
+            if not last_chunk:
                 output -= self.rules.chunked_output(r, generated, cap)
-            self._promised += extend - (end - match.length) + output
+            self._promised += extend - computed + output
             # Positional (first=True, held), as every hot construction here: keywords would cost a dict.
-            adm = Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held)
-            batch.append(adm)
-            budget -= adm.extend
-            charged += self.rules.round_charge(adm.extend)
-            if not adm.last_chunk:
+            batch.append(Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held))
+            budget -= computed
+            charged += self.rules.round_charge(computed)
+            if not last_chunk:
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
 
@@ -353,10 +354,11 @@ class ServingEngine(Replay):
                 (resumed if adm.generated else admitted).append(r.id)
                 if not adm.generated:
                     rec.admit, rec.cached_tokens = start, adm.cached
-            rec.computed_tokens += adm.extend
+            extend = adm.extend  # read once: a property
+            rec.computed_tokens += extend
             node = self._cache_prompt(adm)
             self.cache.move_lock(adm.node, node)
-            self.reserved -= adm.extend - (adm.end - node.depth)  # in the cache now, bar a partial page
+            self.reserved -= extend - (adm.end - node.depth)  # in the cache now, bar a partial page
             if adm.last_chunk:
                 self._start_running(adm, node)
             else:
