@@ -217,16 +217,18 @@ class RadixCache:
         `start`, a node whose path is a prefix of `tokens` (say where an earlier `peek` of them
         ended), skips re-comparing that prefix; the result is the same as without it.
         """
-        tick = self._new_tick()
-        length, node = self._walk(token_view(tokens), split=True, start=start, stamp=tick)
+        # A hot path: the clock's tick inline, positional calls (no kwargs), no call for absent values.
+        self._tick += 1
+        tick = self._tick
+        length, node = self._walk(token_view(tokens), True, start, tick)
         self._touch(node, tick)
-        return MatchResult(length, node, self._path_values(node))
+        return MatchResult(length, node, self._path_values(node) if self._has_values else None)
 
     def _path_values(self, node: TreeNode) -> np.ndarray | None:
         """The per-token values from the root to `node`, concatenated; None when none is stored.
-        Read up the parents, so a walk that started below the root needs no path of its own."""
-        if not self._has_values:  # the simulated engine's cache: no walk to the root per admission
-            return None
+        Read up the parents, so a walk that started below the root needs no path of its own.
+        Called only when an insert has stored values (`_has_values`): the simulated engine's cache
+        has none, and so no walk to the root per admission."""
         values = []
         while node is not self.root:
             if node.value is not None:
@@ -249,7 +251,7 @@ class RadixCache:
         only while stamping, would give them. `start`, the node of an earlier `peek` of the same
         tokens, skips re-comparing what is known to match; the result is the same as without it.
         """
-        return self._walk(token_view(tokens), split=split, start=start, stamp=self._tick)
+        return self._walk(token_view(tokens), split, start, self._tick)
 
     @property
     def version(self) -> tuple[int, int]:
@@ -310,8 +312,9 @@ class RadixCache:
             raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
         n = offset + len(tokens)
         n -= n % self.page_size  # whole pages only
-        tick = self._new_tick()
-        cached, node = self._walk(tokens, split=True, start=start, stamp=tick, offset=offset)
+        self._tick += 1  # the clock's tick inline and a positional call: a hot path
+        tick = self._tick
+        cached, node = self._walk(tokens, True, start, tick, offset)
         if cached < n:
             key = tokens[cached - offset:n - offset]
             if key.flags.writeable:  # the caller may change its array; the tree keeps its own
@@ -329,7 +332,8 @@ class RadixCache:
             node = leaf
             # SGLang creates the leaf after stamping the path it walked (and split), so the leaf is
             # the later: on a split, the lower half is evicted before the new leaf.
-            tick = self._new_tick()
+            self._tick += 1
+            tick = self._tick
         self._touch(node, tick)
         return InsertResult(cached, node)
 
@@ -392,8 +396,9 @@ class RadixCache:
             self._changed(node, None)
             self._changed(parent, key)
             self.node_count -= 1
-            self.evictable_size -= len(node)
-            freed += len(node)
+            size = node.key.size  # len(node), without the method calls
+            self.evictable_size -= size
+            freed += size
             if node.value is not None and self.on_evict is not None:
                 self.on_evict(node.value)
             parent.last_access = max(parent.last_access, stamp)
@@ -492,10 +497,6 @@ class RadixCache:
             self._log_epoch += 1
             self._log = []
         self._log.append((node, key))
-
-    def _new_tick(self) -> int:
-        self._tick += 1
-        return self._tick
 
     def _touch(self, node: TreeNode, tick: int) -> None:
         if node is self.root:

@@ -191,11 +191,13 @@ class ServingEngine(Replay):
             if batch:
                 admitted, resumed = self._run_prefill(batch)
                 finished = self._retire(self._pop_finished())
-                return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, resumed=resumed)
+                # Positional (steps, resumed, retracted): a class called with keywords builds a dict,
+                # and this runs every iteration.
+                return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, 1, resumed, [])
         if self.running:
             retracted = self._make_room() if self.rules.sglang else []
             steps, finished = self._decode(retracted=bool(retracted))
-            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, retracted=retracted)
+            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, [], retracted)
         self._future.ratio = self._future.init  # SGLang resets the ratio when it idles
         nxt = self.arrivals.next_time()
         if math.isinf(nxt):
@@ -313,16 +315,18 @@ class ServingEngine(Replay):
                 self._blocked = need
                 break
             held = 0 if self.rules.sglang else need - extend  # "oracle" allocates the whole output now
-            self._allocate(end - match.length + held)
+            computed = end - match.length  # the admission's `extend`, without its property reads
+            self._allocate(computed + held)
             output = self.rules.round_output(r, generated, cap) - held
-            if end < len(tokens):
+            last_chunk = end == len(tokens)
+            if not last_chunk:
                 output -= self.rules.chunked_output(r, generated, cap)
-            self._promised += extend - (end - match.length) + output
-            adm = Admission(r, tokens, match.last_node, match.length, end, cap, generated, held=held)
-            batch.append(adm)
-            budget -= adm.extend
-            charged += self.rules.round_charge(adm.extend)
-            if not adm.last_chunk:
+            self._promised += extend - computed + output
+            # Positional (first=True, held), as every hot construction here: keywords would cost a dict.
+            batch.append(Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held))
+            budget -= computed
+            charged += self.rules.round_charge(computed)
+            if not last_chunk:
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
 
@@ -350,10 +354,11 @@ class ServingEngine(Replay):
                 (resumed if adm.generated else admitted).append(r.id)
                 if not adm.generated:
                     rec.admit, rec.cached_tokens = start, adm.cached
-            rec.computed_tokens += adm.extend
+            extend = adm.extend  # read once: a property
+            rec.computed_tokens += extend
             node = self._cache_prompt(adm)
             self.cache.move_lock(adm.node, node)
-            self.reserved -= adm.extend - (adm.end - node.depth)  # in the cache now, bar a partial page
+            self.reserved -= extend - (adm.end - node.depth)  # in the cache now, bar a partial page
             if adm.last_chunk:
                 self._start_running(adm, node)
             else:
@@ -363,8 +368,9 @@ class ServingEngine(Replay):
     def _start_running(self, adm: Admission, node: TreeNode) -> None:
         r, rec = adm.request, self.records[adm.request.id]
         emitted, cap = adm.generated + 1, adm.cap
-        run = Running(r, rec, node, done_at=self._steps + r.output_len - emitted,
-                      held=adm.end - node.depth + adm.held, first_step=self._steps, emitted=emitted, cap=cap)
+        # Positional (done_at, held, first_step, emitted, cap): a class called with keywords builds a dict.
+        run = Running(r, rec, node, self._steps + r.output_len - emitted, adm.end - node.depth + adm.held,
+                      self._steps, emitted, cap)
         if self.rules.sglang:
             self._promised -= self.rules.round_output(r, adm.generated, cap)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
