@@ -34,7 +34,9 @@ auction kept its tree across a market's rounds (mechanism/factored.py), best of 
 (19.2%), the radix auction 0.251 ms (28.2%), PPO 0.887 ms. After a round that trimmed the engine,
 the market and the auction's lone rounds (9% fewer instructions per step, counted with callgrind),
 four runs of `--repeats 3` gave shares of 25.0-28.0% (per repeat 21.1-31.2%: PPO's step took
-0.87-1.46 ms within the hour), the env 0.245-0.309 ms and the floor 0.164-0.190 ms. `--no-floor`
+0.87-1.46 ms within the hour), the env 0.245-0.309 ms and the floor 0.164-0.190 ms. A second such
+round (4.5% fewer instructions; the market, engine, cache and workload): three runs gave 24.3%,
+24.4% and 27.0% (env 0.218-0.269 ms, PPO 0.901-1.104 ms, floor 0.150-0.171 ms). `--no-floor`
 skips the floor.
 
 `--repeats R` measures R times, each from the same seeds (the same work), and reports the best
