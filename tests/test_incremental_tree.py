@@ -171,6 +171,10 @@ def test_a_bad_bid_leaves_a_following_tree_as_it_was():
     _check(tree, RadixTreeAuction(), [b, c], [1, 2])
     with pytest.raises(AssertionError, match="left"):
         tree.update([c], [2.0], [2], QueueDelta(joined=[], left=[a], rematched=[], length_of={c: 2}))
+    with pytest.raises(AssertionError, match="do not lead"):  # a missed arrival
+        tree.update([b, c, a], [1.0, 2.0, 1.0], [1, 2, 0], QueueDelta(joined=[], left=[], rematched=[], length_of={}))
+    with pytest.raises(AssertionError, match="joined"):  # the wrong arrival
+        tree.update([b, a], [1.0, 1.0], [1, 0], QueueDelta(joined=[c], left=[c], rematched=[], length_of={a: 0}))
 
 
 @pytest.mark.parametrize("time_scale", [1.0, 4.0])

@@ -287,6 +287,8 @@ class IncrementalQueueTree:
         bids = bids if type(bids) is list else list(bids)
         if not all(map(entries.__contains__, delta.left)):
             raise AssertionError("a request reported as left is not in the tree")
+        if len(entries) - len(delta.left) + len(delta.joined) != len(requests):
+            raise AssertionError("the queue's changes do not lead from the tree's queue to this one")
         known = list(map(entries.get, requests))  # None: joined
         added: list[_Req] = []
         try:
