@@ -54,11 +54,40 @@ def test_a_kept_head_follows_a_retraction_and_leaves_with_its_request():
     q.check()
 
 
-@pytest.mark.parametrize("corrupt", ["twice", "need", "resume", "head"])
+def test_changes_are_the_difference_from_the_queue_when_last_taken():
+    """Arrivals, admissions and retractions between two takes, in any mix: what is reported is
+    the difference of the two queues, a request admitted and retracted in between being in both."""
+    q, rng = WaitingQueue(), np.random.default_rng(1)
+    pool = [_req(i, float(i)) for i in range(30)]
+    then: set = set()
+    for _ in range(300):
+        waiting = set(q.requests)
+        out = [r for r in pool if r not in waiting]
+        move = int(rng.integers(3))
+        if move == 0 and out:
+            q.arrive([out[int(rng.integers(len(out)))]], [1])
+        elif move == 1 and q.requests:
+            q.remove([q.requests[int(rng.integers(len(q.requests)))]])
+        elif out:
+            q.put_back(out[int(rng.integers(len(out)))], np.arange(6), 2)
+        q.check()
+        if rng.random() < 0.3:
+            joined, left = q.take_changes()
+            now = set(q.requests)
+            assert set(joined) == now - then and len(joined) == len(set(joined)) and left == then - now
+            assert joined == [r for r in q.requests if r in set(joined)]  # in the order they joined
+            then = now
+
+
+@pytest.mark.parametrize("corrupt", ["twice", "need", "resume", "head", "joined", "left"])
 def test_check_catches_a_broken_invariant(corrupt):
     q = WaitingQueue()
     q.arrive([_req(0, 0.0), _req(1, 1.0)], [5, 6])
-    if corrupt == "twice":
+    if corrupt == "joined":
+        q._joined[_req(5, 2.0)] = None
+    elif corrupt == "left":
+        q._left.add(q.requests[0])
+    elif corrupt == "twice":
         q.requests.append(q.requests[0])
     elif corrupt == "need":
         q.need[7] = 1

@@ -27,9 +27,13 @@ class _Lens:
 
     def __init__(self) -> None:
         self.lens: list[int] | None = None
+        self.serial = 0  # no refresh counted, and so no changes known: the tree compares queues
 
     def lengths(self, queue, cache):
         return self.lens
+
+    def delta_since(self, serial):
+        return None
 
 
 def _assert_same_round(got: FactoredAllocation, want: RadixAllocation, auction: RadixTreeAuction,

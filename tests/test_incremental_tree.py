@@ -6,17 +6,20 @@ stats (bit for bit, so the Smith order cannot differ on a near-tie)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
 from auction_gym.mechanism.radix_auction import OrderedRound, RadixAllocation
+from auction_gym.scheduler.waiting import QueueDelta
 from auction_gym.workload import iter_mooncake
 
 SLICE = Path(__file__).parent / "data/mooncake/conversation_slice.jsonl"
@@ -123,6 +126,55 @@ def test_a_replaced_prompt_is_placed_again():
     _check(tree, auction, [a, b, c], [0, 0, 0])
     c.tokens[:] = [5, 5, 5, 5]
     _check(tree, auction, [a, b, c], [0, 0, 0])
+
+
+@pytest.mark.parametrize("workload", ["mooncake", "retracting"])
+def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(workload, monkeypatch):
+    """In an engine the scheduler face's tree follows the changes of each refresh of the queue
+    (`WaitingPrefixes.delta_since`) instead of comparing queues; after every round it holds the
+    nodes and stats of a tree built from that round's queue alone. The second workload has so
+    little memory that requests are retracted, and come back to the queue."""
+    followed = []
+    follow = IncrementalQueueTree._follow
+    monkeypatch.setattr(IncrementalQueueTree, "_follow", lambda *a: followed.append(1) or follow(*a))
+    if workload == "mooncake":
+        engine = SimEngine("radix_vcg", EngineConfig())
+        engine.submit(iter_mooncake(SLICE, time_scale=1.0, limit=300))
+    else:
+        engine = SimEngine("radix_vcg", EngineConfig(kv_capacity_tokens=400, chunked_prefill_size=8, max_prefill_tokens=64))
+        engine.submit([replace(r, output_len=12 * r.output_len, max_new_tokens=None) for r in branching_workload(3, n=150)])
+    auction, seen, rounds = engine.scheduler, None, 0
+    while engine.step() is not None:
+        decided = auction.last_round
+        if decided is None or decided is seen or len(decided.requests) < 2:
+            continue
+        seen = decided
+        fresh = IncrementalQueueTree(auction.request_work, costed=True)
+        fresh.update(decided.requests, decided.bids, decided.prefix_lens)
+        assert _node_stats(auction._tree) == _node_stats(fresh)
+        rounds += 1
+    assert rounds > 50 and len(followed) > 0.9 * rounds
+    assert workload == "mooncake" or engine.metrics().retractions > 10
+
+
+def test_a_bad_bid_leaves_a_following_tree_as_it_was():
+    """A refused round changes nothing: the next one, from the same changes, is exact."""
+    tree = IncrementalQueueTree(1.0, costed=True)
+    a, b, c = Request(1, 0, [1, 2], bid=1.0), Request(2, 0, [1, 3], bid=1.0), Request(3, 1, [1, 2, 4], bid=2.0)
+    tree.update([a, b], [1.0, 1.0], [0, 0])
+    delta = QueueDelta(joined=[c], left=[a], rematched=[b], length_of={b: 1, c: 2})
+    with pytest.raises(ValueError, match="request 3: bid"):
+        tree.update([b, c], [1.0, float("nan")], [1, 2], delta)
+    with pytest.raises(ValueError, match="request 2: bid"):
+        tree.update([b, c], [-1.0, 2.0], [1, 2], delta)
+    assert [r.id for r in tree.update([b, c], [1.0, 2.0], [1, 2], delta).flat] == [3, 2]
+    _check(tree, RadixTreeAuction(), [b, c], [1, 2])
+    with pytest.raises(AssertionError, match="left"):
+        tree.update([c], [2.0], [2], QueueDelta(joined=[], left=[a], rematched=[], length_of={c: 2}))
+    with pytest.raises(AssertionError, match="do not lead"):  # a missed arrival
+        tree.update([b, c, a], [1.0, 2.0, 1.0], [1, 2, 0], QueueDelta(joined=[], left=[], rematched=[], length_of={}))
+    with pytest.raises(AssertionError, match="joined"):  # the wrong arrival
+        tree.update([b, a], [1.0, 1.0], [1, 0], QueueDelta(joined=[c], left=[c], rematched=[], length_of={a: 0}))
 
 
 @pytest.mark.parametrize("time_scale", [1.0, 4.0])

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
+from auction_gym.engine.queue import WaitingQueue
 from auction_gym.scheduler import WaitingPrefixes
 
 
@@ -167,3 +170,51 @@ def test_an_engines_auction_reads_the_refreshed_lengths_instead_of_matching_agai
         runs.append(its)
         assert (len(served) > 50 and all(served)) if attach else not served
     assert runs[0] == runs[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 11), max_size=12), st.lists(st.integers(0, 3), min_size=1, max_size=6)),
+                min_size=1, max_size=25),
+       st.booleans())
+def test_delta_since_is_the_difference_between_the_two_refreshed_queues(rounds, with_changes):
+    """Each round a new queue (a subset of twelve requests: some stay, some leave and come back)
+    is refreshed in a cache that grows. From every earlier refresh still kept, `delta_since`
+    gives the requests that joined and left since, and among those waiting at both, every one
+    whose cached length changed is reported as matched again. With `with_changes` the queue's
+    changes are handed to `refresh` (`WaitingQueue.take_changes`), as the engine does."""
+    pool = [req(i, [i % 4, (i * 7) % 5, i % 3, i]) for i in range(12)]
+    cache, prefixes, queue = RadixCache(), WaitingPrefixes(), WaitingQueue()
+    history: list[tuple[set[Request], dict[Request, int]]] = []  # per refresh: queue, lengths
+    for members, inserted in rounds:
+        cache.insert(inserted)
+        now = [pool[i] for i in sorted(set(members))]
+        queue.remove([r for r in queue.requests if r not in now])
+        queue.arrive([r for r in now if r not in queue.requests], [1] * len([r for r in now if r not in queue.requests]))
+        changes = queue.take_changes()
+        prefixes.refresh(queue.requests, cache, changes if with_changes else None)
+        lengths = prefixes.lengths(queue.requests, cache)
+        assert lengths == [cache.prefix_len(r.tokens) for r in queue.requests]
+        history.append((set(queue.requests), dict(zip(queue.requests, lengths))))
+        for back, (then, then_lengths) in enumerate(reversed(history)):
+            delta = prefixes.delta_since(prefixes.serial - back)
+            assert delta is not None
+            now_set, now_lengths = history[-1]
+            assert set(delta.joined) == now_set - then and len(delta.joined) == len(set(delta.joined))
+            assert set(delta.left) == then - now_set and len(delta.left) == len(set(delta.left))
+            assert set(delta.rematched) <= now_set & then
+            assert {r for r in now_set & then if now_lengths[r] != then_lengths[r]} <= set(delta.rematched)
+            assert all(delta.length_of[r] == n for r, n in now_lengths.items())
+    assert prefixes.delta_since(prefixes.serial - len(history) - 1) is None  # before the first refresh
+
+
+def test_delta_since_forgets_what_a_new_cache_or_an_old_refresh_makes_unknown():
+    cache, prefixes = RadixCache(), WaitingPrefixes()
+    queue = [req(0, [1, 2]), req(1, [3])]
+    prefixes.refresh(queue, cache)
+    first = prefixes.serial
+    prefixes.refresh(queue[:1], RadixCache())  # another cache: matched afresh
+    assert prefixes.delta_since(first) is None
+    assert prefixes.delta_since(prefixes.serial).joined == []  # nothing since the last refresh
+    for _ in range(70):
+        prefixes.refresh(queue[:1], cache)
+    assert prefixes.delta_since(prefixes.serial - 64) is not None and prefixes.delta_since(prefixes.serial - 65) is None

@@ -6,9 +6,15 @@ appended first come, first served, and a retracted request is appended at the en
 everything that waits when it is retracted (not back in its arrival place); a policy that SGLang
 sorts in place (`lpm`, `dfs-weight`) leaves its order for the next round (`reorder`).
 
+The queue also reports how its membership changed (`take_changes`): the engine hands that to the
+waiting requests' prefix refresh every admission round, so nothing downstream compares the whole
+queue with the last round's to find the few requests that joined or left.
+
 Invariants (`check`): `requests` holds each waiting request once; `need` has exactly their ids; every
 (need, id) of `need` is on the heap, which also holds stale entries (skipped when they reach the
-top, and dropped in bulk when they outnumber the live ones).
+top, and dropped in bulk when they outnumber the live ones); the changes not yet taken are the
+difference between `requests` and the queue as it was when they were last taken (`check` verifies
+that the requests reported as joined wait and those reported as left do not).
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ class WaitingQueue:
         self._heap: list[tuple[int, int]] = []  # (need, id), with stale entries
         self._resume: dict[int, np.ndarray] = {}  # retracted request id -> prompt + output so far
         self._heads: dict[int, tuple[int, bytes | None]] = {}  # id -> (n, prompt_head(its tokens, n))
+        # Since changes were last taken: the requests that joined (in the order they did) and those
+        # that left, net of each other (a request admitted and retracted in between did neither).
+        self._joined: dict[Request, None] = {}
+        self._left: set[Request] = set()
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -56,7 +66,10 @@ class WaitingQueue:
 
     def arrive(self, arrived: Sequence[Request], needs: Sequence[int]) -> None:
         """Append new arrivals; each arrived after everything waiting, so FCFS order holds."""
-        self.requests.extend(sorted(arrived, key=fcfs_key))
+        arrived_in_order = sorted(arrived, key=fcfs_key)
+        self.requests.extend(arrived_in_order)
+        for r in arrived_in_order:
+            self._join(r)
         for r, n in zip(arrived, needs):
             self._set_need(r.id, n)
 
@@ -64,7 +77,16 @@ class WaitingQueue:
         """A retracted request waits again, at the end of the queue (as in SGLang), to recompute `tokens`."""
         self._resume[r.id] = tokens
         self.requests.append(r)
+        self._join(r)
         self._set_need(r.id, need)
+
+    def take_changes(self) -> tuple[list[Request], set[Request]]:
+        """(joined, left) since the last call (since the queue was made, at the first): the
+        requests that wait now and did not then, in the order they joined, and those that waited
+        then and do not now. Starts over from the queue as it is."""
+        joined, left = list(self._joined), self._left
+        self._joined, self._left = {}, set()
+        return joined, left
 
     def reorder(self, order: Sequence[Request]) -> None:
         """Keep the waiting requests in `order`, a permutation of them (the caller's guarantee, which
@@ -79,6 +101,10 @@ class WaitingQueue:
             ids = {r.id for r in taken}
             self.requests = [r for r in self.requests if r.id not in ids]
         for r in taken:
+            if r in self._joined:
+                del self._joined[r]
+            else:
+                self._left.add(r)
             self._resume.pop(r.id, None)
             self._heads.pop(r.id, None)
             del self.need[r.id]
@@ -97,9 +123,17 @@ class WaitingQueue:
         assert set(self.need.items()) <= {(i, n) for n, i in self._heap}, "a need is missing from the heap"
         assert set(self._resume) <= set(self.need), "resume tokens of a request that does not wait"
         assert set(self._heads) <= set(self.need), "a head kept for a request that does not wait"
+        assert self._joined.keys() <= set(self.requests), "a request reported as joined does not wait"
+        assert not self._left & set(self.requests), "a request reported as left waits"
         waiting = {r.id: r for r in self.requests}
         for i, (n, h) in self._heads.items():
             assert h == prompt_head(self.tokens(waiting[i]), n), "a kept head differs from the request's tokens"
+
+    def _join(self, r: Request) -> None:
+        if r in self._left:  # it waited when changes were last taken: back, not new
+            self._left.discard(r)
+        else:
+            self._joined[r] = None
 
     def _set_need(self, rid: int, n: int) -> None:
         self.need[rid] = n

@@ -284,7 +284,7 @@ class ServingEngine(Replay):
         round has taken beyond allocations and promises (`AdmissionRules.round_charge`)."""
         cfg, cache = self.config, self.cache
         waiting = self.queue.requests
-        self.waiting_prefixes.refresh(waiting, cache)
+        self.waiting_prefixes.refresh(waiting, cache, self.queue.take_changes())
         held = self._in_batch_deprioritized(waiting)
         order = self.scheduler.order(waiting, cache)
         if len(order) != len(waiting):

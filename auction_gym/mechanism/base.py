@@ -174,11 +174,13 @@ class AuctionMechanism:
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
-        alpha: Sequence[float] | None = None,
+        alpha: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
     ) -> Allocation:
         """The scheduler face's allocation of a non-empty queue, whose `bids` and cached
         `prefix_lens` (None under "unit") `order` read this round, and `alpha` the multipliers
-        the bids were made with (`order_paced`; None: bids as given): `allocate`, unless a
+        the bids were made with (`order_paced`; None: bids as given); `refreshed`, the engine's
+        refresh whose queue `requests` is and whose lengths `prefix_lens` are (None: not known to
+        be), whose changes a subclass may follow instead of comparing queues: `allocate`, unless a
         subclass has a faster way to the same order."""
         return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
 
@@ -246,18 +248,19 @@ class AuctionMechanism:
         nothing else decides the allocation."""
         requests = list(queue)
         bids = [r.bid for r in requests] if alpha is None else stamp_bids(requests, alpha)
-        lens = None
+        lens = refreshed = None
         if self.cost_model == "tokens" and requests:
             if self._waiting is not None:  # the engine's refresh has matched this queue already
                 # `queue` itself, not the copy: asked for the same list (by the engine's in-batch
                 # check first), it answers from that call instead of passing the queue again.
                 lens = self._waiting.lengths(queue, cache)
+                refreshed = self._waiting if lens is not None else None
             if lens is None:
                 match = self._matcher.update(requests, cache)  # kept incrementally from round to round
                 lens = [match[r.id][0] for r in requests]
         decided = self.last_round
         if decided is None or not decided.decided_from(requests, bids, lens):
-            allocation = self._decide(requests, bids, lens, cache, alpha) if requests else None
+            allocation = self._decide(requests, bids, lens, cache, alpha, refreshed) if requests else None
             decided = self.last_round = AuctionRound(
                 auction_ref=weakref.ref(self), requests=requests, bids=bids, prefix_lens=lens, allocation=allocation)
         return decided.admission_order()

@@ -27,20 +27,25 @@ tree kept in urgency units (see `RadixTreeAuction` and factored.py).
 Cost per round: a few passes over the queue that run in C (maps, set differences, list
 comparisons) to find what changed and to write the order out, plus Python steps per changed
 request: O(depth) to insert or remove it, O(log d) to move its block, and O(d_v) C-level passes
-(sums, the order list) per node on its root path.
+(sums, the order list) per node on its root path. In an engine the tree is told what changed
+instead (`update`'s `delta`: the requests that joined and left the queue since the refresh it was
+last brought to, and those whose cached prefix was matched again, from the engine's
+`WaitingPrefixes`), which leaves one comparison of the bids over the queue (the only input a
+caller may change in any round); the root keeps only its order, which a market's tree never reads.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from itertools import chain, compress, count
+from itertools import chain, compress, count, repeat
 from operator import attrgetter, is_, ne, or_
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from ..request import Request
+from ..scheduler.waiting import QueueDelta
 from .queue_tree import _lcp
 from .smith import SortKey, block_key
 from .validation import validate_requests
@@ -168,6 +173,9 @@ class IncrementalQueueTree:
         self._root = _Node(0, np.empty(0, dtype=np.int64), None)
         self._entries: dict[Request, _Req] = {}  # request (hashed by identity) -> its block
         self._by_rid: dict[int, _Req] = {}  # request id -> its block
+        self.synced: int | None = None
+        """The refresh of the engine's queue (`WaitingPrefixes.serial`) the tree was last brought
+        to, which its reader sets; None: not known to be one."""
 
     def __del__(self) -> None:
         # Nodes and their blocks link both ways (`parent`, `node`), so a dropped tree would wait for
@@ -182,20 +190,33 @@ class IncrementalQueueTree:
                     b.node = None
             v.parent, v.next, v.ends, v.blocks = None, {}, [], []
 
-    def order(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> list[Request]:
+    def order(
+        self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None,
+        delta: QueueDelta | None = None,
+    ) -> list[Request]:
         """`requests` (non-empty) in the welfare-maximal depth-first order: the from-scratch
         allocation's order. `bids` are the requests' bids as read this round, `prefix_lens` their
-        cached prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
-        `validate_requests` does."""
+        cached prefix lengths in tokens (ignored when not `costed`); `delta` as for `update`.
+        Raises ValueError as `validate_requests` does."""
         if self.factored:
             raise RuntimeError("a factored tree does not order the nodes that mix bidders")
-        return list(self.update(requests, bids, prefix_lens).flat)
+        return list(self.update(requests, bids, prefix_lens, delta).flat)
 
-    def update(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> _Node:
+    def update(
+        self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None,
+        delta: QueueDelta | None = None,
+    ) -> _Node:
         """Bring the tree to this round's queue (arguments as for `order`); returns its root.
 
         The difference from the last round is found in passes that run in C (maps, set
-        operations, list comparisons); Python steps are spent per changed request only."""
+        operations, list comparisons); Python steps are spent per changed request only. With
+        `delta`, how `requests` differ from the queue of the last update and their cached lengths
+        (the engine's `WaitingPrefixes.delta_since`, the caller's guarantee), only the bids are
+        compared over the queue (a caller may change any of them in any round); a waiting
+        request's prompt is then taken to stay as it joined, as the engine's prefix matching
+        takes it."""
+        if delta is not None:
+            return self._follow(requests, bids, delta)
         entries = self._entries
         # Lists as given (the auction passes lists) are read, not copied: a pass over the queue saved.
         bids = bids if type(bids) is list else list(bids)
@@ -210,7 +231,10 @@ class IncrementalQueueTree:
                 raise ValueError("the same request twice in the queue")
             new = present - entries.keys() if len(entries) != n or None in map(entries.get, requests) else set()
             gone = entries.keys() - present if len(entries) + len(new) != n else set()
-            added = self._fresh_blocks(requests, bids, lens, new, gone) if new else []
+            added = []
+            if new:
+                mask = list(map(new.__contains__, requests))
+                added = self._fresh_blocks(list(compress(requests, mask)), compress(bids, mask), compress(lens, mask), gone)
             entries.update(zip(map(_REQUEST, added), added))
             known = list(map(entries.__getitem__, requests))
             try:
@@ -256,17 +280,65 @@ class IncrementalQueueTree:
         at = compress(count(), map(or_, map(ne, old_bids, bids), map(ne, old_lens, lens)))
         return [(known[i], _checked_bid(bids[i], known[i].rid), lens[i]) for i in at]
 
-    def _fresh_blocks(
-        self, requests: Sequence[Request], bids: list[object], lens: list[int], new: set[Request],
-        gone: set[Request],
-    ) -> list[_Req]:
-        """Blocks for the requests `new` to the tree; ValueError on a bad bid or prompt or a
-        repeated request id (against each other and the requests that stay)."""
-        mask = list(map(new.__contains__, requests))
-        fresh = list(compress(requests, mask))
+    def _follow(self, requests: Sequence[Request], bids: Sequence[object], delta: QueueDelta) -> _Node:
+        """`update` with `delta`: checks and builds everything first, so a bad bid or prompt
+        leaves the tree as it was."""
+        entries = self._entries
+        bids = bids if type(bids) is list else list(bids)
+        if not all(map(entries.__contains__, delta.left)):
+            raise AssertionError("a request reported as left is not in the tree")
+        if len(entries) - len(delta.left) + len(delta.joined) != len(requests):
+            raise AssertionError("the queue's changes do not lead from the tree's queue to this one")
+        known = list(map(entries.get, requests))  # None: joined
+        added: list[_Req] = []
+        try:
+            if delta.joined:
+                at = list(compress(count(), map(is_, known, repeat(None))))
+                fresh = [requests[i] for i in at]
+                if set(fresh) != set(delta.joined):
+                    raise AssertionError("the requests reported as joined are not the queue's new ones")
+                lens = list(map(delta.length_of.__getitem__, fresh)) if self.costed else [0] * len(fresh)
+                added = self._fresh_blocks(fresh, [bids[i] for i in at], lens, set(delta.left))
+                for i, e in zip(at, added):
+                    known[i] = e
+            rebid = self._changed_bids(known, bids)
+        except (TypeError, ValueError):
+            validate_requests(requests)  # names the culprit
+            raise
+        changes = _Changes()
+        for e, b in rebid:
+            e.bid = b
+            changes.blocks.add(e)
+        if self.costed:
+            length_of = delta.length_of
+            for r in delta.rematched:
+                e, c = entries[r], length_of[r]
+                if c != e.cached:
+                    e.cached = e.reach = c
+                    changes.blocks.add(e)
+        for r in delta.left:
+            self._remove(entries.pop(r), changes)
+        for e in added:
+            entries[e.request] = e
+            self._insert(e, changes)
+        self._recompute(changes)
+        return self._root
+
+    @staticmethod
+    def _changed_bids(known: list[_Req], bids: list[object]) -> list[tuple[_Req, float]]:
+        """(block, bid) of the blocks whose bid changed; ValueError on a bad bid."""
+        old_bids = list(map(_BID, known))
+        if old_bids == bids:
+            return []
+        return [(known[i], _checked_bid(bids[i], known[i].rid)) for i in compress(count(), map(ne, old_bids, bids))]
+
+    def _fresh_blocks(self, fresh: list[Request], bids: Iterable[object], lens: Iterable[int], gone: set[Request]) -> list[_Req]:
+        """Blocks for the requests `fresh` (new to the tree) with their `bids` and cached `lens`;
+        ValueError on a bad bid or prompt or a repeated request id (against each other and the
+        requests that stay, those not `gone`)."""
         tokens, _ = validate_requests(fresh)
         added = []
-        for r, t, b, c in zip(fresh, tokens, compress(bids, mask), compress(lens, mask)):
+        for r, t, b, c in zip(fresh, tokens, bids, lens):
             holder = self._by_rid.get(r.id)
             if holder is not None and holder.request not in gone:
                 raise ValueError(f"request {r.id}: duplicate request id in the queue")
@@ -357,10 +429,14 @@ class IncrementalQueueTree:
 
 def _restat(v: _Node, costed: bool, factored: bool) -> None:
     """Recompute node `v` from its blocks (in Smith order) and list it in its parent: S, P, F, tie,
-    reach, owner and order. The sums are `smith.tree_stats`'s, in its order of additions, so to
+    reach, owner and order (the root: its order alone, the tree's answer). The sums are `smith.tree_stats`'s, in its order of additions, so to
     its floats. One pass in Python: faster here than a pass in C per statistic, whose calls cost
     more than the work at a node of a few blocks (and still about twice the loop at 300 blocks)."""
     blocks = v.blocks
+    up = v.parent
+    if up is None:  # the root: no stats, only the order, which a factored tree never reads
+        v.flat = None if factored else list(chain.from_iterable(map(_FLAT, blocks)))
+        return
     first = blocks[0]
     owner, tie, reach = first.owner, first.tie, 0
     work = bid_sum = inter = internal = 0.0
@@ -379,9 +455,6 @@ def _restat(v: _Node, costed: bool, factored: bool) -> None:
     v.owner = owner
     v.flat = None if factored and owner is None else list(chain.from_iterable(map(_FLAT, blocks)))
     v.zero_flat = None
-    up = v.parent
-    if up is None:  # the root: only its order and owner count
-        return
     v.reach = reach
     lo = up.depth if up.depth > reach else reach
     v.edge = e = float(v.depth - lo) if costed and v.depth > lo else 0.0

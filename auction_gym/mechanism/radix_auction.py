@@ -66,9 +66,10 @@ from typing import Iterable, Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
+from ..scheduler.waiting import WaitingPrefixes
 from .base import AuctionMechanism, Cached, live_auction
 from .factored import FactoredAllocation, factored_allocation
-from .incremental_tree import IncrementalQueueTree
+from .incremental_tree import IncrementalQueueTree, _Node
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import (
@@ -208,7 +209,7 @@ class RadixTreeAuction(AuctionMechanism):
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
-        alpha: Sequence[float] | None = None,
+        alpha: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
     ) -> Decided:
         """A market's round (bids alpha x urgency) of two requests or more: over the
         tree kept in urgency units (factored.py). A lone request: itself, its allocation built on
@@ -218,7 +219,7 @@ class RadixTreeAuction(AuctionMechanism):
             if self._urgency_tree is None:
                 self._urgency_tree = IncrementalQueueTree(
                     self.request_work, costed=self.cost_model == "tokens", factored=True)
-            root = self._urgency_tree.update(requests, [r.urgency for r in requests], prefix_lens)
+            root = _update_tree(self._urgency_tree, requests, [r.urgency for r in requests], prefix_lens, refreshed)
             return factored_allocation(root, requests, bids, prefix_lens, alpha, self.request_work)
         if len(requests) == 1:  # nothing to order (over half the rounds of the default scenario)
             validate_requests(requests, self._memo.held)
@@ -227,7 +228,8 @@ class RadixTreeAuction(AuctionMechanism):
             return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
         if self._tree is None:
             self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
-        return OrderedRound(weakref.ref(self), requests, bids, prefix_lens, self._tree.order(requests, bids, prefix_lens))
+        root = _update_tree(self._tree, requests, bids, prefix_lens, refreshed)
+        return OrderedRound(weakref.ref(self), requests, bids, prefix_lens, list(root.flat))
 
     def _admission(self, alloc: Decided) -> list[Request]:
         if isinstance(alloc, (OrderedRound, FactoredAllocation)):
@@ -362,3 +364,17 @@ class RadixTreeAuction(AuctionMechanism):
             )
         raise AssertionError("the root is an ancestor of every removed block")
 
+
+def _update_tree(
+    tree: IncrementalQueueTree, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
+    refreshed: WaitingPrefixes | None,
+) -> _Node:
+    """Bring `tree` to the round's queue: by the changes since the engine's refresh it was last
+    brought to, when `requests` is the queue of a later refresh still kept (`refreshed`), else by
+    comparing queues. Returns its root."""
+    delta = None
+    if refreshed is not None and tree.synced is not None:
+        delta = refreshed.delta_since(tree.synced)
+    root = tree.update(requests, bids, prefix_lens, delta)
+    tree.synced = None if refreshed is None else refreshed.serial
+    return root

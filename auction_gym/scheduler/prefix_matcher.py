@@ -61,12 +61,22 @@ class PrefixMatcher:
         self.added: list[int] = []
         self.splits: dict[int, TreeNode] = {}
         """Request id -> the lower half of the edge its match split in the last `update` (with `split`)."""
+        self.joined: list[Request] = []
+        """The requests matched for the first time in the last `update` (new to the queue)."""
+        self.left: set[Request] = set()
+        """The requests of the queue before the last `update` that are not in it."""
+        self.rematched: list[Request] = []
+        """The requests of both queues matched again in the last `update` (their length may differ)."""
 
-    def update(self, queue: Sequence[Request], cache: RadixCache) -> dict[int, tuple[int, TreeNode]]:
+    def update(
+        self, queue: Sequence[Request], cache: RadixCache, changes: tuple[list[Request], set[Request]] | None = None,
+    ) -> dict[int, tuple[int, TreeNode]]:
         """Match every request of `queue` against `cache`; returns request id -> (length, node).
 
         A request matches at most prompt - 1 tokens (the engine always computes the last one),
-        unless `whole_prompt`.
+        unless `whole_prompt`. `changes`, when given, is (joined, left): how `queue` differs from
+        the queue of the last update (`WaitingQueue.take_changes`), the caller's guarantee, which
+        saves comparing the two; a waiting request's prompt is taken to stay as it joined.
         """
         if cache is not self._cache:
             self._cache, self._cursor = cache, None
@@ -75,10 +85,16 @@ class PrefixMatcher:
         # By object, not id: a request that replaced another under the same id is then simply one
         # gone and one new, and the diff is two set differences at C speed (hashing by identity
         # reads no attribute), the only work here proportional to the queue.
-        objs = set(queue)
-        gone = set(map(_id, self._objs - objs))
-        fresh = sorted(objs - self._objs, key=fcfs_key)  # sorted: splits and ties deterministic
-        self._objs = objs
+        if changes is None:
+            objs = set(queue)
+            left, joined = self._objs - objs, objs - self._objs
+            self._objs = objs
+        else:
+            joined, left = changes
+            self._objs -= left
+            self._objs.update(joined)
+        gone = set(map(_id, left))
+        fresh = sorted(joined, key=fcfs_key)  # sorted: splits and ties deterministic
         stale = set(self._match) - gone if changed is None else self._affected(changed) - gone
         self.dropped = list(gone | stale)
         starts = {rid: self._forget(rid) for rid in self.dropped}
@@ -87,6 +103,7 @@ class PrefixMatcher:
         for rid in stale:
             self._peek(self.requests[rid], cache, start=starts[rid] if changed is not None else None)
         added = stale.copy()
+        self.joined, self.left, self.rematched = [], left, [self.requests[rid] for rid in stale]
         for r in fresh:
             if r.id in self._match:
                 # A second object under an id that still waits (a caller's error, which the engine
@@ -96,6 +113,7 @@ class PrefixMatcher:
             self.requests[r.id] = r
             self._peek(r, cache, start=None)
             added.add(r.id)
+            self.joined.append(r)
         self.added = list(added)
         return self._match
 

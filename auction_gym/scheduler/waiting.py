@@ -17,6 +17,12 @@ time in the round (`RadixCache.stamp_in_round`), as SGLang stamps the edge at th
 arrival), which is the queue's order when, as in the engine, the queue is kept first come, first
 served and new arrivals are appended.
 
+The engine hands each refresh what joined and left its queue since the last one
+(`WaitingQueue.take_changes`), so the refresh compares no queues; each refresh's changes, with the
+requests whose match was redone, are kept for the last refreshes (`_KEPT_DELTAS`), from which `delta_since` tells
+a structure kept over the queue (the radix auction's tree) how the queue changed since the refresh
+it last followed.
+
 What remains different from SGLang 0.5.23: its stamps follow its queue list, which after a sort is the
 previous round's admission order with new arrivals appended (here: first come, first served); it
 stamps only under cache-aware policies and `lpm` up to 128 waiting, while under FCFS (and `lpm`
@@ -26,8 +32,10 @@ every request, every round); and the two in-round cases listed in `auction_gym.r
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
@@ -35,6 +43,25 @@ from .base import fcfs_key
 from .prefix_matcher import PrefixMatcher
 
 _ID = attrgetter("id")
+_KEPT_DELTAS = 64
+"""Refreshes whose changes are kept for `WaitingPrefixes.delta_since` (a reader that fell further
+behind compares the whole queue instead)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDelta:
+    """How the waiting queue of one refresh differs from an earlier one's, and the cached prefix
+    lengths of the later one: what a structure kept over the queue (the radix auction's tree)
+    needs to follow it without comparing the two queues."""
+
+    joined: list[Request]
+    """Requests waiting now that did not then."""
+    left: list[Request]
+    """Requests that waited then and do not now."""
+    rematched: list[Request]
+    """Requests waiting at both whose cached prefix was matched again since (its length may differ)."""
+    length_of: Mapping[Request, int]
+    """Every waiting request's cached prefix length now (tokens)."""
 
 
 class WaitingPrefixes:
@@ -49,6 +76,9 @@ class WaitingPrefixes:
         self._version: tuple[int, int] | None = None  # the cache's version when last refreshed
         self._lengths: tuple[Sequence[Request], list[int]] | None = None  # lengths' last answer this round
         self._refreshed: Sequence[Request] | None = None  # the list the last refresh was given
+        self.serial = 0
+        """Refreshes so far (`delta_since` counts from it)."""
+        self._known_from = 0  # the first refresh from which changes are known (the last reset's)
         self._reset()
 
     def _reset(self) -> None:
@@ -58,17 +88,28 @@ class WaitingPrefixes:
         self._rank: dict[int, int] = {}  # request id -> its stamp order
         self._node: dict[int, TreeNode] = {}  # request id -> where its match ends (not the root)
         self._ranks_at: dict[TreeNode, set[int]] = {}  # node -> ranks of the requests ending there
+        # (joined, left, rematched) of the last refreshes, the latest last; refreshes before the
+        # first kept one (or before a reset) are unknown to `delta_since`.
+        self._deltas: deque[tuple[list[Request], set[Request], list[Request]]] = deque(maxlen=_KEPT_DELTAS)
 
-    def refresh(self, waiting: Sequence[Request], cache: RadixCache) -> None:
-        """Mark where every request of `waiting` matches, and start the cache's round.
+    def refresh(
+        self, waiting: Sequence[Request], cache: RadixCache, changes: tuple[list[Request], set[Request]] | None = None,
+    ) -> None:
+        """Mark where every request of `waiting` matches, and start the cache's round. `changes`,
+        when given, is (joined, left): how `waiting` differs from the last refresh's queue (the
+        engine's `WaitingQueue.take_changes`), which spares comparing the two.
 
-        Cost: O(requests whose match changed since the last call, x the path they re-walk) plus
-        the matcher's set operations over the queue's ids, not a walk per waiting request.
+        Cost: O(requests whose match changed since the last call, x the path they re-walk), plus,
+        without `changes`, the matcher's set operations over the queue; not a walk per waiting request.
         """
         if cache is not self._cache:
             self._cache = cache
             self._reset()
-        match = self._match = self._matcher.update(waiting, cache)
+            changes = None  # relative to a queue the new matcher never saw
+            self._known_from = self.serial + 1  # the new matcher's first changes are from nothing
+        match = self._match = self._matcher.update(waiting, cache, changes)
+        self.serial += 1
+        self._deltas.append((self._matcher.joined, self._matcher.left, self._matcher.rematched))
         self._lengths, self._refreshed = None, waiting
         requests = self._matcher.requests
         # Unmark first, while the cache's round is still the one in which these were last stamped.
@@ -108,6 +149,40 @@ class WaitingPrefixes:
         out = list(map(self._matcher.length_of.__getitem__, queue))
         self._lengths = (queue, out)
         return out
+
+    def delta_since(self, serial: int) -> QueueDelta | None:
+        """How the queue of the last refresh differs from that of refresh number `serial`; None when
+        that refresh is not kept (the reader compares the queues). For a reader that holds the
+        last refresh's queue, unchanged since (`lengths` answers for it)."""
+        behind = self.serial - serial
+        if serial < self._known_from or not 0 <= behind <= len(self._deltas):
+            return None
+        if behind == 0:  # asked again after the same refresh
+            return QueueDelta([], [], [], self._matcher.length_of)
+        if behind == 1:  # the usual case: the reader followed every refresh
+            joined, left, rematched = self._deltas[-1]
+            return QueueDelta(joined, list(left), rematched, self._matcher.length_of)
+        joined_since: dict[Request, None] = {}
+        left_since: dict[Request, None] = {}
+        rematched_since: dict[Request, None] = {}
+        for k in range(len(self._deltas) - behind, len(self._deltas)):
+            joined, left, rematched = self._deltas[k]
+            for r in left:
+                rematched_since.pop(r, None)
+                if r in joined_since:  # joined and left in between: no change
+                    del joined_since[r]
+                else:
+                    left_since[r] = None
+            for r in joined:
+                if r in left_since:  # left and came back (retracted): waiting at both, matched again
+                    del left_since[r]
+                    rematched_since[r] = None
+                else:
+                    joined_since[r] = None
+            for r in rematched:
+                if r not in joined_since:
+                    rematched_since[r] = None
+        return QueueDelta(list(joined_since), list(left_since), list(rematched_since), self._matcher.length_of)
 
     def start(self, r: Request, limit: int) -> TreeNode | None:
         """A `start` for matching, in the cache last refreshed, the first `limit` tokens of `r`'s

@@ -5,7 +5,9 @@
 Each round mimics a saturated engine's: `--churn` requests leave the queue (admitted) and as many
 arrive, the admitted ones' prompts are inserted into the cache, which evicts to stay within its
 capacity (so matches change), then the queue is refreshed. Prints microseconds per round, and per
-round with nothing changed (the queue and the cache as they were).
+round with nothing changed (the queue and the cache as they were), each two ways: the refresh
+compares the queue with the last one ("compared"), or is told what joined and left, as the engine
+tells it (`WaitingQueue.take_changes`; "told").
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ DEFAULT_TRACE = full_trace() or SLICE
 shipped 1,000-line slice."""
 
 
-def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int) -> tuple[float, float]:
-    """(microseconds per churning round, per unchanged round)."""
+def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int, told: bool) -> tuple[float, float]:
+    """(microseconds per churning round, per unchanged round); `told`: the refresh is handed
+    what joined and left the queue."""
     reqs = list(iter_mooncake(trace, limit=queue_len + rounds * churn + 2000))
     cache = RadixCache()
     for r in reqs[:2000]:  # history: what was served before the queue built up
@@ -37,16 +40,19 @@ def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int) -
     refresh.refresh(queue, cache)
     spent = 0.0
     for _ in range(rounds):
-        admitted, queue = queue[:churn], queue[churn:] + [next(arrivals) for _ in range(churn)]
+        arrived = [next(arrivals) for _ in range(churn)]
+        admitted, queue = queue[:churn], queue[churn:] + arrived
         for r in admitted:
             cache.insert(r.tokens)
         cache.evict(max(0, cache.total_size - capacity))
+        changes = (arrived, set(admitted)) if told else None
         t0 = time.perf_counter()
-        refresh.refresh(queue, cache)
+        refresh.refresh(queue, cache, changes)
         spent += time.perf_counter() - t0
+    unchanged = ([], set()) if told else None
     t0 = time.perf_counter()
     for _ in range(rounds):
-        refresh.refresh(queue, cache)
+        refresh.refresh(queue, cache, unchanged)
     idle = time.perf_counter() - t0
     return spent / rounds * 1e6, idle / rounds * 1e6
 
@@ -60,10 +66,12 @@ def main() -> None:
     ap.add_argument("--churn", type=int, default=2, help="requests admitted (and arriving) per round")
     ap.add_argument("--capacity", type=int, default=2_000_000, help="cache tokens kept")
     args = ap.parse_args()
-    print(f"{'waiting':>8} {'us/round':>9} {'us/unchanged round':>19}")
+    print(f"{'':8} {'us/round':>19} {'us/unchanged round':>19}")
+    print(f"{'waiting':>8} {'compared':>9} {'told':>9} {'compared':>9} {'told':>9}")
     for n in args.queues:
-        busy, idle = bench(args.trace, n, args.rounds, args.churn, args.capacity)
-        print(f"{n:8d} {busy:9.1f} {idle:19.1f}")
+        busy, idle = bench(args.trace, n, args.rounds, args.churn, args.capacity, told=False)
+        busy_told, idle_told = bench(args.trace, n, args.rounds, args.churn, args.capacity, told=True)
+        print(f"{n:8d} {busy:9.1f} {busy_told:9.1f} {idle:9.1f} {idle_told:9.1f}")
 
 
 if __name__ == "__main__":
