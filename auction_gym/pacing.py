@@ -15,6 +15,7 @@ the environments' `other_bidders`, and of their focal bidder under `action_type=
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -68,7 +69,9 @@ class MultiplierPolicy:
         """`predict`'s multipliers, as Python floats, of observations given as lists of floats (as
         `tolist` gives a float32 array's rows): what the environments call every step, sparing
         predict's array of the observations and reshapes of the actions."""
-        return self._actions(rows).tolist()
+        # Rounded to float32 as `_actions` rounds them: array("f") makes the same C cast from a
+        # double as numpy's float32 array, at a fraction of its cost for a few values.
+        return array("f", [self._alpha(row) for row in rows]).tolist()
 
 
 class Truthful(MultiplierPolicy):
