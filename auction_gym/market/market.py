@@ -232,7 +232,9 @@ class Market:
             raise RuntimeError("call reset(seed) before step()")
         if self.done:
             raise RuntimeError("the episode is over; call reset(seed)")
-        alpha = np.array(multipliers, dtype=np.float64).reshape(-1)
+        alpha = np.array(multipliers, dtype=np.float64)
+        if alpha.ndim != 1:  # flattened only when it is not flat already: a view is a call every step
+            alpha = alpha.reshape(-1)
         values = alpha.tolist()
         if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
             raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
@@ -241,7 +243,9 @@ class Market:
         alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
         for bidding in self._biddings:
             bidding.alpha = alpha_now
-        report = RoundReport(round=self.round, time=self.engine.now)
+        # Positional, with every default given: the dataclass's __init__ would call four default
+        # factories (payments and utility are replaced below).
+        report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
         while True:
             it = self._advance()
             if it is None:
@@ -309,12 +313,13 @@ class Market:
         lat, ttft, count = [0.0] * n, [0.0] * n, [0] * n
         for rid in report.finished:
             rec = records[rid]
-            b, latency = rec.bidder, rec.latency
+            b, arrival = rec.bidder, rec.arrival
+            latency = rec.finish - arrival  # RequestRecord.latency, and .ttft below, without their calls
             u = rec.value - rec.urgency * latency
             utility[b] += u
             report.welfare += u
             lat[b] += latency
-            ttft[b] += rec.ttft
+            ttft[b] += rec.first_token - arrival
             count[b] += 1
         report.mean_latency = sum(lat) / len(report.finished)
         report.mean_ttft = sum(ttft) / len(report.finished)
