@@ -84,6 +84,9 @@ class TreeNode:
     wait: int = -1
     """The largest rank of the waiting requests whose match ends here; -1 when none (`set_wait`)."""
     alive: bool = True
+    key_bytes: bytes | None = field(default=None, repr=False)
+    """`key.tobytes()` once a walk has compared the whole edge: walks compare the same edges again
+    and again, so their bytes are made once; None until then, and after a split cuts the key."""
 
     def __len__(self) -> int:
         return self.key.size
@@ -195,10 +198,13 @@ class RadixCache:
             if m > n - pos:  # the tokens end inside this edge
                 m = n - pos
                 key = key[:m]
+                edge = key.tobytes()
+            elif (edge := child.key_bytes) is None:
+                edge = child.key_bytes = key.tobytes()
             # A whole-edge match is the common case: one comparison of raw bytes answers it; only a
             # mismatch needs the elementwise search for where it is.
             head = tokens[i:i + m]
-            if head.tobytes() != key.tobytes():
+            if head.tobytes() != edge:
                 m = int((head != key).argmax())
             if m == size:
                 node, pos, i = child, pos + m, i + m
@@ -479,7 +485,7 @@ class RadixCache:
         )
         key = self._key(child.key, 0)
         parent.children[key] = upper
-        child.key = child.key[m:]
+        child.key, child.key_bytes = child.key[m:], None
         if child.value is not None:
             child.value = child.value[m:]
         child.parent = upper

@@ -37,22 +37,23 @@ class SimEngine(ServingEngine):
         return self.cost.prefill_time(*prefill_work(batch))
 
     def _execute_decode(self) -> tuple[int, float]:
-        batch, context = len(self.running), self._context
+        batch, cost = len(self.running), self.cost
+        first = cost.decode_time(batch, self._context)  # one step's time, which every count below starts from
         steps = self._decode_limit()
         # An arrival can only change what happens next if it could be admitted; with every running
         # slot taken it waits for a finish anyway, so decoding need not stop for it.
         if batch < self.config.max_running_requests:
-            steps = min(steps, self._steps_until(self.arrivals.next_possible() - self.now, batch, context))
-        return steps, self.cost.decode_steps_time(steps, batch, context)
+            steps = min(steps, self._steps_until(self.arrivals.next_possible() - self.now, batch, first))
+        return steps, cost.decode_steps_after(first, steps, batch)
 
-    def _steps_until(self, dt: float, batch: int, context: int) -> int:
-        """Fewest decode steps (>= 1) whose total time reaches `dt` seconds; a huge number if never."""
+    def _steps_until(self, dt: float, batch: int, a: float) -> int:
+        """Fewest decode steps (>= 1) of `batch` requests, the first taking `a` seconds
+        (`CostModel.decode_time`), whose total time reaches `dt` seconds; a huge number if never."""
         if dt <= 0:
             return 1
         if math.isinf(dt):
             return 2**62
         cost = self.cost
-        a = cost.decode_time(batch, context)
         q = cost.decode_per_context_token * batch
         # T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding.
         if q == 0:

@@ -50,12 +50,13 @@ def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, A
     counts `admitted` and `finished` say when a mean is empty, and weight it when aggregating.
     """
     finished = len(report.finished)
+    # item(): the Python float itself, where float(array[i]) made a numpy scalar first (every step)
     return {
-        "payment": float(report.payments[bidder]),
-        "spent": float(market.spent[bidder]),
-        "budget": float(market.budget[bidder]),
-        "utility": float(report.utility[bidder]),
-        "multiplier": float(market.alpha[bidder]),
+        "payment": report.payments.item(bidder),
+        "spent": market.spent.item(bidder),
+        "budget": market.budget.item(bidder),
+        "utility": report.utility.item(bidder),
+        "multiplier": market.alpha.item(bidder),
         "round": market.round,
         "time": report.time,
         "welfare": report.welfare,

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_multiplier, parse_action
+from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
 from ..pacing import MultiplierPolicy, Policy, make_policy
 from ..registry import with_mechanism_table
@@ -366,12 +366,13 @@ class RadixAuctionEnv(gym.Env):
         self._last = report
         self._obs = self.market.observations()
         info = market_info(self.market, report, self.focal)
+        # From info's Python floats, the report's values: the same arithmetic without numpy scalars.
         if report.latency_cost is None:
-            reward = report.utility[self.focal]
+            reward = info["utility"]
         else:
-            info["latency_cost"] = float(report.latency_cost[self.focal])
-            reward = -(report.latency_cost[self.focal] + report.payments[self.focal])
-        return (self._obs[self.focal].copy(), float(reward * self.reward_scale), self.market.terminated,
+            info["latency_cost"] = report.latency_cost.item(self.focal)
+            reward = -(info["latency_cost"] + info["payment"])
+        return (self._obs[self.focal].copy(), reward * self.reward_scale, self.market.terminated,
                 self.market.truncated, info)
 
     def _play_others(self, alphas: list[float]) -> None:
@@ -386,9 +387,11 @@ class RadixAuctionEnv(gym.Env):
                 out = np.asarray(out, dtype=np.float64)
                 # One number per bidder, or each bidder's row, whose parse below names the culprit.
                 acts = out.reshape(-1).tolist() if out.size == len(bidders) else out.reshape(len(bidders), -1)
-            if isinstance(acts, list) and all(math.isfinite(a) for a in acts):
+            # A sum is finite only if every action is (inf and NaN carry through it; one that
+            # overflows from finite actions only sends the group down the checked path below).
+            if isinstance(acts, list) and math.isfinite(sum(acts)):
                 for i, a in zip(bidders, acts):  # the group's actions, checked at once
-                    alphas[i] = clip_multiplier(a, alpha_max)
+                    alphas[i] = clip(a, 0.0, alpha_max)  # clip_multiplier's clip, without its call
                 continue
             for i, act in zip(bidders, acts):  # find the culprit
                 alphas[i] = parse_action(act, "multiplier", alpha_max, f"policy of bidder {i}")
