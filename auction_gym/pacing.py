@@ -53,9 +53,7 @@ class MultiplierPolicy:
 
     def _actions(self, rows: list[list[float]]) -> np.ndarray:
         """The multipliers of observations given as lists of floats, one per row (float32)."""
-        # Row by row in Python floats: the environments ask for a few bidders every step, where
-        # numpy's per-call overhead would outweigh the arithmetic.
-        return np.array([self._alpha(row) for row in rows], dtype=np.float32)
+        return np.array(self.multipliers(rows), dtype=np.float32)
 
     def predict(
         self,
@@ -72,8 +70,10 @@ class MultiplierPolicy:
         """`predict`'s multipliers, as Python floats, of observations given as lists of floats (as
         `tolist` gives a float32 array's rows): what the environments call every step, sparing
         predict's array of the observations and reshapes of the actions."""
-        # Rounded to float32 as `_actions` rounds them: array("f") makes the same C cast from a
-        # double as numpy's float32 array, at a fraction of its cost for a few values.
+        # Row by row in Python floats: the environments ask for a few bidders every step, where
+        # numpy's per-call overhead would outweigh the arithmetic. Rounded to float32 (the action's
+        # dtype) by array("f"), the same C cast from a double as a numpy float32 array's, at a
+        # fraction of its cost for a few values.
         return array("f", [self._alpha(row) for row in rows]).tolist()
 
 

@@ -78,6 +78,8 @@ def _check_node(cache: RadixCache, node: TreeNode, round_ticks: int) -> None:
         raise IntegrityError(f"{where}: edge of {size} tokens, not a positive multiple of page_size {cache.page_size}")
     if node.value is not None and len(node.value) != size:
         raise IntegrityError(f"{where}: {len(node.value)} values for an edge of {size} tokens")
+    if node.key_bytes is not None and node.key_bytes != node.key.tobytes():
+        raise IntegrityError(f"{where}: the bytes kept for its edge are not the edge's")
     if node.lock_ref < 0:
         raise IntegrityError(f"{where}: negative lock_ref {node.lock_ref}")
     if not -1 <= node.wait < round_ticks:

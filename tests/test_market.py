@@ -197,12 +197,14 @@ def test_bad_configs_raise():
 
 def test_a_multiplier_above_alpha_max_observes_the_bound():
     """prev_multiplier is multiplier / alpha_max clipped to 1, for any finite multiplier: one beyond
-    float32's range too (the observation is packed as float32)."""
+    float32's range too (the observation is packed as float32, which cannot hold it; numpy's
+    rounding to inf, then clipped, takes over)."""
     market = Market(MarketConfig(**SMALL))
     market.reset(0)
     alpha_max = market.config.alpha_max
     market.step([0.5 * alpha_max, alpha_max, 3.0 * alpha_max, 1e300])
     assert market.observations()[:, Obs.PREV_MULTIPLIER].tolist() == [0.5, 1.0, 1.0, 1.0]
+
 
 class FeatureFormulas:
     """Every feature of the observation computed from its formula (observation.FEATURES), from the

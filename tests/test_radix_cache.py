@@ -420,6 +420,7 @@ def _at(c: RadixCache, tokens: list[int]):
         (lambda c: setattr(_at(c, [1, 2, 3, 4]), "parent", c.root), "parent pointer"),
         (lambda c: _at(c, [1, 2]).children.update({99: _at(c, [1, 2]).children.popitem()[1]}), "first page"),
         (lambda c: setattr(c.root, "lock_ref", 2), "root"),
+        (lambda c: setattr(_at(c, [1, 2]), "key_bytes", b"\x00" * 16), "bytes kept for its edge"),
     ],
 )
 def test_check_catches_a_corrupted_cache(tamper, message):

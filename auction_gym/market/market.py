@@ -388,14 +388,16 @@ class Market:
                 math.log1p(latency / LATENCY_SCALE),
                 math.log1p(ttft / TTFT_SCALE),
                 hit,
-                # 1, its bound, for a multiplier above alpha_max, as clipping would give: one
-                # beyond float32's range could not be packed below.
-                a / alpha_max if a < alpha_max else 1.0,
+                a / alpha_max,
             )
         # Packed by struct, which converts Python floats at a fraction of numpy's cost per value
         # (np.fromiter's or np.array's). Rounding to float32 before clipping to float32 bounds
         # gives what clipping first would.
         low, high = self._obs_bounds
-        obs = np.maximum(np.frombuffer(self._pack_obs(*flat), np.float32), low)
+        try:
+            packed = np.frombuffer(self._pack_obs(*flat), np.float32)
+        except OverflowError:  # a value beyond float32's range (say, a price over a tiny budget): inf, as numpy rounds it
+            packed = np.fromiter(flat, np.float32, len(flat))
+        obs = np.maximum(packed, low)
         np.minimum(obs, high, out=obs)
         return obs.reshape(n, Obs.SIZE)
