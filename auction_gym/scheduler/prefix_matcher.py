@@ -83,8 +83,8 @@ class PrefixMatcher:
         self._cursor, changed = cache.changes_since(self._cursor)
         self.splits = {}
         # By object, not id: a request that replaced another under the same id is then simply one
-        # gone and one new, and the diff is two set differences at C speed (hashing by identity
-        # reads no attribute), the only work here proportional to the queue.
+        # gone and one new. Without `changes` the diff is two set differences at C speed (hashing
+        # by identity reads no attribute), the only work here proportional to the queue.
         if changes is None:
             objs = set(queue)
             left, joined = self._objs - objs, objs - self._objs
