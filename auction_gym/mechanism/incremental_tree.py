@@ -254,8 +254,14 @@ class IncrementalQueueTree:
         for e in stale:  # its prompt or id was replaced (or may change in place): place it again
             gone.add(e.request)
             added.append(_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
-        for key in gone:
-            self._remove(entries.pop(key), changes)
+        return self._place(gone, added, changes)
+
+    def _place(self, gone: Iterable[Request], added: list[_Req], changes: _Changes) -> _Node:
+        """Remove the blocks of the requests `gone`, insert the blocks `added`, and recompute what
+        `changes` (the round's re-costed blocks, to which both add) touched; returns the root."""
+        entries = self._entries
+        for r in gone:
+            self._remove(entries.pop(r), changes)
         for e in added:
             entries[e.request] = e
             self._insert(e, changes)
@@ -316,13 +322,7 @@ class IncrementalQueueTree:
                 if c != e.cached:
                     e.cached = e.reach = c
                     changes.blocks.add(e)
-        for r in delta.left:
-            self._remove(entries.pop(r), changes)
-        for e in added:
-            entries[e.request] = e
-            self._insert(e, changes)
-        self._recompute(changes)
-        return self._root
+        return self._place(delta.left, added, changes)
 
     @staticmethod
     def _changed_bids(known: list[_Req], bids: list[object]) -> list[tuple[_Req, float]]:
