@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip, parse_action
+from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_multiplier, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
 from ..pacing import MultiplierPolicy, Policy, make_policy
 from ..registry import with_mechanism_table
@@ -391,7 +391,7 @@ class RadixAuctionEnv(gym.Env):
             # overflows from finite actions only sends the group down the checked path below).
             if isinstance(acts, list) and math.isfinite(sum(acts)):
                 for i, a in zip(bidders, acts):  # the group's actions, checked at once
-                    alphas[i] = clip(a, 0.0, alpha_max)  # clip_multiplier's clip, without its call
+                    alphas[i] = clip_multiplier(a, alpha_max)
                 continue
             for i, act in zip(bidders, acts):  # find the culprit
                 alphas[i] = parse_action(act, "multiplier", alpha_max, f"policy of bidder {i}")

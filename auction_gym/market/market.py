@@ -313,13 +313,12 @@ class Market:
         lat, ttft, count = [0.0] * n, [0.0] * n, [0] * n
         for rid in report.finished:
             rec = records[rid]
-            b, arrival = rec.bidder, rec.arrival
-            latency = rec.finish - arrival  # RequestRecord.latency, and .ttft below, without their calls
+            b, latency = rec.bidder, rec.latency
             u = rec.value - rec.urgency * latency
             utility[b] += u
             report.welfare += u
             lat[b] += latency
-            ttft[b] += rec.first_token - arrival
+            ttft[b] += rec.ttft
             count[b] += 1
         report.mean_latency = sum(lat) / len(report.finished)
         report.mean_ttft = sum(ttft) / len(report.finished)

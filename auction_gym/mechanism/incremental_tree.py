@@ -190,17 +190,14 @@ class IncrementalQueueTree:
                     b.node = None
             v.parent, v.next, v.ends, v.blocks = None, {}, [], []
 
-    def order(
-        self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None,
-        delta: QueueDelta | None = None,
-    ) -> list[Request]:
+    def order(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> list[Request]:
         """`requests` (non-empty) in the welfare-maximal depth-first order: the from-scratch
         allocation's order. `bids` are the requests' bids as read this round, `prefix_lens` their
-        cached prefix lengths in tokens (ignored when not `costed`); `delta` as for `update`.
-        Raises ValueError as `validate_requests` does."""
+        cached prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
+        `validate_requests` does."""
         if self.factored:
             raise RuntimeError("a factored tree does not order the nodes that mix bidders")
-        return list(self.update(requests, bids, prefix_lens, delta).flat)
+        return list(self.update(requests, bids, prefix_lens).flat)
 
     def update(
         self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None,
@@ -429,9 +426,10 @@ class IncrementalQueueTree:
 
 def _restat(v: _Node, costed: bool, factored: bool) -> None:
     """Recompute node `v` from its blocks (in Smith order) and list it in its parent: S, P, F, tie,
-    reach, owner and order (the root: its order alone, the tree's answer). The sums are `smith.tree_stats`'s, in its order of additions, so to
-    its floats. One pass in Python: faster here than a pass in C per statistic, whose calls cost
-    more than the work at a node of a few blocks (and still about twice the loop at 300 blocks)."""
+    reach, owner and order (the root: its order alone, the tree's answer). The sums are
+    `smith.tree_stats`'s, in its order of additions, so to its floats. One pass in Python: faster
+    here than a pass in C per statistic, whose calls cost more than the work at a node of a few
+    blocks (and still about twice the loop at 300 blocks)."""
     blocks = v.blocks
     up = v.parent
     if up is None:  # the root: no stats, only the order, which a factored tree never reads

@@ -19,9 +19,9 @@ served and new arrivals are appended.
 
 The engine hands each refresh what joined and left its queue since the last one
 (`WaitingQueue.take_changes`), so the refresh compares no queues; each refresh's changes, with the
-requests whose match was redone, are kept for the last refreshes (`_KEPT_DELTAS`), from which `delta_since` tells
-a structure kept over the queue (the radix auction's tree) how the queue changed since the refresh
-it last followed.
+requests whose match was redone, are kept for the last refreshes (`_KEPT_DELTAS`), from which
+`delta_since` tells a structure kept over the queue (the radix auction's tree) how the queue
+changed since the refresh it last followed.
 
 What remains different from SGLang 0.5.23: its stamps follow its queue list, which after a sort is the
 previous round's admission order with new arrivals appended (here: first come, first served); it

@@ -36,7 +36,7 @@ the market and the auction's lone rounds (9% fewer instructions per step, counte
 four runs of `--repeats 3` gave shares of 25.0-28.0% (per repeat 21.1-31.2%: PPO's step took
 0.87-1.46 ms within the hour), the env 0.245-0.309 ms and the floor 0.164-0.190 ms. A second such
 round (4.5% fewer instructions; the market, engine, cache and workload): three runs gave 24.3%,
-24.4% and 27.0% (env 0.218-0.269 ms, PPO 0.901-1.104 ms, floor 0.150-0.171 ms). A third (9.4%
+24.4% and 27.0% (env 0.218-0.269 ms, PPO 0.901-1.104 ms, floor 0.150-0.171 ms). A third (9.2%
 fewer instructions: the engine reports its queue's changes to the refresh and the auction's tree)
 gave 24.7%, 23.1%, 22.5% and 19.1% in a slow stretch of the machine (PPO 1.23-1.60 ms, env
 0.236-0.354 ms), where the code before it gave 21.8-24.4%: the machine's noise exceeds the cut.
