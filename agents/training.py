@@ -97,6 +97,9 @@ class TrainResult:
     final_evaluation: tuple[dict[str, float], ...] = ()
     """Per-episode metrics of the evaluation at the end of training (`eval_episodes` episodes,
     seeds eval_seed, eval_seed + 1, ...)."""
+    initial_model_path: Path | None = None
+    """The policy as it was before training (`initial/model.zip` in the run folder, with its
+    normalization statistics), what a learned row's gain is measured from; None for a resumed run."""
 
 
 def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> TrainResult:
@@ -126,6 +129,10 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> T
                    "timesteps": timesteps, "n_envs": n_envs}, f, indent=2, default=str)
     hparams, evaluation, cbs = _callbacks(config, hp, model, run_dir, timesteps, n_envs)
     model_path, start = run_dir / "model.zip", model.num_timesteps
+    # The untrained policy, what a learned row's gain is measured from (`compare`).
+    initial = None if config.resume is not None else run_dir / "initial" / "model.zip"
+    if initial is not None:
+        _save(model, initial)
     status = "failed"
     try:
         model.learn(timesteps, callback=cbs + list(callbacks or []), progress_bar=config.progress,
@@ -142,7 +149,7 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> T
         _close(env)
     _save(model, model_path)
     return TrainResult(model_path, run_dir, timesteps, model.num_timesteps - start, tuple(evaluation.steps),
-                       tuple(evaluation.last_results))
+                       tuple(evaluation.last_results), initial_model_path=initial)
 
 
 def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, timesteps: int,
@@ -201,6 +208,7 @@ def _close(env) -> None:
 
 def _save(model, path: Path) -> None:
     """Save the model zip and, when the env is normalized, `vecnormalize.pkl` beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     model.save(path)
     vec_norm = model.get_vec_normalize_env()
     if vec_norm is not None:

@@ -19,6 +19,7 @@ from agents.training import TrainConfig, train
 from auction_gym.pacing import FixedMultiplier, Truthful
 from experiments.cli import main as cli_main
 from experiments.commands import compare as compare_cmd
+from experiments.commands import compare_report
 from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
 from experiments.commands.headroom import headroom
@@ -255,30 +256,59 @@ def test_metric_definitions():
 
 
 def test_compare_end_to_end(tmp_path, capsys):
-    compare_cmd.main(["--algos", "ppo", "--timesteps", "64", "--seeds", "2", "--episodes", "2",
+    compare_cmd.main(["--algos", "ppo", "--timesteps", "64", "--seeds", "2", "--episodes", "3", "--curve-episodes", "2",
                       "--logdir", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--env-kwargs", ENV_JSON,
                       "--eval-freq", "64", "--no-progress", "--tuning-episodes", "2", "--hyperparams", "n_steps=32",
                       "batch_size=32", "n_epochs=1"])
-    out = tmp_path / "out"
+    out, root = tmp_path / "out", tmp_path / "runs" / "compare"
     assert {p.name for p in out.iterdir()} == {"compare.csv", "compare.md", "compare.png", "policies.png",
                                                "episodes.csv", "headroom.md", "headroom.csv", "headroom.png"}
     table = capsys.readouterr().out
-    for row in ("ppo", "ogd", "pid", "truthful", "best_fixed", "ogd_tuned", "pid_tuned", "ppo_s0", "ppo_s1",
-                "privileged", "hindsight", "unlimited_budget"):
+    for row in ("ppo", "ppo_start", "ogd", "pid", "truthful", "best_fixed", "ogd_tuned", "pid_tuned", "ppo_s0",
+                "ppo_s1", "privileged", "hindsight", "unlimited_budget"):
         assert f"| {row} |" in table
-    assert "Across training seeds" in table and "| ppo | 2 |" in table and "vs best_fixed" in table
-    for run in ("ppo_s0", "eval/ppo_s0", "eval/ogd", "eval/truthful", "eval/best_fixed", "eval/ogd_tuned"):
-        assert EVAL_TAGS <= set(scalars(tmp_path / "runs" / "compare" / run))
-    # One x axis: a baseline's flat line sits at the learned runs' evaluation steps, a learned
-    # model's final evaluation at its last training step.
-    learned_steps = {e.step for s in (0, 1) for e in scalars(tmp_path / "runs" / "compare" / f"ppo_s{s}")["eval/utility"]}
-    ogd = scalars(tmp_path / "runs" / "compare" / "eval" / "ogd")
+    assert "Verdicts:" in table and "- ppo (2 seeds x 64 steps" in table
+    assert "Across training seeds" in table and "| ppo | 2 |" in table
+    for column in ("utility_vs_ogd", "utility_vs_pid_tuned", "utility_vs_hindsight", "gain_over_start",
+                   "headroom_share"):
+        assert column in table
+    # One TensorBoard run per learned seed: its curve (eval/*), final and untrained evaluations.
+    assert not (root / "eval").exists()
+    assert EVAL_TAGS <= set(scalars(root / "ppo_s0"))
+    assert {f"final/{m}" for m in METRICS} | {f"start/{m}" for m in METRICS} <= set(scalars(root / "ppo_s0"))
+    # One x axis: a baseline's and a bound's flat lines sit at the learned runs' evaluation steps,
+    # the means over the first --curve-episodes episodes, as the learned curves are.
+    learned_steps = {e.step for s in (0, 1) for e in scalars(root / f"ppo_s{s}")["eval/utility"]}
+    ogd = scalars(root / "baselines" / "ogd")
     assert {e.step for e in ogd["eval/utility"]} == learned_steps and len({e.value for e in ogd["eval/utility"]}) == 1
-    assert [e.step for e in ogd["episode/utility"]] == [0, 1]
-    assert [e.step for e in scalars(tmp_path / "runs" / "compare" / "eval" / "ppo_s0")["eval/utility"]] == [64]
+    episodes = [e.value for e in ogd["episode/utility"]]
+    assert len(episodes) == 3 and ogd["eval/utility"][0].value == pytest.approx(np.mean(episodes[:2]), rel=1e-6)
+    assert ogd["final/utility"][0].value == pytest.approx(np.mean(episodes), rel=1e-6)
+    assert {e.step for e in scalars(root / "bounds" / "hindsight")["eval/utility"]} == learned_steps
     report = (out / "compare.md").read_text()
-    assert f"`{tmp_path / 'runs' / 'compare'}`" in report
+    assert f"`{root}`" in report and "--curve-episodes 2" in report
     assert "best_fixed = fixed:" in report and "ogd_tuned = ogd:eta=" in report and "tuning seeds 0..1" in report
+
+
+def test_compare_tensorboard_layout_charts_every_metric():
+    layout = compare_report.tensorboard_layout(20)
+    first = next(iter(layout.values()))
+    assert list(first) == [f"eval/{m}" for m in METRICS]
+    assert all(chart == ["Multiline", [rf"^eval/{m}$"]] for m, chart in zip(METRICS, first.values()))
+    assert [name.split(":")[0] for name in layout] == ["eval", "final", "episode"]
+
+
+def test_seed_stats_pair_each_seed_with_its_references():
+    runs = [[{"utility": 10.0}, {"utility": 20.0}], [{"utility": 12.0}, {"utility": 22.0}]]
+    starts = [[{"utility": 9.0}, {"utility": 19.0}], [{"utility": 9.0}, {"utility": 19.0}]]
+    refs = {"best_fixed": [8.0, 18.0], "hindsight": [12.0, 22.0], "ogd": [11.0, 21.0]}
+    stats = compare_report.seed_stats(runs, starts, refs)
+    assert stats["utility"][0] == 16.0 and stats["start"][0] == 14.0
+    assert stats["gain_over_start"][0] == 2.0 and stats["utility_vs_ogd"][0] == 0.0
+    # Seed 0 takes half of the headroom (15 - 13) / (17 - 13), seed 1 all of it.
+    assert stats["headroom_share"][0] == pytest.approx(0.75)
+    verdict = compare_report.verdicts({"ppo": stats}, {"ogd": 16.0, "best_fixed": 13.0, "hindsight": 17.0}, 2, 100)[0]
+    assert "not distinguishable from ogd" in verdict and "hindsight" not in verdict.split(";")[0]
 
 
 def test_compare_takes_the_headroom_episodes_of_the_policies_it_scored():
