@@ -42,6 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from agents.baselines import TUNED
@@ -202,16 +203,19 @@ def write_report(args: argparse.Namespace, out: Path, algos: list[str], baseline
                  learned: dict[str, tuple[list, list]], episodes: dict[str, list[dict[str, float]]],
                  notes: list[str], opening: str) -> str:
     """compare.csv, episodes.csv, compare.md and compare.png; returns the verdicts and tables."""
+    means = {name: float(u.mean()) for name, u in report.utility.items()}
+    means.update({name: float(np.mean([r["utility"] for r in results])) for name, results in episodes.items()})
+    best = report_of.best_baseline(means)
     references = {ref: report.utility[ref] for ref in report_of.REFERENCES if ref in report.utility}
+    if best is not None and best not in references:
+        references[best] = [r["utility"] for r in episodes[best]] if best in episodes else report.utility[best]
     pooled = {a: [r for run, _ in learned[a] for r in run] for a in algos}
     starts = {f"{a}_start": [r for _, start in learned[a] for r in start] for a in algos}
     seeds = {f"{a}_s{s}": run for a in algos for s, (run, _) in enumerate(learned[a])}
     rows = report_of.summarize({**pooled, **starts, **seeds, **episodes}, references)
     stats = {a: report_of.seed_stats([run for run, _ in learned[a]], [start for _, start in learned[a]], references)
              for a in algos}
-    means = {r["policy"]: r["mean"] for r in rows if r["metric"] == "utility" and r["policy"] in episodes}
-    means.update({name: float(u.mean()) for name, u in report.utility.items() if name not in means})
-    verdicts = report_of.verdicts(stats, means, args.seeds, args.timesteps)
+    verdicts = report_of.verdicts(stats, best, args.seeds, args.timesteps)
     if args.budget == "quick":
         verdicts.append(f"A --quick run trains {args.timesteps:,} steps per seed, which learns little: it shows the "
                         "outputs, not what learning reaches.")

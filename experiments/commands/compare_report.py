@@ -92,13 +92,12 @@ def seed_stats(runs: list[list[dict[str, float]]], starts: list[list[dict[str, f
     return out
 
 
-SEED_COLUMNS = ("start", "utility", "gain_over_start", *map(paired_name, REFERENCES), "headroom_share")
-"""`seed_table`'s columns, in order (those an algorithm has)."""
-
-
 def seed_table(stats: dict[str, dict[str, tuple[float, float]]], seeds: int) -> str:
-    """A markdown table of each algorithm's `seed_stats` (95% CI over its `seeds` training seeds)."""
-    shown = [c for c in SEED_COLUMNS if any(c in s for s in stats.values())]
+    """A markdown table of each algorithm's `seed_stats` (95% CI over its `seeds` training seeds):
+    start, utility, gain over the start, the paired differences, the share of the headroom."""
+    keys = list(dict.fromkeys(k for s in stats.values() for k in s))
+    shown = [c for c in ("start", "utility", "gain_over_start") if c in keys]
+    shown += [k for k in keys if k.startswith("utility_vs_")] + [c for c in ("headroom_share",) if c in keys]
     lines = ["| algorithm | seeds | " + " | ".join(shown) + " |", "|---|---|" + "---|" * len(shown)]
     for algo, s in stats.items():
         lines.append(f"| {algo} | {seeds} | " + " | ".join(format_ci(*s[c]) if c in s else "" for c in shown) + " |")
@@ -113,13 +112,17 @@ def _compared(name: str, interval: tuple[float, float]) -> str:
     return f"{'better' if mean > 0 else 'worse'} than {name} by {format_ci(abs(mean), half)}"
 
 
-def verdicts(stats: dict[str, dict[str, tuple[float, float]]], baselines: dict[str, float], seeds: int,
+def best_baseline(baselines: dict[str, float]) -> str | None:
+    """The baseline of highest mean utility (`baselines`: name -> mean), bounds excluded."""
+    playable = {k: v for k, v in baselines.items() if k not in BASELINE_BOUNDS}
+    return max(playable, key=playable.get) if playable else None
+
+
+def verdicts(stats: dict[str, dict[str, tuple[float, float]]], best: str | None, seeds: int,
              timesteps: int) -> list[str]:
     """One sentence per learned algorithm: better, worse or not distinguishable from OGD and from
-    the best baseline (by mean utility among `baselines`, bounds excluded), and what it gained over
-    its untrained start, each with its 95% CI over the training seeds."""
-    playable = {k: v for k, v in baselines.items() if k not in BASELINE_BOUNDS}
-    best = max(playable, key=playable.get) if playable else None
+    the `best` baseline (`best_baseline`; `stats` must hold the paired differences from both), and
+    what it gained over its untrained start, each with its 95% CI over the training seeds."""
     lines = []
     for algo, s in stats.items():
         parts = [_compared(ref, s[paired_name(ref)]) for ref in dict.fromkeys(("ogd", best))
