@@ -3,12 +3,19 @@ the observation table of their docstrings."""
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import math
 import warnings
-from typing import Any
+from typing import Any, Callable, Iterable, TypeVar
 
+from ..action import ActionMap, action_map
 from ..market import Market, MarketConfig, RoundReport
 from ..market.observation import feature_table
+from ..pacing import named_pacer
+
+_Env = TypeVar("_Env", bound=type)
 
 OBSERVATION_TABLE = "{observation_table}"
 """The line of an env docstring that `with_observation_table` replaces by the observation's table."""
@@ -34,6 +41,54 @@ def check_env_arguments(reward_scale: float, render_mode: str | None, render_mod
         raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
     if render_mode is not None and render_mode not in render_modes:
         raise ValueError(f"render_mode must be one of {render_modes}, got {render_mode!r}")
+
+
+def env_action_map(action_type: str, alpha_max: float, delta_bound: float, delta_start: float,
+                   residual_base: str, residual_scale: float) -> ActionMap:
+    """The ActionMap of an environment's action arguments (see `auction_gym.action`), its
+    residual base resolved from its name; ValueError for any bad one."""
+    base = named_pacer(residual_base, alpha_max, "residual_base")
+    return action_map(action_type, alpha_max, delta_bound, delta_start, base, residual_scale)
+
+
+class UnknownArgumentError(TypeError, ValueError):
+    """An environment's keyword argument it does not take: a TypeError as Python's own for an
+    unexpected keyword (what Gymnasium's callers catch), and a ValueError as every other argument
+    an environment refuses."""
+
+
+def valid_keywords(cls: type) -> list[str]:
+    """The keyword arguments `cls` takes: the named parameters of its __init__ and, where it takes
+    **kwargs, the names of `cls.extra_keywords()`."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    named = [p.name for p in params if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+    extra = cls.extra_keywords() if any(p.kind is p.VAR_KEYWORD for p in params) else []
+    return named + [k for k in extra if k not in named]
+
+
+def check_keywords(given: Iterable[str], valid: list[str], what: str) -> None:
+    """UnknownArgumentError, one line naming the closest valid keyword and every valid one, for
+    the first name of `given` not in `valid`."""
+    for name in given:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UnknownArgumentError(f"{what} got an unknown argument {name!r}{hint}; valid: {', '.join(valid)}")
+
+
+def refuses_unknown_keywords(cls: _Env) -> _Env:
+    """Class decorator: constructing `cls` with a keyword it does not take (`valid_keywords`, so
+    its signature is the one definition) raises UnknownArgumentError instead of Python's
+    TypeError, which names the culprit but not the valid arguments."""
+    init: Callable[..., None] = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        check_keywords(kwargs, valid_keywords(cls), cls.__name__)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
 
 
 def warn_if_queue_unstable(config: MarketConfig) -> None:

@@ -34,7 +34,7 @@ def dry_shares(policy, seed: int) -> tuple[float, float, float]:
     others) over one episode of the compare scenario seeded `seed`."""
     env = gym.make("RadixAuction-v0", **SCENARIO)
     obs, _ = env.reset(seed=seed)
-    market, mapped = env.unwrapped.market, focal_policy(policy)
+    market, mapped = env.unwrapped.market, focal_policy(policy, env)
     utility, dry, done = 0.0, [], False
     while not done:
         action, _ = mapped.predict(obs)
