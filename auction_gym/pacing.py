@@ -242,9 +242,11 @@ FIXED_PREFIX = "fixed:"
 PACER_PARAMETERS = {"ogd": ("eta",), "pid": ("kp", "ki")}
 """The pacers named with their parameters ("ogd:eta=0.02"), and the parameters each name holds, in
 order: the one definition of the name format (`policy_spec` writes it, `make_policy` reads it)."""
-BUILTIN_POLICIES = ("ogd", "pid", "truthful", FIXED_PREFIX + "<alpha>", "ogd:eta=<x>", "pid:kp=<x>,ki=<y>")
+PLAIN_POLICIES = ("ogd", "pid", "truthful")
+"""The built-in policies named without parameters (their defaults)."""
+BUILTIN_POLICIES = (*PLAIN_POLICIES, FIXED_PREFIX + "<alpha>", "ogd:eta=<x>", "pid:kp=<x>,ki=<y>")
 """The built-in policies by name, as `make_policy` takes them (the one list every message and
-docstring names)."""
+docstring names): PLAIN_POLICIES, then the names with parameters."""
 TUNED_PI = "pid:kp=0.05,ki=0.01"
 """The PI pacer with the gains `radix-auction headroom` tunes on the calibrated scenario's tuning
 seeds: the default base of the "residual" action and the default reference of the paired reward."""
@@ -276,7 +278,7 @@ def _pacer_parameters(spec: str) -> tuple[str, dict[str, float]] | None:
 
 def is_builtin_policy(spec: str) -> bool:
     """Whether `spec` names a built-in policy (of BUILTIN_POLICIES; any alpha for "fixed:")."""
-    return spec.startswith(FIXED_PREFIX) or spec in BUILTIN_POLICIES[:3] or _pacer_parameters(spec) is not None
+    return spec.startswith(FIXED_PREFIX) or spec in PLAIN_POLICIES or _pacer_parameters(spec) is not None
 
 
 def make_policy(spec: str | Policy, alpha_max: float = 2.0) -> Policy:

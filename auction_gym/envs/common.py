@@ -1,5 +1,5 @@
-"""What both environments share: their market configuration, argument checks, `info` dicts, and
-the observation table of their docstrings."""
+"""What both environments share: their market configuration, argument checks (keywords, the action
+map), `info` dicts, the tables of their docstrings, and the other bidders' policy groups."""
 
 from __future__ import annotations
 
@@ -8,15 +8,20 @@ import functools
 import inspect
 import math
 import warnings
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+import numpy as np
 
 from ..action import ActionMap, action_map
 from ..market import Market, MarketConfig, RoundReport
 from ..market.observation import feature_table
-from ..pacing import named_pacer
+from ..pacing import Policy, make_policy, named_pacer
+from ..scenarios import V1_KWARGS
 
 _Env = TypeVar("_Env", bound=type)
 
+V1_TABLE = "{v1_table}"
+"""The line of an env docstring that `with_v1_table` replaces by V1_KWARGS's rows."""
 OBSERVATION_TABLE = "{observation_table}"
 """The line of an env docstring that `with_observation_table` replaces by the observation's table."""
 
@@ -135,3 +140,37 @@ def with_observation_table(doc: str | None) -> str | None:
             table = "\n".join(indent + row for row in feature_table().splitlines())
             return doc.replace(line, table)
     raise ValueError(f"no {OBSERVATION_TABLE} line in the docstring")
+
+
+def with_v1_table(doc: str | None) -> str | None:
+    """`doc` with its V1_TABLE line replaced by one row per V1_KWARGS argument, indented as that
+    line (None stays None: docstrings are stripped under python -OO)."""
+    if doc is None:
+        return None
+    line = next(line for line in doc.splitlines() if line.strip() == V1_TABLE)
+    indent = line[: len(line) - len(line.lstrip())]
+    rows = [f"{indent}| {name:<16} | {value!r:<75} |" for name, value in V1_KWARGS.items()]
+    return doc.replace(line, "\n".join(rows))
+
+
+def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others: list[int],
+                    alpha_max: float) -> list[tuple[Policy, list[int], np.ndarray]]:
+    """The other bidders' policies grouped by policy object, (policy, bidders, their rows): bidders
+    sharing a policy are asked at once every step (`MultiplierPolicy.multipliers` for a built-in,
+    else one batched predict). ValueError for a count that does not match `others`, or a policy
+    that does not act in multipliers."""
+    if isinstance(other_bidders, (list, tuple)):
+        if len(other_bidders) != len(others):
+            raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(others)} other bidders")
+        policies = [make_policy(s, alpha_max) for s in other_bidders]
+    else:
+        policies = [make_policy(other_bidders, alpha_max)] * len(others)
+    for policy in policies:
+        # The opponents' actions are multipliers; a policy mapped to normalized actions (focal_policy) is not.
+        if getattr(policy, "action_type", "multiplier") != "multiplier":
+            raise ValueError(f"other_bidders act in multipliers, got a policy of action_type "
+                             f"{policy.action_type!r}: {policy!r}")
+    groups: dict[int, tuple[Policy, list[int]]] = {}
+    for bidder, policy in zip(others, policies):
+        groups.setdefault(id(policy), (policy, []))[1].append(bidder)
+    return [(policy, bidders, np.array(bidders)) for policy, bidders in groups.values()]

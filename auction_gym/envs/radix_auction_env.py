@@ -11,48 +11,24 @@ from gymnasium import spaces
 
 from ..action import DEFAULT_ACTION_TYPE, action_value, clip_multiplier, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
-from ..pacing import TUNED_PI, MultiplierPolicy, Policy, make_policy, named_pacer
+from ..pacing import TUNED_PI, MultiplierPolicy, Policy, named_pacer
 from ..registry import with_mechanism_table
-from ..scenarios import V1_KWARGS
 from ..workload.registry import with_workload_table
 from .common import (
     check_env_arguments,
     env_action_map,
     market_config,
     market_info,
+    opponent_groups,
     refuses_unknown_keywords,
     warn_if_queue_unstable,
     with_observation_table,
+    with_v1_table,
 )
 from .rendering import market_frame
 
 REWARDS = ("utility", "cost", "paired")
 """The focal bidder's reward: see Rewards in `RadixAuctionEnv`'s docstring."""
-V1_TABLE = "{v1_table}"
-"""The line of the docstring that `with_v1_table` replaces by V1_KWARGS's rows."""
-
-
-def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others: list[int],
-                    alpha_max: float) -> list[tuple[Policy, list[int], np.ndarray]]:
-    """The other bidders' policies grouped by policy object, (policy, bidders, their rows): bidders
-    sharing a policy are asked at once every step (`MultiplierPolicy.multipliers` for a built-in,
-    else one batched predict). ValueError for a count that does not match `others`, or a policy
-    that does not act in multipliers."""
-    if isinstance(other_bidders, (list, tuple)):
-        if len(other_bidders) != len(others):
-            raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(others)} other bidders")
-        policies = [make_policy(s, alpha_max) for s in other_bidders]
-    else:
-        policies = [make_policy(other_bidders, alpha_max)] * len(others)
-    for policy in policies:
-        # The opponents' actions are multipliers; a policy mapped to normalized actions (focal_policy) is not.
-        if getattr(policy, "action_type", "multiplier") != "multiplier":
-            raise ValueError(f"other_bidders act in multipliers, got a policy of action_type "
-                             f"{policy.action_type!r}: {policy!r}")
-    groups: dict[int, tuple[Policy, list[int]]] = {}
-    for bidder, policy in zip(others, policies):
-        groups.setdefault(id(policy), (policy, []))[1].append(bidder)
-    return [(policy, bidders, np.array(bidders)) for policy, bidders in groups.values()]
 
 
 @refuses_unknown_keywords
@@ -198,7 +174,7 @@ class RadixAuctionEnv(gym.Env):
     |                  |              | [...]} (MarketConfig.episode_draws); reset's info["draws"]       |
     | other_bidders    | "ogd"        | "ogd", "truthful", "fixed:<alpha>", a policy, or one per other bidder |
     | focal_bidder     | 0            | which bidder the learner plays                                   |
-    | alpha_max        | 2.0          | the largest multiplier; > 1 under action_type "normalized"       |
+    | alpha_max        | 2.0          | the largest multiplier; > 1 unless action_type is "multiplier"   |
     | reward_scale     | 0.1          | reward = utility x reward_scale                                  |
     | action_type      | "normalized" | "normalized", "log", "multiplier", "delta" or "residual" (see    |
     |                  |              | Action Space)                                                    |
@@ -425,17 +401,6 @@ class RadixAuctionEnv(gym.Env):
         return (f"round {m.round}/{self.config.horizon} t={m.engine.now:.2f}s queue={len(m.engine.waiting)} "
                 f"alpha={np.round(m.alpha, 3).tolist()} spent/budget={np.round(m.spent / m.budget, 3).tolist()} "
                 f"admitted={admitted} finished={finished}")
-
-
-def with_v1_table(doc: str | None) -> str | None:
-    """`doc` with its V1_TABLE line replaced by one row per V1_KWARGS argument, indented as that
-    line (None stays None: docstrings are stripped under python -OO)."""
-    if doc is None:
-        return None
-    line = next(line for line in doc.splitlines() if line.strip() == V1_TABLE)
-    indent = line[: len(line) - len(line.lstrip())]
-    rows = [f"{indent}| {name:<16} | {value!r:<75} |" for name, value in V1_KWARGS.items()]
-    return doc.replace(line, "\n".join(rows))
 
 
 RadixAuctionEnv.__doc__ = with_v1_table(

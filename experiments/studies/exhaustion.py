@@ -23,7 +23,7 @@ from auction_gym.pacing import FixedMultiplier, OGDPacer, Truthful, focal_policy
 from auction_gym.scenarios import scenario
 
 SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: this study measured the scenario of issues 13-22 (`auction_gym.scenarios`)."""
+"""The env arguments by default: this study measured the earlier "bursty_v0" scenario (`auction_gym.scenarios`)."""
 
 
 POLICIES = {"ogd": OGDPacer(), "truthful": Truthful(), "fixed:0.02": FixedMultiplier(0.02)}
