@@ -127,9 +127,9 @@ class RadixAuctionEnv(gym.Env):
     engine (32 running slots) serves about 14.5/s (estimated by `MarketConfig.served_rate`; the
     queue stays near empty at 12/s and grows on some seeds at 16/s). Over the default
     500 rounds that keeps a short queue for the auction to order, but the queue grows through the
-    episode, by about 0.35 requests a round once it forms, and a step costs more as it grows: the
-    auction orders the whole queue, so the time of a step grows about in proportion to the
-    waiting requests once they number in the hundreds (the README's speed section has figures).
+    episode, by about 0.35 requests a round once it forms, and a step costs more as it grows (the
+    auction orders the whole queue): from a fraction of a millisecond with tens of requests waiting
+    to tens of milliseconds with thousands.
     So the constructor warns (UserWarning) when the horizon exceeds 1,000 rounds with an agentic
     arrival rate above `served_rate()` (`MarketConfig.queue_warning`). For long episodes with a
     stable queue lower `workload_kwargs["rate"]` (12/s keeps the queue near empty over 12,000 rounds).
