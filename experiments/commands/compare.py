@@ -19,8 +19,8 @@ Before any training it runs the headroom report (`experiments.commands.headroom`
 .png), whose tuned choices are the tuned baselines; a baseline the report played on the same
 evaluation episodes (truthful, ogd, the tuned ones) takes the report's episodes rather than being
 played again. The scenario is a name of
-`auction_gym.scenarios.SCENARIOS` ("calibrated" by default; "bursty_v0" is the one of issues
-13-22), with `--env-kwargs` over it.
+`auction_gym.scenarios.SCENARIOS` ("calibrated" by default, RadixAuction-v1's defaults; "bursty_v0" is
+the earlier one), with `--env-kwargs` over it.
 Confidence intervals treat evaluation episodes as independent samples; pooled over training seeds
 they understate the spread between seeds, which the per-seed rows show.
 
@@ -56,7 +56,7 @@ from agents.run_dir import new_run_dir
 from agents.sb3 import ALGOS, check_hyperparams, load_hyperparams, load_policy
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, set_torch_threads, train
-from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
+from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
 
 from ..argtypes import positive_int
 from ..cli import UsageError, run_command
@@ -67,7 +67,7 @@ from .headroom import write as write_headroom
 from .policy_figure import plot_policies, trace
 from .train import key_values
 
-BASELINES = (*(p for p in BUILTIN_POLICIES if not p.startswith(FIXED_PREFIX)), *TUNED)
+BASELINES = (*PLAIN_POLICIES, *TUNED)
 COLUMNS = (*METRICS, "utility_vs_ogd")
 UNITS = {**METRIC_UNITS, "utility_vs_ogd": METRIC_UNITS["utility"]}
 FIGURE_EPISODES = 3

@@ -42,7 +42,7 @@ from agents.population import (
 )
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
-from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
+from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
 from auction_gym.scenarios import scenario
 
 from ..argtypes import json_dict, positive_int
@@ -52,9 +52,9 @@ from .compare import summarize as compare_summarize
 from .compare import write_csv, write_episodes
 
 SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: the multi-agent runs keep the scenario of issues 13-22 (`auction_gym.scenarios`)."""
+"""The env arguments by default: the multi-agent runs keep the earlier "bursty_v0" scenario (`auction_gym.scenarios`)."""
 
-BASELINES = tuple(p for p in BUILTIN_POLICIES if not p.startswith(FIXED_PREFIX))
+BASELINES = PLAIN_POLICIES
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}
 PAIRED = ("welfare", "revenue")
 """Market metrics also reported as paired differences from the first baseline."""
