@@ -28,9 +28,10 @@ from agents.sb3 import load_policy
 from auction_gym import Obs, RadixAuctionEnv
 from auction_gym.market import observation
 from auction_gym.market.observation import feature_table
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
 FAST = dict(horizon=30, workload_kwargs={"rate": 40.0})
-SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 
 
 def test_gym_make_after_import():

@@ -15,7 +15,7 @@ setting): agentic traffic, SGLang's generated-shared-prefix benchmark
 
 Trace (`reproduce_trace.py`): `--trace`, by default the first of DEFAULT_TRACES that exists: the
 full conversation trace named by $RADIX_AUCTION_MOONCAKE_TRACE when set, else the 1,000-line
-slice the repository ships (`tests/data/mooncake/`). The slice is the trace's first 1,000 lines,
+slice the package ships (`auction_gym.workload.SAMPLE_TRACE`). The slice is the trace's first 1,000 lines,
 unmodified, and no sweep replays more (the mooncake grids' `limit`), so either gives the same rows. The
 run says which trace it uses (or that none is found, and then leaves the Mooncake workload out), and
 parses the lines the sweep will replay before the sweep starts: a malformed trace fails at once,
