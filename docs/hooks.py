@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 from typing import Callable
 
 MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
@@ -74,6 +75,12 @@ def env_docstring() -> str:
     return re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", doc, flags=re.MULTILINE)
 
 
+def changelog() -> str:
+    """The repository's CHANGELOG.md without its title (the page has its own)."""
+    text = (Path(__file__).resolve().parents[1] / "CHANGELOG.md").read_text()
+    return text.split("\n", 1)[1].lstrip("\n")
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "observation_features": observation_features,
     "mechanisms": mechanisms,
@@ -81,6 +88,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "scenarios": scenarios,
     "action_types": action_types,
     "env_docstring": env_docstring,
+    "changelog": changelog,
 }
 
 
