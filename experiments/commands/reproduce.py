@@ -70,6 +70,7 @@ from auction_gym.workload import get_workload
 from ..argtypes import positive_int, trace_file
 from ..cli import UsageError, run_command
 from ..executor import Executor, add_address_argument, executor_of
+from ..provenance import made_by
 from .reproduce_report import write_report
 from .reproduce_sweep import AUCTION, NUM_BIDDERS, Sweep, sweep_of
 from .reproduce_trace import DEFAULT_TRACES, natural_rate, pick_trace
@@ -309,7 +310,7 @@ def run(args: argparse.Namespace) -> None:
     with csv_rows(path) as append:
         rows = run_sweep(sweep, seeds, trace, args.cost_model, executor=executor, on_task=append)
     write_csv(rows, path)  # the sweep's order, not the order tasks finished in
-    print(write_report(rows, args.out, args.cost_model))
+    print(write_report(rows, args.out, args.cost_model, made_by(args)))
     print(f"reproduce: {len(rows)} rows in {time.perf_counter() - started:.0f} s wall time ({executor.where()})")
 
 
