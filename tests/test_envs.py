@@ -192,7 +192,7 @@ def test_evaluate_maps_builtins_and_refuses_a_model_of_another_action_space(tmp_
     from stable_baselines3 import PPO
 
     PPO("MlpPolicy", RadixAuctionEnv(**kwargs), n_steps=32, batch_size=32, seed=0).save(tmp_path / "old.zip")
-    old = load_policy(tmp_path / "old.zip")  # Box(0, 2), as every model saved before issue 14
+    old = load_policy(tmp_path / "old.zip")  # Box(0, 2), as a model saved with action_type="multiplier"
     with pytest.raises(ValueError, match=r"needs env_kwargs \{\"action_type\": \"multiplier\"\}"):
         evaluate(old, FAST, 1, progress=False)
     assert len(evaluate(old, kwargs, 1, progress=False)) == 1

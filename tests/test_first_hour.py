@@ -4,8 +4,9 @@ figure shades what the scenario has and names every policy where no curve hides.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
-import tomllib
+import re
 import warnings
 from pathlib import Path
 
@@ -24,7 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_mooncake_sample_is_package_data_and_the_default_trace():
     package = Path(auction_gym.__file__).parent
     relative = SAMPLE_TRACE.relative_to(package)  # ValueError if it lies outside the package
-    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["auction_gym"]
+    # pyproject.toml's [tool.setuptools.package-data] line for the package (tomllib is Python 3.11+)
+    line = re.search(r"(?m)^auction_gym = (\[.*\])$", (REPO / "pyproject.toml").read_text())
+    globs = ast.literal_eval(line.group(1))
     assert any(fnmatch.fnmatch(str(relative), g) for g in globs), (relative, globs)
     assert any(fnmatch.fnmatch(str(relative.parent / "LICENSE-APACHE"), g) for g in globs)
     assert SAMPLE_TRACE.is_file()

@@ -1,4 +1,4 @@
-"""The calibrated pacing scenario (issue 23): its load curve, per-episode draws, the "service" cost
+"""The calibrated pacing scenario: its load curve, per-episode draws, the "service" cost
 model, the log action, the PI pacer, the "cost" reward, and the headroom report's estimators."""
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def _find(points: list[Point], workload: str, load: float, replicas: int, policy
 
 
 def targets(points: list[Point], replicas: int = 8) -> list[str]:
-    """The issue's targets read off the rows at `replicas` (LPM admission unless said), one line
+    """The cluster study's targets read off the rows at `replicas` (LPM admission unless said), one line
     per workload and load: each router's hit rate over `oracle_prefix`'s with its imbalance
     (target >= 0.9 at <= 1.3 for `cache_aware` or `kv_overlap`), throughput over one replica's
     (shared prefix, cache_aware; target >= 7x), the radix auction's hit rate over LPM's under

@@ -94,8 +94,8 @@ CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
 QUICK_WALL_TIME = "about 24 s on 2 idle cores"
-"""`--quick`'s wall time, quoted by --help: 17.7-18.2 s measured (2 jobs, load average < 0.8); about
-30 s while another process keeps one core busy."""
+"""`--quick`'s wall time, quoted by --help (2 jobs; about 30 s while another process keeps one core
+busy)."""
 
 
 def split_policy(policy: str, cost_model: str) -> tuple[str, str]:
