@@ -61,9 +61,11 @@ def scenarios() -> str:
 
 
 def action_types() -> str:
-    from auction_gym.action import ACTION_TYPES, DEFAULT_ACTION_TYPE
+    from auction_gym.action import ACTION_TYPES, DEFAULT_ACTION_TYPE, action_box
 
-    return ", ".join(f"`{name}`" + (" (default)" if name == DEFAULT_ACTION_TYPE else "") for name in ACTION_TYPES)
+    rows = [(f"`{name}`" + (" (default)" if name == DEFAULT_ACTION_TYPE else ""),
+             f"`{action_box(name, 2.0)}`") for name in ACTION_TYPES]
+    return _rows(("action_type", "action space (alpha_max = 2)"), rows)
 
 
 def env_docstring() -> str:
