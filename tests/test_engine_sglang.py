@@ -195,8 +195,8 @@ def test_without_chunking_a_later_request_that_reaches_the_prefill_cap_waits():
 def test_a_retracted_request_waits_behind_a_later_arrival_under_fcfs():
     """A and B (arrival 0) run in a pool of 90 tokens; C (10 tokens) arrives at 0.01 and does not
     fit. When decode runs out of memory B is retracted; as in SGLang (`_add_request_to_queue`
-    appends it) it waits at the queue's end, so FCFS admits C before resuming B. (Until issue 26 B
-    went back to its arrival place, ahead of C.)"""
+    appends it) it waits at the queue's end, so FCFS admits C before resuming B (not in B's arrival place, ahead
+    of C)."""
     engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=90, chunked_prefill_size=None))
     engine.submit([req(0, 10, 40, 40), req(1, 10, 40, 40, base=1000), req(2, 10, 5, 5, arrival=0.01, base=2000)])
     events = []

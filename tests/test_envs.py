@@ -28,9 +28,10 @@ from agents.sb3 import load_policy
 from auction_gym import Obs, RadixAuctionEnv
 from auction_gym.market import observation
 from auction_gym.market.observation import feature_table
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
 FAST = dict(horizon=30, workload_kwargs={"rate": 40.0})
-SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 
 
 def test_gym_make_after_import():
@@ -41,12 +42,12 @@ def test_gym_make_after_import():
 
 
 def test_observation_tables_are_made_from_the_one_definition():
-    """The tables of the observation in the env's docstring, observation.py's and the README are
-    `feature_table()`, one row per feature of `FEATURES` in the vector's order."""
+    """The tables of the observation in the env's docstring and observation.py's are
+    `feature_table()`, one row per feature of `FEATURES` in the vector's order (the documentation
+    generates its table from it too: `tests/test_docs.py`)."""
     table = feature_table()
     rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
     assert [(int(i), name.strip()) for i, name in rows] == list(enumerate(Obs.NAMES))
-    assert table in (Path(__file__).parents[1] / "README.md").read_text()
     for doc in (RadixAuctionEnv.__doc__, observation.__doc__):  # None under python -OO
         assert doc is None or table in inspect.cleandoc(doc)
 
@@ -193,7 +194,7 @@ def test_evaluate_maps_builtins_and_refuses_a_model_of_another_action_space(tmp_
     from stable_baselines3 import PPO
 
     PPO("MlpPolicy", RadixAuctionEnv(**kwargs), n_steps=32, batch_size=32, seed=0).save(tmp_path / "old.zip")
-    old = load_policy(tmp_path / "old.zip")  # Box(0, 2), as every model saved before the normalized action
+    old = load_policy(tmp_path / "old.zip")  # Box(0, 2), as a model saved with action_type="multiplier"
     with pytest.raises(ValueError, match=r"needs env_kwargs \{\"action_type\": \"multiplier\"\}"):
         evaluate(old, FAST, 1, progress=False)
     assert len(evaluate(old, kwargs, 1, progress=False)) == 1

@@ -11,7 +11,6 @@ researcher could see does.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -23,8 +22,9 @@ from auction_gym.envs import RadixAuctionParallelEnv
 from auction_gym.market.config import MECHANISMS
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import iter_mooncake
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
-SLICE = Path(__file__).parent / "data/mooncake/conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 INFO_KEYS = ("payment", "spent", "budget", "utility", "multiplier", "round", "time", "welfare", "revenue",
              "hit_rate", "latency", "ttft", "admitted", "finished")
 

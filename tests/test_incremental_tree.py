@@ -7,7 +7,6 @@ stats (bit for bit, so the Smith order cannot differ on a near-tie)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +20,9 @@ from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
 from auction_gym.mechanism.radix_auction import OrderedRound, RadixAllocation
 from auction_gym.scheduler.waiting import QueueDelta
 from auction_gym.workload import iter_mooncake
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
-SLICE = Path(__file__).parent / "data/mooncake/conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 
 MODELS = [("tokens", 1.0), ("tokens", 0.0), ("tokens", 0.3), ("unit", 1.0)]
 

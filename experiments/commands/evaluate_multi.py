@@ -52,7 +52,7 @@ from .compare import summarize as compare_summarize
 from .compare import write_csv, write_episodes
 
 SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: the multi-agent runs keep the earlier "bursty_v0" scenario (`auction_gym.scenarios`)."""
+"""The env arguments by default: the multi-agent runs keep the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
 
 BASELINES = PLAIN_POLICIES
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}

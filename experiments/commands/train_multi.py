@@ -29,7 +29,7 @@ from ..cli import UsageError, run_command
 from .train import add_evaluation_arguments, key_values
 
 SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: the multi-agent runs keep the scenario of issues 13-22 (`auction_gym.scenarios`)."""
+"""The env arguments by default: the multi-agent runs keep the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

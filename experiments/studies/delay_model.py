@@ -1,4 +1,4 @@
-"""Does the auction's completion-time model predict the delays the engine produces? (issue 23)
+"""Does the auction's completion-time model predict the delays the engine produces?
 
 `python -m experiments.studies.delay_model [--episodes N] [--rate R]` plays episodes of the calibrated
 scenario (`auction_gym.scenarios`) with truthful bidders and unlimited budgets, once under each

@@ -1,4 +1,4 @@
-"""Two hit-rate gaps explained (issue 26; README, "The simulated engine").
+"""Two hit-rate gaps explained (the documentation's "SGLang fidelity" page, "Two results explained").
 
     python -m experiments.studies.hit_rate_gaps sessions [--rate R] [--duration S] [--kv-capacity N] [--full-mix]
     python -m experiments.studies.hit_rate_gaps auction [--kv-capacity N] [--seeds K] [--loads 1.2,2,3]
