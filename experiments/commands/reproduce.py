@@ -69,7 +69,8 @@ from auction_gym.scheduler import admission_order, make_scheduler
 from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 from .reproduce_report import write_report
 from .reproduce_sweep import AUCTION, NUM_BIDDERS, Sweep, sweep_of
