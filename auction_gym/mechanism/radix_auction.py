@@ -68,7 +68,7 @@ from ..request import Request
 from ..scheduler.waiting import WaitingPrefixes
 from .base import AuctionMechanism, Cached
 from .factored import FactoredAllocation, factored_allocation
-from .incremental_tree import IncrementalQueueTree, _Node
+from .incremental_tree import IncrementalQueueTree, QueueNode
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import (
@@ -351,7 +351,7 @@ class RadixTreeAuction(AuctionMechanism):
 def _update_tree(
     tree: IncrementalQueueTree, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
     refreshed: WaitingPrefixes | None,
-) -> _Node:
+) -> QueueNode:
     """Bring `tree` to the round's queue: by the changes since the engine's refresh it was last
     brought to, when `requests` is the queue of a later refresh still kept (`refreshed`), else by
     comparing queues. Returns its root."""
