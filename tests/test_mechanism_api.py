@@ -1,4 +1,4 @@
-"""The auctions' contract: validation, empty rounds, the scheduler face, and the cached argument."""
+"""The auctions' contract: validation, empty rounds, `decide` (the face the engine calls), and the cached argument."""
 
 from __future__ import annotations
 

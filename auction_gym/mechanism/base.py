@@ -117,7 +117,7 @@ class AuctionMechanism:
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
         self._memo = TokenMemo()
-        # The scheduler face's cached prefix lengths, kept up to date from round to round under
+        # `decide`'s cached prefix lengths, kept up to date from round to round under
         # "tokens" (re-matching only the requests a cache change can affect).
         self._matcher = PrefixMatcher(whole_prompt=True)
         self._waiting: WaitingPrefixes | None = None

@@ -162,7 +162,7 @@ class RadixTreeAuction(AuctionMechanism):
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
         super().__init__(cost_model, request_overhead)
         self._tree: IncrementalQueueTree | None = None
-        """The scheduler face's incremental tree (None once a round was priced)."""
+        """`decide`'s incremental tree outside a market (None once a round was priced)."""
         self._priced = False
         self._urgency_tree: IncrementalQueueTree | None = None
         """A market's rounds (`decide` with multipliers): the tree in urgency units (factored.py)."""
