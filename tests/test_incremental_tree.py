@@ -179,7 +179,7 @@ def test_a_bad_bid_leaves_a_following_tree_as_it_was():
 
 @pytest.mark.parametrize("time_scale", [1.0, 4.0])
 def test_engine_rounds_match_the_from_scratch_auction(time_scale):
-    """Every round of an engine replay (the scheduler face, never priced, so incremental) orders
+    """Every round of an engine replay (`decide` without multipliers: the incremental tree) orders
     the queue as the from-scratch allocation of the same inputs does."""
     engine = SimEngine("radix_vcg", EngineConfig())
     auction = engine.scheduler
@@ -197,7 +197,9 @@ def test_engine_rounds_match_the_from_scratch_auction(time_scale):
     assert rounds > 50 and auction._tree is not None
 
 
-def test_a_priced_round_reads_the_from_scratch_allocation_and_later_rounds_build_from_scratch():
+def test_a_priced_round_reads_the_from_scratch_allocation_and_the_tree_stays():
+    """Pricing a round builds its allocation from scratch, once; no switch: later rounds are still
+    ordered by the kept tree, and still equal the from-scratch auction."""
     queue = [Request(k, k % 3, [k % 2, 1, k % 4, k], bid=1.0 + k % 5) for k in range(12)]
     cache = RadixCache()
     cache.insert(np.array([0, 1, 0, 0, 7], dtype=np.int64))
@@ -208,5 +210,8 @@ def test_a_priced_round_reads_the_from_scratch_allocation_and_later_rounds_build
     assert [r.id for r in decided.admission_order()] == scratch.order
     assert decided.payments(range(3)) == scratch.payments
     assert decided.outcome == scratch
-    later = auction.decide(queue[1:], cache)  # priced once: from scratch from now on
-    assert isinstance(later.allocation, RadixAllocation) and auction._tree is None
+    assert isinstance(decided.allocation.full, RadixAllocation)
+    tree = auction._tree
+    later = auction.decide(queue[1:], cache)
+    assert isinstance(later.allocation, OrderedRound) and auction._tree is tree
+    assert later.outcome == RadixTreeAuction().run(queue[1:], cache)

@@ -21,7 +21,7 @@ in the block), added in the same order; the tree itself (nodes at the longest co
 neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
 shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
 both after random arrivals, admissions, cache and bid changes. Payments are not computed here: a
-scheduler's auction builds the from-scratch allocation when a round is priced, a market's reads the
+replay's auction builds the from-scratch allocation of a round when it is priced, a market's reads the
 tree kept in urgency units (see `RadixTreeAuction` and factored.py).
 
 Cost per round: a few passes over the queue that run in C (maps, set differences, list

@@ -15,8 +15,8 @@ matters as much: the auction runs at every admission round on queues of a few to
 requests, so each step is one pass over plain lists, and sort keys are made once per block.
 As the engine's scheduler (`decide`) the auction keeps the tree across rounds instead
 (incremental_tree.py: work proportional to what changed, plus a few passes in C over the queue),
-until a round is priced: from then on each round is built from scratch here, since its payments
-read this module's allocation. In a market (`decide` with multipliers: bids alpha_i x urgency) a
+and a round that is priced is also built from scratch here, once, since its payments read this
+module's allocation. In a market (`decide` with multipliers: bids alpha_i x urgency) a
 round of two requests or more is decided, and priced, over that tree kept in urgency units instead
 (factored.py), which re-sorts only the nodes that mix bidders; it agrees with this module's
 allocation to rounding. A round of one request, either way, is ordered at once and allocated here
@@ -162,8 +162,7 @@ class RadixTreeAuction(AuctionMechanism):
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
         super().__init__(cost_model, request_overhead)
         self._tree: IncrementalQueueTree | None = None
-        """`decide`'s incremental tree outside a market (None once a round was priced)."""
-        self._priced = False
+        """`decide`'s incremental tree outside a market."""
         self._urgency_tree: IncrementalQueueTree | None = None
         """A market's rounds (`decide` with multipliers): the tree in urgency units (factored.py)."""
 
@@ -190,8 +189,8 @@ class RadixTreeAuction(AuctionMechanism):
     ) -> Decided:
         """A market's round (bids alpha x urgency) of two requests or more: over the
         tree kept in urgency units (factored.py). A lone request: itself, its allocation built on
-        first use. Otherwise the incremental tree's order until a round is priced, and from then
-        on the from-scratch allocation, which the payments need."""
+        first use. Otherwise the incremental tree's order, its allocation built from scratch when
+        the round is priced."""
         if multipliers is not None and len(requests) > 1:
             if self._urgency_tree is None:
                 self._urgency_tree = IncrementalQueueTree(
@@ -202,8 +201,6 @@ class RadixTreeAuction(AuctionMechanism):
             validate_requests(requests, self._memo.held)
             check_bids(requests, bids)  # the round's bid, which in a market is not the request's
             return OrderedRound(requests, bids, prefix_lens, list(requests))
-        if self._priced:
-            return self.allocate(requests, cached=cache, prefix_lens=prefix_lens, bids=bids)
         if self._tree is None:
             self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
         root = _update_tree(self._tree, requests, bids, prefix_lens, refreshed)
@@ -215,10 +212,7 @@ class RadixTreeAuction(AuctionMechanism):
         return super().admission(alloc)
 
     def full(self, alloc: Decided) -> RadixAllocation | FactoredAllocation:
-        """The allocation the payments read (an `OrderedRound`'s built from scratch, once); marks the
-        auction as priced (see `_decide`)."""
-        if not self._priced:
-            self._priced, self._tree = True, None
+        """The allocation the payments read (an `OrderedRound`'s built from scratch, once)."""
         if not isinstance(alloc, OrderedRound):
             return alloc
         if alloc.full is None:
