@@ -22,6 +22,8 @@ import sys
 from types import ModuleType
 from typing import NoReturn
 
+from .errors import TaskFailed, UsageError
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("experiments.commands.demo", "replay a workload under every scheduler and print a table"),
     "reproduce": ("experiments.commands.reproduce", "reproduce the paper's findings over a sweep of load and KV size"),
@@ -49,16 +51,6 @@ class _Parser(argparse.ArgumentParser):
 
 def _hint(prog: str) -> str:
     return f" (see '{prog} --help')"
-
-
-class UsageError(Exception):
-    """A user error found by a subcommand (a bad option value, a file that is not what it should be):
-    printed as one line naming the option and what is valid, exit status 2."""
-
-
-class TaskFailed(Exception):
-    """A task of a sweep that its executor could not run (a Ray worker or node lost, the project
-    missing on a node): one line naming the task and where it was to run, exit status 1."""
 
 
 def _module(name: str) -> ModuleType:
@@ -119,8 +111,4 @@ def _one_line_text(text: str) -> str:
 
 
 if __name__ == "__main__":
-    # Through the package's module, so `python -m experiments.cli` raises and catches the one
-    # UsageError class the subcommands import (this file runs as __main__, a second copy).
-    from experiments.cli import main as package_main
-
-    package_main()
+    main()

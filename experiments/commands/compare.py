@@ -59,7 +59,8 @@ from agents.training import TrainConfig, set_torch_threads, train
 from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
 
 from ..argtypes import positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 from .headroom import TUNING_EPISODES, add_scenario_arguments, headroom, scenario_kwargs
 from .headroom import markdown as headroom_markdown

@@ -25,7 +25,8 @@ from agents.training import set_torch_threads
 from auction_gym.pacing import BUILTIN_POLICIES, Policy
 
 from ..argtypes import json_dict, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from .train import scenario
 
 

@@ -46,7 +46,8 @@ from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
 from auction_gym.scenarios import scenario
 
 from ..argtypes import json_dict, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from .compare import markdown as compare_markdown
 from .compare import summarize as compare_summarize
 from .compare import write_csv, write_episodes

@@ -76,7 +76,8 @@ from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
 from ..argtypes import non_negative_int, positive_float, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from .calibrate import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
 from .replays import Replay, replay, replay_together, saturation_replay, torch_engine
 

@@ -47,7 +47,8 @@ from auction_gym.pacing import OGDPacer, Policy, Truthful
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
 
 from ..argtypes import json_dict, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 
 TUNING_EPISODES = 36

@@ -64,11 +64,13 @@ import numpy as np
 from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
-from auction_gym.registry import build, mechanism_names
+from auction_gym.registry import mechanism_names
+from auction_gym.scheduler import admission_order, make_scheduler
 from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 from ..provenance import made_by
 from .reproduce_report import write_report
@@ -156,7 +158,7 @@ def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str =
         for r, cached in snapshots[k]:
             if cached:
                 cache.insert(r.tokens[:cached])
-        order = build(mechanism, model).order(queue, cache)
+        order, _ = admission_order(make_scheduler(mechanism, model), queue, cache)
         position = {id(r): i for i, r in enumerate(queue)}
         prefix_lens = None if cost_model == "unit" else [cached for _, cached in snapshots[k]]
         tree = build_queue_tree([r.tokens for r in queue], prefix_lens)

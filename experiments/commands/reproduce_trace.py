@@ -12,7 +12,7 @@ from auction_gym.engine import EngineConfig
 from auction_gym.request import Request
 from auction_gym.workload import SAMPLE_TRACE, get_workload
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .reproduce_sweep import NUM_BIDDERS, Sweep
 
 FULL_TRACE_ENV = "RADIX_AUCTION_MOONCAKE_TRACE"

@@ -23,7 +23,8 @@ from agents.stats import summary_lines
 from agents.training import TrainConfig, TrainResult, train
 
 from ..argtypes import json_dict, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 
 
 def key_values(items: list[str] | None) -> dict[str, Any]:

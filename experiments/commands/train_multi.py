@@ -25,7 +25,8 @@ import torch
 from auction_gym.scenarios import scenario
 
 from ..argtypes import json_dict, non_negative_int, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from .train import add_evaluation_arguments, key_values
 
 SCENARIO = scenario("bursty_v0")

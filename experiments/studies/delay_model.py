@@ -36,8 +36,8 @@ def pairs(cost_model: str, rate: float, episodes: int, seed: int = 0) -> tuple[n
         while not market.done:
             now = market.engine.now
             report = market.step([1.0] * config.num_bidders)
-            if report.admitted and market.auction.last_round.allocation is not None:
-                rounds.append((now, market.auction.last_round))
+            if report.decision is not None and report.decision.allocation is not None:
+                rounds.append((now, report.decision))
         per_token = market.engine.cost.prefill_per_token
         records = market.engine.records
         for now, decided in rounds:
