@@ -40,6 +40,7 @@ import numpy as np
 
 from agents.baselines import CANDIDATES, TUNED, TUNING_SEED
 from agents.evaluation import DEFAULT_EVAL_SEED, evaluate
+from agents.sb3 import ENV_ID, check_env_kwargs
 from agents.stats import format_ci, mean_ci
 from auction_gym.envs import RadixAuctionEnv
 from auction_gym.market import MarketConfig
@@ -260,11 +261,18 @@ def add_scenario_arguments(parser: argparse.ArgumentParser, default: str | None 
                         help=f"RadixAuction-v0 arguments as JSON, over the scenario's key by key {env_kwargs_help}")
 
 
-def scenario_kwargs(name: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The named scenario's env kwargs (none for None) with `overrides` over them, checked."""
-    from .train import checked_env_kwargs
+def checked_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
+    """`env_kwargs` when the env `env_id` accepts them, else UsageError naming --env-kwargs."""
+    try:
+        check_env_kwargs(env_kwargs, env_id)
+    except ValueError as e:
+        raise UsageError(f"--env-kwargs: {e}") from None
+    return env_kwargs
 
-    return checked_env_kwargs({**(scenario(name) if name else {}), **overrides})
+
+def scenario_kwargs(name: str | None, overrides: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
+    """The named scenario's env kwargs (none for None) with `overrides` over them, checked for `env_id`."""
+    return checked_env_kwargs({**(scenario(name) if name else {}), **overrides}, env_id)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -21,14 +21,14 @@ import yaml
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS
 from agents.learners import LEARNERS, names_text
-from agents.sb3 import ENV_ID, VEC_ENVS, check_env_kwargs, saved_env_kwargs
+from agents.sb3 import ENV_ID, VEC_ENVS, saved_env_kwargs
 from agents.stats import summary_lines
 from agents.training import TrainConfig, TrainResult, train
 from auction_gym.scenarios import scenario as named_scenario
 
 from ..argtypes import positive_int
 from ..cli import UsageError, run_command
-from .headroom import add_scenario_arguments
+from .headroom import add_scenario_arguments, checked_env_kwargs
 
 
 def key_values(items: list[str] | None) -> dict[str, Any]:
@@ -43,15 +43,6 @@ def key_values(items: list[str] | None) -> dict[str, Any]:
         except yaml.YAMLError:
             raise UsageError(f"--hyperparams {key}: cannot read the value {value!r}") from None
     return out
-
-
-def checked_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
-    """`env_kwargs` when the env `env_id` accepts them, else UsageError naming --env-kwargs."""
-    try:
-        check_env_kwargs(env_kwargs, env_id)
-    except ValueError as e:
-        raise UsageError(f"--env-kwargs: {e}") from None
-    return env_kwargs
 
 
 def scenario(given: dict[str, Any] | None, model: str | None, env_id: str = ENV_ID) -> tuple[dict[str, Any], str]:

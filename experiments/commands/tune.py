@@ -87,7 +87,7 @@ def shares(trials: int, jobs: int) -> list[int]:
 def run(args: argparse.Namespace) -> None:
     import optuna
 
-    env_kwargs = scenario_kwargs(args.scenario, args.env_kwargs)
+    env_kwargs = scenario_kwargs(args.scenario, args.env_kwargs, args.env_id)
     out = Path(args.out)
     objective = Objective(args.algo, env_kwargs, args.timesteps, args.n_envs, args.tuning_episodes,
                           str(out / "trials"), args.evaluations, args.env_id, args.seed)
