@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -45,6 +46,7 @@ from stable_baselines3.common.logger import Logger, configure
 
 from .callbacks import OnEvaluation, log_evaluation
 from .evaluation import DEFAULT_EVAL_SEED
+from .stats import mean_ci
 from .training import TrainConfig, TrainResult, run_dir_of, run_settings, set_torch_threads, write_config
 
 
@@ -156,10 +158,15 @@ class Generation:
     steps: int
     """Environment steps played so far, this generation's included."""
     champion: float
+    """The champion's fitness on this batch, before the incumbent may replace it (the incumbent's
+    own in the first generation, where they are one policy)."""
     incumbent: float
     best_candidate: float
     mean_candidate: float
     sigma: float
+    gap_ci95: float
+    """95% CI half-width of incumbent - (earlier) champion over the batch's episodes, paired; NaN
+    when they are one policy. What a batch of this size can tell apart."""
     replaced: bool
     """The incumbent beat the champion on this batch and is the champion now."""
     first_seed: int
@@ -214,15 +221,16 @@ def generations(env: gym.Env, start: SearchPolicy, params: SearchParams, seed: i
         incumbent = np.array(es.mean, dtype=np.float64)
         rivals = [incumbent] if np.array_equal(champion, incumbent) else [incumbent, champion]
         utility, played = score([start.with_params(w) for w in (*rivals, *candidates)], env, seeds)
-        fitness = utility.mean(axis=1)
-        es.tell(candidates, list(-fitness[len(rivals):]))
-        replaced = len(rivals) == 2 and fitness[0] > fitness[1]
+        fitness, k = utility.mean(axis=1), len(rivals)
+        es.tell(candidates, list(-fitness[k:]))
+        replaced = k == 2 and fitness[0] > fitness[1]
         if replaced:
             champion = incumbent
         steps, g = steps + played, g + 1
-        yield Generation(g, steps, float(fitness[0] if replaced or len(rivals) == 1 else fitness[1]),
-                         float(fitness[0]), float(fitness[len(rivals):].max()), float(fitness[len(rivals):].mean()),
-                         float(es.sigma), bool(replaced), int(seeds[0])), champion.copy()
+        gap = mean_ci(utility[0] - utility[1])[1] if k == 2 else math.nan
+        yield Generation(g, steps, float(fitness[k - 1]), float(fitness[0]),
+                         float(fitness[k:].max()), float(fitness[k:].mean()), float(es.sigma), gap, bool(replaced),
+                         int(seeds[0])), champion.copy()
 
 
 def train_search(config: TrainConfig, callbacks: list | None = None,

@@ -7,7 +7,8 @@ seeds TUNING_SEED.. TUNING_SEED + episodes - 1, all below `DEFAULT_EVAL_SEED`: a
 evaluation episode, so what it chooses is scored afresh on those. The run is evaluated on the same
 tuning episodes `evaluations` times during training; each evaluation is reported to Optuna and the
 median pruner stops a trial whose curve falls below the median of the earlier trials' at the same
-step (after `startup_trials` complete trials and past the first third of the run, RL Zoo's settings).
+step (after `startup_trials` complete trials and past the first third of the run, RL Zoo's
+settings; never at the end of a run, which is then complete).
 
 Trials may run in several processes at once (`optimize`, one per process, one torch thread each)
 sharing one study in a JournalStorage file. `study_rows` and `best_snippet` are what
@@ -136,7 +137,8 @@ class Objective:
 
         def report(step: int, results: Sequence[dict[str, float]]) -> bool:
             trial.report(float(np.mean([r["utility"] for r in results])), step)
-            if trial.should_prune():
+            # A run that has reached its budget is complete: its final score informs the sampler.
+            if step < self.timesteps and trial.should_prune():
                 stopped.append(step)
             return not stopped
 

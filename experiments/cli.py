@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("experiments.commands.tune", "search hyperparameters with Optuna (TPE, median pruning) on tuning episodes"),
     "evaluate": ("experiments.commands.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
     "headroom": ("experiments.commands.headroom", "measure what pacing can gain in a scenario, before any training"),
-    "compare": ("experiments.commands.compare", "train SB3 agents and compare them with OGD and truthful bidding"),
+    "compare": ("experiments.commands.compare", "train pacing agents and compare them with OGD and truthful bidding"),
     "train-multi": ("experiments.commands.train_multi", "train every bidder at once with RLlib PPO (Ray; local or a cluster)"),
     "evaluate-multi": ("experiments.commands.evaluate_multi",
                        "evaluate learned populations against all-OGD and all-truthful markets"),
