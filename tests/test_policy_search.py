@@ -19,6 +19,7 @@ from agents.sb3 import load_policy
 from agents.training import TrainConfig, train
 from auction_gym.envs import RadixAuctionEnv
 from experiments.commands import compare as compare_cmd
+from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0}}
@@ -135,7 +136,13 @@ def test_train_and_evaluate_through_the_cli(tmp_path, capsys):
     assert [e.step for e in acc.Scalars("eval/utility")] == [160, 360]
     assert json.loads((run / "config.json").read_text())["env_kwargs"] == ENV
     results = evaluate(load_policy(run / "model.npz"), ENV, 2, progress=False)
-    assert len(results) == 2
+    assert [r["utility"] for r in results] != [r["utility"] for r in evaluate(
+        load_policy(run / "model.npz"), ENV, 2, seed=DEFAULT_EVAL_SEED + 2, progress=False)]
+    evaluate_cmd.main(["--policy", str(run / "model.npz"), "--episodes", "2", "--logdir", str(tmp_path / "eval"),
+                       "--no-progress"])
+    out = capsys.readouterr().out
+    assert f"environment arguments from {run / 'config.json'}" in out
+    assert (tmp_path / "eval" / "cmaes_s0").is_dir()  # named after the model's run folder
 
 
 def test_train_returns_what_it_played(tmp_path):

@@ -6,15 +6,17 @@ from __future__ import annotations
 import csv
 import json
 
+import numpy as np
 import optuna
 import pytest
 import yaml
 
-from agents.evaluation import DEFAULT_EVAL_SEED
+from agents.evaluation import DEFAULT_EVAL_SEED, evaluate
 from agents.learners import check_hyperparams
-from agents.sb3 import load_hyperparams
+from agents.sb3 import load_hyperparams, load_policy, saved_env_kwargs
 from agents.tuning import SEARCH_SPACES, Objective, hyperparams_of, storage
 from auction_gym.envs import RadixAuctionEnv
+from auction_gym.scenarios import scenario
 from experiments.commands import tune as tune_cmd
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0}}
@@ -43,7 +45,12 @@ def test_a_tiny_study_writes_its_files_and_plays_no_evaluation_seed(tmp_path, mo
     assert entry["n_envs"] == 2 and "log_std_init=" in entry["policy_kwargs"]
     seeds = [s for s in played if s is not None]
     assert seeds and max(seeds) < DEFAULT_EVAL_SEED
-    assert {0, 1} <= set(seeds)  # the tuning episodes were played
+    # A complete trial's value is its model's mean utility on the tuning episodes, seeds 0 and 1.
+    done = next(r for r in rows if r["state"] == "COMPLETE")
+    path = tmp_path / "trials" / f"trial_{done['trial']}" / "model.zip"
+    assert saved_env_kwargs(path)[0] == {**scenario("calibrated"), **ENV}  # tune's default scenario, ENV over it
+    replayed = evaluate(load_policy(path), saved_env_kwargs(path)[0], 2, seed=0, progress=False)
+    assert float(done["value"]) == pytest.approx(np.mean([r["utility"] for r in replayed]))
 
 
 @pytest.mark.parametrize("pruner, state", [(optuna.pruners.ThresholdPruner(lower=1e12), "PRUNED"),
