@@ -1,5 +1,6 @@
-"""Every learner `radix-auction train --algo`, `compare --algos` and `tune` accept, by name: the one
-registry from which their validation, dispatch and `--help` derive.
+"""Every learner `radix-auction train --algo` and `compare --algos` accept, by name: the one registry
+from which their validation, dispatch and `--help` derive (`radix-auction tune` searches those of
+them with a search space, `agents.tuning.SEARCH_SPACES`).
 
 A learner is either a Stable-Baselines3 algorithm (`family` "sb3": trained by
 `agents.training.train_sb3`, saved as `model.zip`) or a policy search (`family` "search": trained by

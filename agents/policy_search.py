@@ -47,7 +47,7 @@ from stable_baselines3.common.logger import Logger, configure
 from .callbacks import OnEvaluation, log_evaluation
 from .evaluation import DEFAULT_EVAL_SEED
 from .stats import mean_ci
-from .training import TrainConfig, TrainResult, run_dir_of, run_settings, set_torch_threads, write_config
+from .training import TrainConfig, TrainResult, run_dir_of, run_settings, write_config
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,6 @@ def train_search(config: TrainConfig, callbacks: list | None = None,
         raise ValueError(f"{config.algo} is a policy search: it takes no SB3 callbacks")
     if config.resume is not None:
         raise ValueError(f"--resume: {config.algo} starts afresh; resuming is for SB3 learners")
-    set_torch_threads(config.torch_threads)
     hp, timesteps, n_envs = run_settings(config, SearchParams.n_timesteps)
     params = SearchParams.of(hp)
     pool = search_seeds(config.eval_seed, config.eval_episodes)

@@ -1,8 +1,9 @@
 """Stable-Baselines3 plumbing: algorithms, RL Zoo hyperparameter files, environments, saved models.
 
-A trained run directory holds `model.zip` (`model.npz` for a policy search, `agents.policy_search`), `vecnormalize.pkl` when the hyperparameters ask for
-observation/reward normalization, `config.json` (algorithm, seed, environment arguments,
-hyperparameters) and the TensorBoard event files. Checkpoints go to `checkpoints/` in SB3's
+A trained run directory holds `model.zip` (a policy search's: `model.npz`, `agents.policy_search`),
+`vecnormalize.pkl` when the hyperparameters ask for observation/reward normalization,
+`config.json` (algorithm, seed, environment arguments, hyperparameters) and the TensorBoard event
+files. Checkpoints go to `checkpoints/` in SB3's
 naming (`<algo>_<steps>_steps.zip`, `<algo>_vecnormalize_<steps>_steps.pkl`).
 """
 
