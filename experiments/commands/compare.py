@@ -1,4 +1,5 @@
-"""`radix-auction compare`: train SB3 pacing agents and compare them with OGD and truthful bidding.
+"""`radix-auction compare`: train pacing agents (any learner of `agents.learners`) and compare them
+with OGD and truthful bidding.
 
 Each run of `compare` writes its TensorBoard folders under a new ROOT = LOGDIR/compare (then
 LOGDIR/compare_2, ... when taken; `--overwrite` reuses LOGDIR/compare): for each algorithm and
