@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from auction_gym.pacing import BUILTIN_POLICIES, MultiplierPolicy, Policy, focal_policy, is_builtin_policy, make_policy
 
-from .sb3 import ENV_ID, load_policy
+from .sb3 import ENV_ID, MODEL_SUFFIXES, load_policy
 
 METRIC_UNITS = {
     "utility": "value units",
@@ -57,18 +57,18 @@ DEFAULT_EVAL_SEED = 1000
 
 def policy_from_spec(spec: str, alpha_max: float = 2.0) -> Policy:
     """A built-in policy (`BUILTIN_POLICIES`: a MultiplierPolicy, whatever the env's action type:
-    `evaluate` scores it in multipliers) or the path of a saved model zip."""
-    if spec.endswith(".zip"):
+    `evaluate` scores it in multipliers) or the path of a saved model (an SB3 zip, a policy search's npz)."""
+    if spec.endswith(MODEL_SUFFIXES):
         return load_policy(spec)
     if is_builtin_policy(spec):
         return make_policy(spec, alpha_max)
-    raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(BUILTIN_POLICIES)}, PATH.zip")
+    raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(BUILTIN_POLICIES)}, PATH.zip, PATH.npz")
 
 
 def policy_name(spec: str) -> str:
     """A run-directory name for a policy spec: the built-in's name ("fixed:0.5" -> "fixed_0.5"), or
-    for a zip its run directory's name (runs/ppo_s0/model.zip -> "ppo_s0"), else the zip's stem."""
-    if spec.endswith(".zip"):
+    for a saved model its run directory's name (runs/ppo_s0/model.zip -> "ppo_s0"), else the file's stem."""
+    if spec.endswith(MODEL_SUFFIXES):
         path = Path(spec)
         return path.parent.name if path.stem == "model" and path.parent.name else path.stem
     return spec.replace(":", "_")
@@ -93,13 +93,15 @@ def episode_metrics(infos: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 def evaluate(policy: Policy, env_kwargs: dict[str, Any] | None = None, episodes: int = 10,
-             seed: int = DEFAULT_EVAL_SEED, progress: bool = True, desc: str = "evaluate") -> list[dict[str, float]]:
-    """Run `episodes` episodes of RadixAuction-v0 (episode k seeded `seed + k`) with deterministic
-    actions, a built-in in multipliers (`scored_kwargs`); the METRICS of each episode, in order. ValueError when `policy` declares an
-    `action_space` other than the env's (see the module docstring)."""
+             seed: int = DEFAULT_EVAL_SEED, progress: bool = True, desc: str = "evaluate",
+             env_id: str = ENV_ID) -> list[dict[str, float]]:
+    """Run `episodes` episodes of the env `env_id` (episode k seeded `seed + k`) with deterministic
+    actions, a built-in in multipliers (`scored_kwargs`); the METRICS of each episode, in order.
+    ValueError when `policy` declares an `action_space` other than the env's (see the module
+    docstring)."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    env = gym.make(ENV_ID, **scored_kwargs(policy, env_kwargs))
+    env = gym.make(env_id, **scored_kwargs(policy, env_kwargs))
     try:
         policy = _for_env(policy, env)
         return [episode_metrics([info for _, info in _episode(policy, env, seed + k)])

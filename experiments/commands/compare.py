@@ -1,4 +1,5 @@
-"""`radix-auction compare`: train SB3 pacing agents and compare them with OGD and truthful bidding.
+"""`radix-auction compare`: train pacing agents (any learner of `agents.learners`) and compare them
+with OGD and truthful bidding.
 
 Each run of `compare` writes its TensorBoard folders under a new ROOT = LOGDIR/compare (then
 LOGDIR/compare_2, ... when taken; `--overwrite` reuses LOGDIR/compare): for each algorithm and
@@ -52,8 +53,9 @@ from agents.evaluation import (
     policy_from_spec,
     policy_name,
 )
+from agents.learners import LEARNERS, check_hyperparams, names_text
 from agents.run_dir import new_run_dir
-from agents.sb3 import ALGOS, check_hyperparams, load_hyperparams, load_policy
+from agents.sb3 import MODEL_SUFFIXES, load_hyperparams, load_policy
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, set_torch_threads, train
 from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
@@ -93,7 +95,7 @@ def with_sizes(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algos", default="ppo", help=f"comma-separated, from {', '.join(ALGOS)} (default ppo)")
+    parser.add_argument("--algos", default="ppo", help=f"comma-separated, from {names_text()} (default ppo)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a first look, {QUICK_WALL_TIME}: {_sizes_text(QUICK)} (each one given explicitly "
                         "still wins); the scenario and every policy are the full run's")
@@ -134,13 +136,13 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str], dict[str, A
     """The algorithms and baselines asked for and the env kwargs (the scenario's, `--env-kwargs`
     over them), every option checked before any work starts."""
     algos = [a for a in args.algos.split(",") if a]
-    if not algos or any(a not in ALGOS for a in algos):
-        raise UsageError(f"unknown --algos {args.algos!r}; valid: {', '.join(ALGOS)}")
+    if not algos or any(a not in LEARNERS for a in algos):
+        raise UsageError(f"unknown --algos {args.algos!r}; valid: {names_text()}")
     baselines = [b for b in args.baselines.split(",") if b]
     for spec in baselines:
         if spec in TUNED:
             continue
-        if spec.endswith(".zip"):
+        if spec.endswith(MODEL_SUFFIXES):
             raise UsageError(f"--baselines: {spec!r} is a model; valid: {', '.join((*BUILTIN_POLICIES, *TUNED))}")
         try:
             policy_from_spec(spec)
