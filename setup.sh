@@ -10,5 +10,6 @@ fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     .venv/bin/python -m pip install --quiet torch==2.13.0
 fi
-# The rllib extra (Ray) lets the tests run a tiny multi-agent training; nothing else needs it.
-.venv/bin/python -m pip install --quiet -e ".[dev,rllib]"
+# The rllib extra (Ray) lets the tests run a tiny multi-agent training, the tune extra (Optuna) a tiny
+# hyperparameter search; the docs extra builds the documentation site.
+.venv/bin/python -m pip install --quiet -e ".[dev,rllib,tune,docs]"

@@ -4,11 +4,13 @@ deterministic=True) -> (action, state)`, so evaluation treats built-in and learn
 OGD pacing, truthful and fixed-multiplier bidding are implemented in `auction_gym.pacing` (the
 environments run them for the bidders that are not learning, and `auction_gym` never imports
 `agents`); they are exported here as the agents' public names. They output bid multipliers;
-`focal_policy(policy, action_type, alpha_max)` maps them to an environment's (normalized by default)
-actions, and `agents.evaluation.evaluate` does so itself.
+`focal_policy(policy, env)` maps them to an environment's actions, and `agents.evaluation.evaluate`
+scores them in multipliers.
 
 Stable-Baselines3 helpers live in submodules, imported on use so that `import agents` stays light:
-`agents.training` (train, resume, checkpoints), `agents.evaluation` (fixed-seed evaluation and the
+`agents.learners` (every learner by name), `agents.training` (train, resume, checkpoints),
+`agents.policy_search` (CMA-ES on shared episodes), `agents.tuning` (Optuna hyperparameter
+search), `agents.evaluation` (fixed-seed evaluation and the
 shared `eval/*` TensorBoard tags), `agents.sb3` (algorithms, envs, loading a saved zip as a policy),
 `agents.callbacks`, and `agents.stats` (confidence intervals). Every bidder at once:
 `agents.population` (a population of policies on the PettingZoo env, evaluated on fixed seeds) and,

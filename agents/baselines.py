@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from auction_gym.pacing import FixedMultiplier, OGDPacer, PIDPacer, Policy
+from auction_gym.pacing import FixedMultiplier, OGDPacer, PIDPacer, Policy, policy_spec
 
 from .evaluation import DEFAULT_EVAL_SEED, evaluate
 
@@ -40,17 +40,17 @@ TUNING_SEED = 0
 
 def fixed_candidates(alpha_max: float = 2.0) -> dict[str, Policy]:
     """The constant multipliers of FIXED_GRID up to `alpha_max`, by name ("fixed:0.05")."""
-    return {f"fixed:{a:g}": FixedMultiplier(a) for a in FIXED_GRID if a <= alpha_max}
+    return {policy_spec("fixed", alpha=a): FixedMultiplier(a) for a in FIXED_GRID if a <= alpha_max}
 
 
 def ogd_candidates(alpha_max: float = 2.0) -> dict[str, Policy]:
     """OGD with each step of ETA_GRID, by name ("ogd:eta=0.02")."""
-    return {f"ogd:eta={eta:g}": OGDPacer(eta=eta, alpha_max=alpha_max) for eta in ETA_GRID}
+    return {policy_spec("ogd", eta=eta): OGDPacer(eta=eta, alpha_max=alpha_max) for eta in ETA_GRID}
 
 
 def pid_candidates(alpha_max: float = 2.0) -> dict[str, Policy]:
     """The PI pacer with each gain pair of PID_GRID, by name ("pid:kp=0.01,ki=0.05")."""
-    return {f"pid:kp={kp:g},ki={ki:g}": PIDPacer(kp, ki, alpha_max=alpha_max) for kp, ki in PID_GRID}
+    return {policy_spec("pid", kp=kp, ki=ki): PIDPacer(kp, ki, alpha_max=alpha_max) for kp, ki in PID_GRID}
 
 
 CANDIDATES: dict[str, Callable[[float], dict[str, Policy]]] = {

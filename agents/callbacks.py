@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import TensorBoardOutputFormat
+from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
 from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboard.plugins.hparams.api_pb2 import Status
 from tensorboard.plugins.hparams.metadata import PLUGIN_DATA_VERSION, PLUGIN_NAME, SESSION_END_INFO_TAG
@@ -13,7 +13,23 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData, Sessi
 from torch.utils.tensorboard.summary import hparams
 
 from .evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, mean_metrics
-from .sb3 import SB3Policy
+from .sb3 import ENV_ID, SB3Policy
+
+OnEvaluation = Callable[[int, Sequence[dict[str, float]]], bool]
+"""Called with each evaluation's timestep and per-episode metrics; False stops training (a
+hyperparameter search's pruning, `agents.tuning`)."""
+
+
+def log_evaluation(logger: Logger, policy: Any, env_kwargs: dict[str, Any], episodes: int, seed: int, step: int,
+                   env_id: str = ENV_ID) -> list[dict[str, float]]:
+    """Evaluate `policy` (`agents.evaluation.evaluate`, episodes seeded `seed + k`) and log the mean
+    of each metric as `eval/<metric>` at `step`, the tags of every training run, SB3's or a policy
+    search's; the per-episode metrics."""
+    results = evaluate(policy, env_kwargs, episodes, seed, progress=False, env_id=env_id)
+    for m, v in mean_metrics(results).items():
+        logger.record(f"eval/{m}", v)
+    logger.dump(step)
+    return results
 
 
 class EvalMetricsCallback(BaseCallback):
@@ -25,19 +41,23 @@ class EvalMetricsCallback(BaseCallback):
     `eval_freq` environment steps (counted over all envs) have passed since the previous one, and
     once at the end of training. So a policy is never evaluated twice between two updates: PPO
     updates once per rollout of n_steps x n_envs steps, and evaluating during the rollout would
-    score the same policy again and again."""
+    score the same policy again and again. `on_evaluation` (see `OnEvaluation`) may stop training
+    after an evaluation; then no final one follows."""
 
     def __init__(self, env_kwargs: dict[str, Any], eval_freq: int, episodes: int = 5,
-                 seed: int = DEFAULT_EVAL_SEED) -> None:
+                 seed: int = DEFAULT_EVAL_SEED, env_id: str = ENV_ID,
+                 on_evaluation: OnEvaluation | None = None) -> None:
         super().__init__()
         if eval_freq < 1:
             raise ValueError(f"eval_freq must be >= 1, got {eval_freq}")
         self.env_kwargs, self.eval_freq, self.episodes, self.seed = env_kwargs, eval_freq, episodes, seed
+        self.env_id, self.on_evaluation = env_id, on_evaluation
         self._next = 0
+        self._continue = True
         self.steps: list[int] = []
+        """The timesteps evaluated so far, in order."""
         self.last_results: list[dict[str, float]] = []
         """Per-episode metrics of the latest evaluation (the final one once training ends)."""
-        """The timesteps evaluated so far, in order."""
 
     def _on_training_start(self) -> None:
         self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
@@ -48,20 +68,19 @@ class EvalMetricsCallback(BaseCallback):
             self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
 
     def _on_step(self) -> bool:
-        return True
+        return self._continue
 
     def _on_training_end(self) -> None:
-        if not self.steps or self.steps[-1] != self.num_timesteps:
+        if self._continue and (not self.steps or self.steps[-1] != self.num_timesteps):
             self._evaluate()
 
     def _evaluate(self) -> None:
         policy = SB3Policy(self.model, self.model.get_vec_normalize_env())
-        results = evaluate(policy, self.env_kwargs, self.episodes, self.seed, progress=False)
-        self.last_results = results
-        for m, v in mean_metrics(results).items():
-            self.logger.record(f"eval/{m}", v)
-        self.logger.dump(self.num_timesteps)
+        self.last_results = log_evaluation(self.logger, policy, self.env_kwargs, self.episodes, self.seed,
+                                           self.num_timesteps, self.env_id)
         self.steps.append(self.num_timesteps)
+        if self.on_evaluation is not None:
+            self._continue = bool(self.on_evaluation(self.num_timesteps, self.last_results))
 
 
 RUN_STATUSES = {"success": "STATUS_SUCCESS", "interrupted": "STATUS_FAILURE", "failed": "STATUS_FAILURE"}

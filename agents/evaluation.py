@@ -17,8 +17,10 @@ Per-episode metrics (`METRICS`; money in the workload's units, times in engine s
 Seeds: episode k of an evaluation resets the env with seed `seed + k`, whatever the policy, so
 every policy faces the same workloads and (deterministic, built-in) opponents.
 
-Actions: a built-in policy (`auction_gym.pacing.MultiplierPolicy`) outputs multipliers, mapped to
-the env's `action_type` by `auction_gym.pacing.focal_policy`; any other policy (an SB3 model) acts in
+Actions: a built-in policy (`auction_gym.pacing.MultiplierPolicy`) outputs multipliers and is
+scored in multipliers: its env is built with `action_type="multiplier"` and, for `reward="paired"`,
+`reward="cost"` (`scored_kwargs`), so a baseline's row is the same whatever action type and reward
+a learner is trained with, and no shadow market is built. Any other policy (an SB3 model) acts in
 the env's action space, and one that declares a different `action_space` (a model trained on
 another action type) is refused.
 """
@@ -34,9 +36,9 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm.auto import tqdm
 
-from auction_gym.pacing import BUILTIN_POLICIES, Policy, focal_policy, is_builtin_policy, make_policy
+from auction_gym.pacing import BUILTIN_POLICIES, MultiplierPolicy, Policy, focal_policy, is_builtin_policy, make_policy
 
-from .sb3 import ENV_ID, load_policy
+from .sb3 import ENV_ID, MODEL_SUFFIXES, load_policy
 
 METRIC_UNITS = {
     "utility": "value units",
@@ -55,18 +57,18 @@ DEFAULT_EVAL_SEED = 1000
 
 def policy_from_spec(spec: str, alpha_max: float = 2.0) -> Policy:
     """A built-in policy (`BUILTIN_POLICIES`: a MultiplierPolicy, whatever the env's action type:
-    `evaluate` maps it) or the path of a saved model zip."""
-    if spec.endswith(".zip"):
+    `evaluate` scores it in multipliers) or the path of a saved model (an SB3 zip, a policy search's npz)."""
+    if spec.endswith(MODEL_SUFFIXES):
         return load_policy(spec)
     if is_builtin_policy(spec):
         return make_policy(spec, alpha_max)
-    raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(BUILTIN_POLICIES)}, PATH.zip")
+    raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(BUILTIN_POLICIES)}, PATH.zip, PATH.npz")
 
 
 def policy_name(spec: str) -> str:
     """A run-directory name for a policy spec: the built-in's name ("fixed:0.5" -> "fixed_0.5"), or
-    for a zip its run directory's name (runs/ppo_s0/model.zip -> "ppo_s0"), else the zip's stem."""
-    if spec.endswith(".zip"):
+    for a saved model its run directory's name (runs/ppo_s0/model.zip -> "ppo_s0"), else the file's stem."""
+    if spec.endswith(MODEL_SUFFIXES):
         path = Path(spec)
         return path.parent.name if path.stem == "model" and path.parent.name else path.stem
     return spec.replace(":", "_")
@@ -91,13 +93,15 @@ def episode_metrics(infos: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 def evaluate(policy: Policy, env_kwargs: dict[str, Any] | None = None, episodes: int = 10,
-             seed: int = DEFAULT_EVAL_SEED, progress: bool = True, desc: str = "evaluate") -> list[dict[str, float]]:
-    """Run `episodes` episodes of RadixAuction-v0 (episode k seeded `seed + k`) with deterministic
-    actions; the METRICS of each episode, in order. ValueError when `policy` declares an
-    `action_space` other than the env's (see the module docstring)."""
+             seed: int = DEFAULT_EVAL_SEED, progress: bool = True, desc: str = "evaluate",
+             env_id: str = ENV_ID) -> list[dict[str, float]]:
+    """Run `episodes` episodes of the env `env_id` (episode k seeded `seed + k`) with deterministic
+    actions, a built-in in multipliers (`scored_kwargs`); the METRICS of each episode, in order.
+    ValueError when `policy` declares an `action_space` other than the env's (see the module
+    docstring)."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    env = gym.make(ENV_ID, **(env_kwargs or {}))
+    env = gym.make(env_id, **scored_kwargs(policy, env_kwargs))
     try:
         policy = _for_env(policy, env)
         return [episode_metrics([info for _, info in _episode(policy, env, seed + k)])
@@ -110,28 +114,40 @@ def rollout(policy: Policy, env_kwargs: dict[str, Any] | None = None,
             seed: int = DEFAULT_EVAL_SEED) -> list[tuple[np.ndarray, dict[str, Any]]]:
     """One episode of RadixAuction-v0 seeded `seed`, played as `evaluate` plays it: each step's
     observation (the one the policy acted on) and the step's `info`."""
-    env = gym.make(ENV_ID, **(env_kwargs or {}))
+    env = gym.make(ENV_ID, **scored_kwargs(policy, env_kwargs))
     try:
         return list(_episode(_for_env(policy, env), env, seed))
     finally:
         env.close()
 
 
+def scored_kwargs(policy: Policy, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """The env keyword arguments `policy` is scored under: `env_kwargs`, and for a built-in
+    (MultiplierPolicy) its multipliers played as they are, with the paired reward's shadow market
+    left out (see the module docstring)."""
+    kwargs = dict(env_kwargs or {})
+    if isinstance(policy, MultiplierPolicy):
+        kwargs["action_type"] = "multiplier"
+        if kwargs.get("reward") == "paired":
+            kwargs["reward"] = "cost"
+    return kwargs
+
+
 def _for_env(policy: Policy, env: gym.Env) -> Policy:
     """`policy` acting in `env`'s action space (see `acting_in`)."""
-    base = env.unwrapped
-    return acting_in(policy, env.action_space, base.action_type, base.config.alpha_max)
+    return acting_in(policy, env.action_space, env)
 
 
-def acting_in(policy: Policy, action_space: gym.spaces.Space, action_type: str, alpha_max: float) -> Policy:
-    """`policy` acting in an environment's `action_space` of `action_type` (built-ins mapped by
-    `focal_policy`); ValueError for a policy that declares another action space."""
+def acting_in(policy: Policy, action_space: gym.spaces.Space, env: Any, agent: str | None = None) -> Policy:
+    """`policy` acting in `env`'s `action_space` (built-ins mapped by `focal_policy`; `agent` in a
+    PettingZoo env); ValueError for a policy that declares another action space."""
     space = getattr(policy, "action_space", None)
     if space is not None and space != action_space:
+        action_type = getattr(env, "unwrapped", env).action_map.action_type
         raise ValueError(f"the policy acts in {space}, the environment (action_type={action_type!r}) in "
-                         f"{action_space}; a model trained on multipliers, as before issue 14, needs "
-                         f"env_kwargs {{\"action_type\": \"multiplier\"}}")
-    return focal_policy(policy, action_type, alpha_max)
+                         f"{action_space}; give the type it was trained on: one trained on multipliers "
+                         f"needs env_kwargs {{\"action_type\": \"multiplier\"}}")
+    return focal_policy(policy, env, agent)
 
 
 def _episode(policy: Policy, env: gym.Env, seed: int) -> Iterator[tuple[np.ndarray, dict[str, Any]]]:

@@ -82,8 +82,7 @@ def evaluate_population(population: Mapping[str, Policy], env_kwargs: dict[str, 
     try:
         if missing := sorted(set(env.possible_agents) - set(population)):
             raise ValueError(f"the population has no policy for {', '.join(missing)}")
-        policies = {a: acting_in(population[a], env.action_space(a), env.action_type, env.config.alpha_max)
-                    for a in env.possible_agents}
+        policies = {a: acting_in(population[a], env.action_space(a), env, a) for a in env.possible_agents}
         return [population_metrics(_episode(policies, env, seed + k))
                 for k in tqdm(range(episodes), desc=desc, unit="ep", disable=not progress, leave=False)]
     finally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-RUN_OUTPUTS = ("model.zip", "vecnormalize.pkl", "config.json", "checkpoint", "checkpoints", "eval",
+RUN_OUTPUTS = ("model.zip", "model.npz", "search.csv", "vecnormalize.pkl", "config.json", "checkpoint", "checkpoints", "eval",
                "events.out.tfevents.*")
 """What a run writes into its folder (glob patterns); `--overwrite` deletes these and only these."""
 

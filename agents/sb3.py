@@ -1,8 +1,9 @@
 """Stable-Baselines3 plumbing: algorithms, RL Zoo hyperparameter files, environments, saved models.
 
-A trained run directory holds `model.zip`, `vecnormalize.pkl` when the hyperparameters ask for
-observation/reward normalization, `config.json` (algorithm, seed, environment arguments,
-hyperparameters) and the TensorBoard event files. Checkpoints go to `checkpoints/` in SB3's
+A trained run directory holds `model.zip` (a policy search's: `model.npz`, `agents.policy_search`),
+`vecnormalize.pkl` when the hyperparameters ask for observation/reward normalization,
+`config.json` (algorithm, seed, environment arguments, hyperparameters) and the TensorBoard event
+files. Checkpoints go to `checkpoints/` in SB3's
 naming (`<algo>_<steps>_steps.zip`, `<algo>_vecnormalize_<steps>_steps.pkl`).
 """
 
@@ -19,8 +20,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import yaml
-from sb3_contrib import RecurrentPPO
-from stable_baselines3 import A2C, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
@@ -29,11 +28,19 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from auction_gym.market import Obs
 
-# "ppo_lstm" is RL Zoo's name for sb3-contrib's RecurrentPPO, so agents/hyperparams/ppo_lstm.yml works there too.
-ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "ppo_lstm": RecurrentPPO, "sac": SAC, "td3": TD3, "a2c": A2C}
+from .learners import LEARNERS, learner, load_object
+
+ALGOS: dict[str, type[BaseAlgorithm]] = {name: load_object(entry.model) for name, entry in LEARNERS.items()
+                                         if entry.family == "sb3"}
+"""The Stable-Baselines3 learners of `agents.learners.LEARNERS`, name -> class."""
 ENV_ID = "RadixAuction-v0"
-# The id that imports auction_gym first, so SubprocVecEnv workers can build the env too.
-ENV_ENTRY = f"auction_gym:{ENV_ID}"
+"""The env id a run trains and evaluates on unless its config names another (`TrainConfig.env_id`)."""
+VEC_ENVS: dict[str, type[VecEnv]] = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}
+"""How `make_env` runs its envs: "dummy", all in this process (the default: on a few cores, a
+subprocess per env of parallel runs oversubscribes them), or "subproc", a process per env."""
+SEARCH_MODEL_SUFFIX = ".npz"
+"""How a policy search's saved model ends (an SB3 model's ends in ".zip")."""
+MODEL_SUFFIXES = (".zip", SEARCH_MODEL_SUFFIX)
 HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
 # RL Zoo keys that configure the run rather than the algorithm's constructor.
 _RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "frame_stack", "policy", "noise_type", "noise_std")
@@ -53,8 +60,9 @@ def load_hyperparams(algo: str, path: str | Path | None = None, env_id: str = EN
                      overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """An algorithm's hyperparameters for `env_id` from an RL Zoo YAML file (`agents/hyperparams/<algo>.yml`
     by default), with `overrides` applied on top. Values are as in the file (`policy_kwargs` and a
-    dict-valued `normalize` may be Python expression strings, RL Zoo style)."""
-    check_algo(algo)
+    dict-valued `normalize` may be Python expression strings, RL Zoo style). `algo` is any learner of
+    `agents.learners.LEARNERS`."""
+    learner(algo)
     path = Path(path) if path is not None else HYPERPARAMS_DIR / f"{algo}.yml"
     if not path.is_file():
         raise ValueError(f"hyperparameter file not found: {path}")
@@ -125,38 +133,43 @@ def algo_kwargs(hyperparams: dict[str, Any], action_dim: int = 1) -> dict[str, A
     return kwargs
 
 
-def check_env_kwargs(env_kwargs: dict[str, Any]) -> None:
-    """ValueError unless RadixAuction-v0 accepts `env_kwargs`: an unknown key is named with the
+def check_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> None:
+    """ValueError unless the env `env_id` accepts `env_kwargs`: an unknown key is named with the
     valid ones; the values are checked by building the env once (a few milliseconds)."""
-    from auction_gym import RadixAuctionEnv
-
-    params = inspect.signature(RadixAuctionEnv.__init__).parameters
+    if env_id not in gym.registry:
+        ours = sorted(name for name in gym.registry if name.startswith("RadixAuction"))
+        raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(ours)}")
+    entry = gym.registry[env_id].entry_point
+    env_cls = load_object(entry) if isinstance(entry, str) else entry
+    params = inspect.signature(env_cls.__init__).parameters
     valid = [name for name in params if name != "self"]
     unknown = sorted(set(env_kwargs) - set(valid))
     if unknown:
         raise ValueError(f"unknown environment argument(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
-    gym.make(ENV_ID, **env_kwargs).close()
+    gym.make(env_id, **env_kwargs).close()
 
 
-def make_env(env_kwargs: dict[str, Any], n_envs: int, seed: int,
-             normalize: dict[str, Any] | None = None, frame_stack: int = 1) -> VecEnv:
-    """`n_envs` monitored copies of RadixAuction-v0 (SubprocVecEnv when n_envs > 1), env i seeded
-    `seed + i`, wrapped in VecNormalize when `normalize` is given, then, with `frame_stack` > 1, in
-    VecFrameStack (RL Zoo's order: each observation is normalized, then the last `frame_stack` are
-    concatenated, oldest first)."""
+def make_env(env_kwargs: dict[str, Any], n_envs: int, seed: int, normalize: dict[str, Any] | None = None,
+             frame_stack: int = 1, env_id: str = ENV_ID, vec_env: str = "dummy") -> VecEnv:
+    """`n_envs` monitored copies of the env `env_id` (run as `vec_env` says, `VEC_ENVS`), env i
+    seeded `seed + i`, wrapped in VecNormalize when `normalize` is given, then, with `frame_stack` >
+    1, in VecFrameStack (RL Zoo's order: each observation is normalized, then the last `frame_stack`
+    are concatenated, oldest first)."""
     if n_envs < 1:
         raise ValueError(f"n_envs must be >= 1, got {n_envs}")
-    vec_cls = SubprocVecEnv if n_envs > 1 else DummyVecEnv
-    venv = vec_cls([partial(_monitored_env, env_kwargs) for _ in range(n_envs)])
+    if vec_env not in VEC_ENVS:
+        raise ValueError(f"unknown vec_env {vec_env!r}; valid: {', '.join(VEC_ENVS)}")
+    venv = VEC_ENVS[vec_env]([partial(_monitored_env, env_kwargs, env_id) for _ in range(n_envs)])
     venv.seed(seed)
     if normalize is not None:
         venv = VecNormalize(venv, **normalize)
     return VecFrameStack(venv, frame_stack) if frame_stack > 1 else venv
 
 
-def _monitored_env(env_kwargs: dict[str, Any]) -> Monitor:
-    """One RadixAuction-v0 in SB3's Monitor (episode returns and lengths for rollout/ep_rew_mean)."""
-    return Monitor(gym.make(ENV_ENTRY, **env_kwargs))
+def _monitored_env(env_kwargs: dict[str, Any], env_id: str) -> Monitor:
+    """One env in SB3's Monitor (episode returns and lengths for rollout/ep_rew_mean), made by the id
+    that imports auction_gym first, so that SubprocVecEnv workers can build it too."""
+    return Monitor(gym.make(f"auction_gym:{env_id}", **env_kwargs))
 
 
 def detect_algo(path: str | Path) -> str:
@@ -261,11 +274,14 @@ def stack(previous: np.ndarray | None, obs: np.ndarray, frames: int) -> np.ndarr
     return out
 
 
-def load_policy(path: str | Path) -> SB3Policy:
-    """A saved model zip (with its VecNormalize statistics when present) as an SB3Policy on CPU."""
+def load_policy(path: str | Path) -> Any:
+    """A saved model as a policy: a zip (with its VecNormalize statistics when present) as an
+    SB3Policy on CPU, a policy search's `model.npz` as its `SearchPolicy`."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"model not found: {path}")
+    if path.suffix == SEARCH_MODEL_SUFFIX:
+        return load_object("agents.policy_search:SearchPolicy").load(path)
     model = ALGOS[detect_algo(path)].load(path, device="cpu")
     stats = vecnormalize_path(path)
     vecnormalize = None

@@ -37,7 +37,7 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
 
 
 def format_ci(mean: float, half_width: float) -> str:
-    """`mean ± half-width` as the README prints it: the mean to 4 significant digits, the
+    """`mean ± half-width` as the tables print it: the mean to 4 significant digits, the
     half-width to 2, both in positional notation (3182 ± 130, 0.2054 ± 0.078); the mean alone when
     the half-width is NaN (a single value, `mean_ci`); "nan" for a NaN mean."""
     if math.isnan(half_width):

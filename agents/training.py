@@ -1,5 +1,9 @@
-"""Train an SB3 pacing agent on RadixAuction-v0: TensorBoard logging, periodic evaluation,
+"""Train a pacing agent on RadixAuction-v0: TensorBoard logging, periodic evaluation,
 checkpoints, resuming, and a checkpoint on Ctrl-C.
+
+`train` dispatches a run to its learner's family (`agents.learners.LEARNERS`): an SB3 algorithm to
+`train_sb3` here, a policy search to `agents.policy_search.train_search`; both take the same
+`TrainConfig` and return a `TrainResult`.
 
 Every new run gets a folder of its own (`agents.run_dir`: `<algo>_s<seed>`, then `_2`, `_3`, ...);
 a resumed run continues in its model's run folder unless given another `run_name`."""
@@ -9,18 +13,20 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
-from .callbacks import EvalMetricsCallback, HParamsCallback
+from .callbacks import EvalMetricsCallback, HParamsCallback, OnEvaluation
 from .evaluation import DEFAULT_EVAL_SEED
+from .learners import TRAINERS, learner, load_object
 from .run_dir import new_run_dir
 from .sb3 import (
     ALGOS,
+    ENV_ID,
     algo_kwargs,
     check_algo,
     check_hyperparams,
@@ -45,8 +51,13 @@ class TrainConfig:
     this many more steps (the step count continues from the checkpoint's)."""
     seed: int = 0
     n_envs: int | None = None
-    """Parallel envs (SubprocVecEnv when > 1); None: the YAML's n_envs, else 1."""
+    """Envs stepped together (see `vec_env`); None: the YAML's n_envs, else 1. A policy search plays
+    its episodes one after another and does not use it."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_id: str = ENV_ID
+    """The registered env to train on; also the key of the hyperparameter files' entries."""
+    vec_env: str = "dummy"
+    """"dummy": the n_envs envs in this process; "subproc": a process each (`agents.sb3.VEC_ENVS`)."""
     checkpoint_every: int | None = None
     """Save a checkpoint every this many environment steps (None: no periodic checkpoints)."""
     resume: str | Path | None = None
@@ -102,32 +113,58 @@ class TrainResult:
     normalization statistics), what a learned row's gain is measured from; None for a resumed run."""
 
 
-def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> TrainResult:
-    """Train (or resume) and save `model.zip` (and `vecnormalize.pkl`) in the run directory. On
-    KeyboardInterrupt, save the model as it is, mark the run interrupted in TensorBoard's HPARAMS,
-    flush TensorBoard and raise SystemExit(130)."""
-    algo_cls = check_algo(config.algo)
-    set_torch_threads(config.torch_threads)
-    hp = load_hyperparams(config.algo, config.hyperparams_file, overrides=config.hyperparams)
-    check_hyperparams(config.algo, hp)
-    timesteps = int(config.timesteps if config.timesteps is not None else hp.get("n_timesteps", 100_000))
+Trainer = Callable[..., TrainResult]
+
+
+def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
+          on_evaluation: OnEvaluation | None = None) -> TrainResult:
+    """Train one run of `config.algo`, whichever learner it is (see the module docstring).
+    `callbacks` are SB3 callbacks (an SB3 learner only); `on_evaluation` is called after each
+    evaluation during training and may stop it (`agents.callbacks.OnEvaluation`)."""
+    trainer: Trainer = load_object(TRAINERS[learner(config.algo).family])
+    return trainer(config, callbacks, on_evaluation)
+
+
+def run_settings(config: TrainConfig, default_timesteps: int) -> tuple[dict[str, Any], int, int]:
+    """The run's hyperparameters (the file's entry for its env id, with the config's overrides),
+    steps to train and envs (the config's, else the file's)."""
+    hp = load_hyperparams(config.algo, config.hyperparams_file, env_id=config.env_id, overrides=config.hyperparams)
+    timesteps = int(config.timesteps if config.timesteps is not None else hp.get("n_timesteps", default_timesteps))
     n_envs = int(config.n_envs if config.n_envs is not None else hp.get("n_envs", 1))
     if timesteps < 1:
         raise ValueError(f"timesteps must be >= 1, got {timesteps}")
+    return hp, timesteps, n_envs
+
+
+def write_config(config: TrainConfig, run_dir: Path, hp: dict[str, Any], timesteps: int, n_envs: int) -> None:
+    """The run's `config.json` (what `agents.sb3.saved_env_kwargs` reads back)."""
+    with open(run_dir / "config.json", "w") as f:
+        json.dump({**asdict(config), "logdir": str(config.logdir), "resume": str(config.resume or ""),
+                   "hyperparams_file": str(config.hyperparams_file or ""), "hyperparams": hp,
+                   "timesteps": timesteps, "n_envs": n_envs}, f, indent=2, default=str)
+
+
+def train_sb3(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
+              on_evaluation: OnEvaluation | None = None) -> TrainResult:
+    """Train (or resume) an SB3 algorithm and save `model.zip` (and `vecnormalize.pkl`) in the run
+    directory. On KeyboardInterrupt, save the model as it is, mark the run interrupted in
+    TensorBoard's HPARAMS, flush TensorBoard and raise SystemExit(130)."""
+    algo_cls = check_algo(config.algo)
+    set_torch_threads(config.torch_threads)
+    hp, timesteps, n_envs = run_settings(config, 100_000)
+    check_hyperparams(config.algo, hp)
     norm = normalize_kwargs(hp)
-    env = make_env(config.env_kwargs, n_envs, config.seed, norm, int(hp.get("frame_stack", 1)))
+    env = make_env(config.env_kwargs, n_envs, config.seed, norm, int(hp.get("frame_stack", 1)), config.env_id,
+                   config.vec_env)
     try:
         model = _build_or_resume(config, algo_cls, hp, env, norm is not None)
     except BaseException:
         _close(env)
         raise
-    run_dir = _run_dir(config)
+    run_dir = run_dir_of(config)
     model.set_logger(configure(str(run_dir), ["tensorboard"]))
-    with open(run_dir / "config.json", "w") as f:
-        json.dump({**asdict(config), "logdir": str(config.logdir), "resume": str(config.resume or ""),
-                   "hyperparams_file": str(config.hyperparams_file or ""), "hyperparams": hp,
-                   "timesteps": timesteps, "n_envs": n_envs}, f, indent=2, default=str)
-    hparams, evaluation, cbs = _callbacks(config, hp, model, run_dir, timesteps, n_envs)
+    write_config(config, run_dir, hp, timesteps, n_envs)
+    hparams, evaluation, cbs = _callbacks(config, hp, model, run_dir, timesteps, n_envs, on_evaluation)
     model_path, start = run_dir / "model.zip", model.num_timesteps
     # The untrained policy, what a learned row's gain is measured from (`compare`).
     initial = None if config.resume is not None else run_dir / "initial" / "model.zip"
@@ -152,15 +189,15 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None) -> T
                        tuple(evaluation.last_results), initial_model_path=initial)
 
 
-def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, timesteps: int,
-               n_envs: int) -> tuple[HParamsCallback, EvalMetricsCallback, list[BaseCallback]]:
+def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, timesteps: int, n_envs: int,
+               on_evaluation: OnEvaluation | None) -> tuple[HParamsCallback, EvalMetricsCallback, list[BaseCallback]]:
     """The run's HPARAMS and evaluation callbacks, and all its callbacks (with checkpoints)."""
     rollout = model.n_steps * n_envs if isinstance(model, OnPolicyAlgorithm) else 1
     hparams = HParamsCallback({"algo": config.algo, "seed": config.seed, "n_envs": n_envs, "timesteps": timesteps,
                                "env_kwargs": json.dumps(config.env_kwargs, sort_keys=True),
                                **{k: v for k, v in hp.items() if k != "n_timesteps"}})
     evaluation = EvalMetricsCallback(config.env_kwargs, config.eval_freq or max(timesteps // 10, rollout),
-                                     config.eval_episodes, config.eval_seed)
+                                     config.eval_episodes, config.eval_seed, config.env_id, on_evaluation)
     cbs: list[BaseCallback] = [hparams, evaluation]
     if config.checkpoint_every:
         cbs.append(CheckpointCallback(max(config.checkpoint_every // n_envs, 1), str(run_dir / "checkpoints"),
@@ -168,7 +205,7 @@ def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, ti
     return hparams, evaluation, cbs
 
 
-def _run_dir(config: TrainConfig) -> Path:
+def run_dir_of(config: TrainConfig) -> Path:
     """The run's folder, created: a resumed run's own folder (unless given a run_name), else a new
     one (`agents.run_dir.new_run_dir`)."""
     if config.resume is not None and config.run_name is None:

@@ -9,12 +9,15 @@ from .envs import RadixAuctionEnv, RadixAuctionParallelEnv, parallel_env
 from .market import Market, MarketConfig, Obs
 from .radix_cache import MatchResult, RadixCache, TreeNode
 from .request import Request
+from .scenarios import V1_KWARGS
 from .scheduler import make_scheduler, scheduler_names
 
 # Gymnasium 1.x has no plugin discovery: registering on import makes gym.make("RadixAuction-v0")
 # work after `import auction_gym`, and gym.make("auction_gym:RadixAuction-v0") imports it first.
-if "RadixAuction-v0" not in gymnasium.registry:
-    gymnasium.register(id="RadixAuction-v0", entry_point="auction_gym.envs:RadixAuctionEnv")
+# v1 is v0's class with V1_KWARGS as defaults (gym.make copies them, and keywords given override them).
+for _id, _kwargs in (("RadixAuction-v0", {}), ("RadixAuction-v1", V1_KWARGS)):
+    if _id not in gymnasium.registry:
+        gymnasium.register(id=_id, entry_point="auction_gym.envs:RadixAuctionEnv", kwargs=_kwargs)
 
 __all__ = [
     "ACTION_TYPES", "CostModel", "EngineConfig", "Iteration", "Market", "MarketConfig", "MatchResult", "Metrics",

@@ -1,5 +1,4 @@
-"""The environments' action: its two types, and the one map between a normalized action and the
-bid multiplier.
+"""The environments' action: its types, and the maps between an action and the bid multiplier.
 
 `action_type="normalized"` (the default): `Box(-1, 1, (1,), float32)`, mapped piecewise linearly to
 the multiplier alpha, exact at the ends and at truthful bidding:
@@ -22,22 +21,43 @@ Equal steps of a are equal ratios of alpha, so the multipliers a budget pushes a
 fresh Gaussian policy explores them. It cannot bid exactly 0: a multiplier below LOG_ALPHA_MIN
 plays LOG_ALPHA_MIN.
 
-`action_type="multiplier"`: `Box(0, alpha_max, (1,), float32)`, the multiplier itself (v0 before
-issue 14).
+`action_type="multiplier"`: `Box(0, alpha_max, (1,), float32)`, the multiplier itself.
 
-Out-of-range actions are clipped to the box; NaN or inf raise ValueError.
+`action_type="delta"`: `Box(-1, 1, (1,), float32)`, the multiplier's change from the last round, as
+a pacer changes it:
+
+    alpha_t = clip(alpha_{t-1} * exp(delta_bound * a), LOG_ALPHA_MIN, alpha_max)
+
+alpha_{t-1} the multiplier the bidder played last round (the market's exact value), `delta_start`
+before the first round. a = 0 holds the multiplier, so a fresh Gaussian policy's noise is a random
+walk of small steps around it rather than a draw over the whole range each round (under "log" one
+policy std is a factor of about 250 in the multiplier). A change of more than exp(delta_bound) in
+one round cannot be played: the inverse clips it to a = +-1.
+
+`action_type="residual"`: `Box(-1, 1, (1,), float32)`, a correction of a built-in pacer (the base):
+
+    alpha_t = clip(base(obs_t) * exp(residual_scale * a), LOG_ALPHA_MIN, alpha_max)
+
+base(obs_t) the base pacer's multiplier on the bidder's current observation, which holds the
+multiplier it played last, so a = 0 at every step plays exactly the base pacer's trajectory (up to
+the clip at LOG_ALPHA_MIN, above every built-in pacer's own floor but a fixed multiplier's).
+
+The first three types are stateless; the last two need the multiplier played last or the
+observation. `ActionMap` gives every type one interface, `multiplier(a, obs, prev_alpha)` and its
+inverse `action(alpha, obs, prev_alpha)`, so an environment has one code path; `action_map` builds
+one. Out-of-range actions are clipped to the box; NaN or inf raise ValueError.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from gymnasium import spaces
 
-ACTION_TYPES = ("normalized", "log", "multiplier")
-"""The action types, in the order docs list them (`_MAPS` has each one's maps)."""
+ACTION_TYPES = ("normalized", "log", "multiplier", "delta", "residual")
+"""The action types, in the order docs list them (`action_map` builds each one's map)."""
 DEFAULT_ACTION_TYPE = "normalized"
 LOG_ALPHA_MIN = 1e-3
 """The smallest multiplier of the "log" action type (a = -1)."""
@@ -86,22 +106,118 @@ def clip_multiplier(alpha: float, alpha_max: float) -> float:
 
 _MAPS = {"normalized": (to_multiplier, to_action), "log": (log_to_multiplier, log_to_action),
          "multiplier": (clip_multiplier, clip_multiplier)}
-"""Each action type's (action -> multiplier, multiplier -> action) pair; keys are ACTION_TYPES."""
+"""Each stateless action type's (action -> multiplier, multiplier -> action) pair."""
 
 
 def multiplier_of(a: float, action_type: str, alpha_max: float) -> float:
-    """The bid multiplier of action `a` of `action_type` (clipped to its box)."""
+    """The bid multiplier of action `a` of a stateless `action_type` (clipped to its box)."""
     return _MAPS[action_type][0](a, alpha_max)
 
 
 def action_of(alpha: float, action_type: str, alpha_max: float) -> float:
-    """The action of `action_type` that plays multiplier `alpha` (the inverse of `multiplier_of`)."""
+    """The action of a stateless `action_type` that plays multiplier `alpha` (the inverse of
+    `multiplier_of`)."""
     return _MAPS[action_type][1](alpha, alpha_max)
 
 
+class BasePacer(Protocol):
+    """What "residual" needs of its base: a built-in policy's multipliers of observation rows
+    (`auction_gym.pacing.MultiplierPolicy.multipliers`)."""
+
+    def multipliers(self, rows: list[list[float]]) -> list[float]: ...
+
+
+class ActionMap:
+    """One action type's map between an action a (one float, in `space`) and the multiplier
+    alpha, and its inverse, given the bidder's current observation `obs` (one row, as floats) and
+    the multiplier `prev_alpha` it played last round; a stateless type ignores both."""
+
+    def __init__(self, action_type: str, alpha_max: float) -> None:
+        self.action_type, self.alpha_max = action_type, float(alpha_max)
+        self.space = action_box(action_type, alpha_max)
+
+    def reset(self, alpha: float) -> float:
+        """The `prev_alpha` of an episode's first step, given the market's multiplier at reset."""
+        return alpha
+
+    def multiplier(self, a: float, obs: list[float], prev_alpha: float) -> float:
+        """The multiplier that action `a` plays (a clipped to the box first)."""
+        return _MAPS[self.action_type][0](a, self.alpha_max)
+
+    def action(self, alpha: float, obs: list[float], prev_alpha: float) -> float:
+        """The action that plays multiplier `alpha`, up to rounding and the box's clip."""
+        return _MAPS[self.action_type][1](alpha, self.alpha_max)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.action_type!r}, alpha_max={self.alpha_max})"
+
+
+class DeltaMap(ActionMap):
+    """"delta": alpha = clip(prev_alpha * exp(delta_bound * a), LOG_ALPHA_MIN, alpha_max), with
+    prev_alpha = `delta_start` before the first round (see the module docstring)."""
+
+    def __init__(self, alpha_max: float, delta_bound: float, delta_start: float) -> None:
+        super().__init__("delta", alpha_max)
+        self.delta_bound, self.delta_start = float(delta_bound), float(delta_start)
+
+    def reset(self, alpha: float) -> float:
+        return self.delta_start
+
+    def multiplier(self, a: float, obs: list[float], prev_alpha: float) -> float:
+        return clip(prev_alpha * math.exp(self.delta_bound * clip(a, -1.0, 1.0)), LOG_ALPHA_MIN, self.alpha_max)
+
+    def action(self, alpha: float, obs: list[float], prev_alpha: float) -> float:
+        """The change to `alpha` in units of delta_bound; a change beyond it clips to +-1."""
+        alpha = clip(alpha, LOG_ALPHA_MIN, self.alpha_max)
+        return clip(math.log(alpha / prev_alpha) / self.delta_bound, -1.0, 1.0)
+
+
+class ResidualMap(ActionMap):
+    """"residual": alpha = clip(base(obs) * exp(residual_scale * a), LOG_ALPHA_MIN, alpha_max)
+    (see the module docstring)."""
+
+    def __init__(self, alpha_max: float, base: BasePacer, residual_scale: float) -> None:
+        super().__init__("residual", alpha_max)
+        self.base, self.residual_scale = base, float(residual_scale)
+
+    def multiplier(self, a: float, obs: list[float], prev_alpha: float) -> float:
+        base = self.base.multipliers([obs])[0]
+        return clip(base * math.exp(self.residual_scale * clip(a, -1.0, 1.0)), LOG_ALPHA_MIN, self.alpha_max)
+
+    def action(self, alpha: float, obs: list[float], prev_alpha: float) -> float:
+        """The correction of the base's multiplier to `alpha`; one beyond exp(+-residual_scale)
+        clips to +-1, and so does any alpha when the base plays 0."""
+        base = self.base.multipliers([obs])[0]
+        alpha = clip(alpha, LOG_ALPHA_MIN, self.alpha_max)
+        if base <= 0.0:
+            return 1.0
+        return clip(math.log(alpha / base) / self.residual_scale, -1.0, 1.0)
+
+
+def action_map(action_type: str, alpha_max: float, delta_bound: float = 0.3, delta_start: float = 1.0,
+               residual_base: BasePacer | None = None, residual_scale: float = 1.0) -> ActionMap:
+    """The ActionMap of `action_type`; ValueError for a bad type or parameter (delta_bound and
+    residual_scale checked whatever the type; delta_start, whose range is alpha_max's, under
+    "delta")."""
+    check_action_type(action_type, alpha_max)
+    for name, value in (("delta_bound", delta_bound), ("residual_scale", residual_scale)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    if action_type == "delta" and not LOG_ALPHA_MIN <= delta_start <= alpha_max:
+        raise ValueError(f"delta_start must be in [LOG_ALPHA_MIN, alpha_max] = [{LOG_ALPHA_MIN}, {alpha_max}], "
+                         f"got {delta_start!r}")
+    if action_type == "delta":
+        return DeltaMap(alpha_max, delta_bound, delta_start)
+    if action_type == "residual":
+        if residual_base is None:
+            raise ValueError("action_type='residual' needs a residual_base pacer")
+        return ResidualMap(alpha_max, residual_base, residual_scale)
+    return ActionMap(action_type, alpha_max)
+
+
 def check_action_type(action_type: str, alpha_max: float) -> None:
-    """ValueError unless `action_type` is one of ACTION_TYPES and, when normalized, alpha_max > 1
-    (so that a > 0 bids above truthful); the same for "log"."""
+    """ValueError unless `action_type` is one of ACTION_TYPES and, for every type but "multiplier",
+    alpha_max > 1 (so that a > 0 can bid above truthful)."""
     if action_type not in ACTION_TYPES:
         raise ValueError(f"action_type must be one of {list(ACTION_TYPES)}, got {action_type!r}")
     if action_type != "multiplier" and not alpha_max > 1.0:
@@ -111,13 +227,13 @@ def check_action_type(action_type: str, alpha_max: float) -> None:
 
 def action_box(action_type: str, alpha_max: float) -> spaces.Box:
     """The action space of `action_type` (see the module docstring)."""
-    if action_type in ("normalized", "log"):
+    if action_type != "multiplier":
         return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
     return spaces.Box(0.0, float(alpha_max), shape=(1,), dtype=np.float32)
 
 
-def parse_action(action: Any, action_type: str, alpha_max: float, what: str = "action") -> float:
-    """The bid multiplier of an action of `action_type`: one finite number, clipped to its box."""
+def action_value(action: Any, what: str = "action") -> float:
+    """The one finite number of an action (an array or sequence of one number, or a number)."""
     if isinstance(action, np.ndarray) and action.size == 1:
         a = float(action.item())
     elif np.size(action) != 1:
@@ -126,4 +242,10 @@ def parse_action(action: Any, action_type: str, alpha_max: float, what: str = "a
         a = float(action[0] if np.ndim(action) else action)
     if not math.isfinite(a):
         raise ValueError(f"{what} must be finite, got {a}")
-    return multiplier_of(a, action_type, alpha_max)
+    return a
+
+
+def parse_action(action: Any, action_type: str, alpha_max: float, what: str = "action") -> float:
+    """The bid multiplier of an action of a stateless `action_type`: one finite number, clipped to
+    its box."""
+    return multiplier_of(action_value(action, what), action_type, alpha_max)

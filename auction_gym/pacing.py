@@ -8,8 +8,13 @@ deterministic=True) -> (action, state)` on one observation (shape (obs_dim,)) or
 (n, obs_dim)), so `stable_baselines3.common.evaluation.evaluate_policy` runs them like a trained
 model. The action is the bid multiplier alpha, shape (1,) or (n, 1): the unit of the market and of
 the environments' `other_bidders`, and of their focal bidder under `action_type="multiplier"`.
-`focal_policy` maps a built-in's multipliers to the actions of an environment's `action_type`
-(normalized by default, see `auction_gym.action`); `agents.evaluation.evaluate` applies it itself.
+`focal_policy(policy, env)` maps a built-in's multipliers to the actions of that environment
+through the inverse of its action map (`auction_gym.action`); `agents.evaluation.evaluate` scores
+built-ins in multipliers instead.
+
+Names (`make_policy`): "ogd", "pid", "truthful", "fixed:<alpha>", and pacers with their parameters,
+"ogd:eta=<x>" and "pid:kp=<x>,ki=<y>"; `policy_spec` writes them, so every list of candidates
+names its pacers in the one format `make_policy` reads.
 """
 
 from __future__ import annotations
@@ -20,8 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .action import DEFAULT_ACTION_TYPE, action_of, check_action_type, clip
-from .market.config import MarketConfig
+from .action import clip
 from .market.observation import Obs
 
 _PREV_MULTIPLIER, _LAST_SPEND_LOG = Obs.PREV_MULTIPLIER, Obs.LAST_SPEND_LOG
@@ -191,18 +195,18 @@ class PIDPacer(MultiplierPolicy):
         return f"PIDPacer(kp={self.kp}, ki={self.ki}, alpha_min={self.alpha_min}, alpha_max={self.alpha_max})"
 
 
-class NormalizedActions:
-    """A MultiplierPolicy acting in an environment's normalized or log actions: its multipliers
-    mapped by `auction_gym.action.action_of`, the inverse of the environment's map, so the
-    environment plays the multipliers the policy chose (exactly under "normalized", see
-    `to_action`; up to rounding under "log", where a multiplier below LOG_ALPHA_MIN plays that)."""
+class EnvActions:
+    """A MultiplierPolicy acting in an environment's actions: each multiplier it chooses mapped by
+    the inverse of the environment's action map (`env.action_for`, which holds the multiplier
+    played last and the observation that "delta" and "residual" need), so the environment plays
+    the multipliers the policy chose, up to rounding and the box's clip (see
+    `auction_gym.action`). `agent` names the bidder in a PettingZoo environment. A batch of
+    observations is mapped row by row against the one environment's state, which is right only
+    for the stateless types ("normalized", "log"), as in a vectorized env of copies."""
 
-    def __init__(self, policy: MultiplierPolicy, alpha_max: float, action_type: str = "normalized") -> None:
-        if action_type == "multiplier":
-            raise ValueError("NormalizedActions maps to 'normalized' or 'log' actions; a multiplier policy "
-                             "acts under 'multiplier' as it is")
-        check_action_type(action_type, alpha_max)
-        self.policy, self.alpha_max, self.action_type = policy, float(alpha_max), action_type
+    def __init__(self, policy: MultiplierPolicy, env: Any, agent: str | None = None) -> None:
+        self.policy, self.env, self.agent = policy, env, agent
+        self.action_type = env.action_map.action_type
 
     def predict(
         self,
@@ -212,36 +216,69 @@ class NormalizedActions:
         deterministic: bool = True,
     ) -> tuple[np.ndarray, Any]:
         alpha, state = self.policy.predict(observation, state, episode_start, deterministic)
+        rows = np.asarray(observation).reshape(alpha.size, -1).tolist()
+        extra = () if self.agent is None else (self.agent,)
         # float64: a float32 action near -1 would round away the low bits of a small multiplier.
-        action = np.array([action_of(a, self.action_type, self.alpha_max) for a in alpha.ravel().tolist()],
+        action = np.array([self.env.action_for(a, row, *extra) for a, row in zip(alpha.ravel().tolist(), rows)],
                           dtype=np.float64)
         return action.reshape(alpha.shape), state
 
     def __repr__(self) -> str:
-        return f"NormalizedActions({self.policy!r}, alpha_max={self.alpha_max}, action_type={self.action_type!r})"
+        return f"EnvActions({self.policy!r}, action_type={self.action_type!r})"
 
 
-def focal_policy(policy: Policy, action_type: str = DEFAULT_ACTION_TYPE,
-                 alpha_max: float = MarketConfig.alpha_max) -> Policy:
-    """`policy` as the focal bidder of an environment with `action_type` and `alpha_max`: a
-    MultiplierPolicy in a normalized or log environment maps its multipliers to actions
-    (NormalizedActions); any other policy, such as an SB3 model, already acts in the environment's
-    space and is returned as is, and so is every policy under "multiplier"."""
-    check_action_type(action_type, alpha_max)
-    if action_type != "multiplier" and isinstance(policy, MultiplierPolicy):
-        return NormalizedActions(policy, alpha_max, action_type)
+def focal_policy(policy: Policy, env: Any, agent: str | None = None) -> Policy:
+    """`policy` as the focal bidder of `env` (a RadixAuctionEnv, wrapped or not, or with `agent`
+    the PettingZoo env): a MultiplierPolicy maps its multipliers to the env's actions (EnvActions)
+    unless the env's type is "multiplier"; any other policy, such as an SB3 model, already acts in
+    the environment's space and is returned as is."""
+    base = getattr(env, "unwrapped", env)
+    if isinstance(policy, MultiplierPolicy) and base.action_map.action_type != "multiplier":
+        return EnvActions(policy, base, agent)
     return policy
 
 
 FIXED_PREFIX = "fixed:"
-BUILTIN_POLICIES = ("ogd", "pid", "truthful", FIXED_PREFIX + "<alpha>")
+PACER_PARAMETERS = {"ogd": ("eta",), "pid": ("kp", "ki")}
+"""The pacers named with their parameters ("ogd:eta=0.02"), and the parameters each name holds, in
+order: the one definition of the name format (`policy_spec` writes it, `make_policy` reads it)."""
+PLAIN_POLICIES = ("ogd", "pid", "truthful")
+"""The built-in policies named without parameters (their defaults)."""
+BUILTIN_POLICIES = (*PLAIN_POLICIES, FIXED_PREFIX + "<alpha>", "ogd:eta=<x>", "pid:kp=<x>,ki=<y>")
 """The built-in policies by name, as `make_policy` takes them (the one list every message and
-docstring names)."""
+docstring names): PLAIN_POLICIES, then the names with parameters."""
+TUNED_PI = "pid:kp=0.05,ki=0.01"
+"""The PI pacer with the gains `radix-auction headroom` tunes on the calibrated scenario's tuning
+seeds: the default base of the "residual" action and the default reference of the paired reward."""
+
+
+def policy_spec(kind: str, **params: float) -> str:
+    """The name of a built-in policy with its parameters: policy_spec("pid", kp=0.05, ki=0.01) is
+    "pid:kp=0.05,ki=0.01", policy_spec("fixed", alpha=0.5) is "fixed:0.5"."""
+    if kind == "fixed":
+        return f"{FIXED_PREFIX}{params['alpha']:g}"
+    if tuple(params) != PACER_PARAMETERS.get(kind):
+        raise ValueError(f"{kind!r} takes parameters {PACER_PARAMETERS.get(kind)}, got {tuple(params)}")
+    return f"{kind}:" + ",".join(f"{k}={v:g}" for k, v in params.items())
+
+
+def _pacer_parameters(spec: str) -> tuple[str, dict[str, float]] | None:
+    """(kind, parameters) of a pacer named with its parameters, or None if `spec` is not one."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or kind not in PACER_PARAMETERS:
+        return None
+    pairs = [p.partition("=") for p in rest.split(",")]
+    if [k for k, _, _ in pairs] != list(PACER_PARAMETERS[kind]) or not all(eq for _, eq, _ in pairs):
+        return None
+    try:
+        return kind, {k: float(v) for k, _, v in pairs}
+    except ValueError:
+        return None
 
 
 def is_builtin_policy(spec: str) -> bool:
     """Whether `spec` names a built-in policy (of BUILTIN_POLICIES; any alpha for "fixed:")."""
-    return spec.startswith(FIXED_PREFIX) or spec in BUILTIN_POLICIES
+    return spec.startswith(FIXED_PREFIX) or spec in PLAIN_POLICIES or _pacer_parameters(spec) is not None
 
 
 def make_policy(spec: str | Policy, alpha_max: float = 2.0) -> Policy:
@@ -257,6 +294,17 @@ def make_policy(spec: str | Policy, alpha_max: float = 2.0) -> Policy:
             return FixedMultiplier(float(spec[len(FIXED_PREFIX):]))
         except ValueError as e:
             raise ValueError(f"bad policy {spec!r}: {e}") from None
+    if (named := _pacer_parameters(spec)) is not None:
+        kind, params = named
+        return (OGDPacer if kind == "ogd" else PIDPacer)(alpha_max=alpha_max, **params)
     if spec == "pid":
         return PIDPacer(alpha_max=alpha_max)
     return OGDPacer(alpha_max=alpha_max) if spec == "ogd" else Truthful()
+
+
+def named_pacer(spec: str, alpha_max: float, what: str) -> MultiplierPolicy:
+    """The built-in policy named `spec` (a name, not an object: `what` is an env argument that
+    takes a name); ValueError naming `what` and the valid names otherwise."""
+    if not isinstance(spec, str) or not is_builtin_policy(spec):
+        raise ValueError(f"{what} must name a built-in policy ({', '.join(BUILTIN_POLICIES)}), got {spec!r}")
+    return make_policy(spec, alpha_max)  # type: ignore[return-value]

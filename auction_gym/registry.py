@@ -94,15 +94,6 @@ def find_mechanism(name: str) -> MechanismEntry | None:
     return _ENTRIES.get(name)
 
 
-def build(name: str, cost_model: str = "tokens", request_overhead: float = 1.0, **kwargs: Any) -> Scheduler:
-    """The policy `name`, built as a market runs it: an auction with `cost_model` and
-    `request_overhead`, anything else with `kwargs` alone."""
-    entry = get_mechanism(name)
-    if entry.is_auction:
-        kwargs = {"cost_model": cost_model, "request_overhead": request_overhead, **kwargs}
-    return entry.factory()(**kwargs)
-
-
 class AuctionClasses(Mapping):
     """A live view {auction name: its class} of the registry (`AUCTIONS`): an auction registered
     later is in it too, so the market charges it."""

@@ -1,32 +1,43 @@
 """Named pacing scenarios: `RadixAuction-v0` keyword arguments that the pacing studies (`radix-auction
-compare`, `radix-auction headroom`) run by name, so a table can be re-run from its scenario's name.
+compare`, `radix-auction headroom`) run by name, so a table can be re-run from its scenario's name;
+and `V1_KWARGS`, the defaults of `RadixAuction-v1`, which is the calibrated scenario.
 
-- "calibrated" (the default of `compare` and `headroom` since issue 23): an economically calibrated
-  market in which pacing decisions matter (docs/design.md, "Pacing scenario and calibration").
+- "calibrated" (the default of `compare` and `headroom`): an economically calibrated
+  market in which pacing decisions matter (docs/design.md section 6), `V1_KWARGS` itself.
   The auction prices what a request costs the others at the engine's bottleneck, the running slots
   (cost model "service"); load follows a known curve over the episode (trough at its start, peak in
   its middle) and its level differs between episodes, as days differ; budgets are sized to those
   prices and differ between bidders and episodes, so that the best multiplier differs from episode
   to episode and no single constant fits them all.
-- "bursty_v0": the compare scenario of issues 13-22 (bursty load every 8 s, token-priced auction,
-  tiny budgets), kept so that its tables can be re-run; in it nothing can be learned (README).
+- "bursty_v0": the earlier compare scenario (bursty load every 8 s, token-priced auction, tiny
+  budgets), kept so that its tables can be re-run; in it nothing can be learned (README).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
+from .market.config import MarketConfig
+
+V1_ACTION_TYPE = "delta"
+"""`RadixAuction-v1`'s action type (`auction_gym.action`), the one constant its default derives from."""
+V1_KWARGS: dict[str, Any] = {
+    "cost_model": "service",
+    "horizon": 200,
+    "budget_per_round": 0.15,
+    "episode_draws": {"rate": [32.0, 40.0, 48.0], "budget_scale": [0.1, 1.0, 10.0]},
+    "workload_kwargs": {"wave_amplitude": 0.5, "wave_period": 12.0, "wave_offset": 10.0},
+    "action_type": V1_ACTION_TYPE,
+    "reward": "cost",
+}
+"""`RadixAuction-v1`'s keyword defaults over `RadixAuctionEnv`'s (v0's): the one definition from
+which its registration, its docstring's table and the "calibrated" scenario derive. Read-only:
+`scenario("calibrated")` gives a copy."""
+
 SCENARIOS: dict[str, dict[str, Any]] = {
-    "calibrated": {
-        "cost_model": "service",
-        "horizon": 200,
-        "budget_per_round": 0.15,
-        "episode_draws": {"rate": [32.0, 40.0, 48.0], "budget_scale": [0.1, 1.0, 10.0]},
-        "workload_kwargs": {"wave_amplitude": 0.5, "wave_period": 12.0, "wave_offset": 10.0},
-        "action_type": "log",
-        "reward": "cost",
-    },
+    "calibrated": V1_KWARGS,
     "bursty_v0": {
         "horizon": 200,
         "workload_kwargs": {"burst_period": 8.0, "burst_factor": 3.0, "burst_duration": 2.0},
@@ -34,6 +45,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 """Scenario name -> RadixAuction-v0 keyword arguments (a fresh copy from `scenario`)."""
 DEFAULT_SCENARIO = "calibrated"
+
+
+def v1_market_kwargs() -> dict[str, Any]:
+    """A copy of V1_KWARGS's market arguments (the fields of `MarketConfig`; the rest set the
+    focal bidder's action and reward): what `parallel_env(version="v1")` builds on."""
+    market = {f.name for f in dataclasses.fields(MarketConfig)}
+    return copy.deepcopy({k: v for k, v in V1_KWARGS.items() if k in market})
 
 
 def scenario(name: str) -> dict[str, Any]:

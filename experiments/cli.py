@@ -22,13 +22,16 @@ import sys
 from types import ModuleType
 from typing import NoReturn
 
+from .errors import TaskFailed, UsageError
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("experiments.commands.demo", "replay a workload under every scheduler and print a table"),
     "reproduce": ("experiments.commands.reproduce", "reproduce the paper's findings over a sweep of load and KV size"),
-    "train": ("experiments.commands.train", "train a Stable-Baselines3 pacing agent on RadixAuction-v0"),
+    "train": ("experiments.commands.train", "train a pacing agent on RadixAuction-v0 (SB3, or the CMA-ES policy search)"),
+    "tune": ("experiments.commands.tune", "search hyperparameters with Optuna (TPE, median pruning) on tuning episodes"),
     "evaluate": ("experiments.commands.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
     "headroom": ("experiments.commands.headroom", "measure what pacing can gain in a scenario, before any training"),
-    "compare": ("experiments.commands.compare", "train SB3 agents and compare them with OGD and truthful bidding"),
+    "compare": ("experiments.commands.compare", "train pacing agents and compare them with OGD and truthful bidding"),
     "train-multi": ("experiments.commands.train_multi", "train every bidder at once with RLlib PPO (Ray; local or a cluster)"),
     "evaluate-multi": ("experiments.commands.evaluate_multi",
                        "evaluate learned populations against all-OGD and all-truthful markets"),
@@ -49,16 +52,6 @@ class _Parser(argparse.ArgumentParser):
 
 def _hint(prog: str) -> str:
     return f" (see '{prog} --help')"
-
-
-class UsageError(Exception):
-    """A user error found by a subcommand (a bad option value, a file that is not what it should be):
-    printed as one line naming the option and what is valid, exit status 2."""
-
-
-class TaskFailed(Exception):
-    """A task of a sweep that its executor could not run (a Ray worker or node lost, the project
-    missing on a node): one line naming the task and where it was to run, exit status 1."""
 
 
 def _module(name: str) -> ModuleType:
@@ -119,8 +112,4 @@ def _one_line_text(text: str) -> str:
 
 
 if __name__ == "__main__":
-    # Through the package's module, so `python -m experiments.cli` raises and catches the one
-    # UsageError class the subcommands import (this file runs as __main__, a second copy).
-    from experiments.cli import main as package_main
-
-    package_main()
+    main()

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Callable, Sequence
 
-from .cli import TaskFailed, UsageError
+from .errors import TaskFailed, UsageError
 
 LOCAL_RAY = "local"
 """`--address` value that starts a local Ray with `--jobs` CPUs."""

@@ -1,5 +1,5 @@
-"""A yardstick for a machine whose speed drifts (issue 26): on a shared CPU, an identical decode
-step's CPU time drifts by 30-40% over a minute (5-s medians 5.2-8.5 ms, README "The PyTorch engine
+"""A yardstick for a machine whose speed drifts: on a shared CPU, an identical decode
+step's CPU time drifts by 30-40% over a minute (5-s medians 5.2-8.5 ms; the documentation's "The PyTorch engine
 and calibration"), while different steps drift alike (their ratios stay within 10%). So a fixed
 probe step, timed every few iterations, measures the machine's current speed, and iteration times
 multiplied by nominal / current speed are in the units of the machine at its nominal speed.

@@ -6,7 +6,9 @@
   they share still slow the work itself, by some 10-20% under heavy load on a small CPU). It
   counts only the calling thread, so torch must compute on it alone
   (`torch.set_num_threads(1)`); making or entering such a timer with more threads raises
-  RuntimeError.
+  RuntimeError. `choose_clock(device, None)`, what `TorchEngine` asks when no clock is named, takes
+  it only when torch computes on one thread, and otherwise the wall clock with a one-line warning:
+  an engine made in a plain Python process works without changing the process's torch settings.
 - "wall": `time.perf_counter`, elapsed time including every wait (what a user of a dedicated
   machine sees).
 
@@ -21,12 +23,27 @@ starts is waited for first, so it is not counted.
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 
 CLOCKS = {"cpu": time.thread_time_ns, "wall": time.perf_counter_ns}
 """Each clock's reading on a CPU device, in nanoseconds."""
 DEFAULT_CLOCK = "cpu"
+
+
+def choose_clock(device: str | torch.device, clock: str | None) -> str:
+    """`clock` when named (checked when the timer is made); None: DEFAULT_CLOCK where it counts all
+    the work (CUDA, or torch on one thread), else "wall" with a one-line warning that names it."""
+    if clock is not None:
+        return clock
+    threads = torch.get_num_threads()
+    if torch.device(device).type == "cuda" or threads == 1:
+        return DEFAULT_CLOCK
+    warnings.warn(f"iteration times on the 'wall' clock (elapsed time, stretched by other processes' load): torch "
+                  f"computes on {threads} threads and the 'cpu' clock counts one; torch.set_num_threads(1) or "
+                  f"clock='cpu' selects it", stacklevel=3)
+    return "wall"
 
 
 class DeviceTimer:

@@ -33,12 +33,12 @@ import torch
 from auction_gym.engine import Admission, EngineConfig, Running, ServingEngine
 from auction_gym.radix_cache import TreeNode
 from auction_gym.request import Request
-from auction_gym.scheduler.base import Scheduler
+from auction_gym.scheduler.base import Auction, Scheduler
 
 from .attention import DecodeAttention, PrefillAttention
 from .kv_pool import KVPool
 from .model import ModelConfig, Transformer, build_model
-from .timer import DEFAULT_CLOCK, DeviceTimer
+from .timer import DeviceTimer, choose_clock
 
 if TYPE_CHECKING:
     from .speed_reference import SpeedReference
@@ -95,7 +95,7 @@ class TorchEngine(ServingEngine):
     """Serving engine that runs a transformer (see module docstring).
 
     Args:
-        scheduler: a `Scheduler` or the name of one.
+        scheduler: a `Scheduler` or an `Auction` (`auction_gym.scheduler.base`), or the name of one.
         config: capacity limits; `kv_capacity_tokens` is the KV pool's size in slots.
         preset: a `gpu_backend.model.PRESETS` name or a `ModelConfig`.
         device: torch device; None: "cuda" if available, else "cpu".
@@ -104,16 +104,18 @@ class TorchEngine(ServingEngine):
         weights: a checkpoint to load instead (see `build_model`).
         model: an already built model (tests, benchmarks); overrides preset/seed/weights.
         clock: what an iteration's seconds measure on a CPU device, a `gpu_backend.timer.CLOCKS`
-            name: "cpu" (default), the computing thread's CPU time, which does not count waits
-            while other processes hold the cores (needs `torch.set_num_threads(1)`); "wall",
-            elapsed time. On CUDA both are CUDA events.
+            name: "cpu", the computing thread's CPU time, which does not count waits while other
+            processes hold the cores (needs `torch.set_num_threads(1)`); "wall", elapsed time.
+            None (default): "cpu" when torch computes on one thread, else "wall" with a one-line
+            warning (`gpu_backend.timer.choose_clock`); `timer.clock` says which. On CUDA both are
+            CUDA events.
         reference: a `gpu_backend.speed_reference.SpeedReference` that scales each iteration's
             seconds to the machine's nominal speed (None: measured seconds as they are).
     """
 
     def __init__(
         self,
-        scheduler: Scheduler | str = "fcfs",
+        scheduler: Scheduler | Auction | str = "fcfs",
         config: EngineConfig | None = None,
         *,
         preset: str | ModelConfig = "tiny",
@@ -122,7 +124,7 @@ class TorchEngine(ServingEngine):
         seed: int = 0,
         weights: str | None = None,
         model: Transformer | None = None,
-        clock: str = DEFAULT_CLOCK,
+        clock: str | None = None,
         reference: SpeedReference | None = None,
     ) -> None:
         super().__init__(scheduler, config)
@@ -137,7 +139,7 @@ class TorchEngine(ServingEngine):
         self.pool = KVPool(self.config.kv_capacity_tokens, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
                            device=model.device, dtype=model.dtype)
         self.cache.on_evict = self.pool.free
-        self.timer = DeviceTimer(model.device, clock)
+        self.timer = DeviceTimer(model.device, choose_clock(model.device, clock))
         self.reference = reference
         self._seqs: dict[int, _Seq] = {}
         self._retracted: dict[int, list[int]] = {}

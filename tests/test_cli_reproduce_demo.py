@@ -14,13 +14,14 @@ import pytest
 import experiments.commands.reproduce as reproduce
 from auction_gym import EngineConfig, SimEngine
 from auction_gym.workload import SweepGrid, get_workload, iter_mooncake
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 from experiments.cli import main
 from experiments.commands import reproduce_trace
 from experiments.commands.reproduce import COLUMNS, Sweep, policies
 from experiments.commands.reproduce_sweep import sweep_of
 from experiments.commands.reproduce_trace import check_trace, pick_trace
 
-SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 
 
 def line(timestamp: float = 0, input_length: int = 600, output_length: int = 5) -> str:

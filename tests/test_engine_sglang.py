@@ -177,8 +177,8 @@ def test_a_resumed_request_charges_its_round_the_whole_clipped_cap():
     r = Request(id=0, bidder=0, tokens=list(range(10)), bid=1.0, output_len=50, max_new_tokens=100)
     resumed = np.concatenate([r.tokens, np.arange(10**6, 10**6 + 30)])
     eng.queue.put_back(r, resumed, 1 + 70)
-    batch = eng._schedule_prefill()
-    assert [adm.request.id for adm in batch] == [0]
+    batch, decision = eng._schedule_prefill(None)
+    assert [adm.request.id for adm in batch] == [0] and decision is None  # FCFS decides no priced round
     assert eng._promised == 100
 
 
@@ -189,14 +189,15 @@ def test_without_chunking_a_later_request_that_reaches_the_prefill_cap_waits():
     reqs = [Request(id=i, bidder=0, tokens=list(range(100 * i, 100 * i + 10)), bid=1.0, output_len=1,
                     max_new_tokens=1) for i in range(2)]
     eng.queue.arrive(reqs, [2, 2])
-    assert [adm.request.id for adm in eng._schedule_prefill()] == [0]
+    batch, _ = eng._schedule_prefill(None)
+    assert [adm.request.id for adm in batch] == [0]
 
 
 def test_a_retracted_request_waits_behind_a_later_arrival_under_fcfs():
     """A and B (arrival 0) run in a pool of 90 tokens; C (10 tokens) arrives at 0.01 and does not
     fit. When decode runs out of memory B is retracted; as in SGLang (`_add_request_to_queue`
-    appends it) it waits at the queue's end, so FCFS admits C before resuming B. (Until issue 26 B
-    went back to its arrival place, ahead of C.)"""
+    appends it) it waits at the queue's end, so FCFS admits C before resuming B (not in B's arrival place, ahead
+    of C)."""
     engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=90, chunked_prefill_size=None))
     engine.submit([req(0, 10, 40, 40), req(1, 10, 40, 40, base=1000), req(2, 10, 5, 5, arrival=0.01, base=2000)])
     events = []

@@ -28,9 +28,10 @@ from agents.sb3 import load_policy
 from auction_gym import Obs, RadixAuctionEnv
 from auction_gym.market import observation
 from auction_gym.market.observation import feature_table
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
 FAST = dict(horizon=30, workload_kwargs={"rate": 40.0})
-SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 
 
 def test_gym_make_after_import():
@@ -41,12 +42,12 @@ def test_gym_make_after_import():
 
 
 def test_observation_tables_are_made_from_the_one_definition():
-    """The tables of the observation in the env's docstring, observation.py's and the README are
-    `feature_table()`, one row per feature of `FEATURES` in the vector's order."""
+    """The tables of the observation in the env's docstring and observation.py's are
+    `feature_table()`, one row per feature of `FEATURES` in the vector's order (the documentation
+    generates its table from it too: `tests/test_docs.py`)."""
     table = feature_table()
     rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
     assert [(int(i), name.strip()) for i, name in rows] == list(enumerate(Obs.NAMES))
-    assert table in (Path(__file__).parents[1] / "README.md").read_text()
     for doc in (RadixAuctionEnv.__doc__, observation.__doc__):  # None under python -OO
         assert doc is None or table in inspect.cleandoc(doc)
 
@@ -60,9 +61,11 @@ def test_gym_make_with_module_prefix_imports_the_package():
 
 @pytest.mark.parametrize("kwargs", [{}, FAST], ids=["default", "fast"])
 def test_env_checkers_pass_without_warnings(kwargs):
+    # Gymnasium's make warns (DeprecationWarning) that v0 is out of date now that v1 is registered.
+    with pytest.warns(DeprecationWarning, match="RadixAuction-v0 is out of date"):
+        env = gym.make("RadixAuction-v0", **kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the normalized Box(-1, 1) is what SB3 asks for
-        env = gym.make("RadixAuction-v0", **kwargs)
         assert env.action_space == gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
         gym_check_env(env.unwrapped)
         sb3_check_env(env)
@@ -155,14 +158,14 @@ def test_bad_arguments_raise():
 @pytest.mark.parametrize("policy", [OGDPacer(), Truthful(), FixedMultiplier(0.5)])
 def test_builtin_policies_run_under_evaluate_policy(policy):
     venv = make_vec_env(RadixAuctionEnv, n_envs=2, seed=0, env_kwargs=FAST)
-    mean, std = evaluate_policy(focal_policy(policy), venv, n_eval_episodes=2)
+    mean, std = evaluate_policy(focal_policy(policy, venv.envs[0]), venv, n_eval_episodes=2)
     assert np.isfinite(mean) and np.isfinite(std)
 
 
 def episode_infos(policy, action_type: str, seed: int = 5) -> list[dict]:
     """The infos of one FAST episode with `policy` (mapped by focal_policy) as the focal bidder."""
     env = RadixAuctionEnv(action_type=action_type, **FAST)
-    player = focal_policy(policy, action_type, env.config.alpha_max)
+    player = focal_policy(policy, env)
     obs, _ = env.reset(seed=seed)
     infos, done = [], False
     while not done:
@@ -191,7 +194,7 @@ def test_evaluate_maps_builtins_and_refuses_a_model_of_another_action_space(tmp_
     from stable_baselines3 import PPO
 
     PPO("MlpPolicy", RadixAuctionEnv(**kwargs), n_steps=32, batch_size=32, seed=0).save(tmp_path / "old.zip")
-    old = load_policy(tmp_path / "old.zip")  # Box(0, 2), as every model saved before issue 14
+    old = load_policy(tmp_path / "old.zip")  # Box(0, 2), as a model saved with action_type="multiplier"
     with pytest.raises(ValueError, match=r"needs env_kwargs \{\"action_type\": \"multiplier\"\}"):
         evaluate(old, FAST, 1, progress=False)
     assert len(evaluate(old, kwargs, 1, progress=False)) == 1
@@ -223,7 +226,7 @@ def test_other_bidders_act_in_multipliers_whatever_the_focal_action_type(action_
         reference.step([2.0])
     assert ogd.market.alpha.tolist() == reference.market.alpha.tolist() and min(ogd.market.alpha) < 1.0
     with pytest.raises(ValueError, match="other_bidders act in multipliers"):
-        RadixAuctionEnv(other_bidders=focal_policy(Truthful()), **FAST)
+        RadixAuctionEnv(other_bidders=focal_policy(Truthful(), RadixAuctionEnv(**FAST)), **FAST)
 
 
 class _Constant:
@@ -341,5 +344,6 @@ def test_long_horizon_over_an_unstable_queue_warns_once_at_construction(make):
     assert len(ours) == 1 and "waiting queue grows" in ours[0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", ".*RadixAuction-v0 is out of date", DeprecationWarning)
         make()  # the default horizon
         make(horizon=5000, workload_kwargs={"rate": 12.0})  # a load the engine serves

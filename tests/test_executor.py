@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from auction_gym.workload import SweepGrid, get_workload
-from experiments.cli import TaskFailed, main
+from experiments.cli import main
 from experiments.commands import incentives, reproduce, reproduce_trace
 from experiments.commands.reproduce import Sweep, policies, run_sweep
+from experiments.errors import TaskFailed
 from experiments.executor import Executor
 
 AGENTIC = {**get_workload("agentic").sweep.quick.kwargs, "duration": 5.0}

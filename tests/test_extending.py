@@ -73,6 +73,24 @@ def test_the_toy_mechanisms_run_in_the_env_and_only_the_auction_charges(toys):
     assert _episode(mechanism="toy_auction")["revenue"] > 0.0  # charged with no other edit: an AuctionMechanism
 
 
+def test_the_toy_auction_decides_each_round_and_the_market_charges_from_it(toys):
+    """The engine asks the toy auction to `decide` with the market's multipliers and hands the
+    round back on the report; the charges come from that round."""
+    from auction_gym.market import Market, MarketConfig
+
+    market = Market(MarketConfig(mechanism="toy_auction", horizon=40))
+    market.reset(seed=0)
+    multipliers, rounds = [0.5, 1.0, 1.5, 2.0], 0
+    while not market.done:
+        report = market.step(multipliers)
+        decided = report.decision
+        assert isinstance(decided.auction, toy_extension.ToyAuction)
+        assert decided.bids == [multipliers[r.bidder] * r.urgency for r in decided.requests]
+        assert set(report.admitted) <= {r.id for r in decided.requests}
+        rounds += report.payments.any()
+    assert rounds > 0
+
+
 def test_the_toy_workload_runs_in_the_env_with_its_arguments(toys):
     shared = _episode(workload="toy_chat", workload_kwargs={"rate": 20.0})
     alone = _episode(workload="toy_chat", workload_kwargs={"rate": 20.0, "prefix_len": 0})

@@ -84,9 +84,8 @@ def test_factored_rounds_equal_the_from_scratch_auction(model, seed):
             continue
         alpha = [0.0 if rng.random() < 0.25 else float(rng.uniform(0.05, 2)) for _ in range(bidders)]
         waiting.lens = list(lens) if model[0] == "tokens" else None
-        auction.order_paced(queue, None, alpha)
-        decided = auction.last_round
-        want = scratch.allocate(queue, prefix_lens=decided.prefix_lens)
+        decided = auction.decide(queue, None, alpha)
+        want = scratch.allocate(queue, prefix_lens=decided.prefix_lens, bids=decided.bids)
         assert decided.bids == [alpha[r.bidder] * r.urgency for r in queue]
         if len(queue) > 1:
             assert isinstance(decided.allocation, FactoredAllocation)
@@ -109,9 +108,8 @@ def test_a_bidder_bidding_zero_keeps_the_from_scratch_order_among_zero_work_bloc
     for r in queue:
         r.urgency = 1.0
     waiting.lens = [4, 0, 3, 0, 0, 1]
-    auction.order_paced(queue, None, [0.0, 1.5])
-    want = scratch.allocate(queue, prefix_lens=waiting.lens)
-    got = auction.last_round.allocation
+    got = auction.decide(queue, None, [0.0, 1.5]).allocation
+    want = scratch.allocate(queue, prefix_lens=waiting.lens, bids=[0.0 if r.bidder == 0 else 1.5 for r in queue])
     assert isinstance(got, FactoredAllocation)
     assert [queue[k].id for k in got.order] == [queue[k].id for k in want.order]
     _assert_same_round(got, want, auction, scratch)
@@ -128,14 +126,13 @@ def test_a_market_prices_every_round_as_the_from_scratch_auction_would(replicas)
     market = Market(config)
     market.reset(seed=3)
     rng = np.random.default_rng(3)
-    scratch = RadixTreeAuction(market.auction.cost_model, market.auction.request_overhead)
     factored = 0
     for _ in range(400):
-        market.step(rng.uniform(0, 2, size=market.n))
-        decided = market.auction.last_round
-        if isinstance(decided.allocation, FactoredAllocation):
-            want = scratch._allocate_bids(decided.requests, decided.bids, decided.prefix_lens)
-            _assert_same_round(decided.allocation, want, market.auction, scratch)
+        decided = market.step(rng.uniform(0, 2, size=market.n)).decision
+        if decided is not None and isinstance(decided.allocation, FactoredAllocation):
+            scratch = RadixTreeAuction(decided.auction.cost_model, decided.auction.request_overhead)
+            want = scratch.allocate(decided.requests, prefix_lens=decided.prefix_lens, bids=decided.bids)
+            _assert_same_round(decided.allocation, want, decided.auction, scratch)
             factored += 1
     assert factored > 50
 
@@ -150,11 +147,10 @@ def test_a_round_of_one_request_is_the_from_scratch_round(model):
     queue = [Request(0, 0, [1, 2, 3], urgency=2.0)]
     for k in range(1, 7):
         waiting.lens = [k % 3] * len(queue) if model[0] == "tokens" else None
-        auction.order_paced(queue, None, [0.5, 1.5])
-        decided = auction.last_round
-        want = scratch._allocate_bids(decided.requests, decided.bids, decided.prefix_lens)
+        decided = auction.decide(queue, None, [0.5, 1.5])
+        want = scratch.allocate(decided.requests, prefix_lens=decided.prefix_lens, bids=decided.bids)
         assert decided.admission_order() == [queue[i] for i in want.order]
-        assert decided.outcome == scratch._outcome(want)
+        assert decided.outcome == scratch.outcome(want)
         queue = queue[1:] if len(queue) == 2 else queue + [Request(k, k % 2, [1, 2, k], urgency=float(k))]
 
 
@@ -168,14 +164,14 @@ def test_a_bad_bid_is_refused_in_a_round_of_any_size(size):
     auction.attach_waiting_prefixes(waiting)
     waiting.lens = [0] * size
     with pytest.raises(ValueError, match="request 1: bid"):
-        auction.order_paced(queue, None, [1.0, 1.0])
+        auction.decide(queue, None, [1.0, 1.0])
 
 
 @pytest.mark.parametrize("alpha", [[1.0, -0.5], [1.0, math.nan], [math.inf, 1.0]])
 def test_bad_multipliers_are_refused(alpha):
     queue = [Request(1, 0, [1, 2]), Request(2, 1, [1, 3])]
     with pytest.raises(ValueError, match="multipliers"):
-        RadixTreeAuction().order_paced(queue, None, alpha)
+        RadixTreeAuction().decide(queue, None, alpha)
 
 
 def test_a_factored_tree_refuses_to_order():

@@ -1,5 +1,5 @@
-"""Pinned behaviour: a digest of one fixed-seed episode per mechanism, of the PettingZoo env, and of
-an engine replay per scheduler.
+"""Pinned behaviour: a digest of one fixed-seed episode per mechanism, of the PettingZoo env, of a
+market over a cluster of replicas, and of an engine replay per scheduler.
 
 A change that alters any trajectory (an observation, a reward, a payment, an admission time) fails
 here and must say so: if the change is meant, put the digest the failure prints in GOLDEN and name
@@ -11,7 +11,6 @@ researcher could see does.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -23,8 +22,9 @@ from auction_gym.envs import RadixAuctionParallelEnv
 from auction_gym.market.config import MECHANISMS
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import iter_mooncake
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
-SLICE = Path(__file__).parent / "data/mooncake/conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 INFO_KEYS = ("payment", "spent", "budget", "utility", "multiplier", "round", "time", "welfare", "revenue",
              "hit_rate", "latency", "ttft", "admitted", "finished")
 
@@ -36,6 +36,7 @@ GOLDEN = {
     "env/strict_vcg": "2afaab2170382146",
     "env/radix_vcg": "a7a0782880154733",
     "parallel/radix_vcg": "760ef203e1b88615",
+    "cluster/radix_vcg": "24fd788506e22f66",
     "engine/fcfs": "d8d54ac071243713",
     "engine/lpm": "7c9c92e32118250b",
     "engine/klpm": "da7fe57e0e566da6",
@@ -99,6 +100,23 @@ def test_parallel_episode_is_pinned():
         for a in env.possible_agents:
             digest.add(obs[a], rewards[a], terms[a], truncs[a], *(infos[a][k] for k in INFO_KEYS))
     _check("parallel/radix_vcg", digest)
+
+
+def test_cluster_episode_is_pinned():
+    """Three replicas behind the cache-aware router, each with its own auction: a round is charged
+    by the replica that admitted, budgets are global."""
+    env = gym.make("RadixAuction-v0", replicas=3, router="cache_aware", horizon=120,
+                   workload_kwargs={"rate": 60.0})
+    actions = np.random.default_rng(5).uniform(-1, 1, size=(121, 1))
+    digest = Digest()
+    obs, info = env.reset(seed=2)
+    digest.add(obs, info["budget"])
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action.astype(np.float32))
+        digest.add(obs, reward, terminated, truncated, *(info[k] for k in INFO_KEYS))
+        if terminated or truncated:
+            break
+    _check("cluster/radix_vcg", digest)
 
 
 @pytest.mark.parametrize("scheduler", [s for s in MECHANISMS if s in scheduler_names()])

@@ -259,7 +259,10 @@ def test_cpu_clock_refuses_to_time_several_torch_threads():
             with timer:
                 pass
         with pytest.raises(RuntimeError, match="set_num_threads"):
-            TorchEngine("fcfs", EngineConfig(kv_capacity_tokens=100), device="cpu")
+            TorchEngine("fcfs", EngineConfig(kv_capacity_tokens=100), device="cpu", clock="cpu")
+        with pytest.warns(UserWarning, match="'wall' clock"):  # no clock named: the wall clock, said once
+            engine = TorchEngine("fcfs", EngineConfig(kv_capacity_tokens=100), device="cpu")
+        assert engine.timer.clock == "wall"
         with DeviceTimer("cpu", "wall"):
             pass
     finally:

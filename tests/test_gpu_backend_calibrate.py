@@ -68,8 +68,8 @@ def test_command_line_writes_json(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_full_calibration_fits_held_out_points(tmp_path):
-    """The default grid on CPU (one to two minutes). The issue's target is a held-out median error
-    <= 10%; on this project's shared 2-core CPU runs measured 7% to 15%, because other processes'
+    """The default grid on CPU (one to two minutes). The calibration's target is a held-out median
+    error <= 10%; on a shared 2-core CPU runs measured 7% to 15%, because other processes'
     interference cannot be fitted, so the bound here is looser."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

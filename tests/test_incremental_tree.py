@@ -7,7 +7,6 @@ stats (bit for bit, so the Smith order cannot differ on a near-tie)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +20,9 @@ from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
 from auction_gym.mechanism.radix_auction import OrderedRound, RadixAllocation
 from auction_gym.scheduler.waiting import QueueDelta
 from auction_gym.workload import iter_mooncake
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
-SLICE = Path(__file__).parent / "data/mooncake/conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 
 MODELS = [("tokens", 1.0), ("tokens", 0.0), ("tokens", 0.3), ("unit", 1.0)]
 
@@ -144,11 +144,11 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
         engine = SimEngine("radix_vcg", EngineConfig(kv_capacity_tokens=400, chunked_prefill_size=8, max_prefill_tokens=64))
         engine.submit([replace(r, output_len=12 * r.output_len, max_new_tokens=None) for r in branching_workload(3, n=150)])
     auction, seen, rounds = engine.scheduler, None, 0
-    while engine.step() is not None:
-        decided = auction.last_round
-        if decided is None or decided is seen or len(decided.requests) < 2:
+    while (it := engine.step()) is not None:
+        decided = it.decision
+        if decided is None or decided.allocation is seen or len(decided.requests) < 2:
             continue
-        seen = decided
+        seen = decided.allocation
         fresh = IncrementalQueueTree(auction.request_work, costed=True)
         fresh.update(decided.requests, decided.bids, decided.prefix_lens)
         assert _node_stats(auction._tree) == _node_stats(fresh)
@@ -179,35 +179,39 @@ def test_a_bad_bid_leaves_a_following_tree_as_it_was():
 
 @pytest.mark.parametrize("time_scale", [1.0, 4.0])
 def test_engine_rounds_match_the_from_scratch_auction(time_scale):
-    """Every round of an engine replay (the scheduler face, never priced, so incremental) orders
+    """Every round of an engine replay (`decide` without multipliers: the incremental tree) orders
     the queue as the from-scratch allocation of the same inputs does."""
     engine = SimEngine("radix_vcg", EngineConfig())
     auction = engine.scheduler
     scratch = RadixTreeAuction(auction.cost_model, auction.request_overhead)
     engine.submit(iter_mooncake(SLICE, time_scale=time_scale, limit=300))
     rounds, seen = 0, None
-    while engine.step() is not None:
-        decided = auction.last_round
-        if decided is None or decided.allocation is None or decided is seen:
+    while (it := engine.step()) is not None:
+        decided = it.decision
+        if decided is None or decided.allocation is None or decided.allocation is seen:
             continue
-        seen = decided
+        seen = decided.allocation
         alloc = scratch.allocate(decided.requests, prefix_lens=decided.prefix_lens)
         assert decided.admission_order() == [decided.requests[k] for k in alloc.order]
         rounds += 1
     assert rounds > 50 and auction._tree is not None
 
 
-def test_a_priced_round_reads_the_from_scratch_allocation_and_later_rounds_build_from_scratch():
+def test_a_priced_round_reads_the_from_scratch_allocation_and_the_tree_stays():
+    """Pricing a round builds its allocation from scratch, once; no switch: later rounds are still
+    ordered by the kept tree, and still equal the from-scratch auction."""
     queue = [Request(k, k % 3, [k % 2, 1, k % 4, k], bid=1.0 + k % 5) for k in range(12)]
     cache = RadixCache()
     cache.insert(np.array([0, 1, 0, 0, 7], dtype=np.int64))
     auction = RadixTreeAuction()
-    auction.order(queue, cache)
-    decided = auction.last_round
+    decided = auction.decide(queue, cache)
     assert isinstance(decided.allocation, OrderedRound)
     scratch = RadixTreeAuction().run(queue, cache)
     assert [r.id for r in decided.admission_order()] == scratch.order
-    assert auction.last_payments(range(3)) == scratch.payments
-    assert auction.last_outcome == scratch
-    auction.order(queue[1:], cache)  # priced once: from scratch from now on
-    assert isinstance(auction.last_round.allocation, RadixAllocation) and auction._tree is None
+    assert decided.payments(range(3)) == scratch.payments
+    assert decided.outcome == scratch
+    assert isinstance(decided.allocation.full, RadixAllocation)
+    tree = auction._tree
+    later = auction.decide(queue[1:], cache)
+    assert isinstance(later.allocation, OrderedRound) and auction._tree is tree
+    assert later.outcome == RadixTreeAuction().run(queue[1:], cache)

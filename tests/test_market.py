@@ -11,6 +11,7 @@ from auction_gym.market import MECHANISMS, Market, MarketConfig, Obs
 from auction_gym.market.config import CONTEXT_PER_REQUEST, DECODE_STEPS_PER_REQUEST, LONG_HORIZON
 from auction_gym.market.observation import ema
 from auction_gym.pacing import OGDPacer, Truthful
+from auction_gym.scheduler.base import in_batch_applies
 
 SMALL = dict(horizon=40, warmup=5.0, workload_kwargs={"rate": 60.0})  # a queue forms fast
 
@@ -42,16 +43,23 @@ def test_spend_never_exceeds_budget(seed, budget, alphas):
 def test_bidder_out_of_budget_pays_nothing_and_bids_zero():
     market = Market(MarketConfig(num_bidders=3, budget=[1e-3, 1e9, 1e9], **SMALL))
     market.reset(1)
-    broke_at = None
+    broke_at, zero_bids = None, 0
     while not market.done:
         report = market.step(np.ones(3))
         if broke_at is not None:
             assert report.payments[0] == 0.0
-            # Every waiting request was in this round's auction, stamped with its bid then.
-            assert all(r.bid == 0.0 for r in market.engine.waiting if r.bidder == 0)
+            # Every waiting request was in this round's auction, with its bid then (the request's
+            # own `bid`, its report outside a market, is left as it was).
+            decided = report.decision
+            if decided is not None:
+                assert [b for r, b in zip(decided.requests, decided.bids) if r.bidder == 0] == [
+                    0.0 for r in decided.requests if r.bidder == 0]
+                assert [b for r, b in zip(decided.requests, decided.bids) if r.bidder != 0] == [
+                    r.urgency for r in decided.requests if r.bidder != 0]
+                zero_bids += any(r.bidder == 0 for r in decided.requests)
         elif market.remaining[0] <= 0:
             broke_at = market.round
-    assert broke_at is not None and broke_at < market.config.horizon
+    assert broke_at is not None and broke_at < market.config.horizon and zero_bids > 0
     assert market.spent[0] == pytest.approx(1e-3)
     assert any(r.bidder == 0 for r in market.engine.waiting) or market.round == market.config.horizon
 
@@ -67,7 +75,7 @@ def test_charges_follow_design_rule(cost_model):
         report = market.step([1.0, 0.5, 1.5])
         if not report.admitted:
             continue
-        decided = market.auction.last_round  # the round this step admitted from
+        decided = report.decision  # the round this step admitted from
         if cost_model == "unit":
             spu = market.busy_time / market.admitted_total
         else:
@@ -108,7 +116,9 @@ def test_episode_under_every_mechanism(mechanism):
     market.reset(1)
     reports = play(market, [np.ones(4)] * 40)
     assert market.round == 40 and len(reports) == 40
-    assert (market.auction is None) == (not mechanism.endswith("_vcg"))  # the one that charges
+    # Only an auction's rounds come back as decisions (the policies that charge)
+    decided = [r.decision for r in reports if r.admitted]
+    assert all((d is None) == (not mechanism.endswith("_vcg")) for d in decided) and decided
     revenue = sum(r.revenue for r in reports)
     if mechanism.endswith("_vcg"):
         assert revenue > 0
@@ -134,14 +144,19 @@ def test_same_seed_same_actions_same_trajectory():
 
 
 def test_bids_are_multiplier_times_urgency():
+    """A round's bids are the multipliers it was played with times the urgencies, and the
+    requests' own reported bids are left as the workload made them."""
     market = Market(MarketConfig(num_bidders=2, budget=1e9, **SMALL))
     market.reset(5)
-    market.step([0.25, 2.0])
-    while not market.engine.waiting and not market.done:  # until a round leaves a queue
-        market.step([0.25, 2.0])
-    assert market.engine.waiting
-    for r in market.engine.waiting:
-        assert r.bid == pytest.approx((0.25 if r.bidder == 0 else 2.0) * r.urgency)
+    rounds = 0
+    while rounds < 5 and not market.done:
+        report = market.step([0.25, 2.0])
+        decided = report.decision
+        if decided is not None and len(decided.requests) > 1:
+            rounds += 1
+            assert decided.bids == [(0.25 if r.bidder == 0 else 2.0) * r.urgency for r in decided.requests]
+            assert all(r.bid == r.urgency for r in decided.requests)  # the agentic workload bids truthfully
+    assert rounds == 5
 
 
 # A stationary load (Poisson arrivals at a constant rate, alike bidders) above the engine's
@@ -322,8 +337,8 @@ def test_every_round_admits_when_prompts_are_chunked():
     market.reset(0)
     engine_step, continuations = market.engine.step, []
 
-    def step():
-        it = engine_step()
+    def step(multipliers):
+        it = engine_step(multipliers)
         if it is not None and it.kind == "prefill" and not it.admitted:
             continuations.append(it)
         return it
@@ -337,14 +352,15 @@ def test_every_round_admits_when_prompts_are_chunked():
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_the_bidding_wrapper_keeps_the_policys_sglang_rules(mechanism):
-    """The engine reads `sorts_in_place` and `in_batch_deprioritizes` off its scheduler, which in a
-    market is the wrapper that stamps bids: LPM's rules must reach the engine through it."""
+def test_the_engine_runs_the_policy_itself(mechanism):
+    """No wrapper between a market's engine and its policy: the engine reads `sorts_in_place` and
+    `in_batch_deprioritizes` off the policy, and the market's multipliers reach it as arguments."""
     market = Market(MarketConfig(mechanism=mechanism))
     market.reset(0)
-    wrapper = market.engine.scheduler
-    assert wrapper.sorts_in_place == (mechanism in ("lpm", "dfs_weight"))
-    assert wrapper.in_batch_deprioritizes(5) == (mechanism in ("lpm", "klpm", "radix_vcg"))
+    policy = market.engine.scheduler
+    assert type(policy) is MarketConfig(mechanism=mechanism).make_scheduler().__class__
+    assert getattr(policy, "sorts_in_place", False) == (mechanism in ("lpm", "dfs_weight"))
+    assert in_batch_applies(policy, 5) == (mechanism in ("lpm", "klpm", "radix_vcg"))
 
 
 @pytest.mark.parametrize("mechanism,replicas", [("radix_vcg", 1), ("strict_vcg", 1), ("lpm", 1), ("radix_vcg", 2)])
@@ -359,20 +375,22 @@ def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism,
     market = Market(config)
     market.reset(seed=0)
     while not market.done:
-        market.step([0.5] * config.num_bidders)
+        report = market.step([0.5] * config.num_bidders)
     engines = market.engine.replicas if replicas > 1 else [market.engine]
     caches = [e.cache for e in engines]
     # The deepest node's edge (nodes take no weak references; their keys do, and are theirs alone).
     edges = [max(c.nodes(), key=lambda n: n.depth).key for c in caches]
     held = [weakref.ref(o) for o in [market.engine, *engines, *caches, *edges]]
-    if market.auction is not None:
-        held.append(weakref.ref(market.auction))
-        if getattr(market.auction, "_urgency_tree", None) is not None:  # the radix auction's, kept across rounds
-            held.append(weakref.ref(_deepest_node(market.auction._urgency_tree._root)))
-    del engines, caches, edges
+    for policy in [e.scheduler for e in engines]:
+        held.append(weakref.ref(policy))
+        if getattr(policy, "_urgency_tree", None) is not None:  # the radix auction's, kept across rounds
+            held.append(weakref.ref(_deepest_node(policy._urgency_tree._root)))
+    del engines, caches, edges, policy
     gc.disable()
     try:
         market.reset(seed=1)
+        assert (report.decision is not None) == mechanism.endswith("_vcg")
+        del report  # the caller's last report held the old round, and through it its auction, until now
         alive = [ref() for ref in held if ref() is not None]
     finally:
         gc.enable()

@@ -1,4 +1,4 @@
-"""The auctions' contract: validation, empty rounds, the scheduler face, and the cached argument."""
+"""The auctions' contract: validation, empty rounds, `decide` (the face the engine calls), and the cached argument."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.mechanism import AuctionOutcome, RadixTreeAuction, StrictPriorityAuction
-from auction_gym.scheduler.base import Scheduler, make_scheduler
+from auction_gym.scheduler.base import Auction, Scheduler, admission_order, make_scheduler
 
 AUCTIONS = [RadixTreeAuction, StrictPriorityAuction]
 
@@ -67,17 +67,20 @@ def test_single_bidder_pays_nothing(cls):
 @pytest.mark.parametrize(
     "name,cls", [("radix_vcg", RadixTreeAuction), ("strict_vcg", StrictPriorityAuction)]
 )
-def test_scheduler_face(name, cls):
+def test_decide_returns_the_round(name, cls):
     auction = make_scheduler(name, cost_model="tokens", request_overhead=2.0)
-    assert isinstance(auction, cls) and isinstance(auction, Scheduler)
-    assert auction.name == name and auction.last_outcome is None
+    assert isinstance(auction, cls) and isinstance(auction, Auction) and not isinstance(auction, Scheduler)
+    assert auction.name == name
     cache = RadixCache()
     cache.insert([1, 2])
     reqs = queue()
-    admitted = auction.order(reqs, cache)
-    assert [r.id for r in admitted] == auction.last_outcome.order
+    decided = auction.decide(reqs, cache)
+    admitted = decided.admission_order()
+    assert [r.id for r in admitted] == decided.outcome.order
     assert all(any(r is q for q in reqs) for r in admitted)
-    assert auction.last_outcome == auction.run(reqs, cached=[[1, 2]])
+    assert decided.outcome == auction.run(reqs, cached=[[1, 2]])
+    order, again = admission_order(auction, reqs, cache)  # the engine's call
+    assert order == admitted and again.allocation is decided.allocation
 
 
 def test_known_example():
@@ -124,86 +127,80 @@ def test_page_size_cache_is_read_without_changes():
     assert sorted(outcome.completion.values()) == [1.0, 2.0]
 
 
-def test_scheduler_face_recomputes_when_the_round_changes():
-    """`order` reuses the last outcome only for the same requests, bids and (tokens) cache."""
+def test_decide_recomputes_when_the_round_changes():
+    """`decide` reuses the last allocation only for the same requests, bids and (tokens) cache."""
     queue = [Request(0, 0, [1, 2, 3], 1.0), Request(1, 1, [1, 2, 4], 2.0), Request(2, 2, [5, 6], 0.5)]
     cache = RadixCache()
     for cls in (RadixTreeAuction, StrictPriorityAuction):
         for model in ("unit", "tokens"):
             auction = cls(cost_model=model)
-            first = auction.order(queue, cache)
-            again = auction.order(list(queue), cache)
+            first = auction.decide(queue, cache).admission_order()
+            again = auction.decide(list(queue), cache).admission_order()
             assert [r.id for r in again] == [r.id for r in first]
             queue[2].bid = 9.0
-            assert auction.order(queue, cache)[0].id == 2
-            assert auction.last_outcome.order == cls(cost_model=model).run(queue, cached=cache).order
+            decided = auction.decide(queue, cache)
+            assert decided.admission_order()[0].id == 2
+            assert decided.outcome.order == cls(cost_model=model).run(queue, cached=cache).order
             cache.insert([5, 6])
             fresh = cls(cost_model=model).run(queue, cached=cache)
-            auction.order(queue, cache)
-            assert auction.last_outcome.payments == pytest.approx(fresh.payments)
+            assert auction.decide(queue, cache).outcome.payments == pytest.approx(fresh.payments)
             queue[2].bid = 0.5
             cache = RadixCache()
 
 
 @pytest.mark.parametrize("cls", AUCTIONS)
-def test_scheduler_face_prices_on_demand(cls):
-    """After `order`, `last_payments` prices the bidders asked for, as the full outcome does, and
-    stays valid while the engine changes the cache."""
+def test_a_round_prices_on_demand(cls):
+    """A decided round prices the bidders asked for, as the full outcome does, and stays valid
+    while the engine changes the cache."""
     auction = cls(cost_model="tokens")
-    with pytest.raises(RuntimeError):
-        auction.last_payments([0])
     cache = RadixCache()
     cache.insert([1, 2])
     reqs = queue()
     expected = cls(cost_model="tokens").run(reqs, cached=[[1, 2]]).payments
-    auction.order(reqs, cache)
+    decided = auction.decide(reqs, cache)
     cache.insert([1, 2, 3, 4, 5])  # admission changes the cache; the round's prices must not
-    assert auction.last_payments([1]) == {1: expected[1]}
-    assert auction.last_payments([2, 9]) == {2: expected[2], 9: 0.0}
-    assert auction.last_outcome.payments == expected
-    assert auction.last_payments([1]) == {1: expected[1]}
+    assert decided.payments([1]) == {1: expected[1]}
+    assert decided.payments([2, 9]) == {2: expected[2], 9: 0.0}
+    assert decided.outcome.payments == expected
+    assert decided.payments([1]) == {1: expected[1]}
 
 
 @pytest.mark.parametrize("cls", AUCTIONS)
 @pytest.mark.parametrize("cost_model", ["unit", "tokens"])
-def test_scheduler_face_keeps_the_round_as_one_record(cls, cost_model):
-    """`order` keeps what it decided as `last_round`: the queue, bids, cached lengths (under
-    "tokens"), the allocation and each bidder's queued count. The engine asking again with the same
-    inputs keeps the record; other bids make a new one; an empty queue is a round nobody pays in."""
+def test_decide_returns_the_round_as_one_record(cls, cost_model):
+    """`decide` returns what it decided: the queue, bids, cached lengths (under "tokens"), the
+    allocation and each bidder's queued count. The engine asking again with the same inputs reuses
+    the allocation; other bids make a new one; an empty queue is a round nobody pays in."""
     auction = cls(cost_model=cost_model)
     reqs, cache = queue(), RadixCache()
     cache.insert([1, 2])
-    admitted = auction.order(reqs, cache)
-    decided = auction.last_round
-    assert decided.mechanism is auction and decided.requests == reqs
-    assert decided.bids == [r.bid for r in reqs] and decided.admission_order() == admitted
+    decided = auction.decide(reqs, cache)
+    assert decided.auction is auction and decided.requests == reqs
+    assert decided.bids == [r.bid for r in reqs]
     assert (decided.prefix_lens is None) == (cost_model == "unit")
     assert decided.queued == {0: 2, 1: 1, 2: 1}
     assert decided.payments([1, 2]) == {i: decided.outcome.payments[i] for i in (1, 2)}
-    auction.order(list(reqs), cache)
-    assert auction.last_round is decided
+    assert auction.decide(list(reqs), cache).allocation is decided.allocation
     reqs[0].bid = 7.0
-    auction.order(reqs, cache)
-    assert auction.last_round is not decided and auction.last_round.bids[0] == 7.0
-    auction.order([], cache)
-    assert auction.last_round.admission_order() == [] and auction.last_round.allocation is None
-    assert auction.last_payments([0, 1]) == {0: 0.0, 1: 0.0} and auction.last_outcome == AuctionOutcome()
+    changed = auction.decide(reqs, cache)
+    assert changed.allocation is not decided.allocation and changed.bids[0] == 7.0
+    empty = auction.decide([], cache)
+    assert empty.admission_order() == [] and empty.allocation is None
+    assert empty.payments([0, 1]) == {0: 0.0, 1: 0.0} and empty.outcome == AuctionOutcome()
 
 
 @pytest.mark.parametrize("cls", AUCTIONS)
-def test_a_round_outliving_its_auction_says_so(cls):
-    """A round's record holds its auction weakly (no cycle to keep a finished episode alive): priced
-    while the auction lives, a clear ReferenceError once it is gone, not a wrong answer."""
-    import gc
-
-    auction, cache = cls(), RadixCache()
-    auction.order(queue(), cache)
-    decided = auction.last_round
-    assert decided.payments([1]) == {1: decided.outcome.payments[1]}
-    del auction
-    gc.collect()
-    with pytest.raises(ReferenceError, match="auction that decided this round is gone"):
-        decided.admission_order()
+def test_multipliers_bid_for_the_requests_without_rewriting_them(cls):
+    """With a market's multipliers request r bids multipliers[r.bidder] x urgency in the round;
+    its own `bid` is left as reported. Bad multipliers are refused."""
+    reqs = [Request(k, k % 3, [1, k], bid=1.0, urgency=0.5 + k) for k in range(4)]
+    decided = cls().decide(reqs, RadixCache(), [2.0, 0.0, 1.0])
+    assert decided.bids == [[2.0, 0.0, 1.0][r.bidder] * r.urgency for r in reqs]
+    assert [r.bid for r in reqs] == [1.0] * 4
+    assert decided.outcome == cls().run([Request(r.id, r.bidder, r.tokens, bid=b, urgency=r.urgency)
+                                         for r, b in zip(reqs, decided.bids)])
+    with pytest.raises(ValueError, match="multipliers"):
+        cls().decide(reqs, RadixCache(), [1.0, -1.0, 1.0])
 
 
 @pytest.mark.parametrize("cost_model,cached", [("unit", None), ("tokens", None), ("tokens", [[7, 8]])])
@@ -233,49 +230,48 @@ def test_checks_still_apply_to_arrays_the_memo_holds(cls):
     auction = cls()
     reqs = queue()
     cache = RadixCache()
-    auction.order(reqs, cache)
+    auction.decide(reqs, cache)
     reqs[1].bid = math.nan
     with pytest.raises(ValueError, match="request 1: bid"):
-        auction.order(reqs, cache)
+        auction.decide(reqs, cache)
     reqs[1].bid = 2.0
     twin = Request(0, 5, [9], bid=1.0)
     with pytest.raises(ValueError, match="duplicate"):
-        auction.order(reqs + [twin], cache)
+        auction.decide(reqs + [twin], cache)
     reqs[2].tokens = np.zeros(0, dtype=np.int64)
     reqs[2].bid = 0.25  # a new round, so no reuse of the last one
     with pytest.raises(ValueError, match="request 2: empty token sequence"):
-        auction.order(reqs, cache)
+        auction.decide(reqs, cache)
 
 
 @pytest.mark.parametrize("cls", AUCTIONS)
-def test_scheduler_face_reuses_only_the_same_request_objects(cls):
+def test_decide_reuses_only_the_same_request_objects(cls):
     """An equal-looking round made of other Request objects (same ids and bids, other tokens) is a
     new round: its costs come from its own tokens."""
     auction = cls(cost_model="tokens")
     reqs, cache = queue(), RadixCache()
     cache.insert([6, 7, 8])  # cached for the new request 3, not for the old one
-    auction.order(reqs, cache)
-    first = auction.last_outcome
+    first = auction.decide(reqs, cache).outcome
     swapped = reqs[:3] + [Request(3, 2, [6, 7, 8, 9], bid=3.0)]
     fresh = cls(cost_model="tokens").run(swapped, cached=cache)
     assert fresh.completion != first.completion  # so a wrong reuse would show
-    auction.order(swapped, cache)
-    assert auction.last_outcome.completion == fresh.completion
-    assert auction.last_outcome.order == fresh.order
+    again = auction.decide(swapped, cache).outcome
+    assert again.completion == fresh.completion
+    assert again.order == fresh.order
 
 
 class _Checked:
-    """A scheduler that orders with `inner` and checks, at every round the engine asks for, that
+    """An auction that decides with `inner` and checks, at every round the engine asks for, that
     its outcome equals a fresh auction's run on the same queue and cache."""
 
     def __init__(self, inner, fresh) -> None:
         self.inner, self.fresh, self.name, self.rounds = inner, fresh, inner.name, 0
 
-    def order(self, queue, cache):
-        out = self.inner.order(queue, cache)
-        assert self.inner.last_outcome == self.fresh().run(list(queue), cached=cache)
+    def decide(self, queue, cache, multipliers=None):
+        decided = self.inner.decide(queue, cache, multipliers)
+        assert decided.outcome == self.fresh().run(list(queue), cached=cache)
         self.rounds += 1
-        return out
+        return decided
 
 
 @pytest.mark.parametrize("cls", [RadixTreeAuction, StrictPriorityAuction])

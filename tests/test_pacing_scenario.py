@@ -1,4 +1,4 @@
-"""The calibrated pacing scenario (issue 23): its load curve, per-episode draws, the "service" cost
+"""The calibrated pacing scenario (RadixAuction-v1's defaults): its load curve, per-episode draws, the "service" cost
 model, the log action, the PI pacer, the "cost" reward, and the headroom report's estimators."""
 
 from __future__ import annotations
@@ -116,9 +116,9 @@ def test_log_action_ends_and_truthful():
 
 
 def test_built_in_policies_play_their_multipliers_in_a_log_env():
-    env = gym.make("RadixAuction-v0", **{**CALIBRATED, "reward": "utility"})
+    env = gym.make("RadixAuction-v0", **{**CALIBRATED, "action_type": "log", "reward": "utility"})
     obs, _ = env.reset(seed=0)
-    mapped = focal_policy(PIDPacer(), "log", 2.0)
+    mapped = focal_policy(PIDPacer(), env)
     for _ in range(5):
         action, _ = mapped.predict(obs)
         alpha, _ = PIDPacer().predict(obs)

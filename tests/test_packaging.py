@@ -1,6 +1,6 @@
 """The wheel is enough: built from this tree, installed (not editable) into a fresh venv, it trains
-from a folder outside the repository, so everything read at run time (the hyperparameter YAMLs)
-ships as package data.
+from a folder outside the repository, so everything read at run time (the hyperparameter YAMLs, the
+Mooncake sample trace) ships as package data.
 
 The fresh venv gets the project from the wheel alone (pip --no-deps); its dependencies (torch, SB3,
 ...) come from the venv running the tests through a .pth line, which puts that venv's
@@ -64,3 +64,7 @@ def test_the_wheel_installs_and_trains_from_another_folder(tmp_path):
                 "--eval-episodes", "1", "--no-progress"], work, env)
     assert (work / "runs" / "ppo_s0" / "model.zip").is_file()
     assert "final evaluation" in out
+    # The Mooncake sample ships with the package, so `reproduce` finds its default trace installed.
+    found = _run([str(python), "-c", "from experiments.commands.reproduce_trace import DEFAULT_TRACES; "
+                  "print(*[p for p in DEFAULT_TRACES if p.is_file()])"], work, env)
+    assert str(tmp_path / "venv") in found and "conversation_slice.jsonl" in found, found

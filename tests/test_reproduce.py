@@ -55,10 +55,10 @@ def test_unit_model_welfare_capture_in_unit_interval(runs):
 
 def test_cache_aware_auction_keeps_lpm_hit_rate_where_unit_does_not(runs):
     """At this one pressured point (one seed) the cache-aware auction keeps 0.94-0.95 of LPM's hit
-    rate under every engine variant (SGLang's reservation or the oracle one, chunked or not; 0.952
-    with the engine before SGLang's rules); the sweep's figures over seeds are in the README. The
-    "unit" auction keeps less (0.88 of LPM's here since issue 26, where in-batch sharing moves a
-    sibling behind rather than holding it for the next batch; under 0.8 before)."""
+    rate under every engine variant (SGLang's reservation or the oracle one, chunked or not); the
+    sweep's figures over seeds are on the documentation's "Reproducing the paper" page. The "unit"
+    auction keeps less (0.88 of LPM's here, where in-batch sharing moves a sibling behind the
+    others)."""
     for workload, by in runs["tokens"].items():
         assert by["radix_vcg"]["hit_rate"] >= 0.93 * by["lpm"]["hit_rate"], workload
     shared = runs["tokens"]["shared_prefix"]
@@ -73,10 +73,13 @@ def test_outputs_are_written(rows, tmp_path):
     with (tmp_path / "reproduce.csv").open() as f:
         read = list(csv.DictReader(f))
     assert tuple(read[0]) == COLUMNS and len(read) == len(policies(model))
-    text = write_report(list(by.values()), tmp_path, model)
+    text = write_report(list(by.values()), tmp_path, model, made_by="Made by `radix-auction reproduce`.\n")
     assert "latency strict / radix" in text and "Latency blow-up" in text
+    page = (tmp_path / "reproduce.md").read_text()
+    assert page.splitlines()[2] == "Made by `radix-auction reproduce`."  # under the title
     for name in ("reproduce.md", "latency_vs_load.png", "hit_rate_vs_load.png", "welfare_capture_vs_load.png"):
         assert (tmp_path / name).stat().st_size > 0
+        assert name == "reproduce.md" or f"]({name})" in page  # the page links its figures
 
 
 def test_parallel_tasks_give_the_same_rows():

@@ -1,4 +1,4 @@
-"""Run folders never overwrite an earlier run unless asked; console intervals print as the README."""
+"""Run folders never overwrite an earlier run unless asked; console intervals print as the documentation's tables do."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ def test_lpm_orders_by_cached_prefix_then_the_queues_order():
 
 def test_lpm_matches_the_whole_prompt():
     """[1,2] cached; A = [1,2] arrives before B = [1,2,3]. SGLang's policy matches whole prompts:
-    both match 2 and tie, so A (first in the queue) goes first. (Until issue 26 LPM counted all but
-    the last token, A 1 and B 2, and put B first.)"""
+    both match 2 and tie, so A (first in the queue) goes first (counting all but the last token would
+    give A 1 and B 2, and put B first)."""
     cache = RadixCache()
     cache.insert([1, 2])
     a, b = req(0, [1, 2]), req(1, [1, 2, 3], arrival=1.0)
@@ -46,7 +46,7 @@ def test_lpm_matches_the_whole_prompt():
 
 def test_lpm_above_its_fcfs_cut_leaves_the_queue_as_it_is():
     """SGLang's `lpm` above its cut takes its `fcfs` branch, which does nothing: the list stays as
-    the last sort left it (until issue 26 it was sorted by arrival here)."""
+    the last sort left it, not sorted by arrival."""
     cache = RadixCache()
     cache.insert([5, 5, 5])
     a, b, c = req(0, [1, 1, 1, 1]), req(1, [5, 5, 5, 1], 1.0), req(2, [2, 2, 2, 2], 2.0)

@@ -8,15 +8,19 @@ import zipfile
 import numpy as np
 import pytest
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.api_pb2 import Status
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, episode_metrics, evaluate, policy_from_spec
-from agents.sb3 import detect_algo, load_hyperparams, load_policy, vecnormalize_path
+from agents.learners import check_hyperparams as check_learner_hyperparams
+from agents.sb3 import detect_algo, load_hyperparams, load_policy, make_env, vecnormalize_path
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
 from auction_gym.pacing import FixedMultiplier, Truthful
+from auction_gym.scenarios import scenario
+from experiments.cli import build_parser
 from experiments.cli import main as cli_main
 from experiments.commands import compare as compare_cmd
 from experiments.commands import compare_report
@@ -184,14 +188,14 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path):
             "run/status/text_summary"))
 
 
-@pytest.mark.parametrize("algo, n_envs, hyperparams", [
-    ("sac", 2, {"learning_starts": 32, "batch_size": 16}),  # two SubprocVecEnv workers
-    ("td3", 1, {"learning_starts": 32, "batch_size": 16}),
-    ("a2c", 1, {}),
+@pytest.mark.parametrize("algo, n_envs, vec_env, hyperparams", [
+    ("sac", 2, "subproc", {"learning_starts": 32, "batch_size": 16}),  # two SubprocVecEnv workers
+    ("td3", 2, "dummy", {"learning_starts": 32, "batch_size": 16}),
+    ("a2c", 1, "dummy", {}),
 ])
-def test_every_algo_trains_and_saves(tmp_path, algo, n_envs, hyperparams):
+def test_every_algo_trains_and_saves(tmp_path, algo, n_envs, vec_env, hyperparams):
     train(TrainConfig(algo=algo, logdir=tmp_path, timesteps=64, n_envs=n_envs, env_kwargs=ENV, eval_episodes=1,
-                      progress=False, hyperparams=hyperparams))
+                      progress=False, hyperparams=hyperparams, vec_env=vec_env))
     assert detect_algo(tmp_path / f"{algo}_s0" / "model.zip") == algo
 
 
@@ -241,6 +245,32 @@ def test_hyperparams_files_load_for_every_algo():
     for algo in ("ppo", "sac", "td3", "a2c"):
         hp = load_hyperparams(algo)
         assert hp["policy"] == "MlpPolicy" and hp["n_timesteps"] > 0
+    for algo in ("ppo", "sac", "cmaes"):  # the entries of the next env id, checked as a run checks them
+        check_learner_hyperparams(algo, load_hyperparams(algo, env_id="RadixAuction-v1"))
+    v1 = load_hyperparams("ppo", env_id="RadixAuction-v1")
+    assert (v1["n_envs"], v1["n_steps"], v1["batch_size"], v1["gamma"]) == (8, 256, 256, 0.995)
+    assert "log_std_init=-1.5" in v1["policy_kwargs"]
+
+
+def test_make_env_steps_its_envs_in_this_process_unless_asked():
+    for vec_env, cls in (("dummy", DummyVecEnv), ("subproc", SubprocVecEnv)):
+        venv = make_env(ENV, 2, 0, vec_env=vec_env)
+        try:
+            assert type(venv) is cls and venv.num_envs == 2
+        finally:
+            venv.close()
+    with pytest.raises(ValueError, match="unknown vec_env 'threads'; valid: dummy, subproc"):
+        make_env(ENV, 2, 0, vec_env="threads")
+
+
+def test_train_takes_a_named_scenario_and_an_env_id(tmp_path, capsys):
+    args = build_parser("train").parse_args(["train", "--scenario", "calibrated", "--env-kwargs", '{"horizon": 50}',
+                                             "--logdir", str(tmp_path)])
+    config = train_cmd.config_of(args)
+    assert config.env_kwargs == {**scenario("calibrated"), "horizon": 50} and config.env_id == "RadixAuction-v0"
+    assert "--scenario calibrated" in capsys.readouterr().out
+    assert "unknown env id 'RadixAuction-v9'; valid: RadixAuction-v0" in usage_error(
+        capsys, "train", ["--env-id", "RadixAuction-v9", "--logdir", str(tmp_path)])
 
 
 def test_metric_definitions():

@@ -71,8 +71,8 @@ def test_split_by_a_waiting_match_keeps_the_prefix_not_the_tail():
 def test_a_split_by_the_rounds_refresh_is_stamped_at_its_requests_turn():
     """Insert [0], insert [1,1]; waiting [0] then [1]; one round; evict(1). As in SGLang, the match
     of [1] (second in the round) splits [1,1] and stamps both halves at its turn, after [0]'s: evict(1)
-    frees [0] and keeps [1,1]. (Until issue 26 the lower half kept the time before the round and went
-    first.)"""
+    frees [0] and keeps [1,1] (the lower half does not keep the time before the round, which would
+    evict it first)."""
     cache = RadixCache()
     cache.insert([0])
     cache.insert([1, 1])

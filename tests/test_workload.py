@@ -6,7 +6,6 @@ import dataclasses
 import itertools
 import json
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +25,9 @@ from auction_gym.workload import (
     load_mooncake,
 )
 from auction_gym.workload.agentic import _expected_episode_sizes, in_burst
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
-SLICE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
+SLICE = SAMPLE_TRACE
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,9 @@
 `test_extending.py` registers each with one registry entry and runs them.
 
 - `LastComeFirstServed`: the newest request first; no payments.
-- `ToyAuction`: strict priority by bid under another name; VCG payments (an `AuctionMechanism`).
+- `ToyAuction`: strict priority by bid under another name; VCG payments (an `AuctionMechanism`:
+  the engine asks it to `decide` each round with the market's multipliers, and the market charges
+  from the round it returns).
 - `toy_chat`: every bidder sends chat requests that start with its own system prompt of
   `prefix_len` tokens, then a question of `question_len` fresh tokens; Poisson arrivals at `rate`
   requests/s for `duration` seconds (or the first `num_requests`); urgency uniform in [0.5, 2]

@@ -34,7 +34,7 @@ class ClusterEngine(Replay):
 
     Args:
         replicas: the engines, freshly built, nothing submitted to them (each with its own
-            scheduler: an auction's round record is per replica).
+            scheduler: each replica's auction keeps its own tree across rounds).
         router: picks each request's replica (`routers.ROUTERS`).
 
     Attributes:
@@ -76,9 +76,11 @@ class ClusterEngine(Replay):
         replica."""
         return [r for e in self.replicas for r in e.in_system()]
 
-    def step(self) -> Iteration | None:
+    def step(self, multipliers: Sequence[float] | None = None) -> Iteration | None:
         """Route the arrivals that come first, then run one iteration of the earliest replica with
-        work; None when nothing is waiting, running or still to arrive anywhere."""
+        work, passing it `multipliers` (`ServingEngine.step`; budgets are global, so every replica's
+        auction bids with the same); None when nothing is waiting, running or still to arrive
+        anywhere."""
         while True:
             arrival = self.arrivals.next_time()
             if self._active and self._active[0][0] < arrival:
@@ -88,9 +90,9 @@ class ClusterEngine(Replay):
             self._route(self.arrivals.due(arrival))
         _, k = heapq.heappop(self._active)
         self._in_heap[k] = False
-        it = self.replicas[k].step()
+        it = self.replicas[k].step(multipliers)
         if it is None:
-            return self.step()  # it had nothing left after all: the next event
+            return self.step(multipliers)  # it had nothing left after all: the next event
         it.replica = k
         self._push(k)
         return it

@@ -12,8 +12,10 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    `EngineConfig.output_room`, where SGLang clips the cap, is rejected with a reason instead).
 2. Prefill, if a chunked prefill is unfinished or the queue is not empty. A chunked request in
    flight goes first with its next chunk; then every waiting request's cached prefix is refreshed
-   in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the scheduler orders the queue and
-   requests are taken in that order. Each matches its longest cached prefix (at most all but the last token,
+   in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the scheduler orders the queue (a
+   policy without money by `order`; an auction by `decide`, with the market's multipliers that
+   `step` was given, and its decision is returned on the iteration) and requests are taken in
+   that order. Each matches its longest cached prefix (at most all but the last token,
    so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
    tokens plus its output reservation (`EngineConfig.reservation`, reservation.py) plus a page
    are strictly below the room (free + evictable - what is reserved - a page per admission
@@ -51,13 +53,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
-from ..scheduler.base import Scheduler, in_batch_applies, make_scheduler
+from ..scheduler.base import Auction, Decision, Scheduler, admission_order, in_batch_applies, make_scheduler
 from ..scheduler.waiting import WaitingPrefixes
 from .arrivals import Arrivals
 from .config import EngineConfig
@@ -86,7 +88,7 @@ class Replay:
     records: dict[int, RequestRecord]
     now: float
 
-    def step(self) -> Iteration | None:
+    def step(self, multipliers: Sequence[float] | None = None) -> Iteration | None:
         raise NotImplementedError
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
@@ -118,11 +120,12 @@ class ServingEngine(Replay):
     slots, and what a retraction frees (`_release`).
 
     Args:
-        scheduler: a `Scheduler` or the name of one (`auction_gym.scheduler.scheduler_names()`).
+        scheduler: a `Scheduler` or an `Auction` (`auction_gym.scheduler.base`), or the name of one
+            (`auction_gym.scheduler.scheduler_names()`).
         config: capacity limits, admission rules and cost model.
     """
 
-    def __init__(self, scheduler: Scheduler | str = "fcfs", config: EngineConfig | None = None) -> None:
+    def __init__(self, scheduler: Scheduler | Auction | str = "fcfs", config: EngineConfig | None = None) -> None:
         self.scheduler = make_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
         self.config = config or EngineConfig()
         self.cost = self.config.cost_model
@@ -182,18 +185,21 @@ class ServingEngine(Replay):
         """SGLang's adaptive share of their remaining cap that running requests are assumed to need."""
         return self._future.ratio
 
-    def step(self) -> Iteration | None:
-        """Run one iteration; None when no request is waiting, running or still to arrive."""
+    def step(self, multipliers: Sequence[float] | None = None) -> Iteration | None:
+        """Run one iteration; None when no request is waiting, running or still to arrive.
+        `multipliers` (a market's, one per bidder) go to an auction's `decide`: request r bids
+        multipliers[r.bidder] x urgency; without them (a replay) each request bids its own `bid`."""
         rejected = self._let_in_arrivals()
         start, queue_len = self.now, len(self.queue.requests)
         if queue_len or self._chunked is not None:
-            batch = self._schedule_prefill()
+            batch, decision = self._schedule_prefill(multipliers)
             if batch:
                 admitted, resumed = self._run_prefill(batch)
                 finished = self._retire(self._pop_finished())
-                # Positional (steps, resumed, retracted): a class called with keywords builds a dict,
-                # and this runs every iteration.
-                return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, 1, resumed, [])
+                # Positional (steps, resumed, retracted, replica, decision): a class called with
+                # keywords builds a dict, and this runs every iteration.
+                return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, 1, resumed, [],
+                                 0, decision)
         if self.running:
             retracted = self._make_room() if self.rules.sglang else []
             steps, finished = self._decode(retracted=bool(retracted))
@@ -258,9 +264,10 @@ class ServingEngine(Replay):
         self._blocked = least
         return False
 
-    def _schedule_prefill(self) -> list[Admission]:
+    def _schedule_prefill(self, multipliers: Sequence[float] | None) -> tuple[list[Admission], Decision | None]:
         """Choose this iteration's prefill batch and allocate its tokens: the chunked request in
-        flight first, then requests in the scheduler's order."""
+        flight first, then requests in the scheduler's order. Returns the batch and the auction's
+        decision (None when no auction was asked)."""
         self._blocked = None
         batch: list[Admission] = []
         budget, charged = self.config.prefill_budget, 0
@@ -276,22 +283,17 @@ class ServingEngine(Replay):
             budget -= adm.extend
             charged = self.rules.round_charge(adm.extend)
         if budget > 0 and self.queue.requests and self._admission_possible(len(batch), charged):
-            self._admit_from_queue(batch, budget, charged)
-        return batch
+            return batch, self._admit_from_queue(batch, budget, charged, multipliers)
+        return batch, None
 
-    def _admit_from_queue(self, batch: list[Admission], budget: int, charged: int) -> None:
+    def _admit_from_queue(
+        self, batch: list[Admission], budget: int, charged: int, multipliers: Sequence[float] | None
+    ) -> Decision | None:
         """Admit waiting requests in the scheduler's order while they fit; `charged`: what the
-        round has taken beyond allocations and promises (`AdmissionRules.round_charge`)."""
+        round has taken beyond allocations and promises (`AdmissionRules.round_charge`). Returns
+        the auction's decision, None for a policy without money."""
         cfg, cache = self.config, self.cache
-        waiting = self.queue.requests
-        self.waiting_prefixes.refresh(waiting, cache, self.queue.take_changes())
-        held = self._in_batch_deprioritized(waiting)
-        order = self.scheduler.order(waiting, cache)
-        if len(order) != len(waiting):
-            raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
-        order = behind(order, waiting, held)
-        if getattr(self.scheduler, "sorts_in_place", False):
-            self.queue.reorder(order)  # SGLang's list keeps this order for the next round
+        order, decision = self._order(cache, multipliers)
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
         for r in order:
             if len(self.running) + len(batch) >= cfg.max_running_requests:
@@ -329,6 +331,22 @@ class ServingEngine(Replay):
             if not last_chunk:
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
+        return decision
+
+    def _order(self, cache: RadixCache, multipliers: Sequence[float] | None) -> tuple[list[Request], Decision | None]:
+        """The round's admission order of the waiting queue (what waits refreshed in the cache
+        first, SGLang's in-batch rule applied after) and the auction's decision it came from
+        (None for a policy without money, which is asked for an order alone)."""
+        waiting = self.queue.requests
+        self.waiting_prefixes.refresh(waiting, cache, self.queue.take_changes())
+        held = self._in_batch_deprioritized(waiting)
+        order, decision = admission_order(self.scheduler, waiting, cache, multipliers)
+        if len(order) != len(waiting):
+            raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
+        order = behind(order, waiting, held)
+        if getattr(self.scheduler, "sorts_in_place", False):
+            self.queue.reorder(order)  # SGLang's list keeps this order for the next round
+        return order, decision
 
     def _in_batch_deprioritized(self, waiting: list[Request]) -> set[int]:
         """Ids of the waiting requests SGLang's in-batch prefix check puts behind the others this

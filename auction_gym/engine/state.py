@@ -8,6 +8,7 @@ import numpy as np
 
 from ..radix_cache import TreeNode
 from ..request import Request
+from ..scheduler.base import Decision
 from .records import RequestRecord
 
 
@@ -32,6 +33,10 @@ class Iteration:
     """Running requests sent back to the waiting queue to make room for this decode step."""
     replica: int = 0
     """Which replica of a cluster ran it (`auction_gym.cluster.ClusterEngine`); 0 for one engine."""
+    decision: Decision | None = None
+    """The round an auction decided for this prefill iteration's admissions (`AuctionMechanism.decide`,
+    an `AuctionRound`), which the market prices; None for a policy without money, and for an
+    iteration that asked no scheduler."""
 
 
 @dataclass(slots=True, eq=False)

@@ -1,15 +1,27 @@
-"""What both environments share: their market configuration, argument checks, `info` dicts, and
-the observation table of their docstrings."""
+"""What both environments share: their market configuration, argument checks (keywords, the action
+map), `info` dicts, the tables of their docstrings, and the other bidders' policy groups."""
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import math
 import warnings
-from typing import Any
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+import numpy as np
+
+from ..action import ActionMap, action_map
 from ..market import Market, MarketConfig, RoundReport
 from ..market.observation import feature_table
+from ..pacing import Policy, make_policy, named_pacer
+from ..scenarios import V1_KWARGS
 
+_Env = TypeVar("_Env", bound=type)
+
+V1_TABLE = "{v1_table}"
+"""The line of an env docstring that `with_v1_table` replaces by V1_KWARGS's rows."""
 OBSERVATION_TABLE = "{observation_table}"
 """The line of an env docstring that `with_observation_table` replaces by the observation's table."""
 
@@ -34,6 +46,54 @@ def check_env_arguments(reward_scale: float, render_mode: str | None, render_mod
         raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
     if render_mode is not None and render_mode not in render_modes:
         raise ValueError(f"render_mode must be one of {render_modes}, got {render_mode!r}")
+
+
+def env_action_map(action_type: str, alpha_max: float, delta_bound: float, delta_start: float,
+                   residual_base: str, residual_scale: float) -> ActionMap:
+    """The ActionMap of an environment's action arguments (see `auction_gym.action`), its
+    residual base resolved from its name; ValueError for any bad one."""
+    base = named_pacer(residual_base, alpha_max, "residual_base")
+    return action_map(action_type, alpha_max, delta_bound, delta_start, base, residual_scale)
+
+
+class UnknownArgumentError(TypeError, ValueError):
+    """An environment's keyword argument it does not take: a TypeError as Python's own for an
+    unexpected keyword (what Gymnasium's callers catch), and a ValueError as every other argument
+    an environment refuses."""
+
+
+def valid_keywords(cls: type) -> list[str]:
+    """The keyword arguments `cls` takes: the named parameters of its __init__ and, where it takes
+    **kwargs, the names of `cls.extra_keywords()`."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    named = [p.name for p in params if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+    extra = cls.extra_keywords() if any(p.kind is p.VAR_KEYWORD for p in params) else []
+    return named + [k for k in extra if k not in named]
+
+
+def check_keywords(given: Iterable[str], valid: list[str], what: str) -> None:
+    """UnknownArgumentError, one line naming the closest valid keyword and every valid one, for
+    the first name of `given` not in `valid`."""
+    for name in given:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UnknownArgumentError(f"{what} got an unknown argument {name!r}{hint}; valid: {', '.join(valid)}")
+
+
+def refuses_unknown_keywords(cls: _Env) -> _Env:
+    """Class decorator: constructing `cls` with a keyword it does not take (`valid_keywords`, so
+    its signature is the one definition) raises UnknownArgumentError instead of Python's
+    TypeError, which names the culprit but not the valid arguments."""
+    init: Callable[..., None] = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        check_keywords(kwargs, valid_keywords(cls), cls.__name__)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
 
 
 def warn_if_queue_unstable(config: MarketConfig) -> None:
@@ -80,3 +140,37 @@ def with_observation_table(doc: str | None) -> str | None:
             table = "\n".join(indent + row for row in feature_table().splitlines())
             return doc.replace(line, table)
     raise ValueError(f"no {OBSERVATION_TABLE} line in the docstring")
+
+
+def with_v1_table(doc: str | None) -> str | None:
+    """`doc` with its V1_TABLE line replaced by one row per V1_KWARGS argument, indented as that
+    line (None stays None: docstrings are stripped under python -OO)."""
+    if doc is None:
+        return None
+    line = next(line for line in doc.splitlines() if line.strip() == V1_TABLE)
+    indent = line[: len(line) - len(line.lstrip())]
+    rows = [f"{indent}| {name:<16} | {value!r:<75} |" for name, value in V1_KWARGS.items()]
+    return doc.replace(line, "\n".join(rows))
+
+
+def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others: list[int],
+                    alpha_max: float) -> list[tuple[Policy, list[int], np.ndarray]]:
+    """The other bidders' policies grouped by policy object, (policy, bidders, their rows): bidders
+    sharing a policy are asked at once every step (`MultiplierPolicy.multipliers` for a built-in,
+    else one batched predict). ValueError for a count that does not match `others`, or a policy
+    that does not act in multipliers."""
+    if isinstance(other_bidders, (list, tuple)):
+        if len(other_bidders) != len(others):
+            raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(others)} other bidders")
+        policies = [make_policy(s, alpha_max) for s in other_bidders]
+    else:
+        policies = [make_policy(other_bidders, alpha_max)] * len(others)
+    for policy in policies:
+        # The opponents' actions are multipliers; a policy mapped to normalized actions (focal_policy) is not.
+        if getattr(policy, "action_type", "multiplier") != "multiplier":
+            raise ValueError(f"other_bidders act in multipliers, got a policy of action_type "
+                             f"{policy.action_type!r}: {policy!r}")
+    groups: dict[int, tuple[Policy, list[int]]] = {}
+    for bidder, policy in zip(others, policies):
+        groups.setdefault(id(policy), (policy, []))[1].append(bidder)
+    return [(policy, bidders, np.array(bidders)) for policy, bidders in groups.values()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 from typing import Any
 
@@ -9,12 +11,26 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, parse_action
-from ..market import Market, Obs
-from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable
+from ..action import DEFAULT_ACTION_TYPE, action_value
+from ..market import Market, MarketConfig, Obs
+from ..pacing import TUNED_PI
+from ..scenarios import V1_KWARGS
+from .common import (
+    check_env_arguments,
+    env_action_map,
+    market_config,
+    market_info,
+    refuses_unknown_keywords,
+    valid_keywords,
+    warn_if_queue_unstable,
+)
 from .rendering import market_frame
 
+VERSIONS = ("v0", "v1")
+"""The versions `parallel_env` builds, as `RadixAuction-v0` and `RadixAuction-v1`."""
 
+
+@refuses_unknown_keywords
 class RadixAuctionParallelEnv(ParallelEnv):
     """Every bidder acts each round. Agents are "bidder_0" ... "bidder_{n-1}".
 
@@ -22,13 +38,17 @@ class RadixAuctionParallelEnv(ParallelEnv):
     are those of `RadixAuctionEnv`, per agent; see its docstring. All agents terminate together
     after `horizon` rounds (or are truncated together if the workload runs dry).
 
-    Arguments: `reward_scale`, `render_mode`, `action_type` (every agent's; "normalized" by default,
-    `Box(-1, 1)`, or "multiplier", `Box(0, alpha_max)`, see `RadixAuctionEnv`'s Action Space), and
-    the market's keyword arguments, as for `RadixAuctionEnv` (everything but `other_bidders` and
-    `focal_bidder`); it warns as that does for a long horizon over an unstable queue, and checks
-    `trace_path` at construction.
+    Arguments: `reward_scale`, `render_mode`, `action_type` (every agent's; "normalized" by
+    default) with its parameters `delta_bound`, `delta_start`, `residual_base`, `residual_scale`
+    (see `RadixAuctionEnv`'s Action Space; under "delta" and "residual" each agent's map reads its
+    own last multiplier and observation), and the market's keyword arguments (the fields of
+    `MarketConfig`), as for `RadixAuctionEnv`; it warns as that does for a long horizon over an
+    unstable queue, and checks `trace_path` at construction. An unknown keyword raises an error
+    that lists the valid ones. `parallel_env(version="v1")` takes `RadixAuction-v1`'s defaults
+    (the calibrated market and action type; `auction_gym.scenarios.V1_KWARGS`).
 
-    Version history: as `RadixAuctionEnv`'s (issue 14: normalized actions by default).
+    Version History: as `RadixAuctionEnv`'s (v0: the pre-release market; v1: the calibrated pacing
+    market by default, delta and residual actions).
 
     Rendering: "ansi" gives one line of text after each step (None before the first); "rgb_array"
     a uint8 image of shape (64, 4 + 16 x (2 x num_bidders + 1), 3) after reset or any step (None
@@ -41,10 +61,12 @@ class RadixAuctionParallelEnv(ParallelEnv):
                 "is_parallelizable": True}
 
     def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None,
-                 action_type: str = DEFAULT_ACTION_TYPE, **market: Any) -> None:
+                 action_type: str = DEFAULT_ACTION_TYPE, delta_bound: float = 0.3, delta_start: float = 1.0,
+                 residual_base: str = TUNED_PI, residual_scale: float = 1.0, **market: Any) -> None:
         self.config = market_config(**market)
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
-        check_action_type(action_type, self.config.alpha_max)
+        self.action_map = env_action_map(action_type, self.config.alpha_max, delta_bound, delta_start,
+                                         residual_base, residual_scale)
         warn_if_queue_unstable(self.config)
         self.action_type = action_type
         self.reward_scale = float(reward_scale)
@@ -53,6 +75,13 @@ class RadixAuctionParallelEnv(ParallelEnv):
         self.agents: list[str] = []
         self.market = Market(self.config)
         self._rng = np.random.default_rng()
+        self._obs: list[list[float]] = []  # every agent's observation, the action map's obs
+        self._prev_alpha: list[float] = []  # every agent's multiplier of the last round, its prev_alpha
+
+    @staticmethod
+    def extra_keywords() -> list[str]:
+        """The names **market takes: the fields of MarketConfig (`valid_keywords`)."""
+        return [f.name for f in dataclasses.fields(MarketConfig)]
 
     @functools.lru_cache(maxsize=None)
     def observation_space(self, agent: str) -> spaces.Box:
@@ -60,7 +89,13 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
     @functools.lru_cache(maxsize=None)
     def action_space(self, agent: str) -> spaces.Box:
-        return action_box(self.action_type, self.config.alpha_max)
+        return self.action_map.space
+
+    def action_for(self, alpha: float, observation: np.ndarray | list[float], agent: str) -> float:
+        """The action of `agent` that plays multiplier `alpha` in the next step, given its current
+        `observation` (the inverse of the action map; see `RadixAuctionEnv.action_for`)."""
+        row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
+        return self.action_map.action(alpha, row, self._prev_alpha[self.possible_agents.index(agent)])
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
@@ -68,6 +103,8 @@ class RadixAuctionParallelEnv(ParallelEnv):
         self.market.reset(int(self._rng.integers(2**31 - 1)))
         self.agents = list(self.possible_agents)
         obs = self.market.observations()
+        self._obs = obs.tolist()
+        self._prev_alpha = [self.action_map.reset(alpha) for alpha in self.market.alpha.tolist()]
         infos = {a: {"budget": float(self.market.budget[i])} for i, a in enumerate(self.agents)}
         return {a: obs[i] for i, a in enumerate(self.agents)}, infos
 
@@ -76,10 +113,13 @@ class RadixAuctionParallelEnv(ParallelEnv):
             raise RuntimeError("the episode is over; call reset()")
         if missing := set(self.agents) - set(actions):
             raise ValueError(f"missing actions for {sorted(missing)}")
-        alphas = [parse_action(actions[a], self.action_type, self.config.alpha_max, f"action of {a}")
-                  for a in self.agents]
+        multiplier = self.action_map.multiplier
+        alphas = [multiplier(action_value(actions[a], f"action of {a}"), self._obs[i], self._prev_alpha[i])
+                  for i, a in enumerate(self.agents)]
         report = self.market.step(alphas)
+        self._prev_alpha = self.market.alpha.tolist()
         obs = self.market.observations()
+        self._obs = obs.tolist()
         terminated, truncated = self.market.terminated, self.market.truncated
         agents = self.agents
         out = (
@@ -108,6 +148,13 @@ class RadixAuctionParallelEnv(ParallelEnv):
         pass
 
 
-def parallel_env(**kwargs: Any) -> RadixAuctionParallelEnv:
-    """`RadixAuctionParallelEnv(**kwargs)`, PettingZoo's conventional constructor name."""
+def parallel_env(version: str = "v0", **kwargs: Any) -> RadixAuctionParallelEnv:
+    """`RadixAuctionParallelEnv(**kwargs)`, PettingZoo's conventional constructor name, with the
+    defaults of `version` (of VERSIONS): "v1" takes V1_KWARGS's arguments this env has (its market
+    and action type; the reward is each agent's utility), keywords given overriding them."""
+    if version not in VERSIONS:
+        raise ValueError(f"version must be one of {list(VERSIONS)}, got {version!r}")
+    if version == "v1":
+        valid = valid_keywords(RadixAuctionParallelEnv)
+        kwargs = {**{k: v for k, v in copy.deepcopy(V1_KWARGS).items() if k in valid}, **kwargs}
     return RadixAuctionParallelEnv(**kwargs)

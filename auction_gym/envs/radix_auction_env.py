@@ -1,4 +1,4 @@
-"""`RadixAuction-v0`: one learning bidder in a KV-cache-aware priority auction."""
+"""`RadixAuction-v0` and `RadixAuction-v1`: one learning bidder in a KV-cache-aware priority auction."""
 
 from __future__ import annotations
 
@@ -9,41 +9,29 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..action import DEFAULT_ACTION_TYPE, action_box, check_action_type, clip_multiplier, parse_action
+from ..action import DEFAULT_ACTION_TYPE, action_value, clip_multiplier, parse_action
 from ..market import Market, MarketConfig, Obs, RoundReport
-from ..pacing import MultiplierPolicy, Policy, make_policy
+from ..pacing import TUNED_PI, MultiplierPolicy, Policy, named_pacer
 from ..registry import with_mechanism_table
 from ..workload.registry import with_workload_table
-from .common import check_env_arguments, market_config, market_info, warn_if_queue_unstable, with_observation_table
+from .common import (
+    check_env_arguments,
+    env_action_map,
+    market_config,
+    market_info,
+    opponent_groups,
+    refuses_unknown_keywords,
+    warn_if_queue_unstable,
+    with_observation_table,
+    with_v1_table,
+)
 from .rendering import market_frame
 
-REWARDS = ("utility", "cost")
+REWARDS = ("utility", "cost", "paired")
 """The focal bidder's reward: see Rewards in `RadixAuctionEnv`'s docstring."""
 
 
-def opponent_groups(other_bidders: str | Policy | Sequence[str | Policy], others: list[int],
-                    alpha_max: float) -> list[tuple[Policy, list[int], np.ndarray]]:
-    """The other bidders' policies grouped by policy object, (policy, bidders, their rows): bidders
-    sharing a policy are asked at once every step (`MultiplierPolicy.multipliers` for a built-in,
-    else one batched predict). ValueError for a count that does not match `others`, or a policy
-    that does not act in multipliers."""
-    if isinstance(other_bidders, (list, tuple)):
-        if len(other_bidders) != len(others):
-            raise ValueError(f"other_bidders has {len(other_bidders)} policies for {len(others)} other bidders")
-        policies = [make_policy(s, alpha_max) for s in other_bidders]
-    else:
-        policies = [make_policy(other_bidders, alpha_max)] * len(others)
-    for policy in policies:
-        # The opponents' actions are multipliers; a policy mapped to normalized actions (focal_policy) is not.
-        if getattr(policy, "action_type", "multiplier") != "multiplier":
-            raise ValueError(f"other_bidders act in multipliers, got a policy of action_type "
-                             f"{policy.action_type!r}: {policy!r}")
-    groups: dict[int, tuple[Policy, list[int]]] = {}
-    for bidder, policy in zip(others, policies):
-        groups.setdefault(id(policy), (policy, []))[1].append(bidder)
-    return [(policy, bidders, np.array(bidders)) for policy, bidders in groups.values()]
-
-
+@refuses_unknown_keywords
 class RadixAuctionEnv(gym.Env):
     """One bidder paces its bids in an auction for LLM serving priority that respects the KV cache.
 
@@ -57,7 +45,7 @@ class RadixAuctionEnv(gym.Env):
     ## Action Space
 
     The focal bidder's bid multiplier alpha for the next round (alpha = 1 bids true urgency; 0 bids
-    nothing), in one of three types (`action_type`; the maps are defined once, in `auction_gym.action`):
+    nothing), in one of five types (`action_type`; the maps are defined once, in `auction_gym.action`):
 
     | action_type  | space                              | multiplier alpha of action a                       |
     |--------------|------------------------------------|----------------------------------------------------|
@@ -66,6 +54,13 @@ class RadixAuctionEnv(gym.Env):
     | "log"        | `Box(-1, 1, (1,), float32)`        | 0.001^(-a) for a <= 0, alpha_max^a for a > 0:      |
     |              |                                    | equal steps are equal ratios; a = 0 truthful       |
     | "multiplier" | `Box(0, alpha_max, (1,), float32)` | a itself                                           |
+    | "delta"      | `Box(-1, 1, (1,), float32)`        | alpha_prev x exp(delta_bound x a): a = 0 holds the |
+    | (v1)         |                                    | multiplier played last (delta_start at reset)      |
+    | "residual"   | `Box(-1, 1, (1,), float32)`        | base(obs) x exp(residual_scale x a): a = 0 plays   |
+    |              |                                    | the pacer `residual_base` exactly                  |
+
+    "delta" and "residual" are clipped to [0.001, alpha_max]; a change beyond exp(delta_bound) in
+    one round cannot be played.
 
     The normalized type is what SB3 expects (`check_env` passes without warnings) and puts a fresh
     PPO policy's mean action on truthful bidding; with the default alpha_max = 2 it is alpha = 1 + a.
@@ -73,8 +68,8 @@ class RadixAuctionEnv(gym.Env):
     the multiplier played. A bidder whose budget is spent bids 0 whatever it plays.
 
     The built-in policies (`auction_gym.pacing`) output multipliers, the unit of `other_bidders`;
-    `auction_gym.pacing.focal_policy` maps them to this env's actions, and
-    `agents.evaluation.evaluate` does so itself.
+    `auction_gym.pacing.focal_policy(policy, env)` maps them to this env's actions through
+    `action_for`, the inverse of its action map.
 
     ## Observation Space
 
@@ -104,6 +99,16 @@ class RadixAuctionEnv(gym.Env):
     accrued; so the best policies are the same, and the variance of the values, which no action
     reaches, is gone. The evaluation metrics (`agents.evaluation`) read `info["utility"]` either way.
 
+    `reward="paired"`: the "cost" reward minus that of a shadow copy of the episode, times
+    `reward_scale`. The shadow is a second market with the same configuration and market seed in
+    which the focal bidder follows `reference_policy` (a built-in pacer, in multipliers) and the
+    others the same policies as here; its focal "cost" reward is `info["reference_reward"]`
+    (unscaled; 0 once the shadow episode has ended). Episodes differ in kind (arrival rate,
+    budgets) and level far more than policies differ within one, and the shadow shares them, so
+    they cancel in the difference and what remains is what the actions changed. The shadow never
+    sees the learner's actions, so the best policy is the same as under "cost". It costs a second
+    market: about twice the time per step.
+
     ## Starting State
 
     A fresh workload drawn from the seed, served for `MarketConfig.warmup` (10) engine seconds with
@@ -123,17 +128,8 @@ class RadixAuctionEnv(gym.Env):
     queue stays near empty at 12/s and grows on some seeds at 16/s). Over the default
     500 rounds that keeps a short queue for the auction to order, but the queue grows through the
     episode, by about 0.35 requests a round once it forms, and a step costs more as it grows (the
-    auction orders the whole queue). Measured on long default episodes (OGD bidders, seeds 0 and 1,
-    2-core machine at load 1-3):
-
-    | round  | waiting requests | ms per step |
-    |--------|------------------|-------------|
-    | 500    | 10-20            | 0.14-0.23   |
-    | 2,000  | 300-550          | 0.9-1.8     |
-    | 5,000  | 1,500-2,100      | 3.5-8.4     |
-    | 9,000  | 3,000-3,200      | 13-16       |
-    | 20,000 | 6,900            | 54 (mean over rounds 15,000-20,000) |
-
+    auction orders the whole queue): from a fraction of a millisecond with tens of requests waiting
+    to tens of milliseconds with thousands.
     So the constructor warns (UserWarning) when the horizon exceeds 1,000 rounds with an agentic
     arrival rate above `served_rate()` (`MarketConfig.queue_warning`). For long episodes with a
     stable queue lower `workload_kwargs["rate"]` (12/s keeps the queue near empty over 12,000 rounds).
@@ -141,11 +137,12 @@ class RadixAuctionEnv(gym.Env):
     ## Info
 
     `payment` (focal's payment this round), `spent` (its cumulative spend), `budget`, `utility`
-    (unscaled reward), `multiplier` (the one played, whatever the action type), `round`, `time`
+    (unscaled), `multiplier` (the one played, whatever the action type), `round`, `time`
     (engine seconds), and market metrics of the step: `welfare` (sum of V - w x latency of all
     requests finished), `revenue` (all payments), `hit_rate` (cache hit rate of the requests
     admitted), `latency`, `ttft` (means over the requests finished), `admitted`, `finished`
-    (counts). A mean over no requests is 0; weight means by the counts when aggregating.
+    (counts). A mean over no requests is 0; weight means by the counts when aggregating. With
+    `reward="cost"` or "paired" also `latency_cost`, and with "paired" `reference_reward`.
 
     ## Arguments
 
@@ -177,14 +174,26 @@ class RadixAuctionEnv(gym.Env):
     |                  |              | [...]} (MarketConfig.episode_draws); reset's info["draws"]       |
     | other_bidders    | "ogd"        | "ogd", "truthful", "fixed:<alpha>", a policy, or one per other bidder |
     | focal_bidder     | 0            | which bidder the learner plays                                   |
-    | alpha_max        | 2.0          | the largest multiplier; > 1 under action_type "normalized"       |
+    | alpha_max        | 2.0          | the largest multiplier; > 1 unless action_type is "multiplier"   |
     | reward_scale     | 0.1          | reward = utility x reward_scale                                  |
-    | action_type      | "normalized" | "normalized" (Box(-1, 1)), "log" (Box(-1, 1) on a log scale of  |
-    |                  |              | alpha) or "multiplier" (Box(0, alpha_max)), see Action Space     |
-    | reward           | "utility"    | "utility" or "cost" (see Rewards)                                |
+    | action_type      | "normalized" | "normalized", "log", "multiplier", "delta" or "residual" (see    |
+    |                  |              | Action Space)                                                    |
+    | delta_bound      | 0.3          | "delta": the largest change of log alpha in one round (> 0)      |
+    | delta_start      | 1.0          | "delta": the multiplier before the first round, in               |
+    |                  |              | [0.001, alpha_max]                                               |
+    | residual_base    | "pid:kp=0.05,ki=0.01" | "residual": the base pacer, a built-in policy's name    |
+    | residual_scale   | 1.0          | "residual": the largest correction of log alpha (> 0)            |
+    | reward           | "utility"    | "utility", "cost" or "paired" (see Rewards)                      |
+    | reference_policy | "pid:kp=0.05,ki=0.01" | "paired": the shadow focal bidder's built-in policy    |
 
-    The default scenario (stationary traffic above the engine's capacity, budgets that bind) is
-    described in `auction_gym.market.MarketConfig`.
+    The v0 defaults (stationary traffic above the engine's capacity, budgets that bind) are
+    described in `auction_gym.market.MarketConfig`. `RadixAuction-v1` is the same environment with
+    the calibrated pacing market (docs/design.md section 6; `auction_gym.scenarios.V1_KWARGS`)
+    by default; its defaults that differ from v0's:
+
+    | argument         | v1 default                                                                  |
+    |------------------|-----------------------------------------------------------------------------|
+    {v1_table}
 
     ## Mechanisms
 
@@ -224,70 +233,13 @@ class RadixAuctionEnv(gym.Env):
 
     ## Version History
 
-    What the id promises: `-v0` is the pre-release version. Its interface (the observation's
-    features and order, the action space, the reward, the info keys, the arguments) changes only
-    with an entry below, and so may its trajectories; `tests/test_golden.py` pins a fixed-seed
-    episode per mechanism, so a change that alters them unlisted fails there. From v1 on, a change
-    that alters the trajectory of the same arguments and seed will bump the version, as
-    Gymnasium's own environments do.
+    A version's interface (the observation's features and order, the action space, the reward, the
+    info keys, the arguments) and its trajectories for given arguments and seed are fixed; a change
+    to them gets a new version, as Gymnasium's own environments do (`tests/test_golden.py` pins
+    fixed-seed episodes).
 
-    - v0 (issue 13): own_queued and total_queue are log1p(n / scale) instead of n / scale clipped
-      at 4 (which the default load reached by round ~2,000), own_latency and own_ttft
-      log1p(t / scale) instead of t / scale clipped at 10, so observations, and the trajectories of
-      learned policies, differ from earlier v0 releases (little for short queues and delays, where
-      log1p(x) is about x); `rgb_array` rendering; trace_path checked at construction.
-    - v0 (issue 14): the action is normalized by default, `Box(-1, 1)` mapped to the multiplier
-      (a = 0 truthful), instead of the multiplier in `Box(0, alpha_max)`, which
-      `action_type="multiplier"` keeps; models trained before act in the old space and play as
-      trained only there (`agents.evaluation.evaluate` refuses a model whose action space is not
-      the env's). alpha_max must be > 1 for the normalized type.
-    - v0 (issue 15): the engine follows SGLang's admission rules by default (README, "The simulated
-      engine"): output reserved by `max_new_tokens` with the adaptive new-token ratio and
-      retraction, chunked prefill of 8,192 tokens, waiting requests' prefixes kept warm in the LRU
-      order, a split stamping both halves; a step is a round that admits a request (one that only
-      continues a chunked prompt or resumes retracted requests is not). Trajectories differ from
-      earlier v0 releases; `engine_kwargs={"reservation": "oracle", "chunked_prefill_size": None}`
-      restores the old admission rules (not the cache's).
-    - v0 (issue 16): no change of behaviour (the golden digests are those of issue 15); the
-      observation table is made from `auction_gym.market.observation.FEATURES`.
-    - v0 (issue 23): new arguments, each off by default, so the default trajectories (and the
-      golden digests) are unchanged: `episode_draws` (scenario parameters drawn per episode,
-      reset's `info["draws"]`), `reward="cost"`, `action_type="log"`, and the cost model
-      "service"; the load curve of the agentic workload (`wave_amplitude`, `wave_period`,
-      `wave_offset` in workload_kwargs). `auction_gym.scenarios` names the pacing scenarios
-      ("calibrated", the new default of `compare`; "bursty_v0", the earlier one).
-    - v0 (issue 26): `mechanism="dfs_weight"` follows SGLang 0.5.23's `dfs-weight` in two more
-      details: a request hangs where its whole prompt matches (was: all but its last token), and
-      equal weights keep the order of a node's children in the cache (was: the subtree with the
-      earliest request first); its trajectories differ (golden digests env/dfs_weight and
-      engine/dfs_weight moved; no other mechanism's did). A resumed request charges its round
-      min(max_new_tokens, clip) of output, as SGLang does (no golden digest moved).
-    - v0 (issue 26, SGLang's queue rules): in-batch prefix sharing as SGLang's `lpm` applies it, a
-      request sharing an uncached prefix with one ahead of it in the queue goes behind the others (a
-      batch with room still takes it; until now it waited for the next batch), under `lpm`, `klpm`
-      and `radix_vcg` (the registry's `in_batch`); `fcfs`, `dfs_weight` and `strict_vcg` never
-      apply it (as SGLang's `fcfs`, with or without priorities, and `dfs-weight`); `lpm` and `dfs_weight` keep
-      their order for the next round and `lpm` matches whole prompts; a retracted request waits at
-      the queue's end; a split by the round's refresh of waiting prefixes is stamped at its
-      request's turn. The engine replays' golden digests of every mechanism but strict_vcg moved;
-      the env episodes' did not (their trajectories are unchanged).
-    - v0 (issue 26, the torch engine's clock): `backend="torch"` times CPU iterations by the
-      computing thread's CPU time by default (`gpu_backend/timer.py`), so its clock no longer
-      stretches with other processes' load; it needs `torch.set_num_threads(1)` (else RuntimeError),
-      or `backend_kwargs={"clock": "wall"}` for the elapsed time as before. The simulated backend is
-      unchanged.
-    - v0 (issue 26, SGLang's memory check): the engine admits a request only if its uncached
-      prompt + output reservation + a page is strictly below the room, charges each admission (and
-      chunk) a page more for the rest of its round, clips a request's cap to the pool less the
-      paged prompt, a page and a token (rejecting at arrival one whose true output exceeds that),
-      and promises a chunked request's output with its last chunk, as SGLang 0.5.23 does. Golden
-      digest engine/fcfs moved; no other did (the chunk rule alone moves none).
-    - v0 (issue 26, the env's step): `mechanism="radix_vcg"` decides a market's rounds over its
-      queue tree kept in urgency units (`mechanism/factored.py`), which sums alpha x (urgencies)
-      where the build from scratch sums alpha x urgency, so values agree to rounding: over the
-      golden episodes every observation, reward and info value within 6e-13 relative, or 4e-14
-      absolute for values under 1e-9 (rounding noise around 0, e.g. 9.2e-15 against 0.0). Golden
-      digests env/radix_vcg and parallel/radix_vcg moved; no other did.
+    * v1: the calibrated pacing market by default, delta and residual actions, the paired reward
+    * v0: the pre-release market (stationary load above capacity, the "tokens" cost model)
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
@@ -318,6 +270,11 @@ class RadixAuctionEnv(gym.Env):
         render_mode: str | None = None,
         action_type: str = DEFAULT_ACTION_TYPE,
         reward: str = "utility",
+        delta_bound: float = 0.3,
+        delta_start: float = 1.0,
+        residual_base: str = TUNED_PI,
+        residual_scale: float = 1.0,
+        reference_policy: str | None = TUNED_PI,
     ) -> None:
         self.config = market_config(
             num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
@@ -331,9 +288,13 @@ class RadixAuctionEnv(gym.Env):
         if not 0 <= focal_bidder < num_bidders:
             raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {focal_bidder}")
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
-        check_action_type(action_type, alpha_max)
+        self.action_map = env_action_map(action_type, alpha_max, delta_bound, delta_start, residual_base,
+                                         residual_scale)
         if reward not in REWARDS:
             raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
+        # The shadow market of the paired reward (see Rewards), and its focal bidder's policy.
+        self._reference = (named_pacer(reference_policy, alpha_max, "reference_policy")
+                           if reward == "paired" or reference_policy is not None else None)
         warn_if_queue_unstable(self.config)
         self.reward = reward
         self.action_type = action_type
@@ -342,16 +303,22 @@ class RadixAuctionEnv(gym.Env):
         self._groups = opponent_groups(other_bidders, self.others, alpha_max)
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
-        self.market = Market(self.config, accrue_latency_cost=reward == "cost")
+        self.market = Market(self.config, accrue_latency_cost=reward != "utility")
+        self._shadow = Market(self.config, accrue_latency_cost=True) if reward == "paired" else None
         self.observation_space = spaces.Box(Obs.LOW, Obs.high(self.config.horizon), dtype=np.float32)
-        self.action_space = action_box(action_type, alpha_max)
+        self.action_space = self.action_map.space
         self._obs: np.ndarray | None = None
+        self._prev_alpha = 1.0  # the focal bidder's multiplier of the last round, the action map's prev_alpha
         self._last: RoundReport | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.market.reset(int(self.np_random.integers(2**31 - 1)))
+        market_seed = int(self.np_random.integers(2**31 - 1))
+        self.market.reset(market_seed)
+        if self._shadow is not None:
+            self._shadow.reset(market_seed)
         self._obs = self.market.observations()
+        self._prev_alpha = self.action_map.reset(self.market.alpha.item(self.focal))
         self._last = None
         return self._obs[self.focal].copy(), {"budget": float(self.market.budget[self.focal]),
                                               "draws": self.market.draws}
@@ -359,11 +326,13 @@ class RadixAuctionEnv(gym.Env):
     def step(self, action):
         if self._obs is None:
             raise RuntimeError("call reset() before step()")
+        rows = self._obs.tolist()
         alphas = [0.0] * self.config.num_bidders
-        alphas[self.focal] = parse_action(action, self.action_type, self.config.alpha_max)
-        self._play_others(alphas)
+        alphas[self.focal] = self.action_map.multiplier(action_value(action), rows[self.focal], self._prev_alpha)
+        self._play_others(alphas, self._obs, rows)
         report = self.market.step(alphas)
         self._last = report
+        self._prev_alpha = self.market.alpha.item(self.focal)
         self._obs = self.market.observations()
         info = market_info(self.market, report, self.focal)
         # From info's Python floats, the report's values: the same arithmetic without numpy scalars.
@@ -372,18 +341,43 @@ class RadixAuctionEnv(gym.Env):
         else:
             info["latency_cost"] = report.latency_cost.item(self.focal)
             reward = -(info["latency_cost"] + info["payment"])
+        if self._shadow is not None:
+            info["reference_reward"] = self._step_shadow()
+            reward -= info["reference_reward"]
         return (self._obs[self.focal].copy(), reward * self.reward_scale, self.market.terminated,
                 self.market.truncated, info)
 
-    def _play_others(self, alphas: list[float]) -> None:
-        """Writes the other bidders' multipliers into `alphas`, asking each group's policy once."""
-        alpha_max, rows = self.config.alpha_max, self._obs.tolist()
+    def action_for(self, alpha: float, observation: np.ndarray | list[float]) -> float:
+        """The action that plays multiplier `alpha` in the next step, given the focal bidder's
+        current `observation` (the inverse of the action map, `auction_gym.action`): how
+        `auction_gym.pacing.focal_policy` plays a built-in pacer under any action type."""
+        row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
+        return self.action_map.action(alpha, row, self._prev_alpha)
+
+    def _step_shadow(self) -> float:
+        """Steps the shadow market of the paired reward (see Rewards) with the focal bidder
+        following the reference policy; its focal bidder's "cost" reward, 0 once it has ended."""
+        shadow = self._shadow
+        if shadow.done:
+            return 0.0
+        obs = shadow.observations()
+        rows = obs.tolist()
+        alphas = [0.0] * self.config.num_bidders
+        alphas[self.focal] = self._reference.multipliers([rows[self.focal]])[0]
+        self._play_others(alphas, obs, rows)
+        report = shadow.step(alphas)
+        return -(report.latency_cost.item(self.focal) + report.payments.item(self.focal))
+
+    def _play_others(self, alphas: list[float], obs: np.ndarray, rows: list[list[float]]) -> None:
+        """Writes the other bidders' multipliers into `alphas`, asking each group's policy once on
+        the market's observations `obs` (`rows`: the same, as lists of floats)."""
+        alpha_max = self.config.alpha_max
         for policy, bidders, index in self._groups:
             if isinstance(policy, MultiplierPolicy) and type(policy).predict is MultiplierPolicy.predict:
                 # A built-in (or a subclass that kept its predict): floats in and out, no arrays between.
                 acts = policy.multipliers([rows[i] for i in bidders])
             else:
-                out, _ = policy.predict(self._obs.take(index, 0), deterministic=True)
+                out, _ = policy.predict(obs.take(index, 0), deterministic=True)
                 out = np.asarray(out, dtype=np.float64)
                 # One number per bidder, or each bidder's row, whose parse below names the culprit.
                 acts = out.reshape(-1).tolist() if out.size == len(bidders) else out.reshape(len(bidders), -1)
@@ -409,4 +403,5 @@ class RadixAuctionEnv(gym.Env):
                 f"admitted={admitted} finished={finished}")
 
 
-RadixAuctionEnv.__doc__ = with_workload_table(with_mechanism_table(with_observation_table(RadixAuctionEnv.__doc__)))
+RadixAuctionEnv.__doc__ = with_v1_table(
+    with_workload_table(with_mechanism_table(with_observation_table(RadixAuctionEnv.__doc__))))

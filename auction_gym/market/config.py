@@ -13,9 +13,9 @@ import numpy as np
 from .._checks import check_count
 from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
-from ..registry import AuctionClasses, build, get_mechanism, mechanism_names
+from ..registry import AuctionClasses, get_mechanism, mechanism_names
 from ..request import Request
-from ..scheduler import Scheduler
+from ..scheduler import Auction, Scheduler, make_scheduler
 from ..workload import AgenticConfig, get_workload, workload_names
 
 MECHANISMS = mechanism_names()
@@ -260,18 +260,20 @@ class MarketConfig:
                 f"(workload_kwargs['rate']) at most {served:.3g}, raise engine_kwargs['max_running_requests'], "
                 f"or keep horizon <= {LONG_HORIZON}.")
 
-    def make_scheduler(self) -> Scheduler:
+    def make_scheduler(self) -> Scheduler | Auction:
+        """The mechanism with the market's cost model (`make_scheduler`, the one factory): "service"
+        is "tokens" with the service time as the per-request work."""
         if self.cost_model == "service":
-            return build(self.mechanism, "tokens", self.service_overhead())
-        return build(self.mechanism, self.cost_model, self.request_overhead)
+            return make_scheduler(self.mechanism, "tokens", self.service_overhead())
+        return make_scheduler(self.mechanism, self.cost_model, self.request_overhead)
 
-    def make_engine(self, scheduler: Scheduler) -> ServingEngine:
+    def make_engine(self, scheduler: Scheduler | Auction) -> ServingEngine:
         module, name = BACKENDS[self.backend].split(":")
         engine_class = getattr(importlib.import_module(module), name)
         config = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         return engine_class(scheduler, config, **self.backend_kwargs)
 
-    def make_cluster(self, schedulers: Sequence[Scheduler]) -> ClusterEngine:
+    def make_cluster(self, schedulers: Sequence[Scheduler | Auction]) -> ClusterEngine:
         """`replicas` engines, one per scheduler, behind the router."""
         engines = [self.make_engine(s) for s in schedulers]
         return ClusterEngine(engines, make_router(self.router, **self.router_kwargs))

@@ -19,23 +19,26 @@ Invariants: spent_i <= budget_i; payments >= 0; bids of a bidder out of budget a
 
 A round, call by call (an auction mechanism; the others stop at step 3 and charge nothing):
 
-1. `Market.step` sets each bidder's multiplier on its scheduler wrapper (`_Bidding.alpha`, 0 for
-   a bidder out of budget) and steps the engine (`_advance` -> `engine.step()`) until an
-   iteration admits a request.
-2. In each prefill iteration the engine calls `scheduler.order(waiting, cache)`: `_Bidding.order`
-   stamps every waiting request's bid, alpha_i x urgency, and hands the queue to the mechanism.
-3. `AuctionMechanism.order` allocates the round and keeps it as `auction.last_round`, an
-   `AuctionRound` record (the requests, their bids and cached prefix lengths, the allocation);
-   when the engine asks again after an iteration that admitted nothing (memory was short), the
-   record is reused if those inputs are unchanged. It returns the admission order, from which
-   the engine admits as memory allows.
-4. `Market._charge`, once the iteration admitted, reads that record: the VCG payments of the
-   bidders admitted (`AuctionRound.payments`, computed now from the allocation, not from the
-   cache, which admission changed) and, for those whose payment is not 0, their queued counts
-   (`AuctionRound.queued`), and charges each p_i x a_i / q_i x seconds_per_unit, capped by what
-   is left of its budget (a payment of 0 charges 0 without the count).
-5. `Market.step` accounts the requests that finished in the round and returns its `RoundReport`;
-   `Market.observations` then reads the market's state (`observation.FEATURES`).
+1. `Market.step` makes each bidder's multiplier for the round (0 for a bidder out of budget) and
+   steps the engine with them (`_advance` -> `engine.step(multipliers)`) until an iteration
+   admits a request.
+2. In each prefill iteration the engine asks its policy for the order of the waiting queue
+   (`scheduler.admission_order`): an auction's `decide(waiting, cache, multipliers)` bids
+   multipliers[bidder] x urgency for each request and returns the round it decided, an
+   `AuctionRound` (the requests, their bids and cached prefix lengths, the allocation), whose
+   `admission_order()` the engine admits from as memory allows. When the engine asks again after
+   an iteration that admitted nothing (memory was short), the allocation is reused if those
+   inputs are unchanged.
+3. The engine returns that round on the iteration that admitted from it (`Iteration.decision`;
+   with `replicas` > 1 the replica that admitted decided it).
+4. `Market._charge` reads that value and nothing else: the VCG payments of the bidders admitted
+   (`AuctionRound.payments`, computed now from the allocation, not from the cache, which admission
+   changed) and, for those whose payment is not 0, their queued counts (`AuctionRound.queued`),
+   and charges each p_i x a_i / q_i x seconds_per_unit, capped by what is left of its budget (a
+   payment of 0 charges 0 without the count).
+5. `Market.step` accounts the requests that finished in the round and returns its `RoundReport`
+   (the round's decision on it); `Market.observations` then reads the market's state
+   (`observation.FEATURES`).
 """
 
 from __future__ import annotations
@@ -48,13 +51,8 @@ from typing import Sequence
 import numpy as np
 
 from ..engine import Iteration, rejections
-from ..mechanism.base import AuctionMechanism, stamp_bids
-from ..radix_cache import RadixCache
-from ..request import Request
-from ..scheduler import Scheduler
-from ..scheduler.base import in_batch_applies
-from ..scheduler.waiting import WaitingPrefixes
-from .config import AUCTIONS, MarketConfig
+from ..mechanism.base import AuctionRound
+from .config import MarketConfig
 from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
 
 _ROW = (Obs.BUDGET_LEFT, Obs.TIME_LEFT, Obs.SPEND_VS_TARGET, Obs.LAST_SPEND_LOG, Obs.OWN_QUEUED, Obs.OWN_URGENCY,
@@ -102,35 +100,13 @@ class RoundReport:
     mean_ttft: float = math.nan
     exhausted: bool = False
     """The workload ran dry before this round could happen (nothing was admitted)."""
+    decision: AuctionRound | None = None
+    """The auction's round this step admitted from and charged for (`Iteration.decision`); None
+    under the policies that charge nothing, and when nothing was admitted."""
 
     @property
     def revenue(self) -> float:
         return sum(self.payments.tolist(), 0.0)  # a handful of bidders: Python's sum beats numpy's call
-
-
-class _Bidding:
-    """Scheduler wrapper that stamps the current bids on the queue before the mechanism orders it."""
-
-    def __init__(self, inner: Scheduler, num_bidders: int) -> None:
-        self.inner, self.name = inner, inner.name
-        self.alpha = [1.0] * num_bidders  # each bidder's multiplier this round, 0 once out of budget
-
-    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
-        if (attach := getattr(self.inner, "attach_waiting_prefixes", None)) is not None:
-            attach(prefixes)
-
-    @property
-    def sorts_in_place(self) -> bool:
-        return getattr(self.inner, "sorts_in_place", False)
-
-    def in_batch_deprioritizes(self, waiting: int) -> bool:
-        return in_batch_applies(self.inner, waiting)
-
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        if isinstance(self.inner, AuctionMechanism):  # which may keep work across rounds knowing alpha
-            return self.inner.order_paced(queue, cache, self.alpha)
-        stamp_bids(queue, self.alpha)
-        return self.inner.order(queue, cache)
 
 
 class Market:
@@ -139,11 +115,10 @@ class Market:
     Attributes:
         draws: the current episode's drawn parameters (`MarketConfig.draw_episode`; empty unless
             `episode_draws` is set); `budget` and `rho` are the episode's.
-        auction: the mechanism when it is an auction ("radix_vcg", "strict_vcg"), whose
-            `last_round` is the round the last step admitted from and charged for; None under the
-            schedulers that charge nothing, and before `reset`. With `replicas` > 1 every replica
-            runs its own auction over its own queue; a round is one admission by any replica, and
-            `auction` is that replica's. Budgets are global: every replica's charges draw on them.
+
+    With `replicas` > 1 every replica runs its own policy over its own queue; a round is one
+    admission by any replica, charged from the round that replica's auction decided. Budgets are
+    global: every replica's charges draw on them.
     """
 
     def __init__(self, config: MarketConfig | None = None, accrue_latency_cost: bool = False) -> None:
@@ -156,25 +131,21 @@ class Market:
         self._obs_bounds = np.tile(Obs.LOW, self.n), np.tile(self.obs_high, self.n)  # all rows, flat
         self._pack_obs = struct.Struct(f"{self.n * Obs.SIZE}f").pack  # all rows' features, as float32
         self.engine = None
-        self.auction: AuctionMechanism | None = None
 
     def reset(self, seed: int) -> None:
         cfg, n = self.config, self.n
         self.draws = cfg.draw_episode(seed)
         if "budget_scale" in self.draws:
             self._set_budgets(cfg.episode_budgets(self.draws))
-        # One bidding wrapper and scheduler per replica: each replica's auction keeps its own round.
-        self._biddings = [_Bidding(cfg.make_scheduler(), n) for _ in range(cfg.replicas)]
-        self._auctions = [b.inner if cfg.mechanism in AUCTIONS else None for b in self._biddings]
-        self.auction = self._auctions[0]
         if cfg.replicas == 1:
-            self.engine = cfg.make_engine(self._biddings[0])
-        else:
-            self.engine = cfg.make_cluster(self._biddings)
+            self.engine = cfg.make_engine(cfg.make_scheduler())
+        else:  # a policy per replica: each auction keeps its own tree across rounds
+            self.engine = cfg.make_cluster([cfg.make_scheduler() for _ in range(cfg.replicas)])
         self.engine.submit(cfg.make_workload(seed, self.draws))
         self.busy_time = 0.0
         self.admitted_total = 0
-        while self.engine.now < cfg.warmup and self._advance() is not None:
+        truthful = [1.0] * n
+        while self.engine.now < cfg.warmup and self._advance(truthful) is not None:
             pass
         self.round = 0
         self._episode_start = self.engine.now
@@ -241,21 +212,18 @@ class Market:
         self.alpha = alpha
         spent = self.spent.tolist()
         alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
-        for bidding in self._biddings:
-            bidding.alpha = alpha_now
         # Positional, with every default given: the dataclass's __init__ would call four default
         # factories (payments and utility are replaced below).
         report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
         while True:
-            it = self._advance()
+            it = self._advance(alpha_now)
             if it is None:
                 self.exhausted = report.exhausted = True
                 self._check_anything_ran()
                 break
             report.finished += it.finished
             if it.admitted:  # a prefill that only continues a chunk or resumes is not a round
-                report.admitted = it.admitted
-                self.auction = self._auctions[it.replica]  # the replica that admitted charges
+                report.admitted, report.decision = it.admitted, it.decision
                 break
         report.time = self.engine.now
         if self.accrue_latency_cost:
@@ -274,9 +242,9 @@ class Market:
             report.utility = np.array(utility)
         return report
 
-    def _advance(self) -> Iteration | None:
-        """One engine iteration, keeping the busy time and admissions behind seconds_per_unit."""
-        it = self.engine.step()
+    def _advance(self, multipliers: list[float]) -> Iteration | None:
+        """One engine iteration with the round's `multipliers`, keeping the busy time and admissions behind seconds_per_unit."""
+        it = self.engine.step(multipliers)
         if it is not None and it.kind != "idle":
             self.busy_time += it.end - it.start
             self.admitted_total += len(it.admitted)
@@ -341,12 +309,13 @@ class Market:
             prompt += rec.prompt_len
         report.hit_rate = cached / prompt
         self.hit_ema = ema(self.hit_ema, report.hit_rate)
-        if self.auction is not None:
+        decided = report.decision  # the round admitted from
+        if decided is not None:
             if self.config.cost_model == "unit":
                 seconds_per_unit = self.busy_time / self.admitted_total
             else:
                 seconds_per_unit = self.engine.cost.prefill_per_token
-            decided, budget = self.auction.last_round, self._budget  # the round admitted from
+            budget = self._budget
             # Only the bidders admitted this round pay, so only their payments are computed.
             charged = [i for i in range(self.n) if admitted[i]]
             for i, p in decided.payments(charged).items():

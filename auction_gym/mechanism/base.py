@@ -1,9 +1,9 @@
-"""What both auctions share: the cost-model settings and the scheduler face the engine calls."""
+"""What both auctions share: the cost-model settings, the face the engine calls (`decide`) and the
+round it returns (`AuctionRound`)."""
 
 from __future__ import annotations
 
 import math
-import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol, Sequence
@@ -33,25 +33,24 @@ class Allocation(Protocol):
 
 @dataclass(eq=False, slots=True)
 class AuctionRound:
-    """What `AuctionMechanism.order` decided in one round: its inputs, its allocation, and on first
-    use its payments and outcome. Kept as the auction's `last_round` until the next round is decided,
-    so the market prices the round after the engine has admitted from it. Payments are in the cost
-    model's units (see `AuctionOutcome`).
+    """What `AuctionMechanism.decide` decided in one round: its inputs, its allocation, and on first
+    use its payments and outcome. The engine returns it on the `Iteration` that admitted from it
+    (`Iteration.decision`), so the market prices the round from this value after the engine has
+    admitted (docs/design.md section 2). Payments are in the cost model's units (see
+    `AuctionOutcome`).
 
-    Its inputs (`requests`, `bids`, `prefix_lens`) are what decides the allocation, so `order`
-    reuses the record for a round whose inputs are equal (`decided_from`).
-
-    The record holds its auction weakly (`live_auction`): to price a round after its market has
-    moved on (a market's reset makes new auctions), keep the auction too.
+    It holds the auction that decided it (which prices it); the auction holds no round, so the two
+    close no reference cycle and a finished episode is freed by reference counting.
     """
 
-    auction_ref: weakref.ReferenceType[AuctionMechanism] = field(repr=False)
-    """The auction that decided it, held weakly (`mechanism`)."""
+    auction: AuctionMechanism = field(repr=False)
+    """The auction that decided it (and prices it)."""
     requests: list[Request]
     """The waiting queue as the engine passed it. Held here, so none of these objects is freed and
     replaced by another while the record is kept (requests compare by identity)."""
     bids: list[float]
-    """Each request's bid when the round was decided."""
+    """Each request's bid in the round: its bidder's multiplier x its urgency in a market, the
+    request's own `bid` otherwise."""
     prefix_lens: list[int] | None
     """Each request's cached prefix length (tokens) under "tokens"; None under "unit", where the
     radix tree and the bids alone decide."""
@@ -60,19 +59,9 @@ class AuctionRound:
     _outcome_cache: AuctionOutcome | None = field(default=None, init=False, repr=False)
     _queued: dict[int, int] | None = field(default=None, init=False, repr=False)
 
-    @property
-    def mechanism(self) -> AuctionMechanism:
-        """The auction that decided the round (and prices it)."""
-        return live_auction(self.auction_ref)
-
-    def decided_from(self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None) -> bool:
-        """Whether a round with these inputs is this one. Bids are compared first: they change in
-        almost every round."""
-        return bids == self.bids and requests == self.requests and prefix_lens == self.prefix_lens
-
     def admission_order(self) -> list[Request]:
         """The requests, first = admitted first (a new list)."""
-        return [] if self.allocation is None else self.mechanism._admission(self.allocation)
+        return [] if self.allocation is None else self.auction.admission(self.allocation)
 
     @property
     def queued(self) -> dict[int, int]:
@@ -86,7 +75,7 @@ class AuctionRound:
         """Order, all payments, welfare and completion times of the round."""
         if self._outcome_cache is None:
             alloc = self.allocation
-            self._outcome_cache = AuctionOutcome() if alloc is None else self.mechanism._outcome(alloc)
+            self._outcome_cache = AuctionOutcome() if alloc is None else self.auction.outcome(alloc)
         return self._outcome_cache
 
     def payments(self, bidders: Iterable[int]) -> dict[int, float]:
@@ -98,61 +87,43 @@ class AuctionRound:
         if self._outcome_cache is not None or self.allocation is None:
             payments = self.outcome.payments
             return {i: payments.get(i, 0.0) for i in bidders}
-        return self.mechanism.payments(self.allocation, bidders)
+        return self.auction.payments(self.allocation, bidders)
 
 
-def stamp_bids(queue: Iterable[Request], alpha: Sequence[float]) -> list[float]:
-    """Set each request's bid to its bidder's multiplier times its urgency, how a market bids
-    (docs/design.md section 3), and return the bids. ValueError unless every multiplier is finite
-    and >= 0."""
-    if not all(0.0 <= a < math.inf for a in alpha):
-        raise ValueError(f"multipliers must be finite and >= 0, got {list(alpha)}")
-    bids = []
-    for r in queue:
-        r.bid = b = alpha[r.bidder] * r.urgency
-        bids.append(b)
-    return bids
-
-
-def live_auction(ref: weakref.ReferenceType[AuctionMechanism]) -> AuctionMechanism:
-    """The auction `ref` refers to. A round's record holds its auction weakly because the auction
-    holds its last round: a cycle between them would leave each finished episode's engine (which
-    the auction reaches through its cache) to the cyclic garbage collector instead of freeing it
-    when the market moves on. ReferenceError once the auction is gone."""
-    auction = ref()
-    if auction is None:
-        raise ReferenceError("the auction that decided this round is gone: keep the auction to price its rounds")
-    return auction
+def paced_bids(requests: Iterable[Request], multipliers: Sequence[float]) -> list[float]:
+    """Each request's bid in a market, its bidder's multiplier times its urgency (docs/design.md
+    section 3). ValueError unless every multiplier is finite and >= 0."""
+    if not all(0.0 <= a < math.inf for a in multipliers):
+        raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
+    return [multipliers[r.bidder] * r.urgency for r in requests]
 
 
 class AuctionMechanism:
-    """Base of the auctions: `run` decides a round, `order` makes the auction a Scheduler.
+    """Base of the auctions: `run` decides and prices a one-off round, `decide` is the face the
+    engine calls in each admission round.
 
     A subclass defines `allocate` (the order and its costs) and `payments` (VCG payments of some or
-    all bidders from an allocation), so a scheduler round can price only the bidders it charges.
+    all bidders from an allocation), so a round can price only the bidders it charges.
 
     Args:
         cost_model: "tokens" (the default: C_k = uncached prefix tokens of the first k requests
             + k * request_overhead, so what the cache holds costs nothing) or "unit" (C_k = k, the
             paper's literal model, blind to the cache), docs/design.md section 3.
         request_overhead: completion units charged per request under "tokens" (>= 0).
-
-    Attributes:
-        last_round: the `AuctionRound` record of the last round `order` decided (None before the
-            first): the one place a scheduler round's allocation is kept, for its payments and for
-            reuse when the engine asks again.
     """
 
     name = ""
 
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
-        self.last_round: AuctionRound | None = None
         self._memo = TokenMemo()
-        # The scheduler face's cached prefix lengths, kept up to date from round to round under
+        # `decide`'s cached prefix lengths, kept up to date from round to round under
         # "tokens" (re-matching only the requests a cache change can affect).
         self._matcher = PrefixMatcher(whole_prompt=True)
         self._waiting: WaitingPrefixes | None = None
+        # The inputs and allocation of the round last decided, for an engine that asks again
+        # with the same inputs; not the round itself, which holds this auction (no cycle).
+        self._last: tuple[list[Request], list[float], list[int] | None, Allocation | None] | None = None
 
     def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
         """Read the queue's cached prefix lengths from the engine's `WaitingPrefixes` (see
@@ -165,26 +136,28 @@ class AuctionMechanism:
         return 1.0 if self.cost_model == "unit" else self.request_overhead
 
     def allocate(
-        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None
+        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
+        bids: Sequence[float] | None = None,
     ) -> Allocation:
         """The round's order and costs (no payments) over a non-empty queue. `prefix_lens`, per
         request its longest prefix in `cached`, saves reading them from `cached` when the caller
-        has them (the scheduler face keeps them incrementally)."""
+        has them (`decide` keeps them incrementally); `bids`, one per request, are the round's
+        (a market's, multiplier x urgency) in place of the requests' own `bid`."""
         raise NotImplementedError
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
-        alpha: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
+        multipliers: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
     ) -> Allocation:
-        """The scheduler face's allocation of a non-empty queue, whose `bids` and cached
-        `prefix_lens` (None under "unit") `order` read this round, and `alpha` the multipliers
-        the bids were made with (`order_paced`; None: bids as given); `refreshed`, the engine's
-        refresh whose queue `requests` is and whose lengths `prefix_lens` are (None: not known to
-        be), whose changes a subclass may follow instead of comparing queues: `allocate`, unless a
-        subclass has a faster way to the same order."""
-        return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
+        """`decide`'s allocation of a non-empty queue, whose `bids` and cached `prefix_lens` (None
+        under "unit") it read this round, and `multipliers` those the bids were made with (None:
+        the requests' own bids); `refreshed`, the engine's refresh whose queue `requests` is and
+        whose lengths `prefix_lens` are (None: not known to be), whose changes a subclass may
+        follow instead of comparing queues: `allocate`, unless a subclass has a faster way to the
+        same order."""
+        return self.allocate(requests, cached=cache, prefix_lens=prefix_lens, bids=bids)
 
-    def _admission(self, alloc: Allocation) -> list[Request]:
+    def admission(self, alloc: Allocation) -> list[Request]:
         """`alloc`'s requests in its order (a new list)."""
         requests = alloc.requests
         return [requests[r] for r in alloc.order]
@@ -211,9 +184,10 @@ class AuctionMechanism:
         sequences, or None). Raises ValueError on invalid bids, duplicate ids or empty tokens."""
         if len(requests) == 0:
             return AuctionOutcome()
-        return self._outcome(self.allocate(requests, cached))
+        return self.outcome(self.allocate(requests, cached))
 
-    def _outcome(self, alloc: Allocation) -> AuctionOutcome:
+    def outcome(self, alloc: Allocation) -> AuctionOutcome:
+        """Order, all payments, welfare and completion times of an allocation."""
         requests = alloc.requests
         return AuctionOutcome(
             order=[requests[r].id for r in alloc.order],
@@ -222,32 +196,20 @@ class AuctionMechanism:
             completion={req.id: c for req, c in zip(requests, alloc.completion)},
         )
 
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        """Scheduler interface: decide the round over the requests' bids as they are
-        (`_decide_round`)."""
-        return self._decide_round(queue, cache)
-
-    def order_paced(self, queue: Sequence[Request], cache: RadixCache, alpha: Sequence[float]) -> list[Request]:
-        """`order` in a market, where bidder i bids alpha[i] x urgency on each of its requests:
-        stamps those bids on the queue (`stamp_bids`) and decides the round. An auction whose
-        order within one bidder's requests does not change when that bidder's bids are scaled
-        (the radix auction) keeps its work from round to round in urgency units."""
-        return self._decide_round(queue, cache, alpha)
-
-    def _decide_round(
-        self, queue: Sequence[Request], cache: RadixCache, alpha: Sequence[float] | None = None
-    ) -> list[Request]:
-        """Decide the round with `cache` as the cached set (with `alpha`, `order_paced`: over the
-        bids it stamps, alpha[bidder] x urgency; without, over the requests' bids), keep it as
-        `last_round` and return the requests in admission order. The round is priced on demand,
-        from the record (`last_payments`, `last_outcome`), not from the cache, which the engine
-        changes as it admits.
+    def decide(
+        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
+    ) -> AuctionRound:
+        """Decide the engine's admission round over `queue` with `cache` as the cached set, and
+        return it (the admission order is `admission_order()`). With `multipliers` (a market's:
+        one per bidder), request r bids multipliers[r.bidder] x r.urgency (`paced_bids`); without,
+        its own `bid`. The round is priced on demand, from the record (`AuctionRound.payments`),
+        not from the cache, which the engine changes as it admits.
 
         An engine asks again after a round that admitted nothing (memory was short); when the
-        round's inputs are unchanged (`AuctionRound.decided_from`) the record is kept as it is:
-        nothing else decides the allocation."""
+        round's inputs are unchanged (`AuctionRound.decided_from`) the allocation is reused:
+        nothing else decides it."""
         requests = list(queue)
-        bids = [r.bid for r in requests] if alpha is None else stamp_bids(requests, alpha)
+        bids = [r.bid for r in requests] if multipliers is None else paced_bids(requests, multipliers)
         lens = refreshed = None
         if self.cost_model == "tokens" and requests:
             if self._waiting is not None:  # the engine's refresh has matched this queue already
@@ -258,25 +220,13 @@ class AuctionMechanism:
             if lens is None:
                 match = self._matcher.update(requests, cache)  # kept incrementally from round to round
                 lens = [match[r.id][0] for r in requests]
-        decided = self.last_round
-        if decided is None or not decided.decided_from(requests, bids, lens):
-            allocation = self._decide(requests, bids, lens, cache, alpha, refreshed) if requests else None
-            decided = self.last_round = AuctionRound(
-                auction_ref=weakref.ref(self), requests=requests, bids=bids, prefix_lens=lens, allocation=allocation)
-        return decided.admission_order()
-
-    @property
-    def last_outcome(self) -> AuctionOutcome | None:
-        """The outcome of the last round `order` decided, all payments included (None before);
-        `last_round.outcome`."""
-        return None if self.last_round is None else self.last_round.outcome
-
-    def last_payments(self, bidders: Iterable[int]) -> dict[int, float]:
-        """VCG payments of `bidders` in the last round `order` decided (0 for a bidder not in it),
-        computing only theirs; `last_round.payments(bidders)`. RuntimeError before any round."""
-        if self.last_round is None:
-            raise RuntimeError("no round has been ordered")
-        return self.last_round.payments(bidders)
+        last = self._last
+        if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
+            allocation = last[3]
+        else:
+            allocation = self._decide(requests, bids, lens, cache, multipliers, refreshed) if requests else None
+            self._last = requests, bids, lens, allocation
+        return AuctionRound(self, requests, bids, lens, allocation)
 
     def __repr__(self) -> str:
         return (

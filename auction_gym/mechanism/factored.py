@@ -38,7 +38,7 @@ from itertools import chain
 from typing import Sequence
 
 from ..request import Request
-from .incremental_tree import _Block, _Node
+from .incremental_tree import QueueBlock, QueueNode
 from .queue_tree import build_queue_tree, completion_times
 from .smith import SortKey, block_keys, depth_first, tree_stats
 from .validation import validate_requests
@@ -140,7 +140,7 @@ class FactoredAllocation:
 
 
 def factored_allocation(
-    root: _Node, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
+    root: QueueNode, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
     alpha: Sequence[float], request_work: float,
 ) -> FactoredAllocation:
     """The round over the skeleton of `root`, an `IncrementalQueueTree` brought to this queue with
@@ -167,11 +167,11 @@ def factored_allocation(
     )
 
 
-def _skeleton(root: _Node) -> tuple[Skeleton, list[_Block]]:
+def _skeleton(root: QueueNode) -> tuple[Skeleton, list[QueueBlock]]:
     """The root and the nodes below it that hold more than one bidder, and the other blocks that
     hang from them (the leaves)."""
     tree = Skeleton(parent=[-1], children=[[]], attached=[[]], edge_work=[0.0], leaf_node=[])
-    leaves: list[_Block] = []
+    leaves: list[QueueBlock] = []
     stack = [(root, 0)]
     while stack:
         v, k = stack.pop()
@@ -191,7 +191,7 @@ def _skeleton(root: _Node) -> tuple[Skeleton, list[_Block]]:
     return tree, leaves
 
 
-def zero_bid_order(block: _Block) -> list[Request]:
+def zero_bid_order(block: QueueBlock) -> list[Request]:
     """The requests of `block` in the from-scratch allocation's order when all their bids are 0:
     every key's ratio is 0 then, so at each node the zero-work blocks come first, then the others,
     each by smallest request id. Kept on the blocks until they change (a bidder out of budget
@@ -211,5 +211,5 @@ def zero_bid_order(block: _Block) -> list[Request]:
     return block.zero_flat
 
 
-def _zero_bid_key(b: _Block) -> tuple[bool, int]:
+def _zero_bid_key(b: QueueBlock) -> tuple[bool, int]:
     return b.p != 0, b.tie

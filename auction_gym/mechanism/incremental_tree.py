@@ -21,7 +21,7 @@ in the block), added in the same order; the tree itself (nodes at the longest co
 neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
 shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
 both after random arrivals, admissions, cache and bid changes. Payments are not computed here: a
-scheduler's auction builds the from-scratch allocation when a round is priced, a market's reads the
+replay's auction builds the from-scratch allocation of a round when it is priced, a market's reads the
 tree kept in urgency units (see `RadixTreeAuction` and factored.py).
 
 Cost per round: a few passes over the queue that run in C (maps, set differences, list
@@ -46,7 +46,7 @@ import numpy as np
 
 from ..request import Request
 from ..scheduler.waiting import QueueDelta
-from .queue_tree import _lcp
+from .queue_tree import common_prefix_len
 from .smith import SortKey, block_key
 from .validation import validate_requests
 
@@ -55,7 +55,7 @@ _BID, _CACHED, _SOURCE, _REQUEST = map(attrgetter, ("bid", "cached", "source", "
 _TOKENS, _DEPTH = map(attrgetter, ("tokens", "depth"))
 
 
-class _Block:
+class QueueBlock:
     """What a node's sorted list holds of a block: its stats and the key it is listed under."""
 
     __slots__ = ("s", "p", "f", "tie", "key", "reach", "flat", "zero_flat", "listed", "owner")
@@ -82,13 +82,13 @@ class _Block:
         """The key it is listed under in its parent's sorted blocks (None: not listed)."""
 
 
-class _Req(_Block):
+class _Req(QueueBlock):
     """A waiting request's block: attached to `node`, ending there or hanging below it."""
 
     __slots__ = ("request", "source", "tokens", "rid", "bid", "cached", "node")
 
     def __init__(self, request: Request, tokens: np.ndarray, bid: float, cached: int) -> None:
-        # _Block's fields set here, not by its __init__: a block is made for every arrival, and
+        # QueueBlock's fields set here, not by its __init__: a block is made for every arrival, and
         # its stats are set when it is first costed (`_recompute`).
         self.s = self.p = self.f = 0.0
         self.tie, self.key, self.listed = request.id, (0, 0.0, 0), None
@@ -102,18 +102,18 @@ class _Req(_Block):
         self.bid = bid
         self.cached = self.reach = cached
         """Longest cached prefix (tokens); 0 under "unit"."""
-        self.node: _Node | None = None
+        self.node: QueueNode | None = None
         self.flat = self.zero_flat = [request]
 
 
-class _Node(_Block):
+class QueueNode(QueueBlock):
     """A node of the queue's tree: a prefix (`depth` tokens of `tokens`) shared by two or more
     blocks, with the blocks sorted by key."""
 
     __slots__ = ("depth", "tokens", "parent", "next", "ends", "alive", "blocks", "keys", "edge", "__weakref__")
     is_node = True
 
-    def __init__(self, depth: int, tokens: np.ndarray, parent: _Node | None) -> None:
+    def __init__(self, depth: int, tokens: np.ndarray, parent: QueueNode | None) -> None:
         super().__init__()
         self.depth = depth
         self.edge = 0.0
@@ -121,23 +121,23 @@ class _Node(_Block):
         self.tokens = tokens
         """An array whose first `depth` tokens are the node's prefix."""
         self.parent = parent
-        self.next: dict[int, _Node | _Req] = {}
+        self.next: dict[int, QueueNode | _Req] = {}
         """Child node or hanging request, by the token that follows the node's prefix."""
         self.ends: list[_Req] = []
         """Requests whose prompt is exactly the node's prefix."""
         self.alive = True
-        self.blocks: list[_Block] = []
+        self.blocks: list[QueueBlock] = []
         """Its blocks listed so far, by key (Smith order)."""
         self.keys: list[SortKey] = []
         """Their keys."""
 
-    def list_block(self, b: _Block) -> None:
+    def list_block(self, b: QueueBlock) -> None:
         i = bisect_left(self.keys, b.key)
         self.keys.insert(i, b.key)
         self.blocks.insert(i, b)
         b.listed = b.key
 
-    def unlist_block(self, b: _Block) -> None:
+    def unlist_block(self, b: QueueBlock) -> None:
         i = bisect_left(self.keys, b.listed)
         if self.blocks[i] is not b:
             raise AssertionError("a block listed under another key")
@@ -152,7 +152,7 @@ class _Changes:
 
     def __init__(self) -> None:
         self.blocks: set[_Req] = set()
-        self.nodes: set[_Node] = set()
+        self.nodes: set[QueueNode] = set()
 
 
 class IncrementalQueueTree:
@@ -170,7 +170,7 @@ class IncrementalQueueTree:
         self.request_work = request_work
         self.costed = costed
         self.factored = factored
-        self._root = _Node(0, np.empty(0, dtype=np.int64), None)
+        self._root = QueueNode(0, np.empty(0, dtype=np.int64), None)
         self._entries: dict[Request, _Req] = {}  # request (hashed by identity) -> its block
         self._by_rid: dict[int, _Req] = {}  # request id -> its block
         self.synced: int | None = None
@@ -202,7 +202,7 @@ class IncrementalQueueTree:
     def update(
         self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None,
         delta: QueueDelta | None = None,
-    ) -> _Node:
+    ) -> QueueNode:
         """Bring the tree to this round's queue (arguments as for `order`); returns its root.
 
         The difference from the last round is found in passes that run in C (maps, set
@@ -253,7 +253,7 @@ class IncrementalQueueTree:
             added.append(_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
         return self._place(gone, added, changes)
 
-    def _place(self, gone: Iterable[Request], added: list[_Req], changes: _Changes) -> _Node:
+    def _place(self, gone: Iterable[Request], added: list[_Req], changes: _Changes) -> QueueNode:
         """Remove the blocks of the requests `gone`, insert the blocks `added`, and recompute what
         `changes` (the round's re-costed blocks, to which both add) touched; returns the root."""
         entries = self._entries
@@ -283,7 +283,7 @@ class IncrementalQueueTree:
         at = compress(count(), map(or_, map(ne, old_bids, bids), map(ne, old_lens, lens)))
         return [(known[i], _checked_bid(bids[i], known[i].rid), lens[i]) for i in at]
 
-    def _follow(self, requests: Sequence[Request], bids: Sequence[object], delta: QueueDelta) -> _Node:
+    def _follow(self, requests: Sequence[Request], bids: Sequence[object], delta: QueueDelta) -> QueueNode:
         """`update` with `delta`: checks and builds everything first, so a bad bid or prompt
         leaves the tree as it was."""
         entries = self._entries
@@ -355,11 +355,11 @@ class IncrementalQueueTree:
                 _attach(e, v, changes)
                 return
             other = b.tokens[:b.depth] if b.is_node else b.tokens
-            shared = d + _lcp(t[d:], other[d:])
+            shared = d + common_prefix_len(t[d:], other[d:])
             if b.is_node and shared == b.depth:
                 v = b
                 continue
-            u = _Node(shared, t, v)  # the shared prefix ends inside b's edge
+            u = QueueNode(shared, t, v)  # the shared prefix ends inside b's edge
             v.next[int(t[d])] = u
             if b.listed is not None:
                 v.unlist_block(b)
@@ -415,7 +415,7 @@ class IncrementalQueueTree:
             e.key = block_key(b, e.p, e.rid)
             _relist(e, v)
             marked.add(v)
-        path: set[_Node] = set()
+        path: set[QueueNode] = set()
         for v in marked:
             while v is not None and v.alive and v not in path:
                 path.add(v)
@@ -424,7 +424,7 @@ class IncrementalQueueTree:
             _restat(v, costed, self.factored)
 
 
-def _restat(v: _Node, costed: bool, factored: bool) -> None:
+def _restat(v: QueueNode, costed: bool, factored: bool) -> None:
     """Recompute node `v` from its blocks (in Smith order) and list it in its parent: S, P, F, tie,
     reach, owner and order (the root: its order alone, the tree's answer). The sums are
     `smith.tree_stats`'s, in its order of additions, so to its floats. One pass in Python: faster
@@ -480,7 +480,7 @@ def _checked_bid(bid: object, rid: int) -> float:
     return b
 
 
-def _attach(e: _Req, v: _Node, changes: _Changes) -> None:
+def _attach(e: _Req, v: QueueNode, changes: _Changes) -> None:
     """Attach request `e` to node `v` (ending there or hanging below), to be re-costed."""
     e.node = v
     if len(e.tokens) == v.depth:
@@ -490,7 +490,7 @@ def _attach(e: _Req, v: _Node, changes: _Changes) -> None:
     changes.blocks.add(e)
 
 
-def _relist(b: _Block, parent: _Node) -> None:
+def _relist(b: QueueBlock, parent: QueueNode) -> None:
     """List `b` in `parent`'s sorted blocks under its current key."""
     if b.listed != b.key:
         if b.listed is not None:

@@ -83,7 +83,7 @@ def cached_prefix_lengths(
     return [cached.prefix_len(t) for t in tokens]
 
 
-def _lcp(a: np.ndarray, b: np.ndarray) -> int:
+def common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
     """Length of the longest common prefix of two non-empty token arrays."""
     m = min(len(a), len(b))
     neq = a[:m] != b[:m]
@@ -173,7 +173,7 @@ class TokenMemo:
                 t = entry.tokens
                 if prev.successor is not t:  # not neighbours last time: compare
                     prev.successor = None if t.flags.writeable else t
-                    prev.lcp = _lcp(prev.tokens, t)
+                    prev.lcp = common_prefix_len(prev.tokens, t)
                 lcps.append(prev.lcp)
             prev = entry
         return ranked, lcps

@@ -13,14 +13,14 @@ times. Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v
 d_v the number of blocks at v; O(n) prefix_len walks of the cache under "tokens". The constant
 matters as much: the auction runs at every admission round on queues of a few to a few dozen
 requests, so each step is one pass over plain lists, and sort keys are made once per block.
-As a scheduler (`order`) the auction keeps the tree across rounds instead (incremental_tree.py: work
-proportional to what changed, plus a few passes in C over the queue), until a round is priced: from
-then on each round is built from scratch here, since its payments read this module's allocation.
-In a market (`order_paced`: bids alpha_i x urgency) a round of two requests or more is decided, and
-priced, over that tree kept in urgency units instead (factored.py), which re-sorts only the nodes
-that mix bidders; it agrees with this module's allocation to rounding. A round of one request, in
-either face, is ordered at once and allocated here only when it is read in full (it pays nothing):
-cheaper than bringing the tree up to date, which the next round of several does.
+As the engine's scheduler (`decide`) the auction keeps the tree across rounds instead
+(incremental_tree.py: work proportional to what changed, plus a few passes in C over the queue),
+and a round that is priced is also built from scratch here, once, since its payments read this
+module's allocation. In a market (`decide` with multipliers: bids alpha_i x urgency) a
+round of two requests or more is decided, and priced, over that tree kept in urgency units instead
+(factored.py), which re-sorts only the nodes that mix bidders; it agrees with this module's
+allocation to rounding. A round of one request, either way, is ordered at once and allocated here
+only when it is read in full (it pays nothing): cheaper than bringing the tree up to date, which the next round of several does.
 
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
@@ -60,16 +60,15 @@ from __future__ import annotations
 
 import math
 import operator
-import weakref
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler.waiting import WaitingPrefixes
-from .base import AuctionMechanism, Cached, live_auction
+from .base import AuctionMechanism, Cached
 from .factored import FactoredAllocation, factored_allocation
-from .incremental_tree import IncrementalQueueTree, _Node
+from .incremental_tree import IncrementalQueueTree, QueueNode
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import (
@@ -82,7 +81,7 @@ from .smith import (
     interaction_after_change,
     tree_stats,
 )
-from .validation import validate_requests
+from .validation import check_bids, validate_requests
 
 _MIXED = object()  # owner of a node whose subtree holds more than one bidder
 ROUNDING = 1e-9  # payments above -ROUNDING * (total cost) are rounding noise, clipped to 0
@@ -125,40 +124,24 @@ class RadixAllocation:
 
 @dataclass(eq=False)
 class OrderedRound:
-    """A round ordered without the from-scratch allocation (a scheduler's round, by the incremental
-    tree, or a lone request): its order, and the full allocation (completion times, cost and what
-    the payments reuse) built from scratch on first use."""
+    """A round ordered without the from-scratch allocation (by the incremental tree, or a lone
+    request): its inputs and order; the auction builds the full allocation (completion times, cost
+    and what the payments reuse) from scratch when the round is priced (`RadixTreeAuction.full`)."""
 
-    auction_ref: weakref.ReferenceType[RadixTreeAuction]
-    """The auction that decided it, held weakly (`live_auction`)."""
     requests: list[Request]
     bids: list[float]
     """The bids the round was decided on."""
     prefix_lens: list[int] | None
     admission: list[Request]
     """The requests in the order decided."""
-    _full: RadixAllocation | None = None
+    full: RadixAllocation | None = None
+    """The from-scratch allocation of the same inputs (the same order), once built."""
 
     @property
     def order(self) -> list[int]:
         """Positions in `requests` in the order decided."""
         position = {id(r): k for k, r in enumerate(self.requests)}
         return [position[id(r)] for r in self.admission]
-
-    @property
-    def full(self) -> RadixAllocation:
-        """The from-scratch allocation of the same inputs (the same `order`)."""
-        if self._full is None:
-            self._full = live_auction(self.auction_ref)._allocate_bids(self.requests, self.bids, self.prefix_lens)
-        return self._full
-
-    @property
-    def completion(self) -> list[float]:
-        return self.full.completion
-
-    @property
-    def cost(self) -> float:
-        return self.full.cost
 
 
 Decided = RadixAllocation | OrderedRound | FactoredAllocation
@@ -179,19 +162,20 @@ class RadixTreeAuction(AuctionMechanism):
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
         super().__init__(cost_model, request_overhead)
         self._tree: IncrementalQueueTree | None = None
-        """The scheduler face's incremental tree (None once a round was priced)."""
-        self._priced = False
+        """`decide`'s incremental tree outside a market."""
         self._urgency_tree: IncrementalQueueTree | None = None
-        """A market's rounds (`order_paced`): the tree in urgency units (factored.py)."""
+        """A market's rounds (`decide` with multipliers): the tree in urgency units (factored.py)."""
 
     def allocate(
-        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None
+        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
+        bids: Sequence[float] | None = None,
     ) -> RadixAllocation:
-        """The welfare-maximal order and its costs (no payments) over a non-empty queue."""
+        """The welfare-maximal order and its costs (no payments) over a non-empty queue, built
+        from scratch (the oracle the kept trees are tested against)."""
         requests = list(requests)
-        tokens, bids = validate_requests(requests, self._memo.held)  # the memo's arrays passed already
+        tokens, own = validate_requests(requests, self._memo.held)  # the memo's arrays passed already
         tree = build_queue_tree(tokens, self._prefix_lens(tokens, cached, prefix_lens), self._memo)
-        return self._allocate_over(requests, bids, tree)
+        return self._allocate_over(requests, own if bids is None else [float(b) for b in bids], tree)
 
     def _allocate_over(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
         """The allocation of `requests` with `bids` over their queue tree (one request or many)."""
@@ -199,51 +183,44 @@ class RadixTreeAuction(AuctionMechanism):
             return self._allocate_lone(requests, bids, tree)
         return self._allocate_tree(requests, bids, tree)
 
-    def _allocate_bids(
-        self, requests: list[Request], bids: Sequence[object], prefix_lens: list[int] | None
-    ) -> RadixAllocation:
-        """`allocate` with the round's recorded `bids` in place of the requests' bids now."""
-        tokens, _ = validate_requests(requests, self._memo.held)
-        tree = build_queue_tree(tokens, prefix_lens, self._memo)
-        return self._allocate_over(requests, [float(b) for b in bids], tree)
-
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
-        alpha: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
+        multipliers: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
     ) -> Decided:
         """A market's round (bids alpha x urgency) of two requests or more: over the
         tree kept in urgency units (factored.py). A lone request: itself, its allocation built on
-        first use. Otherwise the incremental tree's order until a round is priced, and from then
-        on the from-scratch allocation, which the payments need."""
-        if alpha is not None and len(requests) > 1:
+        first use. Otherwise the incremental tree's order, its allocation built from scratch when
+        the round is priced."""
+        if multipliers is not None and len(requests) > 1:
             if self._urgency_tree is None:
                 self._urgency_tree = IncrementalQueueTree(
                     self.request_work, costed=self.cost_model == "tokens", factored=True)
             root = _update_tree(self._urgency_tree, requests, [r.urgency for r in requests], prefix_lens, refreshed)
-            return factored_allocation(root, requests, bids, prefix_lens, alpha, self.request_work)
+            return factored_allocation(root, requests, bids, prefix_lens, multipliers, self.request_work)
         if len(requests) == 1:  # nothing to order (over half the rounds of the default scenario)
             validate_requests(requests, self._memo.held)
-            return OrderedRound(weakref.ref(self), requests, bids, prefix_lens, list(requests))
-        if self._priced:
-            return self.allocate(requests, cached=cache, prefix_lens=prefix_lens)
+            check_bids(requests, bids)  # the round's bid, which in a market is not the request's
+            return OrderedRound(requests, bids, prefix_lens, list(requests))
         if self._tree is None:
             self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
         root = _update_tree(self._tree, requests, bids, prefix_lens, refreshed)
-        return OrderedRound(weakref.ref(self), requests, bids, prefix_lens, list(root.flat))
+        return OrderedRound(requests, bids, prefix_lens, list(root.flat))
 
-    def _admission(self, alloc: Decided) -> list[Request]:
+    def admission(self, alloc: Decided) -> list[Request]:
         if isinstance(alloc, (OrderedRound, FactoredAllocation)):
             return list(alloc.admission)
-        return super()._admission(alloc)
+        return super().admission(alloc)
 
-    def _full(self, alloc: Decided) -> RadixAllocation | FactoredAllocation:
-        """The allocation the payments read; marks the auction as priced (see `_decide`)."""
-        if not self._priced:
-            self._priced, self._tree = True, None
-        return alloc.full if isinstance(alloc, OrderedRound) else alloc
+    def full(self, alloc: Decided) -> RadixAllocation | FactoredAllocation:
+        """The allocation the payments read (an `OrderedRound`'s built from scratch, once)."""
+        if not isinstance(alloc, OrderedRound):
+            return alloc
+        if alloc.full is None:
+            alloc.full = self.allocate(alloc.requests, prefix_lens=alloc.prefix_lens, bids=alloc.bids)
+        return alloc.full
 
-    def _outcome(self, alloc: Decided) -> AuctionOutcome:
-        return super()._outcome(self._full(alloc))
+    def outcome(self, alloc: Decided) -> AuctionOutcome:
+        return super().outcome(self.full(alloc))
 
     def _allocate_tree(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
         """Block stats children before parents, Smith order at each node, then the depth-first order."""
@@ -279,7 +256,7 @@ class RadixTreeAuction(AuctionMechanism):
     def payments(self, alloc: Decided, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """VCG payment of each of `bidders` (default: every bidder in the round; one without a
         request in it pays 0); see the module docstring."""
-        alloc = self._full(alloc)
+        alloc = self.full(alloc)
         nn = alloc.tree.n_nodes
         leaf_owner = alloc.leaf_owner
         present = dict.fromkeys(leaf_owner)  # the round's bidders, in order of first leaf
@@ -368,7 +345,7 @@ class RadixTreeAuction(AuctionMechanism):
 def _update_tree(
     tree: IncrementalQueueTree, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
     refreshed: WaitingPrefixes | None,
-) -> _Node:
+) -> QueueNode:
     """Bring `tree` to the round's queue: by the changes since the engine's refresh it was last
     brought to, when `requests` is the queue of a later refresh still kept (`refreshed`), else by
     comparing queues. Returns its root."""

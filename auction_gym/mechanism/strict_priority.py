@@ -85,11 +85,13 @@ class StrictPriorityAuction(AuctionMechanism):
     name = "strict_vcg"
 
     def allocate(
-        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None
+        self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
+        bids: Sequence[float] | None = None,
     ) -> StrictAllocation:
         """Order a non-empty queue by bid (ties by arrival, then id) and cost it."""
         requests = list(requests)
-        tokens, bids = validate_requests(requests, self._memo.held)
+        tokens, own = validate_requests(requests, self._memo.held)
+        bids = own if bids is None else [float(b) for b in bids]
         n = len(requests)
         order = sorted(range(n), key=lambda r: (-bids[r], requests[r].arrival, requests[r].id))
         rank = [0] * n

@@ -1,7 +1,8 @@
 """Run-time checks of an auction's inputs.
 
-Bids are re-checked at every run because the market rewrites `Request.bid` (multiplier x urgency)
-after construction, so `Request.__post_init__` alone does not guarantee them.
+Bids are re-checked at every run: a request's `bid` and `urgency` may be changed after construction,
+so `Request.__post_init__` alone does not guarantee them, and a market's round bids multiplier x
+urgency, which no request holds.
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ def validate_requests(
     except (TypeError, ValueError):
         return _validate_one_by_one(requests)
     return tokens, bids
+
+
+def check_bids(requests: Sequence[Request], bids: Sequence[float]) -> None:
+    """Raise ValueError naming the first request whose bid in the round is not finite and >= 0."""
+    for r, b in zip(requests, bids):
+        if not 0.0 <= b < math.inf:  # also rejects nan
+            raise ValueError(f"request {r.id}: bid must be finite and >= 0, got {b!r}")
 
 
 def _validate_one_by_one(requests: Sequence[Request]) -> tuple[list[np.ndarray], list[float]]:

@@ -1,6 +1,7 @@
-"""Admission-order policies without money; the auctions in `auction_gym.mechanism` share the interface."""
+"""Admission-order policies without money, and the interfaces the engine calls (a `Scheduler`'s
+`order`, an `Auction`'s `decide`); the auctions are in `auction_gym.mechanism`."""
 
-from .base import Scheduler, fcfs_key, make_scheduler, register_scheduler, scheduler_names
+from .base import Auction, Decision, Scheduler, admission_order, fcfs_key, make_scheduler, scheduler_names
 from .dfs_weight import DFSWeight
 from .fcfs import FCFS
 from .klpm import KLPM
@@ -8,6 +9,6 @@ from .lpm import LPM
 from .waiting import WaitingPrefixes
 
 __all__ = [
-    "DFSWeight", "FCFS", "KLPM", "LPM", "Scheduler", "WaitingPrefixes", "fcfs_key", "make_scheduler",
-    "register_scheduler", "scheduler_names",
+    "Auction", "DFSWeight", "Decision", "FCFS", "KLPM", "LPM", "Scheduler", "WaitingPrefixes", "admission_order",
+    "fcfs_key", "make_scheduler", "scheduler_names",
 ]

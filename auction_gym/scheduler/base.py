@@ -1,16 +1,19 @@
-"""The scheduler interface: given the waiting queue and the cache, the admission order.
+"""The admission policies' interfaces: given the waiting queue and the cache, the admission order.
 
-Every policy that orders the queue (cache-aware ones without money here, the auctions of
-`auction_gym.mechanism`) is a `Scheduler` and is found by name through `make_scheduler`.
+A policy without money (FCFS and the cache-aware ones here) is a `Scheduler`: `order(queue,
+cache)` returns the order. An auction (`auction_gym.mechanism`) is an `Auction`: `decide(queue,
+cache, multipliers)` returns the round it decided (a `Decision`: its admission order, and what the
+market prices), which the engine hands back on the `Iteration` it produced (docs/design.md section
+2). Every policy is found by name through `make_scheduler`, the one factory.
 """
 
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ..radix_cache import RadixCache
-from ..registry import MechanismEntry, find_mechanism, get_mechanism, mechanism_names, register_mechanism
+from ..registry import find_mechanism, get_mechanism, mechanism_names
 from ..request import Request
 
 
@@ -47,16 +50,43 @@ class Scheduler(Protocol):
     def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]: ...
 
 
-def register_scheduler(name: str) -> Callable[[Callable[..., Scheduler]], Callable[..., Scheduler]]:
-    """Class decorator: register a scheduler as mechanism `name` (`auction_gym.registry`, the one
-    registry; the summary is the first line of its docstring)."""
+class Decision(Protocol):
+    """One admission round as an auction decided it (`auction_gym.mechanism.AuctionRound`)."""
 
-    def decorate(factory: Callable[..., Scheduler]) -> Callable[..., Scheduler]:
-        summary = (factory.__doc__ or name).strip().splitlines()[0]
-        register_mechanism(MechanismEntry(name, factory, summary))
-        return factory
+    def admission_order(self) -> list[Request]:
+        """The waiting queue, first = admitted first."""
+        ...
 
-    return decorate
+
+@runtime_checkable
+class Auction(Protocol):
+    """An admission policy that prices its rounds (`auction_gym.mechanism.AuctionMechanism`).
+
+    `decide(queue, cache, multipliers)` decides the round: with `multipliers` (a market's, one per
+    bidder) request r bids multipliers[r.bidder] x r.urgency, without them its own `bid`. It
+    returns the round as a value, which the engine puts on the iteration that admitted from it
+    (`Iteration.decision`). The rules of `Scheduler.order` on the queue and the cache hold, and so
+    do its optional `in_batch_deprioritizes`, `sorts_in_place` and `attach_waiting_prefixes`.
+    """
+
+    name: str
+
+    def decide(
+        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
+    ) -> Decision: ...
+
+
+def admission_order(
+    policy: Scheduler | Auction, queue: Sequence[Request], cache: RadixCache,
+    multipliers: Sequence[float] | None = None,
+) -> tuple[list[Request], Decision | None]:
+    """`policy`'s admission order of `queue` and, for an auction, the round it decided (`decide`,
+    with `multipliers`); None for a policy without money, asked for its `order` alone."""
+    decide = getattr(policy, "decide", None)
+    if decide is None:
+        return policy.order(queue, cache), None
+    decision = decide(queue, cache, multipliers)
+    return decision.admission_order(), decision
 
 
 def in_batch_applies(scheduler: Scheduler, waiting: int) -> bool:
@@ -75,12 +105,21 @@ def scheduler_names() -> list[str]:
     return sorted(mechanism_names())
 
 
-def make_scheduler(name: str, **kwargs) -> Scheduler:
-    """Build the scheduler registered under `name` with `kwargs`; an unknown name lists the valid ones."""
+def make_scheduler(
+    name: str, cost_model: str | None = None, request_overhead: float | None = None, **kwargs: Any
+) -> Scheduler | Auction:
+    """The policy registered under `name`, built with `kwargs`: the one factory of admission
+    policies. `cost_model` and `request_overhead` (docs/design.md section 3) go to an auction, and
+    are dropped for a policy without money, which has no completion-time model, so a market builds
+    any policy with its own settings; None leaves the auction's default. An unknown name lists the
+    valid ones."""
     try:
         entry = get_mechanism(name)
     except ValueError:
         raise ValueError(f"unknown scheduler {name!r}; valid names: {', '.join(scheduler_names())}") from None
+    if entry.is_auction:
+        given = {"cost_model": cost_model, "request_overhead": request_overhead}
+        kwargs = {**{k: v for k, v in given.items() if v is not None}, **kwargs}
     return entry.factory()(**kwargs)
 
 

@@ -12,7 +12,7 @@ from .classes import (
     draw_request_params,
     get_class,
 )
-from .mooncake import MOONCAKE_MAX_NEW_TOKENS, expand_blocks, iter_mooncake, load_mooncake
+from .mooncake import MOONCAKE_MAX_NEW_TOKENS, SAMPLE_TRACE, expand_blocks, iter_mooncake, load_mooncake
 from .registry import (
     LoadSweep,
     ReplicaScale,
@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_CLASS_MIX",
     "INTERACTIVE",
     "MOONCAKE_MAX_NEW_TOKENS",
+    "SAMPLE_TRACE",
     "URGENT",
     "AgenticConfig",
     "LoadSweep",

@@ -44,6 +44,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from pathlib import Path
 from typing import Iterator, Mapping
 
 import numpy as np
@@ -52,6 +53,10 @@ from ..request import Request
 from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix, checked_max_new_tokens
 
 _MASK64 = (1 << 64) - 1
+
+SAMPLE_TRACE = Path(__file__).parent / "data" / "mooncake" / "conversation_slice.jsonl"
+"""The first 1,000 lines of the conversation trace (Apache-2.0, its license beside it), shipped as
+package data so that an installed package replays it as a source checkout does."""
 
 MOONCAKE_MAX_NEW_TOKENS = 2000
 """The conversation trace's clients' cap on output (tokens), `iter_mooncake`'s default

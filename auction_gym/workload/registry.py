@@ -5,7 +5,7 @@ the market's defaults for them, and how the experiments sweep its load. Everythi
 from it: `WORKLOADS` and the keyword check of `MarketConfig` (`auction_gym.market.config`),
 `MarketConfig.make_workload`, the workload rows of `RadixAuctionEnv`'s docstring, and the
 workloads of `radix-auction demo` and `reproduce`. Registration order is table order. To add one,
-see the README's "Extending" section.
+see the documentation's "Extending" page.
 
 A stream is called `target(num_bidders=N, seed=S, **kwargs)` (and, for a workload that replays a
 trace, with the trace's path under `trace_argument`) and returns the requests in arrival order

@@ -20,7 +20,7 @@ from auction_gym.workload import iter_mooncake
 from ..commands.reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
 
 DEFAULT_TRACE = full_trace() or SLICE
-"""The full trace when FULL_TRACE_ENV names it (the figures in the README are on it), else the
+"""The full trace when FULL_TRACE_ENV names it (the figures on the documentation's benchmarks page are on it), else the
 shipped 1,000-line slice."""
 
 

@@ -17,35 +17,22 @@ queue about 24, so a shorter PPO run is not comparable with the env's figure.)
 `--blocks K` cuts the two runs into K blocks played in turn, env alone then PPO, so that a slow
 stretch of a shared machine slows both rather than one. The blocks continue one run each (the env
 is not reset between its blocks; PPO learns on with `reset_num_timesteps` False, whole rollouts per
-block), so the work is that of the two runs. It is not the default: on a quiet machine (load
-average 0.5-1.0) the env alone ran 0.41-0.47 ms a step between PPO's blocks against 0.37-0.39 ms
-before any PPO (shares 31.3-32.4% against 24.5-26.8%), the slowdown the env also shows inside
-PPO's run, so blocks measure the env in another state, not with less noise alone. Each block's
+block), so the work is that of the two runs. It is not the default: on a quiet machine the env
+alone ran 0.41-0.47 ms a step between PPO's blocks against 0.37-0.39 ms before any PPO, the
+slowdown the env also shows inside PPO's run, so blocks measure the env in another state, not with
+less noise alone. Each block's
 times are printed, then the totals, which alone compare like with like.
 
 Then the floor: the same env alone under FCFS, which runs no auction and charges nothing (the
 engine, the market's accounting, the observations and the other bidders' policies), over the same
 steps, with its share of the same PPO step. No speed-up of the auction can bring the share below
-it. On one 2-core machine, whose speed drifted within the hour: with PPO's step at 1.08-1.31 ms the
-floor was 19.0-23.0% (0.25-0.28 ms a step) against 27.3-30.7% for the radix auction (0.29-0.39 ms,
-three runs); with PPO's step at 0.81-0.83 ms (FCFS and the radix auction run separately) it was
-28.9-30.3%, where the 25% target is out of reach of the auction's code alone. After the radix
-auction kept its tree across a market's rounds (mechanism/factored.py), best of 3: floor 0.170 ms
-(19.2%), the radix auction 0.251 ms (28.2%), PPO 0.887 ms. After a round that trimmed the engine,
-the market and the auction's lone rounds (9% fewer instructions per step, counted with callgrind),
-four runs of `--repeats 3` gave shares of 25.0-28.0% (per repeat 21.1-31.2%: PPO's step took
-0.87-1.46 ms within the hour), the env 0.245-0.309 ms and the floor 0.164-0.190 ms. A second such
-round (4.5% fewer instructions; the market, engine, cache and workload): three runs gave 24.3%,
-24.4% and 27.0% (env 0.218-0.269 ms, PPO 0.901-1.104 ms, floor 0.150-0.171 ms). A third (9.2%
-fewer instructions: the engine reports its queue's changes to the refresh and the auction's tree)
-gave 24.7%, 23.1%, 22.5% and 19.1% in a slow stretch of the machine (PPO 1.23-1.60 ms, env
-0.236-0.354 ms), where the code before it gave 21.8-24.4%: the machine's noise exceeds the cut.
+it. The figures measured are on the documentation's benchmarks page.
 `--no-floor` skips the floor.
 
 `--repeats R` measures R times, each from the same seeds (the same work), and reports the best
 time of each part (the env alone, PPO, the floor), as `bench.mechanism` reports the best of its
-repeats, with each repeat's figures above. The speed of the 2-core machines this ran on drifts
-within minutes (PPO's step 0.87-1.37 ms in one hour, nothing else running), and a single run pairs
+repeats, with each repeat's figures above. A small machine's speed can drift within minutes
+(PPO's step 0.87-1.37 ms in one hour on a 2-core one, nothing else running), and a single run pairs
 the env and PPO from whichever stretches they fell in; the best of each is the figure least moved
 by that, for both parts alike.
 
@@ -54,7 +41,7 @@ less (both loops run on one thread: PPO is given one torch thread).
 
 The env's own time inside PPO's run is printed too, measured by a wrapper around it: there a step
 costs more than alone (0.48-0.63 against 0.35-0.47 ms), and so does an env that runs no auction
-(`--mechanism fcfs`: 0.077 ms alone, 0.092 ms inside, in an earlier round), so it is the price of
+(`--mechanism fcfs`: 0.077 ms alone, 0.092 ms inside), so it is the price of
 alternating with the policy's torch code, not of the env's work: presumably the CPU caches refilled
 at every step.
 """

@@ -13,10 +13,7 @@ threads spin-wait for each other, so when a core is taken a small network's ever
 backward pass waits for a descheduled thread; training processes therefore default to one thread
 (`TrainConfig.torch_threads`, `--torch-threads`).
 
-Measured (2 CPUs shared with other jobs, two runs of --repeats 2 and 3; steps/s, 1 thread against
-2): with no busy process of ours 392-472 against 364-494 at load 1.9-2.2, 354-394 against 37-70 at
-load 2.9-3.9; beside one busy process 465-642 against 282-388 at load 1.9-2.1, 152-238 against
-30-45 at load 3.9-5.4.
+The figures it measured are on the documentation's "Runs, outputs and errors" page.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ import numpy as np
 from auction_gym.engine import CostModel
 
 from ..argtypes import positive_int, unit_share
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 
 if TYPE_CHECKING:
     from gpu_backend import KVPool, Transformer

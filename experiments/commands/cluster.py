@@ -11,9 +11,10 @@ grow with the replicas (requests x replicas) so each replica serves about as man
 Per point: hit rate, mean TTFT and latency (simulated s), throughput (finished requests per
 simulated s), load imbalance (max / mean time-averaged running requests per replica,
 `auction_gym.cluster.load_imbalance`), welfare (sum of V - w x latency) and revenue (payments),
-and the wall time. Outputs under --out: cluster.csv, cluster.md (the table, then the issue's targets
-read off it: `targets`) and figures cluster_hit_rate.png, cluster_imbalance.png,
-cluster_latency.png; with --kv-weights also cluster_kv_weight.png.
+and the wall time. Outputs under --out: cluster.csv, cluster.md (the command, machine and date that
+made it, the table, then the targets read off it: `targets`, and links to the figures) and figures
+cluster_hit_rate.png, cluster_imbalance.png, cluster_latency.png; with --kv-weights also
+cluster_kv_weight.png.
 
 `--kv-weights` adds rows of Dynamo's KV router at non-default overlap weights, labelled
 `kv_overlap(w=X)` (the `kv_overlap` rows keep Dynamo's default, 1.0). `--merge` renders the
@@ -35,6 +36,7 @@ from auction_gym.market import MECHANISMS, Market, MarketConfig
 from auction_gym.workload import get_workload, workload_names
 
 from ..argtypes import positive_int
+from ..provenance import figure_links, made_by
 from .reproduce_trace import SLICE, full_trace
 
 TRACE = next((p for p in (full_trace(),) if p is not None and p.is_file()), SLICE)
@@ -220,7 +222,7 @@ def _find(points: list[Point], workload: str, load: float, replicas: int, policy
 
 
 def targets(points: list[Point], replicas: int = 8) -> list[str]:
-    """The issue's targets read off the rows at `replicas` (LPM admission unless said), one line
+    """The cluster study's targets read off the rows at `replicas` (LPM admission unless said), one line
     per workload and load: each router's hit rate over `oracle_prefix`'s with its imbalance
     (target >= 0.9 at <= 1.3 for `cache_aware` or `kv_overlap`), throughput over one replica's
     (shared prefix, cache_aware; target >= 7x), the radix auction's hit rate over LPM's under
@@ -324,10 +326,12 @@ def run(args: argparse.Namespace) -> None:
         points = sweep(_grid(args), args.size or (128 if args.quick else 1000), args.trace, args.kv_weights)
     write_csv(points, args.out / "cluster.csv")
     lines = targets(points)
-    (args.out / "cluster.md").write_text("\n".join([markdown(points), "", "Targets:", "", *lines]) + "\n")
-    for path in [*figures(points, args.out), kv_weight_figure(points, args.out)]:
-        if path is not None:
-            print(f"wrote {path}")
+    paths = [p for p in (*figures(points, args.out), kv_weight_figure(points, args.out)) if p is not None]
+    page = args.out / "cluster.md"
+    page.write_text("\n".join(["# Cluster: routers x admission policies x replicas", "", made_by(args), markdown(points),
+                               "", "Targets:", "", *lines, "", "## Figures", "", figure_links(paths, page)]))
+    for path in paths:
+        print(f"wrote {path}")
     print("\n".join(lines))
 
 

@@ -1,4 +1,5 @@
-"""`radix-auction compare`: train pacing agents and compare them with OGD, a PI pacer and tuned baselines.
+"""`radix-auction compare`: train pacing agents (any learner of `agents.learners`) and compare them with
+OGD, a PI pacer and tuned baselines.
 
 Each run of `compare` writes its TensorBoard folders under a new ROOT = LOGDIR/compare (then
 LOGDIR/compare_2, ... when taken; `--overwrite` reuses LOGDIR/compare):
@@ -47,13 +48,15 @@ import torch
 
 from agents.baselines import TUNED
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, policy_from_spec, policy_name
+from agents.learners import LEARNERS, check_hyperparams, names_text
 from agents.run_dir import new_run_dir
-from agents.sb3 import ALGOS, check_hyperparams, load_hyperparams, load_policy
+from agents.sb3 import MODEL_SUFFIXES, load_hyperparams, load_policy
 from agents.training import TrainConfig, set_torch_threads, train
-from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
+from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
 
 from ..argtypes import positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 from . import compare_report as report_of
 from .headroom import Headroom, add_scenario_arguments, headroom, scenario_kwargs
@@ -62,7 +65,7 @@ from .headroom import write as write_headroom
 from .policy_figure import plot_policies, trace
 from .train import key_values
 
-BASELINES = (*(p for p in BUILTIN_POLICIES if not p.startswith(FIXED_PREFIX)), *TUNED)
+BASELINES = (*PLAIN_POLICIES, *TUNED)
 COLUMNS = (*METRICS, *map(report_of.paired_name, report_of.REFERENCES))
 """compare.md's per-episode table: the metrics, then the paired differences."""
 FIGURE_EPISODES = 3
@@ -92,7 +95,7 @@ def _sizes_text(sizes: dict[str, int]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algos", default="ppo", help=f"comma-separated, from {', '.join(ALGOS)} (default ppo)")
+    parser.add_argument("--algos", default="ppo", help=f"comma-separated, from {names_text()} (default ppo)")
     parser.add_argument("--budget", choices=list(BUDGETS), default=DEFAULT_BUDGET,
                         help="the run's sizes: " + "; ".join(f"{name}: {_sizes_text(sizes)}"
                                                              for name, sizes in BUDGETS.items())
@@ -134,13 +137,13 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str], dict[str, A
     """The algorithms and baselines asked for and the env kwargs (the scenario's, `--env-kwargs`
     over them), every option checked before any work starts."""
     algos = [a for a in args.algos.split(",") if a]
-    if not algos or any(a not in ALGOS for a in algos):
-        raise UsageError(f"unknown --algos {args.algos!r}; valid: {', '.join(ALGOS)}")
+    if not algos or any(a not in LEARNERS for a in algos):
+        raise UsageError(f"unknown --algos {args.algos!r}; valid: {names_text()}")
     baselines = [b for b in args.baselines.split(",") if b]
     for spec in baselines:
         if spec in TUNED:
             continue
-        if spec.endswith(".zip"):
+        if spec.endswith(MODEL_SUFFIXES):
             raise UsageError(f"--baselines: {spec!r} is a model; valid: {', '.join((*BUILTIN_POLICIES, *TUNED))}")
         try:
             policy_from_spec(spec)

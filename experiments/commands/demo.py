@@ -27,7 +27,7 @@ from auction_gym.registry import mechanism_names
 from auction_gym.workload import get_workload, workload_names
 
 from ..argtypes import json_dict, non_negative_int, positive_float, positive_int, trace_file
-from ..cli import UsageError
+from ..errors import UsageError
 
 WORKLOAD_OPTIONS = ("rate", "duration", "time_scale", "limit", "num_groups", "prompts_per_group")
 """The demo's options that set a workload argument of the same name, where the workload takes one."""

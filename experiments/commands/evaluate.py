@@ -20,17 +20,19 @@ from typing import Sequence
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, log_episodes, policy_from_spec, policy_name
 from agents.run_dir import new_run_dir
+from agents.sb3 import MODEL_SUFFIXES
 from agents.stats import summary_lines
 from agents.training import set_torch_threads
 from auction_gym.pacing import BUILTIN_POLICIES, Policy
 
 from ..argtypes import json_dict, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from .train import scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", required=True, help=f"{', '.join(BUILTIN_POLICIES)}, or PATH.zip of a trained model")
+    parser.add_argument("--policy", required=True, help=f"{', '.join(BUILTIN_POLICIES)}, or PATH.zip / PATH.npz of a trained model (SB3's, a policy search's)")
     parser.add_argument("--episodes", type=positive_int, default=10, help="evaluation episodes (default 10)")
     parser.add_argument("--seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"episode k uses seed SEED + k (default {DEFAULT_EVAL_SEED})")
@@ -59,7 +61,7 @@ def evaluate_and_log(policy: Policy, name: str, env_kwargs: dict, episodes: int,
 
 def run(args: argparse.Namespace) -> None:
     set_torch_threads(args.torch_threads)
-    model = args.policy if args.policy.endswith(".zip") else None
+    model = args.policy if args.policy.endswith(MODEL_SUFFIXES) else None
     if model is not None and not Path(model).is_file():
         raise UsageError(f"--policy: model not found: {model}")
     env_kwargs, source = scenario(args.env_kwargs, model)

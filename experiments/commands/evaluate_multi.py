@@ -42,19 +42,20 @@ from agents.population import (
 )
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
-from auction_gym.pacing import BUILTIN_POLICIES, FIXED_PREFIX, Policy
+from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
 from auction_gym.scenarios import scenario
 
 from ..argtypes import json_dict, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from .compare_report import markdown as compare_markdown
 from .compare_report import paired_name, write_csv, write_episodes
 from .compare_report import summarize as compare_summarize
 
 SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: the multi-agent runs keep the scenario of issues 13-22 (`auction_gym.scenarios`)."""
+"""The env arguments by default: the multi-agent runs keep the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
 
-BASELINES = tuple(p for p in BUILTIN_POLICIES if not p.startswith(FIXED_PREFIX))
+BASELINES = PLAIN_POLICIES
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}
 PAIRED = ("welfare", "revenue")
 """Market metrics also reported as paired differences from the first baseline."""

@@ -13,8 +13,8 @@ Percentiles are the measure, not per-request errors: a request that arrives whil
 runs waits for its end, and which iteration that is, and how far into it, changes from one torch
 replay to the next with the iterations' timing noise, so a request's TTFT carries a wait uniform
 over an iteration that no simulator can predict request by request, and its prefill one
-iteration's timing noise (per-request TTFT of two torch replays differ by 21-43% at the median,
-README). Over enough requests (512 by default) those average out of the percentiles.
+iteration's timing noise (per-request TTFT of two torch replays differ by 21-43% at the median:
+the documentation's "The PyTorch engine and calibration"). Over enough requests (512 by default) those average out of the percentiles.
 
 Made to travel between machines, and to hold on a machine other processes keep busy:
 - clock: the torch engine's iterations are timed on the "cpu" clock by default (the computing
@@ -27,7 +27,7 @@ Made to travel between machines, and to hold on a machine other processes keep b
   saturation; `--rate` fixes it in requests/s. The summary also gives the load each scored replay
   ran at (`realized_load`, a rough estimate): on a shared machine the replays need not run at the
   capacity replay's speed (without the speed reference, an estimated 0.43-0.93 for "0.6" over
-  fifteen runs here, and 4-48% of requests queued; README).
+  fifteen runs, and 4-48% of requests queued; the documentation's torch engine page).
 - speed reference (opt-in, `--speed-reference N`): every N iterations a fixed decode step is
   timed, and iteration times are scaled by the machine's nominal over current speed
   (`gpu_backend.speed_reference`), since a shared CPU's speed drifts on the cpu clock too; the
@@ -76,7 +76,8 @@ from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
 from ..argtypes import non_negative_int, positive_float, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from .calibrate import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
 from .replays import Replay, replay, replay_together, saturation_replay, torch_engine
 
@@ -162,7 +163,7 @@ def realized_load(capacity: Replay, reals: list[Replay], rate: float) -> dict[st
     and this says at which load they did run. It assumes the fitted model's error is the same on
     the replays' smaller batches as on the capacity replay's, so it is a rough estimate: over
     fifteen runs it went with the share of requests queued more than 20 ms at a correlation of 0.67
-    (README)."""
+    (the documentation's torch engine page)."""
     rps = summarize(list(capacity.records.values())).throughput_rps
     cost = fit_replay(capacity, "fitted to the capacity replay")
     realized = [rps / speed_ratio(real, cost) for real in reals]

@@ -40,6 +40,7 @@ import numpy as np
 
 from agents.baselines import CANDIDATES, TUNED, TUNING_SEED
 from agents.evaluation import DEFAULT_EVAL_SEED, evaluate
+from agents.sb3 import ENV_ID, check_env_kwargs
 from agents.stats import format_ci, mean_ci
 from auction_gym.envs import RadixAuctionEnv
 from auction_gym.market import MarketConfig
@@ -47,7 +48,8 @@ from auction_gym.pacing import OGDPacer, Policy, Truthful
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
 
 from ..argtypes import json_dict, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 
 TUNING_EPISODES = 36
@@ -254,19 +256,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", help="directory for headroom.md/.csv/.png (default results)")
 
 
-def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--scenario` and `--env-kwargs`, which `scenario_kwargs` merges (headroom and compare)."""
-    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, choices=list(SCENARIOS),
-                        help=f"named scenario (auction_gym.scenarios; default {DEFAULT_SCENARIO})")
+def add_scenario_arguments(parser: argparse.ArgumentParser, default: str | None = DEFAULT_SCENARIO,
+                           env_kwargs_help: str = "(default none)") -> None:
+    """`--scenario` and `--env-kwargs`, which `scenario_kwargs` merges (headroom, compare, train,
+    tune); `default` None: no scenario unless one is named (the env's own defaults)."""
+    shown = default or "none: the env's own defaults"
+    parser.add_argument("--scenario", default=default, choices=list(SCENARIOS),
+                        help=f"named scenario (auction_gym.scenarios; default {shown})")
     parser.add_argument("--env-kwargs", type=json_dict, default={},
-                        help="RadixAuction-v0 arguments as JSON, over the scenario's key by key (default none)")
+                        help=f"RadixAuction-v0 arguments as JSON, over the scenario's key by key {env_kwargs_help}")
 
 
-def scenario_kwargs(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The named scenario's env kwargs with `overrides` over them, checked."""
-    from .train import checked_env_kwargs
+def checked_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
+    """`env_kwargs` when the env `env_id` accepts them, else UsageError naming --env-kwargs."""
+    try:
+        check_env_kwargs(env_kwargs, env_id)
+    except ValueError as e:
+        raise UsageError(f"--env-kwargs: {e}") from None
+    return env_kwargs
 
-    return checked_env_kwargs({**scenario(name), **overrides})
+
+def scenario_kwargs(name: str | None, overrides: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
+    """The named scenario's env kwargs (none for None) with `overrides` over them, checked for `env_id`."""
+    return checked_env_kwargs({**(scenario(name) if name else {}), **overrides}, env_id)
 
 
 def run(args: argparse.Namespace) -> None:

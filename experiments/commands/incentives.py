@@ -54,7 +54,8 @@ from auction_gym.market.config import AUCTIONS
 from auction_gym.pacing import OGDPacer
 
 from ..argtypes import non_negative_int, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 
 MECHANISMS = tuple(AUCTIONS)

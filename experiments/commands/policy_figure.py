@@ -1,5 +1,6 @@
 """What a pacing policy does: `compare`'s figure of each policy's multiplier over one evaluation
-episode (bursts shaded) and against the queue length and the time left, over a few episodes.
+episode (the scenario's load shaded: its bursts, or its load wave) and against the queue length and
+the time left, over a few episodes.
 
 The points are the rounds of evaluation episodes (seeds EVAL_SEED, EVAL_SEED + 1, ...), the same
 episodes every policy is scored on, so the panels show the states a policy actually meets rather
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -20,7 +21,10 @@ from auction_gym.market import Obs
 from auction_gym.market.observation import TOTAL_QUEUE_SCALE
 from auction_gym.pacing import Policy
 from auction_gym.workload import AgenticConfig
-from auction_gym.workload.agentic import in_burst
+from auction_gym.workload.agentic import in_burst, wave_shape
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -50,36 +54,75 @@ def trace(policy: Policy, env_kwargs: dict[str, Any], seed: int, episodes: int) 
     return out
 
 
-def plot_policies(path: Path, traces: dict[str, Trace], env_kwargs: dict[str, Any]) -> None:
-    """Three panels: multiplier over the first episode's engine time with the burst windows of the
-    workload shaded; multiplier against waiting requests (log axis); multiplier against the share
-    of the horizon left. One colour per policy."""
+@dataclass(frozen=True)
+class LoadShading:
+    """What the time panel shades: `label` names it in the legend and the title; `level(t)` is the
+    shaded height at engine times `t`, as a share of the panel's height."""
+
+    label: str
+    level: Callable[[np.ndarray], np.ndarray]
+
+
+def load_shading(env_kwargs: dict[str, Any]) -> LoadShading | None:
+    """The scenario's load over an episode, as the workload defines it: its burst windows, else its
+    load wave (the rate multiplier, scaled so that its peak fills the panel), else None."""
+    cfg = AgenticConfig(**env_kwargs.get("workload_kwargs", {}))
+    if cfg.burst_period > 0 and cfg.burst_duration > 0:
+        return LoadShading("burst", lambda t: in_burst(t, cfg).astype(float))
+    if cfg.wave_amplitude > 0:
+        peak = 1.0 + cfg.wave_amplitude
+        return LoadShading("load wave (rate x the mean)", lambda t: wave_shape(t, cfg) / peak)
+    return None
+
+
+def draw_policies(traces: dict[str, Trace], env_kwargs: dict[str, Any]) -> Figure:
+    """Three panels: multiplier over the first episode's engine time with the scenario's load
+    shaded (`load_shading`); multiplier against waiting requests (log axis); multiplier against the
+    share of the horizon left. One colour per policy, every policy in one legend below the panels,
+    where it hides no curve."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
-    fig, (ax_time, ax_queue, ax_left) = plt.subplots(1, 3, figsize=(15, 4.2))
-    bursts = AgenticConfig(**env_kwargs.get("workload_kwargs", {}))
+    fig, (ax_time, ax_queue, ax_left) = plt.subplots(1, 3, figsize=(15, 4.8))
+    colours = plt.get_cmap("tab10" if len(traces) <= 10 else "tab20").colors
+    handles: list = []
     for i, (name, tr) in enumerate(traces.items()):
+        colour = colours[i % len(colours)]
         first = np.array(tr.episode) == 0
-        ax_time.step(np.array(tr.time)[first], np.array(tr.multiplier)[first], where="post", color=f"C{i}",
-                     label=name, lw=1.2)
-        ax_queue.scatter(np.maximum(tr.waiting, 1), tr.multiplier, s=4, alpha=0.4, color=f"C{i}", label=name)
-        ax_left.scatter(tr.time_left, tr.multiplier, s=4, alpha=0.4, color=f"C{i}", label=name)
-    times = np.concatenate([np.array(tr.time)[np.array(tr.episode) == 0] for tr in traces.values()])
-    grid = np.linspace(times.min(), times.max(), 2000)
-    ax_time.fill_between(grid, 0, 1, where=in_burst(grid, bursts), transform=ax_time.get_xaxis_transform(),
-                         color="0.85", label="burst")
-    ax_time.set(xlabel="engine time (s), first evaluation episode", ylabel="multiplier alpha",
-                title="multiplier over an episode (bursts shaded)")
+        ax_time.step(np.array(tr.time)[first], np.array(tr.multiplier)[first], where="post", color=colour, lw=1.2)
+        ax_queue.scatter(np.maximum(tr.waiting, 1), tr.multiplier, s=4, alpha=0.4, color=colour)
+        ax_left.scatter(tr.time_left, tr.multiplier, s=4, alpha=0.4, color=colour)
+        handles.append(Line2D([], [], color=colour, lw=2, label=name))
+    shading = load_shading(env_kwargs)
+    title = "multiplier over an episode"
+    if shading is not None:
+        times = np.concatenate([np.array(tr.time)[np.array(tr.episode) == 0] for tr in traces.values()])
+        grid = np.linspace(times.min(), times.max(), 2000)
+        ax_time.fill_between(grid, 0, shading.level(grid), transform=ax_time.get_xaxis_transform(),
+                             color="0.85", zorder=0)
+        handles.append(Patch(color="0.85", label=shading.label))
+        title += f" ({shading.label.split(' (')[0]} shaded)"
+    ax_time.set(xlabel="engine time (s), first evaluation episode", ylabel="multiplier alpha", title=title)
     ax_queue.set(xscale="log", xlabel="waiting requests (all bidders)", ylabel="multiplier alpha",
                  title="multiplier against queue length")
     ax_left.set(xlabel="share of the horizon left", ylabel="multiplier alpha", title="multiplier against time left")
     ax_left.invert_xaxis()
     for ax in (ax_time, ax_queue, ax_left):
         ax.grid(alpha=0.3)
-    ax_time.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
+    rows = math.ceil(len(handles) / 8)
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 8), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * rows, 1, 1))
+    return fig
+
+
+def plot_policies(path: Path, traces: dict[str, Trace], env_kwargs: dict[str, Any]) -> None:
+    """`draw_policies`' figure, saved to `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_policies(traces, env_kwargs)
     fig.savefig(path, dpi=120)
     plt.close(fig)

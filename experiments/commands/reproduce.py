@@ -15,7 +15,7 @@ setting): agentic traffic, SGLang's generated-shared-prefix benchmark
 
 Trace (`reproduce_trace.py`): `--trace`, by default the first of DEFAULT_TRACES that exists: the
 full conversation trace named by $RADIX_AUCTION_MOONCAKE_TRACE when set, else the 1,000-line
-slice the repository ships (`tests/data/mooncake/`). The slice is the trace's first 1,000 lines,
+slice the package ships (`auction_gym.workload.SAMPLE_TRACE`). The slice is the trace's first 1,000 lines,
 unmodified, and no sweep replays more (the mooncake grids' `limit`), so either gives the same rows. The
 run says which trace it uses (or that none is found, and then leaves the Mooncake workload out), and
 parses the lines the sweep will replay before the sweep starts: a malformed trace fails at once,
@@ -64,12 +64,15 @@ import numpy as np
 from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
-from auction_gym.registry import build, mechanism_names
+from auction_gym.registry import mechanism_names
+from auction_gym.scheduler import admission_order, make_scheduler
 from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
+from ..provenance import made_by
 from .reproduce_report import write_report
 from .reproduce_sweep import AUCTION, NUM_BIDDERS, Sweep, sweep_of
 from .reproduce_trace import DEFAULT_TRACES, natural_rate, pick_trace
@@ -93,8 +96,8 @@ CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
 QUICK_WALL_TIME = "about 24 s on 2 idle cores"
-"""`--quick`'s wall time, quoted by --help: 17.7-18.2 s measured (2 jobs, load average < 0.8); about
-30 s while another process keeps one core busy."""
+"""`--quick`'s wall time, quoted by --help (2 jobs; about 30 s while another process keeps one core
+busy)."""
 
 
 def split_policy(policy: str, cost_model: str) -> tuple[str, str]:
@@ -155,7 +158,7 @@ def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str =
         for r, cached in snapshots[k]:
             if cached:
                 cache.insert(r.tokens[:cached])
-        order = build(mechanism, model).order(queue, cache)
+        order, _ = admission_order(make_scheduler(mechanism, model), queue, cache)
         position = {id(r): i for i, r in enumerate(queue)}
         prefix_lens = None if cost_model == "unit" else [cached for _, cached in snapshots[k]]
         tree = build_queue_tree([r.tokens for r in queue], prefix_lens)
@@ -309,7 +312,7 @@ def run(args: argparse.Namespace) -> None:
     with csv_rows(path) as append:
         rows = run_sweep(sweep, seeds, trace, args.cost_model, executor=executor, on_task=append)
     write_csv(rows, path)  # the sweep's order, not the order tasks finished in
-    print(write_report(rows, args.out, args.cost_model))
+    print(write_report(rows, args.out, args.cost_model, made_by(args)))
     print(f"reproduce: {len(rows)} rows in {time.perf_counter() - started:.0f} s wall time ({executor.where()})")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from agents.stats import mean_ci
 from auction_gym.registry import mechanism_names
 
+from ..provenance import figure_links
 from .reproduce_sweep import AUCTION
 
 
@@ -142,16 +143,19 @@ def figures(rows: list[dict], out: Path) -> list[Path]:
     return paths
 
 
-def write_report(rows: list[dict], out: Path, cost_model: str = "tokens") -> str:
-    """Write reproduce.md and the figures under `out`; return the text printed at the end."""
+def write_report(rows: list[dict], out: Path, cost_model: str = "tokens", made_by: str = "") -> str:
+    """Write reproduce.md and the figures under `out`; return the text printed at the end. `made_by`
+    (`experiments.provenance.made_by`: the command, machine and date) opens the page."""
     seeds = len({r["seed"] for r in rows})
-    text = (f"# Reproduce: strict priority versus the radix-tree auction\n\n"
+    paths = figures(rows, out)
+    text = ("# Reproduce: strict priority versus the radix-tree auction\n\n"
+            + (f"{made_by}\n" if made_by else "") +
             f"Mean ± 95% confidence interval over {seeds} seed(s). Ratios are per seed, then averaged. "
             f"The auctions' cost model: {cost_model!r} (model welfare is measured in it); "
             f"{_alternative(rows)} is the radix auction under the other one.\n\n"
             f"## Headline\n\n{headline(rows)}\n\n"
             f"## Latency blow-up (largest strict / radix ratio per workload)\n\n{blow_up(rows)}\n\n"
-            f"## Sustainable throughput (requests/s, at the highest load)\n\n{sustainable(rows)}\n")
+            f"## Sustainable throughput (requests/s, at the highest load)\n\n{sustainable(rows)}\n"
+            f"\n## Figures\n\n{figure_links(paths, out / 'reproduce.md')}")
     (out / "reproduce.md").write_text(text)
-    paths = figures(rows, out)
     return text + "\nfigures: " + ", ".join(str(p) for p in paths)

@@ -10,16 +10,15 @@ from pathlib import Path
 
 from auction_gym.engine import EngineConfig
 from auction_gym.request import Request
-from auction_gym.workload import get_workload
+from auction_gym.workload import SAMPLE_TRACE, get_workload
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .reproduce_sweep import NUM_BIDDERS, Sweep
 
-REPO = Path(__file__).resolve().parents[2]
 FULL_TRACE_ENV = "RADIX_AUCTION_MOONCAKE_TRACE"
 """The environment variable naming the full Mooncake conversation trace (12,031 requests; not in
-the repository, which ships only its first 1,000 lines)."""
-SLICE = REPO / "tests/data/mooncake/conversation_slice.jsonl"
+the package, which ships only its first 1,000 lines)."""
+SLICE = SAMPLE_TRACE
 
 
 def full_trace() -> Path | None:

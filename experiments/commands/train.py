@@ -1,10 +1,12 @@
-"""`radix-auction train`: train an SB3 pacing agent on RadixAuction-v0.
+"""`radix-auction train`: train a pacing agent on RadixAuction-v0 (an SB3 algorithm, or the CMA-ES
+policy search `cmaes`: `agents.learners.LEARNERS`).
 
 Example: `radix-auction train --algo ppo --timesteps 20000 --logdir runs` writes runs/ppo_s0/
 (model.zip, vecnormalize.pkl, config.json, TensorBoard events with SB3's curves, `eval/*` and the
 HPARAMS tab); `tensorboard --logdir runs` shows it. Run again, it writes runs/ppo_s0_2/ and leaves
 the first run as it was (`--overwrite` replaces it instead); `--resume runs/ppo_s0/model.zip`
-continues in runs/ppo_s0/, in the scenario saved in its config.json.
+continues in runs/ppo_s0/, in the scenario saved in its config.json. `--scenario calibrated` trains
+in the scenario `radix-auction compare` compares in (`auction_gym.scenarios`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ from typing import Any
 import yaml
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS
-from agents.sb3 import ALGOS, check_env_kwargs, saved_env_kwargs
+from agents.learners import LEARNERS, names_text
+from agents.sb3 import ENV_ID, VEC_ENVS, saved_env_kwargs
 from agents.stats import summary_lines
 from agents.training import TrainConfig, TrainResult, train
+from auction_gym.scenarios import scenario as named_scenario
 
-from ..argtypes import json_dict, positive_int
-from ..cli import UsageError, run_command
+from ..argtypes import positive_int
+from ..cli import run_command
+from ..errors import UsageError
+from .headroom import add_scenario_arguments, checked_env_kwargs
 
 
 def key_values(items: list[str] | None) -> dict[str, Any]:
@@ -40,37 +46,32 @@ def key_values(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def checked_env_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """`env_kwargs` when RadixAuction-v0 accepts them, else UsageError naming --env-kwargs."""
-    try:
-        check_env_kwargs(env_kwargs)
-    except ValueError as e:
-        raise UsageError(f"--env-kwargs: {e}") from None
-    return env_kwargs
-
-
-def scenario(given: dict[str, Any] | None, model: str | None) -> tuple[dict[str, Any], str]:
+def scenario(given: dict[str, Any] | None, model: str | None, env_id: str = ENV_ID) -> tuple[dict[str, Any], str]:
     """The environment arguments of a run on or of a saved `model`, checked (`checked_env_kwargs`),
-    and where they come from: the model's config.json, with `given` (--env-kwargs) overriding key
-    by key; or `given` alone."""
+    and where they come from: the model's config.json, with `given` (--env-kwargs, or a scenario's
+    and --env-kwargs over them) overriding key by key; or `given` alone."""
     saved = saved_env_kwargs(model) if model is not None else None
     if saved is None:
-        return checked_env_kwargs(dict(given or {})), "--env-kwargs" if given else "the defaults"
+        return checked_env_kwargs(dict(given or {}), env_id), "--env-kwargs" if given else "the defaults"
     env_kwargs, path = saved
     if given:
-        return checked_env_kwargs({**env_kwargs, **given}), f"{path}, overridden by --env-kwargs"
-    return checked_env_kwargs(env_kwargs), str(path)
+        return checked_env_kwargs({**env_kwargs, **given}, env_id), f"{path}, overridden by --env-kwargs"
+    return checked_env_kwargs(env_kwargs, env_id), str(path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", default="ppo", help=f"one of {', '.join(ALGOS)} (default ppo)")
+    parser.add_argument("--algo", default="ppo", help=f"one of {names_text()} (default ppo)")
     parser.add_argument("--timesteps", type=positive_int, default=None,
                         help="environment steps to train (default: the YAML's n_timesteps); with --resume, "
                         "this many more")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the model and of the training envs (env i gets SEED + i; default 0)")
     parser.add_argument("--n-envs", type=positive_int, default=None,
-                        help="parallel envs, SubprocVecEnv when > 1 (default: the YAML's n_envs)")
+                        help="envs stepped together (default: the YAML's n_envs)")
+    parser.add_argument("--vec-env", default="dummy", choices=list(VEC_ENVS),
+                        help="dummy: the envs in this process; subproc: a process per env (default dummy)")
+    parser.add_argument("--env-id", default=ENV_ID,
+                        help=f"registered env to train on, and the hyperparameter files' key (default {ENV_ID})")
     parser.add_argument("--logdir", default="runs",
                         help="TensorBoard root; the run goes to LOGDIR/<algo>_s<seed>, numbered _2, _3, ... when "
                         "that is taken (default runs)")
@@ -79,9 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="write into LOGDIR/<run name> itself, deleting an earlier run's model, statistics, "
                         "config, checkpoints and TensorBoard events there")
-    parser.add_argument("--env-kwargs", type=json_dict, default=None,
-                        help='RadixAuction-v0 arguments as JSON, e.g. \'{"horizon": 200}\' (default: the env\'s '
-                        "defaults; with --resume, the resumed run's config.json, which these override)")
+    add_scenario_arguments(parser, None, "(default none; with --resume, the resumed run's config.json, which "
+                           "the scenario's and these override)")
     parser.add_argument("--checkpoint-every", type=positive_int, default=None,
                         help="save a checkpoint every N environment steps to <run>/checkpoints/")
     parser.add_argument("--resume", default=None, metavar="PATH",
@@ -112,17 +112,20 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser, when: str, default
 def config_of(args: argparse.Namespace) -> TrainConfig:
     """The TrainConfig of parsed arguments, checked before any work starts (UsageError naming the
     option otherwise); prints where the environment arguments come from."""
-    if args.algo not in ALGOS:
-        raise UsageError(f"unknown --algo {args.algo!r}; valid: {', '.join(ALGOS)}")
+    if args.algo not in LEARNERS:
+        raise UsageError(f"unknown --algo {args.algo!r}; valid: {names_text()}")
     if args.resume is not None and not Path(args.resume).is_file():
         raise UsageError(f"--resume: model not found: {args.resume}")
     if args.hyperparams_file is not None and not Path(args.hyperparams_file).is_file():
         raise UsageError(f"--hyperparams-file: no such file: {args.hyperparams_file}")
-    env_kwargs, source = scenario(args.env_kwargs, args.resume)
+    given = {**(named_scenario(args.scenario) if args.scenario else {}), **args.env_kwargs}
+    env_kwargs, source = scenario(given, args.resume, args.env_id)
+    if args.scenario:
+        source = f"--scenario {args.scenario} ({source})"
     print(f"environment arguments from {source}: {json.dumps(env_kwargs)}")
     return TrainConfig(
         algo=args.algo, logdir=args.logdir, timesteps=args.timesteps, seed=args.seed, n_envs=args.n_envs,
-        env_kwargs=env_kwargs, checkpoint_every=args.checkpoint_every, resume=args.resume,
+        env_kwargs=env_kwargs, env_id=args.env_id, vec_env=args.vec_env, checkpoint_every=args.checkpoint_every, resume=args.resume,
         hyperparams_file=args.hyperparams_file, hyperparams=key_values(args.hyperparams),
         run_name=args.run_name, overwrite=args.overwrite, eval_freq=args.eval_freq,
         eval_episodes=args.eval_episodes, eval_seed=args.eval_seed, progress=args.progress,
@@ -137,7 +140,7 @@ def describe(result: TrainResult, wall_s: float, eval_seed: int) -> str:
              f"{wall_s:.0f} s)"]
     if result.trained > result.asked:
         lines.append(f"note: trained {result.trained} steps, {result.asked} asked: the algorithm collects whole "
-                     "rollouts (n_steps x n_envs steps) before it stops")
+                     "rollouts (n_steps x n_envs steps), or a search plays whole generations, before it stops")
     if n := len(result.final_evaluation):
         seeds = f"seeds {eval_seed}..{eval_seed + n - 1}" if n > 1 else f"seed {eval_seed}"
         lines.append(f"final evaluation at step {result.eval_steps[-1]}: {n} episode{'s' * (n > 1)}, {seeds}")

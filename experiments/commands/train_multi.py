@@ -25,11 +25,12 @@ import torch
 from auction_gym.scenarios import scenario
 
 from ..argtypes import json_dict, non_negative_int, positive_int
-from ..cli import UsageError, run_command
+from ..cli import run_command
+from ..errors import UsageError
 from .train import add_evaluation_arguments, key_values
 
 SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: the multi-agent runs keep the scenario of issues 13-22 (`auction_gym.scenarios`)."""
+"""The env arguments by default: the multi-agent runs keep the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,1 +1,1 @@
-"""One-off studies behind figures in the README, each run as `python -m experiments.studies.<module>`."""
+"""One-off studies behind figures in the documentation, each run as `python -m experiments.studies.<module>`."""

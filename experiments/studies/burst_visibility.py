@@ -2,7 +2,7 @@
 
     python -m experiments.studies.burst_visibility [--episodes 100] [--ahead 10] [--folds 5]
 
-Plays episodes of the scenario of issues 13-22 (`auction_gym.scenarios`, "bursty_v0") with the focal bidder
+Plays episodes of the first pacing scenario (`auction_gym.scenarios`, "bursty_v0") with the focal bidder
 on OGD, as `compare`'s `ogd` baseline plays them, and fits ridge regressions from what a policy could
 know before a round to what is coming:
 
@@ -44,12 +44,12 @@ from auction_gym.workload.agentic import in_burst
 from experiments.argtypes import positive_int
 
 SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: this study measured the scenario of issues 13-22 (`auction_gym.scenarios`)."""
+"""The env arguments by default: this study measured the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
 
 TARGETS = ("burst_now", "burst_ahead", "queue_growth")
 PREDICTORS = ("queue only", "observation", "4 stacked observations", "burst clock (not observed)")
 FRAMES = 4
-"""Observations stacked in the `4 stacked observations` predictor (the README's `frame_stack=4`)."""
+"""Observations stacked in the `4 stacked observations` predictor (RL Zoo's `frame_stack=4`, tried in the pacing benchmark)."""
 HARMONICS = 3
 RIDGE = 1e-3
 """Ridge penalty on standardized features (per row; only keeps collinear features, such as the

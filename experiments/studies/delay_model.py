@@ -1,4 +1,4 @@
-"""Does the auction's completion-time model predict the delays the engine produces? (issue 23)
+"""Does the auction's completion-time model predict the delays the engine produces?
 
 `python -m experiments.studies.delay_model [--episodes N] [--rate R]` plays episodes of the calibrated
 scenario (`auction_gym.scenarios`) with truthful bidders and unlimited budgets, once under each
@@ -36,8 +36,8 @@ def pairs(cost_model: str, rate: float, episodes: int, seed: int = 0) -> tuple[n
         while not market.done:
             now = market.engine.now
             report = market.step([1.0] * config.num_bidders)
-            if report.admitted and market.auction.last_round.allocation is not None:
-                rounds.append((now, market.auction.last_round))
+            if report.decision is not None and report.decision.allocation is not None:
+                rounds.append((now, report.decision))
         per_token = market.engine.cost.prefill_per_token
         records = market.engine.records
         for now, decided in rounds:

@@ -6,7 +6,7 @@ For each focal policy (OGD, truthful, the best constant multiplier `best_fixed` 
 the evaluation episodes `compare` scores on (seeds 1000, 1001, ...): the focal bidder's utility,
 and the share of rounds in which the focal bidder, and on average each other bidder (pacing by
 OGD), has spent its whole budget and so bids 0 whatever it plays. It tests the explanation of
-`best_fixed`'s lead in the README: a bidder that never runs dry keeps bidding while the others,
+`best_fixed`'s lead in the pacing benchmark (the documentation's "Pacing benchmark" page): a bidder that never runs dry keeps bidding while the others,
 out of budget, bid nothing.
 """
 
@@ -23,7 +23,7 @@ from auction_gym.pacing import FixedMultiplier, OGDPacer, Truthful, focal_policy
 from auction_gym.scenarios import scenario
 
 SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: this study measured the scenario of issues 13-22 (`auction_gym.scenarios`)."""
+"""The env arguments by default: this study measured the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
 
 
 POLICIES = {"ogd": OGDPacer(), "truthful": Truthful(), "fixed:0.02": FixedMultiplier(0.02)}
@@ -34,7 +34,7 @@ def dry_shares(policy, seed: int) -> tuple[float, float, float]:
     others) over one episode of the compare scenario seeded `seed`."""
     env = gym.make("RadixAuction-v0", **SCENARIO)
     obs, _ = env.reset(seed=seed)
-    market, mapped = env.unwrapped.market, focal_policy(policy)
+    market, mapped = env.unwrapped.market, focal_policy(policy, env)
     utility, dry, done = 0.0, [], False
     while not done:
         action, _ = mapped.predict(obs)

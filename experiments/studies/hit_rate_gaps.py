@@ -1,4 +1,4 @@
-"""Two hit-rate gaps explained (issue 26; README, "The simulated engine").
+"""Two hit-rate gaps explained (the documentation's "SGLang fidelity" page, "Two results explained").
 
     python -m experiments.studies.hit_rate_gaps sessions [--rate R] [--duration S] [--kv-capacity N] [--full-mix]
     python -m experiments.studies.hit_rate_gaps auction [--kv-capacity N] [--seeds K] [--loads 1.2,2,3]
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from auction_gym import EngineConfig, Request, SimEngine
-from auction_gym.registry import build
+from auction_gym.scheduler import make_scheduler
 from auction_gym.workload import AgenticConfig, agentic_workload, get_workload, iter_mooncake
 
 from ..commands.reproduce_trace import SLICE, arrival_rate
@@ -90,7 +90,7 @@ def auction_ratios(trace: Path, kv_capacity: int, seeds: int, loads: Sequence[fl
         return reqs
 
     def hit_rate(policy: str, reqs: list[Request]) -> float:
-        engine = SimEngine(build(policy), config)
+        engine = SimEngine(make_scheduler(policy), config)
         engine.submit(reqs)
         return engine.run().hit_rate
 

@@ -1,4 +1,4 @@
-"""Does `reward="cost"` cut the reward's variance without moving the optimum? (issue 23, item 3)
+"""Does `reward="cost"` cut the reward's variance without moving the optimum?
 
 `python -m experiments.studies.reward_variance [--scenario NAME] [--episodes N]` plays every constant
 multiplier of `agents.baselines.FIXED_GRID` and the PI pacer on N episodes of the scenario, and

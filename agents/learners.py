@@ -1,0 +1,71 @@
+"""Every learner `radix-auction train --algo` and `compare --algos` accept, by name: the one registry
+from which their validation, dispatch and `--help` derive (`radix-auction tune` searches those of
+them with a search space, `agents.tuning.SEARCH_SPACES`).
+
+A learner is either a Stable-Baselines3 algorithm (`family` "sb3": trained by
+`agents.training.train_sb3`, saved as `model.zip`) or a policy search (`family` "search": trained by
+`agents.policy_search.train_search`, saved as `model.npz`). Both read RL Zoo-format
+hyperparameters from `agents/hyperparams/<name>.yml`, keyed by env id, and return a
+`agents.training.TrainResult` whose model loads with `agents.sb3.load_policy`.
+
+Light to import (the standard library only): `agents.sb3` builds its `ALGOS` from this table.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Learner:
+    """One learner of the registry."""
+
+    name: str
+    family: str
+    """"sb3" (a Stable-Baselines3 algorithm) or "search" (a policy search, `agents.policy_search`)."""
+    model: str
+    """"module:Class" of what it trains (an SB3 algorithm class, or the search's policy class)."""
+    summary: str
+
+
+LEARNERS: dict[str, Learner] = {entry.name: entry for entry in (
+    Learner("ppo", "sb3", "stable_baselines3:PPO", "PPO (Stable-Baselines3)"),
+    # RL Zoo's name for sb3-contrib's RecurrentPPO, so agents/hyperparams/ppo_lstm.yml works there too.
+    Learner("ppo_lstm", "sb3", "sb3_contrib:RecurrentPPO", "PPO with an LSTM policy (sb3-contrib's RecurrentPPO)"),
+    Learner("sac", "sb3", "stable_baselines3:SAC", "SAC (Stable-Baselines3)"),
+    Learner("td3", "sb3", "stable_baselines3:TD3", "TD3 (Stable-Baselines3)"),
+    Learner("a2c", "sb3", "stable_baselines3:A2C", "A2C (Stable-Baselines3)"),
+    Learner("cmaes", "search", "agents.policy_search:SearchPolicy",
+            "CMA-ES over a small deterministic policy, candidates scored on shared episodes (agents.policy_search)"),
+)}
+TRAINERS = {"sb3": "agents.training:train_sb3", "search": "agents.policy_search:train_search"}
+"""Each family's training function, `fn(config: TrainConfig, callbacks) -> TrainResult`."""
+
+
+def load_object(path: str) -> Any:
+    """The object at "module:name", imported."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def learner(name: str) -> Learner:
+    """The registry's entry of `name`; ValueError lists the valid names."""
+    if name not in LEARNERS:
+        raise ValueError(f"unknown algo {name!r}; valid: {', '.join(LEARNERS)}")
+    return LEARNERS[name]
+
+
+def names_text() -> str:
+    """The learners' names, comma-separated, for messages and --help."""
+    return ", ".join(LEARNERS)
+
+
+def check_hyperparams(name: str, hyperparams: dict[str, Any]) -> None:
+    """ValueError for a hyperparameter `name`'s learner does not know or a value of the wrong type
+    (`agents.sb3.check_hyperparams`, `agents.policy_search.SearchParams.of`)."""
+    if learner(name).family == "sb3":
+        load_object("agents.sb3:check_hyperparams")(name, hyperparams)
+    else:
+        load_object("agents.policy_search:SearchParams").of(hyperparams)
