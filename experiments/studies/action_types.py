@@ -42,6 +42,7 @@ def study(action_types: list[str], rewards: list[str], seeds: int, timesteps: in
     """Train every configuration and seed, score them on the tuning episodes; a markdown table."""
     configs = [(a, r, s) for a, r in itertools.product(action_types, rewards) for s in range(seeds)]
     runs = [TrainConfig(algo="ppo", logdir=logdir, timesteps=timesteps, seed=s, run_name=f"{a}_{r}_s{s}",
+                        env_id="RadixAuction-v1",
                         env_kwargs={**V1_KWARGS, "action_type": a, "reward": r}, eval_seed=TUNING_SEED,
                         eval_episodes=min(episodes, 8), eval_freq=timesteps, hyperparams=hyperparams,
                         progress=False, torch_threads=1) for a, r, s in configs]
