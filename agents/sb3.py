@@ -33,7 +33,7 @@ from .learners import LEARNERS, learner, load_object
 ALGOS: dict[str, type[BaseAlgorithm]] = {name: load_object(entry.model) for name, entry in LEARNERS.items()
                                          if entry.family == "sb3"}
 """The Stable-Baselines3 learners of `agents.learners.LEARNERS`, name -> class."""
-ENV_ID = "RadixAuction-v0"
+ENV_ID = "RadixAuction-v1"
 """The env id a run trains and evaluates on unless its config names another (`TrainConfig.env_id`)."""
 VEC_ENVS: dict[str, type[VecEnv]] = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}
 """How `make_env` runs its envs: "dummy", all in this process (the default: on a few cores, a

@@ -31,7 +31,7 @@ from experiments.commands.headroom import headroom
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
                                           "burst_duration": 1.0}}
 ENV_JSON = json.dumps(ENV)
-PPO_TINY = ["n_steps=64", "batch_size=32", "n_epochs=2"]
+PPO_TINY = ["n_steps=64", "batch_size=32", "n_epochs=2", "n_envs=1"]
 EVAL_TAGS = {f"eval/{m}" for m in METRICS}
 
 
@@ -113,7 +113,8 @@ def test_resume_continues_step_count(trained, tmp_path):
 
 def test_a_second_run_never_overwrites_the_first(tmp_path, capsys):
     argv = ["--algo", "ppo", "--timesteps", "32", "--logdir", str(tmp_path), "--env-kwargs", ENV_JSON,
-            "--eval-episodes", "1", "--no-progress", "--hyperparams", "n_steps=32", "batch_size=32", "n_epochs=1"]
+            "--eval-episodes", "1", "--no-progress", "--hyperparams", "n_steps=32", "batch_size=32", "n_epochs=1",
+            "n_envs=1"]
     train_cmd.main(argv)
     first = (tmp_path / "ppo_s0" / "model.zip").read_bytes()
     events = sorted(p.name for p in (tmp_path / "ppo_s0").glob("events.out.tfevents.*"))
@@ -127,7 +128,7 @@ def test_a_second_run_never_overwrites_the_first(tmp_path, capsys):
     assert not (tmp_path / "ppo_s0_3").exists()
     # Resuming continues in the run it resumes, on purpose, in the scenario it was trained in.
     train_cmd.main(["--algo", "ppo", "--timesteps", "32", "--logdir", str(tmp_path), "--eval-episodes", "1",
-                    "--no-progress", "--resume", str(tmp_path / "ppo_s0_2" / "model.zip")])
+                    "--no-progress", "--n-envs", "1", "--resume", str(tmp_path / "ppo_s0_2" / "model.zip")])
     assert f"{tmp_path / 'ppo_s0_2' / 'config.json'}" in capsys.readouterr().out
     assert scalars(tmp_path / "ppo_s0_2")["eval/utility"][-1].step == 64
     assert not (tmp_path / "ppo_s0_3").exists()
@@ -156,14 +157,14 @@ def test_evaluation_runs_once_per_rollout_and_the_output_says_what_was_trained(t
     # every 6 steps of the same policy.
     train_cmd.main(["--algo", "ppo", "--timesteps", "64", "--logdir", str(tmp_path), "--env-kwargs", ENV_JSON,
                     "--eval-episodes", "1", "--no-progress", "--hyperparams", "n_steps=128", "batch_size=64",
-                    "n_epochs=1"])
+                    "n_epochs=1", "n_envs=1"])
     out = capsys.readouterr().out
     assert "(128 steps, 1 evaluations" in out and "trained 128 steps, 64 asked" in out
     assert [e.step for e in scalars(tmp_path / "ppo_s0")["eval/utility"]] == [128]
     # With --eval-freq below a rollout, evaluations fall on rollout boundaries.
     result = train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=256, env_kwargs=ENV, eval_freq=32,
                                eval_episodes=1, progress=False,
-                               hyperparams={"n_steps": 64, "batch_size": 64, "n_epochs": 1}))
+                               hyperparams={"n_steps": 64, "batch_size": 64, "n_epochs": 1, "n_envs": 1}))
     assert [e.step for e in scalars(result.run_dir)["eval/utility"]] == [64, 128, 192, 256]
     assert (result.asked, result.trained, result.eval_steps) == (256, 256, (64, 128, 192, 256))
 
@@ -176,7 +177,7 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path):
             return True
 
     config = TrainConfig(algo="ppo", logdir=tmp_path, timesteps=256, env_kwargs=ENV, progress=False,
-                         hyperparams={"n_steps": 32, "batch_size": 32, "n_epochs": 1})
+                         hyperparams={"n_steps": 32, "batch_size": 32, "n_epochs": 1, "n_envs": 1})
     with pytest.raises(SystemExit) as exc:
         train(config, callbacks=[Interrupt()])
     assert exc.value.code == 130
@@ -267,7 +268,7 @@ def test_train_takes_a_named_scenario_and_an_env_id(tmp_path, capsys):
     args = build_parser("train").parse_args(["train", "--scenario", "calibrated", "--env-kwargs", '{"horizon": 50}',
                                              "--logdir", str(tmp_path)])
     config = train_cmd.config_of(args)
-    assert config.env_kwargs == {**scenario("calibrated"), "horizon": 50} and config.env_id == "RadixAuction-v0"
+    assert config.env_kwargs == {**scenario("calibrated"), "horizon": 50} and config.env_id == "RadixAuction-v1"
     assert "--scenario calibrated" in capsys.readouterr().out
     assert "unknown env id 'RadixAuction-v9'; valid: RadixAuction-v0" in usage_error(
         capsys, "train", ["--env-id", "RadixAuction-v9", "--logdir", str(tmp_path)])

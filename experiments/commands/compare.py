@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shlex
 import time
 from datetime import datetime, timezone
@@ -58,6 +57,7 @@ from ..argtypes import positive_int
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
+from ..provenance import figure_links, machine
 from . import compare_report as report_of
 from .headroom import Headroom, add_scenario_arguments, headroom, scenario_kwargs
 from .headroom import markdown as headroom_markdown
@@ -197,9 +197,9 @@ def header(args: argparse.Namespace, command: str, env_kwargs: dict[str, Any], e
             f"{args.budget!r}: {args.seeds} training seed(s) x {args.timesteps:,} steps per algorithm; "
             f"{args.episodes} evaluation episodes (seeds {args.eval_seed}..{args.eval_seed + args.episodes - 1}) per "
             f"policy, learning curves over the first {args.curve_episodes}; made "
-            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} {platform.system()} with "
-            f"{torch.get_num_threads()} torch thread(s) per process ({executor.where()}), wall time {wall:.0f} s; "
-            f"models and TensorBoard events in `{root}`.")
+            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {machine()}, {torch.get_num_threads()} torch "
+            f"thread(s) per process ({executor.where()}), wall time {wall:.0f} s; models and TensorBoard events "
+            f"in `{root}`.")
 
 
 def write_report(args: argparse.Namespace, out: Path, algos: list[str], baselines: list[str], report: Headroom,
@@ -233,7 +233,8 @@ def write_report(args: argparse.Namespace, out: Path, algos: list[str], baseline
             "(learned - best_fixed) / (hindsight - best_fixed)):\n\n" + report_of.seed_table(stats, args.seeds)
             + "\n\nMean ± 95% CI half-width over evaluation episodes (learned algorithms pooled over seeds; "
             "`utility_vs_X` paired with X on the same episodes):\n\n" + report_of.markdown(rows, names, COLUMNS))
-    (out / "compare.md").write_text(opening + "".join(f"\n\n{note}" for note in notes) + f"\n\n{text}\n")
+    figures = figure_links([out / "compare.png", out / "policies.png", out / "headroom.png"], out / "compare.md")
+    (out / "compare.md").write_text(opening + "".join(f"\n\n{note}" for note in notes) + f"\n\n{text}\n\n{figures}")
     report_of.plot(out / "compare.png", rows, [*algos, *map(policy_name, baselines)], COLUMNS,
                    f"Scenario {args.scenario!r}: policies on identical evaluation episodes (mean, 95% CI)")
     return text

@@ -42,8 +42,9 @@ from agents.population import (
 )
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
+from auction_gym.envs.parallel_env import parallel_kwargs
 from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
-from auction_gym.scenarios import scenario
+from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
 
 from ..argtypes import json_dict, positive_int
 from ..cli import run_command
@@ -52,8 +53,8 @@ from .compare_report import markdown as compare_markdown
 from .compare_report import paired_name, write_csv, write_episodes
 from .compare_report import summarize as compare_summarize
 
-SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: the multi-agent runs keep the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
+SCENARIO = parallel_kwargs(scenario(DEFAULT_SCENARIO))
+"""The env arguments by default: the calibrated pacing market, RadixAuction-v1's, every bidder learning."""
 
 BASELINES = PLAIN_POLICIES
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}

@@ -33,6 +33,7 @@ import csv
 import json
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -51,6 +52,7 @@ from ..argtypes import json_dict, positive_int
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
+from ..provenance import machine
 
 TUNING_EPISODES = 36
 """Four per kind of episode of the calibrated scenario on average (9 kinds)."""
@@ -239,7 +241,7 @@ def write(out: Path, table: list[dict[str, Any]], header: str, title: str) -> No
         writer = csv.DictWriter(f, fieldnames=list(table[0]))
         writer.writeheader()
         writer.writerows(table)
-    (out / "headroom.md").write_text(f"{header}\n\n{markdown(table)}\n")
+    (out / "headroom.md").write_text(f"{header}\n\n{markdown(table)}\n\n![headroom](headroom.png)\n")
     plot(out / "headroom.png", table, title)
 
 
@@ -292,7 +294,8 @@ def run(args: argparse.Namespace) -> None:
     header = (f"`radix-auction headroom --scenario {args.scenario} --env-kwargs '{json.dumps(args.env_kwargs)}' "
               f"--tuning-episodes {args.tuning_episodes} --episodes {args.episodes} --eval-seed {args.eval_seed}`\n\n"
               f"Scenario: `{json.dumps(env_kwargs)}`; tuning seeds 0..{args.tuning_episodes - 1}, evaluation seeds "
-              f"{args.eval_seed}..{args.eval_seed + args.episodes - 1}; wall time {time.perf_counter() - start:.0f} s.")
+              f"{args.eval_seed}..{args.eval_seed + args.episodes - 1}; wall time {time.perf_counter() - start:.0f} s; "
+              f"made {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {machine()}.")
     write(Path(args.out), table, header, f"Headroom of scenario {args.scenario!r} (paired, 95% CI)")
     print(markdown(table))
     print(f"\nwrote {args.out}/headroom.md, headroom.csv, headroom.png")
