@@ -154,8 +154,8 @@ def train_sb3(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
     hp, timesteps, n_envs = run_settings(config, 100_000)
     check_hyperparams(config.algo, hp)
     norm = normalize_kwargs(hp)
-    env = make_env(config.env_kwargs, n_envs, config.seed, norm, int(hp.get("frame_stack", 1)), config.env_id,
-                   config.vec_env)
+    env = make_env({**config.env_kwargs, **hp.get("train_env_kwargs", {})}, n_envs, config.seed, norm,
+                   int(hp.get("frame_stack", 1)), config.env_id, config.vec_env)
     try:
         model = _build_or_resume(config, algo_cls, hp, env, norm is not None)
     except BaseException:

@@ -15,7 +15,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, episode_metrics, evaluate, policy_from_spec
 from agents.learners import check_hyperparams as check_learner_hyperparams
-from agents.sb3 import detect_algo, load_hyperparams, load_policy, make_env, vecnormalize_path
+from agents.sb3 import detect_algo, load_hyperparams, load_policy, make_env, saved_env_kwargs, vecnormalize_path
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
 from auction_gym.pacing import FixedMultiplier, Truthful
@@ -388,3 +388,21 @@ def test_frame_stack_trains_and_evaluates(tmp_path):
     with pytest.raises(ValueError, match="frame_stack=0"):
         train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, progress=False,
                           hyperparams={"frame_stack": 0}))
+
+
+def test_train_env_kwargs_reach_the_training_envs_only(tmp_path, monkeypatch):
+    """A hyperparameter file's `train_env_kwargs` (a training reward) shape the training envs; the
+    evaluations play the run's own env arguments."""
+    import agents.training as training
+
+    made = []
+    make_env = training.make_env
+    monkeypatch.setattr(training, "make_env", lambda kwargs, *a, **k: made.append(kwargs) or make_env(kwargs, *a, **k))
+    result = train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, eval_episodes=1,
+                               progress=False, hyperparams={"n_steps": 64, "batch_size": 32, "n_epochs": 1,
+                                                            "n_envs": 1, "train_env_kwargs": {"reward": "cost"}}))
+    assert made == [{**ENV, "reward": "cost"}]
+    assert saved_env_kwargs(result.model_path)[0] == ENV
+    with pytest.raises(ValueError, match="train_env_kwargs"):
+        train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, progress=False,
+                          hyperparams={"train_env_kwargs": "paired"}))
