@@ -277,7 +277,12 @@ def train_search(config: TrainConfig, callbacks: list | None = None,
         logger.close()
         env.close()
     start.with_params(champion).save(model_path, config.env_kwargs, config.env_id)
-    return TrainResult(model_path, run_dir, timesteps, rows[-1].steps, tuple(evaluated), tuple(results))
+    # The search's start (zero weights: a = 0), what the row's gain is measured from (`compare`).
+    initial = run_dir / "initial" / "model.npz"
+    initial.parent.mkdir()
+    start.save(initial, config.env_kwargs, config.env_id)
+    return TrainResult(model_path, run_dir, timesteps, rows[-1].steps, tuple(evaluated), tuple(results),
+                       initial_model_path=initial)
 
 
 def _record(logger: Logger, row: Generation) -> None:

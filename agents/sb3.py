@@ -33,7 +33,7 @@ from .learners import LEARNERS, learner, load_object
 ALGOS: dict[str, type[BaseAlgorithm]] = {name: load_object(entry.model) for name, entry in LEARNERS.items()
                                          if entry.family == "sb3"}
 """The Stable-Baselines3 learners of `agents.learners.LEARNERS`, name -> class."""
-ENV_ID = "RadixAuction-v0"
+ENV_ID = "RadixAuction-v1"
 """The env id a run trains and evaluates on unless its config names another (`TrainConfig.env_id`)."""
 VEC_ENVS: dict[str, type[VecEnv]] = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}
 """How `make_env` runs its envs: "dummy", all in this process (the default: on a few cores, a
@@ -42,8 +42,11 @@ SEARCH_MODEL_SUFFIX = ".npz"
 """How a policy search's saved model ends (an SB3 model's ends in ".zip")."""
 MODEL_SUFFIXES = (".zip", SEARCH_MODEL_SUFFIX)
 HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
-# RL Zoo keys that configure the run rather than the algorithm's constructor.
-_RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "frame_stack", "policy", "noise_type", "noise_std")
+# RL Zoo keys that configure the run rather than the algorithm's constructor, and `train_env_kwargs`:
+# env arguments the training envs take over the run's (a training reward such as "paired"), which the
+# evaluations never see.
+_RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "frame_stack", "policy", "noise_type", "noise_std",
+             "train_env_kwargs")
 # Constructor arguments that training sets itself.
 _FIXED_KEYS = ("self", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model")
 _NOISES = {"normal": NormalActionNoise, "ornstein-uhlenbeck": OrnsteinUhlenbeckActionNoise}
@@ -86,6 +89,8 @@ def check_hyperparams(algo: str, hyperparams: dict[str, Any]) -> None:
         if key not in valid:
             raise ValueError(f"unknown hyperparameter {key!r} for {algo}; valid: {', '.join(valid)}")
         default = params[key].default if key in params else None
+        if key == "train_env_kwargs" and not isinstance(value, dict):
+            raise ValueError(f"hyperparameter train_env_kwargs={value!r}: expected a mapping of env arguments")
         if key == "frame_stack" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"hyperparameter frame_stack={value!r}: expected an integer >= 1 (observations stacked)")
         if isinstance(default, bool):

@@ -108,6 +108,9 @@ class TrainResult:
     final_evaluation: tuple[dict[str, float], ...] = ()
     """Per-episode metrics of the evaluation at the end of training (`eval_episodes` episodes,
     seeds eval_seed, eval_seed + 1, ...)."""
+    initial_model_path: Path | None = None
+    """The policy as it was before training (`initial/model.zip` in the run folder, with its
+    normalization statistics), what a learned row's gain is measured from; None for a resumed run."""
 
 
 Trainer = Callable[..., TrainResult]
@@ -151,8 +154,8 @@ def train_sb3(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
     hp, timesteps, n_envs = run_settings(config, 100_000)
     check_hyperparams(config.algo, hp)
     norm = normalize_kwargs(hp)
-    env = make_env(config.env_kwargs, n_envs, config.seed, norm, int(hp.get("frame_stack", 1)), config.env_id,
-                   config.vec_env)
+    env = make_env({**config.env_kwargs, **hp.get("train_env_kwargs", {})}, n_envs, config.seed, norm,
+                   int(hp.get("frame_stack", 1)), config.env_id, config.vec_env)
     try:
         model = _build_or_resume(config, algo_cls, hp, env, norm is not None)
     except BaseException:
@@ -163,6 +166,10 @@ def train_sb3(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
     write_config(config, run_dir, hp, timesteps, n_envs)
     hparams, evaluation, cbs = _callbacks(config, hp, model, run_dir, timesteps, n_envs, on_evaluation)
     model_path, start = run_dir / "model.zip", model.num_timesteps
+    # The untrained policy, what a learned row's gain is measured from (`compare`).
+    initial = None if config.resume is not None else run_dir / "initial" / "model.zip"
+    if initial is not None:
+        _save(model, initial)
     status = "failed"
     try:
         model.learn(timesteps, callback=cbs + list(callbacks or []), progress_bar=config.progress,
@@ -179,7 +186,7 @@ def train_sb3(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
         _close(env)
     _save(model, model_path)
     return TrainResult(model_path, run_dir, timesteps, model.num_timesteps - start, tuple(evaluation.steps),
-                       tuple(evaluation.last_results))
+                       tuple(evaluation.last_results), initial_model_path=initial)
 
 
 def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, timesteps: int, n_envs: int,
@@ -238,6 +245,7 @@ def _close(env) -> None:
 
 def _save(model, path: Path) -> None:
     """Save the model zip and, when the env is normalized, `vecnormalize.pkl` beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     model.save(path)
     vec_norm = model.get_vec_normalize_env()
     if vec_norm is not None:

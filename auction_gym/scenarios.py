@@ -38,9 +38,15 @@ which its registration, its docstring's table and the "calibrated" scenario deri
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "calibrated": V1_KWARGS,
+    # Every argument that v1 sets, at v0's default, so the scenario is the same market under either id.
     "bursty_v0": {
+        "cost_model": "tokens",
         "horizon": 200,
+        "budget_per_round": 0.0001,
+        "episode_draws": {},
         "workload_kwargs": {"burst_period": 8.0, "burst_factor": 3.0, "burst_duration": 2.0},
+        "action_type": "normalized",
+        "reward": "utility",
     },
 }
 """Scenario name -> RadixAuction-v0 keyword arguments (a fresh copy from `scenario`)."""

@@ -70,16 +70,18 @@ def test_address_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
     assert 'error: --address needs Ray, the "rllib" extra' in capsys.readouterr().err
 
 
-def test_compare_quick_sizes_and_explicit_ones_win():
-    from experiments.commands.compare import FULL, QUICK, with_sizes  # here: a pool's workers import this module
+def test_compare_budgets_and_explicit_sizes_win():
+    from experiments.commands.compare import BUDGETS, SIZES, with_sizes  # here: a pool's workers import this module
 
-    def sizes(**given):
-        args = argparse.Namespace(quick=given.pop("quick", False), **{k: given.get(k) for k in FULL})
-        return {k: getattr(with_sizes(args), k) for k in FULL}
+    def sizes(budget="default", **given):
+        args = argparse.Namespace(quick=given.pop("quick", False), budget=budget, **{k: given.get(k) for k in SIZES})
+        return {k: getattr(with_sizes(args), k) for k in SIZES}
 
-    assert sizes() == FULL and sizes(quick=True) == QUICK
-    assert sizes(quick=True, seeds=3) == {**QUICK, "seeds": 3}
-    assert all(QUICK[k] < FULL[k] for k in FULL)
+    assert sizes() == BUDGETS["default"] and sizes(quick=True) == BUDGETS["quick"]
+    assert sizes("full") == BUDGETS["full"] and sizes("full", quick=True) == BUDGETS["quick"]
+    assert sizes(quick=True, seeds=3) == {**BUDGETS["quick"], "seeds": 3}
+    assert all(BUDGETS["quick"][k] < BUDGETS["default"][k] for k in SIZES)
+    assert all(BUDGETS["default"][k] <= BUDGETS["full"][k] for k in SIZES)
 
 
 # ---------------------------------------------------------------- on a local Ray

@@ -15,7 +15,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, episode_metrics, evaluate, policy_from_spec
 from agents.learners import check_hyperparams as check_learner_hyperparams
-from agents.sb3 import detect_algo, load_hyperparams, load_policy, make_env, vecnormalize_path
+from agents.sb3 import detect_algo, load_hyperparams, load_policy, make_env, saved_env_kwargs, vecnormalize_path
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
 from auction_gym.pacing import FixedMultiplier, Truthful
@@ -23,6 +23,7 @@ from auction_gym.scenarios import scenario
 from experiments.cli import build_parser
 from experiments.cli import main as cli_main
 from experiments.commands import compare as compare_cmd
+from experiments.commands import compare_report
 from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
 from experiments.commands.headroom import headroom
@@ -30,7 +31,7 @@ from experiments.commands.headroom import headroom
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
                                           "burst_duration": 1.0}}
 ENV_JSON = json.dumps(ENV)
-PPO_TINY = ["n_steps=64", "batch_size=32", "n_epochs=2"]
+PPO_TINY = ["n_steps=64", "batch_size=32", "n_epochs=2", "n_envs=1"]
 EVAL_TAGS = {f"eval/{m}" for m in METRICS}
 
 
@@ -112,7 +113,8 @@ def test_resume_continues_step_count(trained, tmp_path):
 
 def test_a_second_run_never_overwrites_the_first(tmp_path, capsys):
     argv = ["--algo", "ppo", "--timesteps", "32", "--logdir", str(tmp_path), "--env-kwargs", ENV_JSON,
-            "--eval-episodes", "1", "--no-progress", "--hyperparams", "n_steps=32", "batch_size=32", "n_epochs=1"]
+            "--eval-episodes", "1", "--no-progress", "--hyperparams", "n_steps=32", "batch_size=32", "n_epochs=1",
+            "n_envs=1"]
     train_cmd.main(argv)
     first = (tmp_path / "ppo_s0" / "model.zip").read_bytes()
     events = sorted(p.name for p in (tmp_path / "ppo_s0").glob("events.out.tfevents.*"))
@@ -126,7 +128,7 @@ def test_a_second_run_never_overwrites_the_first(tmp_path, capsys):
     assert not (tmp_path / "ppo_s0_3").exists()
     # Resuming continues in the run it resumes, on purpose, in the scenario it was trained in.
     train_cmd.main(["--algo", "ppo", "--timesteps", "32", "--logdir", str(tmp_path), "--eval-episodes", "1",
-                    "--no-progress", "--resume", str(tmp_path / "ppo_s0_2" / "model.zip")])
+                    "--no-progress", "--n-envs", "1", "--resume", str(tmp_path / "ppo_s0_2" / "model.zip")])
     assert f"{tmp_path / 'ppo_s0_2' / 'config.json'}" in capsys.readouterr().out
     assert scalars(tmp_path / "ppo_s0_2")["eval/utility"][-1].step == 64
     assert not (tmp_path / "ppo_s0_3").exists()
@@ -155,14 +157,14 @@ def test_evaluation_runs_once_per_rollout_and_the_output_says_what_was_trained(t
     # every 6 steps of the same policy.
     train_cmd.main(["--algo", "ppo", "--timesteps", "64", "--logdir", str(tmp_path), "--env-kwargs", ENV_JSON,
                     "--eval-episodes", "1", "--no-progress", "--hyperparams", "n_steps=128", "batch_size=64",
-                    "n_epochs=1"])
+                    "n_epochs=1", "n_envs=1"])
     out = capsys.readouterr().out
     assert "(128 steps, 1 evaluations" in out and "trained 128 steps, 64 asked" in out
     assert [e.step for e in scalars(tmp_path / "ppo_s0")["eval/utility"]] == [128]
     # With --eval-freq below a rollout, evaluations fall on rollout boundaries.
     result = train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=256, env_kwargs=ENV, eval_freq=32,
                                eval_episodes=1, progress=False,
-                               hyperparams={"n_steps": 64, "batch_size": 64, "n_epochs": 1}))
+                               hyperparams={"n_steps": 64, "batch_size": 64, "n_epochs": 1, "n_envs": 1}))
     assert [e.step for e in scalars(result.run_dir)["eval/utility"]] == [64, 128, 192, 256]
     assert (result.asked, result.trained, result.eval_steps) == (256, 256, (64, 128, 192, 256))
 
@@ -175,7 +177,7 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path):
             return True
 
     config = TrainConfig(algo="ppo", logdir=tmp_path, timesteps=256, env_kwargs=ENV, progress=False,
-                         hyperparams={"n_steps": 32, "batch_size": 32, "n_epochs": 1})
+                         hyperparams={"n_steps": 32, "batch_size": 32, "n_epochs": 1, "n_envs": 1})
     with pytest.raises(SystemExit) as exc:
         train(config, callbacks=[Interrupt()])
     assert exc.value.code == 130
@@ -266,7 +268,7 @@ def test_train_takes_a_named_scenario_and_an_env_id(tmp_path, capsys):
     args = build_parser("train").parse_args(["train", "--scenario", "calibrated", "--env-kwargs", '{"horizon": 50}',
                                              "--logdir", str(tmp_path)])
     config = train_cmd.config_of(args)
-    assert config.env_kwargs == {**scenario("calibrated"), "horizon": 50} and config.env_id == "RadixAuction-v0"
+    assert config.env_kwargs == {**scenario("calibrated"), "horizon": 50} and config.env_id == "RadixAuction-v1"
     assert "--scenario calibrated" in capsys.readouterr().out
     assert "unknown env id 'RadixAuction-v9'; valid: RadixAuction-v0" in usage_error(
         capsys, "train", ["--env-id", "RadixAuction-v9", "--logdir", str(tmp_path)])
@@ -285,30 +287,61 @@ def test_metric_definitions():
 
 
 def test_compare_end_to_end(tmp_path, capsys):
-    compare_cmd.main(["--algos", "ppo", "--timesteps", "64", "--seeds", "2", "--episodes", "2",
+    compare_cmd.main(["--algos", "ppo", "--timesteps", "64", "--seeds", "2", "--episodes", "3", "--curve-episodes", "2",
                       "--logdir", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--env-kwargs", ENV_JSON,
                       "--eval-freq", "64", "--no-progress", "--tuning-episodes", "2", "--hyperparams", "n_steps=32",
                       "batch_size=32", "n_epochs=1"])
-    out = tmp_path / "out"
+    out, root = tmp_path / "out", tmp_path / "runs" / "compare"
     assert {p.name for p in out.iterdir()} == {"compare.csv", "compare.md", "compare.png", "policies.png",
                                                "episodes.csv", "headroom.md", "headroom.csv", "headroom.png"}
     table = capsys.readouterr().out
-    for row in ("ppo", "ogd", "pid", "truthful", "best_fixed", "ogd_tuned", "pid_tuned", "ppo_s0", "ppo_s1",
-                "privileged", "hindsight", "unlimited_budget"):
+    for row in ("ppo", "ppo_start", "ogd", "pid", "truthful", "best_fixed", "ogd_tuned", "pid_tuned", "ppo_s0",
+                "ppo_s1", "privileged", "hindsight", "unlimited_budget"):
         assert f"| {row} |" in table
-    assert "Across training seeds" in table and "| ppo | 2 |" in table and "vs best_fixed" in table
-    for run in ("ppo_s0", "eval/ppo_s0", "eval/ogd", "eval/truthful", "eval/best_fixed", "eval/ogd_tuned"):
-        assert EVAL_TAGS <= set(scalars(tmp_path / "runs" / "compare" / run))
-    # One x axis: a baseline's flat line sits at the learned runs' evaluation steps, a learned
-    # model's final evaluation at its last training step.
-    learned_steps = {e.step for s in (0, 1) for e in scalars(tmp_path / "runs" / "compare" / f"ppo_s{s}")["eval/utility"]}
-    ogd = scalars(tmp_path / "runs" / "compare" / "eval" / "ogd")
+    assert "Verdicts:" in table and "- ppo (2 seeds x 64 steps" in table
+    assert "Across training seeds" in table and "| ppo | 2 |" in table
+    for column in ("utility_vs_ogd", "utility_vs_pid_tuned", "utility_vs_hindsight", "gain_over_start",
+                   "headroom_share"):
+        assert column in table
+    # One TensorBoard run per learned seed: its curve (eval/*), final and untrained evaluations.
+    assert not (root / "eval").exists()
+    assert EVAL_TAGS <= set(scalars(root / "ppo_s0"))
+    assert {f"final/{m}" for m in METRICS} | {f"start/{m}" for m in METRICS} <= set(scalars(root / "ppo_s0"))
+    # One x axis: a baseline's and a bound's flat lines sit at the learned runs' evaluation steps,
+    # the means over the first --curve-episodes episodes, as the learned curves are.
+    learned_steps = {e.step for s in (0, 1) for e in scalars(root / f"ppo_s{s}")["eval/utility"]}
+    ogd = scalars(root / "baselines" / "ogd")
     assert {e.step for e in ogd["eval/utility"]} == learned_steps and len({e.value for e in ogd["eval/utility"]}) == 1
-    assert [e.step for e in ogd["episode/utility"]] == [0, 1]
-    assert [e.step for e in scalars(tmp_path / "runs" / "compare" / "eval" / "ppo_s0")["eval/utility"]] == [64]
+    episodes = [e.value for e in ogd["episode/utility"]]
+    assert len(episodes) == 3 and ogd["eval/utility"][0].value == pytest.approx(np.mean(episodes[:2]), rel=1e-6)
+    assert ogd["final/utility"][0].value == pytest.approx(np.mean(episodes), rel=1e-6)
+    assert {e.step for e in scalars(root / "bounds" / "hindsight")["eval/utility"]} == learned_steps
     report = (out / "compare.md").read_text()
-    assert f"`{tmp_path / 'runs' / 'compare'}`" in report
+    assert f"`{root}`" in report and "--curve-episodes 2" in report
     assert "best_fixed = fixed:" in report and "ogd_tuned = ogd:eta=" in report and "tuning seeds 0..1" in report
+
+
+def test_compare_tensorboard_layout_charts_every_metric():
+    layout = compare_report.tensorboard_layout(20)
+    first = next(iter(layout.values()))
+    assert list(first) == [f"eval/{m}" for m in METRICS]
+    assert all(chart == ["Multiline", [rf"^eval/{m}$"]] for m, chart in zip(METRICS, first.values()))
+    assert [name.split(":")[0] for name in layout] == ["eval", "final", "episode"]
+
+
+def test_seed_stats_pair_each_seed_with_its_references():
+    runs = [[{"utility": 10.0}, {"utility": 20.0}], [{"utility": 12.0}, {"utility": 22.0}]]
+    starts = [[{"utility": 9.0}, {"utility": 19.0}], [{"utility": 9.0}, {"utility": 19.0}]]
+    refs = {"best_fixed": [8.0, 18.0], "hindsight": [12.0, 22.0], "ogd": [11.0, 21.0]}
+    stats = compare_report.seed_stats(runs, starts, refs)
+    assert stats["utility"][0] == 16.0 and stats["start"][0] == 14.0
+    assert stats["gain_over_start"][0] == 2.0 and stats["utility_vs_ogd"][0] == 0.0
+    # Seed 0 takes half of the headroom (15 - 13) / (17 - 13), seed 1 all of it.
+    assert stats["headroom_share"][0] == pytest.approx(0.75)
+    best = compare_report.best_baseline({"ogd": 16.0, "best_fixed": 13.0, "hindsight": 17.0})
+    assert best == "ogd"  # hindsight is a bound, not a baseline a bidder can play
+    verdict = compare_report.verdicts({"ppo": stats}, best, 2, 100)[0]
+    assert "not distinguishable from ogd" in verdict and "gained 2 ± " in verdict
 
 
 def test_compare_takes_the_headroom_episodes_of_the_policies_it_scored():
@@ -355,3 +388,21 @@ def test_frame_stack_trains_and_evaluates(tmp_path):
     with pytest.raises(ValueError, match="frame_stack=0"):
         train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, progress=False,
                           hyperparams={"frame_stack": 0}))
+
+
+def test_train_env_kwargs_reach_the_training_envs_only(tmp_path, monkeypatch):
+    """A hyperparameter file's `train_env_kwargs` (a training reward) shape the training envs; the
+    evaluations play the run's own env arguments."""
+    import agents.training as training
+
+    made = []
+    make_env = training.make_env
+    monkeypatch.setattr(training, "make_env", lambda kwargs, *a, **k: made.append(kwargs) or make_env(kwargs, *a, **k))
+    result = train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, eval_episodes=1,
+                               progress=False, hyperparams={"n_steps": 64, "batch_size": 32, "n_epochs": 1,
+                                                            "n_envs": 1, "train_env_kwargs": {"reward": "cost"}}))
+    assert made == [{**ENV, "reward": "cost"}]
+    assert saved_env_kwargs(result.model_path)[0] == ENV
+    with pytest.raises(ValueError, match="train_env_kwargs"):
+        train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, progress=False,
+                          hyperparams={"train_env_kwargs": "paired"}))

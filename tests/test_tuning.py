@@ -13,7 +13,7 @@ import yaml
 
 from agents.evaluation import DEFAULT_EVAL_SEED, evaluate
 from agents.learners import check_hyperparams
-from agents.sb3 import load_hyperparams, load_policy, saved_env_kwargs
+from agents.sb3 import ENV_ID, load_hyperparams, load_policy, saved_env_kwargs
 from agents.tuning import SEARCH_SPACES, Objective, hyperparams_of, storage
 from auction_gym.envs import RadixAuctionEnv
 from auction_gym.scenarios import scenario
@@ -40,7 +40,7 @@ def test_a_tiny_study_writes_its_files_and_plays_no_evaluation_seed(tmp_path, mo
     assert [r["trial"] for r in rows] == ["0", "1"] and all(r["param_learning_rate"] for r in rows)
     best = (tmp_path / "best.yml").read_text()
     assert "# radix-auction tune --algo ppo --trials 2" in best and "# Seeds: scored on tuning episodes 0..1" in best
-    entry = yaml.safe_load(best)["RadixAuction-v0"]
+    entry = yaml.safe_load(best)[ENV_ID]
     check_hyperparams("ppo", entry)
     assert entry["n_envs"] == 2 and "log_std_init=" in entry["policy_kwargs"]
     seeds = [s for s in played if s is not None]

@@ -155,6 +155,12 @@ def parallel_env(version: str = "v0", **kwargs: Any) -> RadixAuctionParallelEnv:
     if version not in VERSIONS:
         raise ValueError(f"version must be one of {list(VERSIONS)}, got {version!r}")
     if version == "v1":
-        valid = valid_keywords(RadixAuctionParallelEnv)
-        kwargs = {**{k: v for k, v in copy.deepcopy(V1_KWARGS).items() if k in valid}, **kwargs}
+        kwargs = {**parallel_kwargs(V1_KWARGS), **kwargs}
     return RadixAuctionParallelEnv(**kwargs)
+
+
+def parallel_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the arguments of `env_kwargs` (a `RadixAuction-v*` scenario's) that this env has:
+    the market and the action type; not the single-agent env's reward or focal bidder."""
+    valid = valid_keywords(RadixAuctionParallelEnv)
+    return {k: v for k, v in copy.deepcopy(env_kwargs).items() if k in valid}

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.evaluation import DEFAULT_EVAL_SEED, METRIC_UNITS, evaluate, policy_from_spec, policy_name
+from agents.evaluation import DEFAULT_EVAL_SEED, METRIC_UNITS, METRICS, evaluate, policy_from_spec, policy_name
 from agents.population import (
     BIDDER_METRICS,
     MARKET_METRICS,
@@ -42,18 +42,19 @@ from agents.population import (
 )
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
+from auction_gym.envs.parallel_env import parallel_kwargs
 from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
-from auction_gym.scenarios import scenario
+from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
 
 from ..argtypes import json_dict, positive_int
 from ..cli import run_command
 from ..errors import UsageError
-from .compare import markdown as compare_markdown
-from .compare import summarize as compare_summarize
-from .compare import write_csv, write_episodes
+from .compare_report import markdown as compare_markdown
+from .compare_report import paired_name, write_csv, write_episodes
+from .compare_report import summarize as compare_summarize
 
-SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: the multi-agent runs keep the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
+SCENARIO = parallel_kwargs(scenario(DEFAULT_SCENARIO))
+"""The env arguments by default: the calibrated pacing market, RadixAuction-v1's, every bidder learning."""
 
 BASELINES = PLAIN_POLICIES
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}
@@ -228,7 +229,8 @@ def focal_table(learned: dict[str, Policy], env_kwargs: dict, args: argparse.Nam
     results = {name: evaluate(policy, env_kwargs, args.episodes, args.eval_seed, args.progress, f"evaluate {name}")
                for name, policy in policies.items()}
     return ("Bidder 0's learned policy as the focal bidder of RadixAuction-v0, the other bidders pacing by OGD:\n\n"
-            + compare_markdown(compare_summarize(results, results["ogd"]), list(results)))
+            + compare_markdown(compare_summarize(results, {"ogd": [r["utility"] for r in results["ogd"]]}),
+                               list(results), (*METRICS, paired_name("ogd"))))
 
 
 def command_line(args: argparse.Namespace, env_kwargs: dict) -> str:

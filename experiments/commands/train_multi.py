@@ -22,15 +22,16 @@ from typing import Any, Callable
 
 import torch
 
-from auction_gym.scenarios import scenario
+from auction_gym.envs.parallel_env import parallel_kwargs
+from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
 
 from ..argtypes import json_dict, non_negative_int, positive_int
 from ..cli import run_command
 from ..errors import UsageError
 from .train import add_evaluation_arguments, key_values
 
-SCENARIO = scenario("bursty_v0")
-"""The env arguments by default: the multi-agent runs keep the first pacing scenario, "bursty_v0" (`auction_gym.scenarios`)."""
+SCENARIO = parallel_kwargs(scenario(DEFAULT_SCENARIO))
+"""The env arguments by default: the calibrated pacing market, RadixAuction-v1's, every bidder learning."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

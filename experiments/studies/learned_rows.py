@@ -28,7 +28,7 @@ from agents.training import TrainConfig, train
 from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
 
 from ..argtypes import positive_int
-from ..commands.compare import FULL, evaluate_policy
+from ..commands.compare import BUDGETS, DEFAULT_BUDGET, evaluate_policy
 from ..executor import Executor
 
 
@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", default="ppo")
-    parser.add_argument("--seeds", type=positive_int, default=FULL["seeds"])
-    parser.add_argument("--timesteps", type=positive_int, default=FULL["timesteps"])
-    parser.add_argument("--episodes", type=positive_int, default=FULL["episodes"])
+    parser.add_argument("--seeds", type=positive_int, default=BUDGETS[DEFAULT_BUDGET]["seeds"])
+    parser.add_argument("--timesteps", type=positive_int, default=BUDGETS[DEFAULT_BUDGET]["timesteps"])
+    parser.add_argument("--episodes", type=positive_int, default=BUDGETS[DEFAULT_BUDGET]["episodes"])
     parser.add_argument("--torch-threads", type=positive_int, default=1)
     parser.add_argument("--jobs", type=positive_int, default=2)
     parser.add_argument("--logdir", type=Path, default=Path("runs/learned_rows"))
