@@ -47,6 +47,9 @@ HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
 # evaluations never see.
 _RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "frame_stack", "policy", "noise_type", "noise_std",
              "train_env_kwargs")
+TRAINING_ONLY = ("reward", "reference_policy", "reward_scale")
+"""The env arguments `train_env_kwargs` may set: what a policy learns from. The action type and the
+market are the run's own, so a model plays in evaluation the env it was trained in."""
 # Constructor arguments that training sets itself.
 _FIXED_KEYS = ("self", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model")
 _NOISES = {"normal": NormalActionNoise, "ornstein-uhlenbeck": OrnsteinUhlenbeckActionNoise}
@@ -89,8 +92,9 @@ def check_hyperparams(algo: str, hyperparams: dict[str, Any]) -> None:
         if key not in valid:
             raise ValueError(f"unknown hyperparameter {key!r} for {algo}; valid: {', '.join(valid)}")
         default = params[key].default if key in params else None
-        if key == "train_env_kwargs" and not isinstance(value, dict):
-            raise ValueError(f"hyperparameter train_env_kwargs={value!r}: expected a mapping of env arguments")
+        if key == "train_env_kwargs" and (not isinstance(value, dict) or set(value) - set(TRAINING_ONLY)):
+            raise ValueError(f"hyperparameter train_env_kwargs={value!r}: expected a mapping of "
+                             f"{', '.join(TRAINING_ONLY)} (what the policy learns from, never what it plays in)")
         if key == "frame_stack" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"hyperparameter frame_stack={value!r}: expected an integer >= 1 (observations stacked)")
         if isinstance(default, bool):

@@ -40,7 +40,7 @@ def test_train_defaults_to_ppo():
 
 
 def test_train_prints_its_final_evaluation(tmp_path, capsys):
-    main(["train", "--timesteps", "64", "--hyperparams", "n_steps=64", "batch_size=32", "n_epochs=1",
+    main(["train", "--timesteps", "64", "--hyperparams", "n_steps=64", "batch_size=32", "n_epochs=1", "n_envs=1",
           "--env-kwargs", '{"horizon": 16}', "--eval-episodes", "2", "--logdir", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out
     assert "final evaluation at step 64: 2 episodes, seeds 1000..1001" in out

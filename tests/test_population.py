@@ -36,9 +36,9 @@ def test_population_metrics_are_the_evaluation_metrics_of_every_bidder():
         assert all(math.isfinite(v) for v in e.values())
         assert e["revenue"] == pytest.approx(sum(e[f"{a}/payments"] for a in agents))
         assert e["total_utility"] == pytest.approx(e["welfare"] - e["revenue"])
-    # All-OGD on the PettingZoo env is the market RadixAuction-v0 plays with OGD focal and OGD
-    # opponents: the same seeds give bidder 0 the same metrics, market and own.
-    focal = evaluate(policy_from_spec("ogd"), ENV, episodes=3, seed=7, progress=False)
+    # All-OGD on the PettingZoo env (its defaults are v0's) is the market RadixAuction-v0 plays with
+    # OGD focal and OGD opponents: the same seeds give bidder 0 the same metrics, market and own.
+    focal = evaluate(policy_from_spec("ogd"), ENV, episodes=3, seed=7, progress=False, env_id="RadixAuction-v0")
     for e, f in zip(episodes, focal):
         for m in ("welfare", "mean_latency", "ttft", "cache_hit_rate"):
             assert e[m] == pytest.approx(f[m], rel=1e-12)

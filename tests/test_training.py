@@ -403,6 +403,7 @@ def test_train_env_kwargs_reach_the_training_envs_only(tmp_path, monkeypatch):
                                                             "n_envs": 1, "train_env_kwargs": {"reward": "cost"}}))
     assert made == [{**ENV, "reward": "cost"}]
     assert saved_env_kwargs(result.model_path)[0] == ENV
-    with pytest.raises(ValueError, match="train_env_kwargs"):
-        train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, progress=False,
-                          hyperparams={"train_env_kwargs": "paired"}))
+    for bad in ("paired", {"action_type": "log"}):
+        with pytest.raises(ValueError, match="train_env_kwargs"):
+            train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, progress=False,
+                              hyperparams={"train_env_kwargs": bad}))

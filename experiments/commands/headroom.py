@@ -186,9 +186,14 @@ def headroom(env_kwargs: dict[str, Any], tuning_episodes: int = TUNING_EPISODES,
                          f"seeds ({eval_seed} on)")
     policies = candidates(float(env_kwargs.get("alpha_max", MarketConfig.alpha_max)))
     tuning = utilities(evaluations(policies, env_kwargs, tuning_episodes, tuning_seed, executor))
-    episodes = evaluations(policies, env_kwargs, eval_episodes, eval_seed, executor)
-    unlimited = utilities(evaluations({"unlimited": Truthful()}, unlimited_kwargs(env_kwargs), eval_episodes,
-                                      eval_seed))["unlimited"]
+    # Scored on the evaluation episodes: every constant (hindsight and privileged choose among them
+    # per episode), truthful, OGD at its default step and each tuned family's choice.
+    scored = [n for n in policies if n.startswith("fixed:")] + ["truthful", f"ogd:eta={OGDPacer().eta:g}"]
+    scored += [choose(tuning, prefix) for prefix in ("ogd:", "pid:")]
+    tasks = [(policies[n], env_kwargs, eval_episodes, eval_seed) for n in dict.fromkeys(scored)]
+    played = executor.map(_evaluate, [*tasks, (Truthful(), unlimited_kwargs(env_kwargs), eval_episodes, eval_seed)])
+    episodes = dict(zip(dict.fromkeys(scored), played))
+    unlimited = utilities({"unlimited": played[-1]})["unlimited"]
     kinds = (episode_kinds(env_kwargs, range(tuning_seed, tuning_seed + tuning_episodes)),
              episode_kinds(env_kwargs, range(eval_seed, eval_seed + eval_episodes)))
     rows = report_rows(tuning, utilities(episodes), *kinds, unlimited)
