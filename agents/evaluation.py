@@ -110,11 +110,11 @@ def evaluate(policy: Policy, env_kwargs: dict[str, Any] | None = None, episodes:
         env.close()
 
 
-def rollout(policy: Policy, env_kwargs: dict[str, Any] | None = None,
-            seed: int = DEFAULT_EVAL_SEED) -> list[tuple[np.ndarray, dict[str, Any]]]:
-    """One episode of RadixAuction-v0 seeded `seed`, played as `evaluate` plays it: each step's
+def rollout(policy: Policy, env_kwargs: dict[str, Any] | None = None, seed: int = DEFAULT_EVAL_SEED,
+            env_id: str = ENV_ID) -> list[tuple[np.ndarray, dict[str, Any]]]:
+    """One episode of the env `env_id` seeded `seed`, played as `evaluate` plays it: each step's
     observation (the one the policy acted on) and the step's `info`."""
-    env = gym.make(ENV_ID, **scored_kwargs(policy, env_kwargs))
+    env = gym.make(env_id, **scored_kwargs(policy, env_kwargs))
     try:
         return list(_episode(_for_env(policy, env), env, seed))
     finally:

@@ -25,7 +25,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecFrameStack, VecNormalize
 
-import auction_gym  # noqa: F401  (registers RadixAuction-v0)
+import auction_gym  # noqa: F401  (registers RadixAuction-v0 and -v1)
 from auction_gym.market import Obs
 
 from .learners import LEARNERS, learner, load_object

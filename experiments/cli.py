@@ -27,11 +27,11 @@ from .errors import TaskFailed, UsageError
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("experiments.commands.demo", "replay a workload under every scheduler and print a table"),
     "reproduce": ("experiments.commands.reproduce", "reproduce the paper's findings over a sweep of load and KV size"),
-    "train": ("experiments.commands.train", "train a pacing agent on RadixAuction-v0 (SB3, or the CMA-ES policy search)"),
+    "train": ("experiments.commands.train", "train a pacing agent on RadixAuction-v1 (SB3, or the CMA-ES policy search)"),
     "tune": ("experiments.commands.tune", "search hyperparameters with Optuna (TPE, median pruning) on tuning episodes"),
     "evaluate": ("experiments.commands.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
     "headroom": ("experiments.commands.headroom", "measure what pacing can gain in a scenario, before any training"),
-    "compare": ("experiments.commands.compare", "train pacing agents and compare them with OGD and truthful bidding"),
+    "compare": ("experiments.commands.compare", "train pacing agents and compare them with OGD, a PI pacer and tuned baselines"),
     "train-multi": ("experiments.commands.train_multi", "train every bidder at once with RLlib PPO (Ray; local or a cluster)"),
     "evaluate-multi": ("experiments.commands.evaluate_multi",
                        "evaluate learned populations against all-OGD and all-truthful markets"),

@@ -271,7 +271,7 @@ def add_scenario_arguments(parser: argparse.ArgumentParser, default: str | None 
     parser.add_argument("--scenario", default=default, choices=list(SCENARIOS),
                         help=f"named scenario (auction_gym.scenarios; default {shown})")
     parser.add_argument("--env-kwargs", type=json_dict, default={},
-                        help=f"RadixAuction-v0 arguments as JSON, over the scenario's key by key {env_kwargs_help}")
+                        help=f"RadixAuction-v1 arguments as JSON, over the scenario's key by key {env_kwargs_help}")
 
 
 def checked_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
