@@ -21,8 +21,11 @@ from typing import Any
 
 from .market.config import MarketConfig
 
-V1_ACTION_TYPE = "delta"
-"""`RadixAuction-v1`'s action type (`auction_gym.action`), the one constant its default derives from."""
+V1_ACTION_TYPE = "residual"
+"""`RadixAuction-v1`'s action type (`auction_gym.action`), the one constant its default derives from:
+a correction of the tuned PI pacer (a = 0 plays it), the type under which PPO scored best on the
+tuning episodes among "log", "delta" and "residual" (`python -m experiments.studies.action_types`;
+the table is on the pacing benchmark's documentation page)."""
 V1_KWARGS: dict[str, Any] = {
     "cost_model": "service",
     "horizon": 200,
