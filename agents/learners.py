@@ -32,6 +32,8 @@ class Learner:
 
 LEARNERS: dict[str, Learner] = {entry.name: entry for entry in (
     Learner("ppo", "sb3", "stable_baselines3:PPO", "PPO (Stable-Baselines3)"),
+    Learner("ppo_paired", "sb3", "stable_baselines3:PPO",
+            "PPO trained on the paired reward (a shadow episode with the reference pacer; ppo_paired.yml)"),
     # RL Zoo's name for sb3-contrib's RecurrentPPO, so agents/hyperparams/ppo_lstm.yml works there too.
     Learner("ppo_lstm", "sb3", "sb3_contrib:RecurrentPPO", "PPO with an LSTM policy (sb3-contrib's RecurrentPPO)"),
     Learner("sac", "sb3", "stable_baselines3:SAC", "SAC (Stable-Baselines3)"),

@@ -226,7 +226,7 @@ def _build_or_resume(config: TrainConfig, algo_cls: type, hp: dict[str, Any], en
     if not path.exists():
         raise ValueError(f"--resume: model not found: {path}")
     saved = detect_algo(path)
-    if saved != config.algo:
+    if ALGOS[saved] is not algo_cls:  # learners of one class (ppo, ppo_paired) resume each other's models
         raise ValueError(f"--resume: {path} was trained with {saved}, not {config.algo}")
     stats, vec_norm = vecnormalize_path(path), unwrap_vec_normalize(env)
     if normalized and stats is not None and vec_norm is not None:

@@ -246,11 +246,12 @@ def test_hyperparams_files_load_for_every_algo():
     for algo in ("ppo", "sac", "td3", "a2c"):
         hp = load_hyperparams(algo)
         assert hp["policy"] == "MlpPolicy" and hp["n_timesteps"] > 0
-    for algo in ("ppo", "sac", "cmaes"):  # the entries of the next env id, checked as a run checks them
+    for algo in ("ppo", "ppo_paired", "sac", "cmaes"):  # the entries of the next env id, checked as a run checks them
         check_learner_hyperparams(algo, load_hyperparams(algo, env_id="RadixAuction-v1"))
     v1 = load_hyperparams("ppo", env_id="RadixAuction-v1")
     assert (v1["n_envs"], v1["n_steps"], v1["batch_size"], v1["gamma"]) == (8, 256, 256, 0.995)
     assert "log_std_init=-1.5" in v1["policy_kwargs"]
+    assert load_hyperparams("ppo_paired", env_id="RadixAuction-v1")["train_env_kwargs"] == {"reward": "paired"}
 
 
 def test_make_env_steps_its_envs_in_this_process_unless_asked():

@@ -68,17 +68,23 @@ from .train import key_values
 BASELINES = (*PLAIN_POLICIES, *TUNED)
 COLUMNS = (*METRICS, *map(report_of.paired_name, report_of.REFERENCES))
 """compare.md's per-episode table: the metrics, then the paired differences."""
+CURVE_POINTS = 4
+"""Evaluations during a training run by default (its learning curve's points, each on the first
+`--curve-episodes` evaluation episodes)."""
 FIGURE_EPISODES = 3
 """Evaluation episodes whose rounds policies.png plots (the first of them over time)."""
 BUDGETS: dict[str, dict[str, int]] = {
     "quick": {"timesteps": 2_048, "seeds": 2, "episodes": 10, "tuning_episodes": 4, "curve_episodes": 5},
-    "default": {"timesteps": 100_000, "seeds": 5, "episodes": 100, "tuning_episodes": 36, "curve_episodes": 20},
+    "default": {"timesteps": 60_000, "seeds": 5, "episodes": 100, "tuning_episodes": 36, "curve_episodes": 20},
     "full": {"timesteps": 300_000, "seeds": 5, "episodes": 100, "tuning_episodes": 36, "curve_episodes": 20},
 }
 """Each `--budget`'s sizes (the options of the same names). "quick" is a first look at the outputs
 (two short runs per algorithm, which learn little); "default" is sized to run in under 15
 minutes on 2 cores; "full" is the long run the documentation's tables come from."""
 SIZES = tuple(BUDGETS["default"])
+DEFAULT_ALGOS = ("ppo", "cmaes")
+"""The learners `compare` trains by default: PPO at RadixAuction-v1's settings, and the policy search
+that compares candidates on shared episodes. `ppo_paired` and `sac` join them in the long runs."""
 DEFAULT_BUDGET = "default"
 
 
@@ -95,7 +101,8 @@ def _sizes_text(sizes: dict[str, int]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algos", default="ppo", help=f"comma-separated, from {names_text()} (default ppo)")
+    parser.add_argument("--algos", default=",".join(DEFAULT_ALGOS),
+                        help=f"comma-separated, from {names_text()} (default {','.join(DEFAULT_ALGOS)})")
     parser.add_argument("--budget", choices=list(BUDGETS), default=DEFAULT_BUDGET,
                         help="the run's sizes: " + "; ".join(f"{name}: {_sizes_text(sizes)}"
                                                              for name, sizes in BUDGETS.items())
@@ -117,7 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-envs", type=positive_int, default=None,
                         help="training envs per run, in one process (default: the hyperparameter file's n_envs)")
     parser.add_argument("--eval-freq", type=positive_int, default=None,
-                        help="evaluate during training every N steps (default: a tenth of --timesteps)")
+                        help=f"evaluate during training every N steps (default: --timesteps / {CURVE_POINTS})")
     parser.add_argument("--hyperparams", nargs="*", metavar="KEY=VALUE", default=[],
                         help="override YAML entries for every algorithm, e.g. n_steps=256")
     parser.add_argument("--logdir", default="runs",
@@ -251,7 +258,8 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
     policies.png may draw, by name. A baseline the headroom `report` played on the same evaluation
     episodes is not played again."""
     configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
-                           env_kwargs=env_kwargs, eval_seed=args.eval_seed, eval_freq=args.eval_freq,
+                           env_kwargs=env_kwargs, eval_seed=args.eval_seed,
+                           eval_freq=args.eval_freq or max(args.timesteps // CURVE_POINTS, 1),
                            eval_episodes=args.curve_episodes, hyperparams=key_values(args.hyperparams),
                            progress=args.progress and executor.inline, torch_threads=args.torch_threads)
                for algo in algos for seed in range(args.seeds)]
