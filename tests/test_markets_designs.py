@@ -170,3 +170,13 @@ def test_env_checkers_pass_and_pettingzoo_runs(mechanism):
         gym_check_env(env.unwrapped)
         sb3_check_env(env)
     parallel_api_test(auction_gym.parallel_env(mechanism=mechanism, **FAST), num_cycles=20)
+
+
+def test_mechanism_kwargs_reach_the_design_and_bad_ones_are_refused_at_construction():
+    market = Market(MarketConfig(mechanism="tiers", mechanism_kwargs={"base_price": 2.0, "ratios": (1.0, 3.0)}))
+    market.reset(0)
+    assert market.engine.scheduler.prices == (2.0, 6.0)
+    with pytest.raises(ValueError, match="mechanism_kwargs for 'tiers'"):
+        MarketConfig(mechanism="tiers", mechanism_kwargs={"bogus": 1})
+    with pytest.raises(ValueError, match="strictly increasing"):
+        MarketConfig(mechanism="tiers", mechanism_kwargs={"ratios": (2.0, 1.0)})

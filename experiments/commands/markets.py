@@ -1,12 +1,13 @@
 """The market designs side by side: every registered mechanism x workload x load x seed, paced.
 
     radix-auction markets [--quick] [--designs a,b] [--workloads a,b] [--loads 0.7,1,1.4] [--seeds K]
-                          [--size N] [--out docs/markets]
+                          [--size N] [--truthful] [--out docs/markets]
 
 Each point replays a workload through a market (`auction_gym.market.Market`) whose four bidders
 all pace by OGD (`auction_gym.pacing.OGDPacer`) against the default budgets (`MarketConfig`:
 0.0001 a round over a horizon of `--size` rounds), from an empty engine until the workload runs
-dry or the horizon ends. Load is the arrival intensity over one engine's capacity, as `radix-auction
+dry or the horizon ends; with `--truthful` every bidder bids its urgency (multiplier 1) with a
+budget it cannot spend, the paper's setting (and `reproduce`'s). Load is the arrival intensity over one engine's capacity, as `radix-auction
 cluster` sets it for one replica (`WorkloadEntry.replicas`): agentic at load x 14.5 requests/s,
 shared prefix at load x 8/s, the Mooncake slice at time scale 4 / load. Designs: every registered
 mechanism (`auction_gym.registry`), so a new one joins by registration alone, plus two tuned tier
@@ -46,35 +47,40 @@ TIER_GRID = [{"base_price": p, "ratios": r} for p in (3e-8, 1e-7, 3e-7, 1e-6)
              for r in ((0.5, 1.0, 1.8), (0.25, 1.0, 4.0))]
 """The tier designs tuned over: base prices per prompt token x ratio sets (Google's, and a wider one)."""
 TUNED = {"welfare": "tiers (welfare)", "revenue": "tiers (revenue)"}
+UNLIMITED = 1e12
+"""The budget of `--truthful`'s bidders: far beyond what any design charges in an episode."""
 WORKLOADS = ("agentic", "shared_prefix", "mooncake")
 FULL = {"workloads": list(WORKLOADS), "loads": [0.7, 1.0, 1.4], "seeds": 5, "size": 1000}
 """The default grid. 1,000 requests: the Mooncake slice's length (`SAMPLE_TRACE`)."""
 QUICK = {"workloads": ["agentic", "shared_prefix"], "loads": [0.7, 1.0, 1.4], "seeds": 2, "size": 1000}
 
 
-def scenario(design: str, workload: str, load: float, size: int, kwargs: dict | None = None) -> MarketConfig:
-    """The market of one point: `size` requests (and rounds), offered at `load`."""
+def scenario(design: str, workload: str, load: float, size: int, kwargs: dict | None = None,
+             truthful: bool = False) -> MarketConfig:
+    """The market of one point: `size` requests (and rounds), offered at `load`; with `truthful`,
+    budgets no bidder can spend (UNLIMITED)."""
     entry = get_workload(workload)
     scale = entry.replicas
     trace = SAMPLE_TRACE if entry.trace_argument is not None else None
     return MarketConfig(mechanism=design, mechanism_kwargs=dict(kwargs or {}), workload=workload, trace_path=trace,
                         workload_kwargs=scale.workload_kwargs(entry.intensity, load, size, 1),
-                        engine_kwargs=dict(scale.engine_kwargs), horizon=size, warmup=0.0)
+                        engine_kwargs=dict(scale.engine_kwargs), horizon=size, warmup=0.0,
+                        budget=UNLIMITED if truthful else None)
 
 
-def run_point(config: MarketConfig, seed: int) -> tuple[dict, list[float]]:
-    """One paced episode: its row of measures, and the posted price of each round (empty for a
-    design that posts none)."""
+def run_point(config: MarketConfig, seed: int, truthful: bool = False) -> tuple[dict, list[float]]:
+    """One episode, paced by OGD (or with every multiplier 1, `truthful`): its row of measures, and
+    the posted price of each round (empty for a design that posts none)."""
     t0 = time.perf_counter()
     market = Market(config)
     market.reset(seed)
     kinds = {r.id: r.kind for r in config.make_workload(seed, market.draws)}
-    pacer = OGDPacer()
+    pacer, ones = OGDPacer(), [1.0] * config.num_bidders
     welfare = revenue = 0.0
     finished: list[int] = []
     prices: list[float] = []
     while not market.done:
-        report = market.step(pacer.multipliers(market.observations().tolist()))
+        report = market.step(ones if truthful else pacer.multipliers(market.observations().tolist()))
         welfare += report.welfare
         revenue += report.revenue
         finished += report.finished
@@ -98,25 +104,26 @@ def run_point(config: MarketConfig, seed: int) -> tuple[dict, list[float]]:
     return row, prices
 
 
-def tune_tiers(workload: str, load: float, size: int, seeds: int, log=print) -> dict[str, dict]:
+def tune_tiers(workload: str, load: float, size: int, seeds: int, truthful: bool, log=print) -> dict[str, dict]:
     """The TIER_GRID entry of most mean welfare and of most mean revenue on the tuning seeds."""
     scores = []
     for kwargs in TIER_GRID:
-        rows = [run_point(scenario("tiers", workload, load, size, kwargs), 1000 + k)[0] for k in range(seeds)]
+        rows = [run_point(scenario("tiers", workload, load, size, kwargs, truthful), 1000 + k, truthful)[0]
+                for k in range(seeds)]
         scores.append((np.mean([r["welfare"] for r in rows]), np.mean([r["revenue"] for r in rows]), kwargs))
     best = {"welfare": max(scores, key=lambda s: s[0])[2], "revenue": max(scores, key=lambda s: s[1])[2]}
     log(f"{workload} load {load}: tiers tuned for welfare {best['welfare']}, for revenue {best['revenue']}")
     return best
 
 
-def sweep(grid: dict, designs: list[str], log=print) -> tuple[list[dict], list[dict]]:
+def sweep(grid: dict, designs: list[str], truthful: bool = False, log=print) -> tuple[list[dict], list[dict]]:
     """Every point of the grid: the rows, and the congestion design's price paths."""
-    rows, paths = [], []
+    rows, paths, size = [], [], grid["size"]
     for workload, load in itertools.product(grid["workloads"], grid["loads"]):
-        tuned = tune_tiers(workload, load, grid["size"], grid["seeds"], log) if "tiers" in designs else {}
+        tuned = tune_tiers(workload, load, size, grid["seeds"], truthful, log) if "tiers" in designs else {}
         variants = [(d, d, {}) for d in designs] + [(TUNED[k], "tiers", kw) for k, kw in tuned.items()]
         for (label, design, kwargs), seed in itertools.product(variants, range(grid["seeds"])):
-            row, prices = run_point(scenario(design, workload, load, grid["size"], kwargs), seed)
+            row, prices = run_point(scenario(design, workload, load, size, kwargs, truthful), seed, truthful)
             rows.append({"workload": workload, "load": load, "seed": seed, "design": label,
                          "tier_kwargs": repr(kwargs) if kwargs else "", **row})
             paths += [{"workload": workload, "load": load, "seed": seed, "design": label, "round": i, "price": p}
@@ -138,6 +145,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=positive_int, default=None, help="evaluation seeds (default 5, quick 2)")
     parser.add_argument("--size", type=positive_int, default=None,
                         help="requests and rounds per point (default 1000, at most the Mooncake slice's 1000 lines)")
+    parser.add_argument("--truthful", action="store_true",
+                        help="every bidder bids its urgency (multiplier 1) with an unlimited budget, as reproduce "
+                             "does, instead of pacing by OGD against the default budgets")
     parser.add_argument("--out", type=Path, default=Path("docs/markets"), help="output folder (default docs/markets)")
 
 
@@ -151,8 +161,8 @@ def run(args: argparse.Namespace) -> None:
         if unknown := sorted(set(given) - set(valid)):
             raise ValueError(f"--{key}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
     t0 = time.perf_counter()
-    rows, paths = sweep(grid, designs)
+    rows, paths = sweep(grid, designs, args.truthful)
     args.out.mkdir(parents=True, exist_ok=True)
-    for line in write_outputs(rows, paths, args.out, made_by(args)):
+    for line in write_outputs(rows, paths, args.out, made_by(args), args.truthful):
         print(line)
     print(f"wall time {time.perf_counter() - t0:.0f} s")

@@ -81,7 +81,7 @@ def targets(rows: list[dict]) -> list[str]:
         spent = [f"{d} {m[(w, load, d)]['spent_share']:.2f}" for (ww, ll, d) in m
                  if (ww, ll) == (w, load) and _charges(d)]
         if spent:
-            lines.append(f"{head} share of budgets spent (paced by OGD): " + ", ".join(spent))
+            lines.append(f"{head} share of budgets spent: " + ", ".join(spent))
     return lines
 
 
@@ -132,7 +132,7 @@ def figures(rows: list[dict], paths: list[dict], out: Path) -> list[Path]:
     return written
 
 
-def write_outputs(rows: list[dict], paths: list[dict], out: Path, provenance: str) -> list[str]:
+def write_outputs(rows: list[dict], paths: list[dict], out: Path, provenance: str, truthful: bool) -> list[str]:
     """Write markets.csv, markets_prices.csv, the figures and markets.md; return the targets' lines."""
     write_csv(rows, out / "markets.csv")
     if paths:
@@ -141,7 +141,9 @@ def write_outputs(rows: list[dict], paths: list[dict], out: Path, provenance: st
     page = out / "markets.md"
     page.write_text("\n".join([
         "# Markets: the designs the paper argues about, side by side", "", provenance,
-        "Means over the evaluation seeds; every bidder paces by OGD against its budget. What each design "
-        "does: [the market designs](../markets.md).", "", table(rows), "", "## Targets", "", *lines, "",
+        "Means over the evaluation seeds; " + ("every bidder bids its urgency with an unlimited budget. "
+        if truthful else "every bidder paces by OGD against its budget. ") + "What each design does, and why "
+        "the results fall as they do: [the market designs](" + ("../../" if truthful else "../") + "markets.md).",
+        "", table(rows), "", "## Targets", "", *lines, "",
         "## Figures", "", figure_links(figures(rows, paths, out), page)]))
     return lines
