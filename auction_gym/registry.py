@@ -147,7 +147,7 @@ for _entry in (
     MechanismEntry("dfs_weight", "auction_gym.scheduler.dfs_weight:DFSWeight",
                    "SGLang's dfs-weight: subtrees by request count; no payments"),
     MechanismEntry("lpm_aging", "auction_gym.scheduler.lpm_aging:LPMAging",
-                   "LPM with anti-starvation aging (SGLang issue 31954); no payments", in_batch=True),
+                   "LPM with anti-starvation aging (as proposed to SGLang); no payments", in_batch=True),
     MechanismEntry("dlpm", "auction_gym.scheduler.dlpm:DLPM",
                    "fair share: deficit round robin per bidder over LPM's order (DLPM); no payments"),
     MechanismEntry("sglang_priority", "auction_gym.scheduler.priority:SGLangPriority",

@@ -1,4 +1,5 @@
-"""Longest prefix match first with anti-starvation aging (SGLang issue 31954, PR 31723's rule).
+"""Longest prefix match first with anti-starvation aging (the rule proposed to SGLang in
+sgl-project/sglang pull request #31723, for its feature request #31954).
 
 SGLang's `lpm` sorts by cached prefix alone, so a request with nothing cached is passed over by
 every cache-hot arrival; the issue measured such requests (about 5%) forming a 20-60 s tail of

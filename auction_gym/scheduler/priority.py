@@ -8,7 +8,7 @@ running request by a waiting one whose priority exceeds it by more than the thre
 `priority` radix eviction, are engine rules not simulated here: this is SGLang with
 `--disable-priority-preemption` and the default `lru` eviction.
 
-`QoSLPM` ("qos_lpm"): priority, then the longest cached prefix, then arrival (SGLang PR 30507's
+`QoSLPM` ("qos_lpm"): priority, then the longest cached prefix, then arrival (sgl-project/sglang pull request #30507's
 `qos-lpm` order, without its priority-weighted eviction).
 
 A request's priority is an integer made from its bid (`priority_level`): in a market the bid is its
