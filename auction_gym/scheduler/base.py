@@ -69,7 +69,9 @@ class Decision(Protocol):
 
 @runtime_checkable
 class Auction(Protocol):
-    """An admission policy that prices its rounds (`auction_gym.mechanism.AuctionMechanism`).
+    """An admission policy that decides its rounds as values: an auction
+    (`auction_gym.mechanism.AuctionMechanism`), a posted-price design (`auction_gym.pricing`), or a
+    priority order that reads the bids (`scheduler.priority`).
 
     `decide(queue, cache, multipliers)` decides the round: with `multipliers` (a market's, one per
     bidder) request r bids multipliers[r.bidder] x r.urgency, without them its own `bid`. It
