@@ -47,16 +47,16 @@ GOLDEN = {
     "env/dlpm": "f655a2c5b58db682",
     "env/sglang_priority": "9762d14d2999abef",
     "env/qos_lpm": "f37226e3d65190b5",
-    "env/tiers": "9a76728c58546e06",
-    "env/tiers_lpm": "80df1d56f4c451af",
-    "env/congestion": "3ed16aeab52ef50c",
+    "env/tiers": "31b9f0ae6629db9a",
+    "env/tiers_lpm": "5c717fb4373c19fb",
+    "env/congestion": "5cfabfbd7dc9c759",
     "engine/lpm_aging": "455db2e1fe1f4fd1",
     "engine/dlpm": "f5ba3cb286a0f1fd",
     "engine/sglang_priority": "0176b823c659a72e",
     "engine/qos_lpm": "938df00534f87f3a",
-    "engine/tiers": "1e001cf96027c98a",
-    "engine/tiers_lpm": "6ccb7bc12a7e8122",
-    "engine/congestion": "7b7aeca4f81b54b2",
+    "engine/tiers": "d78f8694faabf995",
+    "engine/tiers_lpm": "59e84854fdcfe1f0",
+    "engine/congestion": "b784bdcfd0a8312c",
 }
 
 
