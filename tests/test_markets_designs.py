@@ -18,7 +18,7 @@ from auction_gym import RadixCache, Request, make_scheduler
 from auction_gym.market import Market, MarketConfig
 from auction_gym.pricing.tiers import best_tier
 from auction_gym.registry import get_mechanism
-from auction_gym.scheduler.priority import LOWEST, check_priority, priority_level
+from auction_gym.scheduler.priority import LOWEST, priority_level
 
 DESIGNS = ("lpm_aging", "dlpm", "sglang_priority", "qos_lpm", "tiers", "tiers_lpm", "congestion")
 FAST = {"horizon": 30, "workload_kwargs": {"rate": 40.0}}
@@ -100,9 +100,7 @@ def test_congestion_refuses_a_step_or_target_outside_its_range(kwargs):
 def test_priority_levels_are_integers_from_the_bid():
     assert priority_level(1.0) == 0 and priority_level(10.0) == 10 and priority_level(0.02) == -17
     assert priority_level(0.0) == LOWEST and priority_level(1e-300) == LOWEST
-    assert check_priority(3) == 3
-    with pytest.raises(ValueError, match="integer"):
-        check_priority(2.5)
+    assert all(type(priority_level(b)) is int for b in (1e-9, 0.37, 3.0, 1e9))
 
 
 def test_sglang_priority_is_fcfs_inside_a_priority_and_qos_lpm_prefers_the_cached_prefix():

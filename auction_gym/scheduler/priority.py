@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .._checks import is_int
 from ..pricing.posted_round import PostedRound
 from ..radix_cache import RadixCache
 from ..request import Request
@@ -42,13 +41,6 @@ def priority_level(bid: float) -> int:
     if bid <= 0:
         return LOWEST
     return max(LOWEST, round(LEVELS_PER_DECADE * math.log10(bid)))
-
-
-def check_priority(priority: object) -> int:
-    """`priority` as an int; ValueError unless it is one (SGLang's priorities are integers)."""
-    if not is_int(priority):
-        raise ValueError(f"a priority must be an integer, got {priority!r}")
-    return int(priority)
 
 
 class SGLangPriority:
