@@ -17,8 +17,8 @@ load, scored on the evaluation seeds (0 .. K-1) as every other row.
 
 Per point: welfare (sum of V - w x latency over finished requests), revenue, the share of the
 budgets spent, cache hit rate, TTFT and latency (mean, p50, p99) per urgency class, the share of
-urgent requests finished within SLO_SECONDS, and for the congestion design its price path (the
-price of every round, from `RoundReport.decision.prices`). Outputs under --out: markets.csv,
+urgent requests finished within SLO_SECONDS, and for the congestion design its price path on the
+first evaluation seed (the price of every round, from `RoundReport.decision.prices`). Outputs under --out: markets.csv,
 markets_prices.csv, markets.md (the command, machine and date that made it, the tables, the
 targets read off them: `markets_report.targets`) and figures markets_welfare.png,
 markets_latency.png, markets_prices.png.
@@ -126,8 +126,9 @@ def sweep(grid: dict, designs: list[str], truthful: bool = False, log=print) -> 
             row, prices = run_point(scenario(design, workload, load, size, kwargs, truthful), seed, truthful)
             rows.append({"workload": workload, "load": load, "seed": seed, "design": label,
                          "tier_kwargs": repr(kwargs) if kwargs else "", **row})
-            paths += [{"workload": workload, "load": load, "seed": seed, "design": label, "round": i, "price": p}
-                      for i, p in enumerate(prices)]
+            if seed == 0:  # one path per point: the one the figure draws (every seed's would be megabytes)
+                paths += [{"workload": workload, "load": load, "seed": seed, "design": label, "round": i,
+                           "price": float(f"{p:.6g}")} for i, p in enumerate(prices)]
             log(f"{workload} load {load} seed {seed} {label}: welfare {row['welfare']:.1f} revenue "
                 f"{row['revenue']:.3g} hit {row['hit_rate']:.3f} ({row['wall_s']:.1f} s)")
     return rows, paths
