@@ -6,7 +6,7 @@ it: `make_scheduler` and `scheduler_names` (`auction_gym.scheduler`), `MECHANISM
 `AuctionMechanism` is an auction: built with the market's cost model, charged VCG payments), the
 mechanism rows of `RadixAuctionEnv`'s docstring, and the policies of `radix-auction demo` and
 `reproduce`. Registration order is table order: the no-money baselines (FCFS, then the cache-aware
-ones), then the auctions. To add one, see the README's "Extending" section.
+ones, then the priority orders), the posted-price designs, then the auctions. To add one, see the README's "Extending" section.
 
 Targets are "module:attr" strings imported on first use, so this module imports neither the
 schedulers nor the auctions (both import the scheduler interface, which reads this registry).
@@ -48,6 +48,12 @@ class MechanismEntry:
     def factory(self) -> Callable[..., Scheduler]:
         """The class or factory (imported now if `target` is a string)."""
         return resolve(self.target)
+
+    @property
+    def charges(self) -> bool:
+        """Whether its rounds charge money: an auction (VCG payments) or a posted-price design
+        (its class's `charges = True`)."""
+        return self.is_auction or bool(getattr(self.factory(), "charges", False))
 
     @property
     def is_auction(self) -> bool:
@@ -140,6 +146,20 @@ for _entry in (
                    "k-LPM: the oldest request, then k - 1 longest-prefix picks; no payments", in_batch=True),
     MechanismEntry("dfs_weight", "auction_gym.scheduler.dfs_weight:DFSWeight",
                    "SGLang's dfs-weight: subtrees by request count; no payments"),
+    MechanismEntry("lpm_aging", "auction_gym.scheduler.lpm_aging:LPMAging",
+                   "LPM with anti-starvation aging (as proposed to SGLang); no payments", in_batch=True),
+    MechanismEntry("dlpm", "auction_gym.scheduler.dlpm:DLPM",
+                   "fair share: deficit round robin per bidder over LPM's order (DLPM); no payments"),
+    MechanismEntry("sglang_priority", "auction_gym.scheduler.priority:SGLangPriority",
+                   "SGLang's priority scheduling: priority from the bid, FCFS inside; no payments"),
+    MechanismEntry("qos_lpm", "auction_gym.scheduler.priority:QoSLPM",
+                   "priority from the bid, then longest cached prefix, then arrival; no payments"),
+    MechanismEntry("tiers", "auction_gym.pricing.tiers:ServiceTiers",
+                   "posted-price service tiers (flex, standard, priority), FCFS inside; price x tokens"),
+    MechanismEntry("tiers_lpm", "auction_gym.pricing.tiers:TiersLPM",
+                   "posted-price service tiers, longest cached prefix first inside; price x tokens"),
+    MechanismEntry("congestion", "auction_gym.pricing.congestion:CongestionPricing",
+                   "a priority price that follows load (EIP-1559's rule); price x tokens"),
     MechanismEntry("strict_vcg", "auction_gym.mechanism.strict_priority:StrictPriorityAuction",
                    "strict priority by bid; VCG payments"),
     MechanismEntry("radix_vcg", "auction_gym.mechanism.radix_auction:RadixTreeAuction",

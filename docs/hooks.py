@@ -34,9 +34,9 @@ def mechanisms() -> str:
     for name in mechanism_names():
         entry = get_mechanism(name)
         target = entry.target if isinstance(entry.target, str) else repr(entry.target)
-        rows.append((f"`{name}`", entry.summary, "yes" if entry.is_auction else "no",
+        rows.append((f"`{name}`", entry.summary, "VCG" if entry.is_auction else "posted prices" if entry.charges else "no",
                      "yes" if entry.in_batch else "no", f"`{target}`"))
-    return _rows(("name", "what it does", "charges (auction)", "in-batch prefix check", "class"), rows)
+    return _rows(("name", "what it does", "charges", "in-batch prefix check", "class"), rows)
 
 
 def workloads() -> str:

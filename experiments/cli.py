@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "incentives": ("experiments.commands.incentives", "measure one bidder's gain from deviating from truthful bidding"),
     "calibrate": ("experiments.commands.calibrate", "profile the torch engine and fit the simulator's cost model"),
     "cluster": ("experiments.commands.cluster", "routers x admission policies x replicas over a cluster of engines"),
+    "markets": ("experiments.commands.markets", "every market design x workload x load, paced: welfare, revenue, latency"),
     "fidelity": ("experiments.commands.fidelity", "replay a workload through the torch engine and the simulator; report errors"),
 }
 

@@ -134,7 +134,7 @@ def test_every_policy_says_whether_the_rule_applies():
     """The registry's `in_batch` is the one place that says it: SGLang's cache-aware sort (lpm) and
     the cache-aware policies SGLang does not have, not its fcfs or dfs-weight nor strict priority."""
     applies = {name for name in scheduler_names() if get_mechanism(name).in_batch}
-    assert applies == {"lpm", "klpm", "radix_vcg"}
+    assert applies == {"lpm", "klpm", "lpm_aging", "radix_vcg"}  # lpm_aging: SGLang's lpm with a new key
 
 
 

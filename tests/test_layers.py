@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).parent.parent
 LAYERS = ("auction_gym", "gpu_backend", "agents", "experiments")
 """Lowest first: each may import those before it, never those after it."""
-BELOW_THE_ENVS = ("auction_gym.engine", "auction_gym.market", "auction_gym.mechanism", "auction_gym.scheduler")
+BELOW_THE_ENVS = ("auction_gym.engine", "auction_gym.market", "auction_gym.mechanism", "auction_gym.pricing",
+                  "auction_gym.scheduler")
 
 
 def _modules() -> dict[str, Path]:

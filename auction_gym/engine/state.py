@@ -34,9 +34,9 @@ class Iteration:
     replica: int = 0
     """Which replica of a cluster ran it (`auction_gym.cluster.ClusterEngine`); 0 for one engine."""
     decision: Decision | None = None
-    """The round an auction decided for this prefill iteration's admissions (`AuctionMechanism.decide`,
-    an `AuctionRound`), which the market prices; None for a policy without money, and for an
-    iteration that asked no scheduler."""
+    """The round the policy decided for this prefill iteration's admissions (`decide`: an auction's
+    `AuctionRound`, a posted-price design's or a priority order's `PostedRound`), which the market
+    charges from; None for a policy that only orders, and for an iteration that asked no scheduler."""
 
 
 @dataclass(slots=True, eq=False)

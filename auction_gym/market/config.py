@@ -88,6 +88,9 @@ class MarketConfig:
     num_bidders: int = 4
     mechanism: str = "radix_vcg"
     """A registered mechanism (`auction_gym.registry`); the auctions charge VCG payments, the others nothing."""
+    mechanism_kwargs: dict[str, Any] = field(default_factory=dict)
+    """The mechanism's own keyword arguments (e.g. a tier design's `base_price`), passed to
+    `make_scheduler`; a name its class does not take is a TypeError there."""
     cost_model: str = "tokens"
     """The auction's completion-time model (docs/design.md section 3), one of COST_MODELS: "tokens"
     (cache-aware, the default), "unit" (the paper's literal average subtree bid), or "service"
@@ -140,6 +143,11 @@ class MarketConfig:
     def __post_init__(self) -> None:
         check_count("num_bidders", self.num_bidders)
         get_mechanism(self.mechanism)  # ValueError listing the valid names
+        if self.mechanism_kwargs:  # refused now, not at the first reset
+            try:
+                self.make_scheduler()
+            except TypeError as e:
+                raise ValueError(f"mechanism_kwargs for {self.mechanism!r}: {e}") from None
         workload = get_workload(self.workload)  # ValueError listing the valid names
         if workload.trace_argument is not None and self.trace_path is None:
             raise ValueError(f"workload={self.workload!r} needs trace_path, the trace it replays")
@@ -264,8 +272,8 @@ class MarketConfig:
         """The mechanism with the market's cost model (`make_scheduler`, the one factory): "service"
         is "tokens" with the service time as the per-request work."""
         if self.cost_model == "service":
-            return make_scheduler(self.mechanism, "tokens", self.service_overhead())
-        return make_scheduler(self.mechanism, self.cost_model, self.request_overhead)
+            return make_scheduler(self.mechanism, "tokens", self.service_overhead(), **self.mechanism_kwargs)
+        return make_scheduler(self.mechanism, self.cost_model, self.request_overhead, **self.mechanism_kwargs)
 
     def make_engine(self, scheduler: Scheduler | Auction) -> ServingEngine:
         module, name = BACKENDS[self.backend].split(":")

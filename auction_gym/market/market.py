@@ -8,16 +8,19 @@ covers the engine time from the end of the previous round to the end of this one
 finish in that time count in it. An episode is `horizon` rounds, or fewer if the workload runs dry;
 it starts after `warmup` engine seconds served with truthful bids and no charges.
 
-Charging (docs/design.md section 3): the auction prices the whole queue every round, but bidder i pays
-only in rounds that admit some of its requests, p_i x a_i / q_i x seconds_per_unit (a_i admitted,
-q_i queued), never more than its remaining budget; a bidder with no budget left bids 0.
+Charging (docs/design.md section 3): the round the policy decided says what it charges
+(`charges`). An auction prices the whole queue every round, but bidder i pays only in rounds that
+admit some of its requests, p_i x a_i / q_i x seconds_per_unit (a_i admitted,
+q_i queued), never more than its remaining budget; a bidder with no budget left bids 0. A posted-price design
+(`auction_gym.pricing`) charges each admitted request its price, under the same cap.
 seconds_per_unit turns the auction's completion units into seconds: under "unit" the engine's busy
 seconds per admitted request so far (warm-up included, so the mean is settled by the first round);
 under "tokens" and "service" the cost model's seconds per prefill token.
 
 Invariants: spent_i <= budget_i; payments >= 0; bids of a bidder out of budget are 0.
 
-A round, call by call (an auction mechanism; the others stop at step 3 and charge nothing):
+A round, call by call (a policy that decides rounds, `scheduler.Auction`; the others stop at step 2
+and charge nothing):
 
 1. `Market.step` makes each bidder's multiplier for the round (0 for a bidder out of budget) and
    steps the engine with them (`_advance` -> `engine.step(multipliers)`) until an iteration
@@ -31,11 +34,15 @@ A round, call by call (an auction mechanism; the others stop at step 3 and charg
    inputs are unchanged.
 3. The engine returns that round on the iteration that admitted from it (`Iteration.decision`;
    with `replicas` > 1 the replica that admitted decided it).
-4. `Market._charge` reads that value and nothing else: the VCG payments of the bidders admitted
-   (`AuctionRound.payments`, computed now from the allocation, not from the cache, which admission
-   changed) and, for those whose payment is not 0, their queued counts (`AuctionRound.queued`),
-   and charges each p_i x a_i / q_i x seconds_per_unit, capped by what is left of its budget (a
-   payment of 0 charges 0 without the count).
+4. `Market._charge` reads that value and nothing else: its `charges(admitted, per_bidder,
+   seconds_per_unit)`, what each bidder owes for the requests admitted from it, which it caps by
+   what is left of the bidder's budget. An auction's round (`AuctionRound.charges`) computes the
+   VCG payments of the bidders admitted now, from the allocation, not from the cache, which
+   admission changed, and charges each p_i x a_i / q_i x seconds_per_unit (a payment of 0 charges
+   0 without counting the queue); a posted-price design's round (`auction_gym.pricing.PostedRound`)
+   charges each admitted request's bill, its price x its prompt tokens. A policy that decides
+   rounds but charges nothing (`sglang_priority`, `qos_lpm`: priority from the bids) returns a
+   round without bills.
 5. `Market.step` accounts the requests that finished in the round and returns its `RoundReport`
    (the round's decision on it); `Market.observations` then reads the market's state
    (`observation.FEATURES`).
@@ -51,7 +58,7 @@ from typing import Sequence
 import numpy as np
 
 from ..engine import Iteration, rejections
-from ..mechanism.base import AuctionRound
+from ..scheduler.base import Decision
 from .config import MarketConfig
 from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
 
@@ -100,9 +107,10 @@ class RoundReport:
     mean_ttft: float = math.nan
     exhausted: bool = False
     """The workload ran dry before this round could happen (nothing was admitted)."""
-    decision: AuctionRound | None = None
-    """The auction's round this step admitted from and charged for (`Iteration.decision`); None
-    under the policies that charge nothing, and when nothing was admitted."""
+    decision: Decision | None = None
+    """The round this step admitted from and charged for (`Iteration.decision`): an auction's
+    `AuctionRound`, a posted-price design's or a priority order's `PostedRound`; None under the
+    policies that only order (`Scheduler.order`), and when nothing was admitted."""
 
     @property
     def revenue(self) -> float:
@@ -316,12 +324,8 @@ class Market:
             else:
                 seconds_per_unit = self.engine.cost.prefill_per_token
             budget = self._budget
-            # Only the bidders admitted this round pay, so only their payments are computed.
-            charged = [i for i in range(self.n) if admitted[i]]
-            for i, p in decided.payments(charged).items():
-                if p:  # a zero payment charges 0.0 (left as it is), so counting the queue waits for one that is not
-                    due = p * admitted[i] / decided.queued[i] * seconds_per_unit
-                    payments[i] = min(due, max(budget[i] - spent[i], 0.0))
+            for i, due in decided.charges(report.admitted, admitted, seconds_per_unit).items():
+                payments[i] = min(due, max(budget[i] - spent[i], 0.0))
         self.price_ema = ema(self.price_ema, sum(payments) / len(report.admitted))
 
     def observations(self) -> np.ndarray:

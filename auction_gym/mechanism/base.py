@@ -78,6 +78,21 @@ class AuctionRound:
             self._outcome_cache = AuctionOutcome() if alloc is None else self.auction.outcome(alloc)
         return self._outcome_cache
 
+    def charges(
+        self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float
+    ) -> dict[int, float]:
+        """What the round charges (money, before any budget cap), as the market's charging rule
+        says (docs/design.md section 3): bidder i, with per_bidder[i] of its requests admitted (the
+        ids `admitted`) out of q_i queued, pays p_i x a_i / q_i x seconds_per_unit, p_i its VCG
+        payment in cost units. Only the admitted bidders' payments are computed; a bidder whose
+        payment is 0 is left out."""
+        charged = [i for i, a in enumerate(per_bidder) if a]
+        due = {}
+        for i, p in self.payments(charged).items():
+            if p:  # a zero payment charges nothing, so counting the queue waits for one that is not
+                due[i] = p * per_bidder[i] / self.queued[i] * seconds_per_unit
+        return due
+
     def payments(self, bidders: Iterable[int]) -> dict[int, float]:
         """VCG payments (>= 0) of `bidders` (0 for a bidder not in the round), computing only
         theirs unless the whole outcome is already there. A lone request delays nobody, so its

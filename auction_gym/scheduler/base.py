@@ -1,9 +1,10 @@
 """The admission policies' interfaces: given the waiting queue and the cache, the admission order.
 
 A policy without money (FCFS and the cache-aware ones here) is a `Scheduler`: `order(queue,
-cache)` returns the order. An auction (`auction_gym.mechanism`) is an `Auction`: `decide(queue,
-cache, multipliers)` returns the round it decided (a `Decision`: its admission order, and what the
-market prices), which the engine hands back on the `Iteration` it produced (docs/design.md section
+cache)` returns the order. An auction (`auction_gym.mechanism`), a posted-price design
+(`auction_gym.pricing`) or a priority order that reads the bids is an `Auction`: `decide(queue,
+cache, multipliers)` returns the round it decided (a `Decision`: its admission order, and what it
+charges), which the engine hands back on the `Iteration` it produced (docs/design.md section
 2). Every policy is found by name through `make_scheduler`, the one factory.
 """
 
@@ -51,16 +52,26 @@ class Scheduler(Protocol):
 
 
 class Decision(Protocol):
-    """One admission round as an auction decided it (`auction_gym.mechanism.AuctionRound`)."""
+    """One admission round as a policy decided it: an auction's `auction_gym.mechanism.AuctionRound`,
+    a posted-price design's `auction_gym.pricing.PostedRound`."""
 
     def admission_order(self) -> list[Request]:
         """The waiting queue, first = admitted first."""
         ...
 
+    def charges(self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float) -> dict[int, float]:
+        """Bidder -> what it owes (money, >= 0, before the market's budget cap) for the requests
+        `admitted` (ids) from this round, `per_bidder[i]` of them bidder i's; `seconds_per_unit`
+        turns an auction's completion units into seconds (docs/design.md section 3). A bidder that
+        owes nothing may be left out."""
+        ...
+
 
 @runtime_checkable
 class Auction(Protocol):
-    """An admission policy that prices its rounds (`auction_gym.mechanism.AuctionMechanism`).
+    """An admission policy that decides its rounds as values: an auction
+    (`auction_gym.mechanism.AuctionMechanism`), a posted-price design (`auction_gym.pricing`), or a
+    priority order that reads the bids (`scheduler.priority`).
 
     `decide(queue, cache, multipliers)` decides the round: with `multipliers` (a market's, one per
     bidder) request r bids multipliers[r.bidder] x r.urgency, without them its own `bid`. It

@@ -1,0 +1,89 @@
+"""Dynamic congestion pricing: one posted price for priority that follows load (EIP-1559's rule).
+
+Two classes: standard (free) and priority, at a price per prompt token posted each round. A request
+buys priority, once, when the design first sees it waiting, if its bid covers it: by the best
+response of the service tiers (`tiers.best_tier`, with a free standard tier), if bid x W_standard
+> bid x W_priority + price x prompt tokens, W the wait it expects in each class. Priority requests
+are admitted first, each class first come, first served; a request with bid 0 (budget spent) goes
+behind every paying one and pays nothing.
+
+After each decision (an admission round, or the engine's retry of one) the price moves with load, as EIP-1559's base fee moves with block use:
+p <- max(floor, p x (1 + eta x (utilization - target))), utilization the share of the waiting queue
+that bought priority (0 for an empty queue), so the price rises while more than `target` of what
+waits pays for priority and falls otherwise. Each round's price is on its `PostedRound.prices`,
+which `RoundReport.decision` carries: that is the price path (`radix-auction markets` logs it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from ..radix_cache import RadixCache
+from ..request import Request
+from .posted_round import PostedRound
+from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
+
+
+class CongestionPricing:
+    """A priority price that follows load; see the module docstring.
+
+    Args:
+        price: the first round's priority price per prompt token (money, > 0).
+        eta: the step of the price rule, in (0, 1] (EIP-1559: 1/8).
+        target: the share of the queue in priority the price aims at, in (0, 1).
+        floor: the lowest price (money per token, > 0 and <= price).
+        seconds_per_request: the wait one request ahead adds in the best response (s, > 0).
+    """
+
+    name = "congestion"
+    charges = True
+
+    def __init__(
+        self, price: float = BASE_PRICE, eta: float = 0.125, target: float = 0.5, floor: float | None = None,
+        seconds_per_request: float = SECONDS_PER_REQUEST,
+    ) -> None:
+        if not (isinstance(price, (int, float)) and 0.0 < price < math.inf):
+            raise ValueError(f"price must be finite and > 0, got {price!r}")
+        if not (isinstance(eta, (int, float)) and 0.0 < eta <= 1.0):
+            raise ValueError(f"eta must be in (0, 1], got {eta!r}")
+        if not (isinstance(target, (int, float)) and 0.0 < target < 1.0):
+            raise ValueError(f"target must be in (0, 1), got {target!r}")
+        floor = price / 1000 if floor is None else floor
+        if not (isinstance(floor, (int, float)) and 0.0 < floor <= price):
+            raise ValueError(f"floor must be > 0 and <= price ({price!r}), got {floor!r}")
+        if not (isinstance(seconds_per_request, (int, float)) and 0.0 < seconds_per_request < math.inf):
+            raise ValueError(f"seconds_per_request must be finite and > 0, got {seconds_per_request!r}")
+        self.price, self.eta, self.target, self.floor = float(price), float(eta), float(target), float(floor)
+        self.seconds_per_request = float(seconds_per_request)
+        self._priority: dict[int, bool] = {}  # request id -> whether it bought priority, while it waits
+
+    def decide(
+        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
+    ) -> PostedRound:
+        """The round at this round's price: new requests choose, priority first, bills for the
+        paying priority requests; then the price moves for the next round."""
+        price = self.price
+        bids = [r.bid if multipliers is None else multipliers[r.bidder] * r.urgency for r in queue]
+        held, self._priority = self._priority, {}
+        paying = sum(1 for r, b in zip(queue, bids) if b > 0 and r.id in held)  # ahead in standard
+        bought = sum(1 for r, b in zip(queue, bids) if b > 0 and held.get(r.id))  # ahead in priority
+        classes = []  # 2 priority, 1 standard, 0 not paying
+        for r, b in zip(queue, bids):
+            chosen = held.get(r.id)
+            if chosen is None:
+                chosen = b > 0 and best_tier(b, r.prompt_len, (paying, bought), (0.0, price),
+                                             self.seconds_per_request) == 1
+                paying += b > 0
+                bought += chosen
+            self._priority[r.id] = chosen
+            classes.append(0 if b <= 0 else 2 if chosen else 1)
+        rank = sorted(range(len(queue)), key=lambda i: -classes[i])  # stable: FCFS in a class
+        bills = {queue[i].id: (queue[i].bidder, price * queue[i].prompt_len)
+                 for i in range(len(queue)) if classes[i] == 2}
+        utilization = bought / len(queue) if queue else 0.0
+        self.price = max(self.floor, price * (1 + self.eta * (utilization - self.target)))
+        return PostedRound([queue[i] for i in rank], bills, (price,))
+
+    def __repr__(self) -> str:
+        return f"CongestionPricing(price={self.price}, eta={self.eta}, target={self.target})"

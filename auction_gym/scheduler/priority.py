@@ -1,0 +1,85 @@
+"""Priority scheduling as SGLang ships it, and with locality as its users propose it. No payments.
+
+`SGLangPriority` ("sglang_priority"): SGLang 0.5.23's `--enable-priority-scheduling` under its
+`fcfs` policy (`schedule_policy.py`: the waiting list sorted by priority, then arrival; larger
+values first, its default without `--schedule-low-priority-values-first`). SGLang allows priority
+only with `fcfs` or `lof`, never with `lpm` (server-argument validation). Its preemption of a
+running request by a waiting one whose priority exceeds it by more than the threshold, and its
+`priority` radix eviction, are engine rules not simulated here: this is SGLang with
+`--disable-priority-preemption` and the default `lru` eviction.
+
+`QoSLPM` ("qos_lpm"): priority, then the longest cached prefix, then arrival (sgl-project/sglang pull request #30507's
+`qos-lpm` order, without its priority-weighted eviction).
+
+A request's priority is an integer made from its bid (`priority_level`): in a market the bid is its
+bidder's multiplier x its urgency, so a request's priority is what its bidder says it is worth per
+second; in a replay, its own `bid`. Neither design charges: the round it decides
+(`PostedRound`, no bills) charges nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from ..pricing.posted_round import PostedRound
+from ..radix_cache import RadixCache
+from ..request import Request
+from .cached_lengths import CachedLengths
+from .waiting import WaitingPrefixes
+
+LEVELS_PER_DECADE = 10
+"""Priority levels per factor 10 of bid: SGLang's default preemption threshold of 10 is then a
+factor 10 in bid (an urgent request, median urgency 10, over a background one, 0.02)."""
+LOWEST = -1000
+"""The priority of a bid of 0 (a bidder out of budget): below every positive bid's."""
+
+
+def priority_level(bid: float) -> int:
+    """SGLang's integer priority of a request bidding `bid` (>= 0): round(LEVELS_PER_DECADE x
+    log10(bid)), LOWEST for a bid of 0, and never below LOWEST."""
+    if bid <= 0:
+        return LOWEST
+    return max(LOWEST, round(LEVELS_PER_DECADE * math.log10(bid)))
+
+
+class SGLangPriority:
+    """Priority, then first come, first served; see the module docstring."""
+
+    name = "sglang_priority"
+    charges = False
+
+    def decide(
+        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
+    ) -> PostedRound:
+        """The round over `queue`: higher priority first, the queue's order (FCFS) inside one."""
+        negated = self._negated_priorities(queue, multipliers)
+        return PostedRound([queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)])
+
+    @staticmethod
+    def _negated_priorities(queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
+        if multipliers is None:
+            return [-priority_level(r.bid) for r in queue]
+        return [-priority_level(multipliers[r.bidder] * r.urgency) for r in queue]
+
+
+class QoSLPM(SGLangPriority):
+    """Priority, then the longest cached prefix, then arrival; see the module docstring."""
+
+    name = "qos_lpm"
+
+    def __init__(self) -> None:
+        self._lengths = CachedLengths()
+
+    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
+        """Read cached lengths from the engine's refresh (`Scheduler`)."""
+        self._lengths.attach(prefixes)
+
+    def decide(
+        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
+    ) -> PostedRound:
+        """The round over `queue`: by (-priority, -cached prefix, queue position)."""
+        negated = self._negated_priorities(queue, multipliers)
+        lengths = self._lengths.lengths(queue, cache)
+        key = [(p, -n) for p, n in zip(negated, lengths)]
+        return PostedRound([queue[i] for i in sorted(range(len(queue)), key=key.__getitem__)])
