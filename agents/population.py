@@ -27,10 +27,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from auction_gym import RadixAuctionParallelEnv
+from auction_gym.envs.common import check_env_kwargs
 from auction_gym.pacing import BUILTIN_POLICIES, Policy
 
 from .evaluation import DEFAULT_EVAL_SEED, acting_in, episode_metrics, policy_from_spec
-from .sb3 import check_env_kwargs
+from .sb3 import ENV_ID
 
 BIDDER_METRICS = ("utility", "budget_spent_frac", "payments")
 """Each bidder's own metrics, keyed `<agent>/<metric>` in a population's results."""
@@ -48,7 +49,7 @@ def check_population_env_kwargs(env_kwargs: dict[str, Any]) -> None:
     if given := sorted(set(env_kwargs) & set(_SINGLE_AGENT_ONLY)):
         raise ValueError(f"{', '.join(given)}: every bidder acts in a population, so there are no other or focal "
                          "bidders to set")
-    check_env_kwargs(env_kwargs)
+    check_env_kwargs(env_kwargs, ENV_ID)
     RadixAuctionParallelEnv(**env_kwargs).close()
 
 

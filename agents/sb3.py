@@ -142,22 +142,6 @@ def algo_kwargs(hyperparams: dict[str, Any], action_dim: int = 1) -> dict[str, A
     return kwargs
 
 
-def check_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> None:
-    """ValueError unless the env `env_id` accepts `env_kwargs`: an unknown key is named with the
-    valid ones; the values are checked by building the env once (a few milliseconds)."""
-    if env_id not in gym.registry:
-        ours = sorted(name for name in gym.registry if name.startswith("RadixAuction"))
-        raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(ours)}")
-    entry = gym.registry[env_id].entry_point
-    env_cls = load_object(entry) if isinstance(entry, str) else entry
-    params = inspect.signature(env_cls.__init__).parameters
-    valid = [name for name in params if name != "self"]
-    unknown = sorted(set(env_kwargs) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown environment argument(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
-    gym.make(env_id, **env_kwargs).close()
-
-
 def make_env(env_kwargs: dict[str, Any], n_envs: int, seed: int, normalize: dict[str, Any] | None = None,
              frame_stack: int = 1, env_id: str = ENV_ID, vec_env: str = "dummy") -> VecEnv:
     """`n_envs` monitored copies of the env `env_id` (run as `vec_env` says, `VEC_ENVS`), env i

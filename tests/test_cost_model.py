@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from auction_gym.engine import CostModel, EngineConfig, SimEngine
-from experiments.commands.calibrate import KNEES, Sample, ape, fit, fit_cost_model
+from experiments.commands.calibration import KNEES, Sample, ape, fit, fit_cost_model
 from experiments.commands.fidelity import fit_replay, timing_error
 from experiments.commands.replays import Replay
 

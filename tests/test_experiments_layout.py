@@ -55,3 +55,15 @@ def test_no_import_cycle():
 
     cycles = sorted(name for name in MODULES if reaches(name, name, set()))
     assert cycles == []
+
+
+def test_no_subcommand_imports_another():
+    """What two commands share lives in a module of its own (`experiments.options`, the commands'
+    `*_report` and `calibration` modules), so a command is never another's library."""
+    from experiments.cli import COMMANDS
+
+    commands = {module for module, _ in COMMANDS.values()}
+    for name in commands:
+        path = ROOT.joinpath(*name.split(".")[1:]).with_suffix(".py")
+        imported = _imports(path, name.rpartition(".")[0]) & commands
+        assert not imported - {name}, f"{name} imports the command(s) {sorted(imported - {name})}"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from auction_gym.engine import CostModel, EngineConfig, RequestRecord, SimEngine
-from experiments.commands.calibrate import Sample, predicted
+from experiments.commands.calibration import Sample, predicted
 from experiments.commands.fidelity import (
     compare,
     fidelity,

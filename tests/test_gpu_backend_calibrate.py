@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from auction_gym.engine import CostModel, EngineConfig, SimEngine
-from experiments.commands.calibrate import Sample, ape, calibrate, fit, main, nnls
+from experiments.commands.calibrate import main
+from experiments.commands.calibration import Sample, ape, calibrate, fit, nnls
 
 
 def test_nnls_is_exact_and_non_negative():

@@ -19,7 +19,7 @@ from auction_gym.pacing import PIDPacer, Truthful, focal_policy
 from auction_gym.scenarios import SCENARIOS, scenario
 from auction_gym.workload import AgenticConfig, iter_agentic
 from auction_gym.workload.agentic import wave_shape
-from experiments.commands.headroom import Row, episode_kinds, gaps, report_rows
+from experiments.commands.headroom_report import Row, episode_kinds, gaps, report_rows
 
 CALIBRATED = scenario("calibrated")
 CALIBRATED_MARKET = RadixAuctionEnv(**CALIBRATED).config
@@ -160,7 +160,7 @@ def test_in_system_is_every_held_unfinished_request_once():
 
 
 def test_cost_reward_accrues_each_requests_latency_cost():
-    kwargs = {**CALIBRATED, "horizon": 80}
+    kwargs = {**CALIBRATED, "horizon": 80, "action_type": "log"}  # a = 0 is truthful bidding under "log"
     steps = rollout(Truthful(), kwargs, seed=4)
     env = gym.make("RadixAuction-v0", **kwargs)
     env.reset(seed=4)

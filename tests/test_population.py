@@ -69,7 +69,7 @@ def test_population_errors():
         evaluate_population({a: OtherSpace() for a in agents}, ENV, episodes=1, progress=False)
     with pytest.raises(ValueError, match="other_bidders"):
         check_population_env_kwargs({"other_bidders": "truthful"})
-    with pytest.raises(ValueError, match="unknown environment argument"):
+    with pytest.raises(ValueError, match="got an unknown argument"):
         check_population_env_kwargs({"horizn": 3})
     with pytest.raises(ValueError, match="built-in"):
         uniform_population("runs/ppo_s0/model.zip", agents)

@@ -34,7 +34,7 @@ from experiments.commands import compare as compare_cmd
 from experiments.commands import compare_report
 from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
-from experiments.commands.headroom import headroom
+from experiments.commands.headroom_report import headroom
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
                                           "burst_duration": 1.0}}
@@ -210,7 +210,7 @@ def test_every_algo_trains_and_saves(tmp_path, algo, n_envs, vec_env, hyperparam
 
 @pytest.mark.parametrize("argv, message", [
     (["--algo", "dqn"], "unknown --algo 'dqn'; valid: ppo, ppo_lstm, sac, td3, a2c"),
-    (["--algo", "ppo", "--env-kwargs", '{"horizn": 5}'], "--env-kwargs: unknown environment argument(s) horizn; valid:"),
+    (["--algo", "ppo", "--env-kwargs", '{"horizn": 5}'], "--env-kwargs: RadixAuction-v1 got an unknown argument 'horizn' (did you mean 'horizon'?); valid:"),
     (["--algo", "ppo", "--env-kwargs", '{"horizon": -5}'], "--env-kwargs: horizon must be a positive int"),
     (["--algo", "ppo", "--hyperparams", "n_stepz=64"], "unknown hyperparameter 'n_stepz' for ppo; valid:"),
     (["--algo", "ppo", "--hyperparams", "learning_rate=fast"], "hyperparameter learning_rate='fast' for ppo: expected float"),

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 import inspect
 import math
 import warnings
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+import gymnasium as gym
 import numpy as np
 
 from ..action import ActionMap, action_map
@@ -79,6 +81,21 @@ def check_keywords(given: Iterable[str], valid: list[str], what: str) -> None:
             close = difflib.get_close_matches(name, valid, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UnknownArgumentError(f"{what} got an unknown argument {name!r}{hint}; valid: {', '.join(valid)}")
+
+
+def check_env_kwargs(env_kwargs: dict[str, Any], env_id: str) -> None:
+    """ValueError unless the registered env `env_id` (one of this package's) accepts `env_kwargs`:
+    an unknown id or keyword is named with the valid ones, in one line; the values are checked by
+    building the env once (a few milliseconds). What training, evaluation and the command line
+    check a user's env arguments with, before any work starts."""
+    ours = sorted(name for name in gym.registry if name.startswith("RadixAuction"))
+    if env_id not in ours:
+        raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(ours)}")
+    entry = gym.registry[env_id].entry_point
+    env_cls = entry if callable(entry) else getattr(importlib.import_module(entry.partition(":")[0]),
+                                                    entry.partition(":")[2])
+    check_keywords(env_kwargs, valid_keywords(env_cls), env_id)
+    gym.make(env_id, **env_kwargs).close()
 
 
 def refuses_unknown_keywords(cls: _Env) -> _Env:

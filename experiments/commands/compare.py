@@ -57,13 +57,13 @@ from ..argtypes import positive_int
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
+from ..options import add_scenario_arguments, key_values, scenario_kwargs
 from ..provenance import figure_links, machine
 from . import compare_report as report_of
-from .headroom import Headroom, add_scenario_arguments, headroom, scenario_kwargs
-from .headroom import markdown as headroom_markdown
-from .headroom import write as write_headroom
+from .headroom_report import Headroom, headroom
+from .headroom_report import markdown as headroom_markdown
+from .headroom_report import write as write_headroom
 from .policy_figure import plot_policies, trace
-from .train import key_values
 
 BASELINES = (*PLAIN_POLICIES, *TUNED)
 COLUMNS = (*METRICS, *map(report_of.paired_name, report_of.REFERENCES))

@@ -28,7 +28,7 @@ from auction_gym.pacing import BUILTIN_POLICIES, Policy
 from ..argtypes import json_dict, positive_int
 from ..cli import run_command
 from ..errors import UsageError
-from .train import scenario
+from ..options import run_env_kwargs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> None:
     model = args.policy if args.policy.endswith(MODEL_SUFFIXES) else None
     if model is not None and not Path(model).is_file():
         raise UsageError(f"--policy: model not found: {model}")
-    env_kwargs, source = scenario(args.env_kwargs, model)
+    env_kwargs, source = run_env_kwargs(args.env_kwargs, model)
     try:
         policy = policy_from_spec(args.policy, env_kwargs.get("alpha_max", 2.0))
     except ValueError as e:

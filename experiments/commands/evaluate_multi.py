@@ -42,19 +42,15 @@ from agents.population import (
 )
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
-from auction_gym.envs.parallel_env import parallel_kwargs
 from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
-from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
 
 from ..argtypes import json_dict, positive_int
 from ..cli import run_command
 from ..errors import UsageError
+from ..options import MULTI_AGENT_SCENARIO, rllib_modules
 from .compare_report import markdown as compare_markdown
 from .compare_report import paired_name, write_csv, write_episodes
 from .compare_report import summarize as compare_summarize
-
-SCENARIO = parallel_kwargs(scenario(DEFAULT_SCENARIO))
-"""The env arguments by default: the calibrated pacing market, RadixAuction-v1's, every bidder learning."""
 
 BASELINES = PLAIN_POLICIES
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}
@@ -87,14 +83,14 @@ def population_name(checkpoint: str | Path) -> str:
 
 
 def scenario(args: argparse.Namespace) -> dict:
-    """The env arguments: --env-kwargs, else the first checkpoint's run's, else SCENARIO;
+    """The env arguments: --env-kwargs, else the first checkpoint's run's, else MULTI_AGENT_SCENARIO;
     UsageError when checkpoints of different scenarios would be compared in one."""
     if args.env_kwargs is not None:
         return args.env_kwargs
     saved = [s[0] for s in map(saved_env_kwargs, args.checkpoint) if s is not None]
     if any(s != saved[0] for s in saved):
         raise UsageError("--checkpoint: the runs were trained in different scenarios; choose one with --env-kwargs")
-    return saved[0] if saved else SCENARIO
+    return saved[0] if saved else MULTI_AGENT_SCENARIO
 
 
 def populations(args: argparse.Namespace, env_kwargs: dict) -> dict[str, dict[str, Policy]]:
@@ -102,8 +98,6 @@ def populations(args: argparse.Namespace, env_kwargs: dict) -> dict[str, dict[st
     agents = agent_names(env_kwargs)
     out: dict[str, dict[str, Policy]] = {}
     if args.checkpoint:
-        from .train_multi import rllib_modules
-
         rllib, _ = rllib_modules()
         for checkpoint in args.checkpoint:
             try:

@@ -78,7 +78,7 @@ from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 from ..argtypes import non_negative_int, positive_float, positive_int
 from ..cli import run_command
 from ..errors import UsageError
-from .calibrate import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
+from .calibration import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
 from .replays import Replay, replay, replay_together, saturation_replay, torch_engine
 
 
@@ -128,8 +128,8 @@ def compare(real: Replay, sim: Replay) -> dict:
 
 def fit_replay(real: Replay, name: str) -> CostModel:
     """A cost model fitted to a torch replay's own iterations by non-negative least squares on
-    seconds (`calibrate.fit_cost_model`, decode knee included). Not on relative error
-    (`calibrate.fit`): latency and throughput are sums of iteration times, and under a shared
+    seconds (`calibration.fit_cost_model`, decode knee included). Not on relative error
+    (`calibration.fit`): latency and throughput are sums of iteration times, and under a shared
     CPU's heavy-tailed noise the relative fit sits near the fastest runs, which biases every sum
     low. The base cost per iteration is always in the fit: without it, a short replay's decode
     steps may be fitted to the context term alone, which `EngineConfig` rejects (a step of no

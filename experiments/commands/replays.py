@@ -17,7 +17,7 @@ from auction_gym.engine import EngineConfig, RequestRecord, ServingEngine, summa
 from auction_gym.engine.sim_engine import prefill_work
 from auction_gym.request import Request
 
-from .calibrate import Sample
+from .calibration import Sample
 
 if TYPE_CHECKING:
     from gpu_backend import Transformer

@@ -15,13 +15,10 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from agents.evaluation import DEFAULT_EVAL_SEED, METRICS
+from agents.evaluation import METRICS
 from agents.learners import LEARNERS, names_text
-from agents.sb3 import ENV_ID, VEC_ENVS, saved_env_kwargs
+from agents.sb3 import ENV_ID, VEC_ENVS
 from agents.stats import summary_lines
 from agents.training import TrainConfig, TrainResult, train
 from auction_gym.scenarios import scenario as named_scenario
@@ -29,34 +26,7 @@ from auction_gym.scenarios import scenario as named_scenario
 from ..argtypes import positive_int
 from ..cli import run_command
 from ..errors import UsageError
-from .headroom import add_scenario_arguments, checked_env_kwargs
-
-
-def key_values(items: list[str] | None) -> dict[str, Any]:
-    """KEY=VALUE pairs with YAML-parsed values ("n_steps=64" -> {"n_steps": 64})."""
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--hyperparams expects KEY=VALUE, got {item!r}")
-        try:
-            out[key] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise UsageError(f"--hyperparams {key}: cannot read the value {value!r}") from None
-    return out
-
-
-def scenario(given: dict[str, Any] | None, model: str | None, env_id: str = ENV_ID) -> tuple[dict[str, Any], str]:
-    """The environment arguments of a run on or of a saved `model`, checked (`checked_env_kwargs`),
-    and where they come from: the model's config.json, with `given` (--env-kwargs, or a scenario's
-    and --env-kwargs over them) overriding key by key; or `given` alone."""
-    saved = saved_env_kwargs(model) if model is not None else None
-    if saved is None:
-        return checked_env_kwargs(dict(given or {}), env_id), "--env-kwargs" if given else "the defaults"
-    env_kwargs, path = saved
-    if given:
-        return checked_env_kwargs({**env_kwargs, **given}, env_id), f"{path}, overridden by --env-kwargs"
-    return checked_env_kwargs(env_kwargs, env_id), str(path)
+from ..options import add_evaluation_arguments, add_scenario_arguments, key_values, run_env_kwargs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,17 +67,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
-def add_evaluation_arguments(parser: argparse.ArgumentParser, when: str, default: str) -> None:
-    """--eval-freq, --eval-episodes and --eval-seed of a training command: the evaluation during
-    training (`when`: where an evaluation falls after every N steps; `default`: the frequency
-    without --eval-freq)."""
-    parser.add_argument("--eval-freq", type=positive_int, default=None,
-                        help=f"evaluate every N environment steps, {when} (default: {default})")
-    parser.add_argument("--eval-episodes", type=positive_int, default=5,
-                        help="episodes per evaluation during training (default 5)")
-    parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
-                        help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
-
 
 def config_of(args: argparse.Namespace) -> TrainConfig:
     """The TrainConfig of parsed arguments, checked before any work starts (UsageError naming the
@@ -119,7 +78,7 @@ def config_of(args: argparse.Namespace) -> TrainConfig:
     if args.hyperparams_file is not None and not Path(args.hyperparams_file).is_file():
         raise UsageError(f"--hyperparams-file: no such file: {args.hyperparams_file}")
     given = {**(named_scenario(args.scenario) if args.scenario else {}), **args.env_kwargs}
-    env_kwargs, source = scenario(given, args.resume, args.env_id)
+    env_kwargs, source = run_env_kwargs(given, args.resume, args.env_id)
     if args.scenario:
         source = f"--scenario {args.scenario} ({source})"
     print(f"environment arguments from {source}: {json.dumps(env_kwargs)}")

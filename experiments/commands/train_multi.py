@@ -22,16 +22,10 @@ from typing import Any, Callable
 
 import torch
 
-from auction_gym.envs.parallel_env import parallel_kwargs
-from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
-
 from ..argtypes import json_dict, non_negative_int, positive_int
 from ..cli import run_command
 from ..errors import UsageError
-from .train import add_evaluation_arguments, key_values
-
-SCENARIO = parallel_kwargs(scenario(DEFAULT_SCENARIO))
-"""The env arguments by default: the calibrated pacing market, RadixAuction-v1's, every bidder learning."""
+from ..options import MULTI_AGENT_SCENARIO, add_evaluation_arguments, key_values, rllib_modules
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timesteps", type=positive_int, default=20_000,
                         help="environment steps (auction rounds) to sample; whole iterations (default 20000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the policies and of the env runners (default 0)")
-    parser.add_argument("--env-kwargs", type=json_dict, default=SCENARIO,
+    parser.add_argument("--env-kwargs", type=json_dict, default=MULTI_AGENT_SCENARIO,
                         help=f"PettingZoo env arguments as JSON (default: compare's bursty scenario "
-                        f"{json.dumps(SCENARIO)})")
+                        f"{json.dumps(MULTI_AGENT_SCENARIO)})")
     parser.add_argument("--num-env-runners", type=non_negative_int, default=0,
                         help="sampling actors, one CPU each; 0 samples in this process (default 0)")
     parser.add_argument("--num-learners", type=non_negative_int, default=0,
@@ -68,18 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_evaluation_arguments(parser, "after the iteration that reaches them", "a tenth of the run")
     parser.add_argument("--torch-threads", type=positive_int, default=1,
                         help="PyTorch CPU threads of this process (default 1)")
-
-
-def rllib_modules():
-    """`agents.rllib` and `agents.rllib_training`; UsageError saying how to install Ray when it is not."""
-    try:
-        from agents import rllib, rllib_training
-    except ModuleNotFoundError as e:
-        if not (e.name or "").startswith("ray"):
-            raise
-        raise UsageError('needs Ray RLlib, the "rllib" extra: pip install -e ".[rllib]" (setup.sh installs it)') \
-            from None
-    return rllib, rllib_training
 
 
 def config_of(args: argparse.Namespace):

@@ -40,7 +40,8 @@ from agents.tuning import (
 from ..argtypes import positive_int
 from ..cli import run_command
 from ..executor import Executor
-from .headroom import TUNING_EPISODES, add_scenario_arguments, scenario_kwargs
+from ..options import add_scenario_arguments, scenario_kwargs
+from .headroom_report import TUNING_EPISODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -69,7 +69,7 @@ def study(action_types: list[str], rewards: list[str], seeds: int, timesteps: in
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..commands.train import key_values
+    from ..options import key_values
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--action-types", default=",".join(ACTION_TYPES))
