@@ -3,13 +3,13 @@ round it returns (`AuctionRound`)."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol, Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
+from ..scheduler.base import round_bids
 from ..scheduler.prefix_matcher import PrefixMatcher
 from ..scheduler.waiting import WaitingPrefixes
 from .outcome import AuctionOutcome
@@ -103,14 +103,6 @@ class AuctionRound:
             payments = self.outcome.payments
             return {i: payments.get(i, 0.0) for i in bidders}
         return self.auction.payments(self.allocation, bidders)
-
-
-def paced_bids(requests: Iterable[Request], multipliers: Sequence[float]) -> list[float]:
-    """Each request's bid in a market, its bidder's multiplier times its urgency (docs/design.md
-    section 3). ValueError unless every multiplier is finite and >= 0."""
-    if not all(0.0 <= a < math.inf for a in multipliers):
-        raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
-    return [multipliers[r.bidder] * r.urgency for r in requests]
 
 
 class AuctionMechanism:
@@ -216,7 +208,7 @@ class AuctionMechanism:
     ) -> AuctionRound:
         """Decide the engine's admission round over `queue` with `cache` as the cached set, and
         return it (the admission order is `admission_order()`). With `multipliers` (a market's:
-        one per bidder), request r bids multipliers[r.bidder] x r.urgency (`paced_bids`); without,
+        one per bidder), request r bids multipliers[r.bidder] x r.urgency (`scheduler.base.round_bids`); without,
         its own `bid`. The round is priced on demand, from the record (`AuctionRound.payments`),
         not from the cache, which the engine changes as it admits.
 
@@ -224,7 +216,7 @@ class AuctionMechanism:
         round's inputs are unchanged (`AuctionRound.decided_from`) the allocation is reused:
         nothing else decides it."""
         requests = list(queue)
-        bids = [r.bid for r in requests] if multipliers is None else paced_bids(requests, multipliers)
+        bids = round_bids(requests, multipliers)
         lens = refreshed = None
         if self.cost_model == "tokens" and requests:
             if self._waiting is not None:  # the engine's refresh has matched this queue already

@@ -21,6 +21,7 @@ from typing import Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
+from ..scheduler.base import round_bids
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
 
@@ -64,7 +65,7 @@ class CongestionPricing:
         """The round at this round's price: new requests choose, priority first, bills for the
         paying priority requests; then the price moves for the next round."""
         price = self.price
-        bids = [r.bid if multipliers is None else multipliers[r.bidder] * r.urgency for r in queue]
+        bids = round_bids(queue, multipliers)
         held, self._priority = self._priority, {}
         paying = sum(1 for r, b in zip(queue, bids) if b > 0 and r.id in held)  # ahead in standard
         bought = sum(1 for r, b in zip(queue, bids) if b > 0 and held.get(r.id))  # ahead in priority

@@ -30,6 +30,7 @@ from typing import Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
+from ..scheduler.base import round_bids
 from ..scheduler.cached_lengths import CachedLengths
 from ..scheduler.waiting import WaitingPrefixes
 from .posted_round import PostedRound
@@ -103,7 +104,7 @@ class ServiceTiers:
     ) -> PostedRound:
         """The round over `queue`: new requests buy their tiers, then tiers high to low, each in
         its inside order; bills for the paying requests."""
-        bids = [r.bid if multipliers is None else multipliers[r.bidder] * r.urgency for r in queue]
+        bids = round_bids(queue, multipliers)
         tiers = self._buy(queue, bids)
         rank = list(range(len(queue)))
         if self.inside == "lpm":

@@ -10,6 +10,7 @@ charges), which the engine hands back on the `Iteration` it produced (docs/desig
 
 from __future__ import annotations
 
+import math
 from operator import attrgetter
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
@@ -85,6 +86,17 @@ class Auction(Protocol):
     def decide(
         self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
     ) -> Decision: ...
+
+
+def round_bids(requests: Sequence[Request], multipliers: Sequence[float] | None) -> list[float]:
+    """Each request's bid in a round (docs/design.md section 2): in a market (`multipliers`, one
+    per bidder) its bidder's multiplier times its urgency, in a replay its own `bid`. ValueError
+    unless every multiplier is finite and >= 0. The one definition every policy that reads bids uses."""
+    if multipliers is None:
+        return [r.bid for r in requests]
+    if not all(0.0 <= a < math.inf for a in multipliers):
+        raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
+    return [multipliers[r.bidder] * r.urgency for r in requests]
 
 
 def admission_order(

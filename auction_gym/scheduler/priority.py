@@ -25,6 +25,7 @@ from typing import Sequence
 from ..pricing.posted_round import PostedRound
 from ..radix_cache import RadixCache
 from ..request import Request
+from .base import round_bids
 from .cached_lengths import CachedLengths
 from .waiting import WaitingPrefixes
 
@@ -58,9 +59,7 @@ class SGLangPriority:
 
     @staticmethod
     def _negated_priorities(queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
-        if multipliers is None:
-            return [-priority_level(r.bid) for r in queue]
-        return [-priority_level(multipliers[r.bidder] * r.urgency) for r in queue]
+        return [-priority_level(b) for b in round_bids(queue, multipliers)]
 
 
 class QoSLPM(SGLangPriority):
