@@ -169,7 +169,7 @@ def test_registry_drives_validation_and_help(tmp_path, capsys):
     assert "cmaes" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         compare_cmd.main(["--algos", "ppo,dqn", "--logdir", str(tmp_path), "--out", str(tmp_path)])
-    assert exc.value.code == 2 and "valid: ppo, ppo_lstm, sac, td3, a2c, cmaes" in capsys.readouterr().err
+    assert exc.value.code == 2 and "valid: ppo, ppo_paired, ppo_lstm, sac, td3, a2c, cmaes" in capsys.readouterr().err
 
 
 @pytest.mark.slow

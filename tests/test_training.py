@@ -209,7 +209,7 @@ def test_every_algo_trains_and_saves(tmp_path, algo, n_envs, vec_env, hyperparam
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--algo", "dqn"], "unknown --algo 'dqn'; valid: ppo, ppo_lstm, sac, td3, a2c"),
+    (["--algo", "dqn"], "unknown --algo 'dqn'; valid: ppo, ppo_paired, ppo_lstm, sac, td3, a2c"),
     (["--algo", "ppo", "--env-kwargs", '{"horizn": 5}'], "--env-kwargs: RadixAuction-v1 got an unknown argument 'horizn' (did you mean 'horizon'?); valid:"),
     (["--algo", "ppo", "--env-kwargs", '{"horizon": -5}'], "--env-kwargs: horizon must be a positive int"),
     (["--algo", "ppo", "--hyperparams", "n_stepz=64"], "unknown hyperparameter 'n_stepz' for ppo; valid:"),
@@ -239,7 +239,7 @@ def test_bad_policy(tmp_path, monkeypatch, capsys, policy, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--algos", "ppo,dqn"], "valid: ppo, ppo_lstm, sac, td3, a2c"),
+    (["--algos", "ppo,dqn"], "valid: ppo, ppo_paired, ppo_lstm, sac, td3, a2c"),
     (["--baselines", "ogd,greedy"], "--baselines: unknown policy 'greedy'"),
     (["--hyperparams", "n_stepz=3"], "--hyperparams: unknown hyperparameter 'n_stepz' for ppo"),
     (["--env-kwargs", '{"mechanism": "sjf"}'], "--env-kwargs: "),
