@@ -354,6 +354,8 @@ def test_seed_stats_pair_each_seed_with_its_references():
     assert best == "ogd"  # hindsight is a bound, not a baseline a bidder can play
     verdict = compare_report.verdicts({"ppo": stats}, best, 2, 100)[0]
     assert "not distinguishable from ogd" in verdict and "gained 2 ± " in verdict
+    same = compare_report.seed_stats([runs[0], runs[0]], None, refs)  # two seeds, one policy
+    assert "every seed the same" in compare_report.verdicts({"cmaes": same}, best, 2, 100)[0]
 
 
 def test_compare_takes_the_headroom_episodes_of_the_policies_it_scored():

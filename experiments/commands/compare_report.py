@@ -107,6 +107,8 @@ def seed_table(stats: dict[str, dict[str, tuple[float, float]]], seeds: int) -> 
 def _compared(name: str, interval: tuple[float, float]) -> str:
     """"better than NAME by X ± Y", "worse than ...", or "not distinguishable from ..." (95% CI)."""
     mean, half = interval
+    if half == 0.0:  # every seed scored the same (a search that kept its start): no interval over seeds
+        return f"{mean:+.4g} against {name} (every seed the same; no interval over seeds)"
     if math.isnan(half) or abs(mean) <= half:
         return f"not distinguishable from {name} ({format_ci(mean, half)})"
     return f"{'better' if mean > 0 else 'worse'} than {name} by {format_ci(abs(mean), half)}"
