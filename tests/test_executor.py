@@ -80,6 +80,8 @@ def test_compare_budgets_and_explicit_sizes_win():
     assert sizes() == BUDGETS["default"] and sizes(quick=True) == BUDGETS["quick"]
     assert sizes("full") == BUDGETS["full"] and sizes("full", quick=True) == BUDGETS["quick"]
     assert sizes(quick=True, seeds=3) == {**BUDGETS["quick"], "seeds": 3}
+    # Fewer evaluation episodes than the budget's curve takes: the curve takes them all.
+    assert sizes(episodes=2)["curve_episodes"] == 2 and sizes(episodes=2, curve_episodes=1)["curve_episodes"] == 1
     assert all(BUDGETS["quick"][k] < BUDGETS["default"][k] for k in SIZES)
     assert all(BUDGETS["default"][k] <= BUDGETS["full"][k] for k in SIZES)
 

@@ -91,9 +91,11 @@ DEFAULT_BUDGET = "default"
 def with_sizes(args: argparse.Namespace) -> argparse.Namespace:
     """`args` with each size not given set to its `--budget`'s (`--quick` is `--budget quick`)."""
     budget = "quick" if args.quick else args.budget
-    sizes = BUDGETS[budget]
-    return argparse.Namespace(**{**vars(args), "budget": budget,
-                                 **{k: v for k, v in sizes.items() if getattr(args, k) is None}})
+    sizes = {k: v for k, v in BUDGETS[budget].items() if getattr(args, k) is None}
+    if "curve_episodes" in sizes and args.episodes is not None:
+        # The curves average a subset of the evaluation episodes, never more than there are.
+        sizes["curve_episodes"] = min(sizes["curve_episodes"], args.episodes)
+    return argparse.Namespace(**{**vars(args), "budget": budget, **sizes})
 
 
 def _sizes_text(sizes: dict[str, int]) -> str:
@@ -276,7 +278,8 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
           f"{', '.join(n for n in fixed if n not in todo) or 'none'})", flush=True)
     played = executor.map(evaluate_policy, [(p, env_kwargs, args.episodes, args.eval_seed, args.torch_threads)
                                             for p in (*todo.values(), *models)])
-    episodes = {name: report.episodes[name] if name not in todo else played[list(todo).index(name)] for name in fixed}
+    scored = {**report.episodes, **dict(zip(todo, played))}
+    episodes = {name: scored[name] for name in fixed}
     finals = played[len(todo):]
     learned: dict[str, list[tuple[list, list]]] = {a: [] for a in algos}
     for k, (config, result) in enumerate(zip(configs, trained)):
@@ -288,8 +291,8 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
                                {"policy": name, "episodes": args.episodes, "seed": args.eval_seed})
     for name in report_of.BASELINE_BOUNDS:
         report_of.log_bound(root / "bounds" / name, report.utility[name], args.curve_episodes, steps)
-    drawn = {f"{a}_s0": load_policy(trained[configs.index(next(c for c in configs if c.algo == a))].model_path)
-             for a in algos}
+    runs = {f"{c.algo}_s{c.seed}": r for c, r in zip(configs, trained)}
+    drawn = {f"{a}_s0": load_policy(runs[f"{a}_s0"].model_path) for a in algos}
     return learned, episodes, notes, {**fixed, **drawn}
 
 
