@@ -91,15 +91,20 @@ def _check(name: str, digest: Digest) -> None:
 def test_env_episode_is_pinned(mechanism):
     env = gym.make("RadixAuction-v0", mechanism=mechanism)
     actions = np.random.default_rng(7).uniform(-1, 1, size=(env.unwrapped.config.horizon + 1, 1))
+    _check(f"env/{mechanism}", _episode_digest(env, actions, seed=11))
+
+
+def _episode_digest(env, actions: np.ndarray, seed: int) -> Digest:
+    """The digest of one episode of `env` seeded `seed`, playing `actions` until it ends."""
     digest = Digest()
-    obs, info = env.reset(seed=11)
+    obs, info = env.reset(seed=seed)
     digest.add(obs, info["budget"])
     for action in actions:
         obs, reward, terminated, truncated, info = env.step(action.astype(np.float32))
         digest.add(obs, reward, terminated, truncated, *(info[k] for k in INFO_KEYS))
         if terminated or truncated:
             break
-    _check(f"env/{mechanism}", digest)
+    return digest
 
 
 def test_parallel_episode_is_pinned():
@@ -122,15 +127,7 @@ def test_cluster_episode_is_pinned():
     env = gym.make("RadixAuction-v0", replicas=3, router="cache_aware", horizon=120,
                    workload_kwargs={"rate": 60.0})
     actions = np.random.default_rng(5).uniform(-1, 1, size=(121, 1))
-    digest = Digest()
-    obs, info = env.reset(seed=2)
-    digest.add(obs, info["budget"])
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action.astype(np.float32))
-        digest.add(obs, reward, terminated, truncated, *(info[k] for k in INFO_KEYS))
-        if terminated or truncated:
-            break
-    _check("cluster/radix_vcg", digest)
+    _check("cluster/radix_vcg", _episode_digest(env, actions, seed=2))
 
 
 @pytest.mark.parametrize("scheduler", [s for s in MECHANISMS if s in scheduler_names()])

@@ -17,7 +17,6 @@ from agents.learners import LEARNERS, check_hyperparams
 from agents.policy_search import SearchParams, SearchPolicy, generations, score, search_seeds
 from agents.sb3 import load_policy
 from agents.training import TrainConfig, train
-from auction_gym.envs import RadixAuctionEnv
 from experiments.commands import compare as compare_cmd
 from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
@@ -71,17 +70,10 @@ def test_a_candidate_equal_to_the_incumbent_scores_the_same(env):
     assert not np.array_equal(score([zero], env, [5, 6])[0][0], utility[0])
 
 
-def test_the_search_plays_only_its_own_seeds(env, monkeypatch):
+def test_the_search_plays_only_its_own_seeds(env, played_seeds):
     """Every episode the search plays is seeded below the evaluation seeds and outside the run's
     evaluation episodes."""
-    played = []
-    reset = RadixAuctionEnv.reset
-
-    def recording(self, *, seed=None, options=None):
-        played.append(seed)
-        return reset(self, seed=seed, options=options)
-
-    monkeypatch.setattr(RadixAuctionEnv, "reset", recording)
+    played = played_seeds
     pool = search_seeds(eval_seed=10, eval_episodes=5)
     assert len(pool) == DEFAULT_EVAL_SEED - 5 and not set(range(10, 15)) & set(pool)
     rows = [row for row, _ in islice(generations(env, SearchPolicy.for_env(env), SearchParams(**TINY), 0, pool), 3)]

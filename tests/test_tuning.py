@@ -15,22 +15,14 @@ from agents.evaluation import DEFAULT_EVAL_SEED, evaluate
 from agents.learners import check_hyperparams
 from agents.sb3 import ENV_ID, load_hyperparams, load_policy, saved_env_kwargs
 from agents.tuning import SEARCH_SPACES, Objective, hyperparams_of, storage
-from auction_gym.envs import RadixAuctionEnv
 from auction_gym.scenarios import scenario
 from experiments.commands import tune as tune_cmd
 
 ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0}}
 
 
-def test_a_tiny_study_writes_its_files_and_plays_no_evaluation_seed(tmp_path, monkeypatch, capsys):
-    played = []
-    reset = RadixAuctionEnv.reset
-
-    def recording(self, *, seed=None, options=None):
-        played.append(seed)
-        return reset(self, seed=seed, options=options)
-
-    monkeypatch.setattr(RadixAuctionEnv, "reset", recording)
+def test_a_tiny_study_writes_its_files_and_plays_no_evaluation_seed(tmp_path, played_seeds, capsys):
+    played = played_seeds
     tune_cmd.main(["--trials", "2", "--timesteps", "128", "--n-envs", "2", "--tuning-episodes", "2",
                    "--evaluations", "2", "--startup-trials", "1", "--env-kwargs", json.dumps(ENV),
                    "--out", str(tmp_path)])
