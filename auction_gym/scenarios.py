@@ -16,10 +16,7 @@ and `V1_KWARGS`, the defaults of `RadixAuction-v1`, which is the calibrated scen
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
-
-from .market.config import MarketConfig
 
 V1_ACTION_TYPE = "residual"
 """`RadixAuction-v1`'s action type (`auction_gym.action`), the one constant its default derives from:
@@ -54,13 +51,6 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 """Scenario name -> RadixAuction-v0 keyword arguments (a fresh copy from `scenario`)."""
 DEFAULT_SCENARIO = "calibrated"
-
-
-def v1_market_kwargs() -> dict[str, Any]:
-    """A copy of V1_KWARGS's market arguments (the fields of `MarketConfig`; the rest set the
-    focal bidder's action and reward): what `parallel_env(version="v1")` builds on."""
-    market = {f.name for f in dataclasses.fields(MarketConfig)}
-    return copy.deepcopy({k: v for k, v in V1_KWARGS.items() if k in market})
 
 
 def scenario(name: str) -> dict[str, Any]:
