@@ -10,7 +10,12 @@ Semantics follow SGLang's `RadixCache` (python/sglang/srt/mem_cache/radix_cache.
   reference is protected, the others are evictable. `move_lock(old, new)` moves one from a node to
   one below it, touching only the nodes between them.
 - `evict(num_tokens)` removes least-recently-used unlocked leaves until `num_tokens` are freed; a parent
-  becomes a leaf, and so a candidate, when its last child goes.
+  becomes a leaf, and so a candidate, when its last child goes. Under `eviction_policy="priority"`
+  (SGLang's `--radix-eviction-policy priority`, `evict_policy.PriorityStrategy`) the lowest
+  priority goes first and the least recently used among equal priorities: a node's priority is the
+  largest of the requests' whose inserts passed through it (`insert(..., priority=)`), kept as the
+  access time is, on the deepest node only and inherited by a parent from an evicted child (the
+  argument below holds for a maximum as for a latest time); a split's upper half takes the lower's.
 
 Invariants (`check()` raises on the first one broken; the tests call it):
 - `total_size == evictable_size + protected_size == sum of edge lengths`; `node_count` counts the
@@ -65,6 +70,8 @@ from ._checks import check_count
 from .radix_integrity import check_integrity
 from .request import as_tokens, token_view
 
+EVICTION_POLICIES = ("lru", "priority")
+"""The eviction orders a cache knows (`RadixCache.eviction_policy`): SGLang 0.5.23's `lru` and `priority`."""
 ROUND_TICKS = 1 << 32
 """Ticks a `new_round()` reserves for the round's waiting stamps (`round_start + wait`); ranks stay
 below it, so those stamps fall between the accesses before the round and those after it."""
@@ -87,6 +94,8 @@ class TreeNode:
     key_bytes: bytes | None = field(default=None, repr=False)
     """`key.tobytes()` once a walk has compared the whole edge: walks compare the same edges again
     and again, so their bytes are made once; None until then, and after a split cuts the key."""
+    priority: int = 0
+    """The largest priority of the inserts that ended here or below (read by `priority` eviction)."""
 
     def __len__(self) -> int:
         return self.key.size
@@ -109,22 +118,29 @@ class InsertResult(NamedTuple):
 
 
 class RadixCache:
-    """Prefix cache of token sequences with LRU eviction of unlocked leaves.
+    """Prefix cache of token sequences with LRU (or priority, then LRU) eviction of unlocked leaves.
 
     Args:
         page_size: tokens per KV page; matches, inserts and splits happen in whole pages, and a
             trailing partial page is never cached (as in SGLang with page_size > 1).
         on_evict: called with the per-token values of every evicted node that has values, so the
             owner of the KV slots (gpu_backend) can free them.
+        eviction_policy: "lru" (least recently used first) or "priority" (lowest priority first,
+            then least recently used), SGLang's `--radix-eviction-policy` (EVICTION_POLICIES).
     """
 
     def __init__(
         self,
         page_size: int = 1,
         on_evict: Callable[[np.ndarray], None] | None = None,
+        eviction_policy: str = "lru",
     ) -> None:
         self.page_size = check_count("page_size", page_size)
         self.on_evict = on_evict
+        if eviction_policy not in EVICTION_POLICIES:
+            raise ValueError(f"eviction_policy must be one of {', '.join(EVICTION_POLICIES)}, got {eviction_policy!r}")
+        self.eviction_policy = eviction_policy
+        self._by_priority = eviction_policy == "priority"
         self._log_epoch = 0
         self.reset()
 
@@ -290,28 +306,40 @@ class RadixCache:
         tokens: Sequence[int] | np.ndarray,
         value: np.ndarray | None = None,
         start: TreeNode | None = None,
+        priority: int = 0,
     ) -> InsertResult:
         """Cache the page-aligned part of `tokens`; `value[i]` is stored with token i when given.
 
         Values of the part that was already cached are kept; the caller owns (and frees) its own
         values for those first `cached` tokens. `start`, a node whose path is a prefix of `tokens`
         (say the locked end of a request's prompt when its output is added), skips re-comparing
-        that prefix; the result is the same as without it.
+        that prefix; the result is the same as without it. `priority`: the inserting request's
+        (SGLang's `req.priority or 0`), which `priority` eviction reads (`raise_priority`).
         """
-        return self._insert(token_view(tokens), value, start, 0)
+        return self._insert(token_view(tokens), value, start, 0, priority)
 
     def extend(
-        self, node: TreeNode, tokens: Sequence[int] | np.ndarray, value: np.ndarray | None = None
+        self, node: TreeNode, tokens: Sequence[int] | np.ndarray, value: np.ndarray | None = None,
+        priority: int = 0,
     ) -> InsertResult:
         """`insert` of `node`'s path followed by `tokens`, from `node`, without that sequence being
         built (say a finished request's output after its locked prompt): `value[i]` goes with
         tokens[i], and `cached` counts from the root. `node` must be cached (ValueError if evicted)."""
         if not node.alive:
             raise ValueError("extend from an evicted node")
-        return self._insert(token_view(tokens), value, node, node.depth)
+        return self._insert(token_view(tokens), value, node, node.depth, priority)
+
+    def raise_priority(self, node: TreeNode, priority: int) -> None:
+        """Make `node`'s priority at least `priority`, without an access: what SGLang's insert of a
+        prefix with a higher priority does to the priorities of its path (the root is ignored)."""
+        if node is self.root or priority <= node.priority:
+            return
+        node.priority = priority
+        if not node.children and not node.lock_ref:
+            self._push(node)  # its entry is keyed by its priority under `priority` eviction
 
     def _insert(
-        self, tokens: np.ndarray, value: np.ndarray | None, start: TreeNode | None, offset: int
+        self, tokens: np.ndarray, value: np.ndarray | None, start: TreeNode | None, offset: int, priority: int
     ) -> InsertResult:
         """`insert` of `tokens` continuing a path of `offset` tokens that `start` ends (`_walk`)."""
         if value is not None and len(value) < len(tokens):
@@ -329,7 +357,7 @@ class RadixCache:
             if value is not None:
                 value = np.asarray(value[cached - offset:n - offset])
                 self._has_values = True
-            leaf = TreeNode(key, value, node, node.depth + n - cached)
+            leaf = TreeNode(key, value, node, node.depth + n - cached, priority=priority)
             child_key = self._key(tokens, cached - offset)
             node.children[child_key] = leaf
             self._changed(node, child_key)
@@ -340,6 +368,8 @@ class RadixCache:
             # the later: on a split, the lower half is evicted before the new leaf.
             self._tick += 1
             tick = self._tick
+        elif priority > node.priority:
+            self.raise_priority(node, priority)
         self._touch(node, tick)
         return InsertResult(cached, node)
 
@@ -391,8 +421,9 @@ class RadixCache:
         freed = 0
         if len(self._heap) + len(self._wait_heap) > 2 * self.node_count + 64:
             self._rebuild_heap()
+        pop = self._pop_lowest_priority if self._by_priority else self._pop_oldest
         while freed < num_tokens:
-            node, stamp = self._pop_oldest()
+            node, stamp = pop()
             if node is None:
                 break
             parent = node.parent
@@ -408,6 +439,8 @@ class RadixCache:
             if node.value is not None and self.on_evict is not None:
                 self.on_evict(node.value)
             parent.last_access = max(parent.last_access, stamp)
+            if node.priority > parent.priority:
+                parent.priority = node.priority
             if parent is not self.root and not parent.children and parent.lock_ref == 0:
                 self._push(parent)
         return freed
@@ -482,6 +515,7 @@ class RadixCache:
             depth=child.depth - len(child) + m,
             lock_ref=child.lock_ref,
             last_access=stamp,
+            priority=child.priority,
         )
         key = self._key(child.key, 0)
         parent.children[key] = upper
@@ -515,10 +549,18 @@ class RadixCache:
     def _push(self, node: TreeNode) -> None:
         """Add a heap entry for a candidate (an unlocked leaf), on the heap its `wait` selects."""
         self._serial += 1
-        if node.wait < 0:
+        if self._by_priority:
+            heapq.heappush(self._wait_heap if node.wait >= 0 else self._heap, (self._heap_key(node), self._serial, node))
+        elif node.wait < 0:
             heapq.heappush(self._heap, (node.last_access, self._serial, node))
         else:
             heapq.heappush(self._wait_heap, (node.wait, self._serial, node))
+
+    def _heap_key(self, node: TreeNode) -> int | tuple[int, int]:
+        """A candidate's heap key: its time (`last_access`, or `wait` on the wait heap), after its
+        priority under `priority` eviction."""
+        time = node.last_access if node.wait < 0 else node.wait
+        return (node.priority, time) if self._by_priority else time
 
     def _pop_oldest(self) -> tuple[TreeNode | None, int]:
         """Take the least recently used candidate off its heap: (node, its time), or (None, 0).
@@ -544,15 +586,35 @@ class RadixCache:
             return node, stamp
         return None, 0
 
+    def _pop_lowest_priority(self) -> tuple[TreeNode | None, int]:
+        """`_pop_oldest` under `priority` eviction: the candidate of lowest (priority, time)."""
+        heap, waiting = self._heap, self._wait_heap
+        while heap and not self._current(heap[0], False):
+            heapq.heappop(heap)
+        while waiting and not self._current(waiting[0], True):
+            heapq.heappop(waiting)
+        if waiting:
+            (priority, wait), _, _ = waiting[0]
+            if not heap or (priority, self._round_start + wait) < heap[0][0]:
+                node = heapq.heappop(waiting)[2]
+                return node, self._round_start + wait
+        if heap:
+            node = heapq.heappop(heap)[2]
+            return node, node.last_access
+        return None, 0
+
+    def _current(self, entry: tuple, waiting: bool) -> bool:
+        """Whether a heap entry is a candidate's current one (not stale)."""
+        key, _, n = entry
+        return n.alive and not n.children and not n.lock_ref and (n.wait >= 0) == waiting and key == self._heap_key(n)
+
     def _rebuild_heap(self) -> None:
         self._heap, self._wait_heap = [], []
         for node in self.nodes():
             if not node.children and node.lock_ref == 0:
                 self._serial += 1
-                if node.wait < 0:
-                    self._heap.append((node.last_access, self._serial, node))
-                else:
-                    self._wait_heap.append((node.wait, self._serial, node))
+                heap = self._heap if node.wait < 0 else self._wait_heap
+                heap.append((self._heap_key(node), self._serial, node))
         heapq.heapify(self._heap)
         heapq.heapify(self._wait_heap)
 

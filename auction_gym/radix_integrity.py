@@ -88,14 +88,15 @@ def _check_node(cache: RadixCache, node: TreeNode, round_ticks: int) -> None:
 
 def _check_heaps(cache: RadixCache, candidates: list[TreeNode]) -> None:
     """Both lazy heaps are heaps, and every eviction candidate (an unlocked leaf) has a current entry
-    on the heap its wait mark selects, keyed by its time or its mark: `evict` would miss it otherwise."""
+    on the heap its wait mark selects, keyed by its time or its mark (after its priority under
+    `priority` eviction): `evict` would miss it otherwise."""
     current: set[int] = set()
     for name, heap, waiting in (("heap", cache._heap, False), ("wait heap", cache._wait_heap, True)):
         for i in range(1, len(heap)):
             if heap[i] < heap[(i - 1) // 2]:
                 raise IntegrityError(f"{name}: entry {i} is smaller than its parent (not a heap)")
         for key, _, node in heap:
-            if node.alive and (node.wait >= 0) == waiting and key == (node.wait if waiting else node.last_access):
+            if node.alive and (node.wait >= 0) == waiting and key == cache._heap_key(node):
                 current.add(id(node))
     for node in candidates:
         if id(node) not in current:

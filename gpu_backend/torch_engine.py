@@ -215,7 +215,7 @@ class TorchEngine(ServingEngine):
 
     def _cache_prompt(self, adm: Admission) -> TreeNode:
         seq = self._seqs[adm.request.id]
-        res = self.cache.insert(adm.tokens[: adm.end], value=seq.slots.copy())
+        res = self.cache.insert(adm.tokens[: adm.end], value=seq.slots.copy(), priority=adm.priority)
         # Another request of the batch may have inserted part of our prompt first: the tree keeps
         # its slots, ours for [adm.cached, res.cached) are duplicates.
         if res.cached > adm.cached:
@@ -242,7 +242,7 @@ class TorchEngine(ServingEngine):
         r, seq = run.request, self._seqs.pop(run.request.id)
         self.outputs[r.id] = np.asarray(seq.out, dtype=np.int64)
         tokens = np.concatenate([r.tokens, np.asarray(seq.out[:-1], dtype=np.int64)])
-        res = self.cache.insert(tokens, value=seq.slots)
+        res = self.cache.insert(tokens, value=seq.slots, priority=run.priority)
         own = seq.slots[seq.tree_len :]
         taken = np.zeros(len(own), dtype=bool)  # slots the insert handed to the tree
         taken[max(res.cached - seq.tree_len, 0) : res.last_node.depth - seq.tree_len] = True

@@ -124,10 +124,11 @@ def check_books(engine: ServingEngine, it: Iteration, ledger: Ledger) -> None:
     places = waiting + running + flight
     assert len(places) == len(set(places)), "a request is in two places"
     assert len(running) <= cfg.max_running_requests
-    assert set(it.retracted) <= set(waiting), "a retracted request is not waiting again"
+    sent_back = it.retracted + it.preempted  # a priority preemption is a retraction, as in SGLang
+    assert set(sent_back) <= set(waiting), "a retracted request is not waiting again"
     assert set(it.resumed) <= ledger.retracted, "a request resumed that was never retracted"
-    ledger.retracted |= set(it.retracted)
-    ledger.retractions += len(it.retracted)
+    ledger.retracted |= set(sent_back)
+    ledger.retractions += len(sent_back)
     for rid, rec in engine.records.items():
         for name, seen in (("admit", ledger.admit), ("first_token", ledger.first_token)):
             t = getattr(rec, name)

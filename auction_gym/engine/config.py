@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._checks import check_count
+from ..radix_cache import EVICTION_POLICIES
 from .cost_model import CostModel
 
 RESERVATIONS = ("sglang", "oracle")
@@ -59,6 +60,20 @@ class EngineConfig:
     """Only requests with at most this many cached prompt tokens are checked (SGLang: 32)."""
     in_batch_deprioritize_threshold: int = 32
     """A checked request sharing at least this many tokens with an earlier checked one goes behind (SGLang: 32)."""
+    priority_preemption: bool = False
+    """SGLang's priority preemption (`--enable-priority-scheduling` without
+    `--disable-priority-preemption`; `PrefillAdder.preempt_to_schedule`): when the running batch is
+    full, a waiting request whose priority exceeds running ones' by more than
+    `priority_preemption_threshold` sends them back to the waiting queue (docs/engine.md section 4).
+    Priorities are the admission policy's (`Decision.priorities`: `sglang_priority`, `qos_lpm`);
+    under a policy without them every request has priority 0 and nothing is preempted. False: off,
+    SGLang with `--disable-priority-preemption`."""
+    priority_preemption_threshold: int = 10
+    """SGLang's `--priority-scheduling-preemption-threshold` (default 10): the priority difference a
+    waiting request must exceed, strictly, to preempt a running one."""
+    radix_eviction_policy: str = "lru"
+    """SGLang's `--radix-eviction-policy`: "lru" (its default) or "priority" (the lowest priority
+    first, then least recently used; `radix_cache.EVICTION_POLICIES`)."""
 
     def __post_init__(self) -> None:
         for name, least in (("kv_capacity_tokens", 1), ("max_prefill_tokens", 1), ("max_running_requests", 1),
@@ -75,8 +90,16 @@ class EngineConfig:
         lo, hi = self.min_new_token_ratio, self.init_new_token_ratio
         if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and 0 <= lo <= hi <= 1):
             raise ValueError(f"need 0 <= min_new_token_ratio <= init_new_token_ratio <= 1, got {lo!r}, {hi!r}")
-        if not isinstance(self.in_batch_prefix_caching, bool):
-            raise ValueError(f"in_batch_prefix_caching must be a bool, got {self.in_batch_prefix_caching!r}")
+        for name in ("in_batch_prefix_caching", "priority_preemption"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        threshold = self.priority_preemption_threshold
+        if not (isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 0):
+            raise ValueError("priority_preemption_threshold must be an int >= 0 (SGLang's integer priority "
+                             f"difference), got {threshold!r}")
+        if self.radix_eviction_policy not in EVICTION_POLICIES:
+            raise ValueError(f"radix_eviction_policy must be one of {', '.join(EVICTION_POLICIES)}, "
+                             f"got {self.radix_eviction_policy!r}")
         cm = self.cost_model
         if cm.decode_base + cm.decode_per_request <= 0 or cm.prefill_base + cm.prefill_per_token <= 0:
             raise ValueError("cost model must give every iteration a positive duration")

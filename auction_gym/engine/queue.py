@@ -6,6 +6,10 @@ appended first come, first served, and a retracted request is appended at the en
 everything that waits when it is retracted (not back in its arrival place); a policy that SGLang
 sorts in place (`lpm`, `dfs-weight`) leaves its order for the next round (`reorder`).
 
+Each request that joins is numbered in joining order (`joined`): SGLang's `wait_queue_entry_time`,
+which orders the running requests a priority preemption picks from (latest entry first within a
+priority).
+
 The queue also reports how its membership changed (`take_changes`): the engine hands that to the
 waiting requests' prefix refresh every admission round, so nothing downstream compares the whole
 queue with the last round's to find the few requests that joined or left.
@@ -44,6 +48,9 @@ class WaitingQueue:
         self._heap: list[tuple[int, int]] = []  # (need, id), with stale entries
         self._resume: dict[int, np.ndarray] = {}  # retracted request id -> prompt + output so far
         self._heads: dict[int, tuple[int, bytes | None]] = {}  # id -> (n, prompt_head(its tokens, n))
+        self.joined: dict[int, int] = {}
+        """Request id -> when it joined the queue, as a count of joins (arrivals and put-backs)."""
+        self._joins = 0
         # Since changes were last taken: the requests that joined (in the order they did) and those
         # that left, net of each other (a request admitted and retracted in between did neither).
         self._joined: dict[Request, None] = {}
@@ -108,6 +115,7 @@ class WaitingQueue:
             self._resume.pop(r.id, None)
             self._heads.pop(r.id, None)
             del self.need[r.id]
+            del self.joined[r.id]
 
     def smallest_need(self) -> int:
         """The least need of any waiting request; the queue must not be empty."""
@@ -120,6 +128,7 @@ class WaitingQueue:
         """Raise AssertionError if an invariant of the module docstring does not hold."""
         assert len({r.id for r in self.requests}) == len(self.requests), "a request waits twice"
         assert set(self.need) == {r.id for r in self.requests}, "needs and waiting requests differ"
+        assert set(self.joined) == set(self.need), "join numbers and waiting requests differ"
         assert set(self.need.items()) <= {(i, n) for n, i in self._heap}, "a need is missing from the heap"
         assert set(self._resume) <= set(self.need), "resume tokens of a request that does not wait"
         assert set(self._heads) <= set(self.need), "a head kept for a request that does not wait"
@@ -130,6 +139,8 @@ class WaitingQueue:
             assert h == prompt_head(self.tokens(waiting[i]), n), "a kept head differs from the request's tokens"
 
     def _join(self, r: Request) -> None:
+        self._joins += 1
+        self.joined[r.id] = self._joins
         if r in self._left:  # it waited when changes were last taken: back, not new
             self._left.discard(r)
         else:

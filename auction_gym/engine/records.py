@@ -30,7 +30,10 @@ class RequestRecord:
     computed_tokens: int = 0
     """Tokens the engine computed for it: its uncached prompt, plus what it recomputed after retractions."""
     retractions: int = 0
-    """Times it was sent back to the waiting queue to make room (`EngineConfig.reservation`)."""
+    """Times it was sent back to the waiting queue to make room (`EngineConfig.reservation`), or
+    for a request of higher priority (SGLang counts a preemption as a retraction)."""
+    preemptions: int = 0
+    """Of its retractions, those for a request of higher priority (`EngineConfig.priority_preemption`)."""
     rejected: str | None = None
 
     @classmethod

@@ -29,9 +29,11 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    registry entry says `in_batch` (`lpm`, as in SGLang), a request that shares an uncached prefix
    with one ahead of it in the queue goes behind the others (SGLang's in-batch prefix sharing,
    `in_batch.py`); under `lpm` and `dfs_weight` the queue keeps the order for the next round, as
-   SGLang's in-place sorts leave its list. After the prefill, sequences are inserted into the
-   cache and stay locked while their requests run; each request whose prompt is complete has its
-   first token.
+   SGLang's in-place sorts leave its list. With `EngineConfig.priority_preemption`, a request met
+   when the running batch is full may first preempt running requests of lower priority
+   (preemption.py, SGLang's threshold rule); they wait again at the queue's end. After the
+   prefill, sequences are inserted into the cache and stay locked while their requests run; each
+   request whose prompt is complete has its first token.
 3. Otherwise the running batch decodes one step, or, where the engine can (the simulated one),
    every step up to the next event at once (a request finishing, an arrival that may be
    admitted, memory running out, or the step at which the blocked request's reservation would
@@ -59,11 +61,20 @@ import numpy as np
 
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
-from ..scheduler.base import Auction, Decision, Scheduler, admission_order, in_batch_applies, make_scheduler
+from ..scheduler.base import (
+    Auction,
+    Decision,
+    Scheduler,
+    admission_order,
+    decision_priority,
+    in_batch_applies,
+    make_scheduler,
+)
 from ..scheduler.waiting import WaitingPrefixes
 from .arrivals import Arrivals
 from .config import EngineConfig
 from .in_batch import behind, deprioritized
+from .preemption import preemption_victims
 from .queue import WaitingQueue
 from .records import Metrics, RequestRecord, summarize
 from .reservation import AdmissionRules, FutureOutput
@@ -129,7 +140,7 @@ class ServingEngine(Replay):
         self.scheduler = make_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
         self.config = config or EngineConfig()
         self.cost = self.config.cost_model
-        self.cache = RadixCache(page_size=self.config.page_size)
+        self.cache = RadixCache(page_size=self.config.page_size, eviction_policy=self.config.radix_eviction_policy)
         self.waiting_prefixes = WaitingPrefixes()
         """Keeps what waits warm in the cache's LRU order, every policy, every round (SGLang's rule)."""
         if (attach := getattr(self.scheduler, "attach_waiting_prefixes", None)) is not None:
@@ -156,6 +167,9 @@ class ServingEngine(Replay):
         as in SGLang)."""
         self._blocked: int | None = None
         """The reservation the last admission round failed on (None: it did not fail on memory)."""
+        self._preemption_short = False
+        """Whether the last admission round's preemption failed only for room (a running request's
+        priority was low enough), so that it may succeed after any decode step."""
         self.arrivals = Arrivals(self.records)
 
     @property
@@ -192,14 +206,14 @@ class ServingEngine(Replay):
         rejected = self._let_in_arrivals()
         start, queue_len = self.now, len(self.queue.requests)
         if queue_len or self._chunked is not None:
-            batch, decision = self._schedule_prefill(multipliers)
+            batch, decision, preempted = self._schedule_prefill(multipliers)
             if batch:
                 admitted, resumed = self._run_prefill(batch)
                 finished = self._retire(self._pop_finished())
-                # Positional (steps, resumed, retracted, replica, decision): a class called with
-                # keywords builds a dict, and this runs every iteration.
+                # Positional (steps, resumed, retracted, replica, decision, preempted): a class called
+                # with keywords builds a dict, and this runs every iteration.
                 return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, 1, resumed, [],
-                                 0, decision)
+                                 0, decision, preempted)
         if self.running:
             retracted = self._make_room() if self.rules.sglang else []
             steps, finished = self._decode(retracted=bool(retracted))
@@ -251,9 +265,10 @@ class ServingEngine(Replay):
         """False when no waiting request could be admitted whatever the order, so the scheduler
         (an auction over the whole queue) need not run: the running batch is full, or the room,
         less the round's `charged` tokens, cannot hold the smallest possible need (1 token + its
-        output reservation) of any request."""
+        output reservation) of any request. With priority preemption a full batch does not settle
+        it: SGLang then orders the queue and tries to preempt for its head."""
         if len(self.running) + taken >= self.config.max_running_requests:
-            return False
+            return self.config.priority_preemption
         room = self._room() - charged
         queue = self.queue
         if self.rules.fits(queue.need[queue.requests[0].id], room):  # the head usually fits, which settles it
@@ -264,11 +279,14 @@ class ServingEngine(Replay):
         self._blocked = least
         return False
 
-    def _schedule_prefill(self, multipliers: Sequence[float] | None) -> tuple[list[Admission], Decision | None]:
+    def _schedule_prefill(
+        self, multipliers: Sequence[float] | None
+    ) -> tuple[list[Admission], Decision | None, list[int]]:
         """Choose this iteration's prefill batch and allocate its tokens: the chunked request in
-        flight first, then requests in the scheduler's order. Returns the batch and the auction's
-        decision (None when no auction was asked)."""
-        self._blocked = None
+        flight first, then requests in the scheduler's order. Returns the batch, the auction's
+        decision (None when no auction was asked) and the ids of the running requests preempted
+        for it."""
+        self._blocked, self._preemption_short = None, False
         batch: list[Admission] = []
         budget, charged = self.config.prefill_budget, 0
         if self._chunked is not None:
@@ -283,20 +301,25 @@ class ServingEngine(Replay):
             budget -= adm.extend
             charged = self.rules.round_charge(adm.extend)
         if budget > 0 and self.queue.requests and self._admission_possible(len(batch), charged):
-            return batch, self._admit_from_queue(batch, budget, charged, multipliers)
-        return batch, None
+            return batch, *self._admit_from_queue(batch, budget, charged, multipliers)
+        return batch, None, []
 
     def _admit_from_queue(
         self, batch: list[Admission], budget: int, charged: int, multipliers: Sequence[float] | None
-    ) -> Decision | None:
+    ) -> tuple[Decision | None, list[int]]:
         """Admit waiting requests in the scheduler's order while they fit; `charged`: what the
         round has taken beyond allocations and promises (`AdmissionRules.round_charge`). Returns
-        the auction's decision, None for a policy without money."""
+        the auction's decision (None for a policy without money) and the ids of the running
+        requests preempted."""
         cfg, cache = self.config, self.cache
         order, decision = self._order(cache, multipliers)
+        priority = decision_priority(decision)
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
+        preempted: list[int] = []
         for r in order:
-            if len(self.running) + len(batch) >= cfg.max_running_requests:
+            if len(self.running) + len(batch) >= cfg.max_running_requests and not (
+                cfg.priority_preemption and self._preempt_for(r, priority(r), charged, preempted)
+            ):
                 break
             tokens = self.queue.tokens(r)
             generated = len(tokens) - r.prompt_len
@@ -325,13 +348,42 @@ class ServingEngine(Replay):
                 output -= self.rules.chunked_output(r, generated, cap)
             self._promised += extend - computed + output
             # Positional (first=True, held), as every hot construction here: keywords would cost a dict.
-            batch.append(Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held))
+            batch.append(Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held,
+                                   priority(r), self.queue.joined[r.id]))
             budget -= computed
             charged += self.rules.round_charge(computed)
             if not last_chunk:
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
-        return decision
+        return decision, preempted
+
+    def _preempt_for(self, r: Request, priority: int, charged: int, preempted: list[int]) -> bool:
+        """SGLang's `preempt_to_schedule` for waiting request `r` of `priority` met with the running
+        batch full (preemption.py): preempt the running requests it outranks by more than the
+        threshold, as many as its uncached prompt and min(max_new_tokens, clip) need, appending
+        their ids to `preempted`. False when it preempts none (admission stops)."""
+        tokens = self.queue.tokens(r)
+        need = len(tokens) - self.cache.prefix_len(tokens[:-1])
+        need += self.rules.round_output(r, len(tokens) - r.prompt_len, self.rules.cap(r))
+        threshold = self.config.priority_preemption_threshold
+        victims = preemption_victims(self.running, priority, threshold, need - (self._room() - charged),
+                                     self._gives_back)
+        if not victims:
+            self._preemption_short = any(priority - run.priority > threshold for run in self.running)
+            return False
+        for run in victims:
+            self._retract(run, len(self.running) - 1)
+            run.record.preemptions += 1
+            preempted.append(run.request.id)
+        self._forget({run.request.id for run in victims})
+        return True
+
+    def _gives_back(self, run: Running) -> float:
+        """What preempting `run` returns to the admission room as SGLang counts it
+        (`_get_running_request_total_token_offset`): its remaining output cap, clipped, times the
+        new-token ratio (under "oracle", the output it holds and has not produced)."""
+        left = self.rules.output_need(run.request, run.generated(self._steps), run.cap)
+        return self._future.ratio * left if self.rules.sglang else left
 
     def _order(self, cache: RadixCache, multipliers: Sequence[float] | None) -> tuple[list[Request], Decision | None]:
         """The round's admission order of the waiting queue (what waits refreshed in the cache
@@ -378,6 +430,8 @@ class ServingEngine(Replay):
             self.cache.move_lock(adm.node, node)
             self.reserved -= extend - (adm.end - node.depth)  # in the cache now, bar a partial page
             if adm.last_chunk:
+                if adm.generated:
+                    self._protect_prompt(node, r, adm.priority)
                 self._start_running(adm, node)
             else:
                 adm.node, self._chunked = node, adm
@@ -388,7 +442,7 @@ class ServingEngine(Replay):
         emitted, cap = adm.generated + 1, adm.cap
         # Positional (done_at, held, first_step, emitted, cap): a class called with keywords builds a dict.
         run = Running(r, rec, node, self._steps + r.output_len - emitted, adm.end - node.depth + adm.held,
-                      self._steps, emitted, cap)
+                      self._steps, emitted, cap, adm.priority, adm.joined)
         if self.rules.sglang:
             self._promised -= self.rules.round_output(r, adm.generated, cap)  # now counted with the running batch
             self._future.add(r.id, cap - emitted, self._steps)
@@ -418,19 +472,26 @@ class ServingEngine(Replay):
             retracted.append(run.request.id)
         if self._free_and_evictable() < len(keep):
             raise RuntimeError("a lone running request does not fit: kv_capacity_tokens admission check is wrong")
-        gone = set(retracted)
-        self._finishing = [e for e in self._finishing if e[1] not in gone]
-        heapq.heapify(self._finishing)
+        self._forget(set(retracted))
         emitted = sum(run.generated(step) for run in keep)
         caps = sum(run.cap for run in keep)
         self._future.ratio = min(1.0, (emitted + self.config.retract_decode_steps * len(keep)) / (caps + 1))
         return retracted
 
+    def _forget(self, gone: set[int]) -> None:
+        """Drop the retracted requests `gone` (ids) from the heap of completion steps."""
+        self._finishing = [e for e in self._finishing if e[1] not in gone]
+        heapq.heapify(self._finishing)
+
     def _retract(self, run: Running, remaining: int) -> None:
+        """Send `run` back to the waiting queue, freeing what it holds outside the cache: a
+        retraction for memory (only under the "sglang" reservation) or a priority preemption."""
         r, step = run.request, self._steps
         generated = run.generated(step)
-        self.reserved -= run.held + step - run.first_step
-        self._future.remove(r.id, step)
+        self.reserved -= run.held
+        if self.rules.sglang:  # decode tokens are allocated as produced; "oracle" holds them in `held`
+            self.reserved -= step - run.first_step
+            self._future.remove(r.id, step)
         self._context -= r.prompt_len + generated
         self._release(run, generated)
         self.cache.unlock(run.node)
@@ -460,6 +521,8 @@ class ServingEngine(Replay):
         """Most decode steps that may run at once: up to the first request to finish, and under
         "sglang" while memory lasts and until the admission that failed on memory would fit."""
         steps = self._finishing[0][0] - self._steps
+        if self._preemption_short:
+            return 1  # the room grows as the ratio decays: the preemption may pass after any step
         if not self.rules.sglang:
             return steps
         steps = min(steps, self._free_and_evictable() // len(self.running))
@@ -498,6 +561,7 @@ class ServingEngine(Replay):
                 self._future.remove(r.id, self._steps)
             self._context -= r.prompt_len + r.output_len
             self._cache_finished(run)
+            self._protect_prompt(run.node, r, run.priority)
             self.cache.unlock(run.node)
             run.record.finish = self.now
             self.running.remove(run)  # by identity: Running has no value equality
@@ -520,8 +584,9 @@ class ServingEngine(Replay):
         return r.output_tokens if r.output_tokens is not None else synthetic_output(r)
 
     def _cache_prompt(self, adm: Admission) -> TreeNode:
-        """Insert what a prefill computed, tokens[:end]; return its end node (locked while it runs)."""
-        return self.cache.insert(adm.tokens[: adm.end], start=adm.node).last_node
+        """Insert what a prefill computed, tokens[:end], with the request's priority; return its end
+        node (locked while it runs)."""
+        return self.cache.insert(adm.tokens[: adm.end], start=adm.node, priority=adm.priority).last_node
 
     def _cache_finished(self, run: Running) -> None:
         """Insert a finished request's prompt + output, bar the last output token (never computed)."""
@@ -531,7 +596,19 @@ class ServingEngine(Replay):
         # output alone once the prompt is cached whole, with no copy of prompt + output made.
         skip = node.depth - r.prompt_len
         rest = output[skip:] if skip >= 0 else np.concatenate([r.tokens[node.depth:], output])
-        self.cache.extend(node, rest)
+        self.cache.extend(node, rest, priority=run.priority)
+
+    def _protect_prompt(self, node: TreeNode, r: Request, priority: int) -> None:
+        """Under `priority` eviction, SGLang's insert of prompt + output at `priority` leaves the
+        prompt (whole pages) at `priority` + 1, so the output goes first (`RadixCache._insert_cache`,
+        `split_prompt`): here when the prompt ends on a node on `node`'s path."""
+        if self.cache.eviction_policy != "priority":
+            return
+        end = r.prompt_len - r.prompt_len % self.config.page_size
+        while node.depth > end:
+            node = node.parent
+        if node.depth == end:
+            self.cache.raise_priority(node, priority + 1)
 
     def _release(self, run: Running, generated: int) -> None:
         """Free what a retracted request holds outside the cache (a subclass's KV slots)."""

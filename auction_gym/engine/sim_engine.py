@@ -41,8 +41,9 @@ class SimEngine(ServingEngine):
         first = cost.decode_time(batch, self._context)  # one step's time, which every count below starts from
         steps = self._decode_limit()
         # An arrival can only change what happens next if it could be admitted; with every running
-        # slot taken it waits for a finish anyway, so decoding need not stop for it.
-        if batch < self.config.max_running_requests:
+        # slot taken it waits for a finish anyway, so decoding need not stop for it, unless it may
+        # preempt a running request.
+        if batch < self.config.max_running_requests or self.config.priority_preemption:
             steps = min(steps, self._steps_until(self.arrivals.next_possible() - self.now, batch, first))
         return steps, cost.decode_steps_after(first, steps, batch)
 

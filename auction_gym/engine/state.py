@@ -37,6 +37,9 @@ class Iteration:
     """The round the policy decided for this prefill iteration's admissions (`decide`: an auction's
     `AuctionRound`, a posted-price design's or a priority order's `PostedRound`), which the market
     charges from; None for a policy that only orders, and for an iteration that asked no scheduler."""
+    preempted: list[int] = field(default_factory=list)
+    """Running requests this prefill iteration sent back to the waiting queue for a waiting request
+    of higher priority (`EngineConfig.priority_preemption`)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -62,6 +65,10 @@ class Admission:
     held: int = 0
     """Tokens allocated outside the cache for the request's output at its first chunk (oracle
     reservation); released when it finishes."""
+    priority: int = 0
+    """Its priority in the round that admitted it (`Decision.priorities`; SGLang's `req.priority`)."""
+    joined: int = 0
+    """When it last joined the waiting queue (`WaitingQueue.joined`)."""
 
     @property
     def extend(self) -> int:
@@ -92,6 +99,10 @@ class Running:
     """Output tokens out when it joined the batch (the prefill's one, plus any from before a retraction)."""
     cap: int
     """max_new_tokens, clipped so that prompt + cap fits the KV pool (as SGLang clips it)."""
+    priority: int = 0
+    """Its priority in the round that admitted it (`Admission.priority`)."""
+    joined: int = 0
+    """When it last joined the waiting queue (`WaitingQueue.joined`)."""
 
     def generated(self, step: int) -> int:
         """Output tokens out at decode-step counter `step`."""

@@ -54,7 +54,12 @@ class Scheduler(Protocol):
 
 class Decision(Protocol):
     """One admission round as a policy decided it: an auction's `auction_gym.mechanism.AuctionRound`,
-    a posted-price design's `auction_gym.pricing.PostedRound`."""
+    a posted-price design's `auction_gym.pricing.PostedRound`.
+
+    Optionally, `priorities`: request id -> integer priority in the round (larger = more important),
+    which the engine's SGLang priority rules read (`EngineConfig.priority_preemption`,
+    `radix_eviction_policy`; `decision_priority`); a request it leaves out, or a decision without
+    it, has priority 0."""
 
     def admission_order(self) -> list[Request]:
         """The waiting queue, first = admitted first."""
@@ -110,6 +115,15 @@ def admission_order(
         return policy.order(queue, cache), None
     decision = decide(queue, cache, multipliers)
     return decision.admission_order(), decision
+
+
+def decision_priority(decision: Decision | None) -> Callable[[Request], int]:
+    """A request's priority in the round `decision` decided (its `priorities`; 0 when it has none,
+    or for a policy without money, `decision` None)."""
+    priorities = getattr(decision, "priorities", None)
+    if not priorities:
+        return lambda r: 0
+    return lambda r: priorities.get(r.id, 0)
 
 
 def in_batch_applies(scheduler: Scheduler, waiting: int) -> bool:

@@ -3,9 +3,11 @@
 `SGLangPriority` ("sglang_priority"): SGLang 0.5.23's `--enable-priority-scheduling` under its
 `fcfs` policy (`schedule_policy.py`: the waiting list sorted by priority, then arrival; larger
 values first, its default without `--schedule-low-priority-values-first`). SGLang allows priority
-only with `fcfs` or `lof`, never with `lpm` (server-argument validation). Its preemption of a
-running request by a waiting one whose priority exceeds it by more than the threshold, and its
-`priority` radix eviction, are engine rules not simulated here: this is SGLang with
+only with `fcfs` or `lof`, never with `lpm` (server-argument validation). Each round's decision
+carries every waiting request's priority (`PostedRound.priorities`), which the engine's rules read:
+its preemption of a running request by a waiting one whose priority exceeds it by more than the
+threshold (`EngineConfig.priority_preemption`) and its `priority` radix eviction
+(`EngineConfig.radix_eviction_policy`). With both off (the defaults) this is SGLang with
 `--disable-priority-preemption` and the default `lru` eviction.
 
 `QoSLPM` ("qos_lpm"): priority, then the longest cached prefix, then arrival (sgl-project/sglang pull request #30507's
@@ -54,12 +56,20 @@ class SGLangPriority:
         self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
     ) -> PostedRound:
         """The round over `queue`: higher priority first, the queue's order (FCFS) inside one."""
-        negated = self._negated_priorities(queue, multipliers)
-        return PostedRound([queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)])
+        levels = self._levels(queue, multipliers)
+        negated = [-p for p in levels]
+        order = [queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)]
+        return PostedRound(order, priorities=self._by_id(queue, levels))
 
     @staticmethod
-    def _negated_priorities(queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
-        return [-priority_level(b) for b in round_bids(queue, multipliers)]
+    def _levels(queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
+        """Each request's priority in the round (`priority_level` of its bid)."""
+        return [priority_level(b) for b in round_bids(queue, multipliers)]
+
+    @staticmethod
+    def _by_id(queue: Sequence[Request], levels: list[int]) -> dict[int, int]:
+        """Request id -> priority: what the round's decision hands the engine."""
+        return {r.id: p for r, p in zip(queue, levels)}
 
 
 class QoSLPM(SGLangPriority):
@@ -78,7 +88,8 @@ class QoSLPM(SGLangPriority):
         self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
     ) -> PostedRound:
         """The round over `queue`: by (-priority, -cached prefix, queue position)."""
-        negated = self._negated_priorities(queue, multipliers)
+        levels = self._levels(queue, multipliers)
         lengths = self._lengths.lengths(queue, cache)
-        key = [(p, -n) for p, n in zip(negated, lengths)]
-        return PostedRound([queue[i] for i in sorted(range(len(queue)), key=key.__getitem__)])
+        key = [(-p, -n) for p, n in zip(levels, lengths)]
+        order = [queue[i] for i in sorted(range(len(queue)), key=key.__getitem__)]
+        return PostedRound(order, priorities=self._by_id(queue, levels))
