@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 from test_engine_retraction import Ledger, check_books, workloads
 
@@ -359,6 +359,8 @@ ops = st.lists(st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "
 
 
 @given(ops)
+@example([("insert", [1, 2], 0, 0), ("insert", [1, 2, 3, 3], 0, 3), ("evict", [0], 2, 0),
+          ("insert", [3, 3], 0, 2), ("evict", [0], 1, 0)])  # [1, 2] keeps the 3 of its evicted child
 @settings(max_examples=300, deadline=None)
 def test_priority_eviction_equals_sglang(program):
     """Deepest-node priorities with inheritance evict exactly what raising whole paths evicts."""
@@ -383,3 +385,25 @@ def test_priority_eviction_equals_sglang(program):
             assert ours.evict(n) == ref.evict(n)
         ours.check()
         assert {tuple(s.tolist()) for s in ours.sequences()} == ref.sequences()
+
+
+def test_env_reaches_the_switches_through_engine_kwargs():
+    """`engine_kwargs` is the one way to the engine's rules from an env (and a market): a market of
+    four running slots preempts, and a bad threshold is refused."""
+    import gymnasium as gym
+
+    import auction_gym  # noqa: F401  (registers the envs)
+
+    env = gym.make("RadixAuction-v1", mechanism="sglang_priority",
+                   engine_kwargs={"priority_preemption": True, "radix_eviction_policy": "priority",
+                                  "max_running_requests": 4})
+    env.reset(seed=0)
+    for _ in range(100):
+        *_, terminated, truncated, _ = env.step(np.zeros(1, dtype=np.float32))
+        if terminated or truncated:
+            break
+    engine = env.unwrapped.market.engine
+    assert engine.config.priority_preemption and engine.cache.eviction_policy == "priority"
+    assert sum(rec.preemptions for rec in engine.records.values()) > 0
+    with pytest.raises(ValueError, match="priority_preemption_threshold"):
+        gym.make("RadixAuction-v1", engine_kwargs={"priority_preemption_threshold": -1}).reset(seed=0)
