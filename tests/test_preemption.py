@@ -21,6 +21,7 @@ from auction_gym import RadixCache, Request
 from auction_gym.engine import EngineConfig, SimEngine
 from auction_gym.engine.preemption import preemption_victims
 from auction_gym.pricing.posted_round import PostedRound
+from auction_gym.scheduler.base import decision_priority
 from auction_gym.scheduler.priority import priority_level
 
 BID_OF_PRIORITY = {p: 10 ** (p / 10) for p in range(-30, 31)}
@@ -110,9 +111,12 @@ def test_victims_are_lowest_priority_then_latest_joined_until_the_room_suffices(
     assert names(6, 0) == ["c"]
 
 
-def test_posted_round_refuses_a_non_integer_priority():
-    with pytest.raises(ValueError, match="priorities must be ints"):
-        PostedRound([], priorities={0: 1.5})
+def test_a_non_integer_priority_is_refused():
+    r = _pair(0)[0]
+    with pytest.raises(ValueError, match="priority must be an int"):
+        decision_priority(PostedRound([r], priorities={r.id: 1.5}))(r)
+    assert decision_priority(PostedRound([r], priorities={r.id: 7}))(r) == 7
+    assert decision_priority(None)(r) == decision_priority(PostedRound([r]))(r) == 0
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -104,6 +104,11 @@ class EngineConfig:
         if cm.decode_base + cm.decode_per_request <= 0 or cm.prefill_base + cm.prefill_per_token <= 0:
             raise ValueError("cost model must give every iteration a positive duration")
 
+    @property
+    def reads_priorities(self) -> bool:
+        """Whether a rule reads the requests' priorities (preemption, or `priority` eviction)."""
+        return self.priority_preemption or self.radix_eviction_policy == "priority"
+
     def paged(self, tokens: int) -> int:
         """`tokens` rounded up to whole pages."""
         return -(-tokens // self.page_size) * self.page_size

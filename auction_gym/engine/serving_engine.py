@@ -313,7 +313,7 @@ class ServingEngine(Replay):
         requests preempted."""
         cfg, cache = self.config, self.cache
         order, decision = self._order(cache, multipliers)
-        priority = decision_priority(decision)
+        priority = decision_priority(decision if cfg.reads_priorities else None)  # read only if a rule needs them
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
         preempted: list[int] = []
         for r in order:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..request import Request
 
@@ -24,15 +24,10 @@ class PostedRound:
     """Request id -> (its bidder, what it pays if admitted); a request that pays nothing is absent."""
     prices: tuple[float, ...] = ()
     """The prices per token posted in the round (a tier's each, or the one congestion price)."""
-    priorities: dict[int, int] = field(default_factory=dict)
+    priorities: Mapping[int, int] = field(default_factory=dict)
     """Request id -> its integer priority in the round (larger = more important, SGLang's default
     direction), for the engine's priority rules (`EngineConfig.priority_preemption`,
     `radix_eviction_policy`); empty for a design without priorities (every request then has 0)."""
-
-    def __post_init__(self) -> None:
-        if self.priorities and not all(type(p) is int for p in self.priorities.values()):
-            bad = next(p for p in self.priorities.values() if type(p) is not int)
-            raise ValueError(f"priorities must be ints (SGLang's request priority is an integer), got {bad!r}")
 
     def admission_order(self) -> list[Request]:
         """The requests, first = admitted first (a new list)."""

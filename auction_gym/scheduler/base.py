@@ -119,11 +119,19 @@ def admission_order(
 
 def decision_priority(decision: Decision | None) -> Callable[[Request], int]:
     """A request's priority in the round `decision` decided (its `priorities`; 0 when it has none,
-    or for a policy without money, `decision` None)."""
+    or for a policy without money, `decision` None). Reading a priority that is not an int raises
+    ValueError: SGLang's request priority is an integer."""
     priorities = getattr(decision, "priorities", None)
     if not priorities:
         return lambda r: 0
-    return lambda r: priorities.get(r.id, 0)
+
+    def priority(r: Request) -> int:
+        p = priorities.get(r.id, 0)
+        if type(p) is not int:
+            raise ValueError(f"request {r.id}: priority must be an int (SGLang's is an integer), got {p!r}")
+        return p
+
+    return priority
 
 
 def in_batch_applies(scheduler: Scheduler, waiting: int) -> bool:

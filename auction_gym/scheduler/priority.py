@@ -22,6 +22,8 @@ second; in a replay, its own `bid`. Neither design charges: the round it decides
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
+from operator import attrgetter
 from typing import Sequence
 
 from ..pricing.posted_round import PostedRound
@@ -36,6 +38,7 @@ LEVELS_PER_DECADE = 10
 factor 10 in bid (an urgent request, median urgency 10, over a background one, 0.02)."""
 LOWEST = -1000
 """The priority of a bid of 0 (a bidder out of budget): below every positive bid's."""
+_request_id = attrgetter("id")
 
 
 def priority_level(bid: float) -> int:
@@ -57,19 +60,14 @@ class SGLangPriority:
     ) -> PostedRound:
         """The round over `queue`: higher priority first, the queue's order (FCFS) inside one."""
         levels = self._levels(queue, multipliers)
-        negated = [-p for p in levels]
-        order = [queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)]
-        return PostedRound(order, priorities=self._by_id(queue, levels))
+        # A stable sort, reversed: equal priorities keep the queue's order.
+        order = [queue[i] for i in sorted(range(len(queue)), key=levels.__getitem__, reverse=True)]
+        return PostedRound(order, priorities=RoundPriorities(queue, levels))
 
     @staticmethod
     def _levels(queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
         """Each request's priority in the round (`priority_level` of its bid)."""
         return [priority_level(b) for b in round_bids(queue, multipliers)]
-
-    @staticmethod
-    def _by_id(queue: Sequence[Request], levels: list[int]) -> dict[int, int]:
-        """Request id -> priority: what the round's decision hands the engine."""
-        return {r.id: p for r, p in zip(queue, levels)}
 
 
 class QoSLPM(SGLangPriority):
@@ -92,4 +90,31 @@ class QoSLPM(SGLangPriority):
         lengths = self._lengths.lengths(queue, cache)
         key = [(-p, -n) for p, n in zip(levels, lengths)]
         order = [queue[i] for i in sorted(range(len(queue)), key=key.__getitem__)]
-        return PostedRound(order, priorities=self._by_id(queue, levels))
+        return PostedRound(order, priorities=RoundPriorities(queue, levels))
+
+
+class RoundPriorities(Mapping):
+    """Request id -> priority in one round (`PostedRound.priorities`), its table built on the first
+    lookup: the engine reads a round's priorities only with its priority rules on, and building
+    the table for every round of a long queue would cost a tenth of a replay under `sglang_priority`."""
+
+    __slots__ = ("_queue", "_levels", "_table")
+
+    def __init__(self, queue: Sequence[Request], levels: list[int]) -> None:
+        self._queue = tuple(queue)  # the engine's list changes after the round; a copy is cheap
+        self._levels = levels
+        self._table: dict[int, int] | None = None
+
+    def _by_id(self) -> dict[int, int]:
+        if self._table is None:
+            self._table = dict(zip(map(_request_id, self._queue), self._levels))
+        return self._table
+
+    def __getitem__(self, rid: int) -> int:
+        return self._by_id()[rid]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._by_id())
+
+    def __len__(self) -> int:
+        return len(self._levels)
