@@ -36,8 +36,9 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    request whose prompt is complete has its first token.
 3. Otherwise the running batch decodes one step, or, where the engine can (the simulated one),
    every step up to the next event at once (a request finishing, an arrival that may be
-   admitted, memory running out, or the step at which the blocked request's reservation would
-   fit): nothing changes in between, so the result is the same as stepping one at a time. Under
+   admitted or may preempt, memory running out, one step while a preemption waits only for room,
+   or the step at which the blocked request's reservation would fit): nothing changes in
+   between, so the result is the same as stepping one at a time. Under
    the "sglang" reservation decode tokens are allocated as they are produced; when a step does
    not fit even after eviction, running requests are retracted as SGLang retracts them (fewest
    output tokens first, then longest prompt, at least one, until the step fits): their

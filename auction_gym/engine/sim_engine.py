@@ -2,8 +2,9 @@
 
 Because time is computed, not measured, a decode iteration takes every step up to the next event
 at once (the first request to finish, or the first step that ends after the next arrival when a
-running slot is free, so that it may be admitted); the clock and every record are the same as
-stepping one token at a time.
+running slot is free, so that it may be admitted, or with priority preemption on whether or not
+one is, so that it may preempt); the clock and every record are the same as stepping one token at
+a time.
 """
 
 from __future__ import annotations
