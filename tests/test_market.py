@@ -386,8 +386,8 @@ def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism,
     held = [weakref.ref(o) for o in [market.engine, *engines, *caches, *edges]]
     for policy in [e.scheduler for e in engines]:
         held.append(weakref.ref(policy))
-        if getattr(policy, "_urgency_tree", None) is not None:  # the radix auction's, kept across rounds
-            held.append(weakref.ref(_deepest_node(policy._urgency_tree._root)))
+        if hasattr(policy, "_allocator"):  # the radix auction's tree, kept across rounds
+            held.append(weakref.ref(_deepest_node(policy._allocator._tree._root)))
     del engines, caches, edges, policy
     gc.disable()
     try:
