@@ -16,8 +16,10 @@ multiplier is 1). A round of two requests or more is then decided over it:
   the tree's own keys, so the order the tree keeps at every node, the mixed ones included, is the
   skeleton's, bit for bit (`tests/test_allocator.py` checks both against each other). The order is
   read off the root in C, so a replay's round costs the tree's update and that pass
-  (`OrderedRound`). Nothing prices a replay's rounds; one that is priced after all builds its
-  allocation from scratch from the round's record (radix_auction.py), as a one-off round does.
+  (`OrderedRound`). The payments' inputs are not made: that costs Python steps per block of every
+  node that mixes bidders, every round (on the Mooncake trace, one node of a few hundred blocks
+  below the root), for rounds nothing prices. One that is priced after all builds its allocation
+  from scratch from the round's record (radix_auction.py), as a one-off round does.
 
 Either kind of round may follow the other on one allocator: the requests whose base bid changed
 (urgency against own bid) are re-costed, as any changed bid is.
