@@ -20,8 +20,8 @@ sums over its blocks in Smith order, whose keys are unique (ties broken by the s
 in the block), added in the same order; the tree itself (nodes at the longest common prefixes of
 neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
 shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
-both after random arrivals, admissions, cache and bid changes. Rounds are decided, and the payments'
-inputs made, over this tree by allocator.py.
+both after random arrivals, admissions, cache and bid changes. Rounds are decided over this tree by
+allocator.py (a market's, and its payments' inputs, by factored.py).
 
 Cost per round: a few passes over the queue that run in C (maps, set differences, list
 comparisons) to find what changed and to write the order out, plus Python steps per changed
