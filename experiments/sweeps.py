@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+from auction_gym.market import MarketConfig
 from auction_gym.registry import resolve
 from auction_gym.workload import AgenticConfig, get_workload, workload_names
 
@@ -45,12 +46,12 @@ class ReplicaScale:
     """How `radix-auction cluster` offers a workload to R replicas at a load L (scale = L x R;
     `markets` offers it to one replica the same way):
     `per_replica`, the intensity one replica is offered at load 1, in the workload's `intensity`
-    units (the rate times the scale, or the time scale divided by it), as a number or a
-    "module:attr" function of no arguments; `size_argument`, the keyword argument that sets how
+    units (the rate times the scale, or the time scale divided by it), as a number or a function
+    of no arguments (or its "module:attr"); `size_argument`, the keyword argument that sets how
     many requests a point replays, given max(1, size // `size_divisor`) x R for the command's
     `--size`; `kwargs`, fixed workload arguments; `engine_kwargs`, the engine's (`EngineConfig`)."""
 
-    per_replica: float | str
+    per_replica: float | str | Callable[[], float]
     size_argument: str
     size_divisor: int = 1
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -118,6 +119,12 @@ def replica_scaled() -> tuple[str, ...]:
     return tuple(name for name in workload_names() if replica_scale(name) is not None)
 
 
+def default_served_rate() -> float:
+    """`MarketConfig().served_rate()`: what the default market's engine serves with every running
+    slot busy (requests/s), the agentic workload's load 1 on one replica."""
+    return MarketConfig().served_rate()
+
+
 # Agentic traffic with the workload's full mix (sessions, fan-out, rollouts, urgent calls) and
 # tenants that differ, as `reproduce` sweeps it, unlike the env's default scenario (the
 # workload's `defaults`).
@@ -131,7 +138,7 @@ for _entry in (
         LoadSweep(80.0, SweepGrid((20_000, 60_000), _QUICK_LOADS, {**_REPRODUCE_AGENTIC, "duration": 20.0}),
                   SweepGrid((15_000, 30_000, 60_000), _FULL_LOADS, {**_REPRODUCE_AGENTIC, "duration": 60.0})),
         # One replica's load 1: what the default market's engine serves with every slot busy.
-        ReplicaScale("auction_gym.market.config:default_served_rate", "num_requests"),
+        ReplicaScale(default_served_rate, "num_requests"),
     ),
     WorkloadSweeps(
         "shared_prefix",

@@ -4,8 +4,8 @@ Each entry names a workload, where its request stream lives, which keyword argum
 the market's defaults for them. Everything else derives from it: `WORKLOADS` and the keyword check
 of `MarketConfig` (`auction_gym.market.config`), `MarketConfig.make_workload`, the workload rows of
 `RadixAuctionEnv`'s docstring, and the workloads of `radix-auction demo`, `reproduce` and
-`cluster` (whose sweeps of them are the experiments' own, `experiments.sweeps`). Registration order is table order. To add one,
-see the documentation's "Extending" page.
+`cluster` (whose sweeps of them are the experiments' own, `experiments.sweeps`). Registration
+order is table order. To add one, see the documentation's "Extending" page.
 
 A stream is called `target(num_bidders=N, seed=S, **kwargs)` (and, for a workload that replays a
 trace, with the trace's path under `trace_argument`) and returns the requests in arrival order
@@ -95,8 +95,8 @@ _ENTRIES: dict[str, WorkloadEntry] = {}
 
 def register_workload(entry: WorkloadEntry) -> WorkloadEntry:
     """Add `entry` at the end of the table. ValueError when the name is taken, the intensity is not
-    one of INTENSITIES, or `defaults` or the intensity name an argument the
-    workload does not take (checked here, so a typo fails at registration, not in an episode)."""
+    one of INTENSITIES, or `defaults` or the intensity name an argument the workload does not take
+    (checked here, so a typo fails at registration, not in an episode)."""
     if entry.name in _ENTRIES:
         raise ValueError(f"workload name {entry.name!r} is already registered")
     if entry.intensity not in INTENSITIES:
