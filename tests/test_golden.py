@@ -50,7 +50,7 @@ GOLDEN = {
     "env/tiers": "31b9f0ae6629db9a",
     "env/tiers_lpm": "5c717fb4373c19fb",
     "env/congestion": "5cfabfbd7dc9c759",
-    "engine/lpm_aging": "455db2e1fe1f4fd1",
+    "engine/lpm_aging": "5c937f7f5e7c3e91",
     "engine/dlpm": "f5ba3cb286a0f1fd",
     "engine/sglang_priority": "0176b823c659a72e",
     "engine/qos_lpm": "938df00534f87f3a",
