@@ -14,7 +14,8 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    flight goes first with its next chunk; then every waiting request's cached prefix is refreshed
    in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the scheduler orders the queue (a
    policy without money by `order`; an auction by `decide`, with the market's multipliers that
-   `step` was given, and its decision is returned on the iteration) and requests are taken in
+   `step` was given (and the bidders' budgets left, to a design that reads them), and its
+   decision is returned on the iteration) and requests are taken in
    that order. Each matches its longest cached prefix (at most all but the last token,
    so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
    tokens plus its output reservation (`EngineConfig.reservation`, reservation.py) plus a page

@@ -40,7 +40,8 @@ cheaper one it can pay, and one that can pay none is served unpaid, as above. Pr
 So the bills of one bidder's paying requests in a round add up to at most its budget left, and
 whichever of them the engine admits (it admits from the front of the order as memory allows, and
 may move some behind, `engine.in_batch`), together they never overspend: the market's cap at what
-is left never cuts a bill (beyond float rounding). In a replay (`remaining` None) no budget binds and every bill is covered.
+is left never cuts a bill (beyond float rounding). In a replay (`remaining` None) no budget binds
+and every bill is covered.
 """
 
 from __future__ import annotations
