@@ -49,10 +49,14 @@ than re-stamp thousands of paths per round, a node where waiting requests' match
 after it. Such nodes sit in a second heap keyed by `wait` (their order among themselves does not
 change from round to round), and `evict` takes whichever heap's candidate is older. When a node stops
 being waited on, it keeps the time of the last round it was (`last_access = max(last_access,
-round_start + wait)`, set before the next `new_round()`). Within a round, two cases differ from
-SGLang, both only in the order among waited-on nodes: a waited-on node accessed after `new_round()`
-keeps its waiting rank (SGLang: newest), and one whose waited-on child was evicted this round keeps
-its own rank (SGLang: the later of the two).
+round_start + wait)`, set before the next `new_round()`). A waited-on node's time in the current round
+is the later of `round_start + wait` and its own `last_access`, which is the later one when, since the
+round began, the node was accessed, had its edge split by a later-ranked request's match
+(`stamp_in_round`), or inherited a later time from an evicted child: SGLang stamps it at each of
+those. Such a node's entry is on the first heap, keyed by `last_access`, until `new_round()` puts it
+back on the wait heap (its round time is then the later again). Under `priority` eviction both heaps
+put a node's priority before its time, `(priority, wait)` and `(priority, last_access)`, so a node's
+time in SGLang's `(priority, last_access_time)` key follows the same rule.
 
 Edges hold numpy token arrays; matching compares a whole edge in one vectorized call, so its cost is
 per node on the path, not per token.
@@ -170,6 +174,9 @@ class RadixCache:
         # locked, gains a child, changes `wait` or is evicted; `evict` skips those.
         self._heap: list[tuple[int, int, TreeNode]] = []
         self._wait_heap: list[tuple[int, int, TreeNode]] = []
+        # Waited-on candidates given a first-heap entry this round (their own time passed their
+        # round time): `new_round` gives them a wait-heap entry again.
+        self._waited_touched: list[TreeNode] = []
         # Change log for `changes_since`; cleared (under a new epoch) when it grows long, so a
         # long-lived cache does not keep it forever.
         self._log_epoch += 1
@@ -450,6 +457,10 @@ class RadixCache:
         `round_start + wait`, after every access so far and before every access to come."""
         self._round_start = self._tick + 1
         self._tick = self._round_start + ROUND_TICKS
+        touched, self._waited_touched = self._waited_touched, []
+        for node in touched:  # their round time is the later again: back on the wait heap
+            if node.alive and node.wait >= 0 and not node.children and not node.lock_ref:
+                self._push(node)
 
     def stamp_in_round(self, node: TreeNode, rank: int) -> None:
         """Give `node` the time `round_start + rank` of the current round, unless its own is later:
@@ -464,9 +475,9 @@ class RadixCache:
         """Mark `node` as where waiting requests' matches end, `wait` the largest of their ranks
         (0 <= wait < ROUND_TICKS; a larger rank is stamped later in each round), or -1 for none.
 
-        A node that was waited on keeps the time it had in the current round (`round_start +
-        wait`) as its `last_access`: to unmark what stopped waiting in the last round, call this
-        before `new_round()`. The root and evicted nodes are ignored.
+        A node that was waited on keeps the time it had in the current round (the later of
+        `round_start + wait` and its own) as its `last_access`: to unmark what stopped waiting in
+        the last round, call this before `new_round()`. The root and evicted nodes are ignored.
         """
         if node is self.root or not node.alive:
             return
@@ -504,7 +515,8 @@ class RadixCache:
 
         Both halves get the time `stamp` (never earlier than `child`'s own): SGLang stamps the node
         it is about to split, so its lower half counts as accessed too. Waiting marks stay on
-        `child`, whose depth (where those matches end) is unchanged.
+        `child`, whose depth (where those matches end) is unchanged; a stamp later than its round
+        time is its time in this round, as for any access.
         """
         parent = child.parent
         stamp = max(stamp, child.last_access)
@@ -525,9 +537,7 @@ class RadixCache:
         child.parent = upper
         upper.children[self._key(child.key, 0)] = child
         if stamp != child.last_access:
-            child.last_access = stamp
-            if not child.children and not child.lock_ref and child.wait < 0:
-                self._push(child)
+            self._touch(child, stamp)
         self._changed(parent, key)
         self.node_count += 1
         return upper
@@ -542,45 +552,58 @@ class RadixCache:
         if node is self.root:
             return
         node.last_access = tick
-        # A waited-on leaf's heap entry is keyed by its rank, which this does not change.
-        if not node.children and node.lock_ref == 0 and node.wait < 0:
+        # A waited-on leaf's entry is keyed by its rank while its round time is the later one.
+        if not node.children and node.lock_ref == 0 and (node.wait < 0 or tick > self._round_start + node.wait):
             self._push(node)
 
     def _push(self, node: TreeNode) -> None:
-        """Add a heap entry for a candidate (an unlocked leaf), on the heap its `wait` selects."""
+        """Add a heap entry for a candidate (an unlocked leaf): on the wait heap, keyed by its rank,
+        when it is waited on and its round time is not earlier than its own; else keyed by its own
+        (and, if waited on, listed for `new_round`). Under `priority` eviction the key is
+        (priority, that time), SGLang's (priority, last_access_time)."""
         self._serial += 1
-        if self._by_priority:
-            heapq.heappush(self._wait_heap if node.wait >= 0 else self._heap, (self._heap_key(node), self._serial, node))
-        elif node.wait < 0:
-            heapq.heappush(self._heap, (node.last_access, self._serial, node))
+        if node.wait < 0:
+            heap, time = self._heap, node.last_access
+        elif node.last_access > self._round_start + node.wait:
+            heap, time = self._heap, node.last_access
+            self._waited_touched.append(node)
         else:
-            heapq.heappush(self._wait_heap, (node.wait, self._serial, node))
+            heap, time = self._wait_heap, node.wait
+        heapq.heappush(heap, ((node.priority, time) if self._by_priority else time, self._serial, node))
+
+    def _waits_in_round(self, node: TreeNode) -> bool:
+        """Whether `node`'s time in the current round is its waiting rank's (`round_start + wait`):
+        it is waited on and not accessed later since the round began. Such a candidate's entry is on
+        the wait heap."""
+        return node.wait >= 0 and node.last_access <= self._round_start + node.wait
 
     def _heap_key(self, node: TreeNode) -> int | tuple[int, int]:
-        """A candidate's heap key: its time (`last_access`, or `wait` on the wait heap), after its
+        """A candidate's heap key: its time (`wait` on the wait heap, else `last_access`), after its
         priority under `priority` eviction."""
-        time = node.last_access if node.wait < 0 else node.wait
+        time = node.wait if self._waits_in_round(node) else node.last_access
         return (node.priority, time) if self._by_priority else time
 
     def _pop_oldest(self) -> tuple[TreeNode | None, int]:
         """Take the least recently used candidate off its heap: (node, its time), or (None, 0).
 
-        Stale entries on top are dropped first. A waited-on node's time is `round_start + wait`.
+        Stale entries on top are dropped first. A waited-on node's time is the later of
+        `round_start + wait` and its own (module docstring).
         """
-        heap, waiting = self._heap, self._wait_heap
+        heap, waiting, start = self._heap, self._wait_heap, self._round_start
         while heap:
             stamp, _, n = heap[0]
-            if n.alive and not n.children and not n.lock_ref and n.wait < 0 and stamp == n.last_access:
+            if (n.alive and not n.children and not n.lock_ref and stamp == n.last_access
+                    and (n.wait < 0 or stamp > start + n.wait)):
                 break
             heapq.heappop(heap)
         while waiting:
             wait, _, n = waiting[0]
-            if n.alive and not n.children and not n.lock_ref and n.wait == wait:
+            if n.alive and not n.children and not n.lock_ref and n.wait == wait and n.last_access <= start + wait:
                 break
-            heapq.heappop(waiting)
-        if waiting and (not heap or self._round_start + waiting[0][0] < heap[0][0]):
+            heapq.heappop(waiting)  # a waited-on node touched this round is in `_waited_touched`
+        if waiting and (not heap or start + waiting[0][0] < heap[0][0]):
             wait, _, node = heapq.heappop(waiting)
-            return node, self._round_start + wait
+            return node, start + wait
         if heap:
             stamp, _, node = heapq.heappop(heap)
             return node, stamp
@@ -606,17 +629,21 @@ class RadixCache:
     def _current(self, entry: tuple, waiting: bool) -> bool:
         """Whether a heap entry is a candidate's current one (not stale)."""
         key, _, n = entry
-        return n.alive and not n.children and not n.lock_ref and (n.wait >= 0) == waiting and key == self._heap_key(n)
+        return (n.alive and not n.children and not n.lock_ref and self._waits_in_round(n) == waiting
+                and key == self._heap_key(n))
 
     def _rebuild_heap(self) -> None:
-        self._heap, self._wait_heap = [], []
+        self._heap, self._wait_heap, touched = [], [], []
         for node in self.nodes():
             if not node.children and node.lock_ref == 0:
                 self._serial += 1
-                heap = self._heap if node.wait < 0 else self._wait_heap
-                heap.append((self._heap_key(node), self._serial, node))
+                waits = self._waits_in_round(node)
+                (self._wait_heap if waits else self._heap).append((self._heap_key(node), self._serial, node))
+                if node.wait >= 0 and not waits:
+                    touched.append(node)
         heapq.heapify(self._heap)
         heapq.heapify(self._wait_heap)
+        self._waited_touched = touched
 
     def __repr__(self) -> str:
         return (

@@ -88,19 +88,40 @@ def _check_node(cache: RadixCache, node: TreeNode, round_ticks: int) -> None:
 
 def _check_heaps(cache: RadixCache, candidates: list[TreeNode]) -> None:
     """Both lazy heaps are heaps, and every eviction candidate (an unlocked leaf) has a current entry
-    on the heap its wait mark selects, keyed by its time or its mark (after its priority under
-    `priority` eviction): `evict` would miss it otherwise."""
+    on the heap its time selects: the wait heap, keyed by its mark, when it is waited on and its
+    round time is not earlier than its own; else the heap, keyed by its own time (and, if waited
+    on, listed for `new_round` to put back); under `priority` eviction its priority comes before
+    that mark or time in the key. `evict` would miss it otherwise."""
     current: set[int] = set()
     for name, heap, waiting in (("heap", cache._heap, False), ("wait heap", cache._wait_heap, True)):
         for i in range(1, len(heap)):
             if heap[i] < heap[(i - 1) // 2]:
                 raise IntegrityError(f"{name}: entry {i} is smaller than its parent (not a heap)")
         for key, _, node in heap:
-            if node.alive and (node.wait >= 0) == waiting and key == cache._heap_key(node):
+            if node.alive and _on_wait_heap(cache, node) == waiting and key == _entry_key(cache, node, waiting):
                 current.add(id(node))
+    touched = set(map(id, cache._waited_touched))
     for node in candidates:
+        on_wait_heap = _on_wait_heap(cache, node)
         if id(node) not in current:
             raise IntegrityError(
                 f"node at depth {node.depth}: an unlocked leaf with no current entry on the "
-                f"{'wait heap' if node.wait >= 0 else 'heap'}, so eviction would never take it"
+                f"{'wait heap' if on_wait_heap else 'heap'}, so eviction would never take it"
             )
+        if node.wait >= 0 and not on_wait_heap and id(node) not in touched:
+            raise IntegrityError(
+                f"node at depth {node.depth}: waited on and touched this round but not listed for "
+                "new_round, which would leave it off the wait heap in the next round"
+            )
+
+
+def _on_wait_heap(cache: RadixCache, node: TreeNode) -> bool:
+    """Whether `node`'s time in the current round is its waiting round time (`round_start + wait`)."""
+    return node.wait >= 0 and node.last_access <= cache._round_start + node.wait
+
+
+def _entry_key(cache: RadixCache, node: TreeNode, waiting: bool) -> int | tuple[int, int]:
+    """The key of `node`'s current entry on the wait heap (`waiting`) or the heap: its mark or its
+    time, after its priority under `priority` eviction."""
+    time = node.wait if waiting else node.last_access
+    return (node.priority, time) if cache.eviction_policy == "priority" else time

@@ -2,7 +2,7 @@
 
 A page asks for a table with a line `<!-- generated: NAME -->`; NAME is a key of GENERATORS. The
 tables come from the one definition of each fact (the observation's FEATURES, the mechanism and
-workload registries, the scenarios, the env's docstring), so the site cannot drift from the code.
+workload registries and the experiments' sweeps of the workloads, the scenarios, the env's docstring), so the site cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ def mechanisms() -> str:
 
 def workloads() -> str:
     from auction_gym.workload.registry import get_workload, workload_names
+    from experiments.sweeps import load_sweep, replica_scale
 
     rows = []
     for name in workload_names():
         entry = get_workload(name)
         rows.append((f"`{name}`", entry.summary, f"`{entry.intensity}`",
-                     "yes" if entry.sweep is not None else "no", "yes" if entry.replicas is not None else "no",
+                     "yes" if load_sweep(name) is not None else "no", "yes" if replica_scale(name) is not None else "no",
                      f"`{entry.target}`"))
     return _rows(("name", "what it is", "intensity argument", "in `reproduce`", "in `cluster`", "stream"), rows)
 

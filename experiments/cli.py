@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("experiments.commands.cluster", "routers x admission policies x replicas over a cluster of engines"),
     "markets": ("experiments.commands.markets", "every market design x workload x load, paced: welfare, revenue, latency"),
     "fidelity": ("experiments.commands.fidelity", "replay a workload through the torch engine and the simulator; report errors"),
+    "bench": ("experiments.commands.bench", "run the speed benchmarks and write the benchmarks page"),
 }
 
 

@@ -13,13 +13,14 @@ import pytest
 
 import experiments.commands.reproduce as reproduce
 from auction_gym import EngineConfig, SimEngine
-from auction_gym.workload import SweepGrid, get_workload, iter_mooncake
+from auction_gym.workload import iter_mooncake
 from auction_gym.workload.mooncake import SAMPLE_TRACE
 from experiments.cli import main
 from experiments.commands import reproduce_trace
 from experiments.commands.reproduce import COLUMNS, Sweep, policies
 from experiments.commands.reproduce_sweep import sweep_of
 from experiments.commands.reproduce_trace import check_trace, pick_trace
+from experiments.sweeps import SweepGrid, load_sweep
 
 SLICE = SAMPLE_TRACE
 
@@ -166,7 +167,7 @@ def test_check_trace_counts_what_the_engine_will_reject(tmp_path):
     assert sum(rec.rejected is not None for rec in engine.records.values()) == 2
 
 
-TINY_AGENTIC = SweepGrid((15_000,), (1.0,), {**get_workload("agentic").sweep.quick.kwargs, "duration": 5.0})
+TINY_AGENTIC = SweepGrid((15_000,), (1.0,), {**load_sweep("agentic").quick.kwargs, "duration": 5.0})
 # With no trace the mooncake grid is left out: the rows are agentic ones.
 TINY = Sweep({"agentic": TINY_AGENTIC, "mooncake": SweepGrid((200_000,), (1.0,), {"limit": 10})})
 

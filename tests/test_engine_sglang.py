@@ -177,7 +177,7 @@ def test_a_resumed_request_charges_its_round_the_whole_clipped_cap():
     r = Request(id=0, bidder=0, tokens=list(range(10)), bid=1.0, output_len=50, max_new_tokens=100)
     resumed = np.concatenate([r.tokens, np.arange(10**6, 10**6 + 30)])
     eng.queue.put_back(r, resumed, 1 + 70)
-    batch, decision, _ = eng._schedule_prefill(None)
+    batch, decision, _ = eng._schedule_prefill(None, None)
     assert [adm.request.id for adm in batch] == [0] and decision is None  # FCFS decides no priced round
     assert eng._promised == 100
 
@@ -189,7 +189,7 @@ def test_without_chunking_a_later_request_that_reaches_the_prefill_cap_waits():
     reqs = [Request(id=i, bidder=0, tokens=list(range(100 * i, 100 * i + 10)), bid=1.0, output_len=1,
                     max_new_tokens=1) for i in range(2)]
     eng.queue.arrive(reqs, [2, 2])
-    batch, _, _ = eng._schedule_prefill(None)
+    batch, _, _ = eng._schedule_prefill(None, None)
     assert [adm.request.id for adm in batch] == [0]
 
 

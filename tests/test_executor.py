@@ -11,14 +11,14 @@ import time
 import numpy as np
 import pytest
 
-from auction_gym.workload import SweepGrid, get_workload
 from experiments.cli import main
 from experiments.commands import incentives, reproduce, reproduce_trace
 from experiments.commands.reproduce import Sweep, policies, run_sweep
 from experiments.errors import TaskFailed
 from experiments.executor import Executor
+from experiments.sweeps import SweepGrid, load_sweep
 
-AGENTIC = {**get_workload("agentic").sweep.quick.kwargs, "duration": 5.0}
+AGENTIC = {**load_sweep("agentic").quick.kwargs, "duration": 5.0}
 TINY = Sweep({"agentic": SweepGrid((15_000,), (1.0,), AGENTIC),
               "shared_prefix": SweepGrid((40_000,), (1.0,), {"num_groups": 8, "prompts_per_group": 8})})
 FAILING = Sweep({"agentic": SweepGrid((15_000, 100), (1.0,), AGENTIC)})

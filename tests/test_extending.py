@@ -17,34 +17,30 @@ import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 from auction_gym import registry
 from auction_gym.cluster import routers
 from auction_gym.registry import MechanismEntry, register_mechanism
-from auction_gym.workload import (
-    LoadSweep,
-    ReplicaScale,
-    SweepGrid,
-    WorkloadEntry,
-    register_workload,
-    workload_names,
-)
+from auction_gym.workload import WorkloadEntry, register_workload, workload_names
 from auction_gym.workload import registry as workload_registry
+from experiments import sweeps
 from experiments.cli import main
 from experiments.commands import cluster, reproduce_trace
 
 # With 128-token replies, 200 requests/s saturates the engine (LPM serves about 55/s).
-TOY_SWEEP = LoadSweep(200.0, quick=SweepGrid((20_000,), (0.5, 2.0), {"duration": 4.0, "output_len": 128}),
-                      full=SweepGrid((20_000,), (0.5, 1.0, 2.0), {"duration": 20.0, "output_len": 128}))
+TOY_SWEEP = sweeps.LoadSweep(200.0, quick=sweeps.SweepGrid((20_000,), (0.5, 2.0), {"duration": 4.0, "output_len": 128}),
+                             full=sweeps.SweepGrid((20_000,), (0.5, 1.0, 2.0), {"duration": 20.0, "output_len": 128}))
 
 
 @pytest.fixture
 def toys(monkeypatch):
-    """The toy entries, on copies of the mechanism and workload registries that the test's end
-    puts back, and the toy router, which it removes."""
+    """The toy entries, on copies of the mechanism, workload and sweep registries that the test's
+    end puts back, and the toy router, which it removes."""
     monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
     monkeypatch.setattr(workload_registry, "_ENTRIES", dict(workload_registry._ENTRIES))
+    monkeypatch.setattr(sweeps, "_ENTRIES", dict(sweeps._ENTRIES))
     register_mechanism(MechanismEntry("toy_lcfs", "toy_extension:LastComeFirstServed", "last come, first served"))
     register_mechanism(MechanismEntry("toy_auction", "toy_extension:ToyAuction", "strict priority; VCG payments"))
     register_workload(WorkloadEntry("toy_chat", "toy_extension:toy_chat", "chat requests behind per-bidder prompts",
-                                    open_ended=True, sweep=TOY_SWEEP,
-                                    replicas=ReplicaScale(20.0, "num_requests", kwargs={"output_len": 16})))
+                                    open_ended=True))
+    sweeps.register_sweeps(sweeps.WorkloadSweeps("toy_chat", TOY_SWEEP,
+                                                 sweeps.ReplicaScale(20.0, "num_requests", kwargs={"output_len": 16})))
     routers.register_router(toy_extension.BidderAffinity)  # into the one dict every module imported
     yield
     del routers.ROUTERS[toy_extension.BidderAffinity.name]
@@ -172,6 +168,17 @@ def test_an_entry_naming_an_argument_its_stream_lacks_fails_at_registration(toys
         register_workload(WorkloadEntry("toy_level", "toy_extension:toy_chat", "no such intensity",
                                         intensity="time_scale"))
     assert "toy_typo" not in workload_names() and "toy_level" not in workload_names()
+
+
+def test_sweeps_naming_an_argument_the_workload_lacks_fail_at_registration(toys):
+    with pytest.raises(ValueError, match="already has sweeps"):
+        sweeps.register_sweeps(sweeps.WorkloadSweeps("toy_chat", TOY_SWEEP))
+    with pytest.raises(ValueError, match="unknown workload 'toy_missing'"):
+        sweeps.register_sweeps(sweeps.WorkloadSweeps("toy_missing", TOY_SWEEP))
+    register_workload(WorkloadEntry("toy_bare", "toy_extension:toy_chat", "no sweeps", open_ended=True))
+    with pytest.raises(ValueError, match=r"name \['groups'\], which it does not take"):
+        sweeps.register_sweeps(sweeps.WorkloadSweeps("toy_bare", replicas=sweeps.ReplicaScale(1.0, "groups")))
+    assert sweeps.load_sweep("toy_bare") is None and "toy_bare" not in sweeps.replica_scaled()
 
 
 def test_the_toys_leave_no_entry_behind():

@@ -16,7 +16,6 @@ from auction_gym.market import Market, MarketConfig
 from auction_gym.market.config import DEFAULT_WORKLOAD
 from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.factored import FactoredAllocation
-from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
 from auction_gym.mechanism.radix_auction import RadixAllocation
 
 MODELS = [("tokens", 1.0), ("tokens", 0.0), ("unit", 1.0)]
@@ -173,8 +172,3 @@ def test_bad_multipliers_are_refused(alpha):
     with pytest.raises(ValueError, match="multipliers"):
         RadixTreeAuction().decide(queue, None, alpha)
 
-
-def test_a_factored_tree_refuses_to_order():
-    tree = IncrementalQueueTree(1.0, costed=True, factored=True)
-    with pytest.raises(RuntimeError, match="factored"):
-        tree.order([Request(1, 0, [1, 2])], [1.0], [0])

@@ -16,8 +16,9 @@ from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.mechanism import RadixTreeAuction
-from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
-from auction_gym.mechanism.radix_auction import OrderedRound, RadixAllocation
+from auction_gym.mechanism.allocator import OrderedRound
+from auction_gym.mechanism.incremental_tree import IncrementalQueueTree, queue_order
+from auction_gym.mechanism.radix_auction import RadixAllocation
 from auction_gym.scheduler.waiting import QueueDelta
 from auction_gym.workload import iter_mooncake
 from auction_gym.workload.mooncake import SAMPLE_TRACE
@@ -47,9 +48,14 @@ def _scratch_stats(alloc) -> list[tuple]:
     )
 
 
+def _order(tree: IncrementalQueueTree, queue: list[Request], bids: list[float], lens: list[int]) -> list[Request]:
+    """The queue in the order of `tree` brought to it."""
+    return queue_order(tree.update(queue, bids, lens))
+
+
 def _check(tree: IncrementalQueueTree, auction: RadixTreeAuction, queue: list[Request], lens: list[int]) -> None:
     bids = [r.bid for r in queue]
-    got = tree.order(queue, bids, lens)
+    got = _order(tree, queue, bids, lens)
     alloc = auction.allocate(queue, prefix_lens=lens)
     assert [r.id for r in got] == [queue[k].id for k in alloc.order]
     if len(queue) > 1:
@@ -104,21 +110,21 @@ def test_incremental_tree_equals_a_build_from_scratch(steps, model, round_every)
 def test_a_request_seen_twice_or_a_repeated_id_is_refused():
     tree = IncrementalQueueTree(1.0, costed=True)
     a, b = Request(1, 0, [1, 2], bid=1.0), Request(2, 0, [1, 3], bid=1.0)
-    tree.order([a, b], [1.0, 1.0], [0, 0])
+    _order(tree, [a, b], [1.0, 1.0], [0, 0])
     with pytest.raises(ValueError, match="duplicate"):
-        tree.order([a, b, a], [1.0, 1.0, 1.0], [0, 0, 0])
+        _order(tree, [a, b, a], [1.0, 1.0, 1.0], [0, 0, 0])
     with pytest.raises(ValueError, match="duplicate"):
-        tree.order([a, b, Request(2, 1, [4], bid=1.0)], [1.0, 1.0, 1.0], [0, 0, 0])
+        _order(tree, [a, b, Request(2, 1, [4], bid=1.0)], [1.0, 1.0, 1.0], [0, 0, 0])
     with pytest.raises(ValueError, match="bid"):
-        tree.order([a, b], [1.0, float("nan")], [0, 0])
-    assert [r.id for r in tree.order([b], [1.0], [0])] == [2]  # still usable after a refusal
+        _order(tree, [a, b], [1.0, float("nan")], [0, 0])
+    assert [r.id for r in _order(tree, [b], [1.0], [0])] == [2]  # still usable after a refusal
 
 
 def test_a_replaced_prompt_is_placed_again():
     tree = IncrementalQueueTree(1.0, costed=True)
     a, b = Request(1, 0, [1, 2, 3], bid=1.0), Request(2, 0, [1, 2, 4], bid=2.0)
     c = Request(3, 0, [5, 5, 5, 5, 5], bid=1.5)
-    tree.order([a, b, c], [1.0, 2.0, 1.5], [0, 0, 0])
+    _order(tree, [a, b, c], [1.0, 2.0, 1.5], [0, 0, 0])
     c.tokens = Request(3, 0, [1, 2], bid=1.5).tokens  # now shares a's and b's prefix
     auction = RadixTreeAuction()
     _check(tree, auction, [a, b, c], [0, 0, 0])
@@ -151,7 +157,7 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
         seen = decided.allocation
         fresh = IncrementalQueueTree(auction.request_work, costed=True)
         fresh.update(decided.requests, decided.bids, decided.prefix_lens)
-        assert _node_stats(auction._tree) == _node_stats(fresh)
+        assert _node_stats(auction._allocator._tree) == _node_stats(fresh)
         rounds += 1
     assert rounds > 50 and len(followed) > 0.9 * rounds
     assert workload == "mooncake" or engine.metrics().retractions > 10
@@ -167,7 +173,7 @@ def test_a_bad_bid_leaves_a_following_tree_as_it_was():
         tree.update([b, c], [1.0, float("nan")], [1, 2], delta)
     with pytest.raises(ValueError, match="request 2: bid"):
         tree.update([b, c], [-1.0, 2.0], [1, 2], delta)
-    assert [r.id for r in tree.update([b, c], [1.0, 2.0], [1, 2], delta).flat] == [3, 2]
+    assert [r.id for r in queue_order(tree.update([b, c], [1.0, 2.0], [1, 2], delta))] == [3, 2]
     _check(tree, RadixTreeAuction(), [b, c], [1, 2])
     with pytest.raises(AssertionError, match="left"):
         tree.update([c], [2.0], [2], QueueDelta(joined=[], left=[a], rematched=[], length_of={c: 2}))
@@ -179,7 +185,7 @@ def test_a_bad_bid_leaves_a_following_tree_as_it_was():
 
 @pytest.mark.parametrize("time_scale", [1.0, 4.0])
 def test_engine_rounds_match_the_from_scratch_auction(time_scale):
-    """Every round of an engine replay (`decide` without multipliers: the incremental tree) orders
+    """Every round of an engine replay (`decide` without multipliers: the tree's own order) orders
     the queue as the from-scratch allocation of the same inputs does."""
     engine = SimEngine("radix_vcg", EngineConfig())
     auction = engine.scheduler
@@ -194,7 +200,7 @@ def test_engine_rounds_match_the_from_scratch_auction(time_scale):
         alloc = scratch.allocate(decided.requests, prefix_lens=decided.prefix_lens)
         assert decided.admission_order() == [decided.requests[k] for k in alloc.order]
         rounds += 1
-    assert rounds > 50 and auction._tree is not None
+    assert rounds > 50
 
 
 def test_a_priced_round_reads_the_from_scratch_allocation_and_the_tree_stays():
@@ -211,7 +217,7 @@ def test_a_priced_round_reads_the_from_scratch_allocation_and_the_tree_stays():
     assert decided.payments(range(3)) == scratch.payments
     assert decided.outcome == scratch
     assert isinstance(decided.allocation.full, RadixAllocation)
-    tree = auction._tree
+    tree = auction._allocator._tree
     later = auction.decide(queue[1:], cache)
-    assert isinstance(later.allocation, OrderedRound) and auction._tree is tree
+    assert isinstance(later.allocation, OrderedRound) and auction._allocator._tree is tree
     assert later.outcome == RadixTreeAuction().run(queue[1:], cache)

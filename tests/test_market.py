@@ -340,8 +340,8 @@ def test_every_round_admits_when_prompts_are_chunked():
     market.reset(0)
     engine_step, continuations = market.engine.step, []
 
-    def step(multipliers):
-        it = engine_step(multipliers)
+    def step(multipliers, remaining):
+        it = engine_step(multipliers, remaining)
         if it is not None and it.kind == "prefill" and not it.admitted:
             continuations.append(it)
         return it
@@ -364,6 +364,7 @@ def test_the_engine_runs_the_policy_itself(mechanism):
     assert type(policy) is MarketConfig(mechanism=mechanism).make_scheduler().__class__
     assert getattr(policy, "sorts_in_place", False) == (mechanism in ("lpm", "dfs_weight"))
     assert in_batch_applies(policy, 5) == (mechanism in ("lpm", "klpm", "lpm_aging", "radix_vcg"))
+    assert getattr(policy, "reads_budgets", False) == (mechanism in ("tiers", "tiers_lpm"))
 
 
 @pytest.mark.parametrize("mechanism,replicas", [("radix_vcg", 1), ("strict_vcg", 1), ("lpm", 1), ("radix_vcg", 2)])
@@ -386,8 +387,8 @@ def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism,
     held = [weakref.ref(o) for o in [market.engine, *engines, *caches, *edges]]
     for policy in [e.scheduler for e in engines]:
         held.append(weakref.ref(policy))
-        if getattr(policy, "_urgency_tree", None) is not None:  # the radix auction's, kept across rounds
-            held.append(weakref.ref(_deepest_node(policy._urgency_tree._root)))
+        if hasattr(policy, "_allocator"):  # the radix auction's tree, kept across rounds
+            held.append(weakref.ref(_deepest_node(policy._allocator._tree._root)))
     del engines, caches, edges, policy
     gc.disable()
     try:

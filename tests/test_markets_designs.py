@@ -59,6 +59,91 @@ def test_tiers_order_and_charge_by_the_tier_bought():
     assert ids(again.admission_order()) == [3, 2, 1, 5, 4] and again.bills[5] == (0, 50.0)
 
 
+def tier_round(budget_of_3: float):
+    """The round of `test_tiers_order_and_charge_by_the_tier_bought`, bidder 3 (urgency 1000, who
+    buys priority, bill 200, when its budget covers it) having `budget_of_3` left."""
+    tiers = make_scheduler("tiers", base_price=1.0, ratios=(0.5, 1.0, 2.0), seconds_per_request=1.0)
+    q = [req(0, 0, [1] * 100, urgency=1.0), req(1, 1, [2] * 100, urgency=10.0), req(2, 2, [3] * 100, urgency=80.0),
+         req(3, 3, [4] * 100, urgency=1000.0), req(4, 4, [5] * 100, urgency=1000.0)]
+    return tiers.decide(q, RadixCache(), [1.0, 1.0, 1.0, 1.0, 0.0], [1e9, 1e9, 1e9, budget_of_3, 0.0])
+
+
+def test_a_bidder_that_cannot_pay_priority_buys_the_best_tier_it_can_pay():
+    # Request 3 sees (3, 1, 0) ahead: flex 3,000 + 50, standard 1,000 + 100, priority 0 + 200.
+    round_ = tier_round(150.0)  # covers standard (100), not priority (200): standard, behind 2 (FCFS)
+    assert ids(round_.admission_order()) == [2, 3, 0, 1, 4]
+    assert round_.charges([2, 3, 0], [1, 0, 1, 1, 0], 1.0) == {2: 100.0, 3: 100.0, 0: 50.0}
+    assert tier_round(200.0).charges([3], [0, 0, 0, 1, 0], 1.0) == {3: 200.0}  # covered: priority
+
+
+def test_a_bidder_that_can_pay_only_flex_takes_flex():
+    round_ = tier_round(60.0)  # covers flex (50) only
+    assert ids(round_.admission_order()) == [2, 0, 1, 3, 4]
+    assert round_.charges([2, 0, 1, 3], [1, 1, 1, 1, 0], 1.0) == {2: 100.0, 0: 50.0, 1: 50.0, 3: 50.0}
+
+
+def test_a_bidder_that_can_pay_no_tier_is_served_behind_every_paying_request_for_nothing():
+    round_ = tier_round(40.0)  # below flex's 50: unpaid, as bidder 4 (bid 0), in queue order
+    assert ids(round_.admission_order()) == [2, 0, 1, 3, 4]
+    assert 3 not in round_.bills and round_.charges([3], [0, 0, 0, 1, 0], 1.0) == {}
+
+
+def test_one_bidders_requests_in_a_round_share_its_budget_in_the_rounds_order():
+    """Bidder 0's two urgent requests (2 and 3) both buy priority, bill 200 (its budget left, 300,
+    covers each). In the round's order 2 takes 200; the 100 left covers standard, the best
+    response below priority (ahead (4, 3): flex 4,050, standard 3,100), so 3 steps down and is
+    walked in standard's turn, behind 1 (FCFS): billed 100, 300 in all, whatever is admitted.
+    Once 2 is admitted (and charged), the next round's 100 still covers only standard."""
+    tiers = make_scheduler("tiers", base_price=1.0, ratios=(0.5, 1.0, 2.0), seconds_per_request=1.0)
+    q = [req(0, 1, [1] * 100), req(1, 1, [2] * 100, urgency=80.0),  # flex, standard
+         req(2, 0, [3] * 100, urgency=1000.0), req(3, 0, [4] * 100, urgency=1000.0)]
+    round_ = tiers.decide(q, RadixCache(), [1.0, 1.0], [300.0, 1e9])
+    assert ids(round_.admission_order()) == [2, 1, 3, 0]
+    assert round_.bills[2] == (0, 200.0) and round_.bills[3] == (0, 100.0)
+    assert round_.charges([2, 1, 3], [2, 1], 1.0) == {0: 300.0, 1: 100.0}
+    nxt = tiers.decide([q[0], q[1], q[3]], RadixCache(), [1.0, 1.0], [100.0, 1e9])
+    assert ids(nxt.admission_order()) == [1, 3, 0] and nxt.bills[3] == (0, 100.0)
+    # Without budgets (a replay) both keep priority.
+    replay = make_scheduler("tiers", base_price=1.0, ratios=(0.5, 1.0, 2.0), seconds_per_request=1.0)
+    assert ids(replay.decide(q, RadixCache(), [1.0, 1.0]).admission_order()) == [2, 3, 1, 0]
+
+
+def test_best_tier_within_a_budget_covers_only_the_bills_it_can_pay():
+    prices, ahead = (1.0, 2.0, 4.0), [10, 4, 0]
+    assert best_tier(60.0, 100, ahead, prices, 1.0, budget=400.0) == 2
+    assert best_tier(60.0, 100, ahead, prices, 1.0, budget=399.0) == 1
+    assert best_tier(60.0, 100, ahead, prices, 1.0, budget=100.0) == 0
+    assert best_tier(60.0, 100, ahead, prices, 1.0, budget=99.0) == -1
+
+
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm"])
+def test_tier_bills_stay_within_each_bidders_budget_left_over_a_paced_episode(mechanism):
+    """Random multipliers over a whole episode whose budgets bind: every round, each bidder's bills
+    for what was admitted add up to at most its budget left, so the market's cap never cuts one
+    (before the step-down it cut the bills of bidders whose last budget was below their tier's),
+    and some request is stepped down to unpaid while its bidder still bids."""
+    market = Market(MarketConfig(mechanism=mechanism, horizon=120, warmup=2.0, budget_per_round=3e-5))
+    market.reset(4)
+    rng = np.random.default_rng(1)
+    unpaid_while_bidding = 0
+    while not market.done:
+        left = market.remaining
+        alpha = rng.uniform(0.5, 4.0, size=market.n)
+        report = market.step(alpha)
+        if report.decision is None:
+            continue
+        per_bidder = np.bincount([market.engine.records[rid].bidder for rid in report.admitted], minlength=market.n)
+        due = report.decision.charges(report.admitted, per_bidder.tolist(), 1.0)
+        for i in range(market.n):
+            assert due.get(i, 0.0) <= left[i] * (1 + 1e-12)
+            assert report.payments[i] == pytest.approx(due.get(i, 0.0), rel=1e-12, abs=0.0)
+        unpaid_while_bidding += sum(1 for r in report.decision.order
+                                    if r.id not in report.decision.bills and left[r.bidder] > 0)
+    assert (market.spent <= market.budget * (1 + 1e-12)).all()
+    assert market.spent.sum() > 0.5 * market.budget.sum()  # the budgets bound
+    assert unpaid_while_bidding > 0
+
+
 def test_tiers_lpm_puts_the_cached_prefix_first_inside_a_tier():
     cache = RadixCache()
     cache.insert([7] * 50)

@@ -9,6 +9,7 @@ eviction takes the unlocked leaf of lowest (priority, time))."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,6 +23,7 @@ from auction_gym import RadixCache, Request
 from auction_gym.engine import EngineConfig, SimEngine
 from auction_gym.engine.preemption import preemption_victims
 from auction_gym.pricing.posted_round import PostedRound
+from auction_gym.scheduler import WaitingPrefixes
 from auction_gym.scheduler.base import decision_priority
 from auction_gym.scheduler.priority import priority_level
 
@@ -323,6 +325,12 @@ class SGLangPriorityCache:
         if pos < len(seq):
             node[1][seq[pos]] = [seq[pos:], {}, node, self.clock + 0.5, 0, priority]
 
+    def round(self, waiting: list[np.ndarray]) -> None:
+        """A scheduling round of SGLang's cache-aware policies: every waiting prompt, whole, is
+        matched in the queue's order, one access each (a match stamps, it raises no priority)."""
+        for prompt in waiting:
+            self.match(prompt)
+
     def lock(self, node: list, delta: int) -> None:
         while node is not self.root:
             node[4] += delta
@@ -388,6 +396,56 @@ def test_priority_eviction_equals_sglang(program):
             ref.lock(ref_node, -1)
         elif op == "evict":
             assert ours.evict(n) == ref.evict(n)
+        ours.check()
+        assert {tuple(s.tolist()) for s in ours.sequences()} == ref.sequences()
+
+
+waiting_ops = st.lists(
+    st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "evict", "arrive", "admit", "round"]),
+              st.lists(st.integers(0, 2), min_size=1, max_size=7), st.integers(0, 8), st.integers(-1, 2)),
+    max_size=50,
+)
+
+
+@given(waiting_ops)
+@example([("insert", [1, 0, 0, 1], 0, 1), ("arrive", [1, 1], 0, 0), ("insert", [1, 1], 0, 1), ("arrive", [1, 0], 0, 0),
+          ("round", [0], 0, 0), ("match", [1, 1], 0, 0), ("evict", [0], 3, 0)])  # a waited-on leaf accessed
+@example([("arrive", [0, 1, 0], 0, 0), ("arrive", [0, 0], 0, 0), ("arrive", [0, 1], 0, 0), ("insert", [0, 1, 0], 0, 2),
+          ("insert", [0, 0, 1, 0, 0, 1], 0, 2), ("round", [0], 0, 0), ("evict", [0], 5, 0)])  # split by a later rank
+@settings(max_examples=300, deadline=None)
+def test_priority_eviction_with_waiting_rounds_equals_sglang(program):
+    """Priorities and admission rounds together: the `priority` cache with `WaitingPrefixes`
+    refreshing the queue evicts what SGLang's does when each round matches every waiting prompt
+    in the queue's order, a waited-on node's time in its (priority, time) key being the later of
+    its rank's and its own, as under LRU."""
+    ours, ref, waiting = RadixCache(eviction_policy="priority"), SGLangPriorityCache(), WaitingPrefixes()
+    queue: list[Request] = []
+    locks, ids = [], itertools.count()
+    for op, seq, n, priority in program:
+        if op == "insert":
+            ours.insert(seq, priority=priority)
+            ref.insert(seq, priority)
+        elif op == "match":
+            ours.match_prefix(seq)
+            ref.match(seq)
+        elif op == "lock":
+            node, ref_node = ours.match_prefix(seq).last_node, ref.match(seq)
+            ours.lock(node)
+            ref.lock(ref_node, 1)
+            locks.append((node, ref_node))
+        elif op == "unlock" and locks:
+            node, ref_node = locks.pop(n % len(locks))
+            ours.unlock(node)
+            ref.lock(ref_node, -1)
+        elif op == "evict":
+            assert ours.evict(n) == ref.evict(n)
+        elif op == "arrive":
+            queue.append(Request(next(ids), 0, seq, 1.0, arrival=0.0))
+        elif op == "admit" and queue:
+            queue.pop(n % len(queue))
+        elif op == "round":
+            waiting.refresh(list(queue), ours)
+            ref.round([r.tokens for r in queue])
         ours.check()
         assert {tuple(s.tolist()) for s in ours.sequences()} == ref.sequences()
 

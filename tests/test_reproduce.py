@@ -8,12 +8,12 @@ import math
 
 import pytest
 
-from auction_gym.workload import SweepGrid, get_workload
 from experiments.commands.reproduce import COLUMNS, Sweep, policies, run_sweep, write_csv
 from experiments.commands.reproduce_report import write_report
 from experiments.executor import Executor
+from experiments.sweeps import SweepGrid, load_sweep
 
-AGENTIC = get_workload("agentic").sweep.quick.kwargs
+AGENTIC = load_sweep("agentic").quick.kwargs
 # 15k KV tokens for 8 tenants' agentic traffic at twice what LPM sustains, and 40k for SGLang's
 # shared-prefix benchmark (64 system prompts of 2k tokens) at 0.8 of it: the cache is contested.
 PRESSURED = Sweep({"agentic": SweepGrid((15_000,), (2.0,), {**AGENTIC, "duration": 15.0}),

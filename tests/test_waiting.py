@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+import itertools
+
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from sglang_lru import SGLangLRU
 from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
@@ -81,6 +84,109 @@ def test_a_split_by_the_rounds_refresh_is_stamped_at_its_requests_turn():
     cache.check()
     assert cache.prefix_len([0]) == 0
     assert cache.prefix_len([1, 1]) == 2
+
+
+def cached(cache: RadixCache) -> set[tuple[int, ...]]:
+    return {tuple(s.tolist()) for s in cache.sequences()}
+
+
+def test_a_waited_on_node_matched_after_the_round_is_the_newest():
+    """Insert [1,0,0,1]; [1,1] arrives; insert [1,1] (which splits [1] off); [1,0] arrives; one
+    round (its match of [1,0] splits [0,0,1]); match [1,1]; evict(3). SGLang's match of [1,1] after
+    the round stamps [1,1] newest, so it keeps [1,1] and evicts the rest of [1,0,0,1]; with [1,1]
+    at its waiting rank (0, older than [1,0]'s 1) it would keep [1,0] instead."""
+    cache = RadixCache()
+    cache.insert([1, 0, 0, 1])
+    cache.insert([1, 1])
+    WaitingPrefixes().refresh([req(0, [1, 1], 0.0), req(1, [1, 0], 1.0)], cache)
+    cache.match_prefix([1, 1])
+    assert cache.evict(3) == 3
+    cache.check()
+    assert cached(cache) == {(1, 1)}
+
+
+def test_a_waited_on_node_split_by_a_later_request_takes_that_requests_turn():
+    """[0,1,0], [0,0], [0,1] wait (ranks 0, 1, 2); insert [0,1,0], then [0,0,1,0,0,1]; one round;
+    evict(5). The match of [0,1] (rank 2) splits [1,0], where [0,1,0] (rank 0) waits: SGLang stamps
+    the lower [0] at rank 2's turn, so the round's oldest leaf is [1,0,0,1] below [0,0] (rank 1),
+    and evict(5) takes it and then [0,0], keeping [0,1,0]. With the lower [0] at rank 0 it would
+    keep [0,0] and [0,1] instead."""
+    cache = RadixCache()
+    cache.insert([0, 1, 0])
+    cache.insert([0, 0, 1, 0, 0, 1])
+    WaitingPrefixes().refresh([req(0, [0, 1, 0], 0.0), req(1, [0, 0], 1.0), req(2, [0, 1], 2.0)], cache)
+    assert cache.evict(5) == 5
+    cache.check()
+    assert cached(cache) == {(0, 1, 0)}
+
+
+def test_a_waited_on_parent_takes_the_round_time_of_its_evicted_child():
+    """[3] is locked (a running request) and [2] inserted; [1], [3] and [1,1,1] wait (ranks 0, 1,
+    2; the match of [1] splits [1,1,1]). evict(3) takes [2] and the [1,1] below [1]. SGLang's round
+    stamped [1] at rank 2's turn too (that match passed through it), so once [3] is unlocked,
+    evict(1) takes [3] (rank 1) and keeps [1]; at its own rank 0, [1] would go first."""
+    cache = RadixCache()
+    cache.insert([1, 1, 1])
+    cache.insert([3])
+    running = cache.match_prefix([3]).last_node
+    cache.lock(running)
+    cache.insert([2])
+    WaitingPrefixes().refresh([req(0, [1], 0.0), req(1, [3], 1.0), req(2, [1, 1, 1], 2.0)], cache)
+    assert cache.evict(3) == 3
+    assert cached(cache) == {(1,), (3,)}
+    cache.unlock(running)
+    assert cache.evict(1) == 1
+    cache.check()
+    assert cached(cache) == {(1,)}
+
+
+stream_ops = st.lists(
+    st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "evict", "arrive", "admit", "round"]),
+              st.lists(st.integers(0, 2), min_size=1, max_size=7), st.integers(0, 8)),
+    max_size=50,
+)
+
+
+@given(stream_ops)
+@example([("insert", [1, 0, 0, 1], 0), ("arrive", [1, 1], 0), ("insert", [1, 1], 0), ("arrive", [1, 0], 0),
+          ("round", [0], 0), ("match", [1, 1], 0), ("evict", [0], 3)])
+@example([("arrive", [0, 1, 0], 0), ("arrive", [0, 0], 0), ("arrive", [0, 1], 0), ("insert", [0, 1, 0], 0),
+          ("insert", [0, 0, 1, 0, 0, 1], 0), ("round", [0], 0), ("evict", [0], 5)])
+@settings(max_examples=400, deadline=None)
+def test_eviction_order_with_waiting_rounds_equals_sglangs(program):
+    """Random streams of inserts, matches, locks, evictions and admission rounds: the cache with
+    `WaitingPrefixes` refreshing the queue (first come, first served) evicts exactly what SGLang's
+    stamping does when each round matches every waiting prompt in the queue's order (`SGLangLRU`)."""
+    ours, ref, waiting = RadixCache(), SGLangLRU(), WaitingPrefixes()
+    queue: list[Request] = []
+    locks, ids = [], itertools.count()
+    for op, seq, n in program:
+        if op == "insert":
+            ours.insert(seq)
+            ref.insert(seq)
+        elif op == "match":
+            ours.match_prefix(seq)
+            ref.match(seq)
+        elif op == "lock":
+            node, ref_node = ours.match_prefix(seq).last_node, ref.match(seq)
+            ours.lock(node)
+            ref.lock(ref_node, 1)
+            locks.append((node, ref_node))
+        elif op == "unlock" and locks:
+            node, ref_node = locks.pop(n % len(locks))
+            ours.unlock(node)
+            ref.lock(ref_node, -1)
+        elif op == "evict":
+            assert ours.evict(n) == ref.evict(n)
+        elif op == "arrive":
+            queue.append(req(next(ids), seq))
+        elif op == "admit" and queue:
+            queue.pop(n % len(queue))
+        elif op == "round":
+            waiting.refresh(list(queue), ours)
+            ref.round([r.tokens for r in queue])
+        ours.check()
+        assert cached(ours) == ref.sequences()
 
 
 def test_marks_follow_the_queue_under_an_engine():

@@ -76,10 +76,12 @@ class ClusterEngine(Replay):
         replica."""
         return [r for e in self.replicas for r in e.in_system()]
 
-    def step(self, multipliers: Sequence[float] | None = None) -> Iteration | None:
+    def step(
+        self, multipliers: Sequence[float] | None = None, remaining: Sequence[float] | None = None
+    ) -> Iteration | None:
         """Route the arrivals that come first, then run one iteration of the earliest replica with
-        work, passing it `multipliers` (`ServingEngine.step`; budgets are global, so every replica's
-        auction bids with the same); None when nothing is waiting, running or still to arrive
+        work, passing it `multipliers` and `remaining` (`ServingEngine.step`; budgets are global, so
+        every replica's auction bids with the same); None when nothing is waiting, running or still to arrive
         anywhere."""
         while True:
             arrival = self.arrivals.next_time()
@@ -90,9 +92,9 @@ class ClusterEngine(Replay):
             self._route(self.arrivals.due(arrival))
         _, k = heapq.heappop(self._active)
         self._in_heap[k] = False
-        it = self.replicas[k].step(multipliers)
+        it = self.replicas[k].step(multipliers, remaining)
         if it is None:
-            return self.step(multipliers)  # it had nothing left after all: the next event
+            return self.step(multipliers, remaining)  # it had nothing left after all: the next event
         it.replica = k
         self._push(k)
         return it

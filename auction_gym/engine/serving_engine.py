@@ -14,7 +14,8 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    flight goes first with its next chunk; then every waiting request's cached prefix is refreshed
    in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the scheduler orders the queue (a
    policy without money by `order`; an auction by `decide`, with the market's multipliers that
-   `step` was given, and its decision is returned on the iteration) and requests are taken in
+   `step` was given (and the bidders' budgets left, to a design that reads them), and its
+   decision is returned on the iteration) and requests are taken in
    that order. Each matches its longest cached prefix (at most all but the last token,
    so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
    tokens plus its output reservation (`EngineConfig.reservation`, reservation.py) plus a page
@@ -100,7 +101,9 @@ class Replay:
     records: dict[int, RequestRecord]
     now: float
 
-    def step(self, multipliers: Sequence[float] | None = None) -> Iteration | None:
+    def step(
+        self, multipliers: Sequence[float] | None = None, remaining: Sequence[float] | None = None
+    ) -> Iteration | None:
         raise NotImplementedError
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
@@ -200,14 +203,18 @@ class ServingEngine(Replay):
         """SGLang's adaptive share of their remaining cap that running requests are assumed to need."""
         return self._future.ratio
 
-    def step(self, multipliers: Sequence[float] | None = None) -> Iteration | None:
+    def step(
+        self, multipliers: Sequence[float] | None = None, remaining: Sequence[float] | None = None
+    ) -> Iteration | None:
         """Run one iteration; None when no request is waiting, running or still to arrive.
         `multipliers` (a market's, one per bidder) go to an auction's `decide`: request r bids
-        multipliers[r.bidder] x urgency; without them (a replay) each request bids its own `bid`."""
+        multipliers[r.bidder] x urgency; without them (a replay) each request bids its own `bid`.
+        `remaining` (a market's: each bidder's budget left, money) goes to a design that reads
+        budgets (`scheduler.admission_order`); None in a replay, where no budget binds."""
         rejected = self._let_in_arrivals()
         start, queue_len = self.now, len(self.queue.requests)
         if queue_len or self._chunked is not None:
-            batch, decision, preempted = self._schedule_prefill(multipliers)
+            batch, decision, preempted = self._schedule_prefill(multipliers, remaining)
             if batch:
                 admitted, resumed = self._run_prefill(batch)
                 finished = self._retire(self._pop_finished())
@@ -281,7 +288,7 @@ class ServingEngine(Replay):
         return False
 
     def _schedule_prefill(
-        self, multipliers: Sequence[float] | None
+        self, multipliers: Sequence[float] | None, remaining: Sequence[float] | None
     ) -> tuple[list[Admission], Decision | None, list[int]]:
         """Choose this iteration's prefill batch and allocate its tokens: the chunked request in
         flight first, then requests in the scheduler's order. Returns the batch, the auction's
@@ -302,18 +309,19 @@ class ServingEngine(Replay):
             budget -= adm.extend
             charged = self.rules.round_charge(adm.extend)
         if budget > 0 and self.queue.requests and self._admission_possible(len(batch), charged):
-            return batch, *self._admit_from_queue(batch, budget, charged, multipliers)
+            return batch, *self._admit_from_queue(batch, budget, charged, multipliers, remaining)
         return batch, None, []
 
     def _admit_from_queue(
-        self, batch: list[Admission], budget: int, charged: int, multipliers: Sequence[float] | None
+        self, batch: list[Admission], budget: int, charged: int, multipliers: Sequence[float] | None,
+        remaining: Sequence[float] | None,
     ) -> tuple[Decision | None, list[int]]:
         """Admit waiting requests in the scheduler's order while they fit; `charged`: what the
         round has taken beyond allocations and promises (`AdmissionRules.round_charge`). Returns
         the auction's decision (None for a policy without money) and the ids of the running
         requests preempted."""
         cfg, cache = self.config, self.cache
-        order, decision = self._order(cache, multipliers)
+        order, decision = self._order(cache, multipliers, remaining)
         priority = decision_priority(decision if cfg.reads_priorities else None)  # read only if a rule needs them
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
         preempted: list[int] = []
@@ -386,14 +394,16 @@ class ServingEngine(Replay):
         left = self.rules.output_need(run.request, run.generated(self._steps), run.cap)
         return self._future.ratio * left if self.rules.sglang else left
 
-    def _order(self, cache: RadixCache, multipliers: Sequence[float] | None) -> tuple[list[Request], Decision | None]:
+    def _order(
+        self, cache: RadixCache, multipliers: Sequence[float] | None, remaining: Sequence[float] | None
+    ) -> tuple[list[Request], Decision | None]:
         """The round's admission order of the waiting queue (what waits refreshed in the cache
         first, SGLang's in-batch rule applied after) and the auction's decision it came from
         (None for a policy without money, which is asked for an order alone)."""
         waiting = self.queue.requests
         self.waiting_prefixes.refresh(waiting, cache, self.queue.take_changes())
         held = self._in_batch_deprioritized(waiting)
-        order, decision = admission_order(self.scheduler, waiting, cache, multipliers)
+        order, decision = admission_order(self.scheduler, waiting, cache, multipliers, remaining)
         if len(order) != len(waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
         order = behind(order, waiting, held)

@@ -304,9 +304,3 @@ class MarketConfig:
         trace = self.trace_path if workload.trace_argument is not None else None
         return workload.stream(self.num_bidders, seed, trace, **kwargs)
 
-
-def default_served_rate() -> float:
-    """`MarketConfig().served_rate()`: what the default market's engine serves with every running
-    slot busy (requests/s); one replica's load 1 in `radix-auction cluster` (the agentic entry of
-    `auction_gym.workload.registry`)."""
-    return MarketConfig().served_rate()

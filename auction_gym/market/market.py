@@ -23,15 +23,17 @@ A round, call by call (a policy that decides rounds, `scheduler.Auction`; the ot
 and charge nothing):
 
 1. `Market.step` makes each bidder's multiplier for the round (0 for a bidder out of budget) and
-   steps the engine with them (`_advance` -> `engine.step(multipliers)`) until an iteration
-   admits a request.
+   steps the engine with them and each bidder's budget left before the round (`_advance` ->
+   `engine.step(multipliers, remaining)`) until an iteration admits a request.
 2. In each prefill iteration the engine asks its policy for the order of the waiting queue
    (`scheduler.admission_order`): an auction's `decide(waiting, cache, multipliers)` bids
    multipliers[bidder] x urgency for each request and returns the round it decided, an
    `AuctionRound` (the requests, their bids and cached prefix lengths, the allocation), whose
    `admission_order()` the engine admits from as memory allows. When the engine asks again after
    an iteration that admitted nothing (memory was short), the allocation is reused if those
-   inputs are unchanged.
+   inputs are unchanged. A design that reads budgets (`reads_budgets`: the service tiers) is
+   also given `remaining`, each bidder's budget left before the round, and bills no bidder more
+   than that in the round.
 3. The engine returns that round on the iteration that admitted from it (`Iteration.decision`;
    with `replicas` > 1 the replica that admitted decided it).
 4. `Market._charge` reads that value and nothing else: its `charges(admitted, per_bidder,
@@ -153,7 +155,7 @@ class Market:
         self.busy_time = 0.0
         self.admitted_total = 0
         truthful = [1.0] * n
-        while self.engine.now < cfg.warmup and self._advance(truthful) is not None:
+        while self.engine.now < cfg.warmup and self._advance(truthful, None) is not None:
             pass
         self.round = 0
         self._episode_start = self.engine.now
@@ -220,11 +222,12 @@ class Market:
         self.alpha = alpha
         spent = self.spent.tolist()
         alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
+        remaining = [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
         # Positional, with every default given: the dataclass's __init__ would call four default
         # factories (payments and utility are replaced below).
         report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
         while True:
-            it = self._advance(alpha_now)
+            it = self._advance(alpha_now, remaining)
             if it is None:
                 self.exhausted = report.exhausted = True
                 self._check_anything_ran()
@@ -250,9 +253,10 @@ class Market:
             report.utility = np.array(utility)
         return report
 
-    def _advance(self, multipliers: list[float]) -> Iteration | None:
-        """One engine iteration with the round's `multipliers`, keeping the busy time and admissions behind seconds_per_unit."""
-        it = self.engine.step(multipliers)
+    def _advance(self, multipliers: list[float], remaining: list[float] | None) -> Iteration | None:
+        """One engine iteration with the round's `multipliers` and budgets left (None: no budget
+        binds, the warm-up), keeping the busy time and admissions behind seconds_per_unit."""
+        it = self.engine.step(multipliers, remaining)
         if it is not None and it.kind != "idle":
             self.busy_time += it.end - it.start
             self.admitted_total += len(it.admitted)

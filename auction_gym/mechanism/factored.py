@@ -1,6 +1,6 @@
 """The radix auction's round decided in urgency units: work proportional to the nodes that mix bidders.
 
-In a market every bid is alpha_i x urgency (bidder i's multiplier, which changes every round, times
+How `TreeAllocator` (allocator.py) decides a market's round. In a market every bid is alpha_i x urgency (bidder i's multiplier, which changes every round, times
 the request's urgency, which never does). Scaling all of one bidder's bids by alpha > 0 scales the
 S and F of every block that holds only that bidder's requests and leaves its Smith order alone, so
 an `IncrementalQueueTree` fed the urgencies keeps each single-bidder block's order and its S and F

@@ -20,9 +20,8 @@ sums over its blocks in Smith order, whose keys are unique (ties broken by the s
 in the block), added in the same order; the tree itself (nodes at the longest common prefixes of
 neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
 shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
-both after random arrivals, admissions, cache and bid changes. Payments are not computed here: a
-replay's auction builds the from-scratch allocation of a round when it is priced, a market's reads the
-tree kept in urgency units (see `RadixTreeAuction` and factored.py).
+both after random arrivals, admissions, cache and bid changes. Rounds are decided over this tree by
+allocator.py (a market's, and its payments' inputs, by factored.py).
 
 Cost per round: a few passes over the queue that run in C (maps, set differences, list
 comparisons) to find what changed and to write the order out, plus Python steps per changed
@@ -31,7 +30,8 @@ request: O(depth) to insert or remove it, O(log d) to move its block, and O(d_v)
 instead (`update`'s `delta`: the requests that joined and left the queue since the refresh it was
 last brought to, and those whose cached prefix was matched again, from the engine's
 `WaitingPrefixes`), which leaves one comparison of the bids over the queue (the only input a
-caller may change in any round); the root keeps only its order, which a market's tree never reads.
+caller may change in any round). The root keeps no order: `queue_order` writes it out when asked,
+which a market's round never does (factored.py).
 """
 
 from __future__ import annotations
@@ -72,9 +72,8 @@ class QueueBlock:
         self.key: SortKey = (0, 0.0, 0)
         self.reach = 0
         """Largest cached length among its requests (tokens)."""
-        self.flat: list[Request] | None = []
-        """Its requests in depth-first Smith order (None for a node of a factored tree holding
-        more than one bidder)."""
+        self.flat: list[Request] = []
+        """Its requests in depth-first Smith order (none kept at the root: `queue_order`)."""
         self.zero_flat: list[Request] | None = None
         """Its requests in the order they take when all their bids are 0 (factored.py's
         `zero_bid_order`; None until asked since the block last changed)."""
@@ -161,21 +160,14 @@ class IncrementalQueueTree:
     Args:
         request_work: completion units per request (the auction's `request_work`).
         costed: False under "unit" (no edge work; cached lengths ignored).
-        factored: a market's tree fed the urgencies (factored.py), which reads the orders of
-            single-bidder blocks only: a node holding more than one bidder keeps none (`flat`
-            None), which saves a pass over the queue at the root every round. `order` needs them.
     """
 
-    def __init__(self, request_work: float, costed: bool, factored: bool = False) -> None:
+    def __init__(self, request_work: float, costed: bool) -> None:
         self.request_work = request_work
         self.costed = costed
-        self.factored = factored
         self._root = QueueNode(0, np.empty(0, dtype=np.int64), None)
         self._entries: dict[Request, _Req] = {}  # request (hashed by identity) -> its block
         self._by_rid: dict[int, _Req] = {}  # request id -> its block
-        self.synced: int | None = None
-        """The refresh of the engine's queue (`WaitingPrefixes.serial`) the tree was last brought
-        to, which its reader sets; None: not known to be one."""
 
     def __del__(self) -> None:
         # Nodes and their blocks link both ways (`parent`, `node`), so a dropped tree would wait for
@@ -190,20 +182,14 @@ class IncrementalQueueTree:
                     b.node = None
             v.parent, v.next, v.ends, v.blocks = None, {}, [], []
 
-    def order(self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None) -> list[Request]:
-        """`requests` (non-empty) in the welfare-maximal depth-first order: the from-scratch
-        allocation's order. `bids` are the requests' bids as read this round, `prefix_lens` their
-        cached prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
-        `validate_requests` does."""
-        if self.factored:
-            raise RuntimeError("a factored tree does not order the nodes that mix bidders")
-        return list(self.update(requests, bids, prefix_lens).flat)
-
     def update(
         self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None,
         delta: QueueDelta | None = None,
     ) -> QueueNode:
-        """Bring the tree to this round's queue (arguments as for `order`); returns its root.
+        """Bring the tree to this round's queue and return its root. `requests` is the queue
+        (non-empty), `bids` the requests' bids as read this round, `prefix_lens` their cached
+        prefix lengths in tokens (ignored when not `costed`). Raises ValueError as
+        `validate_requests` does. `queue_order(root)` is then the from-scratch allocation's order.
 
         The difference from the last round is found in passes that run in C (maps, set
         operations, list comparisons); Python steps are spent per changed request only. With
@@ -421,19 +407,23 @@ class IncrementalQueueTree:
                 path.add(v)
                 v = v.parent
         for v in sorted(path, key=_DEPTH, reverse=True):
-            _restat(v, costed, self.factored)
+            _restat(v, costed)
 
 
-def _restat(v: QueueNode, costed: bool, factored: bool) -> None:
+def queue_order(root: QueueNode) -> list[Request]:
+    """The queue in the depth-first Smith order of the tree whose root is `root` (a new list)."""
+    return list(chain.from_iterable(map(_FLAT, root.blocks)))
+
+
+def _restat(v: QueueNode, costed: bool) -> None:
     """Recompute node `v` from its blocks (in Smith order) and list it in its parent: S, P, F, tie,
-    reach, owner and order (the root: its order alone, the tree's answer). The sums are
+    reach, owner and order (the root: nothing, it is in no block). The sums are
     `smith.tree_stats`'s, in its order of additions, so to its floats. One pass in Python: faster
     here than a pass in C per statistic, whose calls cost more than the work at a node of a few
     blocks (and still about twice the loop at 300 blocks)."""
     blocks = v.blocks
     up = v.parent
-    if up is None:  # the root: no stats, only the order, which a factored tree never reads
-        v.flat = None if factored else list(chain.from_iterable(map(_FLAT, blocks)))
+    if up is None:
         return
     first = blocks[0]
     owner, tie, reach = first.owner, first.tie, 0
@@ -451,7 +441,7 @@ def _restat(v: QueueNode, costed: bool, factored: bool) -> None:
         if b.owner != owner:  # None (more than one bidder) from then on
             owner = None
     v.owner = owner
-    v.flat = None if factored and owner is None else list(chain.from_iterable(map(_FLAT, blocks)))
+    v.flat = list(chain.from_iterable(map(_FLAT, blocks)))
     v.zero_flat = None
     v.reach = reach
     lo = up.depth if up.depth > reach else reach

@@ -13,14 +13,15 @@ times. Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v
 d_v the number of blocks at v; O(n) prefix_len walks of the cache under "tokens". The constant
 matters as much: the auction runs at every admission round on queues of a few to a few dozen
 requests, so each step is one pass over plain lists, and sort keys are made once per block.
-As the engine's scheduler (`decide`) the auction keeps the tree across rounds instead
-(incremental_tree.py: work proportional to what changed, plus a few passes in C over the queue),
-and a round that is priced is also built from scratch here, once, since its payments read this
-module's allocation. In a market (`decide` with multipliers: bids alpha_i x urgency) a
-round of two requests or more is decided, and priced, over that tree kept in urgency units instead
-(factored.py), which re-sorts only the nodes that mix bidders; it agrees with this module's
-allocation to rounding. A round of one request, either way, is ordered at once and allocated here
-only when it is read in full (it pays nothing): cheaper than bringing the tree up to date, which the next round of several does.
+As the engine's scheduler (`decide`) the auction decides a round of two requests or more with its
+`TreeAllocator` instead (allocator.py): one tree kept across rounds (incremental_tree.py: work
+proportional to what changed, plus a few passes in C over the queue), in base bids (urgencies in a
+market, the requests' own bids without multipliers). A market's round (`decide` with multipliers:
+bids alpha_i x urgency) re-sorts only the nodes that mix bidders (factored.py) and is priced from
+that allocation, which agrees with this module's to rounding; a round without multipliers reads
+the tree's order, this module's bit for bit, and is built from scratch here, once, if it is priced.
+A round of one request is ordered at once and allocated here only when it is read in full (it pays
+nothing): cheaper than bringing the tree up to date, which the next round of several does.
 
 Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
 sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
@@ -66,9 +67,9 @@ from typing import Iterable, Sequence
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler.waiting import WaitingPrefixes
+from .allocator import OrderedRound, TreeAllocator
 from .base import AuctionMechanism, Cached
-from .factored import FactoredAllocation, factored_allocation
-from .incremental_tree import IncrementalQueueTree, QueueNode
+from .factored import FactoredAllocation
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
 from .smith import (
@@ -122,28 +123,6 @@ class RadixAllocation:
         return sum([b * c for r, b, c in zip(self.requests, self.bids, self.completion) if r.bidder == bidder])
 
 
-@dataclass(eq=False)
-class OrderedRound:
-    """A round ordered without the from-scratch allocation (by the incremental tree, or a lone
-    request): its inputs and order; the auction builds the full allocation (completion times, cost
-    and what the payments reuse) from scratch when the round is priced (`RadixTreeAuction.full`)."""
-
-    requests: list[Request]
-    bids: list[float]
-    """The bids the round was decided on."""
-    prefix_lens: list[int] | None
-    admission: list[Request]
-    """The requests in the order decided."""
-    full: RadixAllocation | None = None
-    """The from-scratch allocation of the same inputs (the same order), once built."""
-
-    @property
-    def order(self) -> list[int]:
-        """Positions in `requests` in the order decided."""
-        position = {id(r): k for k, r in enumerate(self.requests)}
-        return [position[id(r)] for r in self.admission]
-
-
 Decided = RadixAllocation | OrderedRound | FactoredAllocation
 """What `RadixTreeAuction` decides a round with."""
 
@@ -161,10 +140,8 @@ class RadixTreeAuction(AuctionMechanism):
 
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
         super().__init__(cost_model, request_overhead)
-        self._tree: IncrementalQueueTree | None = None
-        """`decide`'s incremental tree outside a market."""
-        self._urgency_tree: IncrementalQueueTree | None = None
-        """A market's rounds (`decide` with multipliers): the tree in urgency units (factored.py)."""
+        self._allocator = TreeAllocator(self.request_work, costed=self.cost_model == "tokens")
+        """`decide`'s rounds of two requests or more (allocator.py)."""
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
@@ -187,24 +164,14 @@ class RadixTreeAuction(AuctionMechanism):
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
         multipliers: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
     ) -> Decided:
-        """A market's round (bids alpha x urgency) of two requests or more: over the
-        tree kept in urgency units (factored.py). A lone request: itself, its allocation built on
-        first use. Otherwise the incremental tree's order, its allocation built from scratch when
-        the round is priced."""
-        if multipliers is not None and len(requests) > 1:
-            if self._urgency_tree is None:
-                self._urgency_tree = IncrementalQueueTree(
-                    self.request_work, costed=self.cost_model == "tokens", factored=True)
-            root = _update_tree(self._urgency_tree, requests, [r.urgency for r in requests], prefix_lens, refreshed)
-            return factored_allocation(root, requests, bids, prefix_lens, multipliers, self.request_work)
-        if len(requests) == 1:  # nothing to order (over half the rounds of the default scenario)
-            validate_requests(requests, self._memo.held)
-            check_bids(requests, bids)  # the round's bid, which in a market is not the request's
-            return OrderedRound(requests, bids, prefix_lens, list(requests))
-        if self._tree is None:
-            self._tree = IncrementalQueueTree(self.request_work, costed=self.cost_model == "tokens")
-        root = _update_tree(self._tree, requests, bids, prefix_lens, refreshed)
-        return OrderedRound(requests, bids, prefix_lens, list(root.flat))
+        """A round of two requests or more: the allocator's (allocator.py). A lone request:
+        itself, its allocation built on first use."""
+        if len(requests) > 1:
+            return self._allocator.allocate(requests, bids, prefix_lens, multipliers, refreshed)
+        # Nothing to order (over half the rounds of the default scenario).
+        validate_requests(requests, self._memo.held)
+        check_bids(requests, bids)  # the round's bid, which in a market is not the request's
+        return OrderedRound(requests, bids, prefix_lens, list(requests))
 
     def admission(self, alloc: Decided) -> list[Request]:
         if isinstance(alloc, (OrderedRound, FactoredAllocation)):
@@ -341,17 +308,3 @@ class RadixTreeAuction(AuctionMechanism):
             )
         raise AssertionError("the root is an ancestor of every removed block")
 
-
-def _update_tree(
-    tree: IncrementalQueueTree, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
-    refreshed: WaitingPrefixes | None,
-) -> QueueNode:
-    """Bring `tree` to the round's queue: by the changes since the engine's refresh it was last
-    brought to, when `requests` is the queue of a later refresh still kept (`refreshed`), else by
-    comparing queues. Returns its root."""
-    delta = None
-    if refreshed is not None and tree.synced is not None:
-        delta = refreshed.delta_since(tree.synced)
-    root = tree.update(requests, bids, prefix_lens, delta)
-    tree.synced = None if refreshed is None else refreshed.serial
-    return root

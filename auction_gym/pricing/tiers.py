@@ -19,8 +19,29 @@ total queue only.
 A request with bid 0 (its bidder's budget is spent: the market sets its multiplier to 0) is served
 as under the auction, behind every paying request, and pays nothing; it keeps the tier it bought
 and pays for it if its bidder bids again before it is admitted. Payment: the tier's price x the
-request's prompt tokens, charged in the round that admits it (`PostedRound.charges`); the market
-caps it by what is left of the budget (the design sees multipliers, not budgets).
+request's prompt tokens, its bill, charged in the round that admits it (`PostedRound.charges`).
+
+Budgets (a market's rounds: `decide` is given `remaining`, each bidder's budget left before the
+round, as it is given the multipliers; `reads_budgets`). A bidder that cannot pay a tier takes a
+cheaper one it can pay, and one that can pay none is served unpaid, as above. Precisely:
+
+1. A request buys its tier by the best response among the tiers whose bill its bidder's budget
+   left covers (`best_tier` with `budget`); if it covers none, the request holds the cheapest
+   tier, which step 2 then finds unpaid.
+2. Each round, the round's paying requests are walked in the round's admission order (tiers high
+   to low, the inside order within a tier), each bidder's budget left shrinking by the bill of each
+   of its requests walked. A request whose bill is covered keeps its tier; one whose bill is not
+   steps down, for this round, to the best response among the cheaper tiers what its bidder has
+   left covers (the same rule, with the waits W_k of the round's queue as bought) and is walked
+   again in that tier's turn; one for which no cheaper tier is covered is served unpaid (behind
+   every paying request, pays nothing) in this round. A request keeps the tier it bought: the next
+   round walks it from there again.
+
+So the bills of one bidder's paying requests in a round add up to at most its budget left, and
+whichever of them the engine admits (it admits from the front of the order as memory allows, and
+may move some behind, `engine.in_batch`), together they never overspend: the market's cap at what
+is left never cuts a bill (beyond float rounding). In a replay (`remaining` None) no budget binds
+and every bill is covered.
 """
 
 from __future__ import annotations
@@ -56,11 +77,17 @@ def check_prices(prices: Sequence[float]) -> tuple[float, ...]:
     return values
 
 
-def best_tier(bid: float, prompt_len: int, ahead: Sequence[int], prices: Sequence[float], seconds: float) -> int:
+def best_tier(
+    bid: float, prompt_len: int, ahead: Sequence[int], prices: Sequence[float], seconds: float,
+    budget: float = math.inf,
+) -> int:
     """The tier the best response buys: argmin_k bid x ahead[k] x seconds + prices[k] x prompt_len
-    (ties to the cheaper tier); `ahead[k]` counts the paying requests waiting in tiers >= k."""
-    best, best_cost = 0, math.inf
+    over the tiers whose bill prices[k] x prompt_len `budget` covers (ties to the cheaper tier);
+    -1 when it covers none. `ahead[k]` counts the paying requests waiting in tiers >= k."""
+    best, best_cost = -1, math.inf
     for k, price in enumerate(prices):
+        if price * prompt_len > budget:
+            break  # prices increase: no dearer tier is covered either
         cost = bid * ahead[k] * seconds + price * prompt_len
         if cost < best_cost:
             best, best_cost = k, cost
@@ -79,6 +106,7 @@ class ServiceTiers:
 
     name = "tiers"
     charges = True
+    reads_budgets = True
 
     def __init__(
         self, base_price: float = BASE_PRICE, ratios: Sequence[float] = tuple(TIER_RATIOS.values()),
@@ -100,25 +128,32 @@ class ServiceTiers:
         self._lengths.attach(prefixes)
 
     def decide(
-        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
+        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None,
+        remaining: Sequence[float] | None = None,
     ) -> PostedRound:
-        """The round over `queue`: new requests buy their tiers, then tiers high to low, each in
-        its inside order; bills for the paying requests."""
+        """The round over `queue`: new requests buy their tiers, each bidder's budget left
+        (`remaining`, one per bidder; None: no budget binds) steps down what it cannot cover, then
+        tiers high to low, each in its inside order; bills for the paying requests."""
         bids = round_bids(queue, multipliers)
-        tiers = self._buy(queue, bids)
+        tiers, ahead = self._buy(queue, bids, remaining)
         rank = list(range(len(queue)))
         if self.inside == "lpm":
             negated = [-n for n in self._lengths.lengths(queue, cache)]
             rank.sort(key=negated.__getitem__)
         paying = [tiers[i] if bids[i] > 0 else -1 for i in range(len(queue))]
+        if remaining is not None:
+            paying = self._within_budgets(queue, bids, paying, ahead, rank, remaining)
         rank.sort(key=lambda i: -paying[i])  # stable: the inside order within a tier
         bills = {queue[i].id: (queue[i].bidder, self.prices[paying[i]] * queue[i].prompt_len)
                  for i in range(len(queue)) if paying[i] >= 0}
         return PostedRound([queue[i] for i in rank], bills, self.prices)
 
-    def _buy(self, queue: Sequence[Request], bids: list[float]) -> list[int]:
-        """Each request's tier: kept if bought before, else bought now by the best response, in
-        queue order (so a request sees those that came before it)."""
+    def _buy(
+        self, queue: Sequence[Request], bids: list[float], remaining: Sequence[float] | None
+    ) -> tuple[list[int], list[int]]:
+        """Each request's tier (kept if bought before, else bought now by the best response among
+        the tiers its bidder's budget left covers, in queue order, so a request sees those that
+        came before it), and the paying requests waiting in tiers >= k, for each k, after it."""
         held, tiers = self._tier, []
         self._tier = kept = {}
         counts = [0] * len(self.prices)
@@ -129,12 +164,45 @@ class ServiceTiers:
         for r, b in zip(queue, bids):
             k = held.get(r.id)
             if k is None:
-                ahead = [sum(counts[j:]) for j in range(len(counts))]
-                k = best_tier(b, r.prompt_len, ahead, self.prices, self.seconds_per_request) if b > 0 else 0
+                k = -1
                 if b > 0:
+                    ahead = [sum(counts[j:]) for j in range(len(counts))]
+                    budget = math.inf if remaining is None else remaining[r.bidder]
+                    k = best_tier(b, r.prompt_len, ahead, self.prices, self.seconds_per_request, budget)
+                if k >= 0:
                     counts[k] += 1
+                else:  # bid 0, or no tier covered: the cheapest, unpaid while it is not covered
+                    k = 0
             kept[r.id] = k
             tiers.append(k)
+        return tiers, [sum(counts[j:]) for j in range(len(counts))]
+
+    def _within_budgets(
+        self, queue: Sequence[Request], bids: list[float], paying: list[int], ahead: list[int],
+        inside: list[int], remaining: Sequence[float],
+    ) -> list[int]:
+        """Each request's tier in this round (-1: unpaid) when each bidder's requests are billed
+        in the round's order out of its budget left (step 2 of the module docstring). `paying`:
+        the tiers bought (-1 for bid 0); `inside`: the request indices in the inside order."""
+        prices, tiers, left = self.prices, list(paying), list(remaining)
+        place = [0] * len(queue)
+        for position, i in enumerate(inside):
+            place[i] = position
+        turns: list[list[int]] = [[] for _ in prices]  # each tier's requests, walked in its turn
+        for i in inside:
+            if tiers[i] >= 0:
+                turns[tiers[i]].append(i)
+        for k in range(len(prices) - 1, -1, -1):
+            for i in sorted(turns[k], key=place.__getitem__):  # those stepped down merge in order
+                r = queue[i]
+                bill = prices[k] * r.prompt_len
+                if bill <= left[r.bidder]:
+                    left[r.bidder] -= bill
+                    continue
+                j = best_tier(bids[i], r.prompt_len, ahead[:k], prices[:k], self.seconds_per_request, left[r.bidder])
+                tiers[i] = j
+                if j >= 0:
+                    turns[j].append(i)
         return tiers
 
     def __repr__(self) -> str:

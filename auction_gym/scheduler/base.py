@@ -84,6 +84,11 @@ class Auction(Protocol):
     returns the round as a value, which the engine puts on the iteration that admitted from it
     (`Iteration.decision`). The rules of `Scheduler.order` on the queue and the cache hold, and so
     do its optional `in_batch_deprioritizes`, `sorts_in_place` and `attach_waiting_prefixes`.
+
+    Optionally, `reads_budgets = True`: `decide` then takes a fourth argument, `remaining`, each
+    bidder's budget left before the round (money; a market's, as `multipliers` are), or None in a
+    replay, where no budget binds (`auction_gym.pricing.tiers`, which steps a bidder down to the
+    tiers it can pay). A design without it is never given budgets.
     """
 
     name: str
@@ -106,14 +111,18 @@ def round_bids(requests: Sequence[Request], multipliers: Sequence[float] | None)
 
 def admission_order(
     policy: Scheduler | Auction, queue: Sequence[Request], cache: RadixCache,
-    multipliers: Sequence[float] | None = None,
+    multipliers: Sequence[float] | None = None, remaining: Sequence[float] | None = None,
 ) -> tuple[list[Request], Decision | None]:
     """`policy`'s admission order of `queue` and, for an auction, the round it decided (`decide`,
-    with `multipliers`); None for a policy without money, asked for its `order` alone."""
+    with `multipliers`, and `remaining` for one that `reads_budgets`); None for a policy without
+    money, asked for its `order` alone."""
     decide = getattr(policy, "decide", None)
     if decide is None:
         return policy.order(queue, cache), None
-    decision = decide(queue, cache, multipliers)
+    if getattr(policy, "reads_budgets", False):
+        decision = decide(queue, cache, multipliers, remaining)
+    else:
+        decision = decide(queue, cache, multipliers)
     return decision.admission_order(), decision
 
 

@@ -27,7 +27,8 @@ What remains different from SGLang 0.5.23: its stamps follow its queue list, whi
 previous round's admission order with new arrivals appended (here: first come, first served); it
 stamps only under cache-aware policies and `lpm` up to 128 waiting, while under FCFS (and `lpm`
 above 128) it touches the first 128 waiting requests every 32 rounds, head last (here: every policy,
-every request, every round); and the two in-round cases listed in `auction_gym.radix_cache`.
+every request, every round). Within a round the order is SGLang's: a waited-on node accessed, split
+or given a later child's time since the round began counts from that later time (`auction_gym.radix_cache`).
 """
 
 from __future__ import annotations

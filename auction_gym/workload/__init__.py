@@ -14,9 +14,6 @@ from .classes import (
 )
 from .mooncake import MOONCAKE_MAX_NEW_TOKENS, SAMPLE_TRACE, expand_blocks, iter_mooncake, load_mooncake
 from .registry import (
-    LoadSweep,
-    ReplicaScale,
-    SweepGrid,
     WorkloadEntry,
     get_workload,
     register_workload,
@@ -33,11 +30,8 @@ __all__ = [
     "SAMPLE_TRACE",
     "URGENT",
     "AgenticConfig",
-    "LoadSweep",
-    "ReplicaScale",
     "RequestClass",
     "SharedPrefixConfig",
-    "SweepGrid",
     "WorkloadEntry",
     "agentic_stream",
     "agentic_workload",

@@ -1,11 +1,11 @@
 """The workloads a market can replay, by name: the one registry of workloads.
 
 Each entry names a workload, where its request stream lives, which keyword arguments it takes and
-the market's defaults for them, and how the experiments sweep its load. Everything else derives
-from it: `WORKLOADS` and the keyword check of `MarketConfig` (`auction_gym.market.config`),
-`MarketConfig.make_workload`, the workload rows of `RadixAuctionEnv`'s docstring, and the
-workloads of `radix-auction demo` and `reproduce`. Registration order is table order. To add one,
-see the documentation's "Extending" page.
+the market's defaults for them. Everything else derives from it: `WORKLOADS` and the keyword check
+of `MarketConfig` (`auction_gym.market.config`), `MarketConfig.make_workload`, the workload rows of
+`RadixAuctionEnv`'s docstring, and the workloads of `radix-auction demo`, `reproduce` and
+`cluster` (whose sweeps of them are the experiments' own, `experiments.sweeps`). Registration
+order is table order. To add one, see the documentation's "Extending" page.
 
 A stream is called `target(num_bidders=N, seed=S, **kwargs)` (and, for a workload that replays a
 trace, with the trace's path under `trace_argument`) and returns the requests in arrival order
@@ -24,54 +24,10 @@ from typing import Any, Callable
 
 from ..registry import resolve, with_table
 from ..request import Request
-from .agentic import AgenticConfig
 
 INTENSITIES = ("rate", "time_scale")
 """How a workload's arrival intensity is set: "rate" (requests/s; higher is faster) or
 "time_scale" (a multiplier of the trace's arrival times; higher is slower)."""
-
-
-@dataclass(frozen=True)
-class SweepGrid:
-    """One size of a load sweep over a workload (`radix-auction reproduce`): the engine's KV
-    capacities (tokens), the loads (arrival rate / the rate LPM sustains when saturated), and the
-    workload's keyword arguments at every point (its size: seconds, groups, trace lines)."""
-
-    kv_capacities: tuple[int, ...]
-    loads: tuple[float, ...]
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LoadSweep:
-    """How the experiments sweep a workload's load: `saturating`, the intensity (in the entry's
-    `intensity` argument's units) at which the engine saturates, and the quick and full grids."""
-
-    saturating: float
-    quick: SweepGrid
-    full: SweepGrid
-
-
-@dataclass(frozen=True)
-class ReplicaScale:
-    """How `radix-auction cluster` offers a workload to R replicas at a load L (scale = L x R):
-    `per_replica`, the intensity one replica is offered at load 1, in the entry's `intensity`
-    units (the rate times the scale, or the time scale divided by it), as a number or a
-    "module:attr" function of no arguments; `size_argument`, the keyword argument that sets how
-    many requests a point replays, given max(1, size // `size_divisor`) x R for the command's
-    `--size`; `kwargs`, fixed workload arguments; `engine_kwargs`, the engine's (`EngineConfig`)."""
-
-    per_replica: float | str
-    size_argument: str
-    size_divisor: int = 1
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    engine_kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-    def workload_kwargs(self, intensity: str, scale: float, size: int, replicas: int) -> dict[str, Any]:
-        """The workload's keyword arguments at `scale` (load x replicas) for `size` and `replicas`."""
-        base = self.per_replica if isinstance(self.per_replica, (int, float)) else resolve(self.per_replica)()
-        level = base * scale if intensity == "rate" else base / scale
-        return {intensity: level, self.size_argument: max(1, size // self.size_divisor) * replicas, **self.kwargs}
 
 
 @dataclass(frozen=True)
@@ -83,9 +39,8 @@ class WorkloadEntry:
     values over the parameters' own), `trace_argument` (the keyword receiving
     `MarketConfig.trace_path`; None: no trace), `open_ended` (a stream without end unless given
     `duration` (s) or `num_requests`: the market then sets `duration` to outlast the episode),
-    `intensity` (its argument that sets how fast requests arrive, one of INTENSITIES), `sweep`
-    (how `reproduce` sweeps its load; None: left out of the sweep) and `replicas` (how
-    `radix-auction cluster` scales it to many replicas; None: left out of the cluster sweep)."""
+    and `intensity` (its argument that sets how fast requests arrive, one of INTENSITIES). How the
+    experiments sweep it is theirs (`experiments.sweeps`)."""
 
     name: str
     target: str | Callable[..., Iterable[Request]]
@@ -95,8 +50,6 @@ class WorkloadEntry:
     trace_argument: str | None = None
     open_ended: bool = False
     intensity: str = "rate"
-    sweep: LoadSweep | None = None
-    replicas: ReplicaScale | None = None
 
     def parameter_defaults(self) -> dict[str, Any]:
         """{keyword argument: its default} (the market's `defaults` over the parameters' own; an
@@ -142,8 +95,8 @@ _ENTRIES: dict[str, WorkloadEntry] = {}
 
 def register_workload(entry: WorkloadEntry) -> WorkloadEntry:
     """Add `entry` at the end of the table. ValueError when the name is taken, the intensity is not
-    one of INTENSITIES, or `defaults`, the intensity or a sweep's kwargs name an argument the
-    workload does not take (checked here, so a typo fails at registration, not in an episode)."""
+    one of INTENSITIES, or `defaults` or the intensity name an argument the workload does not take
+    (checked here, so a typo fails at registration, not in an episode)."""
     if entry.name in _ENTRIES:
         raise ValueError(f"workload name {entry.name!r} is already registered")
     if entry.intensity not in INTENSITIES:
@@ -152,10 +105,6 @@ def register_workload(entry: WorkloadEntry) -> WorkloadEntry:
     named = set(entry.defaults) | {entry.intensity}
     if entry.open_ended:
         named |= {"duration", "num_requests"}
-    if entry.sweep is not None:
-        named |= set(entry.sweep.quick.kwargs) | set(entry.sweep.full.kwargs)
-    if entry.replicas is not None:
-        named |= {entry.replicas.size_argument} | set(entry.replicas.kwargs)
     if unknown := named - known:
         raise ValueError(f"workload {entry.name!r} does not take {sorted(unknown)}; it takes {sorted(known)}")
     _ENTRIES[entry.name] = entry
@@ -185,12 +134,6 @@ def with_workload_table(doc: str | None) -> str | None:
     return with_table(doc, WORKLOAD_TABLE, [(e.name, e.summary) for e in _ENTRIES.values()])
 
 
-# Agentic traffic with the workload's full mix (sessions, fan-out, rollouts, urgent calls) and
-# tenants that differ, as `reproduce` sweeps it, unlike the env's default scenario (`defaults`).
-_REPRODUCE_AGENTIC = {"bidder_heterogeneity": AgenticConfig.bidder_heterogeneity, "shape_mix": AgenticConfig().shape_mix}
-_QUICK_LOADS = (0.5, 1.0, 1.5, 2.5)
-_FULL_LOADS = (0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0)
-
 for _entry in (
     WorkloadEntry(
         "agentic", "auction_gym.workload.agentic:agentic_stream",
@@ -198,30 +141,16 @@ for _entry in (
         parameters="auction_gym.workload.agentic:AgenticConfig",
         defaults={"rate": 20.0, "bidder_heterogeneity": 0.0, "shape_mix": {"session": 0.6, "urgent": 0.4}},
         open_ended=True,
-        sweep=LoadSweep(80.0, SweepGrid((20_000, 60_000), _QUICK_LOADS, {**_REPRODUCE_AGENTIC, "duration": 20.0}),
-                        SweepGrid((15_000, 30_000, 60_000), _FULL_LOADS, {**_REPRODUCE_AGENTIC, "duration": 60.0})),
-        # One replica's load 1: what the default market's engine serves with every slot busy.
-        replicas=ReplicaScale("auction_gym.market.config:default_served_rate", "num_requests"),
     ),
     WorkloadEntry(
         "shared_prefix", "auction_gym.workload.shared_prefix:shared_prefix_stream",
         "SGLang's generated-shared-prefix benchmark (SharedPrefixConfig)",
         parameters="auction_gym.workload.shared_prefix:SharedPrefixConfig",
-        # Loads placed around the policies' sustainable throughputs (strict priority's is about
-        # 0.7 of LPM's there).
-        sweep=LoadSweep(200.0, SweepGrid((40_000,), (0.6, 0.9, 2.5), {"num_groups": 64, "prompts_per_group": 16}),
-                        SweepGrid((40_000, 100_000), (0.5, 0.7, 0.8, 0.9, 1.0, 1.2, 2.0),
-                                  {"num_groups": 64, "prompts_per_group": 64})),
-        replicas=ReplicaScale(8.0, "num_groups", size_divisor=16, kwargs={"prompts_per_group": 16}),
     ),
     WorkloadEntry(
         "mooncake", "auction_gym.workload.mooncake:iter_mooncake",
         "replay of a Mooncake trace (JSONL, `trace_path`; iter_mooncake's arguments)",
         defaults={"time_scale": 4.0}, trace_argument="path", intensity="time_scale",
-        # A time scale of 0.25 is 4x the trace's own rate.
-        sweep=LoadSweep(0.25, SweepGrid((200_000,), _QUICK_LOADS, {"limit": 300}),
-                        SweepGrid((100_000, 400_000), _FULL_LOADS, {"limit": 1000})),
-        replicas=ReplicaScale(4.0, "limit", engine_kwargs={"kv_capacity_tokens": 100_000}),
     ),
 ):
     register_workload(_entry)

@@ -1,1 +1,106 @@
-"""Speed benchmarks, each run as `python -m experiments.bench.<module>`; they print figures and assert nothing."""
+"""Speed benchmarks: the one registry of them (BENCHES), and the table each returns.
+
+Each benchmark is a module here, run alone as `python -m experiments.bench.<name>` (which prints
+its figures in detail and asserts nothing), with a function `table(quick: bool) -> Table`: its
+figures at the page's sizes (`quick`: small ones, seconds). `radix-auction bench` runs the
+registered ones and writes the documentation's benchmarks page from their tables; its choices,
+the page's sections and their order come from BENCHES. Importing this package imports no
+benchmark (some need Ray or torch): an entry names its function as "module:attr".
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Table:
+    """A benchmark's figures: a Markdown table (`columns`, `rows` of formatted cells) and `notes`,
+    lines under it (a figure that is not a row, a target met or not)."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    notes: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return "\n".join(lines + ([""] + [f"- {note}" for note in self.notes] if self.notes else []))
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One benchmark: `name` (its module under experiments.bench and its name on the command line),
+    `title` (its section's heading), `measures` (what it measures, a sentence or two), `target`
+    ("module:attr" of its `table(quick) -> Table`) and `requires` (modules it needs that the
+    project does not always install; missing: the bench is skipped with a line saying so)."""
+
+    name: str
+    title: str
+    measures: str
+    target: str
+    requires: tuple[str, ...] = ()
+
+    def missing(self) -> tuple[str, ...]:
+        """The modules of `requires` that are not installed."""
+        return tuple(m for m in self.requires if importlib.util.find_spec(m) is None)
+
+    def table_function(self) -> Callable[[bool], Table]:
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+BENCHES: tuple[Bench, ...] = (
+    Bench("env", "The environment's step",
+          "RadixAuction-v0's time per step alone (random actions, resets included), SB3 PPO's time per step "
+          "(MlpPolicy, CPU, one torch thread, the env included) learning on the same env, the env's time inside "
+          "PPO's run, and the floor: the same env under FCFS, which runs no auction. Target: the env at most 25% "
+          "of PPO's step.", "experiments.bench.env:table"),
+    Bench("engine", "The engine",
+          "The Mooncake conversation trace replayed through the simulated engine, per scheduler (wall time, "
+          "requests per wall second, hit rate, latency, the longest queue), then RadixCache match + insert "
+          "throughput on the trace's prompts.", "experiments.bench.engine:table"),
+    Bench("waiting", "The waiting requests' cached prefixes",
+          "`WaitingPrefixes.refresh` per admission round on a long queue of Mooncake requests (two admitted and "
+          "two arriving a round), comparing the queue with the last one or told what changed, and per round "
+          "with nothing changed.", "experiments.bench.waiting:table"),
+    Bench("mechanism", "The auctions",
+          "The radix-tree auction on agentic queues of 16 bidders: allocation alone, allocation plus every VCG "
+          "payment, and the naive payments that re-run the allocation once per bidder, with their ratios to the "
+          "allocation (target: payments at most 3x the allocation at 1,000 requests).",
+          "experiments.bench.mechanism:table"),
+    Bench("paired_reward", "The paired reward",
+          "RadixAuction-v1's steps per second with reward \"cost\" (one market) and \"paired\" (the learner's "
+          "market and the reference's shadow), in blocks played in turn.", "experiments.bench.paired_reward:table"),
+    Bench("cluster", "A cluster's simulation speed",
+          "The Mooncake trace through one engine and through N replicas behind a router (the same requests), "
+          "per admission policy: wall and CPU seconds and N replicas' time over one's, runs alternated.",
+          "experiments.bench.cluster:table"),
+    Bench("threads", "Torch threads for training",
+          "SB3 PPO steps per second with 1 and 2 torch threads, alone and with a busy process of its own beside "
+          "it (the load average says what else the machine ran).", "experiments.bench.threads:table"),
+    Bench("rllib", "RLlib against SB3",
+          "Environment steps per second of RLlib PPO with 0, 1 and 2 env runners against SB3 PPO in one "
+          "process, on compare's default scenario and PPO settings: sampling alone and whole training "
+          "iterations.", "experiments.bench.rllib:table", requires=("ray",)),
+    Bench("torch_engine", "The torch engine",
+          "The torch engine's kernels (tiny model, one thread on the CPU): prefill with 90% of the prompt cached "
+          "against none cached, prefill tokens per second, decode steps of a batch.",
+          "experiments.bench.torch_engine:table", requires=("torch",)),
+)
+
+
+def bench_names() -> tuple[str, ...]:
+    """Every registered benchmark, in the page's order."""
+    return tuple(b.name for b in BENCHES)
+
+
+def get_bench(name: str) -> Bench:
+    """The entry of `name`; ValueError listing the valid ones for another."""
+    for bench in BENCHES:
+        if bench.name == name:
+            return bench
+    raise ValueError(f"unknown bench {name!r}; valid: {', '.join(bench_names())}")

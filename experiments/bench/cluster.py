@@ -22,6 +22,7 @@ from auction_gym.cluster import ClusterEngine, make_router
 from auction_gym.workload import iter_mooncake
 
 from ..commands.cluster import TRACE
+from . import Table
 
 
 def replay(trace: Path, replicas: int, router: str, scheduler: str, time_scale: float,
@@ -32,6 +33,23 @@ def replay(trace: Path, replicas: int, router: str, scheduler: str, time_scale: 
     wall, cpu = time.perf_counter(), time.process_time()
     m = engine.run(iter_mooncake(trace, num_bidders=8, seed=0, time_scale=time_scale, limit=limit))
     return time.perf_counter() - wall, time.process_time() - cpu, m.finished
+
+
+def table(quick: bool) -> Table:
+    """The page's table: TRACE at time scale 1, one engine against 16 replicas behind
+    `cache_aware`, LPM and the radix auction (quick: 4 replicas, LPM, the first 100 lines)."""
+    replicas, schedulers, limit = (4, ("lpm",), 100) if quick else (16, ("lpm", "radix_vcg"), None)
+    rows = []
+    for scheduler in schedulers:
+        runs = {n: replay(TRACE, n, "cache_aware", scheduler, 1.0, limit) for n in (1, replicas)}
+        w1, c1, _ = runs[1]
+        for n, (wall, cpu, done) in runs.items():
+            rows.append((scheduler, str(n), f"{wall:.2f}", f"{cpu:.2f}", f"{done:,}", f"{done / wall:,.0f}",
+                         f"{wall / w1:.2f}x", f"{cpu / c1:.2f}x"))
+    return Table(("policy", "replicas", "wall s", "CPU s", "finished", "requests per wall s", "wall x one",
+                  "CPU x one"), rows,
+                 [f"Trace {TRACE.name} ({'first ' + str(limit) + ' lines' if limit else 'every line'}), time scale 1, "
+                  "router cache_aware; one engine then the replicas, per policy."])
 
 
 def main() -> None:

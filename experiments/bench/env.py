@@ -57,6 +57,8 @@ import numpy as np
 
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 
+from . import Table
+
 
 @dataclass(frozen=True)
 class Seconds:
@@ -186,6 +188,24 @@ def measure(args: argparse.Namespace) -> Measured:
 
 def _best(times: list[Seconds]) -> Seconds:
     return Seconds(min(t.wall for t in times), min(t.cpu for t in times))
+
+
+def table(quick: bool) -> Table:
+    """The page's table: the defaults (20,000 env steps, 20,480 PPO steps, one block, one torch
+    thread) and the floor (quick: 2,000 and 2,048)."""
+    steps, ppo_steps = (2000, 2048) if quick else (20000, 20480)
+    m = measure(argparse.Namespace(steps=steps, ppo_steps=ppo_steps, blocks=1, mechanism="radix_vcg",
+                                   torch_threads=1))
+    floor, floor_queued = EnvAlone(steps, mechanism="fcfs").run(steps)
+    parts = [("env alone", m.env, f"{m.queued:.1f}"), ("PPO, env included", m.ppo, ""),
+             ("env inside PPO's run", m.inside, f"{m.inside_queued:.1f}"),
+             ("floor: env alone under FCFS", floor.per(steps), f"{floor_queued / steps:.1f}")]
+    rows = [(name, f"{s.wall * 1e3:.3f}", f"{s.cpu * 1e3:.3f}", f"{s.wall / m.ppo.wall:.1%}", queue)
+            for name, s, queue in parts]
+    share = m.env.wall / m.ppo.wall
+    return Table(("part", "ms per step (wall)", "ms per step (CPU)", "share of PPO's step", "mean queue"), rows,
+                 [f"{steps:,} env steps, {ppo_steps:,} PPO steps; the env's share {share:.1%} "
+                  f"({'met' if share <= 0.25 else 'not met'}: target at most 25%)."])
 
 
 def main() -> None:

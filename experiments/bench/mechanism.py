@@ -28,6 +28,8 @@ from auction_gym import RadixCache, Request
 from auction_gym.mechanism import RadixTreeAuction, StrictPriorityAuction
 from auction_gym.workload import AgenticConfig, agentic_workload
 
+from . import Table
+
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
     """Minimum wall time of `repeats` calls (s): the least noisy estimate of the cost."""
@@ -64,6 +66,44 @@ def small_queues(sizes: Sequence[int], repeats: int, seed: int, calls: int = 500
             print(f"{q:>4} {model:>10} {warm / calls * 1e6:>8.1f} {cold / calls * 1e6:>8.1f}")
 
 
+def measure(requests: int, bidders: int, repeats: int, seed: int) -> list[dict[str, float | str]]:
+    """Per cost model on one agentic queue of `requests`: the best times (s) of the allocation, of
+    `run` (allocation plus payments), of the payments alone, of the naive payments and of the
+    strict priority auction's `run`."""
+    queue = agentic_workload(AgenticConfig(num_bidders=bidders, num_requests=requests), seed=seed)
+    warm = RadixCache()
+    for r in queue[: len(queue) // 5]:
+        warm.insert(r.tokens)
+    out = []
+    for label, cost_model, cached in [("unit", "unit", None), ("tokens", "tokens", None),
+                                      ("tokens+cache", "tokens", warm)]:
+        auction = RadixTreeAuction(cost_model=cost_model)
+        strict = StrictPriorityAuction(cost_model=cost_model)
+        done = auction.allocate(queue, cached)
+        out.append({
+            "cost_model": label,
+            "alloc": best_time(lambda: auction.allocate(queue, cached), repeats),
+            "run": best_time(lambda: auction.run(queue, cached), repeats),
+            "pay": best_time(lambda: auction.payments(done), repeats),
+            "naive": best_time(lambda: naive_run(auction, queue, cached), max(1, repeats // 2)),
+            "strict": best_time(lambda: strict.run(queue, cached), repeats),
+        })
+    return out
+
+
+def table(quick: bool) -> Table:
+    """The page's table: 16 bidders, 1,000 and 10,000 requests, best of 5 (quick: 300, best of 2)."""
+    sizes, repeats = ((300,), 2) if quick else ((1000, 10000), 5)
+    rows = []
+    for n in sizes:
+        for m in measure(n, 16, repeats, seed=0):
+            rows.append((f"{n:,}", m["cost_model"], f"{m['alloc'] * 1e3:.2f}", f"{m['run'] * 1e3:.2f}",
+                         f"{m['run'] / m['alloc']:.2f}x", f"{m['naive'] / m['alloc']:.1f}x", f"{m['strict'] * 1e3:.2f}"))
+    return Table(("requests", "cost model", "allocation ms", "allocation + payments ms", "payments' ratio",
+                  "naive ratio", "strict priority ms"), rows,
+                 [f"Best of {repeats} runs each; the ratios are to the allocation alone, measured in the same run."])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, nargs="+", default=[1000, 10000])
@@ -82,27 +122,11 @@ def main() -> None:
         f"{'ratio':>6} {'pay_s':>8} {'naive_s':>9} {'naive_ratio':>11} {'strict_s':>9}"
     )
     for n in args.requests:
-        config = AgenticConfig(num_bidders=args.bidders, num_requests=n)
-        queue = agentic_workload(config, seed=args.seed)
-        warm = RadixCache()
-        for r in queue[: len(queue) // 5]:
-            warm.insert(r.tokens)
-        for label, cost_model, cached in [
-            ("unit", "unit", None),
-            ("tokens", "tokens", None),
-            ("tokens+cache", "tokens", warm),
-        ]:
-            auction = RadixTreeAuction(cost_model=cost_model)
-            strict = StrictPriorityAuction(cost_model=cost_model)
-            alloc = best_time(lambda: auction.allocate(queue, cached), args.repeats)
-            full = best_time(lambda: auction.run(queue, cached), args.repeats)
-            done = auction.allocate(queue, cached)
-            pay = best_time(lambda: auction.payments(done), args.repeats)
-            naive = best_time(lambda: naive_run(auction, queue, cached), max(1, args.repeats // 2))
-            strict_s = best_time(lambda: strict.run(queue, cached), args.repeats)
+        for m in measure(n, args.bidders, args.repeats, args.seed):
+            alloc, full = m["alloc"], m["run"]
             print(
-                f"{n:>8} {label:>12} {alloc:>9.4f} {full:>11.4f} {full / alloc:>6.2f} {pay:>8.5f} "
-                f"{naive:>9.4f} {naive / alloc:>11.2f} {strict_s:>9.4f}"
+                f"{n:>8} {m['cost_model']:>12} {alloc:>9.4f} {full:>11.4f} {full / alloc:>6.2f} {m['pay']:>8.5f} "
+                f"{m['naive']:>9.4f} {m['naive'] / alloc:>11.2f} {m['strict']:>9.4f}"
             )
 
 

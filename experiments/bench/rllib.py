@@ -33,15 +33,19 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.rllib import ppo_config
 from agents.sb3 import algo_kwargs, load_hyperparams, make_env, normalize_kwargs
+from auction_gym.envs.parallel_env import parallel_kwargs
 from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
+
+from . import Table
 
 SCENARIO = scenario(DEFAULT_SCENARIO)
 """compare's default scenario (`--scenario`), the env kwargs benchmarked by default."""
 
 
 def rllib_rates(env_kwargs: dict, runners: int, iterations: int) -> tuple[float, float]:
-    """(sampling, training) env steps per second of RLlib PPO with `runners` env runners."""
-    algo = ppo_config(env_kwargs, "shared", runners).build_algo()
+    """(sampling, training) env steps per second of RLlib PPO with `runners` env runners, on the
+    PettingZoo env with the arguments of `env_kwargs` it takes (not the single-agent reward)."""
+    algo = ppo_config(parallel_kwargs(env_kwargs), "shared", runners).build_algo()
     try:
         start = algo.train()["num_env_steps_sampled_lifetime"]  # warm-up: actors started, first update run
         t0 = time.perf_counter()
@@ -87,6 +91,25 @@ def sb3_rates(env_kwargs: dict, iterations: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     model.learn(model.n_steps * iterations, callback=clock, reset_num_timesteps=False)
     return clock.steps / clock.seconds, model.n_steps * iterations / (time.perf_counter() - t0)
+
+
+def table(quick: bool) -> Table:
+    """The page's table: 3 timed iterations per setup, 0, 1 and 2 env runners, every core (quick:
+    one iteration, 0 runners)."""
+    iterations, counts = (1, (0,)) if quick else (3, (0, 1, 2))
+    torch.set_num_threads(1)
+    sb3 = sb3_rates(SCENARIO, iterations)
+    rows = [("SB3 PPO, one process", f"{sb3[0]:,.0f}", f"{sb3[1]:,.0f}", "1.00x")]
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    try:
+        for runners in counts:
+            sampling, training = rllib_rates(SCENARIO, runners, iterations)
+            rows.append((f"RLlib PPO, {runners} env runner(s)", f"{sampling:,.0f}", f"{training:,.0f}",
+                         f"{training / sb3[1]:.2f}x"))
+    finally:
+        ray.shutdown()
+    return Table(("setup", "sampling steps/s", "training steps/s", "training x SB3"), rows,
+                 [f"{iterations} timed iteration(s) of 1,024 steps per setup after a warm-up one."])
 
 
 def main() -> None:

@@ -29,34 +29,55 @@ import torch
 
 import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 
+from . import Table
+
 BUSY_LOOP = "while True: pass"
 
 
-def ppo_steps_per_second(steps: int, threads: int, seed: int = 0) -> float:
-    """Environment steps per second of PPO learning `steps` steps with `threads` torch threads."""
+def ppo_steps_per_second(steps: int, threads: int, seed: int = 0, n_steps: int = 1024) -> float:
+    """Environment steps per second of PPO learning `steps` steps with `threads` torch threads, in
+    rollouts of `n_steps`."""
     from stable_baselines3 import PPO
 
     torch.set_num_threads(threads)
-    model = PPO("MlpPolicy", gym.make("RadixAuction-v0"), n_steps=1024, seed=seed, device="cpu", verbose=0)
+    model = PPO("MlpPolicy", gym.make("RadixAuction-v0"), n_steps=n_steps, seed=seed, device="cpu", verbose=0)
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
     return steps / (time.perf_counter() - start)
 
 
-def measure(steps: int, repeats: int, threads: list[int], busy: bool) -> dict[int, list[tuple[float, float]]]:
+def measure(steps: int, repeats: int, threads: list[int], busy: bool,
+            n_steps: int = 1024) -> dict[int, list[tuple[float, float]]]:
     """{threads: [(steps/s, 1-minute load average after the run)] x repeats}, with a busy process
-    running beside them when `busy`."""
+    running beside them when `busy`; PPO's rollouts of `n_steps`."""
     other = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
     try:
         out: dict[int, list[tuple[float, float]]] = {t: [] for t in threads}
         for _ in range(repeats):
             for t in threads:
-                out[t].append((ppo_steps_per_second(steps, t), os.getloadavg()[0]))
+                out[t].append((ppo_steps_per_second(steps, t, n_steps=n_steps), os.getloadavg()[0]))
         return out
     finally:
         if other is not None:
             other.kill()
             other.wait()
+
+
+def table(quick: bool) -> Table:
+    """The page's table: 2,048 steps per run in rollouts of 1,024, 3 runs per setting, 1 and 2
+    threads (quick: one rollout of 256 steps, one run)."""
+    steps, n_steps, repeats = (256, 256, 1) if quick else (2048, 1024, 3)
+    rows = []
+    for busy in (False, True):
+        runs = measure(steps, repeats, [1, 2], busy, n_steps)
+        one = max(rate for rate, _ in runs[1])
+        for t, measured in runs.items():
+            rates, loads = [r for r, _ in measured], [load for _, load in measured]
+            rows.append(("one busy process" if busy else "none", str(t), f"{min(rates):,.0f}-{max(rates):,.0f}",
+                         f"{max(rates) / one:.2f}x", f"{min(loads):.1f}-{max(loads):.1f}"))
+    return Table(("background", "torch threads", "PPO steps/s (range)", "best x one thread's", "load average (1 min)"),
+                 rows, [f"{os.cpu_count()} CPUs; {steps:,} steps per run in rollouts of {n_steps:,}, "
+                        f"{repeats} run(s) per setting."])
 
 
 def main() -> None:

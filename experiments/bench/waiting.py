@@ -21,21 +21,28 @@ from auction_gym.scheduler import WaitingPrefixes
 from auction_gym.workload import iter_mooncake
 
 from ..commands.reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
+from . import Table
 
 DEFAULT_TRACE = full_trace() or SLICE
 """The full trace when FULL_TRACE_ENV names it (the figures on the documentation's benchmarks page are on it), else the
 shipped 1,000-line slice."""
 
 
-def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int, told: bool) -> tuple[float, float]:
+def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int, told: bool,
+          history: int = 2000) -> tuple[float, float]:
     """(microseconds per churning round, per unchanged round); `told`: the refresh is handed
-    what joined and left the queue."""
-    reqs = list(iter_mooncake(trace, limit=queue_len + rounds * churn + 2000))
+    what joined and left the queue; `history`: requests served into the cache before the queue
+    built up."""
+    needed = queue_len + rounds * churn + history
+    reqs = list(iter_mooncake(trace, limit=needed))
+    if len(reqs) < needed:
+        raise ValueError(f"trace {trace} holds {len(reqs)} requests; a queue of {queue_len} over {rounds} rounds "
+                         f"after a history of {history} needs {needed} (${FULL_TRACE_ENV} names the full trace)")
     cache = RadixCache()
-    for r in reqs[:2000]:  # history: what was served before the queue built up
+    for r in reqs[:history]:
         cache.insert(r.tokens)
     cache.evict(max(0, cache.total_size - capacity))
-    queue, arrivals = reqs[2000 : 2000 + queue_len], iter(reqs[2000 + queue_len :])
+    queue, arrivals = reqs[history : history + queue_len], iter(reqs[history + queue_len :])
     refresh = WaitingPrefixes()
     refresh.refresh(queue, cache)
     spent = 0.0
@@ -55,6 +62,23 @@ def bench(trace: Path, queue_len: int, rounds: int, churn: int, capacity: int, t
         refresh.refresh(queue, cache, unchanged)
     idle = time.perf_counter() - t0
     return spent / rounds * 1e6, idle / rounds * 1e6
+
+
+def table(quick: bool) -> Table:
+    """The page's table: queues of 1,000, 2,000 and 5,000 over 500 rounds after a history of 2,000
+    requests on the full trace; on the shipped slice of 1,000 lines, which holds no such queue,
+    200 and 500 over 100 rounds after 300 (quick: 200 over 50 rounds after 300)."""
+    on_slice = DEFAULT_TRACE == SLICE
+    queues, rounds, history = (((200,), 50, 300) if quick else ((200, 500), 100, 300) if on_slice
+                               else ((1000, 2000, 5000), 500, 2000))
+    rows = []
+    for n in queues:
+        busy, idle = bench(DEFAULT_TRACE, n, rounds, 2, 2_000_000, told=False, history=history)
+        busy_told, idle_told = bench(DEFAULT_TRACE, n, rounds, 2, 2_000_000, told=True, history=history)
+        rows.append((f"{n:,}", f"{busy:.1f}", f"{busy_told:.1f}", f"{idle:.1f}", f"{idle_told:.1f}"))
+    return Table(("waiting", "µs a round, compared", "µs a round, told", "µs an unchanged round, compared",
+                  "µs an unchanged round, told"), rows,
+                 [f"Trace {DEFAULT_TRACE.name}, {rounds} rounds, 2 requests admitted and 2 arriving a round."])
 
 
 def main() -> None:

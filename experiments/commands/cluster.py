@@ -33,10 +33,11 @@ from pathlib import Path
 
 from auction_gym.cluster import ROUTERS, load_imbalance
 from auction_gym.market import MECHANISMS, Market, MarketConfig
-from auction_gym.workload import get_workload, workload_names
+from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int
 from ..provenance import figure_links, made_by
+from ..sweeps import replica_scale, replica_scaled
 from .reproduce_trace import SLICE, full_trace
 
 TRACE = next((p for p in (full_trace(),) if p is not None and p.is_file()), SLICE)
@@ -46,8 +47,8 @@ KV_OVERLAP = "kv_overlap"
 
 
 def cluster_workloads() -> tuple[str, ...]:
-    """The registered workloads that say how they scale to many replicas (`WorkloadEntry.replicas`)."""
-    return tuple(w for w in workload_names() if get_workload(w).replicas is not None)
+    """The registered workloads that say how they scale to many replicas (`experiments.sweeps.ReplicaScale`)."""
+    return replica_scaled()
 
 
 def full_grid() -> dict[str, list]:
@@ -85,12 +86,12 @@ def scenario(workload: str, policy: str, router: str, replicas: int, load: float
     multi = replicas > 1
     common = dict(num_bidders=4, mechanism=policy, replicas=replicas, horizon=10**9, budget=1e12, warmup=0.0,
                   router=router if multi else "identity", router_kwargs=dict(router_kwargs or {}) if multi else {})
-    entry = get_workload(workload)
-    if entry.replicas is None:
-        raise ValueError(f"workload {workload!r} does not say how it scales to replicas (WorkloadEntry.replicas)")
+    entry, scale = get_workload(workload), replica_scale(workload)
+    if scale is None:
+        raise ValueError(f"workload {workload!r} does not say how it scales to replicas (experiments.sweeps)")
     return MarketConfig(workload=workload, trace_path=trace if entry.trace_argument is not None else None,
-                        workload_kwargs=entry.replicas.workload_kwargs(entry.intensity, load * replicas, size, replicas),
-                        engine_kwargs=dict(entry.replicas.engine_kwargs), **common)
+                        workload_kwargs=scale.workload_kwargs(entry.intensity, load * replicas, size, replicas),
+                        engine_kwargs=dict(scale.engine_kwargs), **common)
 
 
 def run_point(config: MarketConfig, load: float, label: str | None = None, seed: int = 0) -> Point:

@@ -8,7 +8,7 @@ all pace by OGD (`auction_gym.pacing.OGDPacer`) against the default budgets (`Ma
 0.0001 a round over a horizon of `--size` rounds), from an empty engine until the workload runs
 dry or the horizon ends; with `--truthful` every bidder bids its urgency (multiplier 1) with a
 budget it cannot spend, the paper's setting (and `reproduce`'s). Load is the arrival intensity over one engine's capacity, as `radix-auction
-cluster` sets it for one replica (`WorkloadEntry.replicas`): agentic at load x 14.5 requests/s,
+cluster` sets it for one replica (`experiments.sweeps.ReplicaScale`): agentic at load x 14.5 requests/s,
 shared prefix at load x 8/s, the Mooncake slice at time scale 4 / load. Designs: every registered
 mechanism (`auction_gym.registry`), so a new one joins by registration alone, plus two tuned tier
 designs (`tiers (welfare)`, `tiers (revenue)`): the base price and ratios of TIER_GRID that give the
@@ -39,6 +39,7 @@ from auction_gym.workload import SAMPLE_TRACE, get_workload
 
 from ..argtypes import positive_int
 from ..provenance import made_by
+from ..sweeps import replica_scale
 from .markets_report import CLASSES, write_outputs
 
 SLO_SECONDS = 3.0
@@ -60,7 +61,7 @@ def scenario(design: str, workload: str, load: float, size: int, kwargs: dict | 
     """The market of one point: `size` requests (and rounds), offered at `load`; with `truthful`,
     budgets no bidder can spend (UNLIMITED)."""
     entry = get_workload(workload)
-    scale = entry.replicas
+    scale = replica_scale(workload)
     trace = SAMPLE_TRACE if entry.trace_argument is not None else None
     return MarketConfig(mechanism=design, mechanism_kwargs=dict(kwargs or {}), workload=workload, trace_path=trace,
                         workload_kwargs=scale.workload_kwargs(entry.intensity, load, size, 1),

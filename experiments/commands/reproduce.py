@@ -9,8 +9,7 @@ other cost model, `radix_vcg/unit` by default) replays the same workloads (same 
 arrivals, prompts and bids) through the simulated engine, over a sweep of load and KV capacity,
 with truthful bids and unlimited budgets (the auctions' payments are charged as the market charges
 them, docs/design.md section 3). Workloads: every registered one with a `LoadSweep`
-(`auction_gym.workload.registry`, which holds each one's grid, arguments and saturating arrival
-setting): agentic traffic, SGLang's generated-shared-prefix benchmark
+(`experiments.sweeps`, which holds each one's grid, arguments and saturating arrival setting): agentic traffic, SGLang's generated-shared-prefix benchmark
 (`auction_gym.workload.shared_prefix`), and the Mooncake conversation trace.
 
 Trace (`reproduce_trace.py`): `--trace`, by default the first of DEFAULT_TRACES that exists: the
@@ -73,6 +72,7 @@ from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 from ..provenance import made_by
+from ..sweeps import load_sweep
 from .reproduce_report import write_report
 from .reproduce_sweep import AUCTION, NUM_BIDDERS, Sweep, sweep_of
 from .reproduce_trace import DEFAULT_TRACES, natural_rate, pick_trace
@@ -171,7 +171,7 @@ def capacity(workload: str, kv: int, sweep: Sweep, trace: Path | None, seed: int
     """Requests/s that LPM serves on this workload when saturated (arrivals at its
     `LoadSweep.saturating`). UsageError where nothing can run (the market's error, with the point
     named): every load's rows would be NaN."""
-    cfg = replay_config(workload, kv, get_workload(workload).sweep.saturating, sweep, "lpm", trace)
+    cfg = replay_config(workload, kv, load_sweep(workload).saturating, sweep, "lpm", trace)
     try:
         return replay(cfg, seed)["throughput"]
     except ValueError as e:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from auction_gym.workload import SweepGrid, get_workload, workload_names
+from auction_gym.workload import get_workload
+
+from ..sweeps import SweepGrid, load_sweep, load_swept
 
 AUCTION = "radix_vcg"
 NUM_BIDDERS = 8
@@ -16,7 +18,7 @@ NUM_BIDDERS = 8
 @dataclass(frozen=True)
 class Sweep:
     """The grid of one run of `reproduce`: per workload, in the registry's order, its KV
-    capacities, loads and arguments (`auction_gym.workload.SweepGrid`)."""
+    capacities, loads and arguments (`experiments.sweeps.SweepGrid`)."""
 
     grids: Mapping[str, SweepGrid]
     max_snapshots: int = 200
@@ -27,7 +29,7 @@ class Sweep:
 
 
 def sweep_of(size: str) -> Sweep:
-    """The "quick" or "full" sweep: every registered workload that has a `LoadSweep`, with its
-    grid of that size (read from the registry now, so a workload registered later is in it)."""
-    entries = [get_workload(name) for name in workload_names()]
-    return Sweep({e.name: getattr(e.sweep, size) for e in entries if e.sweep is not None})
+    """The "quick" or "full" sweep: every registered workload that has a `LoadSweep`
+    (`experiments.sweeps`), with its grid of that size (read from the registries now, so a
+    workload registered later is in it)."""
+    return Sweep({name: getattr(load_sweep(name), size) for name in load_swept()})

@@ -23,12 +23,13 @@ from typing import Sequence
 
 from auction_gym import EngineConfig, Request, SimEngine
 from auction_gym.scheduler import make_scheduler
-from auction_gym.workload import AgenticConfig, agentic_workload, get_workload, iter_mooncake
+from auction_gym.workload import AgenticConfig, agentic_workload, iter_mooncake
 
 from ..commands.reproduce_trace import SLICE, arrival_rate
+from ..sweeps import load_sweep
 
-AGENTIC = {k: v for k, v in get_workload("agentic").sweep.full.kwargs.items() if k != "duration"}
-"""Reproduce's agentic mix (heterogeneous tenants, every shape), from the workload registry."""
+AGENTIC = {k: v for k, v in load_sweep("agentic").full.kwargs.items() if k != "duration"}
+"""Reproduce's agentic mix (heterogeneous tenants, every shape), from its load sweep (`experiments.sweeps`)."""
 
 
 def mooncake_rate(trace: Path, lines: int) -> float:
@@ -97,7 +98,7 @@ def auction_ratios(trace: Path, kv_capacity: int, seeds: int, loads: Sequence[fl
     rows = []
     for seed in range(seeds):
         engine = SimEngine("lpm", config)
-        engine.submit(workload(seed, get_workload("mooncake").sweep.saturating, "classes"))
+        engine.submit(workload(seed, load_sweep("mooncake").saturating, "classes"))
         capacity = engine.run().throughput_rps
         for load in loads:
             for variant in ("classes", "one_class", "equal_bids"):

@@ -1,0 +1,86 @@
+"""Run the speed benchmarks and write the documentation's benchmarks page.
+
+    radix-auction bench [--benches env,engine,...] [--quick] [--out docs/benchmarks.md]
+
+Each registered benchmark (`experiments.bench.BENCHES`, in its order) is one section of the page:
+what it measures, its table (where it compares things, their ratios from the same run) and the
+command that re-runs that section alone. A benchmark whose optional dependency is missing (Ray for
+`rllib`) is a section of one line saying so. The page opens with the command, the machine and the
+date (`experiments.provenance`), and ends with the figures measured by hand (the commands' and the
+CI's wall times, instruction counts), included from BY_HAND, which this command never writes, so
+regenerating the page keeps them. `--quick` runs every benchmark at small sizes (minutes in all):
+a check that they run, not figures to quote. Without `--out` the page is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ..bench import Bench, bench_names, get_bench
+from ..errors import UsageError
+from ..provenance import made_by
+
+BY_HAND = Path(__file__).resolve().parents[1] / "bench" / "by_hand.md"
+"""The hand-maintained part of the page: figures no benchmark here measures."""
+INTRO = ("No test asserts a time. A time is a sample of one machine's speed, which drifts from minute to minute on "
+         "a shared machine; where a benchmark compares things, its ratios come from one run, with the things "
+         "compared measured side by side.")
+
+QUICK_NOTE = ("!!! note \"A quick run\"\n    Made with `--quick`: every benchmark at small sizes, which shows that they "
+              "run and what they measure; the figures are not the benchmarks' own (run the command without "
+              "`--quick` for those).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benches", type=lambda s: s.split(","), default=None,
+                        help=f"comma-separated, of {','.join(bench_names())} (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (minutes in all): checks that they run, not figures to quote")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the page to write, e.g. docs/benchmarks.md (default: print it)")
+
+
+def section(bench: Bench, quick: bool) -> str:
+    """One benchmark's section: heading, what it measures, its table (or why it was skipped), the
+    command that re-runs it."""
+    rerun = f"radix-auction bench --benches {bench.name}" + (" --quick" if quick else "")
+    head = [f"## {bench.title}", "", bench.measures, ""]
+    if missing := bench.missing():
+        return "\n".join([*head, f"Skipped: needs {', '.join(f'`{m}`' for m in missing)}, which is not installed.",
+                          ""])
+    start = time.perf_counter()
+    table = bench.table_function()(quick)
+    took = time.perf_counter() - start
+    return "\n".join([*head, table.markdown(), "",
+                      f"Re-run this section: `{rerun}` ({took:.1f} s here); `python -m experiments.bench.{bench.name} "
+                      f"--help` for its own options and more detail.", ""])
+
+
+def page(args: argparse.Namespace, sections: list[str]) -> str:
+    """The whole page: title, provenance, the sections, the hand-maintained part."""
+    by_hand = BY_HAND.read_text().strip()
+    quick = [QUICK_NOTE, ""] if args.quick else []
+    return "\n".join(["# Benchmarks", "", made_by(args), INTRO, "", *quick, *sections,
+                      "## Measured by hand", "",
+                      f"Kept in `experiments/bench/{BY_HAND.name}` (the page includes it; edit it there).", "",
+                      by_hand, ""])
+
+
+def run(args: argparse.Namespace) -> None:
+    names = args.benches or list(bench_names())
+    if unknown := [n for n in names if n not in bench_names()]:
+        raise UsageError(f"--benches: unknown bench(es) {', '.join(unknown)}; valid: {', '.join(bench_names())}")
+    sections = []
+    for name in names:
+        print(f"bench {name}...", file=sys.stderr, flush=True)
+        sections.append(section(get_bench(name), args.quick))
+    text = page(args, sections)
+    if args.out is None:
+        print(text)
+        return
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"wrote {args.out}")

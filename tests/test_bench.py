@@ -1,0 +1,63 @@
+"""`radix-auction bench`: its choices are the registry's, every benchmark module is registered, and
+`--quick` writes a page with where it came from, a table per section, and the hand-kept part."""
+
+from __future__ import annotations
+
+import pkgutil
+import re
+
+import pytest
+
+import experiments.bench
+from experiments.bench import BENCHES, Bench, Table, bench_names, get_bench
+from experiments.cli import build_parser, main
+from experiments.commands import bench as bench_command
+from experiments.provenance import machine
+
+
+def test_every_benchmark_module_is_registered_once_with_its_table_function():
+    modules = {m.name for m in pkgutil.iter_modules(experiments.bench.__path__)}
+    assert set(bench_names()) == modules and len(bench_names()) == len(BENCHES)
+    for bench in BENCHES:
+        assert bench.target == f"experiments.bench.{bench.name}:table"
+        if not bench.missing():
+            assert callable(bench.table_function())
+
+
+def test_the_command_offers_the_registry_and_refuses_other_names(capsys):
+    parser = build_parser("bench")
+    sub = next(a for a in parser._actions if a.dest == "command").choices["bench"]
+    help_text = next(a.help for a in sub._actions if a.dest == "benches")
+    assert re.search(r"of (\S+) \(default", help_text).group(1).split(",") == list(bench_names())
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--quick", "--benches", "mechanism,nope"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown bench(es) nope; valid: env," in err
+    with pytest.raises(ValueError, match="unknown bench 'nope'"):
+        get_bench("nope")
+
+
+def test_quick_writes_the_page_with_its_provenance_tables_and_the_hand_kept_part(tmp_path, capsys):
+    out = tmp_path / "docs" / "benchmarks.md"
+    main(["bench", "--quick", "--benches", "mechanism,waiting", "--out", str(out)])
+    page = out.read_text()
+    assert f"Made by `radix-auction bench --benches mechanism,waiting --quick --out {out}` on " in page
+    assert f"UTC, on {machine()}." in page
+    sections = re.findall(r"^## (.+)$", page, re.MULTILINE)
+    assert sections == [get_bench("mechanism").title, get_bench("waiting").title, "Measured by hand"]
+    assert re.search(r"^\| 300 \| unit \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", page, re.MULTILINE)
+    assert "Re-run this section: `radix-auction bench --benches waiting --quick`" in page
+    assert bench_command.BY_HAND.read_text().strip() in page
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_a_bench_whose_dependency_is_missing_is_a_line_saying_so():
+    absent = Bench("absent", "Absent", "Nothing.", "experiments.bench.absent:table", requires=("no_such_module_here",))
+    text = bench_command.section(absent, quick=True)
+    assert "Skipped: needs `no_such_module_here`, which is not installed." in text and "|" not in text
+
+
+def test_a_table_is_markdown_with_its_notes_under_it():
+    text = Table(("a", "b"), [("1", "2")], ["a note"]).markdown()
+    assert text == "| a | b |\n|---|---|\n| 1 | 2 |\n\n- a note"
