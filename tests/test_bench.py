@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import pkgutil
 import re
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +18,8 @@ from experiments.bench import BENCHES, Bench, Table, bench_names, get_bench
 from experiments.cli import build_parser, main
 from experiments.commands import bench as bench_command
 from experiments.provenance import machine
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_benchmark_module_is_registered_once_with_its_table_function():
@@ -61,3 +68,26 @@ def test_a_bench_whose_dependency_is_missing_is_a_line_saying_so():
 def test_a_table_is_markdown_with_its_notes_under_it():
     text = Table(("a", "b"), [("1", "2")], ["a note"]).markdown()
     assert text == "| a | b |\n|---|---|\n| 1 | 2 |\n\n- a note"
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting to be reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_the_busy_process_ends_with_the_benchmark():
+    """bench.threads' busy process stops when the process that started it is gone (a benchmark
+    killed mid-run must leave no spinning orphan)."""
+    starter = ("import subprocess, sys\nfrom experiments.bench.threads import busy_loop\n"
+               "print(subprocess.Popen([sys.executable, '-c', busy_loop()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+    pid = int(subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, check=True,
+                             cwd=ROOT).stdout)
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid)

@@ -31,7 +31,11 @@ import auction_gym  # noqa: F401  (registers RadixAuction-v0)
 
 from . import Table
 
-BUSY_LOOP = "while True: pass"
+
+def busy_loop() -> str:
+    """A busy process's code: it spins until this process is gone, so a benchmark killed mid-run
+    leaves no spinning orphan behind."""
+    return f"import os\nwhile os.getppid() == {os.getpid()}: pass"
 
 
 def ppo_steps_per_second(steps: int, threads: int, seed: int = 0, n_steps: int = 1024) -> float:
@@ -50,7 +54,7 @@ def measure(steps: int, repeats: int, threads: list[int], busy: bool,
             n_steps: int = 1024) -> dict[int, list[tuple[float, float]]]:
     """{threads: [(steps/s, 1-minute load average after the run)] x repeats}, with a busy process
     running beside them when `busy`; PPO's rollouts of `n_steps`."""
-    other = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
+    other = subprocess.Popen([sys.executable, "-c", busy_loop()]) if busy else None
     try:
         out: dict[int, list[tuple[float, float]]] = {t: [] for t in threads}
         for _ in range(repeats):
