@@ -84,7 +84,7 @@ minutes on 2 cores; "full" is the long run the documentation's tables come from.
 SIZES = tuple(BUDGETS["default"])
 DEFAULT_ALGOS = ("ppo", "cmaes")
 """The learners `compare` trains by default: PPO at RadixAuction-v1's settings, and the policy search
-that compares candidates on shared episodes. `ppo_paired` and `sac` join them in the long runs."""
+that compares candidates on shared episodes; the other learners (`ppo_paired`, `sac`, ...) are `--algos` away."""
 DEFAULT_BUDGET = "default"
 
 
