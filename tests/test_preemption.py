@@ -9,13 +9,13 @@ eviction takes the unlocked leaf of lowest (priority, time))."""
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
+from sglang_cache import SGLangPriorityCache, play
 from test_engine_retraction import Ledger, check_books, workloads
 from test_engine_sglang import OneStep, _workload
 
@@ -23,7 +23,6 @@ from auction_gym import RadixCache, Request
 from auction_gym.engine import EngineConfig, SimEngine
 from auction_gym.engine.preemption import preemption_victims
 from auction_gym.pricing.posted_round import PostedRound
-from auction_gym.scheduler import WaitingPrefixes
 from auction_gym.scheduler.base import decision_priority
 from auction_gym.scheduler.priority import priority_level
 
@@ -282,90 +281,6 @@ def test_an_insert_raises_the_priority_of_what_it_passes():
     assert [s.tolist() for s in c.sequences()] == [[1, 2]]
 
 
-class SGLangPriorityCache:
-    """Reference: SGLang's `priority` policy written out plainly. Every access stamps every node
-    of its path; an insert also raises every node of its path to its priority, a split's upper
-    half takes the lower's priority, a new leaf is stamped just after its path with the insert's
-    priority; eviction scans every unlocked leaf for the lowest (priority, time). Nodes are
-    [key, children, parent, time, lock, priority]."""
-
-    def __init__(self) -> None:
-        self.root = [(), {}, None, 0.0, 1, -(10**9)]
-        self.clock = 0
-
-    def _walk(self, seq: tuple[int, ...], now: int, priority: int | None) -> tuple[list, int]:
-        node, pos = self.root, 0
-        while pos < len(seq) and seq[pos] in node[1]:
-            child = node[1][seq[pos]]
-            child[3] = now
-            m = 0
-            while m < len(child[0]) and pos + m < len(seq) and child[0][m] == seq[pos + m]:
-                m += 1
-            split = m < len(child[0])
-            if split:
-                upper = [child[0][:m], {child[0][m]: child}, node, now, child[4], child[5]]
-                node[1][seq[pos]] = upper
-                child[0], child[2] = child[0][m:], upper
-                child = upper
-            if priority is not None:
-                child[5] = max(child[5], priority)
-            node, pos = child, pos + m
-            if split:
-                break
-        return node, pos
-
-    def match(self, seq) -> list:
-        self.clock += 1
-        return self._walk(tuple(seq), self.clock, None)[0]
-
-    def insert(self, seq, priority: int) -> None:
-        self.clock += 1
-        seq = tuple(seq)
-        node, pos = self._walk(seq, self.clock, priority)
-        if pos < len(seq):
-            node[1][seq[pos]] = [seq[pos:], {}, node, self.clock + 0.5, 0, priority]
-
-    def round(self, waiting: list[np.ndarray]) -> None:
-        """A scheduling round of SGLang's cache-aware policies: every waiting prompt, whole, is
-        matched in the queue's order, one access each (a match stamps, it raises no priority)."""
-        for prompt in waiting:
-            self.match(prompt)
-
-    def lock(self, node: list, delta: int) -> None:
-        while node is not self.root:
-            node[4] += delta
-            node = node[2]
-
-    def evict(self, n: int) -> int:
-        freed = 0
-        while freed < n:
-            leaves = [x for x in self.nodes() if not x[1] and not x[4]]
-            if not leaves:
-                break
-            x = min(leaves, key=lambda x: (x[5], x[3]))
-            del x[2][1][x[0][0]]
-            freed += len(x[0])
-        return freed
-
-    def nodes(self) -> list:
-        out, stack = [], list(self.root[1].values())
-        while stack:
-            x = stack.pop()
-            out.append(x)
-            stack.extend(x[1].values())
-        return out
-
-    def sequences(self) -> set[tuple[int, ...]]:
-        out, stack = set(), [(self.root, ())]
-        while stack:
-            x, path = stack.pop()
-            path += x[0]
-            if not x[1] and x is not self.root:
-                out.add(path)
-            stack.extend((c, path) for c in x[1].values())
-        return out
-
-
 seqs = st.lists(st.integers(0, 3), min_size=1, max_size=12)
 ops = st.lists(st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "evict"]), seqs,
                          st.integers(0, 12), st.integers(-2, 3)), max_size=40)
@@ -377,27 +292,7 @@ ops = st.lists(st.tuples(st.sampled_from(["insert", "match", "lock", "unlock", "
 @settings(max_examples=300, deadline=None)
 def test_priority_eviction_equals_sglang(program):
     """Deepest-node priorities with inheritance evict exactly what raising whole paths evicts."""
-    ours, ref, locks = RadixCache(eviction_policy="priority"), SGLangPriorityCache(), []
-    for op, seq, n, priority in program:
-        if op == "insert":
-            ours.insert(seq, priority=priority)
-            ref.insert(seq, priority)
-        elif op == "match":
-            ours.match_prefix(seq)
-            ref.match(seq)
-        elif op == "lock":
-            node, ref_node = ours.match_prefix(seq).last_node, ref.match(seq)
-            ours.lock(node)
-            ref.lock(ref_node, 1)
-            locks.append((node, ref_node))
-        elif op == "unlock" and locks:
-            node, ref_node = locks.pop(n % len(locks))
-            ours.unlock(node)
-            ref.lock(ref_node, -1)
-        elif op == "evict":
-            assert ours.evict(n) == ref.evict(n)
-        ours.check()
-        assert {tuple(s.tolist()) for s in ours.sequences()} == ref.sequences()
+    play(RadixCache(eviction_policy="priority"), SGLangPriorityCache(), program)
 
 
 waiting_ops = st.lists(
@@ -418,36 +313,7 @@ def test_priority_eviction_with_waiting_rounds_equals_sglang(program):
     refreshing the queue evicts what SGLang's does when each round matches every waiting prompt
     in the queue's order, a waited-on node's time in its (priority, time) key being the later of
     its rank's and its own, as under LRU."""
-    ours, ref, waiting = RadixCache(eviction_policy="priority"), SGLangPriorityCache(), WaitingPrefixes()
-    queue: list[Request] = []
-    locks, ids = [], itertools.count()
-    for op, seq, n, priority in program:
-        if op == "insert":
-            ours.insert(seq, priority=priority)
-            ref.insert(seq, priority)
-        elif op == "match":
-            ours.match_prefix(seq)
-            ref.match(seq)
-        elif op == "lock":
-            node, ref_node = ours.match_prefix(seq).last_node, ref.match(seq)
-            ours.lock(node)
-            ref.lock(ref_node, 1)
-            locks.append((node, ref_node))
-        elif op == "unlock" and locks:
-            node, ref_node = locks.pop(n % len(locks))
-            ours.unlock(node)
-            ref.lock(ref_node, -1)
-        elif op == "evict":
-            assert ours.evict(n) == ref.evict(n)
-        elif op == "arrive":
-            queue.append(Request(next(ids), 0, seq, 1.0, arrival=0.0))
-        elif op == "admit" and queue:
-            queue.pop(n % len(queue))
-        elif op == "round":
-            waiting.refresh(list(queue), ours)
-            ref.round([r.tokens for r in queue])
-        ours.check()
-        assert {tuple(s.tolist()) for s in ours.sequences()} == ref.sequences()
+    play(RadixCache(eviction_policy="priority"), SGLangPriorityCache(), program)
 
 
 def test_env_reaches_the_switches_through_engine_kwargs():

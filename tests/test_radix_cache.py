@@ -7,7 +7,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from sglang_lru import SGLangLRU
+from sglang_cache import SGLangLRU, play
 
 from auction_gym import RadixCache
 from auction_gym.radix_integrity import IntegrityError
@@ -280,27 +280,7 @@ ops = st.lists(
 @settings(max_examples=300, deadline=None)
 def test_eviction_order_equals_sglang_stamping(program):
     """Deepest-node stamps with inheritance evict exactly what stamping whole paths evicts."""
-    ours, ref, locks = RadixCache(), SGLangLRU(), []
-    for op, seq, n in program:
-        if op == "insert":
-            ours.insert(seq)
-            ref.insert(seq)
-        elif op == "match":
-            ours.match_prefix(seq)
-            ref.match(seq)
-        elif op == "lock":
-            node, ref_node = ours.match_prefix(seq).last_node, ref.match(seq)
-            ours.lock(node)
-            ref.lock(ref_node, 1)
-            locks.append((node, ref_node))
-        elif op == "unlock" and locks:
-            node, ref_node = locks.pop(n % len(locks))
-            ours.unlock(node)
-            ref.lock(ref_node, -1)
-        elif op == "evict":
-            assert ours.evict(n) == ref.evict(n)
-        ours.check()
-        assert {tuple(s.tolist()) for s in ours.sequences()} == ref.sequences()
+    play(RadixCache(), SGLangLRU(), program)
 
 
 def test_waited_on_node_is_evicted_after_everything_else():

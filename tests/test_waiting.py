@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
-
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from sglang_lru import SGLangLRU
+from sglang_cache import SGLangLRU, play
 from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
@@ -157,36 +155,7 @@ def test_eviction_order_with_waiting_rounds_equals_sglangs(program):
     """Random streams of inserts, matches, locks, evictions and admission rounds: the cache with
     `WaitingPrefixes` refreshing the queue (first come, first served) evicts exactly what SGLang's
     stamping does when each round matches every waiting prompt in the queue's order (`SGLangLRU`)."""
-    ours, ref, waiting = RadixCache(), SGLangLRU(), WaitingPrefixes()
-    queue: list[Request] = []
-    locks, ids = [], itertools.count()
-    for op, seq, n in program:
-        if op == "insert":
-            ours.insert(seq)
-            ref.insert(seq)
-        elif op == "match":
-            ours.match_prefix(seq)
-            ref.match(seq)
-        elif op == "lock":
-            node, ref_node = ours.match_prefix(seq).last_node, ref.match(seq)
-            ours.lock(node)
-            ref.lock(ref_node, 1)
-            locks.append((node, ref_node))
-        elif op == "unlock" and locks:
-            node, ref_node = locks.pop(n % len(locks))
-            ours.unlock(node)
-            ref.lock(ref_node, -1)
-        elif op == "evict":
-            assert ours.evict(n) == ref.evict(n)
-        elif op == "arrive":
-            queue.append(req(next(ids), seq))
-        elif op == "admit" and queue:
-            queue.pop(n % len(queue))
-        elif op == "round":
-            waiting.refresh(list(queue), ours)
-            ref.round([r.tokens for r in queue])
-        ours.check()
-        assert cached(ours) == ref.sequences()
+    play(RadixCache(), SGLangLRU(), program)
 
 
 def test_marks_follow_the_queue_under_an_engine():
