@@ -10,10 +10,12 @@ multipliers). Values are drawn at random so that no two blocks' ratios tie exact
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+from workloads import churn_queue
 
 from auction_gym import Request
 from auction_gym.mechanism import RadixTreeAuction
@@ -93,21 +95,16 @@ def test_every_round_equals_the_from_scratch_oracle(model, regime, seed):
     fixed = [0.0, 0.7, 1.3, 1.9]  # a bidder out of budget among them
     queue: list[Request] = []
     lens: list[int] = []
-    next_id = 0
+    ids = itertools.count()
     kinds = {OrderedRound: 0, FactoredAllocation: 0}
+
+    def arrive() -> Request:
+        bidder = int(rng.integers(BIDDERS))
+        return Request(next(ids), bidder, _prompt(rng, bidder), bid=float(rng.uniform(0.1, 5)),
+                       urgency=float(rng.uniform(0.1, 5)))
+
     for _ in range(150):
-        for _ in range(rng.integers(0, 4)):  # arrivals
-            bidder = int(rng.integers(BIDDERS))
-            queue.append(Request(next_id, bidder, _prompt(rng, bidder), bid=float(rng.uniform(0.1, 5)),
-                                 urgency=float(rng.uniform(0.1, 5))))
-            lens.append(0)
-            next_id += 1
-        for _ in range(min(len(queue), rng.integers(0, 3))):  # admissions
-            k = int(rng.integers(len(queue)))
-            del queue[k], lens[k]
-        for k in range(len(queue)):  # the cache grows and shrinks
-            if rng.random() < 0.2:
-                lens[k] = int(rng.integers(0, len(queue[k].tokens) + 1))
+        churn_queue(rng, queue, lens, arrive)
         if len(queue) < 2:
             continue
         refreshes.refresh(queue, lens)

@@ -6,10 +6,12 @@ so that no two blocks' ratios tie exactly (where rounding may break a tie either
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+from workloads import churn_queue
 
 from auction_gym import Request
 from auction_gym.market import Market, MarketConfig
@@ -66,19 +68,15 @@ def test_factored_rounds_equal_the_from_scratch_auction(model, seed):
     auction.attach_waiting_prefixes(waiting)
     queue: list[Request] = []
     lens: list[int] = []
-    next_id, rounds, zero_rounds, deep_rounds = 0, 0, 0, 0
+    ids = itertools.count()
+    rounds, zero_rounds, deep_rounds = 0, 0, 0
+
+    def arrive() -> Request:
+        bidder = int(rng.integers(bidders))
+        return Request(next(ids), bidder, _prompt(rng, bidder, shared=0.3), urgency=float(rng.uniform(0.1, 5)))
+
     for _ in range(120):
-        for _ in range(rng.integers(0, 4)):  # arrivals
-            bidder = int(rng.integers(bidders))
-            queue.append(Request(next_id, bidder, _prompt(rng, bidder, shared=0.3), urgency=float(rng.uniform(0.1, 5))))
-            lens.append(0)
-            next_id += 1
-        for _ in range(min(len(queue), rng.integers(0, 3))):  # admissions
-            k = int(rng.integers(len(queue)))
-            del queue[k], lens[k]
-        for k in range(len(queue)):  # the cache grows and shrinks
-            if rng.random() < 0.2:
-                lens[k] = int(rng.integers(0, len(queue[k].tokens) + 1))
+        churn_queue(rng, queue, lens, arrive)
         if not queue:
             continue
         alpha = [0.0 if rng.random() < 0.25 else float(rng.uniform(0.05, 2)) for _ in range(bidders)]

@@ -17,3 +17,18 @@ def branching_workload(seed: int, n: int = 150) -> list[Request]:
         reqs.append(Request(i, 0, np.concatenate([h, rng.integers(0, 50, int(rng.integers(1, 30)))]),
                             1.0, output_len=int(rng.integers(1, 20)), arrival=float(i) * 0.003))
     return reqs
+
+
+def churn_queue(rng: np.random.Generator, queue: list[Request], lens: list[int], arrive) -> None:
+    """One round of a waiting queue's churn, in place: up to 3 arrivals (`arrive()` makes each
+    request), up to 2 admissions at random places, and about a fifth of the cached prefix lengths
+    `lens` (one per queued request) drawn anew, as a cache that grows and shrinks moves them."""
+    for _ in range(rng.integers(0, 4)):
+        queue.append(arrive())
+        lens.append(0)
+    for _ in range(min(len(queue), rng.integers(0, 3))):
+        k = int(rng.integers(len(queue)))
+        del queue[k], lens[k]
+    for k in range(len(queue)):
+        if rng.random() < 0.2:
+            lens[k] = int(rng.integers(0, len(queue[k].tokens) + 1))
