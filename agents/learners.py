@@ -41,6 +41,8 @@ LEARNERS: dict[str, Learner] = {entry.name: entry for entry in (
     Learner("a2c", "sb3", "stable_baselines3:A2C", "A2C (Stable-Baselines3)"),
     Learner("cmaes", "search", "agents.policy_search:SearchPolicy",
             "CMA-ES over a small deterministic policy, candidates scored on shared episodes (agents.policy_search)"),
+    Learner("cmaes_log", "search", "agents.policy_search:SearchPolicy",
+            "CMA-ES as cmaes, playing the log action from truthful bidding: a pacer learned from scratch (cmaes_log.yml)"),
 )}
 TRAINERS = {"sb3": "agents.training:train_sb3", "search": "agents.policy_search:train_search"}
 """Each family's training function, `fn(config: TrainConfig, callbacks) -> TrainResult`."""

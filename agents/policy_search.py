@@ -46,6 +46,7 @@ from stable_baselines3.common.logger import Logger, configure
 
 from .callbacks import OnEvaluation, log_evaluation
 from .evaluation import DEFAULT_EVAL_SEED
+from .sb3 import check_action_kwargs
 from .stats import mean_ci
 from .training import TrainConfig, TrainResult, run_dir_of, run_settings, write_config
 
@@ -69,11 +70,16 @@ class SearchParams:
 
     @classmethod
     def of(cls, hyperparams: dict[str, Any]) -> SearchParams:
-        """The parameters of a hyperparameter dict; ValueError names an unknown key or a bad value."""
+        """The parameters of a hyperparameter dict; ValueError names an unknown key or a bad value.
+        `action_kwargs` (the action the policy plays, `agents.training.played_config`) is the run's,
+        checked here and left out."""
         valid = [f.name for f in fields(cls)]
+        if "action_kwargs" in hyperparams:
+            check_action_kwargs(hyperparams["action_kwargs"])
+            hyperparams = {k: v for k, v in hyperparams.items() if k != "action_kwargs"}
         for key, value in hyperparams.items():
             if key not in valid:
-                raise ValueError(f"unknown hyperparameter {key!r} for cmaes; valid: {', '.join(valid)}")
+                raise ValueError(f"unknown hyperparameter {key!r} for cmaes; valid: {', '.join(valid + ['action_kwargs'])}")
             if key != "sigma0" and (isinstance(value, bool) or not float(value).is_integer()):
                 raise ValueError(f"hyperparameter {key}={value!r} for cmaes: expected an integer")
         params = cls(**{k: (float(v) if k == "sigma0" else int(v)) for k, v in hyperparams.items()})
@@ -282,7 +288,7 @@ def train_search(config: TrainConfig, callbacks: list | None = None,
     initial.parent.mkdir()
     start.save(initial, config.env_kwargs, config.env_id)
     return TrainResult(model_path, run_dir, timesteps, rows[-1].steps, tuple(evaluated), tuple(results),
-                       initial_model_path=initial)
+                       initial_model_path=initial, env_kwargs=config.env_kwargs)
 
 
 def _record(logger: Logger, row: Generation) -> None:

@@ -42,14 +42,27 @@ SEARCH_MODEL_SUFFIX = ".npz"
 """How a policy search's saved model ends (an SB3 model's ends in ".zip")."""
 MODEL_SUFFIXES = (".zip", SEARCH_MODEL_SUFFIX)
 HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
-# RL Zoo keys that configure the run rather than the algorithm's constructor, and `train_env_kwargs`:
+# RL Zoo keys that configure the run rather than the algorithm's constructor; `train_env_kwargs`:
 # env arguments the training envs take over the run's (a training reward such as "paired"), which the
-# evaluations never see.
+# evaluations never see; `action_kwargs`: the action the learner's policy plays in, over the run's,
+# in training and in every evaluation of its models (`agents.training.train`).
 _RUN_KEYS = ("n_timesteps", "n_envs", "normalize", "frame_stack", "policy", "noise_type", "noise_std",
-             "train_env_kwargs")
+             "train_env_kwargs", "action_kwargs")
 TRAINING_ONLY = ("reward", "reference_policy", "reward_scale")
 """The env arguments `train_env_kwargs` may set: what a policy learns from. The action type and the
 market are the run's own, so a model plays in evaluation the env it was trained in."""
+ACTING = ("action_type", "delta_bound", "delta_start", "residual_base", "residual_scale")
+"""The env arguments `action_kwargs` may set: the action type a learner's policy plays and its
+map's parameters. The market is the run's own, so every learner of a comparison meets the same
+episodes."""
+
+
+def check_action_kwargs(value: Any) -> None:
+    """ValueError unless `value` is a mapping of `ACTING` env arguments (a hyperparameter file's
+    `action_kwargs`, for SB3 learners and policy searches alike); the env checks their values."""
+    if not isinstance(value, dict) or set(value) - set(ACTING):
+        raise ValueError(f"hyperparameter action_kwargs={value!r}: expected a mapping of {', '.join(ACTING)} "
+                         "(the action the policy plays, never the market)")
 # Constructor arguments that training sets itself.
 _FIXED_KEYS = ("self", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model")
 _NOISES = {"normal": NormalActionNoise, "ornstein-uhlenbeck": OrnsteinUhlenbeckActionNoise}
@@ -95,6 +108,8 @@ def check_hyperparams(algo: str, hyperparams: dict[str, Any]) -> None:
         if key == "train_env_kwargs" and (not isinstance(value, dict) or set(value) - set(TRAINING_ONLY)):
             raise ValueError(f"hyperparameter train_env_kwargs={value!r}: expected a mapping of "
                              f"{', '.join(TRAINING_ONLY)} (what the policy learns from, never what it plays in)")
+        if key == "action_kwargs":
+            check_action_kwargs(value)
         if key == "frame_stack" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"hyperparameter frame_stack={value!r}: expected an integer >= 1 (observations stacked)")
         if isinstance(default, bool):

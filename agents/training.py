@@ -11,7 +11,7 @@ a resumed run continues in its model's run folder unless given another `run_name
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -111,6 +111,9 @@ class TrainResult:
     initial_model_path: Path | None = None
     """The policy as it was before training (`initial/model.zip` in the run folder, with its
     normalization statistics), what a learned row's gain is measured from; None for a resumed run."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """The env arguments the model plays in: the run's, with its learner file's `action_kwargs`
+    over them (`played_config`). Evaluate the model, and its start, in these."""
 
 
 Trainer = Callable[..., TrainResult]
@@ -122,7 +125,16 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
     `callbacks` are SB3 callbacks (an SB3 learner only); `on_evaluation` is called after each
     evaluation during training and may stop it (`agents.callbacks.OnEvaluation`)."""
     trainer: Trainer = load_object(TRAINERS[learner(config.algo).family])
-    return trainer(config, callbacks, on_evaluation)
+    return trainer(played_config(config), callbacks, on_evaluation)
+
+
+def played_config(config: TrainConfig) -> TrainConfig:
+    """`config` with its hyperparameters' `action_kwargs` (the action type the learner's policy
+    plays, `agents.sb3.ACTING`) over its env kwargs: the env the run trains and evaluates in and
+    saves with its model. A learner whose file gives none plays the run's own action."""
+    hp = load_hyperparams(config.algo, config.hyperparams_file, env_id=config.env_id, overrides=config.hyperparams)
+    acting = hp.get("action_kwargs") or {}
+    return replace(config, env_kwargs={**config.env_kwargs, **acting}) if acting else config
 
 
 def run_settings(config: TrainConfig, default_timesteps: int) -> tuple[dict[str, Any], int, int]:
@@ -186,7 +198,7 @@ def train_sb3(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
         _close(env)
     _save(model, model_path)
     return TrainResult(model_path, run_dir, timesteps, model.num_timesteps - start, tuple(evaluation.steps),
-                       tuple(evaluation.last_results), initial_model_path=initial)
+                       tuple(evaluation.last_results), initial_model_path=initial, env_kwargs=config.env_kwargs)
 
 
 def _callbacks(config: TrainConfig, hp: dict[str, Any], model, run_dir: Path, timesteps: int, n_envs: int,

@@ -17,6 +17,7 @@ from agents.learners import LEARNERS, check_hyperparams
 from agents.policy_search import SearchParams, SearchPolicy, generations, score, search_seeds
 from agents.sb3 import load_policy
 from agents.training import TrainConfig, train
+from auction_gym.pacing import make_policy
 from experiments.commands import compare as compare_cmd
 from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
@@ -173,3 +174,50 @@ def test_compare_runs_the_search_end_to_end(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| cmaes |" in table and "| cmaes_s0 |" in table
     assert (tmp_path / "runs" / "compare" / "cmaes_s0" / "model.npz").is_file()
+
+
+RESIDUAL = {**ENV, "action_type": "residual"}
+"""A run whose own action (a = 0: the PI pacer) differs from cmaes_log's (a = 0: truthful)."""
+
+
+def truthful_utilities(env_kwargs: dict, episodes: int) -> list[float]:
+    return [r["utility"] for r in evaluate(make_policy("truthful"), env_kwargs, episodes, progress=False)]
+
+
+def test_a_learner_plays_its_files_action_in_training_and_evaluation(tmp_path):
+    result = train(TrainConfig(algo="cmaes_log", logdir=tmp_path, timesteps=50, env_kwargs=RESIDUAL,
+                               eval_episodes=1, progress=False, hyperparams=TINY))
+    played = {**RESIDUAL, "action_type": "log"}
+    assert result.env_kwargs == played
+    assert json.loads((result.run_dir / "config.json").read_text())["env_kwargs"] == played
+    with np.load(result.model_path) as f:
+        assert json.loads(str(f["env_kwargs"])) == played
+    # Zero weights under "log" bid truthfully; under the run's "residual" they would play PI.
+    start = load_policy(result.initial_model_path)
+    assert [r["utility"] for r in evaluate(start, played, 2, progress=False)] == truthful_utilities(RESIDUAL, 2)
+    assert [r["utility"] for r in evaluate(start, RESIDUAL, 2, progress=False)] != truthful_utilities(RESIDUAL, 2)
+
+
+def test_action_kwargs_can_be_overridden_to_the_runs_own(tmp_path):
+    result = train(TrainConfig(algo="cmaes_log", logdir=tmp_path, timesteps=50, env_kwargs=RESIDUAL,
+                               eval_episodes=1, progress=False, hyperparams={**TINY, "action_kwargs": {}}))
+    assert result.env_kwargs == RESIDUAL
+
+
+@pytest.mark.parametrize("algo", ["cmaes", "ppo"])
+@pytest.mark.parametrize("bad", [{"horizon": 5}, {"reward": "paired"}, "log"])
+def test_action_kwargs_name_only_the_action(algo, bad):
+    with pytest.raises(ValueError, match="action_kwargs=.*expected a mapping of action_type, delta_bound"):
+        check_hyperparams(algo, {"action_kwargs": bad})
+
+
+def test_compare_scores_each_model_in_the_action_it_was_trained_in(tmp_path, capsys):
+    compare_cmd.main(["--algos", "cmaes_log", "--timesteps", "40", "--seeds", "1", "--episodes", "2", "--jobs", "1",
+                      "--logdir", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--env-kwargs",
+                      json.dumps(RESIDUAL), "--no-progress", "--tuning-episodes", "2", "--curve-episodes", "1",
+                      "--hyperparams", "popsize=2", "episodes_per_generation=1", "--baselines", "truthful"])
+    assert 'cmaes_log plays {"action_type": "log"}' in (tmp_path / "out" / "compare.md").read_text()
+    with open(tmp_path / "out" / "episodes.csv") as f:
+        rows = list(csv.DictReader(f))
+    start = [float(r["utility"]) for r in rows if r["policy"] == "cmaes_log_s0_start"]
+    assert start == pytest.approx(truthful_utilities(RESIDUAL, 2), abs=1e-6)

@@ -50,7 +50,7 @@ from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, policy_from_
 from agents.learners import LEARNERS, check_hyperparams, names_text
 from agents.run_dir import new_run_dir
 from agents.sb3 import MODEL_SUFFIXES, load_hyperparams, load_policy
-from agents.training import TrainConfig, set_torch_threads, train
+from agents.training import TrainConfig, TrainResult, set_torch_threads, train
 from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
 
 from ..argtypes import positive_int
@@ -192,8 +192,8 @@ def run(args: argparse.Namespace) -> None:
     report_of.write_layout(root, args.curve_episodes)
     shown = {name: policies[name] for name in (*(f"{a}_s0" for a in algos), "ogd", "pid_tuned", "best_fixed")
              if name in policies}
-    plot_policies(out / "policies.png", {name: trace(policy, env_kwargs, args.eval_seed, FIGURE_EPISODES)
-                                         for name, policy in shown.items()}, env_kwargs)
+    plot_policies(out / "policies.png", {name: trace(policy, kwargs, args.eval_seed, FIGURE_EPISODES)
+                                         for name, (policy, kwargs) in shown.items()}, env_kwargs)
     print(text)
     print(f"\nwall time {wall:.0f} s; wrote {out}/compare.csv, compare.md, compare.png, policies.png, episodes.csv; "
           f"tensorboard --logdir {root}")
@@ -251,13 +251,15 @@ def write_report(args: argparse.Namespace, out: Path, algos: list[str], baseline
 
 def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], env_kwargs: dict[str, Any], root: Path,
             report: Headroom, executor: Executor = Executor(),
-            ) -> tuple[dict[str, list[tuple[list, list]]], dict[str, list[dict[str, float]]], list[str], dict[str, Policy]]:
-    """Train each algorithm and seed on the env of `env_kwargs`, then evaluate every learned run
+            ) -> tuple[dict[str, list[tuple[list, list]]], dict[str, list[dict[str, float]]], list[str],
+                       dict[str, tuple[Policy, dict[str, Any]]]]:
+    """Train each algorithm and seed on the env of `env_kwargs` (in its learner's action), then evaluate every learned run
     (trained and untrained) and baseline on all evaluation episodes, the training runs and the
     evaluations as tasks of `executor`; log everything under `root` on one x axis (environment
     steps). Returns, per algorithm, each seed's (trained, untrained) episodes' metrics; the
-    baselines' by name; a line per tuned baseline saying what was chosen; and the policies
-    policies.png may draw, by name. A baseline the headroom `report` played on the same evaluation
+    baselines' by name; a line per tuned baseline saying what was chosen and per learner playing
+    another action; and the policies policies.png may draw, by name, each with the env kwargs it
+    plays in. A baseline the headroom `report` played on the same evaluation
     episodes is not played again."""
     configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
                            env_kwargs=env_kwargs, eval_seed=args.eval_seed,
@@ -273,11 +275,13 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
                              "cluster, give --logdir a folder that every node shares")
     fixed, notes = baseline_policies(args, baselines, env_kwargs.get("alpha_max", 2.0), report)
     todo = {name: policy for name, policy in fixed.items() if name not in report.episodes}
-    models = [p for r in trained for p in (r.model_path, r.initial_model_path)]
+    notes += acting_notes(algos, configs, trained, env_kwargs)
+    # A model plays in the env it was trained in (its learner's action, `agents.training.played_config`).
+    models = [(p, r.env_kwargs) for r in trained for p in (r.model_path, r.initial_model_path)]
     print(f"evaluating {len(todo) + len(models)} policies on {executor.where()} (the headroom report's episodes of "
           f"{', '.join(n for n in fixed if n not in todo) or 'none'})", flush=True)
-    played = executor.map(evaluate_policy, [(p, env_kwargs, args.episodes, args.eval_seed, args.torch_threads)
-                                            for p in (*todo.values(), *models)])
+    played = executor.map(evaluate_policy, [(p, kwargs, args.episodes, args.eval_seed, args.torch_threads)
+                                            for p, kwargs in (*((p, env_kwargs) for p in todo.values()), *models)])
     scored = {**report.episodes, **dict(zip(todo, played))}
     episodes = {name: scored[name] for name in fixed}
     finals = played[len(todo):]
@@ -292,8 +296,23 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
     for name in report_of.BASELINE_BOUNDS:
         report_of.log_bound(root / "bounds" / name, report.utility[name], args.curve_episodes, steps)
     runs = {f"{c.algo}_s{c.seed}": r for c, r in zip(configs, trained)}
-    drawn = {f"{a}_s0": load_policy(runs[f"{a}_s0"].model_path) for a in algos}
-    return learned, episodes, notes, {**fixed, **drawn}
+    drawn = {f"{a}_s0": (load_policy(runs[f"{a}_s0"].model_path), runs[f"{a}_s0"].env_kwargs) for a in algos}
+    return learned, episodes, notes, {**{name: (policy, env_kwargs) for name, policy in fixed.items()}, **drawn}
+
+
+def acting_notes(algos: list[str], configs: list[TrainConfig], trained: list[TrainResult],
+                 env_kwargs: dict[str, Any]) -> list[str]:
+    """A line per algorithm whose policies play another action than the scenario's (its
+    hyperparameter file's `action_kwargs`), saying which: its start and its gain are in that action."""
+    notes = []
+    for algo in algos:
+        played = next(r.env_kwargs for c, r in zip(configs, trained) if c.algo == algo)
+        changed = {k: v for k, v in played.items() if env_kwargs.get(k) != v}
+        if changed:
+            notes.append(f"{algo} plays {json.dumps(changed)} (its hyperparameter file's action_kwargs), so its "
+                         "untrained start is that action's a = 0")
+            print(notes[-1], flush=True)
+    return notes
 
 
 def evaluate_policy(policy: Policy | Path, env_kwargs: dict, episodes: int, seed: int, torch_threads: int,
