@@ -137,6 +137,12 @@ def played_config(config: TrainConfig) -> TrainConfig:
     return replace(config, env_kwargs={**config.env_kwargs, **acting}) if acting else config
 
 
+def action_changes(run_kwargs: dict[str, Any], played_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The env arguments a run played with other values than it was given (its learner's
+    `action_kwargs`, see `played_config`), for saying so."""
+    return {k: v for k, v in played_kwargs.items() if run_kwargs.get(k) != v}
+
+
 def run_settings(config: TrainConfig, default_timesteps: int) -> tuple[dict[str, Any], int, int]:
     """The run's hyperparameters (the file's entry for its env id, with the config's overrides),
     steps to train and envs (the config's, else the file's)."""

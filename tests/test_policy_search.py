@@ -221,3 +221,14 @@ def test_compare_scores_each_model_in_the_action_it_was_trained_in(tmp_path, cap
         rows = list(csv.DictReader(f))
     start = [float(r["utility"]) for r in rows if r["policy"] == "cmaes_log_s0_start"]
     assert start == pytest.approx(truthful_utilities(RESIDUAL, 2), abs=1e-6)
+
+
+def test_train_says_which_action_its_learner_played(tmp_path, capsys):
+    train_cmd.main(["--algo", "cmaes_log", "--timesteps", "40", "--logdir", str(tmp_path), "--env-kwargs",
+                    json.dumps(RESIDUAL), "--eval-episodes", "1", "--no-progress",
+                    "--hyperparams", "popsize=2", "episodes_per_generation=1"])
+    assert 'played {"action_type": "log"} (the learner\'s action_kwargs)' in capsys.readouterr().out
+    train_cmd.main(["--algo", "cmaes", "--timesteps", "40", "--logdir", str(tmp_path), "--env-kwargs",
+                    json.dumps(RESIDUAL), "--eval-episodes", "1", "--no-progress",
+                    "--hyperparams", "popsize=2", "episodes_per_generation=1"])
+    assert "played" not in capsys.readouterr().out

@@ -50,7 +50,7 @@ from agents.evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, policy_from_
 from agents.learners import LEARNERS, check_hyperparams, names_text
 from agents.run_dir import new_run_dir
 from agents.sb3 import MODEL_SUFFIXES, load_hyperparams, load_policy
-from agents.training import TrainConfig, TrainResult, set_torch_threads, train
+from agents.training import TrainConfig, TrainResult, action_changes, set_torch_threads, train
 from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
 
 from ..argtypes import positive_int
@@ -306,8 +306,7 @@ def acting_notes(algos: list[str], configs: list[TrainConfig], trained: list[Tra
     hyperparameter file's `action_kwargs`), saying which: its start and its gain are in that action."""
     notes = []
     for algo in algos:
-        played = next(r.env_kwargs for c, r in zip(configs, trained) if c.algo == algo)
-        changed = {k: v for k, v in played.items() if env_kwargs.get(k) != v}
+        changed = next(action_changes(env_kwargs, r.env_kwargs) for c, r in zip(configs, trained) if c.algo == algo)
         if changed:
             notes.append(f"{algo} plays {json.dumps(changed)} (its hyperparameter file's action_kwargs), so its "
                          "untrained start is that action's a = 0")

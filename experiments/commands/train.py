@@ -15,12 +15,13 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from agents.evaluation import METRICS
 from agents.learners import LEARNERS, names_text
 from agents.sb3 import ENV_ID, VEC_ENVS
 from agents.stats import summary_lines
-from agents.training import TrainConfig, TrainResult, train
+from agents.training import TrainConfig, TrainResult, action_changes, train
 from auction_gym.scenarios import scenario as named_scenario
 
 from ..argtypes import positive_int
@@ -92,11 +93,14 @@ def config_of(args: argparse.Namespace) -> TrainConfig:
     )
 
 
-def describe(result: TrainResult, wall_s: float, eval_seed: int) -> str:
-    """What a run did: where it saved, steps trained (and why more than asked), and how the
-    trained policy did in its final evaluation (episodes from `eval_seed` on)."""
+def describe(result: TrainResult, wall_s: float, eval_seed: int, env_kwargs: dict[str, Any]) -> str:
+    """What a run did: where it saved, steps trained (and why more than asked), the action it
+    played when its learner's differs from `env_kwargs` (the run's), and how the trained policy
+    did in its final evaluation (episodes from `eval_seed` on)."""
     lines = [f"saved {result.model_path} ({result.trained} steps, {len(result.eval_steps)} evaluations, "
              f"{wall_s:.0f} s)"]
+    if changed := action_changes(env_kwargs, result.env_kwargs):
+        lines.append(f"played {json.dumps(changed)} (the learner's action_kwargs), and so does its model")
     if result.trained > result.asked:
         lines.append(f"note: trained {result.trained} steps, {result.asked} asked: the algorithm collects whole "
                      "rollouts (n_steps x n_envs steps), or a search plays whole generations, before it stops")
@@ -110,7 +114,7 @@ def describe(result: TrainResult, wall_s: float, eval_seed: int) -> str:
 def run(args: argparse.Namespace) -> None:
     config = config_of(args)
     start = time.perf_counter()
-    print(describe(train(config), time.perf_counter() - start, config.eval_seed))
+    print(describe(train(config), time.perf_counter() - start, config.eval_seed, config.env_kwargs))
 
 
 def main(argv: list[str] | None = None) -> None:
