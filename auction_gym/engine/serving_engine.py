@@ -494,9 +494,10 @@ class ServingEngine(Replay):
         self._finishing = [e for e in self._finishing if e[1] not in gone]
         heapq.heapify(self._finishing)
 
-    def _retract(self, run: Running, remaining: int) -> None:
+    def _retract(self, run: Running, still_running: int) -> None:
         """Send `run` back to the waiting queue, freeing what it holds outside the cache: a
-        retraction for memory (only under the "sglang" reservation) or a priority preemption."""
+        retraction for memory (only under the "sglang" reservation) or a priority preemption.
+        `still_running`: the requests left in the batch, whose next steps SGLang frees room for at once."""
         r, step = run.request, self._steps
         generated = run.generated(step)
         self.reserved -= run.held
@@ -510,8 +511,7 @@ class ServingEngine(Replay):
         run.record.retractions += 1
         tokens = np.concatenate([r.tokens, self._output_tokens(r)[:generated]])
         self.queue.put_back(r, tokens, self.rules.smallest_need(r, generated, run.cap))
-        # SGLang frees room for the remaining requests' next steps at once.
-        self._make_free(remaining * self.config.retract_decode_steps)
+        self._make_free(still_running * self.config.retract_decode_steps)
 
     def _decode(self, retracted: bool) -> tuple[int, list[int]]:
         n = len(self.running)
