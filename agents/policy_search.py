@@ -79,12 +79,13 @@ class SearchParams:
             hyperparams = {k: v for k, v in hyperparams.items() if k != "action_kwargs"}
         for key, value in hyperparams.items():
             if key not in valid:
-                raise ValueError(f"unknown hyperparameter {key!r} for cmaes; valid: {', '.join(valid + ['action_kwargs'])}")
+                raise ValueError(f"unknown hyperparameter {key!r} for a policy search; valid: "
+                                 f"{', '.join([*valid, 'action_kwargs'])}")
             if key != "sigma0" and (isinstance(value, bool) or not float(value).is_integer()):
-                raise ValueError(f"hyperparameter {key}={value!r} for cmaes: expected an integer")
+                raise ValueError(f"hyperparameter {key}={value!r} for a policy search: expected an integer")
         params = cls(**{k: (float(v) if k == "sigma0" else int(v)) for k, v in hyperparams.items()})
         if params.popsize < 2 or params.episodes_per_generation < 1 or params.hidden < 0 or not params.sigma0 > 0:
-            raise ValueError(f"cmaes hyperparameters out of range: {params} (popsize >= 2, "
+            raise ValueError(f"policy search hyperparameters out of range: {params} (popsize >= 2, "
                              "episodes_per_generation >= 1, hidden >= 0, sigma0 > 0)")
         return params
 

@@ -146,8 +146,8 @@ def test_train_returns_what_it_played(tmp_path):
 
 
 @pytest.mark.parametrize("hyperparams, message", [
-    ({"n_steps": 64}, "unknown hyperparameter 'n_steps' for cmaes; valid: n_timesteps, popsize"),
-    ({"popsize": 2.5}, "popsize=2.5 for cmaes: expected an integer"),
+    ({"n_steps": 64}, "unknown hyperparameter 'n_steps' for a policy search; valid: n_timesteps, popsize"),
+    ({"popsize": 2.5}, "popsize=2.5 for a policy search: expected an integer"),
     ({"popsize": 1}, "out of range"),
 ])
 def test_bad_search_hyperparams_are_refused(hyperparams, message):

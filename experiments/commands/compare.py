@@ -253,14 +253,14 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
             report: Headroom, executor: Executor = Executor(),
             ) -> tuple[dict[str, list[tuple[list, list]]], dict[str, list[dict[str, float]]], list[str],
                        dict[str, tuple[Policy, dict[str, Any]]]]:
-    """Train each algorithm and seed on the env of `env_kwargs` (in its learner's action), then evaluate every learned run
-    (trained and untrained) and baseline on all evaluation episodes, the training runs and the
-    evaluations as tasks of `executor`; log everything under `root` on one x axis (environment
-    steps). Returns, per algorithm, each seed's (trained, untrained) episodes' metrics; the
-    baselines' by name; a line per tuned baseline saying what was chosen and per learner playing
-    another action; and the policies policies.png may draw, by name, each with the env kwargs it
-    plays in. A baseline the headroom `report` played on the same evaluation
-    episodes is not played again."""
+    """Train each algorithm and seed on the env of `env_kwargs` (in its learner's action), then
+    evaluate every learned run (trained and untrained, in the action it was trained in) and
+    baseline on all evaluation episodes, the training runs and the evaluations as tasks of
+    `executor`; log everything under `root` on one x axis (environment steps). Returns, per
+    algorithm, each seed's (trained, untrained) episodes' metrics; the baselines' by name; a line
+    per tuned baseline saying what was chosen and per learner playing another action; and the
+    policies policies.png may draw, by name, each with the env kwargs it plays in. A baseline the
+    headroom `report` played on the same evaluation episodes is not played again."""
     configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
                            env_kwargs=env_kwargs, eval_seed=args.eval_seed,
                            eval_freq=args.eval_freq or max(args.timesteps // CURVE_POINTS, 1),
@@ -276,7 +276,6 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
     fixed, notes = baseline_policies(args, baselines, env_kwargs.get("alpha_max", 2.0), report)
     todo = {name: policy for name, policy in fixed.items() if name not in report.episodes}
     notes += acting_notes(algos, configs, trained, env_kwargs)
-    # A model plays in the env it was trained in (its learner's action, `agents.training.played_config`).
     models = [(p, r.env_kwargs) for r in trained for p in (r.model_path, r.initial_model_path)]
     print(f"evaluating {len(todo) + len(models)} policies on {executor.where()} (the headroom report's episodes of "
           f"{', '.join(n for n in fixed if n not in todo) or 'none'})", flush=True)
