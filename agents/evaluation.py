@@ -21,8 +21,9 @@ Actions: a built-in policy (`auction_gym.pacing.MultiplierPolicy`) outputs multi
 scored in multipliers: its env is built with `action_type="multiplier"` and, for `reward="paired"`,
 `reward="cost"` (`scored_kwargs`), so a baseline's row is the same whatever action type and reward
 a learner is trained with, and no shadow market is built. Any other policy (an SB3 model) acts in
-the env's action space, and one that declares a different `action_space` (a model trained on
-another action type) is refused.
+the env's action space, and one that declares a different `action_space`, or a loaded model
+trained on another action type (its `action_type`, from its run's `config.json` or its npz: "log"
+and "residual" share one box), is refused.
 """
 
 from __future__ import annotations
@@ -140,10 +141,15 @@ def _for_env(policy: Policy, env: gym.Env) -> Policy:
 
 def acting_in(policy: Policy, action_space: gym.spaces.Space, env: Any, agent: str | None = None) -> Policy:
     """`policy` acting in `env`'s `action_space` (built-ins mapped by `focal_policy`; `agent` in a
-    PettingZoo env); ValueError for a policy that declares another action space."""
+    PettingZoo env); ValueError for a policy that declares another action space or was trained on
+    another action type."""
     space = getattr(policy, "action_space", None)
+    action_type = getattr(env, "unwrapped", env).action_map.action_type
+    trained = getattr(policy, "action_type", None)
+    if trained is not None and trained != action_type:
+        raise ValueError(f"the policy was trained on action_type={trained!r}, the environment plays "
+                         f"{action_type!r}; give it env_kwargs {{\"action_type\": \"{trained}\"}}")
     if space is not None and space != action_space:
-        action_type = getattr(env, "unwrapped", env).action_map.action_type
         raise ValueError(f"the policy acts in {space}, the environment (action_type={action_type!r}) in "
                          f"{action_space}; give the type it was trained on: one trained on multipliers "
                          f"needs env_kwargs {{\"action_type\": \"multiplier\"}}")

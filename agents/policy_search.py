@@ -46,7 +46,7 @@ from stable_baselines3.common.logger import Logger, configure
 
 from .callbacks import OnEvaluation, log_evaluation
 from .evaluation import DEFAULT_EVAL_SEED
-from .sb3 import check_action_kwargs
+from .sb3 import check_action_kwargs, played_action_type
 from .stats import mean_ci
 from .training import TrainConfig, TrainResult, run_dir_of, run_settings, write_config
 
@@ -94,8 +94,10 @@ class SearchPolicy:
     """A deterministic policy of a weight vector (see the module docstring for its form)."""
 
     def __init__(self, params: np.ndarray, scale: np.ndarray, hidden: int = 0, low: float = -1.0,
-                 high: float = 1.0) -> None:
+                 high: float = 1.0, action_type: str | None = None) -> None:
         self.params = np.asarray(params, dtype=np.float64)
+        self.action_type = action_type
+        """The action type it was trained in, when known (a loaded model's), for `evaluate` to check."""
         self.scale = np.asarray(scale, dtype=np.float64)
         self.hidden, self.low, self.high = int(hidden), float(low), float(high)
         if self.params.shape != (self.size(len(self.scale), self.hidden),):
@@ -116,7 +118,7 @@ class SearchPolicy:
         return cls(np.zeros(cls.size(len(scale), hidden)), scale, hidden, float(space.low[0]), float(space.high[0]))
 
     def with_params(self, params: np.ndarray) -> SearchPolicy:
-        return SearchPolicy(params, self.scale, self.hidden, self.low, self.high)
+        return SearchPolicy(params, self.scale, self.hidden, self.low, self.high, self.action_type)
 
     @property
     def action_space(self) -> gym.spaces.Box:
@@ -151,8 +153,9 @@ class SearchPolicy:
         try:
             with np.load(path) as f:
                 low, high = f["bounds"]
-                return cls(f["params"], f["scale"], int(f["hidden"]), float(low), float(high))
-        except (OSError, KeyError, ValueError) as e:
+                action_type = played_action_type(json.loads(str(f["env_kwargs"])), str(f["env_id"]))
+                return cls(f["params"], f["scale"], int(f["hidden"]), float(low), float(high), action_type)
+        except (OSError, KeyError, ValueError, gym.error.Error) as e:
             raise ValueError(f"{path} is not a policy search's model.npz ({e})") from None
 
 

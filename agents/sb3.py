@@ -26,6 +26,7 @@ from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckA
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecFrameStack, VecNormalize
 
 import auction_gym  # noqa: F401  (registers RadixAuction-v0 and -v1)
+from auction_gym.action import DEFAULT_ACTION_TYPE
 from auction_gym.market import Obs
 
 from .learners import LEARNERS, learner, load_object
@@ -208,9 +209,26 @@ def detect_algo(path: str | Path) -> str:
 
 def run_folder(model_path: str | Path) -> Path:
     """The run folder of a saved model: the zip's folder, or its parent for a checkpoint in
-    `<run>/checkpoints/`."""
+    `<run>/checkpoints/` and for the untrained policy in `<run>/initial/`."""
     folder = Path(model_path).parent
-    return folder.parent if folder.name == "checkpoints" else folder
+    return folder.parent if folder.name in ("checkpoints", "initial") else folder
+
+
+def played_action_type(env_kwargs: dict[str, Any], env_id: str) -> str:
+    """The action type an env `env_id` built with `env_kwargs` plays: the kwargs', else the
+    registration's default, else the env class's (`auction_gym.action.DEFAULT_ACTION_TYPE`)."""
+    return env_kwargs.get("action_type") or gym.spec(env_id).kwargs.get("action_type") or DEFAULT_ACTION_TYPE
+
+
+def saved_action_type(model_path: str | Path) -> str | None:
+    """The action type a model was trained in, from `config.json` in its run folder; None when
+    that file, or its env id, is missing (a model from elsewhere: nothing to check it against)."""
+    path = run_folder(model_path) / "config.json"
+    try:
+        config = json.loads(path.read_text())
+        return played_action_type(config["env_kwargs"], config["env_id"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, gym.error.Error):
+        return None
 
 
 def saved_env_kwargs(model_path: str | Path) -> tuple[dict[str, Any], Path] | None:
@@ -248,8 +266,12 @@ class SB3Policy:
     observation, and the model starts from a zero state where `episode_start` is true (as
     `agents.evaluation` plays episodes)."""
 
-    def __init__(self, model: BaseAlgorithm, vecnormalize: VecNormalize | None = None) -> None:
+    def __init__(self, model: BaseAlgorithm, vecnormalize: VecNormalize | None = None,
+                 action_type: str | None = None) -> None:
         self.model, self.vecnormalize = model, vecnormalize
+        self.action_type = action_type
+        """The action type it was trained in, when known, for `evaluate` to check against the env's:
+        "log" and "residual" share one box, so the box alone cannot tell them apart."""
         self.frames = model.observation_space.shape[0] // Obs.SIZE
         """Observations the model sees at once (1: no stacking)."""
         self._stack: np.ndarray | None = None
@@ -296,7 +318,7 @@ def load_policy(path: str | Path) -> Any:
     if stats is not None:
         vecnormalize = VecNormalize.load(str(stats), DummyVecEnv([lambda: _dummy_env(model)]))
         vecnormalize.training, vecnormalize.norm_reward = False, False
-    return SB3Policy(model, vecnormalize)
+    return SB3Policy(model, vecnormalize, saved_action_type(path))
 
 
 def _dummy_env(model: BaseAlgorithm):

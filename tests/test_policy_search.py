@@ -195,7 +195,8 @@ def test_a_learner_plays_its_files_action_in_training_and_evaluation(tmp_path):
     # Zero weights under "log" bid truthfully; under the run's "residual" they would play PI.
     start = load_policy(result.initial_model_path)
     assert [r["utility"] for r in evaluate(start, played, 2, progress=False)] == truthful_utilities(RESIDUAL, 2)
-    assert [r["utility"] for r in evaluate(start, RESIDUAL, 2, progress=False)] != truthful_utilities(RESIDUAL, 2)
+    untyped = SearchPolicy(start.params, start.scale)  # the same weights, unchecked: played as "residual"
+    assert [r["utility"] for r in evaluate(untyped, RESIDUAL, 2, progress=False)] != truthful_utilities(RESIDUAL, 2)
 
 
 def test_action_kwargs_can_be_overridden_to_the_runs_own(tmp_path):
@@ -232,3 +233,15 @@ def test_train_says_which_action_its_learner_played(tmp_path, capsys):
                     json.dumps(RESIDUAL), "--eval-episodes", "1", "--no-progress",
                     "--hyperparams", "popsize=2", "episodes_per_generation=1"])
     assert "played" not in capsys.readouterr().out
+
+
+def test_a_model_is_refused_in_another_action_of_the_same_box(tmp_path):
+    """"log" and "residual" share Box(-1, 1): the saved action type is what tells a model's env."""
+    result = train(TrainConfig(algo="cmaes_log", logdir=tmp_path, timesteps=40, env_kwargs=RESIDUAL,
+                               eval_episodes=1, progress=False, hyperparams={"popsize": 2, "episodes_per_generation": 1}))
+    for path in (result.model_path, result.initial_model_path):
+        policy = load_policy(path)
+        assert policy.action_type == "log"
+        with pytest.raises(ValueError, match="trained on action_type='log', the environment plays 'residual'"):
+            evaluate(policy, RESIDUAL, 1, progress=False)
+        assert len(evaluate(policy, result.env_kwargs, 1, progress=False)) == 1

@@ -21,6 +21,7 @@ from agents.sb3 import (
     load_hyperparams,
     load_policy,
     make_env,
+    played_action_type,
     saved_env_kwargs,
     vecnormalize_path,
 )
@@ -421,3 +422,16 @@ def test_train_env_kwargs_reach_the_training_envs_only(tmp_path, monkeypatch):
         with pytest.raises(ValueError, match="train_env_kwargs"):
             train(TrainConfig(algo="ppo", logdir=tmp_path, timesteps=64, env_kwargs=ENV, progress=False,
                               hyperparams={"train_env_kwargs": bad}))
+
+
+def test_a_model_knows_the_action_type_it_was_trained_in(trained):
+    """Read from its run's config.json, for the final model, a checkpoint and the untrained start,
+    so that an env of another action type with the same box is refused rather than played."""
+    config = json.loads((trained / "config.json").read_text())
+    expected = played_action_type(config["env_kwargs"], config["env_id"])
+    other = "log" if expected != "log" else "normalized"
+    for path in (trained / "model.zip", trained / "initial" / "model.zip", trained / "checkpoints" / "ppo_128_steps.zip"):
+        policy = load_policy(path)
+        assert policy.action_type == expected
+        with pytest.raises(ValueError, match=f"trained on action_type='{expected}'"):
+            evaluate(policy, {**ENV, "action_type": other}, 1, progress=False, env_id=config["env_id"])
