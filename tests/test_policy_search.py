@@ -184,9 +184,15 @@ def truthful_utilities(env_kwargs: dict, episodes: int) -> list[float]:
     return [r["utility"] for r in evaluate(make_policy("truthful"), env_kwargs, episodes, progress=False)]
 
 
-def test_a_learner_plays_its_files_action_in_training_and_evaluation(tmp_path):
-    result = train(TrainConfig(algo="cmaes_log", logdir=tmp_path, timesteps=50, env_kwargs=RESIDUAL,
-                               eval_episodes=1, progress=False, hyperparams=TINY))
+@pytest.fixture(scope="module")
+def log_run(tmp_path_factory):
+    """A tiny cmaes_log run (its file plays "log") in a "residual" scenario."""
+    return train(TrainConfig(algo="cmaes_log", logdir=tmp_path_factory.mktemp("runs"), timesteps=50,
+                             env_kwargs=RESIDUAL, eval_episodes=1, progress=False, hyperparams=TINY))
+
+
+def test_a_learner_plays_its_files_action_in_training_and_evaluation(log_run):
+    result = log_run
     played = {**RESIDUAL, "action_type": "log"}
     assert result.env_kwargs == played
     assert json.loads((result.run_dir / "config.json").read_text())["env_kwargs"] == played
@@ -235,10 +241,9 @@ def test_train_says_which_action_its_learner_played(tmp_path, capsys):
     assert "played" not in capsys.readouterr().out
 
 
-def test_a_model_is_refused_in_another_action_of_the_same_box(tmp_path):
+def test_a_model_is_refused_in_another_action_of_the_same_box(log_run):
     """"log" and "residual" share Box(-1, 1): the saved action type is what tells a model's env."""
-    result = train(TrainConfig(algo="cmaes_log", logdir=tmp_path, timesteps=40, env_kwargs=RESIDUAL,
-                               eval_episodes=1, progress=False, hyperparams={"popsize": 2, "episodes_per_generation": 1}))
+    result = log_run
     for path in (result.model_path, result.initial_model_path):
         policy = load_policy(path)
         assert policy.action_type == "log"
