@@ -9,13 +9,14 @@ from .envs import RadixAuctionEnv, RadixAuctionParallelEnv, parallel_env
 from .market import Market, MarketConfig, Obs
 from .radix_cache import MatchResult, RadixCache, TreeNode
 from .request import Request
-from .scenarios import V1_KWARGS
+from .scenarios import V1_KWARGS, V2_KWARGS
 from .scheduler import make_scheduler, scheduler_names
 
 # Gymnasium 1.x has no plugin discovery: registering on import makes gym.make("RadixAuction-v0")
 # work after `import auction_gym`, and gym.make("auction_gym:RadixAuction-v0") imports it first.
-# v1 is v0's class with V1_KWARGS as defaults (gym.make copies them, and keywords given override them).
-for _id, _kwargs in (("RadixAuction-v0", {}), ("RadixAuction-v1", V1_KWARGS)):
+# v1 and v2 are v0's class with V1_KWARGS and V2_KWARGS as defaults (gym.make copies them, and keywords
+# given override them).
+for _id, _kwargs in (("RadixAuction-v0", {}), ("RadixAuction-v1", V1_KWARGS), ("RadixAuction-v2", V2_KWARGS)):
     if _id not in gymnasium.registry:
         gymnasium.register(id=_id, entry_point="auction_gym.envs:RadixAuctionEnv", kwargs=_kwargs)
 

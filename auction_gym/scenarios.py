@@ -1,6 +1,7 @@
 """Named pacing scenarios: `RadixAuction-v0` keyword arguments that the pacing studies (`radix-auction
 compare`, `radix-auction headroom`) run by name, so a table can be re-run from its scenario's name;
-and `V1_KWARGS`, the defaults of `RadixAuction-v1`, which is the calibrated scenario.
+`V1_KWARGS`, the defaults of `RadixAuction-v1`, which is the calibrated scenario; and `V2_KWARGS`,
+`RadixAuction-v2`'s, the same market with the cache-aware order of tied (unpaid) requests.
 
 - "calibrated" (the default of `compare` and `headroom`): an economically calibrated
   market in which pacing decisions matter (docs/design.md section 6), `V1_KWARGS` itself.
@@ -35,6 +36,14 @@ V1_KWARGS: dict[str, Any] = {
 """`RadixAuction-v1`'s keyword defaults over `RadixAuctionEnv`'s (v0's): the one definition from
 which its registration, its docstring's table and the "calibrated" scenario derive. Read-only:
 `scenario("calibrated")` gives a copy."""
+
+V2_KWARGS: dict[str, Any] = {**V1_KWARGS, "tie_break": "cached_prefix"}
+"""`RadixAuction-v2`'s keyword defaults over `RadixAuctionEnv`'s: v1's market, with requests whose
+bids tie (those of a bidder out of budget bid 0) served longest cached prefix first instead of by
+request id (`MarketConfig.tie_break`, docs/design.md section 3). Its baselines, re-tuned on its
+tuning seeds (`radix-auction headroom --scenario calibrated --env-kwargs '{"tie_break":
+"cached_prefix"}'`, seeds 0-35), chose v1's: the PI pacer at kp 0.05, ki 0.01 (`TUNED_PI`, the
+residual base and the paired reward's reference) and OGD at eta 0.2."""
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "calibrated": V1_KWARGS,

@@ -57,6 +57,8 @@ GOLDEN = {
     "engine/tiers": "d78f8694faabf995",
     "engine/tiers_lpm": "59e84854fdcfe1f0",
     "engine/congestion": "b784bdcfd0a8312c",
+    "v2/radix_vcg": "b5d876a1f7e7f3ad",
+    "v2/strict_vcg": "d45bb5948dfeb4cb",
 }
 
 
@@ -92,6 +94,14 @@ def test_env_episode_is_pinned(mechanism):
     env = gym.make("RadixAuction-v0", mechanism=mechanism)
     actions = np.random.default_rng(7).uniform(-1, 1, size=(env.unwrapped.config.horizon + 1, 1))
     _check(f"env/{mechanism}", _episode_digest(env, actions, seed=11))
+
+
+@pytest.mark.parametrize("mechanism", ["radix_vcg", "strict_vcg"])
+def test_v2_episode_is_pinned(mechanism):
+    """RadixAuction-v2 under the auctions, whose tied (unpaid) requests go by cached prefix there."""
+    env = gym.make("RadixAuction-v2", mechanism=mechanism)
+    actions = np.random.default_rng(7).uniform(-1, 1, size=(env.unwrapped.config.horizon + 1, 1))
+    _check(f"v2/{mechanism}", _episode_digest(env, actions, seed=6))
 
 
 def _episode_digest(env, actions: np.ndarray, seed: int) -> Digest:

@@ -19,6 +19,7 @@ from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.allocator import OrderedRound
 from auction_gym.mechanism.incremental_tree import IncrementalQueueTree, queue_order
 from auction_gym.mechanism.radix_auction import RadixAllocation
+from auction_gym.mechanism.smith import TIE_BREAKS
 from auction_gym.scheduler.waiting import QueueDelta
 from auction_gym.workload import iter_mooncake
 from auction_gym.workload.mooncake import SAMPLE_TRACE
@@ -81,11 +82,12 @@ events = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(events, st.sampled_from(MODELS), st.integers(1, 4))
-def test_incremental_tree_equals_a_build_from_scratch(steps, model, round_every):
-    """Several events between rounds: a round sees arrivals, admissions and changes together."""
-    auction = RadixTreeAuction(*model)
-    tree = IncrementalQueueTree(auction.request_work, costed=model[0] == "tokens")
+@given(events, st.sampled_from(MODELS), st.integers(1, 4), st.sampled_from(TIE_BREAKS))
+def test_incremental_tree_equals_a_build_from_scratch(steps, model, round_every, tie_break):
+    """Several events between rounds: a round sees arrivals, admissions and changes together, under
+    either tie-break (bids of 0 and 1 make ties common)."""
+    auction = RadixTreeAuction(*model, tie_break=tie_break)
+    tree = IncrementalQueueTree(auction.request_work, costed=model[0] == "tokens", cache_ties=auction.cache_ties)
     queue: list[Request] = []
     lens: list[int] = []
     for k, event in enumerate(steps):
@@ -155,7 +157,7 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
         if decided is None or decided.allocation is seen or len(decided.requests) < 2:
             continue
         seen = decided.allocation
-        fresh = IncrementalQueueTree(auction.request_work, costed=True)
+        fresh = IncrementalQueueTree(auction.request_work, costed=True, cache_ties=auction.cache_ties)
         fresh.update(decided.requests, decided.bids, decided.prefix_lens)
         assert _node_stats(auction._allocator._tree) == _node_stats(fresh)
         rounds += 1
@@ -165,7 +167,7 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
 
 def test_a_bad_bid_leaves_a_following_tree_as_it_was():
     """A refused round changes nothing: the next one, from the same changes, is exact."""
-    tree = IncrementalQueueTree(1.0, costed=True)
+    tree = IncrementalQueueTree(1.0, costed=True, cache_ties=True)
     a, b, c = Request(1, 0, [1, 2], bid=1.0), Request(2, 0, [1, 3], bid=1.0), Request(3, 1, [1, 2, 4], bid=2.0)
     tree.update([a, b], [1.0, 1.0], [0, 0])
     delta = QueueDelta(joined=[c], left=[a], rematched=[b], length_of={b: 1, c: 2})

@@ -71,8 +71,16 @@ def ref_optimum(seqs, bids, cached, cost_model, overhead, constrained=True) -> f
     )
 
 
-def strict_order(reqs: list[Request]) -> list[int]:
-    return sorted(range(len(reqs)), key=lambda r: (-reqs[r].bid, reqs[r].arrival, reqs[r].id))
+def cached_len(seq, cached: set) -> int:
+    """The longest prefix of `seq` that `cached` (a set of prefixes) holds."""
+    return max([k for k in range(1, len(seq) + 1) if tuple(seq[:k]) in cached], default=0)
+
+
+def strict_order(reqs: list[Request], cached: set = frozenset(), cost_model: str = "unit") -> list[int]:
+    """By bid; equal bids by longest cached prefix (not under "unit", which reads no cache), then
+    arrival, then id."""
+    lens = [0 if cost_model == "unit" else cached_len(list(r.tokens), cached) for r in reqs]
+    return sorted(range(len(reqs)), key=lambda r: (-reqs[r].bid, -lens[r], reqs[r].arrival, reqs[r].id))
 
 
 def random_instance(seed: int, max_requests: int = 7):
@@ -177,7 +185,7 @@ def test_strict_payments_equal_definition(seed, cost_model, overhead):
     seqs = [tuple(int(t) for t in r.tokens) for r in reqs]
     bids = [r.bid for r in reqs]
     cached = cached_set(cached_seqs)
-    order = strict_order(reqs)
+    order = strict_order(reqs, cached, cost_model)
     assert outcome.order == [reqs[r].id for r in order]
     model = (cached, cost_model, overhead)
     assert -outcome.welfare == pytest.approx(ref_cost(order, seqs, bids, *model))

@@ -215,8 +215,8 @@ def test_lone_request_allocation_equals_the_general_loop(cost_model, cached, bid
     reqs = [Request(4, 1, [7, 8, 9, 10], bid=bid)]
     tokens = [reqs[0].tokens]
     tree = build_queue_tree(tokens, None if cost_model == "unit" else cached_prefix_lengths(tokens, cached))
-    lone = auction._allocate_lone(reqs, [bid], tree)
-    loop = auction._allocate_tree(reqs, [bid], tree)
+    lone = auction._allocate_lone(reqs, [bid], tree, reqs[0].id)
+    loop = auction._allocate_tree(reqs, [bid], tree, [reqs[0].id])
     for f in fields(lone):
         assert getattr(lone, f.name) == getattr(loop, f.name), f.name
     assert auction.allocate(reqs, cached).completion == loop.completion

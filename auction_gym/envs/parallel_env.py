@@ -14,7 +14,7 @@ from pettingzoo import ParallelEnv
 from ..action import DEFAULT_ACTION_TYPE, action_value
 from ..market import Market, MarketConfig, Obs
 from ..pacing import TUNED_PI
-from ..scenarios import V1_KWARGS
+from ..scenarios import V1_KWARGS, V2_KWARGS
 from .common import (
     check_env_arguments,
     env_action_map,
@@ -26,8 +26,8 @@ from .common import (
 )
 from .rendering import market_frame
 
-VERSIONS = ("v0", "v1")
-"""The versions `parallel_env` builds, as `RadixAuction-v0` and `RadixAuction-v1`."""
+VERSIONS = {"v0": {}, "v1": V1_KWARGS, "v2": V2_KWARGS}
+"""The versions `parallel_env` builds, as `RadixAuction-v0`, `-v1` and `-v2`, with their defaults."""
 
 
 @refuses_unknown_keywords
@@ -45,10 +45,11 @@ class RadixAuctionParallelEnv(ParallelEnv):
     `MarketConfig`), as for `RadixAuctionEnv`; it warns as that does for a long horizon over an
     unstable queue, and checks `trace_path` at construction. An unknown keyword raises an error
     that lists the valid ones. `parallel_env(version="v1")` takes `RadixAuction-v1`'s defaults
-    (the calibrated market and action type; `auction_gym.scenarios.V1_KWARGS`).
+    (the calibrated market and action type; `auction_gym.scenarios.V1_KWARGS`), "v2" v2's. Built
+    directly, tied (unpaid) requests keep the order by request id (`tie_break="request_id"`).
 
     Version History: as `RadixAuctionEnv`'s (v0: the pre-release market; v1: the calibrated pacing
-    market by default, delta and residual actions).
+    market by default, delta and residual actions; v2: tied requests by cached prefix).
 
     Rendering: "ansi" gives one line of text after each step (None before the first); "rgb_array"
     a uint8 image of shape (64, 4 + 16 x (2 x num_bidders + 1), 3) after reset or any step (None
@@ -63,7 +64,8 @@ class RadixAuctionParallelEnv(ParallelEnv):
     def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None,
                  action_type: str = DEFAULT_ACTION_TYPE, delta_bound: float = 0.3, delta_start: float = 1.0,
                  residual_base: str = TUNED_PI, residual_scale: float = 1.0, **market: Any) -> None:
-        self.config = market_config(**market)
+        # The order of tied requests this env has always had; tie_break="cached_prefix" is v2's.
+        self.config = market_config(**{"tie_break": "request_id", **market})
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
         self.action_map = env_action_map(action_type, self.config.alpha_max, delta_bound, delta_start,
                                          residual_base, residual_scale)
@@ -85,7 +87,7 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
     @functools.lru_cache(maxsize=None)
     def observation_space(self, agent: str) -> spaces.Box:
-        return spaces.Box(Obs.LOW, Obs.high(self.config.horizon), dtype=np.float32)
+        return spaces.Box(Obs.LOW, Obs.high(self.config.pacing_rounds), dtype=np.float32)
 
     @functools.lru_cache(maxsize=None)
     def action_space(self, agent: str) -> spaces.Box:
@@ -150,13 +152,12 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
 def parallel_env(version: str = "v0", **kwargs: Any) -> RadixAuctionParallelEnv:
     """`RadixAuctionParallelEnv(**kwargs)`, PettingZoo's conventional constructor name, with the
-    defaults of `version` (of VERSIONS): "v1" takes V1_KWARGS's arguments this env has (its market
-    and action type; the reward is each agent's utility), keywords given overriding them."""
+    defaults of `version` (of VERSIONS): "v1" and "v2" take the arguments of V1_KWARGS and
+    V2_KWARGS this env has (the market and action type; the reward is each agent's utility),
+    keywords given overriding them."""
     if version not in VERSIONS:
         raise ValueError(f"version must be one of {list(VERSIONS)}, got {version!r}")
-    if version == "v1":
-        kwargs = {**parallel_kwargs(V1_KWARGS), **kwargs}
-    return RadixAuctionParallelEnv(**kwargs)
+    return RadixAuctionParallelEnv(**{**parallel_kwargs(VERSIONS[version]), **kwargs})
 
 
 def parallel_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:

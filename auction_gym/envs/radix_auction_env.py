@@ -154,6 +154,9 @@ class RadixAuctionEnv(gym.Env):
     |                  |              | (the paper's literal average subtree bid), docs/design.md        |
     |                  |              | section 3, or "service" (tokens + a request's running-slot time) |
     | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
+    | tie_break        | "request_id" | an auction's order of tied requests (those bidding 0):           |
+    |                  |              | "request_id" (smallest first) or "cached_prefix" (longest cached |
+    |                  |              | prefix first; MarketConfig.tie_break, docs/design.md section 3)  |
     | workload         | "agentic"    | a registered workload (auction_gym.workload.registry; Workloads  |
     |                  |              | below); "mooncake" needs `trace_path`                            |
     | trace_path       | None         | Mooncake conversation trace (JSONL), a readable file: checked    |
@@ -238,6 +241,8 @@ class RadixAuctionEnv(gym.Env):
     to them gets a new version, as Gymnasium's own environments do (`tests/test_golden.py` pins
     fixed-seed episodes).
 
+    * v2: v1's market with tied requests (those bidding 0) served longest cached prefix first
+      (`tie_break="cached_prefix"`); baselines re-tuned on tuning seeds (they chose v1's)
     * v1: the calibrated pacing market by default, delta and residual actions, the paired reward
     * v0: the pre-release market (stationary load above capacity, the "tokens" cost model)
     """
@@ -250,6 +255,7 @@ class RadixAuctionEnv(gym.Env):
         mechanism: str = MarketConfig.mechanism,
         cost_model: str = MarketConfig.cost_model,
         request_overhead: float = MarketConfig.request_overhead,
+        tie_break: str = "request_id",
         workload: str = MarketConfig.workload,
         trace_path: str | None = None,
         workload_kwargs: dict[str, Any] | None = None,
@@ -278,7 +284,7 @@ class RadixAuctionEnv(gym.Env):
     ) -> None:
         self.config = market_config(
             num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
-            request_overhead=request_overhead, workload=workload, trace_path=trace_path,
+            request_overhead=request_overhead, tie_break=tie_break, workload=workload, trace_path=trace_path,
             workload_kwargs=workload_kwargs, backend=backend, engine_kwargs=engine_kwargs,
             backend_kwargs=backend_kwargs, replicas=replicas, router=router,
             router_kwargs=dict(router_kwargs or {}),
@@ -305,7 +311,7 @@ class RadixAuctionEnv(gym.Env):
         self.render_mode = render_mode
         self.market = Market(self.config, accrue_latency_cost=reward != "utility")
         self._shadow = Market(self.config, accrue_latency_cost=True) if reward == "paired" else None
-        self.observation_space = spaces.Box(Obs.LOW, Obs.high(self.config.horizon), dtype=np.float32)
+        self.observation_space = spaces.Box(Obs.LOW, Obs.high(self.config.pacing_rounds), dtype=np.float32)
         self.action_space = self.action_map.space
         self._obs: np.ndarray | None = None
         self._prev_alpha = 1.0  # the focal bidder's multiplier of the last round, the action map's prev_alpha

@@ -13,6 +13,7 @@ import numpy as np
 from .._checks import check_count
 from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
+from ..mechanism.smith import check_tie_break
 from ..registry import AuctionClasses, get_mechanism, mechanism_names
 from ..request import Request
 from ..scheduler import Auction, Scheduler, make_scheduler
@@ -97,6 +98,11 @@ class MarketConfig:
     ("tokens" pricing each request's running-slot time too: `service_overhead`)."""
     request_overhead: float = 1.0
     """Per-request work under "tokens" (prefill tokens); "service" sets its own."""
+    tie_break: str = "cached_prefix"
+    """How an auction orders requests whose keys tie, as those of bidders out of budget (bids of 0)
+    do (docs/design.md section 3; `mechanism.smith.TIE_BREAKS`): "cached_prefix", longest cached
+    prefix first, so unpaid requests keep the cache; "request_id", smallest id first, the rule of
+    `RadixAuction-v0` and `-v1`. Ties cost the same, so payments do not depend on it."""
     workload: str = "agentic"
     """A registered workload (`auction_gym.workload.registry`)."""
     trace_path: str | Path | None = None
@@ -125,7 +131,16 @@ class MarketConfig:
     """Budget per bidder for the episode (money); one number for all, or one per bidder. None:
     budget_per_round x horizon."""
     budget_per_round: float = 0.0001
-    """Target spend per round, rho = B / T, when `budget` is None."""
+    """Target spend per round, rho = B / T, when `budget` is None (B = rho x `pacing_rounds`)."""
+    budget_rounds: int | None = None
+    """The rounds a budget is paced over, T in rho = B / T and in the observation's time left; None:
+    `horizon`. An episode that ends when its workload runs dry lasts fewer rounds than a horizon
+    set to hold it, so a pacer aiming at B / horizon would leave most of its budget unspent;
+    `radix-auction markets` sets it to the episode's length measured on tuning seeds."""
+    initial_multiplier: float = 1.0
+    """The multiplier each bidder is taken to have played before the first round (the
+    observation's `prev_multiplier` at reset), from which a stateless pacer starts: 1 is truthful;
+    a pacer against a budget far below truthful spend needs to start lower."""
     alpha_max: float = 2.0
     """Largest bid multiplier a bidder may play (the action bound)."""
     episode_draws: dict[str, Sequence[float]] = field(default_factory=dict)
@@ -172,6 +187,11 @@ class MarketConfig:
             raise ValueError(f"warmup must be finite and >= 0, got {self.warmup!r}")
         if not math.isfinite(self.alpha_max) or self.alpha_max <= 0:
             raise ValueError(f"alpha_max must be finite and > 0, got {self.alpha_max!r}")
+        if not (math.isfinite(self.initial_multiplier) and self.initial_multiplier >= 0):
+            raise ValueError(f"initial_multiplier must be finite and >= 0, got {self.initial_multiplier!r}")
+        if self.budget_rounds is not None:
+            check_count("budget_rounds", self.budget_rounds)
+        check_tie_break(self.tie_break)
         self.budgets()  # validates the budget settings
 
     def _check_episode_draws(self) -> None:
@@ -219,7 +239,7 @@ class MarketConfig:
             rho = self.budget_per_round
             if not math.isfinite(rho) or rho <= 0:
                 raise ValueError(f"budget_per_round must be finite and > 0, got {rho!r}")
-            return [rho * self.horizon] * self.num_bidders
+            return [rho * self.pacing_rounds] * self.num_bidders
         values = [self.budget] * self.num_bidders if isinstance(self.budget, (int, float)) else list(self.budget)
         if len(values) != self.num_bidders:
             raise ValueError(f"budget has {len(values)} entries for {self.num_bidders} bidders")
@@ -272,8 +292,15 @@ class MarketConfig:
         """The mechanism with the market's cost model (`make_scheduler`, the one factory): "service"
         is "tokens" with the service time as the per-request work."""
         if self.cost_model == "service":
-            return make_scheduler(self.mechanism, "tokens", self.service_overhead(), **self.mechanism_kwargs)
-        return make_scheduler(self.mechanism, self.cost_model, self.request_overhead, **self.mechanism_kwargs)
+            return make_scheduler(self.mechanism, "tokens", self.service_overhead(), self.tie_break,
+                                  **self.mechanism_kwargs)
+        return make_scheduler(self.mechanism, self.cost_model, self.request_overhead, self.tie_break,
+                              **self.mechanism_kwargs)
+
+    @property
+    def pacing_rounds(self) -> int:
+        """T, the rounds a budget is paced over: `budget_rounds`, or `horizon`."""
+        return self.horizon if self.budget_rounds is None else self.budget_rounds
 
     def make_engine(self, scheduler: Scheduler | Auction) -> ServingEngine:
         module, name = BACKENDS[self.backend].split(":")

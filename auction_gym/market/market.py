@@ -109,6 +109,9 @@ class RoundReport:
     mean_ttft: float = math.nan
     exhausted: bool = False
     """The workload ran dry before this round could happen (nothing was admitted)."""
+    capped: tuple[int, ...] = ()
+    """The bidders whose charge this round was cut to what was left of their budget: where that
+    happens the auction is no longer VCG."""
     decision: Decision | None = None
     """The round this step admitted from and charged for (`Iteration.decision`): an auction's
     `AuctionRound`, a posted-price design's or a priority order's `PostedRound`; None under the
@@ -137,7 +140,7 @@ class Market:
         self.n = self.config.num_bidders
         self.draws: dict = {}
         self._set_budgets(self.config.budgets())
-        self.obs_high = Obs.high(self.config.horizon)
+        self.obs_high = Obs.high(self.config.pacing_rounds)
         self._obs_bounds = np.tile(Obs.LOW, self.n), np.tile(self.obs_high, self.n)  # all rows, flat
         self._pack_obs = struct.Struct(f"{self.n * Obs.SIZE}f").pack  # all rows' features, as float32
         self.engine = None
@@ -161,7 +164,7 @@ class Market:
         self._episode_start = self.engine.now
         self._accrued_to: dict[int, float] = {}
         self.spent = np.zeros(n)
-        self.alpha = np.ones(n)
+        self.alpha = np.full(n, cfg.initial_multiplier)
         self.last_spend = np.zeros(n)
         self.price_ema = 0.0
         self.hit_ema = 0.0
@@ -170,9 +173,9 @@ class Market:
         self.exhausted = False
 
     def _set_budgets(self, budgets: list[float]) -> None:
-        """The episode's budgets and per-round targets rho = B / T."""
+        """The episode's budgets and per-round targets rho = B / T (T: `MarketConfig.pacing_rounds`)."""
         self.budget = np.array(budgets)
-        self.rho = self.budget / self.config.horizon
+        self.rho = self.budget / self.config.pacing_rounds
         # Constant within an episode, and read every step: Python floats (a handful of bidders,
         # where numpy's per-call overhead would outweigh the arithmetic; so is the bookkeeping below).
         self._budget = self.budget.tolist()
@@ -329,7 +332,11 @@ class Market:
                 seconds_per_unit = self.engine.cost.prefill_per_token
             budget = self._budget
             for i, due in decided.charges(report.admitted, admitted, seconds_per_unit).items():
-                payments[i] = min(due, max(budget[i] - spent[i], 0.0))
+                left = max(budget[i] - spent[i], 0.0)
+                if due > left:
+                    report.capped += (i,)
+                    due = left
+                payments[i] = due
         self.price_ema = ema(self.price_ema, sum(payments) / len(report.admitted))
 
     def observations(self) -> np.ndarray:
@@ -337,7 +344,7 @@ class Market:
         `observation.FEATURES`, each clipped to [0, its bound]."""
         # Built from Python floats: a handful of bidders, called every step, where a dozen small
         # numpy operations would cost more than the values themselves.
-        n, T = self.n, self.config.horizon
+        n, T = self.n, self.config.pacing_rounds
         count = [0] * n
         urgency = [0.0] * n
         waiting = self.engine.waiting
@@ -346,7 +353,7 @@ class Market:
             count[bidder] += 1
             urgency[bidder] += r.urgency
         rounds, alpha_max, price, hit = max(self.round, 1), self.config.alpha_max, self.price_ema, self.hit_ema
-        time_left, total_queue = (T - self.round) / T, math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)
+        time_left, total_queue = max(T - self.round, 0) / T, math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)
         flat: list[float] = []  # row after row: one flat array is made and clipped faster than rows
         for b, p, s, last, c, u, latency, ttft, a in zip(
             self._budget, self._rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,

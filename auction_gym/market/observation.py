@@ -74,8 +74,8 @@ class Feature:
 
 FEATURES: tuple[Feature, ...] = (
     Feature("budget_left", "remaining budget / budget", 1.0),
-    Feature("time_left", "rounds left / horizon", 1.0),
-    Feature("spend_vs_target", "(spent / rounds so far) / rho, rho = budget / horizon", 4.0),
+    Feature("time_left", "rounds left / T (T: horizon, or budget_rounds when set)", 1.0),
+    Feature("spend_vs_target", "(spent / rounds so far) / rho, rho = budget / T", 4.0),
     Feature("last_spend_log", "log1p(spend in the last round / rho) (OGD's gradient signal)",
             math.log1p, "log1p(horizon)"),
     Feature("own_queued", f"log1p(own waiting requests / {QUEUE_SCALE:g})", math.log1p(QUEUE_MAX / QUEUE_SCALE)),

@@ -65,11 +65,12 @@ class TreeAllocator:
     Args:
         request_work: completion units per request (the auction's `request_work`).
         costed: False under the "unit" cost model (no edge work; cached lengths ignored).
+        cache_ties: ties go by longest cached prefix, then id (`smith.tie_value`); else by id.
     """
 
-    def __init__(self, request_work: float, costed: bool) -> None:
+    def __init__(self, request_work: float, costed: bool, cache_ties: bool = False) -> None:
         self.request_work = request_work
-        self._tree = IncrementalQueueTree(request_work, costed)
+        self._tree = IncrementalQueueTree(request_work, costed, cache_ties)
         self._synced: int | None = None
         """The refresh of the engine's queue (`WaitingPrefixes.serial`) the tree was last brought
         to; None: not known to be one."""

@@ -14,6 +14,7 @@ from ..scheduler.prefix_matcher import PrefixMatcher
 from ..scheduler.waiting import WaitingPrefixes
 from .outcome import AuctionOutcome
 from .queue_tree import TokenMemo, cached_prefix_lengths
+from .smith import check_tie_break
 from .validation import validate_cost_model
 
 Cached = RadixCache | Iterable[Sequence[int]] | None
@@ -117,12 +118,20 @@ class AuctionMechanism:
             + k * request_overhead, so what the cache holds costs nothing) or "unit" (C_k = k, the
             paper's literal model, blind to the cache), docs/design.md section 3.
         request_overhead: completion units charged per request under "tokens" (>= 0).
+        tie_break: how requests whose keys tie are ordered (`smith.TIE_BREAKS`): "cached_prefix"
+            (the default: longest cached prefix first, then smallest id, so requests that bid 0
+            keep the cache) or "request_id" (smallest id first, the rule `RadixAuction-v0` and
+            `-v1` keep). Ties cost the same, so payments do not depend on it.
     """
 
     name = ""
 
-    def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
+    def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0,
+                 tie_break: str = "cached_prefix") -> None:
         self.cost_model, self.request_overhead = validate_cost_model(cost_model, request_overhead)
+        self.tie_break = tie_break
+        self.cache_ties = check_tie_break(tie_break) and cost_model != "unit"
+        """Whether ties go by cached prefix: "unit" reads no cache, so its ties stay by id."""
         self._memo = TokenMemo()
         # `decide`'s cached prefix lengths, kept up to date from round to round under
         # "tokens" (re-matching only the requests a cache change can affect).

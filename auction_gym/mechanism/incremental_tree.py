@@ -16,8 +16,8 @@ across rounds and updates it from the difference between this round's queue and 
   children before parents; the others keep theirs.
 
 The order is the from-scratch build's, and so are the stats, bit for bit: a node's S, P and F are
-sums over its blocks in Smith order, whose keys are unique (ties broken by the smallest request id
-in the block), added in the same order; the tree itself (nodes at the longest common prefixes of
+sums over its blocks in Smith order, whose keys are unique (ties broken by `smith.tie_value`, which
+ends in the smallest request id in the block), added in the same order; the tree itself (nodes at the longest common prefixes of
 neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
 shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
 both after random arrivals, admissions, cache and bid changes. Rounds are decided over this tree by
@@ -47,7 +47,7 @@ import numpy as np
 from ..request import Request
 from ..scheduler.waiting import QueueDelta
 from .queue_tree import common_prefix_len
-from .smith import SortKey, block_key
+from .smith import SortKey, block_key, tie_value
 from .validation import validate_requests
 
 _FLAT = attrgetter("flat")
@@ -68,7 +68,8 @@ class QueueBlock:
         self.owner: int | None = None
         """The bidder of every request in the block; None when it holds more than one."""
         self.tie = 0
-        """Smallest request id in the block."""
+        """The least tie-break value of its requests (`smith.tie_value`): the smallest request id,
+        or with cache ties the longest cached prefix, then the smallest id."""
         self.key: SortKey = (0, 0.0, 0)
         self.reach = 0
         """Largest cached length among its requests (tokens)."""
@@ -160,11 +161,14 @@ class IncrementalQueueTree:
     Args:
         request_work: completion units per request (the auction's `request_work`).
         costed: False under "unit" (no edge work; cached lengths ignored).
+        cache_ties: blocks whose keys tie go by longest cached prefix, then smallest id
+            (`smith.tie_value`); else by smallest id.
     """
 
-    def __init__(self, request_work: float, costed: bool) -> None:
+    def __init__(self, request_work: float, costed: bool, cache_ties: bool = False) -> None:
         self.request_work = request_work
         self.costed = costed
+        self.cache_ties = cache_ties
         self._root = QueueNode(0, np.empty(0, dtype=np.int64), None)
         self._entries: dict[Request, _Req] = {}  # request (hashed by identity) -> its block
         self._by_rid: dict[int, _Req] = {}  # request id -> its block
@@ -391,14 +395,15 @@ class IncrementalQueueTree:
         children before parents, as `RadixTreeAuction._allocate_tree` computes them (and in the
         same order of additions, so to the same floats), each block listed in its parent under
         its new key."""
-        overhead, costed = self.request_work, self.costed
+        overhead, costed, cache_ties = self.request_work, self.costed, self.cache_ties
         marked = changes.nodes
         for e in changes.blocks:
             v, n, b = e.node, len(e.tokens), e.bid
             lo = v.depth if v.depth > e.cached else e.cached
             w = float(n - lo) if costed and n > lo else 0.0
-            e.s, e.p, e.f, e.tie = b, w + overhead, w * b + b * overhead, e.rid
-            e.key = block_key(b, e.p, e.rid)
+            e.s, e.p, e.f = b, w + overhead, w * b + b * overhead
+            e.tie = tie = tie_value(e.rid, e.cached, cache_ties)
+            e.key = block_key(b, e.p, tie)
             _relist(e, v)
             marked.add(v)
         path: set[QueueNode] = set()

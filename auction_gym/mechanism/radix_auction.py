@@ -80,6 +80,7 @@ from .smith import (
     depth_first,
     index_node,
     interaction_after_change,
+    tie_value,
     tree_stats,
 )
 from .validation import check_bids, validate_requests
@@ -131,16 +132,19 @@ class RadixTreeAuction(AuctionMechanism):
     """Welfare-maximal order over the depth-first range of the queue's radix tree, VCG payments.
 
     Child blocks are visited by (sum of bids) / (work) descending, zero-work blocks first, equal
-    ratios by the smallest request id in the block.
+    ratios by the `tie_break` rule (`smith.TIE_BREAKS`; by default the block with the longest cached
+    prefix first, then the smallest request id).
 
     See the module docstring for the algorithm and its complexity.
     """
 
     name = "radix_vcg"
 
-    def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0) -> None:
-        super().__init__(cost_model, request_overhead)
-        self._allocator = TreeAllocator(self.request_work, costed=self.cost_model == "tokens")
+    def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0,
+                 tie_break: str = "cached_prefix") -> None:
+        super().__init__(cost_model, request_overhead, tie_break)
+        self._allocator = TreeAllocator(self.request_work, costed=self.cost_model == "tokens",
+                                        cache_ties=self.cache_ties)
         """`decide`'s rounds of two requests or more (allocator.py)."""
 
     def allocate(
@@ -151,14 +155,19 @@ class RadixTreeAuction(AuctionMechanism):
         from scratch (the oracle the kept trees are tested against)."""
         requests = list(requests)
         tokens, own = validate_requests(requests, self._memo.held)  # the memo's arrays passed already
-        tree = build_queue_tree(tokens, self._prefix_lens(tokens, cached, prefix_lens), self._memo)
-        return self._allocate_over(requests, own if bids is None else [float(b) for b in bids], tree)
+        lens = self._prefix_lens(tokens, cached, prefix_lens)
+        tree = build_queue_tree(tokens, lens, self._memo)
+        ties = [tie_value(r.id, c, self.cache_ties) for r, c in zip(requests, [0] * len(requests) if lens is None else lens)]
+        return self._allocate_over(requests, own if bids is None else [float(b) for b in bids], tree, ties)
 
-    def _allocate_over(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
-        """The allocation of `requests` with `bids` over their queue tree (one request or many)."""
+    def _allocate_over(
+        self, requests: list[Request], bids: list[float], tree: QueueTree, ties: list[int],
+    ) -> RadixAllocation:
+        """The allocation of `requests` with `bids` over their queue tree (one request or many),
+        `ties` each request's tie-break value (`smith.tie_value`)."""
         if len(requests) == 1:
-            return self._allocate_lone(requests, bids, tree)
-        return self._allocate_tree(requests, bids, tree)
+            return self._allocate_lone(requests, bids, tree, ties[0])
+        return self._allocate_tree(requests, bids, tree, ties)
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
@@ -189,17 +198,18 @@ class RadixTreeAuction(AuctionMechanism):
     def outcome(self, alloc: Decided) -> AuctionOutcome:
         return super().outcome(self.full(alloc))
 
-    def _allocate_tree(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
+    def _allocate_tree(
+        self, requests: list[Request], bids: list[float], tree: QueueTree, ties: list[int],
+    ) -> RadixAllocation:
         """Block stats children before parents, Smith order at each node, then the depth-first order."""
         nn, overhead = tree.n_nodes, self.request_work
-        ids = [req.id for req in requests]
         own_p = [e + overhead for e in tree.req_work]  # a hanging request's own edge, then its overhead
         s = [0.0] * nn + bids
         p = [0.0] * nn + own_p
         f = [0.0] * nn + [e * b + b * overhead for e, b in zip(tree.req_work, bids)]
-        tie = [0] * nn + ids
+        tie = [0] * nn + ties
         key: list[SortKey | None] = [None] * nn
-        key += block_keys(bids, own_p, ids)
+        key += block_keys(bids, own_p, ties)
         sorted_blocks, g, sum_f = tree_stats(tree.children, tree.attached, tree.edge_work, s, p, f, tie, key)
         order = depth_first(sorted_blocks, nn)
         completion = completion_times(tree, order, overhead)
@@ -208,10 +218,11 @@ class RadixTreeAuction(AuctionMechanism):
             g=g, sum_f=sum_f, order=order, completion=completion, cost=math.fsum(map(operator.mul, bids, completion)),
         )
 
-    def _allocate_lone(self, requests: list[Request], bids: list[float], tree: QueueTree) -> RadixAllocation:
+    def _allocate_lone(self, requests: list[Request], bids: list[float], tree: QueueTree, rid: int) -> RadixAllocation:
         """`_allocate_tree` of a queue of one (the root and the request's block; over half the
-        rounds of the default scenario), with the same values and without the loops."""
-        (b,), (e,), rid = bids, tree.req_work, requests[0].id
+        rounds of the default scenario), with the same values and without the loops; `rid` its
+        tie-break value."""
+        (b,), (e,) = bids, tree.req_work
         own = e + self.request_work
         f = e * b + b * self.request_work
         key = block_key(b, own, rid)

@@ -8,8 +8,13 @@ of a node cost
     sum_j F_j + G,    G = sum_j S_j * (sum of P over the blocks before j),
 
 and G is minimised by sorting on S/P descending (an adjacent exchange changes G by
-S_a P_b - S_b P_a). Zero-work blocks come first; equal keys cost the same in either order, so the
-tie-break (smallest request id in the block) only makes the order deterministic.
+S_a P_b - S_b P_a). Zero-work blocks come first. Equal keys cost the same in either order, so the
+tie-break is free to serve the cache: under "cached_prefix" (`TIE_BREAKS`) tied blocks go by the
+longest cached prefix among their requests, then by the smallest request id, which is LPM's order
+inside the depth-first range and leaves every cost, and so every VCG payment, as it was; under
+"request_id" by the smallest request id alone. Ties are what requests that bid 0 (a bidder out of
+budget) meet at every node, so the rule decides where unpaid requests are served
+(docs/design.md section 3).
 
 `interaction_after_change` gives G of the optimal order after m blocks leave and m' <= m (changed
 versions of some of them) come back, from prefix sums over the old sorted order, in
@@ -26,10 +31,32 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 SortKey = tuple[int, float, int]
+TIE_BREAKS = ("cached_prefix", "request_id")
+"""How blocks whose Smith keys tie are ordered: longest cached prefix first, then smallest request id;
+or smallest request id alone (the order before the cache-aware rule, which `RadixAuction-v0` and
+`-v1` keep)."""
+TIE_SPAN = 1 << 64
+"""A block's tie value packs (longest cached prefix, smallest id) into one int, id - cached x
+TIE_SPAN, so comparing and taking the min of ties stays one integer operation; exact while request
+ids are below 2^63 in magnitude."""
+
+
+def tie_value(request_id: int, cached: int, cache_first: bool) -> int:
+    """A request's tie-break value (smaller is served first among equal keys): `request_id`, less
+    `cached` x TIE_SPAN when `cache_first`. A block's is the min of its requests'."""
+    return request_id - cached * TIE_SPAN if cache_first and cached else request_id
+
+
+def check_tie_break(tie_break: str) -> bool:
+    """Whether `tie_break` (one of TIE_BREAKS) serves the longest cached prefix first; ValueError
+    for another name."""
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"unknown tie_break {tie_break!r}; valid: {', '.join(TIE_BREAKS)}")
+    return tie_break == "cached_prefix"
 
 
 def block_key(s: float, p: float, tie: int) -> SortKey:
-    """Sort key: zero-work blocks first, then S/P descending, then `tie` (smallest request id)."""
+    """Sort key: zero-work blocks first, then S/P descending, then `tie` (`tie_value`)."""
     return (0, 0.0, tie) if p == 0 else (1, -s / p, tie)
 
 

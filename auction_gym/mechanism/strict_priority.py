@@ -1,7 +1,8 @@
 """The strict priority auction (the unconstrained market): order by bid, VCG-style payments.
 
-Order: bid descending, ties by arrival, then request id. Completion times come from the same cost
-model as the radix auction (queue_tree.completion_times).
+Order: bid descending, ties by the longest cached prefix (under the default `tie_break`,
+"cached_prefix"; so requests that bid 0 keep LPM's order), then arrival, then request id.
+Completion times come from the same cost model as the radix auction (queue_tree.completion_times).
 
 Payments: p_i = (others' cost in the strict order of Q without i) subtracted from (others' cost in
 the strict order of Q), with cost = sum bid x completion. Removing i keeps the others' relative
@@ -88,19 +89,23 @@ class StrictPriorityAuction(AuctionMechanism):
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
         bids: Sequence[float] | None = None,
     ) -> StrictAllocation:
-        """Order a non-empty queue by bid (ties by arrival, then id) and cost it."""
+        """Order a non-empty queue by bid (ties by cached prefix under `cache_ties`, then by
+        arrival, then id) and cost it."""
         requests = list(requests)
         tokens, own = validate_requests(requests, self._memo.held)
         bids = own if bids is None else [float(b) for b in bids]
+        lens = self._prefix_lens(tokens, cached, prefix_lens)
         n = len(requests)
-        order = sorted(range(n), key=lambda r: (-bids[r], requests[r].arrival, requests[r].id))
+        if self.cache_ties and lens is not None:
+            order = sorted(range(n), key=lambda r: (-bids[r], -lens[r], requests[r].arrival, requests[r].id))
+        else:
+            order = sorted(range(n), key=lambda r: (-bids[r], requests[r].arrival, requests[r].id))
         rank = [0] * n
         for k, r in enumerate(order):
             rank[r] = k
         return StrictAllocation(
-            requests=requests, bids=bids, order=order, rank=rank, tokens=tokens,
-            prefix_lens=self._prefix_lens(tokens, cached, prefix_lens), request_work=self.request_work,
-            memo=self._memo,
+            requests=requests, bids=bids, order=order, rank=rank, tokens=tokens, prefix_lens=lens,
+            request_work=self.request_work, memo=self._memo,
         )
 
     def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:

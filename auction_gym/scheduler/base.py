@@ -160,19 +160,20 @@ def scheduler_names() -> list[str]:
 
 
 def make_scheduler(
-    name: str, cost_model: str | None = None, request_overhead: float | None = None, **kwargs: Any
+    name: str, cost_model: str | None = None, request_overhead: float | None = None,
+    tie_break: str | None = None, **kwargs: Any,
 ) -> Scheduler | Auction:
     """The policy registered under `name`, built with `kwargs`: the one factory of admission
-    policies. `cost_model` and `request_overhead` (docs/design.md section 3) go to an auction, and
-    are dropped for a policy without money, which has no completion-time model, so a market builds
-    any policy with its own settings; None leaves the auction's default. An unknown name lists the
-    valid ones."""
+    policies. `cost_model`, `request_overhead` and `tie_break` (docs/design.md section 3) go to an
+    auction, and are dropped for a policy without money, which has no completion-time model, so a
+    market builds any policy with its own settings; None leaves the auction's default. An unknown
+    name lists the valid ones."""
     try:
         entry = get_mechanism(name)
     except ValueError:
         raise ValueError(f"unknown scheduler {name!r}; valid names: {', '.join(scheduler_names())}") from None
     if entry.is_auction:
-        given = {"cost_model": cost_model, "request_overhead": request_overhead}
+        given = {"cost_model": cost_model, "request_overhead": request_overhead, "tie_break": tie_break}
         kwargs = {**{k: v for k, v in given.items() if v is not None}, **kwargs}
     return entry.factory()(**kwargs)
 

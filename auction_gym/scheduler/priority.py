@@ -50,10 +50,22 @@ def priority_level(bid: float) -> int:
 
 
 class SGLangPriority:
-    """Priority, then first come, first served; see the module docstring."""
+    """Priority, then first come, first served; see the module docstring.
+
+    Args:
+        max_priority: the highest priority a request may claim (higher levels are cut to it), as an
+            API bounds the values it accepts; None: unbounded. Priority is free here, so a bidder's
+            best response is to claim it for every request; with a bound, bidders who all do so
+            tie, and the order inside the tie (FCFS, or the cache under `qos_lpm`) is all that is left.
+    """
 
     name = "sglang_priority"
     charges = False
+
+    def __init__(self, max_priority: int | None = None) -> None:
+        if max_priority is not None and (not isinstance(max_priority, int) or max_priority < LOWEST):
+            raise ValueError(f"max_priority must be an int >= {LOWEST} or None, got {max_priority!r}")
+        self.max_priority = max_priority
 
     def decide(
         self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
@@ -64,10 +76,13 @@ class SGLangPriority:
         order = [queue[i] for i in sorted(range(len(queue)), key=levels.__getitem__, reverse=True)]
         return PostedRound(order, priorities=RoundPriorities(queue, levels))
 
-    @staticmethod
-    def _levels(queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
-        """Each request's priority in the round (`priority_level` of its bid)."""
-        return [priority_level(b) for b in round_bids(queue, multipliers)]
+    def _levels(self, queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
+        """Each request's priority in the round (`priority_level` of its bid, at most `max_priority`)."""
+        levels = [priority_level(b) for b in round_bids(queue, multipliers)]
+        if self.max_priority is None:
+            return levels
+        top = self.max_priority
+        return [level if level < top else top for level in levels]
 
 
 class QoSLPM(SGLangPriority):
@@ -75,7 +90,8 @@ class QoSLPM(SGLangPriority):
 
     name = "qos_lpm"
 
-    def __init__(self) -> None:
+    def __init__(self, max_priority: int | None = None) -> None:
+        super().__init__(max_priority)
         self._lengths = CachedLengths()
 
     def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:

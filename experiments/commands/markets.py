@@ -1,27 +1,31 @@
-"""The market designs side by side: every registered mechanism x workload x load x seed, paced.
+"""The market designs side by side, at budgets on the scale of the auction's prices.
 
     radix-auction markets [--quick] [--designs a,b] [--workloads a,b] [--loads 0.7,1,1.4] [--seeds K]
-                          [--size N] [--truthful] [--out docs/markets]
+                          [--tuning-seeds K] [--levels unlimited,1,0.3,0.1] [--size N] [--jobs J]
+                          [--out results/markets]
 
-Each point replays a workload through a market (`auction_gym.market.Market`) whose four bidders
-all pace by OGD (`auction_gym.pacing.OGDPacer`) against the default budgets (`MarketConfig`:
-0.0001 a round over a horizon of `--size` rounds), from an empty engine until the workload runs
-dry or the horizon ends; with `--truthful` every bidder bids its urgency (multiplier 1) with a
-budget it cannot spend, the paper's setting (and `reproduce`'s). Load is the arrival intensity over one engine's capacity, as `radix-auction
-cluster` sets it for one replica (`experiments.sweeps.ReplicaScale`): agentic at load x 14.5 requests/s,
-shared prefix at load x 8/s, the Mooncake slice at time scale 4 / load. Designs: every registered
-mechanism (`auction_gym.registry`), so a new one joins by registration alone, plus two tuned tier
-designs (`tiers (welfare)`, `tiers (revenue)`): the base price and ratios of TIER_GRID that give the
-most welfare, and separately the most revenue, on tuning seeds (1000 + k) of the same workload and
-load, scored on the evaluation seeds (0 .. K-1) as every other row.
+Each point replays a workload through a market (`auction_gym.market.Market`) of four bidders from
+an empty engine until the workload runs dry. Load is the arrival intensity over one engine's
+capacity (`experiments.sweeps.ReplicaScale`): agentic at load x 14.5 requests/s, shared prefix at
+load x 8/s, the Mooncake slice at time scale 4 / load.
 
-Per point: welfare (sum of V - w x latency over finished requests), revenue, the share of the
-budgets spent, cache hit rate, TTFT and latency (mean, p50, p99) per urgency class, the share of
-urgent requests finished within SLO_SECONDS, and for the congestion design its price path on the
-first evaluation seed (the price of every round, from `RoundReport.decision.prices`). Outputs under --out: markets.csv,
-markets_prices.csv, markets.md (the command, machine and date that made it, the tables, the
-targets read off them: `markets_report.targets`) and figures markets_welfare.png,
-markets_latency.png, markets_prices.png.
+Budget levels are defined from the market, not as a constant: "unlimited" (every bidder bids its
+urgency, the paper's setting) and fractions of what a truthful bidder pays under the radix auction
+over an episode, measured on tuning seeds at the same workload and load (`markets_tuning.Scale`);
+every design meets the same budget at a level. Paced bidders run the PI pacer from a multiplier
+that spends about the budget, paced over the episode's measured length, with gains tuned per
+design on tuning seeds; "radix_vcg (OGD)" is the paper's pacer as the paper runs it, for
+reference. Priced designs (`tiers`, `tiers_lpm`, `congestion`) have their price searched on
+tuning seeds at each workload, load and level, their best response calibrated to the workload's
+engine; "the best tiers" is the tier design best on the tuning seeds. Designs that charge nothing
+do not read budgets: they run once per point with truthful bidders (level "any"), and the priority
+designs also with every bidder claiming the highest priority ("(claimed)"), its best response
+when priority is free. At the highest load, one bidder deviating from its pacer's multiplier (x0.5,
+x2) under the radix auction and the best tiers measures the pacers' incentives.
+
+Outputs under --out: markets.csv (every evaluated episode), markets_tuning.csv (every tuning
+score), markets_prices.csv (the congestion design's price path on the first seed), markets.md
+(the command, machine and date, the tables, the targets: `markets_report`) and its figures.
 """
 
 from __future__ import annotations
@@ -29,142 +33,157 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
-from auction_gym.market import MECHANISMS, Market, MarketConfig
-from auction_gym.pacing import OGDPacer
-from auction_gym.workload import SAMPLE_TRACE, get_workload
+from auction_gym.market import MECHANISMS
 
 from ..argtypes import positive_int
+from ..executor import Executor
 from ..provenance import made_by
-from ..sweeps import replica_scale
-from .markets_report import CLASSES, write_outputs
+from .markets_points import Bidders, Point, run_point
+from .markets_report import write_outputs
+from .markets_tuning import PRICE_KEYS, calibrate, charges, tune_gains, tune_prices, tuning_seeds
 
-SLO_SECONDS = 3.0
-"""An urgent request's latency objective: its class's median break-even latency (V / w, s)."""
-TIER_GRID = [{"base_price": p, "ratios": r} for p in (3e-8, 1e-7, 3e-7, 1e-6)
-             for r in ((0.5, 1.0, 1.8), (0.25, 1.0, 4.0))]
-"""The tier designs tuned over: base prices per prompt token x ratio sets (Google's, and a wider one)."""
-TUNED = {"welfare": "tiers (welfare)", "revenue": "tiers (revenue)"}
-UNLIMITED = 1e12
-"""The budget of `--truthful`'s bidders: far beyond what any design charges in an episode."""
 WORKLOADS = ("agentic", "shared_prefix", "mooncake")
-FULL = {"workloads": list(WORKLOADS), "loads": [0.7, 1.0, 1.4], "seeds": 5, "size": 1000}
+LEVELS = {"unlimited": None, "1": 1.0, "0.3": 0.3, "0.1": 0.1}
+"""Budget levels by label: unlimited, or the share of a truthful bidder's spend under the radix auction."""
+CLAIMED = ("sglang_priority", "qos_lpm")
+"""The free-priority designs also run with every bidder claiming the highest priority."""
+DEVIATIONS = (0.5, 2.0)
+"""Factors of one bidder's multiplier over its pacer's, at the deviation point."""
+DEVIATION_LEVEL = "0.3"
+FULL = {"workloads": list(WORKLOADS), "loads": [0.7, 1.0, 1.4], "seeds": 10, "tuning_seeds": 3,
+        "levels": list(LEVELS), "size": 1000}
 """The default grid. 1,000 requests: the Mooncake slice's length (`SAMPLE_TRACE`)."""
-QUICK = {"workloads": ["agentic", "shared_prefix"], "loads": [0.7, 1.0, 1.4], "seeds": 2, "size": 1000}
+QUICK = {"workloads": ["agentic", "shared_prefix"], "loads": [1.4], "seeds": 2, "tuning_seeds": 2,
+         "levels": ["unlimited", "0.3"], "size": 1000}
 
 
-def scenario(design: str, workload: str, load: float, size: int, kwargs: dict | None = None,
-             truthful: bool = False) -> MarketConfig:
-    """The market of one point: `size` requests (and rounds), offered at `load`; with `truthful`,
-    budgets no bidder can spend (UNLIMITED)."""
-    entry = get_workload(workload)
-    scale = replica_scale(workload)
-    trace = SAMPLE_TRACE if entry.trace_argument is not None else None
-    return MarketConfig(mechanism=design, mechanism_kwargs=dict(kwargs or {}), workload=workload, trace_path=trace,
-                        workload_kwargs=scale.workload_kwargs(entry.intensity, load, size, 1),
-                        engine_kwargs=dict(scale.engine_kwargs), horizon=size, warmup=0.0,
-                        budget=UNLIMITED if truthful else None)
+def sweep(grid: dict, designs: list[str], executor: Executor, log=print) -> tuple[list[dict], list[dict], list[dict]]:
+    """Every point of the grid, scored on the evaluation seeds: (rows, tuning rows, price paths)."""
+    points = list(itertools.product(grid["workloads"], grid["loads"]))
+    tuning = tuning_seeds(grid["tuning_seeds"], grid["seeds"])
+    scales = calibrate(points, grid["size"], tuning, executor)
+    for key, scale in scales.items():
+        log(f"{key}: truthful spend {scale.spend:.4g} a bidder, {scale.rounds} rounds, "
+            f"{scale.seconds_per_request * 1000:.1f} ms a request")
+    bases: dict[tuple, Point] = {}
+    for (w, load), level, design in itertools.product(points, grid["levels"], designs):
+        if charges(design):
+            scale = scales[(w, load)]
+            point = Point(design, w, load, grid["size"], bidders=scale.bidders(LEVELS[level]))
+            if design in PRICE_KEYS:
+                point = point.with_kwargs(seconds_per_request=scale.seconds_per_request)
+            bases[(w, load, level, design)] = point
+    priced = {k: p for k, p in bases.items() if p.design in PRICE_KEYS}
+    price_scale = {k: scales[k[:2]].price_scale(LEVELS[k[2]]) for k in priced}
+    tuned, tuning_rows = tune_prices(priced, price_scale, tuning, executor, log)
+    bases.update(tuned)
+    paced = {k: p for k, p in bases.items() if p.bidders.rule == "pid"}
+    tuned, gain_rows = tune_gains(paced, tuning, executor, log)
+    bases.update(tuned)
+    labelled = _evaluated(bases, points, designs, grid)
+    labelled += _deviations(bases, grid)
+    seeds = range(grid["seeds"])
+    tasks = [(point, s) for _, point in labelled for s in seeds]
+    results = executor.map(run_point, tasks)
+    rows, paths = [], []
+    for ((label, point), seed), (row, prices) in zip(itertools.product(labelled, seeds), results):
+        rows.append({**label, "seed": seed, "kwargs": repr(dict(point.kwargs)) if point.kwargs else "",
+                     "bidding": _bidding(point.bidders), **row})
+        if seed == 0 and prices:
+            paths += [{**label, "round": i, "price": float(f"{p:.6g}")} for i, p in enumerate(prices)]
+    return rows, tuning_rows + gain_rows, paths
 
 
-def run_point(config: MarketConfig, seed: int, truthful: bool = False) -> tuple[dict, list[float]]:
-    """One episode, paced by OGD (or with every multiplier 1, `truthful`): its row of measures, and
-    the posted price of each round (empty for a design that posts none)."""
-    t0 = time.perf_counter()
-    market = Market(config)
-    market.reset(seed)
-    kinds = {r.id: r.kind for r in config.make_workload(seed, market.draws)}
-    pacer, ones = OGDPacer(), [1.0] * config.num_bidders
-    welfare = revenue = 0.0
-    finished: list[int] = []
-    prices: list[float] = []
-    while not market.done:
-        report = market.step(ones if truthful else pacer.multipliers(market.observations().tolist()))
-        welfare += report.welfare
-        revenue += report.revenue
-        finished += report.finished
-        posted = getattr(report.decision, "prices", ())
-        if len(posted) == 1:
-            prices.append(posted[0])
-    records = market.engine.records
-    row = {"welfare": welfare, "revenue": revenue, "requests": len(finished),
-           "spent_share": float(np.mean(market.spent / market.budget)),
-           "hit_rate": market.engine.metrics().hit_rate}
-    for cls in CLASSES:
-        recs = [records[i] for i in finished if kinds[i] == cls]
-        for what in ("ttft", "latency"):
-            values = np.array([getattr(r, what) for r in recs]) if recs else np.array([np.nan])
-            row[f"{cls}_{what}_mean"] = float(np.mean(values))
-            row[f"{cls}_{what}_p50"] = float(np.percentile(values, 50))
-            row[f"{cls}_{what}_p99"] = float(np.percentile(values, 99))
-    urgent = [records[i].latency for i in finished if kinds[i] == "urgent"]
-    row["urgent_slo_share"] = float(np.mean([x <= SLO_SECONDS for x in urgent])) if urgent else float("nan")
-    row["wall_s"] = time.perf_counter() - t0
-    return row, prices
+def _evaluated(bases: dict[tuple, Point], points: list, designs: list[str], grid: dict) -> list[tuple[dict, Point]]:
+    """(label, point) of every row the page shows."""
+    labelled = []
+    for w, load in points:
+        at = {"workload": w, "load": load}
+        for design in designs:
+            if not charges(design):
+                truthful = Point(design, w, load, grid["size"])
+                labelled.append(({**at, "level": "any", "design": design}, truthful))
+                if design in CLAIMED:
+                    labelled.append(({**at, "level": "any", "design": f"{design} (claimed)"},
+                                     replace(truthful, bidders=Bidders("claim"))))
+        for level in grid["levels"]:
+            for design in designs:
+                if (w, load, level, design) in bases:
+                    point = bases[(w, load, level, design)]
+                    labelled.append(({**at, "level": level, "design": design}, point))
+            radix = bases.get((w, load, level, "radix_vcg"))
+            if radix is not None and radix.bidders.rule == "pid":
+                ogd = replace(radix.bidders, rule="ogd", start=1.0)
+                labelled.append(({**at, "level": level, "design": "radix_vcg (OGD)"}, replace(radix, bidders=ogd)))
+    return labelled
 
 
-def tune_tiers(workload: str, load: float, size: int, seeds: int, truthful: bool, log=print) -> dict[str, dict]:
-    """The TIER_GRID entry of most mean welfare and of most mean revenue on the tuning seeds."""
-    scores = []
-    for kwargs in TIER_GRID:
-        rows = [run_point(scenario("tiers", workload, load, size, kwargs, truthful), 1000 + k, truthful)[0]
-                for k in range(seeds)]
-        scores.append((np.mean([r["welfare"] for r in rows]), np.mean([r["revenue"] for r in rows]), kwargs))
-    best = {"welfare": max(scores, key=lambda s: s[0])[2], "revenue": max(scores, key=lambda s: s[1])[2]}
-    log(f"{workload} load {load}: tiers tuned for welfare {best['welfare']}, for revenue {best['revenue']}")
-    return best
+def _deviations(bases: dict[tuple, Point], grid: dict) -> list[tuple[dict, Point]]:
+    """Bidder 0 at DEVIATIONS x its pacer's multiplier, at the highest load and DEVIATION_LEVEL, under
+    the radix auction and each tier design."""
+    if DEVIATION_LEVEL not in grid["levels"]:
+        return []
+    load = max(grid["loads"])
+    labelled = []
+    for w in grid["workloads"]:
+        for design in ("radix_vcg", "tiers", "tiers_lpm"):
+            point = bases.get((w, load, DEVIATION_LEVEL, design))
+            if point is None:
+                continue
+            for factor in DEVIATIONS:
+                label = {"workload": w, "load": load, "level": DEVIATION_LEVEL, "design": f"{design} (bidder 0 x{factor:g})"}
+                labelled.append((label, replace(point, bidders=replace(point.bidders, deviation=factor))))
+    return labelled
 
 
-def sweep(grid: dict, designs: list[str], truthful: bool = False, log=print) -> tuple[list[dict], list[dict]]:
-    """Every point of the grid: the rows, and the congestion design's price paths."""
-    rows, paths, size = [], [], grid["size"]
-    for workload, load in itertools.product(grid["workloads"], grid["loads"]):
-        tuned = tune_tiers(workload, load, size, grid["seeds"], truthful, log) if "tiers" in designs else {}
-        variants = [(d, d, {}) for d in designs] + [(TUNED[k], "tiers", kw) for k, kw in tuned.items()]
-        for (label, design, kwargs), seed in itertools.product(variants, range(grid["seeds"])):
-            row, prices = run_point(scenario(design, workload, load, size, kwargs, truthful), seed, truthful)
-            rows.append({"workload": workload, "load": load, "seed": seed, "design": label,
-                         "tier_kwargs": repr(kwargs) if kwargs else "", **row})
-            if seed == 0:  # one path per point: the one the figure draws (every seed's would be megabytes)
-                paths += [{"workload": workload, "load": load, "seed": seed, "design": label, "round": i,
-                           "price": float(f"{p:.6g}")} for i, p in enumerate(prices)]
-            log(f"{workload} load {load} seed {seed} {label}: welfare {row['welfare']:.1f} revenue "
-                f"{row['revenue']:.3g} hit {row['hit_rate']:.3f} ({row['wall_s']:.1f} s)")
-    return rows, paths
+def _bidding(bidders: Bidders) -> str:
+    if bidders.rule != "pid":
+        return bidders.rule
+    return f"pid kp={bidders.gains[0]:g} ki={bidders.gains[1]:g} from {bidders.start:g}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    def names(s: str) -> list[str]:
+        return s.split(",")
+
     parser.add_argument("--quick", action="store_true",
-                        help="agentic and shared prefix at loads 0.7, 1, 1.4, 2 seeds (under 3 minutes on 2 cores)")
-    parser.add_argument("--designs", type=lambda s: s.split(","), default=None,
+                        help="agentic and shared prefix at load 1.4, unlimited and 0.3 budgets, 2 seeds "
+                             "(a few minutes on 2 cores)")
+    parser.add_argument("--designs", type=names, default=None,
                         help=f"comma-separated registered mechanisms (default: all: {','.join(MECHANISMS)})")
-    parser.add_argument("--workloads", type=lambda s: s.split(","), default=None,
+    parser.add_argument("--workloads", type=names, default=None,
                         help=f"comma-separated, of {','.join(WORKLOADS)} (default: all; quick: agentic,shared_prefix)")
     parser.add_argument("--loads", type=lambda s: [float(v) for v in s.split(",")], default=None,
-                        help="comma-separated loads (default 0.7,1,1.4)")
-    parser.add_argument("--seeds", type=positive_int, default=None, help="evaluation seeds (default 5, quick 2)")
+                        help="comma-separated loads (default 0.7,1,1.4; quick 1.4)")
+    parser.add_argument("--levels", type=names, default=None,
+                        help=f"comma-separated budget levels, of {','.join(LEVELS)} (default: all)")
+    parser.add_argument("--seeds", type=positive_int, default=None, help="evaluation seeds 0..K-1 (default 10, quick 2)")
+    parser.add_argument("--tuning-seeds", type=positive_int, default=None,
+                        help=f"tuning seeds (from 1000; default {FULL['tuning_seeds']}, quick {QUICK['tuning_seeds']})")
     parser.add_argument("--size", type=positive_int, default=None,
                         help="requests and rounds per point (default 1000, at most the Mooncake slice's 1000 lines)")
-    parser.add_argument("--truthful", action="store_true",
-                        help="every bidder bids its urgency (multiplier 1) with an unlimited budget, as reproduce "
-                             "does, instead of pacing by OGD against the default budgets")
-    parser.add_argument("--out", type=Path, default=Path("docs/markets"), help="output folder (default docs/markets)")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--out", type=Path, default=Path("results/markets"),
+                        help="output folder (default results/markets; the documentation's tables are docs/markets)")
 
 
 def run(args: argparse.Namespace) -> None:
     grid = dict(QUICK if args.quick else FULL)
-    for key in ("workloads", "loads", "seeds", "size"):
+    for key in ("workloads", "loads", "seeds", "tuning_seeds", "levels", "size"):
         if getattr(args, key) is not None:
             grid[key] = getattr(args, key)
     designs = list(args.designs or MECHANISMS)
-    for key, given, valid in (("designs", designs, MECHANISMS), ("workloads", grid["workloads"], WORKLOADS)):
+    for key, given, valid in (("designs", designs, MECHANISMS), ("workloads", grid["workloads"], WORKLOADS),
+                              ("levels", grid["levels"], LEVELS)):
         if unknown := sorted(set(given) - set(valid)):
             raise ValueError(f"--{key}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
     t0 = time.perf_counter()
-    rows, paths = sweep(grid, designs, args.truthful)
+    rows, tuning, paths = sweep(grid, designs, Executor(args.jobs))
+    wall = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
-    for line in write_outputs(rows, paths, args.out, made_by(args), args.truthful):
+    for line in write_outputs(rows, tuning, paths, args.out, made_by(args) + f" Wall time {wall:.0f} s."):
         print(line)
-    print(f"wall time {time.perf_counter() - t0:.0f} s")
+    print(f"wrote {args.out}/markets.md; wall time {wall:.0f} s")

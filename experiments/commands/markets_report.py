@@ -9,16 +9,26 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from auction_gym.registry import find_mechanism
-
 from ..provenance import figure_links
 
-CLASSES = ("urgent", "interactive", "background")
-"""The urgency classes (`auction_gym.workload.classes`)."""
-TIER_ROWS = ("tiers", "tiers_lpm", "tiers (welfare)", "tiers (revenue)")
-"""The rows that are tier designs, of which the best is set against the radix auction."""
-COLUMNS = ("welfare", "revenue", "spent_share", "hit_rate", "urgent_latency_p99", "urgent_slo_share",
-           "interactive_latency_mean", "background_latency_mean")
+TIERS = ("tiers", "tiers_lpm")
+"""The tier designs, of which the one best on the tuning seeds is set against the radix auction."""
+COLUMNS = ("welfare", "utility", "revenue", "spent_share", "capped_share", "all_out_share", "hit_rate", "requests",
+           "urgent_latency_p99")
+HEADS = ("welfare", "bidders' utility", "revenue", "budget spent", "charges capped", "all out at", "hit rate",
+         "finished", "urgent p99 latency s")
+LEGEND = """Terms: *level*, each bidder's budget as a share of what a truthful bidder pays under the radix
+auction over an episode at that workload and load (measured on tuning seeds), or "unlimited" (every
+bidder bids its urgency), or "any" for designs that charge nothing and so read no budget (run with
+truthful bidders); *welfare*, the sum of V - w x latency over finished requests; *bidders' utility*,
+welfare minus payments; *budget spent*, mean share of the budgets spent; *charges capped*, the share
+of charges cut to what was left of a budget (where the auction is no longer VCG); *all out at*, the
+round at which every bidder had spent its budget, as a share of the episode (1: never); *finished*,
+requests finished; *radix_vcg (OGD)*, the radix auction with the paper's OGD pacer started at
+multiplier 1; *(claimed)*, every bidder claims the highest priority (its best response when priority
+is free); *best tiers*, the tier design (`tiers`, FCFS in a tier, or `tiers_lpm`, LPM in a tier) with
+more welfare on the tuning seeds; the difference's +- is a 95% paired t interval over evaluation
+seeds."""
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -28,71 +38,148 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
+def _key(r: dict) -> tuple:
+    return r["workload"], float(r["load"]), r["level"], r["design"]
+
+
 def means(rows: list[dict]) -> dict[tuple, dict]:
-    """(workload, load, design) -> the mean over seeds of every numeric column."""
+    """(workload, load, level, design) -> the mean over seeds of every numeric column."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["workload"], r["load"], r["design"]), []).append(r)
-    return {k: {c: float(np.nanmean([r[c] for r in g])) for c in COLUMNS} for k, g in groups.items()}
+        groups.setdefault(_key(r), []).append(r)
+    return {k: {c: float(np.nanmean([float(r[c]) for r in g])) for c in COLUMNS} for k, g in groups.items()}
 
 
-def table(rows: list[dict]) -> str:
-    head = ("| workload | load | design | welfare | revenue | budget spent | hit rate | urgent p99 latency s | "
-            "urgent within SLO | interactive latency s | background latency s |\n" + "|---" * 11 + "|")
-    lines = [f"| {w} | {load:g} | {d} | " + " | ".join(_fmt(m[c]) for c in COLUMNS) + " |"
-             for (w, load, d), m in means(rows).items()]
-    return "\n".join([head, *lines])
+def paired(rows: list[dict], at: tuple, a: str, b: str, column: str = "welfare") -> tuple[float, float]:
+    """Mean of a's minus b's `column` at (workload, load, level) over the seeds both ran, and its 95%
+    t interval's half-width. b may sit at level "any"."""
+    by = {(r["design"], r["seed"]): float(r[column]) for r in rows if _key(r)[:2] == at[:2]
+          and r["level"] in (at[2], "any")}
+    diffs = np.array([by[(a, s)] - by[(b, s)] for (d, s) in by if d == a and (b, s) in by])
+    if len(diffs) < 2:
+        return (float(diffs.mean()) if len(diffs) else math.nan), math.nan
+    half = stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / math.sqrt(len(diffs))
+    return float(diffs.mean()), float(half)
+
+
+def best_tiers(tuning: list[dict]) -> dict[tuple, str]:
+    """(workload, load, level) -> the tier design of most welfare on the tuning seeds, as tuned (its
+    best price's score when unlimited, its best gains' when paced)."""
+    best: dict[tuple, dict[str, float]] = {}
+    for r in tuning:
+        if r["design"] not in TIERS:
+            continue
+        at = (r["workload"], float(r["load"]), r["level"])
+        stage = "price" if r["level"] == "unlimited" else "gains"
+        if r["what"] == stage:
+            scores = best.setdefault(at, {})
+            scores[r["design"]] = max(scores.get(r["design"], -math.inf), float(r["welfare"]))
+    return {at: max(scores, key=scores.get) for at, scores in best.items()}
+
+
+def comparison(rows: list[dict], tuning: list[dict]) -> list[tuple[tuple, str, float, float, float, float]]:
+    """Per (workload, load, level): the best tiers and the radix auction minus it, in welfare and in
+    bidders' utility (mean, half-width)."""
+    out = []
+    for at, tiers in sorted(best_tiers(tuning).items(), key=lambda x: (x[0][0], x[0][1], _level_order(x[0][2]))):
+        w, hw = paired(rows, at, "radix_vcg", tiers)
+        u, hu = paired(rows, at, "radix_vcg", tiers, "utility")
+        out.append((at, tiers, w, hw, u, hu))
+    return out
+
+
+def _level_order(level: str) -> float:
+    return -1.0 if level == "unlimited" else -float(level)
 
 
 def _fmt(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.4g}"
 
 
-def paired(rows: list[dict], workload: str, load: float, a: str, b: str, column: str = "welfare"):
-    """Mean of a's minus b's `column` over the seeds both ran, and its 95% t interval's half-width."""
-    by = {(r["design"], r["seed"]): r[column] for r in rows if r["workload"] == workload and r["load"] == load}
-    diffs = np.array([by[(a, s)] - by[(b, s)] for (d, s) in by if d == a and (b, s) in by])
-    if len(diffs) < 2:
-        return (float(diffs.mean()) if len(diffs) else math.nan), math.nan
-    return float(diffs.mean()), float(stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / math.sqrt(len(diffs)))
+def _pm(mean: float, half: float) -> str:
+    return f"{mean:,.0f} ± {half:,.0f}" if not math.isnan(half) else _fmt(mean)
+
+
+def _verdict(mean: float, half: float) -> str:
+    return "auction ahead" if mean - half > 0 else "tiers ahead" if mean + half < 0 else "not resolved"
+
+
+def comparison_table(rows: list[dict], tuning: list[dict]) -> str:
+    lines = ["| workload | load | level | best tiers | welfare: auction - best tiers | | "
+             "bidders' utility: auction - best tiers |", "|---|---|---|---|---|---|---|"]
+    for (w, load, level), tiers, d, h, u, hu in comparison(rows, tuning):
+        lines.append(f"| {w} | {load:g} | {level} | {tiers} | {_pm(d, h)} | {_verdict(d, h)} | {_pm(u, hu)} |")
+    return "\n".join(lines)
+
+
+def design_table(rows: list[dict], workload: str, load: float) -> str:
+    m = means(rows)
+    bidding = {_key(r): r["bidding"] + (f" {r['kwargs']}" if r["kwargs"] else "") for r in rows if r["seed"] == 0}
+    lpm = m.get((workload, load, "any", "lpm"), {}).get("hit_rate", math.nan)
+    lines = ["| level | design | " + " | ".join(HEADS) + " | hit rate / LPM's | bidding, design's settings |",
+             "|---" * (len(HEADS) + 4) + "|"]
+    keys = sorted((k for k in m if k[:2] == (workload, load) and "bidder 0" not in k[3]),
+                  key=lambda k: (k[2] != "any", _level_order(k[2]) if k[2] != "any" else 0))
+    for k in keys:
+        v = m[k]
+        lines.append(f"| {k[2]} | {k[3]} | " + " | ".join(_fmt(v[c]) for c in COLUMNS)
+                     + f" | {_fmt(v['hit_rate'] / lpm)} | {bidding.get(k, '')} |")
+    return "\n".join(lines)
+
+
+def deviation_table(rows: list[dict]) -> str:
+    """Bidder 0's utility gain from playing a factor of its pacer's multiplier, paired over seeds."""
+    lines = ["| workload | load | level | design | bidder 0's multiplier | its utility gain |", "|---" * 6 + "|"]
+    for k in sorted({_key(r) for r in rows if "(bidder 0 x" in r["design"]}):
+        base, _, factor = k[3].partition(" (bidder 0 ")
+        gain, half = paired(rows, k[:3], k[3], base, "bidder0_utility")
+        lines.append(f"| {k[0]} | {k[1]:g} | {k[2]} | {base} | {factor.rstrip(')')} its pacer's | {_pm(gain, half)} |")
+    return "\n".join(lines)
+
+
+def claims_table(rows: list[dict]) -> str:
+    """The free-priority designs with every bidder claiming the top priority, against honest claims."""
+    lines = ["| workload | load | design | welfare, honest | welfare, claimed | claimed - honest |", "|---" * 6 + "|"]
+    m = means(rows)
+    for k in sorted(k for k in m if k[3].endswith(" (claimed)")):
+        honest = k[3].removesuffix(" (claimed)")
+        d, h = paired(rows, k[:3], k[3], honest)
+        lines.append(f"| {k[0]} | {k[1]:g} | {honest} | {_fmt(m[k[:3] + (honest,)]['welfare'])} | "
+                     f"{_fmt(m[k]['welfare'])} | {_pm(d, h)} |")
+    return "\n".join(lines)
 
 
 def targets(rows: list[dict]) -> list[str]:
-    """The issue's targets read off the rows, one line each per workload and load."""
+    """The targets read off the rows: the paced auction's hit rate beside LPM's, its spend, the round
+    its bidders all run out, and whether every design finished the same requests."""
     m, lines = means(rows), []
-    for w, load in sorted({(r["workload"], r["load"]) for r in rows}):
-        head = f"- {w}, load {load:g}:"
-        tiers = [d for d in TIER_ROWS if (w, load, d) in m]
-        if tiers and (w, load, "radix_vcg") in m:
-            best = max(tiers, key=lambda d: m[(w, load, d)]["welfare"])
-            diff, half = paired(rows, w, load, "radix_vcg", best)
-            verdict = "holds" if diff - half > 0 else "does not hold" if diff + half < 0 else "not resolved"
-            lines.append(f"{head} radix auction welfare - best tiers' ({best}) = {diff:.4g} +- {half:.3g} "
-                         f"(95% paired t over seeds): the claim {verdict}")
-        if (w, load, "lpm") in m:
-            lpm = m[(w, load, "lpm")]["hit_rate"]
-            ratios = [f"{d} {m[(w, load, d)]['hit_rate'] / lpm:.3f}" for (ww, ll, d) in m if (ww, ll) == (w, load)]
-            lines.append(f"{head} hit rate / LPM's ({lpm:.3f}): " + ", ".join(ratios))
-        radix = m.get((w, load, "radix_vcg"))
-        blowups = [f"{d} {m[(w, load, d)]['urgent_latency_p99'] / radix['urgent_latency_p99']:.2f}x"
-                   for d in ("strict_vcg", "sglang_priority") if radix is not None and (w, load, d) in m]
-        if blowups:
-            lines.append(f"{head} urgent p99 latency over the radix auction's: " + ", ".join(blowups))
-        spent = [f"{d} {m[(w, load, d)]['spent_share']:.2f}" for (ww, ll, d) in m
-                 if (ww, ll) == (w, load) and _charges(d)]
-        if spent:
-            lines.append(f"{head} share of budgets spent: " + ", ".join(spent))
+    for w, load in sorted({_key(r)[:2] for r in rows}):
+        lpm = m.get((w, load, "any", "lpm"), {}).get("hit_rate")
+        for (ww, ll, level, d), v in m.items():
+            if (ww, ll, d) != (w, load, "radix_vcg") or level in ("any", "unlimited"):
+                continue
+            hit = f", hit rate {v['hit_rate'] / lpm:.3f} of LPM's" if lpm else ""
+            lines.append(f"- {w}, load {load:g}, level {level}: the radix auction's bidders spend "
+                         f"{v['spent_share']:.0%} of their budgets, all are out at {v['all_out_share']:.0%} of the "
+                         f"episode, {v['capped_share']:.1%} of charges capped{hit}")
+        lines.append(f"- {w}, load {load:g}: {_same_requests(rows, w, load)}")
     return lines
 
 
-def _charges(design: str) -> bool:
-    entry = find_mechanism(design)
-    return entry.charges if entry is not None else design in TIER_ROWS
+def _same_requests(rows: list[dict], w: str, load: float) -> str:
+    """Whether every design finished the same requests as LPM on each seed."""
+    lpm = {r["seed"]: r["finished_digest"] for r in rows if _key(r) == (w, load, "any", "lpm")}
+    mine = [r for r in rows if _key(r)[:2] == (w, load) and r["seed"] in lpm]
+    differ = sorted({r["design"] for r in mine if r["finished_digest"] != lpm[r["seed"]]})
+    if not lpm:
+        return "no LPM row to compare finished requests with"
+    if not differ:
+        return "every design finished the same requests as LPM on every seed"
+    return "designs that finished other requests than LPM on some seed: " + ", ".join(differ)
 
 
-def figures(rows: list[dict], paths: list[dict], out: Path) -> list[Path]:
-    """Welfare and urgent p99 latency against load (a panel per workload, a line per design), and
-    the congestion price path (seed 0, the highest load)."""
+def figures(rows: list[dict], out: Path) -> list[Path]:
+    """Welfare by budget level, a panel per workload at its highest load, a line per charging design."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,50 +187,40 @@ def figures(rows: list[dict], paths: list[dict], out: Path) -> list[Path]:
 
     m = means(rows)
     workloads = sorted({r["workload"] for r in rows})
-    designs = list(dict.fromkeys(r["design"] for r in rows))
-    written = []
-    for column, label, name in (("welfare", "welfare (mean over seeds)", "markets_welfare.png"),
-                                ("urgent_latency_p99", "urgent p99 latency (s)", "markets_latency.png")):
-        fig, axes = plt.subplots(1, len(workloads), figsize=(5.5 * len(workloads), 4), squeeze=False)
-        for ax, w in zip(axes[0], workloads):
-            for d in designs:
-                loads = sorted(ll for (ww, ll, dd) in m if ww == w and dd == d)
-                ax.plot(loads, [m[(w, ll, d)][column] for ll in loads], marker="o", label=d,
-                        lw=2.5 if d == "radix_vcg" else 1.0)
-            ax.set(title=w, xlabel="load", ylabel=label)
-        axes[0][0].legend(fontsize=6, ncol=2)
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=100)
-        plt.close(fig)
-        written.append(out / name)
-    if paths:
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-        for w in workloads:
-            top = max((p["load"] for p in paths if p["workload"] == w), default=None)
-            series = [p["price"] for p in paths if p["workload"] == w and p["load"] == top and p["seed"] == 0]
-            if series:
-                ax.plot(series, label=f"{w}, load {top:g}")
-        ax.set(xlabel="round", ylabel="priority price per prompt token", yscale="log", title="congestion price path")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "markets_prices.png", dpi=100)
-        plt.close(fig)
-        written.append(out / "markets_prices.png")
-    return written
+    fig, axes = plt.subplots(1, len(workloads), figsize=(5.5 * len(workloads), 4), squeeze=False)
+    styles = ("-", "--", ":", "-.")
+    for ax, w in zip(axes[0], workloads):
+        load = max(k[1] for k in m if k[0] == w)
+        levels = sorted({k[2] for k in m if k[:2] == (w, load) and k[2] != "any"}, key=_level_order)
+        designs = sorted({k[3] for k in m if k[:2] == (w, load) and k[2] != "any" and "bidder 0" not in k[3]})
+        for i, d in enumerate(designs):
+            ys = [m.get((w, load, lv, d), {}).get("welfare", math.nan) for lv in levels]
+            ax.plot(levels, ys, marker="os^vD"[i % 5], ls=styles[i % len(styles)], label=d,
+                    lw=2.5 if d == "radix_vcg" else 1.2)
+        ax.set(title=f"{w}, load {load:g}", xlabel="budget level", ylabel="welfare (mean over seeds)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "markets_welfare.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [path]
 
 
-def write_outputs(rows: list[dict], paths: list[dict], out: Path, provenance: str, truthful: bool) -> list[str]:
-    """Write markets.csv, markets_prices.csv, the figures and markets.md; return the targets' lines."""
+def write_outputs(rows: list[dict], tuning: list[dict], paths: list[dict], out: Path, provenance: str) -> list[str]:
+    """Write the CSVs, the figures and markets.md; return the comparison's and the targets' lines."""
     write_csv(rows, out / "markets.csv")
+    write_csv(tuning, out / "markets_tuning.csv")
     if paths:
         write_csv(paths, out / "markets_prices.csv")
     lines = targets(rows)
     page = out / "markets.md"
-    page.write_text("\n".join([
-        "# Markets: the designs the paper argues about, side by side", "", provenance,
-        "Means over the evaluation seeds; " + ("every bidder bids its urgency with an unlimited budget. "
-        if truthful else "every bidder paces by OGD against its budget. ") + "What each design does, and why "
-        "the results fall as they do: [the market designs](" + ("../../" if truthful else "../") + "markets.md).",
-        "", table(rows), "", "## Targets", "", *lines, "",
-        "## Figures", "", figure_links(figures(rows, paths, out), page)]))
-    return lines
+    sections = ["# Markets: the designs the paper argues about, at budgets on the scale of prices", "", provenance, "",
+                "What each design does and how the run is set up: [the market designs](../markets.md).", "",
+                "## The radix auction against the best tiers", "", comparison_table(rows, tuning), "", LEGEND, ""]
+    for w, load in sorted({_key(r)[:2] for r in rows}):
+        sections += [f"## {w}, load {load:g}", "", design_table(rows, w, load), ""]
+    sections += ["## One bidder deviating from its pacer", "", deviation_table(rows), "",
+                 "## Free priority: honest against claimed", "", claims_table(rows), "",
+                 "## Targets", "", *lines, "", "## Figures", "", figure_links(figures(rows, out), page)]
+    page.write_text("\n".join(sections) + "\n")
+    return [comparison_table(rows, tuning), *lines]

@@ -22,7 +22,7 @@ import numpy as np
 
 from auction_gym.market import Market
 
-from ..commands.markets import scenario
+from ..commands.markets_points import Point
 
 WORKLOAD, DESIGN = "shared_prefix", "sglang_priority"
 RULES = {
@@ -36,7 +36,7 @@ RULES = {
 def point(rules: dict, seed: int, load: float, size: int) -> dict[str, float]:
     """One truthful episode under `rules`: mean TTFT and latency of urgent requests and mean
     latency of the others (s), the preemptions, the tokens computed and the hit rate."""
-    config = scenario(DESIGN, WORKLOAD, load, size, truthful=True)
+    config = Point(DESIGN, WORKLOAD, load, size).config()  # truthful bidders, unlimited budgets
     config = replace(config, engine_kwargs={**config.engine_kwargs, **rules})
     market = Market(config)
     market.reset(seed)
