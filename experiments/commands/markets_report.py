@@ -11,6 +11,7 @@ from scipy import stats
 
 from auction_gym.registry import find_mechanism
 
+from ..plotting import line_styles
 from ..provenance import figure_links
 
 CLASSES = ("urgent", "interactive", "background")
@@ -106,10 +107,10 @@ def figures(rows: list[dict], paths: list[dict], out: Path) -> list[Path]:
                                 ("urgent_latency_p99", "urgent p99 latency (s)", "markets_latency.png")):
         fig, axes = plt.subplots(1, len(workloads), figsize=(5.5 * len(workloads), 4), squeeze=False)
         for ax, w in zip(axes[0], workloads):
-            for d in designs:
+            for d, style in zip(designs, line_styles(len(designs))):
                 loads = sorted(ll for (ww, ll, dd) in m if ww == w and dd == d)
-                ax.plot(loads, [m[(w, ll, d)][column] for ll in loads], marker="o", label=d,
-                        lw=2.5 if d == "radix_vcg" else 1.0)
+                ax.plot(loads, [m[(w, ll, d)][column] for ll in loads], label=d,
+                        lw=2.5 if d == "radix_vcg" else 1.0, **style)
             ax.set(title=w, xlabel="load", ylabel=label)
         axes[0][0].legend(fontsize=6, ncol=2)
         fig.tight_layout()
