@@ -18,7 +18,7 @@ from auction_gym.action import ACTION_MEANINGS, ACTION_TYPES
 from auction_gym.market.observation import FEATURES
 
 REPO = Path(__file__).resolve().parents[1]
-PAGE = REPO / "docs" / "environment.md"
+DOCS = REPO / "docs"
 
 
 @pytest.mark.parametrize("env_id", ["RadixAuction-v0", "RadixAuction-v1"])
@@ -49,9 +49,11 @@ def test_the_action_meaning_names_its_type_box_map_and_parameters(action_type):
     assert len(set(ACTION_MEANINGS.values())) == len(ACTION_TYPES)
 
 
-def test_the_environment_references_examples_run():
-    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
-    assert any("SelectFeatures" in b for b in blocks), "the page's wrapper example is gone"
+@pytest.mark.parametrize("page", ["environment.md", "index.md"])
+def test_the_pages_examples_run(page):
+    blocks = re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), re.S)
+    assert page != "environment.md" or any("SelectFeatures" in b for b in blocks), "the wrapper example is gone"
+    assert blocks and all('gym.make("RadixAuction-v1"' in b for b in blocks)  # v1 is the first example
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     for code in blocks:
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
