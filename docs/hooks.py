@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- generated: ([a-z0-9_]+) -->$", re.MULTILINE)
 
 
 def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
