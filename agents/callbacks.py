@@ -1,4 +1,5 @@
-"""SB3 callbacks: periodic evaluation on fixed seeds logged as `eval/*`, and the HPARAMS tab."""
+"""SB3 callbacks: the market's metrics of every training episode (`MarketMetricsCallback`, for any
+SB3 run), periodic evaluation on fixed seeds logged as `eval/*`, and the HPARAMS tab."""
 
 from __future__ import annotations
 
@@ -12,12 +13,61 @@ from tensorboard.plugins.hparams.metadata import PLUGIN_DATA_VERSION, PLUGIN_NAM
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData, SessionEndInfo
 from torch.utils.tensorboard.summary import hparams
 
-from .evaluation import DEFAULT_EVAL_SEED, METRICS, evaluate, mean_metrics
+from .evaluation import DEFAULT_EVAL_SEED, METRICS, episode_metrics, evaluate, mean_metrics
 from .sb3 import ENV_ID, SB3Policy
 
 OnEvaluation = Callable[[int, Sequence[dict[str, float]]], bool]
 """Called with each evaluation's timestep and per-episode metrics; False stops training (a
 hyperparameter search's pruning, `agents.tuning`)."""
+
+
+def market_episode_metrics(infos: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """One episode's `agents.evaluation.METRICS` (`episode_metrics`) from its steps' `info` dicts,
+    and `mean_multiplier`, the mean of the multipliers the focal bidder played."""
+    return {**episode_metrics(infos), "mean_multiplier": sum(i["multiplier"] for i in infos) / len(infos)}
+
+
+class MarketMetricsCallback(BaseCallback):
+    """Log the market's metrics of every training episode that ends, for any SB3 run on a
+    RadixAuction env, VecEnvs included: `<prefix>/<metric>` for each of `agents.evaluation.METRICS`
+    (the names `radix-auction train` logs as `eval/*`: utility, budget_spent_frac, payments,
+    mean_latency, ...) and `<prefix>/mean_multiplier`, each the mean over the episodes that ended
+    since SB3's last log dump (`Logger.record_mean`), as SB3's own `rollout/ep_rew_mean` is.
+
+    The prefix is "rollout" by default, next to `ep_rew_mean`, not "eval": these are the training
+    episodes, played with exploration noise on the training seeds, while `eval/*` is the
+    deterministic policy on fixed evaluation seeds (`EvalMetricsCallback`); the same name for both
+    would mix two measurements in one chart. The reward SB3 logs is scaled (`reward_scale`) and,
+    for `reward="cost"` or "paired", not the utility at all; these metrics read the env's `info`.
+
+        model.learn(10_000, callback=MarketMetricsCallback())
+
+    `episodes` keeps every ended episode's metrics, in the order they ended."""
+
+    def __init__(self, prefix: str = "rollout", verbose: int = 0) -> None:
+        super().__init__(verbose)
+        self.prefix = prefix
+        self.episodes: list[dict[str, float]] = []
+        self._steps: list[list[dict[str, Any]]] = []
+
+    def _on_training_start(self) -> None:
+        self._steps = [[] for _ in range(self.training_env.num_envs)]
+
+    def _on_step(self) -> bool:
+        for steps, info, done in zip(self._steps, self.locals["infos"], self.locals["dones"]):
+            steps.append(info)
+            if done:
+                self._log(steps)
+                steps.clear()
+        return True
+
+    def _log(self, infos: list[dict[str, Any]]) -> None:
+        if "multiplier" not in infos[-1]:
+            raise ValueError("MarketMetricsCallback needs a RadixAuction env (its info has no 'multiplier')")
+        metrics = market_episode_metrics(infos)
+        self.episodes.append(metrics)
+        for name, value in metrics.items():
+            self.logger.record_mean(f"{self.prefix}/{name}", value)
 
 
 def log_evaluation(logger: Logger, policy: Any, env_kwargs: dict[str, Any], episodes: int, seed: int, step: int,

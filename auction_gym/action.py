@@ -59,6 +59,18 @@ from gymnasium import spaces
 ACTION_TYPES = ("normalized", "log", "multiplier", "delta", "residual")
 """The action types, in the order docs list them (`action_map` builds each one's map)."""
 DEFAULT_ACTION_TYPE = "normalized"
+ACTION_MEANINGS = {
+    "normalized": "alpha = 1 + a for a <= 0, 1 + a (alpha_max - 1) for a > 0: a = -1 bids nothing, 0 truthful, "
+                  "+1 alpha_max",
+    "log": "alpha = 0.001^(-a) for a <= 0, alpha_max^a for a > 0: equal steps are equal ratios, a = 0 truthful",
+    "multiplier": "alpha = a",
+    "delta": "alpha = alpha_prev x exp(delta_bound x a), clipped to [0.001, alpha_max]: a = 0 holds the multiplier "
+             "played last",
+    "residual": "alpha = base(obs) x exp(residual_scale x a), clipped to [0.001, alpha_max]: a = 0 plays the base "
+                "pacer (residual_base)",
+}
+"""Each action type's map from its action a to the bid multiplier alpha, in words: what
+`ActionMap.meaning` says, and the environment reference's table of action types."""
 LOG_ALPHA_MIN = 1e-3
 """The smallest multiplier of the "log" action type (a = -1)."""
 _LOG_SPAN = math.log(1.0 / LOG_ALPHA_MIN)
@@ -148,6 +160,19 @@ class ActionMap:
         """The action that plays multiplier `alpha`, up to rounding and the box's clip."""
         return _MAPS[self.action_type][1](alpha, self.alpha_max)
 
+    @property
+    def meaning(self) -> str:
+        """What an action means, in one line: its type, its box and its map to the multiplier
+        alpha (ACTION_MEANINGS) with this map's parameters."""
+        box = f"[{float(self.space.low[0]):g}, {float(self.space.high[0]):g}]"
+        params = ", ".join(f"{k} = {v:g}" for k, v in self.parameters().items())
+        return (f"action_type {self.action_type!r}: one number a in {box} sets the bidder's bid multiplier "
+                f"alpha for the next round; {ACTION_MEANINGS[self.action_type]} ({params})")
+
+    def parameters(self) -> dict[str, float]:
+        """The map's numeric parameters by argument name."""
+        return {"alpha_max": self.alpha_max}
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.action_type!r}, alpha_max={self.alpha_max})"
 
@@ -162,6 +187,9 @@ class DeltaMap(ActionMap):
 
     def reset(self, alpha: float) -> float:
         return self.delta_start
+
+    def parameters(self) -> dict[str, float]:
+        return {**super().parameters(), "delta_bound": self.delta_bound, "delta_start": self.delta_start}
 
     def multiplier(self, a: float, obs: list[float], prev_alpha: float) -> float:
         return clip(prev_alpha * math.exp(self.delta_bound * clip(a, -1.0, 1.0)), LOG_ALPHA_MIN, self.alpha_max)
@@ -179,6 +207,9 @@ class ResidualMap(ActionMap):
     def __init__(self, alpha_max: float, base: BasePacer, residual_scale: float) -> None:
         super().__init__("residual", alpha_max)
         self.base, self.residual_scale = base, float(residual_scale)
+
+    def parameters(self) -> dict[str, float]:
+        return {**super().parameters(), "residual_scale": self.residual_scale}
 
     def multiplier(self, a: float, obs: list[float], prev_alpha: float) -> float:
         base = self.base.multipliers([obs])[0]

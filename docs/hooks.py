@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- generated: ([a-z0-9_]+) -->$", re.MULTILINE)
 
 
 def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -61,12 +61,18 @@ def scenarios() -> str:
     return _rows(("scenario", "env arguments"), rows)
 
 
+def v1_defaults() -> str:
+    from auction_gym.scenarios import V1_KWARGS
+
+    return _rows(("argument", "RadixAuction-v1 default"), [(f"`{k}`", f"`{v!r}`") for k, v in V1_KWARGS.items()])
+
+
 def action_types() -> str:
-    from auction_gym.action import ACTION_TYPES, DEFAULT_ACTION_TYPE, action_box
+    from auction_gym.action import ACTION_MEANINGS, ACTION_TYPES, DEFAULT_ACTION_TYPE, action_box
 
     rows = [(f"`{name}`" + (" (default)" if name == DEFAULT_ACTION_TYPE else ""),
-             f"`{action_box(name, 2.0)}`") for name in ACTION_TYPES]
-    return _rows(("action_type", "action space (alpha_max = 2)"), rows)
+             f"`{action_box(name, 2.0)}`", ACTION_MEANINGS[name]) for name in ACTION_TYPES]
+    return _rows(("action_type", "action space (alpha_max = 2)", "multiplier alpha of action a"), rows)
 
 
 def env_docstring() -> str:
@@ -90,6 +96,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "workloads": workloads,
     "scenarios": scenarios,
     "action_types": action_types,
+    "v1_defaults": v1_defaults,
     "env_docstring": env_docstring,
     "changelog": changelog,
 }

@@ -66,7 +66,6 @@ def test_demo_numeric_options_are_checked(option, value, message, capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--workload", "mooncake"], "--workload mooncake needs --trace PATH"),
     (["--workload", "shared_prefix", "--trace", str(SLICE)], "--trace: the shared_prefix workload replays no trace"),
     (["--workload-kwargs", '{"rte": 5}'], "--workload-kwargs: unknown workload_kwargs ['rte'] for workload 'agentic'"),
 ])

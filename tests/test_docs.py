@@ -50,6 +50,12 @@ def test_the_environment_reference_is_generated_from_the_registries():
     for name in (*mechanism_names(), *workload_names(), *SCENARIOS):
         assert f"`{name}`" in page, name
     assert "## Action Space" in page  # the env's docstring, its headings one level down
+    assert "| `action_type` | `'residual'` |" in page  # RadixAuction-v1's defaults
+
+
+def test_every_generated_table_marker_is_expanded():
+    for path in DOCS.rglob("*.md"):
+        assert "<!-- generated:" not in _hooks().expand(path.read_text()), path
 
 
 def test_an_unknown_generated_table_is_refused():

@@ -119,7 +119,7 @@ def test_reproduce_and_incentives_give_the_same_rows_on_ray(local_ray):
 def test_compare_gives_the_same_rows_on_ray(local_ray, tmp_path, capsys):
     for where, extra in (("pool", ["--jobs", "2"]), ("ray", ["--jobs", "2", "--address", "local"])):
         main(["compare", *COMPARE_TINY, *extra, "--logdir", str(tmp_path / where), "--out", str(tmp_path / where)])
-    assert "training 2 runs of 64 steps on a local Ray with 2 CPUs" in capsys.readouterr().out
+    assert "training 2 runs of 64 steps asked on a local Ray with 2 CPUs" in capsys.readouterr().out
     for name in ("compare.csv", "episodes.csv", "headroom.csv"):
         assert _csv(tmp_path / "pool" / name) == _csv(tmp_path / "ray" / name)
 

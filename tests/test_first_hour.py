@@ -91,6 +91,7 @@ def _trace(n: int, scale: float) -> Trace:
 
 def test_the_policy_figure_names_every_policy_outside_the_panels():
     import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
 
     names = ["ppo", "ogd", "pid", "truthful", "best_fixed", "ogd_tuned", "pid_tuned",
              *(f"ppo_s{k}" for k in range(5))]
@@ -101,7 +102,8 @@ def test_the_policy_figure_names_every_policy_outside_the_panels():
         labels = [t.get_text() for t in legend.get_texts()]
         assert labels[:len(names)] == names and "wave" in labels[-1]
         assert "burst" not in fig.axes[0].get_title() and "wave" in fig.axes[0].get_title()
-        colours = [tuple(line.get_color()) for line in fig.axes[0].get_lines()]
-        assert len(set(colours)) == len(names)  # no two policies share a colour
+        styles = [(to_hex(line.get_color()), line.get_linestyle(), line.get_marker())
+                  for line in fig.axes[0].get_lines()]
+        assert len(set(styles)) == len(names)  # no two policies share a style (12 lines, 10 colours)
     finally:
         plt.close(fig)

@@ -7,6 +7,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -311,7 +312,11 @@ def test_compare_end_to_end(tmp_path, capsys):
     for row in ("ppo", "ppo_start", "ogd", "pid", "truthful", "best_fixed", "ogd_tuned", "pid_tuned", "ppo_s0",
                 "ppo_s1", "privileged", "hindsight", "unlimited_budget"):
         assert f"| {row} |" in table
-    assert "Verdicts:" in table and "- ppo (2 seeds x 64 steps" in table
+    # The messages state the steps the models record: whole rollouts of 32 steps x the file's 8 envs.
+    recorded = PPO.load(root / "ppo_s0" / "model.zip").num_timesteps
+    assert recorded == 256
+    steps = f"{recorded} steps (64 asked: training stops at the end of a rollout or generation)"
+    assert "Verdicts:" in table and f"- ppo (2 seeds x {steps}, 95% CI" in table
     assert "Across training seeds" in table and "| ppo | 2 |" in table
     for column in ("utility_vs_ogd", "utility_vs_pid_tuned", "utility_vs_hindsight", "gain_over_start",
                    "headroom_share"):
@@ -330,7 +335,7 @@ def test_compare_end_to_end(tmp_path, capsys):
     assert ogd["final/utility"][0].value == pytest.approx(np.mean(episodes), rel=1e-6)
     assert {e.step for e in scalars(root / "bounds" / "hindsight")["eval/utility"]} == learned_steps
     report = (out / "compare.md").read_text()
-    assert f"`{root}`" in report and "--curve-episodes 2" in report
+    assert f"`{root}`" in report and "--curve-episodes 2" in report and f"each run trained ppo {steps};" in report
     assert "best_fixed = fixed:" in report and "ogd_tuned = ogd:eta=" in report and "tuning seeds 0..1" in report
 
 
@@ -353,10 +358,10 @@ def test_seed_stats_pair_each_seed_with_its_references():
     assert stats["headroom_share"][0] == pytest.approx(0.75)
     best = compare_report.best_baseline({"ogd": 16.0, "best_fixed": 13.0, "hindsight": 17.0})
     assert best == "ogd"  # hindsight is a bound, not a baseline a bidder can play
-    verdict = compare_report.verdicts({"ppo": stats}, best, 2, 100)[0]
+    verdict = compare_report.verdicts({"ppo": stats}, best, 2, {"ppo": "100 steps"})[0]
     assert "not distinguishable from ogd" in verdict and "gained 2 ± " in verdict
     same = compare_report.seed_stats([runs[0], runs[0]], None, refs)  # two seeds, one policy
-    assert "every seed the same" in compare_report.verdicts({"cmaes": same}, best, 2, 100)[0]
+    assert "every seed the same" in compare_report.verdicts({"cmaes": same}, best, 2, {"cmaes": "100 steps"})[0]
 
 
 def test_compare_takes_the_headroom_episodes_of_the_policies_it_scored():

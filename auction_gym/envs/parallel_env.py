@@ -38,6 +38,9 @@ class RadixAuctionParallelEnv(ParallelEnv):
     are those of `RadixAuctionEnv`, per agent; see its docstring. All agents terminate together
     after `horizon` rounds (or are truncated together if the workload runs dry).
 
+    `observation_names` and `action_meaning` (also in `metadata`) name the features and say what an
+    action means, as `RadixAuctionEnv`'s.
+
     Arguments: `reward_scale`, `render_mode`, `action_type` (every agent's; "normalized" by
     default) with its parameters `delta_bound`, `delta_start`, `residual_base`, `residual_scale`
     (see `RadixAuctionEnv`'s Action Space; under "delta" and "residual" each agent's map reads its
@@ -59,7 +62,9 @@ class RadixAuctionParallelEnv(ParallelEnv):
     """
 
     metadata = {"name": "radix_auction_v0", "render_modes": ["ansi", "rgb_array"], "render_fps": 10,
-                "is_parallelizable": True}
+                "is_parallelizable": True, "observation_names": Obs.NAMES}
+    observation_names: tuple[str, ...] = Obs.NAMES
+    """Every agent's observation's feature names, in the vector's order (as `RadixAuctionEnv`'s)."""
 
     def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None,
                  action_type: str = DEFAULT_ACTION_TYPE, delta_bound: float = 0.3, delta_start: float = 1.0,
@@ -70,6 +75,7 @@ class RadixAuctionParallelEnv(ParallelEnv):
         self.action_map = env_action_map(action_type, self.config.alpha_max, delta_bound, delta_start,
                                          residual_base, residual_scale)
         warn_if_queue_unstable(self.config)
+        self.metadata = {**self.metadata, "action_meaning": self.action_meaning}
         self.action_type = action_type
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
@@ -92,6 +98,11 @@ class RadixAuctionParallelEnv(ParallelEnv):
     @functools.lru_cache(maxsize=None)
     def action_space(self, agent: str) -> spaces.Box:
         return self.action_map.space
+
+    @property
+    def action_meaning(self) -> str:
+        """What every agent's action means, in one line (`auction_gym.action.ActionMap.meaning`)."""
+        return self.action_map.meaning
 
     def action_for(self, alpha: float, observation: np.ndarray | list[float], agent: str) -> float:
         """The action of `agent` that plays multiplier `alpha` in the next step, given its current

@@ -67,6 +67,9 @@ class RadixAuctionEnv(gym.Env):
     Out-of-range values are clipped to the box; NaN or inf raise ValueError. `info["multiplier"]` is
     the multiplier played. A bidder whose budget is spent bids 0 whatever it plays.
 
+    `env.action_meaning` (also `env.metadata["action_meaning"]`, which wrappers pass on) says in one
+    line what this env's action means, with its parameters.
+
     The built-in policies (`auction_gym.pacing`) output multipliers, the unit of `other_bidders`;
     `auction_gym.pacing.focal_policy(policy, env)` maps them to this env's actions through
     `action_for`, the inverse of its action map.
@@ -79,6 +82,8 @@ class RadixAuctionEnv(gym.Env):
 
     {observation_table}
 
+    The names, in the vector's order, are `env.observation_names` (also
+    `env.metadata["observation_names"]`, which wrappers pass on, so `gym.make`'s env has them too).
     Values are clipped to the range. "Recent" is an exponential moving average over rounds (weight
     `observation.EMA` on the newest). The queue, latency and TTFT features are on a log scale so
     that they stay informative however long the queue grows (see Load and episode length); where
@@ -247,7 +252,9 @@ class RadixAuctionEnv(gym.Env):
     * v0: the pre-release market (stationary load above capacity, the "tokens" cost model)
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10, "observation_names": Obs.NAMES}
+    observation_names: tuple[str, ...] = Obs.NAMES
+    """The observation's feature names in the vector's order (`auction_gym.market.observation.FEATURES`)."""
 
     def __init__(
         self,
@@ -313,6 +320,8 @@ class RadixAuctionEnv(gym.Env):
         self._shadow = Market(self.config, accrue_latency_cost=True) if reward == "paired" else None
         self.observation_space = spaces.Box(Obs.LOW, Obs.high(self.config.pacing_rounds), dtype=np.float32)
         self.action_space = self.action_map.space
+        # On the instance: the meaning depends on the arguments; metadata is what wrappers forward.
+        self.metadata = {**self.metadata, "action_meaning": self.action_meaning}
         self._obs: np.ndarray | None = None
         self._prev_alpha = 1.0  # the focal bidder's multiplier of the last round, the action map's prev_alpha
         self._last: RoundReport | None = None
@@ -352,6 +361,11 @@ class RadixAuctionEnv(gym.Env):
             reward -= info["reference_reward"]
         return (self._obs[self.focal].copy(), reward * self.reward_scale, self.market.terminated,
                 self.market.truncated, info)
+
+    @property
+    def action_meaning(self) -> str:
+        """What an action means, in one line (`auction_gym.action.ActionMap.meaning`)."""
+        return self.action_map.meaning
 
     def action_for(self, alpha: float, observation: np.ndarray | list[float]) -> float:
         """The action that plays multiplier `alpha` in the next step, given the focal bidder's

@@ -61,6 +61,7 @@ from ..options import add_scenario_arguments, key_values, scenario_kwargs
 from ..provenance import figure_links, machine
 from . import compare_report as report_of
 from .headroom_report import Headroom, headroom
+from .headroom_report import legend as headroom_legend
 from .headroom_report import markdown as headroom_markdown
 from .headroom_report import write as write_headroom
 from .policy_figure import plot_policies, trace
@@ -185,10 +186,12 @@ def run(args: argparse.Namespace) -> None:
     write_headroom(out, headroom_report.table, f"Headroom of `{command}`\n\nScenario: `{json.dumps(env_kwargs)}`",
                    f"Headroom of scenario {args.scenario!r} (paired, 95% CI)")
     print(headroom_markdown(headroom_report.table), flush=True)
-    learned, episodes, notes, policies = run_all(args, algos, baselines, env_kwargs, root, headroom_report, executor)
+    learned, episodes, notes, policies, trained = run_all(args, algos, baselines, env_kwargs, root, headroom_report,
+                                                          executor)
     wall = time.perf_counter() - start
-    text = write_report(args, out, algos, baselines, headroom_report, learned, episodes, notes,
-                        header(args, command, env_kwargs, executor, wall, root))
+    steps = {a: report_of.steps_text(args.timesteps, trained[a]) for a in algos}
+    text = write_report(args, out, algos, baselines, headroom_report, learned, episodes, notes, steps,
+                        header(args, command, env_kwargs, executor, wall, root, steps))
     report_of.write_layout(root, args.curve_episodes)
     shown = {name: policies[name] for name in (*(f"{a}_s0" for a in algos), "ogd", "pid_tuned", "best_fixed")
              if name in policies}
@@ -200,10 +203,12 @@ def run(args: argparse.Namespace) -> None:
 
 
 def header(args: argparse.Namespace, command: str, env_kwargs: dict[str, Any], executor: Executor, wall: float,
-           root: Path) -> str:
-    """compare.md's opening: the command, scenario, sizes, machine, date and wall time."""
+           root: Path, steps: dict[str, str]) -> str:
+    """compare.md's opening: the command, scenario, sizes (`steps`: what each algorithm trained,
+    `compare_report.steps_text`), machine, date and wall time."""
+    trained = "; ".join(f"{algo} {text}" for algo, text in steps.items())
     return (f"`{command}`\n\nScenario {args.scenario!r} (env kwargs): `{json.dumps(env_kwargs)}`; budget "
-            f"{args.budget!r}: {args.seeds} training seed(s) x {args.timesteps:,} steps per algorithm; "
+            f"{args.budget!r}: {args.seeds} training seed(s) per algorithm, each run trained {trained}; "
             f"{args.episodes} evaluation episodes (seeds {args.eval_seed}..{args.eval_seed + args.episodes - 1}) per "
             f"policy, learning curves over the first {args.curve_episodes}; made "
             f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {machine()}, {torch.get_num_threads()} torch "
@@ -213,8 +218,9 @@ def header(args: argparse.Namespace, command: str, env_kwargs: dict[str, Any], e
 
 def write_report(args: argparse.Namespace, out: Path, algos: list[str], baselines: list[str], report: Headroom,
                  learned: dict[str, tuple[list, list]], episodes: dict[str, list[dict[str, float]]],
-                 notes: list[str], opening: str) -> str:
-    """compare.csv, episodes.csv, compare.md and compare.png; returns the verdicts and tables."""
+                 notes: list[str], steps: dict[str, str], opening: str) -> str:
+    """compare.csv, episodes.csv, compare.md and compare.png; returns the verdicts and tables.
+    `steps` says what each algorithm trained (`compare_report.steps_text`)."""
     means = {name: float(u.mean()) for name, u in report.utility.items()}
     means.update({name: float(np.mean([r["utility"] for r in results])) for name, results in episodes.items()})
     best = report_of.best_baseline(means)
@@ -227,9 +233,10 @@ def write_report(args: argparse.Namespace, out: Path, algos: list[str], baseline
     rows = report_of.summarize({**pooled, **starts, **seeds, **episodes}, references)
     stats = {a: report_of.seed_stats([run for run, _ in learned[a]], [start for _, start in learned[a]], references)
              for a in algos}
-    verdicts = report_of.verdicts(stats, best, args.seeds, args.timesteps)
+    verdicts = report_of.verdicts(stats, best, args.seeds, steps)
     if args.budget == "quick":
-        verdicts.append(f"A --quick run trains {args.timesteps:,} steps per seed, which learns little: it shows the "
+        trained = "; ".join(f"{algo} {text}" for algo, text in steps.items())
+        verdicts.append(f"A --quick run trains few steps per seed ({trained}), which learns little: it shows the "
                         "outputs, not what learning reaches.")
     out.mkdir(parents=True, exist_ok=True)
     report_of.write_csv(out / "compare.csv", rows)
@@ -241,7 +248,8 @@ def write_report(args: argparse.Namespace, out: Path, algos: list[str], baseline
             + "\n\nAcross training seeds (95% CI over seeds; `start` is the untrained policy, `headroom_share` "
             "(learned - best_fixed) / (hindsight - best_fixed)):\n\n" + report_of.seed_table(stats, args.seeds)
             + "\n\nMean ± 95% CI half-width over evaluation episodes (learned algorithms pooled over seeds; "
-            "`utility_vs_X` paired with X on the same episodes):\n\n" + report_of.markdown(rows, names, COLUMNS))
+            "`utility_vs_X` paired with X on the same episodes):\n\n" + report_of.markdown(rows, names, COLUMNS)
+            + "\n\n" + headroom_legend(names))
     figures = figure_links([out / "compare.png", out / "policies.png", out / "headroom.png"], out / "compare.md")
     (out / "compare.md").write_text(opening + "".join(f"\n\n{note}" for note in notes) + f"\n\n{text}\n\n{figures}")
     report_of.plot(out / "compare.png", rows, [*algos, *map(policy_name, baselines)], COLUMNS,
@@ -252,22 +260,25 @@ def write_report(args: argparse.Namespace, out: Path, algos: list[str], baseline
 def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], env_kwargs: dict[str, Any], root: Path,
             report: Headroom, executor: Executor = Executor(),
             ) -> tuple[dict[str, list[tuple[list, list]]], dict[str, list[dict[str, float]]], list[str],
-                       dict[str, tuple[Policy, dict[str, Any]]]]:
+                       dict[str, tuple[Policy, dict[str, Any]]], dict[str, list[int]]]:
     """Train each algorithm and seed on the env of `env_kwargs` (in its learner's action), then
     evaluate every learned run (trained and untrained, in the action it was trained in) and
     baseline on all evaluation episodes, the training runs and the evaluations as tasks of
     `executor`; log everything under `root` on one x axis (environment steps). Returns, per
     algorithm, each seed's (trained, untrained) episodes' metrics; the baselines' by name; a line
     per tuned baseline saying what was chosen and per learner playing another action; and the
-    policies policies.png may draw, by name, each with the env kwargs it plays in. A baseline the
-    headroom `report` played on the same evaluation episodes is not played again."""
+    policies policies.png may draw, by name, each with the env kwargs it plays in; and per algorithm
+    the steps each seed's run trained (`TrainResult.trained`: whole rollouts or generations, so
+    often more than asked). A baseline the headroom `report` played on the same evaluation episodes
+    is not played again."""
     configs = [TrainConfig(algo=algo, logdir=root, timesteps=args.timesteps, seed=seed, n_envs=args.n_envs,
                            env_kwargs=env_kwargs, eval_seed=args.eval_seed,
                            eval_freq=args.eval_freq or max(args.timesteps // CURVE_POINTS, 1),
                            eval_episodes=args.curve_episodes, hyperparams=key_values(args.hyperparams),
                            progress=args.progress and executor.inline, torch_threads=args.torch_threads)
                for algo in algos for seed in range(args.seeds)]
-    print(f"training {len(configs)} runs of {args.timesteps} steps on {executor.where()}", flush=True)
+    print(f"training {len(configs)} runs of {args.timesteps:,} steps asked on {executor.where()} (each stops at the "
+          "end of a rollout or generation; the report says how many it trained)", flush=True)
     trained = executor.map(train, [(c,) for c in configs], cpus=args.torch_threads)
     for result in trained:
         if not Path(result.model_path).exists():
@@ -296,7 +307,9 @@ def run_all(args: argparse.Namespace, algos: list[str], baselines: list[str], en
         report_of.log_bound(root / "bounds" / name, report.utility[name], args.curve_episodes, steps)
     runs = {f"{c.algo}_s{c.seed}": r for c, r in zip(configs, trained)}
     drawn = {f"{a}_s0": (load_policy(runs[f"{a}_s0"].model_path), runs[f"{a}_s0"].env_kwargs) for a in algos}
-    return learned, episodes, notes, {**{name: (policy, env_kwargs) for name, policy in fixed.items()}, **drawn}
+    steps = {a: [r.trained for c, r in zip(configs, trained) if c.algo == a] for a in algos}
+    return (learned, episodes, notes, {**{name: (policy, env_kwargs) for name, policy in fixed.items()}, **drawn},
+            steps)
 
 
 def acting_notes(algos: list[str], configs: list[TrainConfig], trained: list[TrainResult],

@@ -120,11 +120,22 @@ def best_baseline(baselines: dict[str, float]) -> str | None:
     return max(playable, key=playable.get) if playable else None
 
 
+def steps_text(asked: int, trained: Sequence[int]) -> str:
+    """The steps the runs of one algorithm trained (`TrainResult.trained`, what its models record),
+    e.g. "4,096 steps (2,048 asked: training stops at the end of a rollout or generation)"."""
+    low, high = min(trained), max(trained)
+    text = f"{low:,} steps" if low == high else f"{low:,}-{high:,} steps"
+    if (low, high) != (asked, asked):
+        text += f" ({asked:,} asked: training stops at the end of a rollout or generation)"
+    return text
+
+
 def verdicts(stats: dict[str, dict[str, tuple[float, float]]], best: str | None, seeds: int,
-             timesteps: int) -> list[str]:
+             steps: dict[str, str]) -> list[str]:
     """One sentence per learned algorithm: better, worse or not distinguishable from OGD and from
     the `best` baseline (`best_baseline`; `stats` must hold the paired differences from both), and
-    what it gained over its untrained start, each with its 95% CI over the training seeds."""
+    what it gained over its untrained start, each with its 95% CI over the training seeds; `steps`
+    says how many steps each algorithm trained (`steps_text`)."""
     lines = []
     for algo, s in stats.items():
         parts = [_compared(ref, s[paired_name(ref)]) for ref in dict.fromkeys(("ogd", best))
@@ -134,7 +145,7 @@ def verdicts(stats: dict[str, dict[str, tuple[float, float]]], best: str | None,
         if "headroom_share" in s:
             parts.append(f"took {format_ci(*s['headroom_share'])} of the headroom")
         best_note = f" (the best baseline is {best})" if best and best != "ogd" else ""
-        lines.append(f"{algo} ({seeds} seeds x {timesteps:,} steps, 95% CI over seeds): " + "; ".join(parts)
+        lines.append(f"{algo} ({seeds} seeds x {steps[algo]}, 95% CI over seeds): " + "; ".join(parts)
                      + best_note + ".")
     return lines
 

@@ -3,7 +3,8 @@
 The default is the synthetic agentic workload near the engine's saturation with a small KV cache,
 where admission order matters for both hit rate and latency; `--workload NAME` replays any
 registered workload instead (`auction_gym.workload.registry`: `shared_prefix`, SGLang's
-generated-shared-prefix benchmark, ...), and `--trace PATH` the Mooncake trace. The workload gets
+generated-shared-prefix benchmark, ...), and `--trace PATH` the Mooncake trace (`--workload
+mooncake` alone replays the sample the package ships, `auction_gym.workload.SAMPLE_TRACE`). The workload gets
 those of the options --rate, --duration, --time-scale, --limit, --num-groups and
 --prompts-per-group that it takes (its registry entry's arguments), then --workload-kwargs.
 
@@ -24,7 +25,7 @@ from typing import Any, Callable, Iterable
 from auction_gym import EngineConfig, Metrics, Request, SimEngine, scheduler_names
 from auction_gym.engine import rejections
 from auction_gym.registry import mechanism_names
-from auction_gym.workload import get_workload, workload_names
+from auction_gym.workload import SAMPLE_TRACE, get_workload, workload_names
 
 from ..argtypes import json_dict, non_negative_int, positive_float, positive_int, trace_file
 from ..errors import UsageError
@@ -78,18 +79,32 @@ def request_counts(row: Row, title: str, kv_capacity: int) -> str:
             "`done` counts the finished ones")
 
 
+COLUMNS: tuple[tuple[str, Callable[[Row], str]], ...] = (
+    ("scheduler", lambda r: r.scheduler),
+    ("hit rate", lambda r: f"{r.metrics.hit_rate:.3f}"),
+    ("TTFT mean", lambda r: f"{r.metrics.mean_ttft:.2f}"),
+    ("TTFT p99", lambda r: f"{r.metrics.p99_ttft:.2f}"),
+    ("lat mean", lambda r: f"{r.metrics.mean_latency:.2f}"),
+    ("lat p99", lambda r: f"{r.metrics.p99_latency:.2f}"),
+    ("req/s", lambda r: f"{r.metrics.throughput_rps:.2f}"),
+    ("tok/s", lambda r: f"{r.metrics.throughput_tps:.0f}"),
+    ("done", lambda r: f"{r.metrics.finished:d}"),
+    ("wall s", lambda r: f"{r.wall_s:.1f}"),
+)
+"""The table's columns: heading and cell of a row; the first is left-aligned, the numbers right."""
+
+
 def format_table(rows: list[Row]) -> str:
-    head = (f"{'scheduler':<11} {'hit rate':>8} {'TTFT mean':>9} {'TTFT p99':>9} {'lat mean':>9} "
-            f"{'lat p99':>9} {'req/s':>7} {'tok/s':>8} {'done':>6} {'wall s':>6}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        m = r.metrics
-        lines.append(
-            f"{r.scheduler:<11} {m.hit_rate:8.3f} {m.mean_ttft:9.2f} {m.p99_ttft:9.2f} "
-            f"{m.mean_latency:9.2f} {m.p99_latency:9.2f} {m.throughput_rps:7.2f} "
-            f"{m.throughput_tps:8.0f} {m.finished:6d} {r.wall_s:6.1f}"
-        )
-    return "\n".join(lines)
+    """The rows as a text table, each column as wide as its widest cell (a scheduler's name of any
+    length keeps the numbers under their headings)."""
+    cells = [[head for head, _ in COLUMNS], *([cell(r) for _, cell in COLUMNS] for r in rows)]
+    widths = [max(len(line[c]) for line in cells) for c in range(len(COLUMNS))]
+
+    def line(values: list[str]) -> str:
+        return " ".join(v.ljust(w) if c == 0 else v.rjust(w) for c, (v, w) in enumerate(zip(values, widths)))
+
+    head = line(cells[0])
+    return "\n".join([head, "-" * len(head), *map(line, cells[1:])])
 
 
 def run_demo(
@@ -126,7 +141,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedulers", type=lambda s: s.split(","), default=None,
                         help=f"comma-separated (default: every registered one, {','.join(mechanism_names())})")
     parser.add_argument("--trace", type=trace_file, default=None,
-                        help="replay a Mooncake trace (JSONL) instead of the agentic workload")
+                        help="replay a Mooncake trace (JSONL) instead of the agentic workload (--workload mooncake "
+                        "alone: the sample the package ships)")
     parser.add_argument("--time-scale", type=positive_float, default=4.0,
                         help="trace arrival-time multiplier (default 4)")
     parser.add_argument("--limit", type=positive_int, default=None,
@@ -140,17 +156,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def chosen_workload(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The workload's name (`--workload`; with `--trace` alone, the first registered one that
-    replays a trace; else agentic) and its arguments: the options in WORKLOAD_OPTIONS that it
-    takes, then `--workload-kwargs`. UsageError for a trace the workload cannot use or lacks."""
+    replays a trace; else agentic), the trace it replays (`--trace`, else for a workload that
+    replays one the shipped SAMPLE_TRACE; None for the others) and its arguments: the options in
+    WORKLOAD_OPTIONS that it takes, then `--workload-kwargs`. UsageError for a trace given to a
+    workload that replays none."""
     traced = [name for name in workload_names() if get_workload(name).trace_argument is not None]
     name = args.workload or (traced[0] if args.trace is not None and traced else "agentic")
     entry = get_workload(name)
-    if (entry.trace_argument is None) != (args.trace is None):
-        raise UsageError(f"--workload {name} needs --trace PATH" if args.trace is None
-                         else f"--trace: the {name} workload replays no trace")
+    if entry.trace_argument is None and args.trace is not None:
+        raise UsageError(f"--trace: the {name} workload replays no trace")
+    trace = None if entry.trace_argument is None else args.trace or SAMPLE_TRACE
     takes = entry.parameter_defaults()
     kwargs = {option: getattr(args, option) for option in WORKLOAD_OPTIONS if option in takes}
-    return name, {**kwargs, **args.workload_kwargs}
+    return name, trace, {**kwargs, **args.workload_kwargs}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -158,10 +176,10 @@ def run(args: argparse.Namespace) -> None:
     if unknown:
         raise UsageError(f"--schedulers: unknown {', '.join(sorted(unknown))}; "
                          f"valid: {', '.join(scheduler_names())}")
-    name, kwargs = chosen_workload(args)
+    name, trace, kwargs = chosen_workload(args)
     try:
         get_workload(name).check_kwargs(kwargs)
     except ValueError as e:
         raise UsageError(f"--workload-kwargs: {e}") from None
     print(run_demo(seed=args.seed, bidders=args.bidders, kv_capacity=args.kv_capacity, schedulers=args.schedulers,
-                   workload_name=name, trace=args.trace, workload_kwargs=kwargs))
+                   workload_name=name, trace=trace, workload_kwargs=kwargs))

@@ -6,18 +6,7 @@ focal bidder's utility under policies that need no learning, each chosen on tuni
 (seeds TUNING_SEED.., never the evaluation seeds) and scored on evaluation episodes (seeds
 EVAL_SEED..), every policy on the same episodes, compared with the best constant pairwise:
 
-| row               | what it is                                                                        |
-|-------------------|-----------------------------------------------------------------------------------|
-| best_fixed        | the constant multiplier of the grid with the best mean on the tuning episodes      |
-| truthful          | alpha = 1 always                                                                  |
-| ogd               | the paper's OGD pacing at its default step                                        |
-| ogd_tuned         | OGD with its step chosen on the tuning episodes                                   |
-| pid_tuned         | the PI budget pacer (`auction_gym.pacing.PIDPacer`), gains chosen on tuning       |
-| privileged        | a constant per kind of episode (its drawn rate and own budget scale, which the    |
-|                   | bidder does not observe), each chosen on the tuning episodes of that kind         |
-| hindsight         | the best constant of the grid for each evaluation episode, chosen on that episode |
-|                   | (an upper bound on constants, biased upward by choosing on the scored episode)     |
-| unlimited_budget  | the focal bidder truthful with an unlimited budget (what money costs it)          |
+{row_table}
 
 `privileged` needs `episode_draws`; without them every episode is of one kind and it is the best
 constant. Gaps are paired differences from best_fixed on the same episodes, mean ± 95% CI, and
@@ -51,6 +40,25 @@ EVAL_EPISODES = 100
 """Evaluation episodes by default: at 20, the paired gaps' CIs were about ±4% of the utility."""
 UNLIMITED = 1e12
 """The focal bidder's budget in the unlimited_budget row (money)."""
+ROWS = {
+    "best_fixed": "the constant multiplier of the grid with the best mean on the tuning episodes",
+    "truthful": "alpha = 1 always",
+    "ogd": "the paper's OGD pacing at its default step",
+    "ogd_tuned": "OGD with its step chosen on the tuning episodes",
+    "pid_tuned": "the PI budget pacer (`auction_gym.pacing.PIDPacer`), gains chosen on tuning episodes",
+    "privileged": "a constant per kind of episode (its drawn rate and own budget scale, which the bidder does not "
+                  "observe), each chosen on the tuning episodes of that kind",
+    "hindsight": "the best constant of the grid for each evaluation episode, chosen on that episode (an upper "
+                 "bound on constants, biased upward by choosing on the scored episode)",
+    "unlimited_budget": "the focal bidder truthful with an unlimited budget (what money costs it)",
+}
+"""What each row of the report is: the module docstring's table and the legend under every table
+that shows the rows (`legend`)."""
+
+
+def legend(names: Sequence[str]) -> str:
+    """The lines that say what each of `names` that is a row of the report is (ROWS), in order."""
+    return "\n".join(f"- `{name}`: {ROWS[name]}" for name in dict.fromkeys(names) if name in ROWS)
 
 
 @dataclass(frozen=True)
@@ -202,13 +210,14 @@ def unlimited_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def markdown(table: list[dict[str, Any]]) -> str:
+    """The report as a Markdown table, with the legend of its rows under it."""
     lines = ["| policy | choice | n | utility | gap to best_fixed | gap % | budget spent |",
              "|---|---|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {r['policy']} | {r['choice']} | {r['n']} | {format_ci(r['utility'], r['utility_ci95'])} | "
                      f"{format_ci(r['gap'], r['gap_ci95'])} | {format_ci(r['gap_pct'], r['gap_pct_ci95'])} | "
                      f"{r['budget_spent_frac']:.2f} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + legend([r["policy"] for r in table])
 
 
 def plot(path: Path, table: list[dict[str, Any]], title: str) -> None:
@@ -241,3 +250,7 @@ def write(out: Path, table: list[dict[str, Any]], header: str, title: str) -> No
     plot(out / "headroom.png", table, title)
 
 
+
+
+if __doc__ is not None:  # None under python -OO
+    __doc__ = __doc__.replace("{row_table}", legend(list(ROWS)))

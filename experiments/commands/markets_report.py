@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from ..plotting import line_styles
 from ..provenance import figure_links
 
 TIERS = ("tiers", "tiers_lpm")
@@ -188,15 +189,13 @@ def figures(rows: list[dict], out: Path) -> list[Path]:
     m = means(rows)
     workloads = sorted({r["workload"] for r in rows})
     fig, axes = plt.subplots(1, len(workloads), figsize=(5.5 * len(workloads), 4), squeeze=False)
-    styles = ("-", "--", ":", "-.")
     for ax, w in zip(axes[0], workloads):
         load = max(k[1] for k in m if k[0] == w)
         levels = sorted({k[2] for k in m if k[:2] == (w, load) and k[2] != "any"}, key=_level_order)
         designs = sorted({k[3] for k in m if k[:2] == (w, load) and k[2] != "any" and "bidder 0" not in k[3]})
-        for i, d in enumerate(designs):
+        for d, style in zip(designs, line_styles(len(designs))):
             ys = [m.get((w, load, lv, d), {}).get("welfare", math.nan) for lv in levels]
-            ax.plot(levels, ys, marker="os^vD"[i % 5], ls=styles[i % len(styles)], label=d,
-                    lw=2.5 if d == "radix_vcg" else 1.2)
+            ax.plot(levels, ys, label=d, lw=2.5 if d == "radix_vcg" else 1.2, **style)
         ax.set(title=f"{w}, load {load:g}", xlabel="budget level", ylabel="welfare (mean over seeds)")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()

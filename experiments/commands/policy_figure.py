@@ -23,6 +23,8 @@ from auction_gym.pacing import Policy
 from auction_gym.workload import AgenticConfig
 from auction_gym.workload.agentic import in_burst, wave_shape
 
+from ..plotting import line_styles
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -78,8 +80,9 @@ def load_shading(env_kwargs: dict[str, Any]) -> LoadShading | None:
 def draw_policies(traces: dict[str, Trace], env_kwargs: dict[str, Any]) -> Figure:
     """Three panels: multiplier over the first episode's engine time with the scenario's load
     shaded (`load_shading`); multiplier against waiting requests (log axis); multiplier against the
-    share of the horizon left. One colour per policy, every policy in one legend below the panels,
-    where it hides no curve."""
+    share of the horizon left. Each policy's own style (`experiments.plotting.line_styles`,
+    layered: a policy that plays what an earlier one plays is drawn thinner on top of it, so both
+    show), every policy in one legend below the panels, where it hides no curve."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,15 +91,17 @@ def draw_policies(traces: dict[str, Trace], env_kwargs: dict[str, Any]) -> Figur
     from matplotlib.patches import Patch
 
     fig, (ax_time, ax_queue, ax_left) = plt.subplots(1, 3, figsize=(15, 4.8))
-    colours = plt.get_cmap("tab10" if len(traces) <= 10 else "tab20").colors
     handles: list = []
-    for i, (name, tr) in enumerate(traces.items()):
-        colour = colours[i % len(colours)]
+    for (name, tr), style in zip(traces.items(), line_styles(len(traces), layered=True)):
         first = np.array(tr.episode) == 0
-        ax_time.step(np.array(tr.time)[first], np.array(tr.multiplier)[first], where="post", color=colour, lw=1.2)
-        ax_queue.scatter(np.maximum(tr.waiting, 1), tr.multiplier, s=4, alpha=0.4, color=colour)
-        ax_left.scatter(tr.time_left, tr.multiplier, s=4, alpha=0.4, color=colour)
-        handles.append(Line2D([], [], color=colour, lw=2, label=name))
+        # Markers on a tenth of the rounds: enough to tell the lines apart, few enough to see the steps.
+        ax_time.step(np.array(tr.time)[first], np.array(tr.multiplier)[first], where="post", markersize=4,
+                     markevery=max(int(first.sum()) // 10, 1), **style)
+        dots = {"color": style["color"], "marker": style["marker"], "zorder": style["zorder"]}
+        ax_queue.scatter(np.maximum(tr.waiting, 1), tr.multiplier, s=4, alpha=0.4, **dots)
+        ax_left.scatter(tr.time_left, tr.multiplier, s=4, alpha=0.4, **dots)
+        handles.append(Line2D([], [], color=style["color"], marker=style["marker"], linestyle=style["linestyle"],
+                              lw=2, label=name))
     shading = load_shading(env_kwargs)
     title = "multiplier over an episode"
     if shading is not None:

@@ -1,0 +1,39 @@
+"""Line styles for the figures the commands write: every line stays distinguishable however many
+there are, and none hides another where they coincide.
+
+Matplotlib's default cycle has ten colours, so an eleventh line repeats the first's colour.
+`line_styles` gives each line a colour and,
+from the eleventh on, a marker and a dash pattern of its own pass through the colours, so no two
+lines share all three. `layered=True`, for lines that may coincide (two pacers playing the same
+multipliers), also draws each line thinner than the ones before it and above them: a line on top
+of another leaves the wider one's edges showing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+"""Matplotlib's tab10, its default colour cycle."""
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES = ("-", "--", ":", "-.")
+WIDEST, NARROWEST = 3.2, 1.0
+"""The line widths of the first and last of `layered` lines."""
+
+
+def line_styles(n: int, layered: bool = False) -> list[dict[str, Any]]:
+    """Keyword arguments of `Axes.plot` for `n` lines: colour, marker and line style, the three
+    distinct for every pair of lines up to len(COLOURS) x len(LINESTYLES) lines; with `layered`,
+    widths from WIDEST down to NARROWEST in drawing order and rising zorder (see the module
+    docstring)."""
+    styles = []
+    for k in range(n):
+        passes = k // len(COLOURS)
+        style: dict[str, Any] = {"color": COLOURS[k % len(COLOURS)], "marker": MARKERS[passes % len(MARKERS)],
+                                 "linestyle": LINESTYLES[passes % len(LINESTYLES)]}
+        if layered:
+            style["linewidth"] = WIDEST - (WIDEST - NARROWEST) * k / max(n - 1, 1)
+            style["zorder"] = 2 + k
+        styles.append(style)
+    return styles
