@@ -25,7 +25,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecFrameStack, VecNormalize
 
-import auction_gym  # noqa: F401  (registers RadixAuction-v0 and -v1)
+import auction_gym  # noqa: F401  (registers RadixAuction-v0, -v1 and -v2)
 from auction_gym.action import DEFAULT_ACTION_TYPE
 from auction_gym.market import Obs
 
@@ -34,7 +34,7 @@ from .learners import LEARNERS, learner, load_object
 ALGOS: dict[str, type[BaseAlgorithm]] = {name: load_object(entry.model) for name, entry in LEARNERS.items()
                                          if entry.family == "sb3"}
 """The Stable-Baselines3 learners of `agents.learners.LEARNERS`, name -> class."""
-ENV_ID = "RadixAuction-v1"
+ENV_ID = "RadixAuction-v2"
 """The env id a run trains and evaluates on unless its config names another (`TrainConfig.env_id`)."""
 VEC_ENVS: dict[str, type[VecEnv]] = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}
 """How `make_env` runs its envs: "dummy", all in this process (the default: on a few cores, a

@@ -1,4 +1,4 @@
-"""Train a pacing agent on RadixAuction-v1: TensorBoard logging, periodic evaluation,
+"""Train a pacing agent on RadixAuction-v2: TensorBoard logging, periodic evaluation,
 checkpoints, resuming, and a checkpoint on Ctrl-C.
 
 `train` dispatches a run to its learner's family (`agents.learners.LEARNERS`): an SB3 algorithm to

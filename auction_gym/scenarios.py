@@ -4,7 +4,9 @@ compare`, `radix-auction headroom`) run by name, so a table can be re-run from i
 `RadixAuction-v2`'s, the same market with the cache-aware order of tied (unpaid) requests.
 
 - "calibrated" (the default of `compare` and `headroom`): an economically calibrated
-  market in which pacing decisions matter (docs/design.md section 6), `V1_KWARGS` itself.
+  market in which pacing decisions matter (docs/design.md section 6), `V2_KWARGS` itself;
+  "calibrated_v1" is the same market with v1's order of unpaid requests (by request id), on which
+  the pacing pages' tables were made.
   The auction prices what a request costs the others at the engine's bottleneck, the running slots
   (cost model "service"); load follows a known curve over the episode (trough at its start, peak in
   its middle) and its level differs between episodes, as days differ; budgets are sized to those
@@ -34,8 +36,8 @@ V1_KWARGS: dict[str, Any] = {
     "reward": "cost",
 }
 """`RadixAuction-v1`'s keyword defaults over `RadixAuctionEnv`'s (v0's): the one definition from
-which its registration, its docstring's table and the "calibrated" scenario derive. Read-only:
-`scenario("calibrated")` gives a copy."""
+which its registration, its docstring's table and v2's derive. Read-only: `scenario("calibrated_v1")`
+gives a copy (with v1's `tie_break` spelled out, so that it is v1's market under any id)."""
 
 V2_KWARGS: dict[str, Any] = {**V1_KWARGS, "tie_break": "cached_prefix"}
 """`RadixAuction-v2`'s keyword defaults over `RadixAuctionEnv`'s: v1's market, with requests whose
@@ -46,9 +48,12 @@ tuning seeds (`radix-auction headroom --scenario calibrated --env-kwargs '{"tie_
 residual base and the paired reward's reference) and OGD at eta 0.2."""
 
 SCENARIOS: dict[str, dict[str, Any]] = {
-    "calibrated": V1_KWARGS,
-    # Every argument that v1 sets, at v0's default, so the scenario is the same market under either id.
+    "calibrated": V2_KWARGS,
+    # v1's market under any id: the pacing pages' tables were made on it.
+    "calibrated_v1": {**V1_KWARGS, "tie_break": "request_id"},
+    # Every argument that v2 sets, at v0's default, so the scenario is the same market under any id.
     "bursty_v0": {
+        "tie_break": "request_id",
         "cost_model": "tokens",
         "horizon": 200,
         "budget_per_round": 0.0001,

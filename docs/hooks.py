@@ -61,10 +61,10 @@ def scenarios() -> str:
     return _rows(("scenario", "env arguments"), rows)
 
 
-def v1_defaults() -> str:
-    from auction_gym.scenarios import V1_KWARGS
+def v2_defaults() -> str:
+    from auction_gym.scenarios import V2_KWARGS
 
-    return _rows(("argument", "RadixAuction-v1 default"), [(f"`{k}`", f"`{v!r}`") for k, v in V1_KWARGS.items()])
+    return _rows(("argument", "RadixAuction-v2 default"), [(f"`{k}`", f"`{v!r}`") for k, v in V2_KWARGS.items()])
 
 
 def action_types() -> str:
@@ -96,7 +96,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "workloads": workloads,
     "scenarios": scenarios,
     "action_types": action_types,
-    "v1_defaults": v1_defaults,
+    "v2_defaults": v2_defaults,
     "env_docstring": env_docstring,
     "changelog": changelog,
 }

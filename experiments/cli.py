@@ -27,7 +27,7 @@ from .errors import TaskFailed, UsageError
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("experiments.commands.demo", "replay a workload under every scheduler and print a table"),
     "reproduce": ("experiments.commands.reproduce", "reproduce the paper's findings over a sweep of load and KV size"),
-    "train": ("experiments.commands.train", "train a pacing agent on RadixAuction-v1 (SB3, or the CMA-ES policy search)"),
+    "train": ("experiments.commands.train", "train a pacing agent on RadixAuction-v2 (SB3, or the CMA-ES policy search)"),
     "tune": ("experiments.commands.tune", "search hyperparameters with Optuna (TPE, median pruning) on tuning episodes"),
     "evaluate": ("experiments.commands.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
     "headroom": ("experiments.commands.headroom", "measure what pacing can gain in a scenario, before any training"),

@@ -20,7 +20,7 @@ from .errors import UsageError
 
 MULTI_AGENT_SCENARIO = parallel_kwargs(scenario(DEFAULT_SCENARIO))
 """`train-multi`'s and `evaluate-multi`'s env arguments by default: the calibrated pacing market,
-RadixAuction-v1's, every bidder learning."""
+RadixAuction-v2's, every bidder learning."""
 
 
 def key_values(items: list[str] | None) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def add_scenario_arguments(parser: argparse.ArgumentParser, default: str | None 
     parser.add_argument("--scenario", default=default, choices=list(SCENARIOS),
                         help=f"named scenario (auction_gym.scenarios; default {shown})")
     parser.add_argument("--env-kwargs", type=json_dict, default={},
-                        help=f"RadixAuction-v1 arguments as JSON, over the scenario's key by key {env_kwargs_help}")
+                        help=f"RadixAuction-v2 arguments as JSON, over the scenario's key by key {env_kwargs_help}")
 
 
 def checked_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
@@ -97,3 +97,14 @@ def rllib_modules():
         raise UsageError('needs Ray RLlib, the "rllib" extra: pip install -e ".[rllib]" (setup.sh installs it)') \
             from None
     return rllib, rllib_training
+
+
+BUDGETS: dict[str, dict[str, int]] = {
+    "quick": {"timesteps": 2_048, "seeds": 2, "episodes": 10, "tuning_episodes": 4, "curve_episodes": 5},
+    "default": {"timesteps": 60_000, "seeds": 5, "episodes": 100, "tuning_episodes": 36, "curve_episodes": 20},
+    "full": {"timesteps": 300_000, "seeds": 5, "episodes": 100, "tuning_episodes": 36, "curve_episodes": 20},
+}
+"""`compare`'s sizes for each `--budget` (the options of the same names; `headroom --quick` takes
+"quick"'s episode counts). "quick" is a first look at the outputs (two short runs per algorithm,
+which learn little); "default" is sized to run in under 15 minutes on 2 cores; "full" is the long
+run the documentation's tables come from."""

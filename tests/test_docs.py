@@ -50,7 +50,7 @@ def test_the_environment_reference_is_generated_from_the_registries():
     for name in (*mechanism_names(), *workload_names(), *SCENARIOS):
         assert f"`{name}`" in page, name
     assert "## Action Space" in page  # the env's docstring, its headings one level down
-    assert "| `action_type` | `'residual'` |" in page  # RadixAuction-v1's defaults
+    assert "| `action_type` | `'residual'` |" in page and "| `tie_break` | `'cached_prefix'` |" in page  # v2's defaults
 
 
 def test_every_generated_table_marker_is_expanded():

@@ -4,6 +4,7 @@ keywords, and built-in baselines scored the same under every action type and rew
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
@@ -24,22 +25,29 @@ TOY = dict(horizon=30, workload_kwargs={"rate": 40.0})
 
 
 def test_v1_is_the_calibrated_scenario_and_v0_keeps_its_defaults():
-    v1 = gym.make("RadixAuction-v1").unwrapped
-    calibrated = RadixAuctionEnv(**scenario("calibrated"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # v1 is out of date since v2
+        v1 = gym.make("RadixAuction-v1").unwrapped
+    calibrated = RadixAuctionEnv(**scenario("calibrated_v1"))
     assert v1.config == calibrated.config and v1.config.cost_model == "service" and v1.config.horizon == 200
     assert v1.action_map.action_type == V1_ACTION_TYPE and v1.reward == "cost"
     assert gym.spec("RadixAuction-v0").kwargs == {}
     v0 = RadixAuctionEnv()
-    assert v0.config == MarketConfig() and v0.action_map.action_type == "normalized" and v0.reward == "utility"
+    # v0 and v1 keep the order of tied requests by id; the market's default orders them by the cache.
+    assert v0.config == MarketConfig(tie_break="request_id") and v1.config.tie_break == "request_id"
+    assert v0.action_map.action_type == "normalized" and v0.reward == "utility"
+    v2 = gym.make("RadixAuction-v2").unwrapped
+    assert v2.config == RadixAuctionEnv(**scenario("calibrated")).config
+    assert v2.config == replace(v1.config, tie_break="cached_prefix")
     assert all(f"| {name:<16} | {value!r}" in RadixAuctionEnv.__doc__ for name, value in V1_KWARGS.items())
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"action_type": "residual"}, {"reward": "paired"}],
                          ids=["delta", "residual", "paired"])
-def test_env_checkers_are_silent_on_v1(kwargs):
+def test_env_checkers_are_silent_on_v2(kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make("RadixAuction-v1", **kwargs)
+        env = gym.make("RadixAuction-v2", **kwargs)
         assert env.action_space == gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
         gym_check_env(env.unwrapped)
         sb3_check_env(env)
@@ -59,13 +67,16 @@ def test_an_unknown_keyword_names_the_closest_and_the_valid_ones(make):
     assert "valid: " in message and "reward_scale" in message and "workload_kwargs" in message
 
 
-def test_parallel_env_builds_v1s_market_and_action():
+def test_parallel_env_builds_v1s_and_v2s_market_and_action():
     env = auction_gym.parallel_env(version="v1", horizon=12)
-    assert env.config == RadixAuctionEnv(**{**scenario("calibrated"), "horizon": 12}).config
+    assert env.config == RadixAuctionEnv(**{**scenario("calibrated_v1"), "horizon": 12}).config
     assert env.action_map.action_type == V1_ACTION_TYPE
     parallel_api_test(env, num_cycles=12)
-    with pytest.raises(ValueError, match=r"version must be one of \['v0', 'v1'\]"):
-        auction_gym.parallel_env(version="v2")
+    v2 = auction_gym.parallel_env(version="v2", horizon=12)
+    assert v2.config == RadixAuctionEnv(**{**scenario("calibrated"), "horizon": 12}).config
+    assert auction_gym.parallel_env().config.tie_break == "request_id"
+    with pytest.raises(ValueError, match=r"version must be one of \['v0', 'v1', 'v2'\]"):
+        auction_gym.parallel_env(version="v3")
 
 
 def _play(env: RadixAuctionEnv, policy, seed: int = 4) -> list[tuple]:

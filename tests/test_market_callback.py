@@ -21,7 +21,7 @@ def run(tmp_path_factory):
     """A tiny PPO run on two envs of short episodes, logging to TensorBoard."""
     torch.set_num_threads(1)
     logdir = tmp_path_factory.mktemp("tb")
-    env = make_vec_env("RadixAuction-v1", n_envs=2, seed=0, env_kwargs={"horizon": HORIZON})
+    env = make_vec_env("RadixAuction-v2", n_envs=2, seed=0, env_kwargs={"horizon": HORIZON})
     callback = MarketMetricsCallback()
     model = PPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, tensorboard_log=str(logdir))
     model.learn(192, callback=callback, tb_log_name="ppo")

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 
 
-@pytest.mark.parametrize("env_id", ["RadixAuction-v0", "RadixAuction-v1"])
+@pytest.mark.parametrize("env_id", ["RadixAuction-v0", "RadixAuction-v2"])
 def test_the_observation_names_match_the_space_through_gym_make(env_id):
     env = gym.make(env_id)
     names = env.metadata["observation_names"]
@@ -53,7 +53,7 @@ def test_the_action_meaning_names_its_type_box_map_and_parameters(action_type):
 def test_the_pages_examples_run(page):
     blocks = re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), re.S)
     assert page != "environment.md" or any("SelectFeatures" in b for b in blocks), "the wrapper example is gone"
-    assert blocks and all('gym.make("RadixAuction-v1"' in b for b in blocks)  # v1 is the first example
+    assert blocks and all('gym.make("RadixAuction-v2"' in b for b in blocks)  # v2 is the first example
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     for code in blocks:
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

@@ -57,8 +57,11 @@ def test_the_pacing_page_lists_every_command():
 
 def test_the_hyperparameter_files_are_keyed_as_the_pages_say():
     for path in HYPERPARAMS_DIR.glob("*.yml"):
-        assert set(yaml.safe_load(path.read_text())) == {"RadixAuction-v0", "RadixAuction-v1"}, path
-    assert "each file has a `RadixAuction-v0` and a `RadixAuction-v1` entry" in text("pacing/pacing.md")
+        table = yaml.safe_load(path.read_text())
+        assert set(table) == {"RadixAuction-v0", "RadixAuction-v1", "RadixAuction-v2"}, path
+        assert table["RadixAuction-v2"] == table["RadixAuction-v1"], path  # v1's settings, as the files say
+    assert "each file has a `RadixAuction-v0`, a `RadixAuction-v1` and a `RadixAuction-v2` entry" in text(
+        "pacing/pacing.md")
     assert f"(default `{ENV_ID}`;" in text("learners.md")
 
 

@@ -212,7 +212,7 @@ def test_every_algo_trains_and_saves(tmp_path, algo, n_envs, vec_env, hyperparam
 
 @pytest.mark.parametrize("argv, message", [
     (["--algo", "dqn"], "unknown --algo 'dqn'; valid: ppo, ppo_paired, ppo_lstm, sac, td3, a2c"),
-    (["--algo", "ppo", "--env-kwargs", '{"horizn": 5}'], "--env-kwargs: RadixAuction-v1 got an unknown argument 'horizn' (did you mean 'horizon'?); valid:"),
+    (["--algo", "ppo", "--env-kwargs", '{"horizn": 5}'], "--env-kwargs: RadixAuction-v2 got an unknown argument 'horizn' (did you mean 'horizon'?); valid:"),
     (["--algo", "ppo", "--env-kwargs", '{"horizon": -5}'], "--env-kwargs: horizon must be a positive int"),
     (["--algo", "ppo", "--hyperparams", "n_stepz=64"], "unknown hyperparameter 'n_stepz' for ppo; valid:"),
     (["--algo", "ppo", "--hyperparams", "learning_rate=fast"], "hyperparameter learning_rate='fast' for ppo: expected float"),
@@ -282,7 +282,7 @@ def test_train_takes_a_named_scenario_and_an_env_id(tmp_path, capsys):
     args = build_parser("train").parse_args(["train", "--scenario", "calibrated", "--env-kwargs", '{"horizon": 50}',
                                              "--logdir", str(tmp_path)])
     config = train_cmd.config_of(args)
-    assert config.env_kwargs == {**scenario("calibrated"), "horizon": 50} and config.env_id == "RadixAuction-v1"
+    assert config.env_kwargs == {**scenario("calibrated"), "horizon": 50} and config.env_id == "RadixAuction-v2"
     assert "--scenario calibrated" in capsys.readouterr().out
     assert "unknown env id 'RadixAuction-v9'; valid: RadixAuction-v0" in usage_error(
         capsys, "train", ["--env-id", "RadixAuction-v9", "--logdir", str(tmp_path)])

@@ -1,4 +1,4 @@
-"""`RadixAuction-v0` and `RadixAuction-v1`: one learning bidder in a KV-cache-aware priority auction."""
+"""`RadixAuction-v0`, `-v1` and `-v2`: one learning bidder in a KV-cache-aware priority auction."""
 
 from __future__ import annotations
 
@@ -197,7 +197,8 @@ class RadixAuctionEnv(gym.Env):
     The v0 defaults (stationary traffic above the engine's capacity, budgets that bind) are
     described in `auction_gym.market.MarketConfig`. `RadixAuction-v1` is the same environment with
     the calibrated pacing market (docs/design.md section 6; `auction_gym.scenarios.V1_KWARGS`)
-    by default; its defaults that differ from v0's:
+    by default; its defaults that differ from v0's are below. `RadixAuction-v2` (the current
+    version) is v1 with `tie_break="cached_prefix"` (`auction_gym.scenarios.V2_KWARGS`).
 
     | argument         | v1 default                                                                  |
     |------------------|-----------------------------------------------------------------------------|

@@ -57,7 +57,7 @@ from ..argtypes import positive_int
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
-from ..options import add_scenario_arguments, key_values, scenario_kwargs
+from ..options import BUDGETS, add_scenario_arguments, key_values, scenario_kwargs
 from ..provenance import figure_links, machine
 from . import compare_report as report_of
 from .headroom_report import Headroom, headroom
@@ -74,17 +74,9 @@ CURVE_POINTS = 4
 `--curve-episodes` evaluation episodes)."""
 FIGURE_EPISODES = 3
 """Evaluation episodes whose rounds policies.png plots (the first of them over time)."""
-BUDGETS: dict[str, dict[str, int]] = {
-    "quick": {"timesteps": 2_048, "seeds": 2, "episodes": 10, "tuning_episodes": 4, "curve_episodes": 5},
-    "default": {"timesteps": 60_000, "seeds": 5, "episodes": 100, "tuning_episodes": 36, "curve_episodes": 20},
-    "full": {"timesteps": 300_000, "seeds": 5, "episodes": 100, "tuning_episodes": 36, "curve_episodes": 20},
-}
-"""Each `--budget`'s sizes (the options of the same names). "quick" is a first look at the outputs
-(two short runs per algorithm, which learn little); "default" is sized to run in under 15
-minutes on 2 cores; "full" is the long run the documentation's tables come from."""
 SIZES = tuple(BUDGETS["default"])
 DEFAULT_ALGOS = ("ppo", "cmaes")
-"""The learners `compare` trains by default: PPO at RadixAuction-v1's settings, and the policy search
+"""The learners `compare` trains by default: PPO at the settings tuned on RadixAuction-v1 (v2's), and the policy search
 that compares candidates on shared episodes; the other learners (`ppo_paired`, `sac`, ...) are `--algos` away."""
 DEFAULT_BUDGET = "default"
 

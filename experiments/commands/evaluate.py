@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="write into LOGDIR/<policy> itself, deleting an earlier evaluation's events there")
     parser.add_argument("--env-kwargs", type=json_dict, default=None,
-                        help="RadixAuction-v1 arguments as JSON (default: for a saved model, those of the "
+                        help="RadixAuction-v2 arguments as JSON (default: for a saved model, those of the "
                         "config.json beside it, which these override; for a built-in policy, the env's defaults)")
     parser.add_argument("--torch-threads", type=positive_int, default=1,
                         help="PyTorch CPU threads for a saved model's inference (default 1)")

@@ -1,7 +1,7 @@
 """`radix-auction headroom`: is there anything to learn in a pacing scenario? Run before any training.
 The report, its rows and outputs are `experiments.commands.headroom_report`'s.
 
-`--quick` takes the episode counts of `compare --quick` (`compare.BUDGETS["quick"]`), the headroom
+`--quick` takes the episode counts of `compare --quick` (`experiments.options.BUDGETS["quick"]`), the headroom
 report that run makes, so the two quick runs agree; a size given explicitly still wins."""
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from ..argtypes import positive_int
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import add_address_argument, executor_of
-from ..options import add_scenario_arguments, scenario_kwargs
+from ..options import BUDGETS, add_scenario_arguments, scenario_kwargs
 from ..provenance import machine
-from .compare import BUDGETS
 from .headroom_report import EVAL_EPISODES, TUNING_EPISODES, headroom, markdown, write
 
 QUICK = {"tuning_episodes": BUDGETS["quick"]["tuning_episodes"], "episodes": BUDGETS["quick"]["episodes"]}

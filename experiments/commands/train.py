@@ -1,4 +1,4 @@
-"""`radix-auction train`: train a pacing agent on RadixAuction-v1 (an SB3 algorithm, or the CMA-ES
+"""`radix-auction train`: train a pacing agent on RadixAuction-v2 (an SB3 algorithm, or the CMA-ES
 policy search `cmaes`: `agents.learners.LEARNERS`).
 
 Example: `radix-auction train --algo ppo --timesteps 20000 --logdir runs` writes runs/ppo_s0/
