@@ -19,8 +19,8 @@ reference. Priced designs (`tiers`, `tiers_lpm`, `congestion`) have their price 
 tuning seeds at each workload, load and level, their best response calibrated to the workload's
 engine; "the best tiers" is the tier design best on the tuning seeds. Designs that charge nothing
 do not read budgets: they run once per point with truthful bidders (level "any"), and the priority
-designs also with every bidder claiming the highest priority ("(claimed)"), its best response
-when priority is free. At the highest load, one bidder deviating from its pacer's multiplier (x0.5,
+designs also with every bidder claiming the highest priority for every request ("(claimed)"), where
+the escalation that free priority invites ends. At the highest load, one bidder deviating from its pacer's multiplier (x0.5,
 x2) under the radix auction and the best tiers measures the pacers' incentives.
 
 Outputs under --out: markets.csv (every evaluated episode), markets_tuning.csv (every tuning

@@ -4,9 +4,11 @@ plain, picklable `Point`, and `run_point` returns plain values.
 
 How bidders bid (`Bidders`):
 - "truthful": every bidder's multiplier is 1 (bids equal urgencies), with an unlimited budget.
-- "claim": priority is free under the designs that charge nothing, so every bidder claims the
-  highest priority the design accepts for every request (`CLAIM_MULTIPLIER` against the design's
-  `max_priority` of `CLAIMED_PRIORITY`): the bidders' best response there, not honesty.
+- "claim": priority is free under the designs that charge nothing, so a bidder gains by claiming
+  more than the others (`tests/test_markets_bidders.py`); where every bidder escalates, claims
+  bounded by the design (`max_priority` of `CLAIMED_PRIORITY`) all reach the cap: every request
+  claims it (`CLAIM_MULTIPLIER`), and the priority order is gone. The end point of that race,
+  not an equilibrium (under the cap one bidder would rather keep its own urgent requests first).
 - "pid": every bidder paces with the PI pacer (`auction_gym.pacing.PIDPacer`, in log space, down to
   `ALPHA_MIN`) with the point's gains, from the multiplier `start`.
 - "ogd": every bidder paces with `OGDPacer`'s defaults (the paper's step, `lambda_max` 20) from

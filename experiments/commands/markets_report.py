@@ -26,8 +26,8 @@ welfare minus payments; *budget spent*, mean share of the budgets spent; *charge
 of charges cut to what was left of a budget (where the auction is no longer VCG); *all out at*, the
 round at which every bidder had spent its budget, as a share of the episode (1: never); *finished*,
 requests finished; *radix_vcg (OGD)*, the radix auction with the paper's OGD pacer started at
-multiplier 1; *(claimed)*, every bidder claims the highest priority (its best response when priority
-is free); *best tiers*, the tier design (`tiers`, FCFS in a tier, or `tiers_lpm`, LPM in a tier) with
+multiplier 1; *(claimed)*, every bidder claims the highest priority the design accepts for every
+request, where the escalation that free priority invites ends; *best tiers*, the tier design (`tiers`, FCFS in a tier, or `tiers_lpm`, LPM in a tier) with
 more welfare on the tuning seeds; the difference's +- is a 95% paired t interval over evaluation
 seeds."""
 
