@@ -35,6 +35,11 @@ def test_markets_writes_its_outputs_and_every_design_joins_by_name(tmp_path, cap
     tuning = list(csv.DictReader(open(tmp_path / "markets_tuning.csv")))
     assert {r["what"] for r in tuning} == {"price", "gains"}
     assert "wall time" in capsys.readouterr().out
+    (tmp_path / "markets.md").unlink()
+    main(["markets", "--rewrite", "--out", str(tmp_path)])  # the page again, from the CSVs alone
+    again = (tmp_path / "markets.md").read_text()
+    assert again.split("## The radix auction")[1] == page.split("## The radix auction")[1]
+    assert "Wall time" in again and "Page re-written by `radix-auction markets" in again and "--rewrite`" in again
 
 
 def test_markets_refuses_an_unknown_design(tmp_path, capsys):

@@ -25,7 +25,8 @@ x2) under the radix auction and the best tiers measures the pacers' incentives.
 
 Outputs under --out: markets.csv (every evaluated episode), markets_tuning.csv (every tuning
 score), markets_prices.csv (the congestion design's price path on the first seed), markets.md
-(the command, machine and date, the tables, the targets: `markets_report`) and its figures.
+(the command, machine and date, the tables, the targets: `markets_report`) and its figures;
+`--rewrite` writes the page and figures again from those CSVs without running anything.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from ..argtypes import positive_int
 from ..executor import Executor
 from ..provenance import made_by
 from .markets_points import Bidders, Point, run_point
-from .markets_report import write_outputs
+from .markets_report import rewrite_page, write_outputs
 from .markets_tuning import PRICE_KEYS, calibrate, charges, tune_gains, tune_prices, tuning_seeds
 
 WORKLOADS = ("agentic", "shared_prefix", "mooncake")
@@ -168,9 +169,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("results/markets"),
                         help="output folder (default results/markets; the documentation's tables are docs/markets)")
+    parser.add_argument("--rewrite", action="store_true",
+                        help="run nothing: write --out's markets.md and figures again from the CSVs a run left there")
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.rewrite:
+        for line in rewrite_page(args.out, made_by(args)):
+            print(line)
+        print(f"wrote {args.out}/markets.md")
+        return
     grid = dict(QUICK if args.quick else FULL)
     for key in ("workloads", "loads", "seeds", "tuning_seeds", "levels", "size"):
         if getattr(args, key) is not None:
@@ -184,6 +192,6 @@ def run(args: argparse.Namespace) -> None:
     rows, tuning, paths = sweep(grid, designs, Executor(args.jobs))
     wall = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
-    for line in write_outputs(rows, tuning, paths, args.out, made_by(args) + f" Wall time {wall:.0f} s."):
+    for line in write_outputs(rows, tuning, paths, args.out, made_by(args).rstrip() + f" Wall time {wall:.0f} s.\n"):
         print(line)
     print(f"wrote {args.out}/markets.md; wall time {wall:.0f} s")

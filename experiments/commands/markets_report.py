@@ -14,6 +14,8 @@ from ..provenance import figure_links
 
 TIERS = ("tiers", "tiers_lpm")
 """The tier designs, of which the one best on the tuning seeds is set against the radix auction."""
+PROVENANCE = "provenance.txt"
+"""Where a run keeps the line that says what made it, for a page re-written from its CSVs."""
 COLUMNS = ("welfare", "utility", "revenue", "spent_share", "capped_share", "all_out_share", "hit_rate", "requests",
            "urgent_latency_p99")
 HEADS = ("welfare", "bidders' utility", "revenue", "budget spent", "charges capped", "all out at", "hit rate",
@@ -205,12 +207,45 @@ def figures(rows: list[dict], out: Path) -> list[Path]:
     return [path]
 
 
+def read_csv(path: Path) -> list[dict]:
+    """Rows as `write_csv` wrote them, numbers as numbers (seeds as ints); [] if there is no file."""
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return [{k: _number(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def _number(key: str, value: str) -> object:
+    if key == "seed":
+        return int(value)
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
 def write_outputs(rows: list[dict], tuning: list[dict], paths: list[dict], out: Path, provenance: str) -> list[str]:
-    """Write the CSVs, the figures and markets.md; return the comparison's and the targets' lines."""
+    """Write the CSVs, the provenance, the figures and markets.md; return the comparison's and the
+    targets' lines."""
     write_csv(rows, out / "markets.csv")
     write_csv(tuning, out / "markets_tuning.csv")
     if paths:
         write_csv(paths, out / "markets_prices.csv")
+    (out / PROVENANCE).write_text(provenance)
+    return write_page(rows, tuning, out, provenance)
+
+
+def rewrite_page(folder: Path, provenance: str) -> list[str]:
+    """markets.md and its figures again from the CSVs and provenance a run left in `folder`."""
+    if not (folder / "markets.csv").is_file():
+        raise ValueError(f"{folder} holds no markets.csv (the output folder of a markets run)")
+    made = (folder / PROVENANCE).read_text() if (folder / PROVENANCE).is_file() else ""
+    return write_page(read_csv(folder / "markets.csv"), read_csv(folder / "markets_tuning.csv"), folder,
+                      made.rstrip() + f" Page re-written by {provenance.removeprefix('Made by ')}")
+
+
+def write_page(rows: list[dict], tuning: list[dict], out: Path, provenance: str) -> list[str]:
+    """markets.md and its figures from a run's rows."""
     lines = targets(rows)
     page = out / "markets.md"
     sections = ["# Markets: the designs the paper argues about, at budgets on the scale of prices", "", provenance, "",
