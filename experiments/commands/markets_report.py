@@ -92,7 +92,8 @@ def comparison(rows: list[dict], tuning: list[dict]) -> list[tuple[tuple, str, f
 
 
 def _level_order(level: str) -> float:
-    return -1.0 if level == "unlimited" else -float(level)
+    """Unlimited first, then the levels from the largest budget down."""
+    return -math.inf if level == "unlimited" else -float(level)
 
 
 def _fmt(x: float) -> str:
@@ -218,6 +219,8 @@ def read_csv(path: Path) -> list[dict]:
 def _number(key: str, value: str) -> object:
     if key == "seed":
         return int(value)
+    if key == "level":  # a label: "unlimited", "1", "0.3", ...
+        return value
     try:
         return float(value)
     except ValueError:
