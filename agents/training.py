@@ -20,9 +20,11 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
+from auction_gym.registry import resolve
+
 from .callbacks import EvalMetricsCallback, HParamsCallback, OnEvaluation
 from .evaluation import DEFAULT_EVAL_SEED
-from .learners import TRAINERS, learner, load_object
+from .learners import TRAINERS, learner
 from .run_dir import new_run_dir
 from .sb3 import (
     ALGOS,
@@ -124,7 +126,7 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
     """Train one run of `config.algo`, whichever learner it is (see the module docstring).
     `callbacks` are SB3 callbacks (an SB3 learner only); `on_evaluation` is called after each
     evaluation during training and may stop it (`agents.callbacks.OnEvaluation`)."""
-    trainer: Trainer = load_object(TRAINERS[learner(config.algo).family])
+    trainer: Trainer = resolve(TRAINERS[learner(config.algo).family])
     return trainer(played_config(config), callbacks, on_evaluation)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 import inspect
 import math
 import warnings
@@ -18,6 +17,7 @@ from ..action import ActionMap, action_map
 from ..market import Market, MarketConfig, RoundReport
 from ..market.observation import feature_table
 from ..pacing import Policy, make_policy, named_pacer
+from ..registry import resolve
 from ..scenarios import V1_KWARGS
 
 _Env = TypeVar("_Env", bound=type)
@@ -91,10 +91,7 @@ def check_env_kwargs(env_kwargs: dict[str, Any], env_id: str) -> None:
     ours = sorted(name for name in gym.registry if name.startswith("RadixAuction"))
     if env_id not in ours:
         raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(ours)}")
-    entry = gym.registry[env_id].entry_point
-    env_cls = entry if callable(entry) else getattr(importlib.import_module(entry.partition(":")[0]),
-                                                    entry.partition(":")[2])
-    check_keywords(env_kwargs, valid_keywords(env_cls), env_id)
+    check_keywords(env_kwargs, valid_keywords(resolve(gym.registry[env_id].entry_point)), env_id)
     gym.make(env_id, **env_kwargs).close()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -14,7 +13,7 @@ from .._checks import check_count
 from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
 from ..mechanism.smith import check_tie_break
-from ..registry import AuctionClasses, get_mechanism, mechanism_names
+from ..registry import AuctionClasses, get_mechanism, mechanism_names, resolve
 from ..request import Request
 from ..scheduler import Auction, Scheduler, make_scheduler
 from ..workload import AgenticConfig, get_workload, workload_names
@@ -303,8 +302,7 @@ class MarketConfig:
         return self.horizon if self.budget_rounds is None else self.budget_rounds
 
     def make_engine(self, scheduler: Scheduler | Auction) -> ServingEngine:
-        module, name = BACKENDS[self.backend].split(":")
-        engine_class = getattr(importlib.import_module(module), name)
+        engine_class = resolve(BACKENDS[self.backend])
         config = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         return engine_class(scheduler, config, **self.backend_kwargs)
 
