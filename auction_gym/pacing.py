@@ -79,10 +79,7 @@ class MultiplierPolicy:
         """`predict`'s multipliers, as Python floats, of observations given as lists of floats (as
         `tolist` gives a float32 array's rows): what the environments call every step, sparing
         predict's array of the observations and reshapes of the actions."""
-        # Row by row in Python floats: the environments ask for a few bidders every step, where
-        # numpy's per-call overhead would outweigh the arithmetic. Rounded to float32 (the action's
-        # dtype) by array("f"), the same C cast from a double as a numpy float32 array's, at a
-        # fraction of its cost for a few values.
+        # Rounded to float32, the action's dtype, as `predict`'s array is.
         return array("f", [self._alpha(row) for row in rows]).tolist()
 
 
@@ -146,8 +143,6 @@ class OGDPacer(MultiplierPolicy):
         self.eta, self.lambda_max, self.alpha_max = float(eta), float(lambda_max), float(alpha_max)
 
     def _alpha(self, obs: list[float]) -> float:
-        # Asked for every opponent every step: max() written out as its comparison, and the
-        # feature indices read from module constants rather than Obs's class attributes.
         lambda_max = self.lambda_max
         prev, least = obs[_PREV_MULTIPLIER] * self.alpha_max, 1.0 / (1.0 + lambda_max)
         lam = clip(1.0 / (least if least > prev else prev) - 1.0, 0.0, lambda_max)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from pathlib import Path
 
@@ -97,3 +98,36 @@ def test_the_train_command_has_an_option_per_config_field():
                                          "--hyperparams", "gamma=0.9", "--eval-episodes", "2"]))
     assert (given.algo, given.progress, given.overwrite, given.hyperparams, given.eval_episodes) == \
         ("sac", False, True, {"gamma": 0.9}, 2)
+
+
+ENV_KEYWORDS = {
+    "num_bidders", "mechanism", "cost_model", "request_overhead", "tie_break", "workload", "trace_path",
+    "workload_kwargs", "backend", "engine_kwargs", "backend_kwargs", "replicas", "router", "router_kwargs", "budget",
+    "budget_per_round", "horizon", "episode_draws", "other_bidders", "focal_bidder", "alpha_max", "reward_scale",
+    "render_mode", "action_type", "reward", "delta_bound", "delta_start", "residual_base", "residual_scale",
+    "reference_policy"}
+"""The keywords RadixAuction-v0, -v1 and -v2 take: fixed per version."""
+
+
+def test_the_env_takes_its_keywords_grouped_and_its_docstring_lists_them():
+    from auction_gym import RadixAuctionEnv
+    from auction_gym.envs.common import valid_keywords
+
+    assert set(valid_keywords(RadixAuctionEnv)) == ENV_KEYWORDS
+    doc = RadixAuctionEnv.__doc__ or ""
+    table = doc.split("## Arguments")[1].split("\n\n")[1]
+    assert set(re.findall(r"^\s*\| (\w+)\s+\|", table, re.MULTILINE)) - {"argument"} == ENV_KEYWORDS
+    with pytest.raises(TypeError, match="did you mean 'reward_scale'"):
+        RadixAuctionEnv(reward_scal=1.0)
+
+
+def test_the_parallel_env_takes_the_action_and_every_market_argument():
+    from auction_gym import MarketConfig, RadixAuctionParallelEnv
+    from auction_gym.envs.common import valid_keywords
+
+    market = [f.name for f in dataclasses.fields(MarketConfig)]
+    assert valid_keywords(RadixAuctionParallelEnv) == [
+        "reward_scale", "render_mode", "action_type", "delta_bound", "delta_start", "residual_base", "residual_scale",
+        *market]
+    env = RadixAuctionParallelEnv(action_type="log", warmup=1.0, router_kwargs=None, horizon=5)
+    assert env.action_type == "log" and env.config.warmup == 1.0 and env.config.tie_break == "request_id"
