@@ -37,7 +37,14 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm.auto import tqdm
 
-from auction_gym.pacing import BUILTIN_POLICIES, MultiplierPolicy, Policy, focal_policy, is_builtin_policy, make_policy
+from auction_gym.pacing import (
+    MultiplierPolicy,
+    Policy,
+    builtin_policy_names,
+    focal_policy,
+    is_builtin_policy,
+    make_policy,
+)
 
 from .sb3 import ENV_ID, MODEL_SUFFIXES, load_policy
 
@@ -57,13 +64,13 @@ DEFAULT_EVAL_SEED = 1000
 
 
 def policy_from_spec(spec: str, alpha_max: float = 2.0) -> Policy:
-    """A built-in policy (`BUILTIN_POLICIES`: a MultiplierPolicy, whatever the env's action type:
+    """A built-in policy (`builtin_policy_names()`: a MultiplierPolicy, whatever the env's action type:
     `evaluate` scores it in multipliers) or the path of a saved model (an SB3 zip, a policy search's npz)."""
     if spec.endswith(MODEL_SUFFIXES):
         return load_policy(spec)
     if is_builtin_policy(spec):
         return make_policy(spec, alpha_max)
-    raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(BUILTIN_POLICIES)}, PATH.zip, PATH.npz")
+    raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(builtin_policy_names())}, PATH.zip, PATH.npz")
 
 
 def policy_name(spec: str) -> str:

@@ -8,14 +8,17 @@ A learner is either a Stable-Baselines3 algorithm (`family` "sb3": trained by
 hyperparameters from `agents/hyperparams/<name>.yml`, keyed by env id, and return a
 `agents.training.TrainResult` whose model loads with `agents.sb3.load_policy`.
 
-Light to import (the standard library only): `agents.sb3` builds its `ALGOS` from this table.
+Light to import (no learning library; "module:Class" targets are imported on use by
+`auction_gym.registry.resolve`): `agents.sb3` builds its `ALGOS` from this table.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
+
+from auction_gym._deprecation import deprecated_aliases
+from auction_gym.registry import resolve
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,6 @@ TRAINERS = {"sb3": "agents.training:train_sb3", "search": "agents.policy_search:
 """Each family's training function, `fn(config: TrainConfig, callbacks) -> TrainResult`."""
 
 
-def load_object(path: str) -> Any:
-    """The object at "module:name", imported."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def learner(name: str) -> Learner:
     """The registry's entry of `name`; ValueError lists the valid names."""
     if name not in LEARNERS:
@@ -70,6 +67,9 @@ def check_hyperparams(name: str, hyperparams: dict[str, Any]) -> None:
     """ValueError for a hyperparameter `name`'s learner does not know or a value of the wrong type
     (`agents.sb3.check_hyperparams`, `agents.policy_search.SearchParams.of`)."""
     if learner(name).family == "sb3":
-        load_object("agents.sb3:check_hyperparams")(name, hyperparams)
+        resolve("agents.sb3:check_hyperparams")(name, hyperparams)
     else:
-        load_object("agents.policy_search:SearchParams").of(hyperparams)
+        resolve("agents.policy_search:SearchParams").of(hyperparams)
+
+
+__getattr__ = deprecated_aliases(__name__, {"load_object": ("auction_gym.registry.resolve", lambda: resolve)})

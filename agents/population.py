@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from auction_gym import RadixAuctionParallelEnv
 from auction_gym.envs.common import check_env_kwargs
-from auction_gym.pacing import BUILTIN_POLICIES, Policy
+from auction_gym.pacing import Policy, builtin_policy_names
 
 from .evaluation import DEFAULT_EVAL_SEED, acting_in, episode_metrics, policy_from_spec
 from .sb3 import ENV_ID
@@ -63,10 +63,10 @@ def agent_names(env_kwargs: dict[str, Any]) -> list[str]:
 
 
 def uniform_population(spec: str, agents: Iterable[str], alpha_max: float = 2.0) -> dict[str, Policy]:
-    """Every agent on the built-in policy `spec` (of `auction_gym.pacing.BUILTIN_POLICIES`), one
+    """Every agent on the built-in policy `spec` (of `auction_gym.pacing.builtin_policy_names()`), one
     instance each (a stateful policy must not be shared between bidders)."""
     if spec.endswith(".zip"):
-        raise ValueError(f"a uniform population is built-in: {', '.join(BUILTIN_POLICIES)}, got {spec!r}")
+        raise ValueError(f"a uniform population is built-in: {', '.join(builtin_policy_names())}, got {spec!r}")
     return {agent: policy_from_spec(spec, alpha_max) for agent in agents}
 
 

@@ -28,10 +28,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 import auction_gym  # noqa: F401  (registers RadixAuction-v0, -v1 and -v2)
 from auction_gym.action import DEFAULT_ACTION_TYPE
 from auction_gym.market import Obs
+from auction_gym.registry import resolve
 
-from .learners import LEARNERS, learner, load_object
+from .learners import LEARNERS, learner
 
-ALGOS: dict[str, type[BaseAlgorithm]] = {name: load_object(entry.model) for name, entry in LEARNERS.items()
+ALGOS: dict[str, type[BaseAlgorithm]] = {name: resolve(entry.model) for name, entry in LEARNERS.items()
                                          if entry.family == "sb3"}
 """The Stable-Baselines3 learners of `agents.learners.LEARNERS`, name -> class."""
 ENV_ID = "RadixAuction-v2"
@@ -311,7 +312,7 @@ def load_policy(path: str | Path) -> Any:
     if not path.exists():
         raise ValueError(f"model not found: {path}")
     if path.suffix == SEARCH_MODEL_SUFFIX:
-        return load_object("agents.policy_search:SearchPolicy").load(path)
+        return resolve("agents.policy_search:SearchPolicy").load(path)
     model = ALGOS[detect_algo(path)].load(path, device="cpu")
     stats = vecnormalize_path(path)
     vecnormalize = None

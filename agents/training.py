@@ -20,13 +20,16 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
+from auction_gym.registry import resolve
+
 from .callbacks import EvalMetricsCallback, HParamsCallback, OnEvaluation
 from .evaluation import DEFAULT_EVAL_SEED
-from .learners import TRAINERS, learner, load_object
+from .learners import TRAINERS, learner, names_text
 from .run_dir import new_run_dir
 from .sb3 import (
     ALGOS,
     ENV_ID,
+    VEC_ENVS,
     algo_kwargs,
     check_algo,
     check_hyperparams,
@@ -39,46 +42,58 @@ from .sb3 import (
 )
 
 
+def _about(help: str, **reading: Any) -> dict[str, Any]:
+    """A TrainConfig field's metadata: `help`, what it means (also its `radix-auction train`
+    option's help), and how the command line reads it (`positive`: an int >= 1; `choices`; `metavar`)."""
+    return {"help": help, **reading}
+
+
 @dataclass
 class TrainConfig:
     """One training run. Its outputs go to a new folder `logdir/run_name` (run_name defaults to
-    `<algo>_s<seed>`; numbered `_2`, `_3`, ... when taken, see `agents.run_dir`)."""
+    `<algo>_s<seed>`; numbered `_2`, `_3`, ... when taken, see `agents.run_dir`). Each field's
+    meaning is its `metadata["help"]`, from which `radix-auction train` derives its options."""
 
-    algo: str
-    logdir: str | Path
-    timesteps: int | None = None
-    """Environment steps to train (over all envs); None: the YAML's n_timesteps. When resuming,
-    this many more steps (the step count continues from the checkpoint's)."""
-    seed: int = 0
-    n_envs: int | None = None
-    """Envs stepped together (see `vec_env`); None: the YAML's n_envs, else 1. A policy search plays
-    its episodes one after another and does not use it."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    env_id: str = ENV_ID
-    """The registered env to train on; also the key of the hyperparameter files' entries."""
-    vec_env: str = "dummy"
-    """"dummy": the n_envs envs in this process; "subproc": a process each (`agents.sb3.VEC_ENVS`)."""
-    checkpoint_every: int | None = None
-    """Save a checkpoint every this many environment steps (None: no periodic checkpoints)."""
-    resume: str | Path | None = None
-    """A model zip to continue training from (its VecNormalize statistics are loaded when present)."""
-    hyperparams_file: str | Path | None = None
-    """RL Zoo YAML file; None: agents/hyperparams/<algo>.yml."""
-    hyperparams: dict[str, Any] = field(default_factory=dict)
-    """Overrides of the YAML's entries."""
-    run_name: str | None = None
-    overwrite: bool = False
-    """Write into `logdir/run_name` itself, deleting an earlier run's outputs there."""
-    eval_freq: int | None = None
-    """Evaluate every this many environment steps, at the first rollout boundary after (see
-    `EvalMetricsCallback`); None: a tenth of the run, and at least one rollout."""
-    eval_episodes: int = 5
-    eval_seed: int = DEFAULT_EVAL_SEED
-    progress: bool = True
-    torch_threads: int | None = 1
-    """PyTorch CPU threads of this process (`torch.set_num_threads`); None leaves torch's default
-    of one per core. One by default: the policy's networks are small, and with a thread per core a
-    run slows down several-fold whenever another process is busy (`experiments.bench.threads`)."""
+    algo: str = field(default="ppo", metadata=_about(f"the learner: one of {names_text()}"))
+    logdir: str | Path = field(default="runs", metadata=_about(
+        "root of the run folders: the run goes to LOGDIR/<algo>_s<seed>, numbered _2, _3, ... when that is taken"))
+    timesteps: int | None = field(default=None, metadata=_about(
+        "environment steps to train (over all envs; default: the YAML's n_timesteps); when resuming, this many "
+        "more (the step count continues from the checkpoint's)", positive=True))
+    seed: int = field(default=0, metadata=_about("seed of the model and of the training envs (env i gets SEED + i)"))
+    n_envs: int | None = field(default=None, metadata=_about(
+        "envs stepped together (see vec_env; default: the YAML's n_envs, else 1); a policy search plays its episodes "
+        "one after another and does not use it", positive=True))
+    env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=_about("the env's arguments"))
+    env_id: str = field(default=ENV_ID, metadata=_about(
+        "the registered env to train on; also the key of the hyperparameter files' entries"))
+    vec_env: str = field(default="dummy", metadata=_about(
+        "dummy: the envs in this process; subproc: a process per env", choices=tuple(VEC_ENVS)))
+    checkpoint_every: int | None = field(default=None, metadata=_about(
+        "save a checkpoint every N environment steps to <run>/checkpoints/ (default: none)", positive=True))
+    resume: str | Path | None = field(default=None, metadata=_about(
+        "a model zip to continue training (its VecNormalize statistics are loaded when present; the step count "
+        "continues)", metavar="PATH"))
+    hyperparams_file: str | Path | None = field(default=None, metadata=_about(
+        "RL Zoo YAML file (default agents/hyperparams/<algo>.yml)"))
+    hyperparams: dict[str, Any] = field(default_factory=dict, metadata=_about(
+        "overrides of the YAML's entries, e.g. n_steps=256 learning_rate=1e-3"))
+    run_name: str | None = field(default=None, metadata=_about(
+        "run folder name (default <algo>_s<seed>; when resuming, the resumed run's folder)"))
+    overwrite: bool = field(default=False, metadata=_about(
+        "write into LOGDIR/<run name> itself, deleting an earlier run's model, statistics, config, checkpoints and "
+        "TensorBoard events there"))
+    eval_freq: int | None = field(default=None, metadata=_about(
+        "evaluate every N environment steps, at the next rollout boundary (EvalMetricsCallback; default: a tenth "
+        "of the run, and at least one rollout)", positive=True))
+    eval_episodes: int = field(default=5, metadata=_about("episodes per evaluation during training", positive=True))
+    eval_seed: int = field(default=DEFAULT_EVAL_SEED, metadata=_about(
+        "evaluation episode k uses seed EVAL_SEED + k"))
+    progress: bool = field(default=True, metadata=_about("show a progress bar"))
+    torch_threads: int | None = field(default=1, metadata=_about(
+        "PyTorch CPU threads of this process (torch.set_num_threads; None: torch's default of one per core). One "
+        "by default: the networks are small, and with a thread per core a run slows down several-fold whenever "
+        "another process is busy (experiments.bench.threads)", positive=True))
 
 
 def set_torch_threads(threads: int | None) -> None:
@@ -124,7 +139,7 @@ def train(config: TrainConfig, callbacks: list[BaseCallback] | None = None,
     """Train one run of `config.algo`, whichever learner it is (see the module docstring).
     `callbacks` are SB3 callbacks (an SB3 learner only); `on_evaluation` is called after each
     evaluation during training and may stop it (`agents.callbacks.OnEvaluation`)."""
-    trainer: Trainer = load_object(TRAINERS[learner(config.algo).family])
+    trainer: Trainer = resolve(TRAINERS[learner(config.algo).family])
     return trainer(played_config(config), callbacks, on_evaluation)
 
 

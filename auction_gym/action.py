@@ -126,12 +126,6 @@ def multiplier_of(a: float, action_type: str, alpha_max: float) -> float:
     return _MAPS[action_type][0](a, alpha_max)
 
 
-def action_of(alpha: float, action_type: str, alpha_max: float) -> float:
-    """The action of a stateless `action_type` that plays multiplier `alpha` (the inverse of
-    `multiplier_of`)."""
-    return _MAPS[action_type][1](alpha, alpha_max)
-
-
 class BasePacer(Protocol):
     """What "residual" needs of its base: a built-in policy's multipliers of observation rows
     (`auction_gym.pacing.MultiplierPolicy.multipliers`)."""

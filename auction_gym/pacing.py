@@ -12,21 +12,26 @@ the environments' `other_bidders`, and of their focal bidder under `action_type=
 through the inverse of its action map (`auction_gym.action`); `agents.evaluation.evaluate` scores
 built-ins in multipliers instead.
 
-Names (`make_policy`): "ogd", "pid", "truthful", "fixed:<alpha>", and pacers with their parameters,
-"ogd:eta=<x>" and "pid:kp=<x>,ki=<y>"; `policy_spec` writes them, so every list of candidates
-names its pacers in the one format `make_policy` reads.
+Names (`make_policy`): each policy of the registry `POLICIES` (`PolicyEntry`: name, class,
+parameters), plain ("ogd", "pid", "truthful") or with its parameters ("ogd:eta=<x>",
+"pid:kp=<x>,ki=<y>", "fixed:<alpha>"); `policy_spec` writes them, so every list of candidates names
+its pacers in the one format `make_policy` reads. `register_policy` adds one.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from array import array
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ._deprecation import deprecated_aliases
 from .action import clip
 from .market.observation import Obs
+from .registry import resolve
 
 _PREV_MULTIPLIER, _LAST_SPEND_LOG = Obs.PREV_MULTIPLIER, Obs.LAST_SPEND_LOG
 """OGDPacer's features (`Obs` indices), read where it runs every step."""
@@ -74,10 +79,7 @@ class MultiplierPolicy:
         """`predict`'s multipliers, as Python floats, of observations given as lists of floats (as
         `tolist` gives a float32 array's rows): what the environments call every step, sparing
         predict's array of the observations and reshapes of the actions."""
-        # Row by row in Python floats: the environments ask for a few bidders every step, where
-        # numpy's per-call overhead would outweigh the arithmetic. Rounded to float32 (the action's
-        # dtype) by array("f"), the same C cast from a double as a numpy float32 array's, at a
-        # fraction of its cost for a few values.
+        # Rounded to float32, the action's dtype, as `predict`'s array is.
         return array("f", [self._alpha(row) for row in rows]).tolist()
 
 
@@ -141,8 +143,6 @@ class OGDPacer(MultiplierPolicy):
         self.eta, self.lambda_max, self.alpha_max = float(eta), float(lambda_max), float(alpha_max)
 
     def _alpha(self, obs: list[float]) -> float:
-        # Asked for every opponent every step: max() written out as its comparison, and the
-        # feature indices read from module constants rather than Obs's class attributes.
         lambda_max = self.lambda_max
         prev, least = obs[_PREV_MULTIPLIER] * self.alpha_max, 1.0 / (1.0 + lambda_max)
         lam = clip(1.0 / (least if least > prev else prev) - 1.0, 0.0, lambda_max)
@@ -238,15 +238,79 @@ def focal_policy(policy: Policy, env: Any, agent: str | None = None) -> Policy:
     return policy
 
 
-FIXED_PREFIX = "fixed:"
-PACER_PARAMETERS = {"ogd": ("eta",), "pid": ("kp", "ki")}
-"""The pacers named with their parameters ("ogd:eta=0.02"), and the parameters each name holds, in
-order: the one definition of the name format (`policy_spec` writes it, `make_policy` reads it)."""
-PLAIN_POLICIES = ("ogd", "pid", "truthful")
-"""The built-in policies named without parameters (their defaults)."""
-BUILTIN_POLICIES = (*PLAIN_POLICIES, FIXED_PREFIX + "<alpha>", "ogd:eta=<x>", "pid:kp=<x>,ki=<y>")
-"""The built-in policies by name, as `make_policy` takes them (the one list every message and
-docstring names): PLAIN_POLICIES, then the names with parameters."""
+@dataclass(frozen=True)
+class PolicyEntry:
+    """One built-in policy of the registry: `name` (what `make_policy`, `other_bidders` and the
+    commands say), `target` (its MultiplierPolicy class, or "module:Class") and `parameters` (the
+    constructor's arguments a name may give, in the order it gives them: "ogd:eta=0.02"; every
+    one of them or none, for the class's defaults), and `summary` (one line). A class that takes
+    `alpha_max` is given the environment's. `value_only`: named by its one parameter's value
+    alone, and never without it ("fixed:0.5")."""
+
+    name: str
+    target: str | type[MultiplierPolicy]
+    parameters: tuple[str, ...]
+    summary: str
+    value_only: bool = False
+
+    def policy_class(self) -> type[MultiplierPolicy]:
+        """The class (imported now if `target` is a string)."""
+        return resolve(self.target)
+
+    def forms(self) -> tuple[str, ...]:
+        """How a name of it is written: "ogd" and "ogd:eta=<x>", "fixed:<alpha>"."""
+        if self.value_only:
+            return (f"{self.name}:<{self.parameters[0]}>",)
+        given = ",".join(f"{p}=<{v}>" for p, v in zip(self.parameters, "xyzuvw"))
+        return (self.name, f"{self.name}:{given}") if self.parameters else (self.name,)
+
+    def build(self, params: dict[str, float], alpha_max: float) -> MultiplierPolicy:
+        """An instance with `params` (name -> value), and `alpha_max` if its class takes it."""
+        cls = self.policy_class()
+        takes_bound = "alpha_max" in inspect.signature(cls).parameters
+        return cls(**params, **({"alpha_max": alpha_max} if takes_bound else {}))
+
+
+POLICIES: dict[str, PolicyEntry] = {}
+"""The built-in policies by name, in table order: the one registry from which `make_policy`,
+`is_builtin_policy`, `policy_spec`, `builtin_policy_names`, the commands' choices and the
+documentation's table derive (`register_policy` adds one)."""
+
+
+def register_policy(entry: PolicyEntry) -> PolicyEntry:
+    """Add `entry` at the end of the table; a name already taken, or one with ":" or ",", raises
+    ValueError. Also a class decorator's worth: returns the entry."""
+    if entry.name in POLICIES:
+        raise ValueError(f"policy name {entry.name!r} is already registered")
+    if any(c in entry.name for c in ":,="):
+        raise ValueError(f"a policy name may not contain ':', ',' or '=', got {entry.name!r}")
+    if entry.value_only and len(entry.parameters) != 1:
+        raise ValueError(f"a value_only policy names one parameter, got {entry.parameters!r}")
+    POLICIES[entry.name] = entry
+    return entry
+
+
+for _entry in (
+    PolicyEntry("ogd", OGDPacer, ("eta",), "OGD pacing on the budget's dual (the paper's pacer)"),
+    PolicyEntry("pid", PIDPacer, ("kp", "ki"), "a PI controller on log alpha, toward spending on pace"),
+    PolicyEntry("truthful", Truthful, (), "bid the true urgency: alpha = 1"),
+    PolicyEntry("fixed", FixedMultiplier, ("alpha",), "a constant multiplier alpha >= 0", value_only=True),
+):
+    register_policy(_entry)
+
+
+def plain_policy_names() -> tuple[str, ...]:
+    """The built-in policies named without parameters (their defaults), in table order."""
+    return tuple(name for name, entry in POLICIES.items() if not entry.value_only)
+
+
+def builtin_policy_names() -> tuple[str, ...]:
+    """Every form of a built-in policy's name, as `make_policy` takes them (the one list every
+    message and docstring names): the plain names, then the names with parameters."""
+    forms = [form for entry in POLICIES.values() for form in entry.forms()]
+    return (*plain_policy_names(), *(form for form in forms if form not in POLICIES))
+
+
 TUNED_PI = "pid:kp=0.05,ki=0.01"
 """The PI pacer with the gains `radix-auction headroom` tunes on the calibrated scenario's tuning
 seeds: the default base of the "residual" action and the default reference of the paired reward."""
@@ -255,56 +319,63 @@ seeds: the default base of the "residual" action and the default reference of th
 def policy_spec(kind: str, **params: float) -> str:
     """The name of a built-in policy with its parameters: policy_spec("pid", kp=0.05, ki=0.01) is
     "pid:kp=0.05,ki=0.01", policy_spec("fixed", alpha=0.5) is "fixed:0.5"."""
-    if kind == "fixed":
-        return f"{FIXED_PREFIX}{params['alpha']:g}"
-    if tuple(params) != PACER_PARAMETERS.get(kind):
-        raise ValueError(f"{kind!r} takes parameters {PACER_PARAMETERS.get(kind)}, got {tuple(params)}")
+    entry = POLICIES.get(kind)
+    if entry is None or tuple(params) != entry.parameters:
+        raise ValueError(f"{kind!r} takes parameters {entry and entry.parameters}, got {tuple(params)}")
+    if entry.value_only:
+        return f"{kind}:{params[entry.parameters[0]]:g}"
     return f"{kind}:" + ",".join(f"{k}={v:g}" for k, v in params.items())
 
 
-def _pacer_parameters(spec: str) -> tuple[str, dict[str, float]] | None:
-    """(kind, parameters) of a pacer named with its parameters, or None if `spec` is not one."""
+def _parse(spec: str) -> tuple[PolicyEntry, dict[str, str]] | None:
+    """(entry, its parameters as written) of a built-in policy's name, or None if `spec` is not
+    one; the values are checked when the policy is built."""
     kind, sep, rest = spec.partition(":")
-    if not sep or kind not in PACER_PARAMETERS:
-        return None
+    entry = POLICIES.get(kind)
+    if entry is None or not sep:
+        return None if entry is None or entry.value_only else (entry, {})
+    if entry.value_only:
+        return entry, {entry.parameters[0]: rest}
     pairs = [p.partition("=") for p in rest.split(",")]
-    if [k for k, _, _ in pairs] != list(PACER_PARAMETERS[kind]) or not all(eq for _, eq, _ in pairs):
+    if not entry.parameters or [k for k, _, _ in pairs] != list(entry.parameters) or not all(eq for _, eq, _ in pairs):
         return None
-    try:
-        return kind, {k: float(v) for k, _, v in pairs}
-    except ValueError:
-        return None
+    return entry, {k: v for k, _, v in pairs}
 
 
 def is_builtin_policy(spec: str) -> bool:
-    """Whether `spec` names a built-in policy (of BUILTIN_POLICIES; any alpha for "fixed:")."""
-    return spec.startswith(FIXED_PREFIX) or spec in PLAIN_POLICIES or _pacer_parameters(spec) is not None
+    """Whether `spec` names a built-in policy (`builtin_policy_names`; any value for a parameter)."""
+    return _parse(spec) is not None
 
 
 def make_policy(spec: str | Policy, alpha_max: float = 2.0) -> Policy:
-    """A policy from a name of BUILTIN_POLICIES, or a policy object (returned as is)."""
+    """A policy from a name of `builtin_policy_names()`, or a policy object (returned as is)."""
     if not isinstance(spec, str):
         if not callable(getattr(spec, "predict", None)):
             raise ValueError(f"a policy needs a predict(observation) method, got {spec!r}")
         return spec
-    if not is_builtin_policy(spec):
-        raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(BUILTIN_POLICIES)}, or an object with predict()")
-    if spec.startswith(FIXED_PREFIX):
-        try:
-            return FixedMultiplier(float(spec[len(FIXED_PREFIX):]))
-        except ValueError as e:
-            raise ValueError(f"bad policy {spec!r}: {e}") from None
-    if (named := _pacer_parameters(spec)) is not None:
-        kind, params = named
-        return (OGDPacer if kind == "ogd" else PIDPacer)(alpha_max=alpha_max, **params)
-    if spec == "pid":
-        return PIDPacer(alpha_max=alpha_max)
-    return OGDPacer(alpha_max=alpha_max) if spec == "ogd" else Truthful()
+    parsed = _parse(spec)
+    if parsed is None:
+        raise ValueError(f"unknown policy {spec!r}; valid: {', '.join(builtin_policy_names())}, "
+                         "or an object with predict()")
+    entry, written = parsed
+    try:
+        return entry.build({k: float(v) for k, v in written.items()}, alpha_max)
+    except ValueError as e:
+        raise ValueError(f"bad policy {spec!r}: {e}") from None
 
 
 def named_pacer(spec: str, alpha_max: float, what: str) -> MultiplierPolicy:
     """The built-in policy named `spec` (a name, not an object: `what` is an env argument that
     takes a name); ValueError naming `what` and the valid names otherwise."""
     if not isinstance(spec, str) or not is_builtin_policy(spec):
-        raise ValueError(f"{what} must name a built-in policy ({', '.join(BUILTIN_POLICIES)}), got {spec!r}")
+        raise ValueError(f"{what} must name a built-in policy ({', '.join(builtin_policy_names())}), got {spec!r}")
     return make_policy(spec, alpha_max)  # type: ignore[return-value]
+
+
+__getattr__ = deprecated_aliases(__name__, {
+    "BUILTIN_POLICIES": ("builtin_policy_names()", builtin_policy_names),
+    "PLAIN_POLICIES": ("plain_policy_names()", plain_policy_names),
+    "PACER_PARAMETERS": ("POLICIES[name].parameters",
+                         lambda: {n: e.parameters for n, e in POLICIES.items() if e.parameters and not e.value_only}),
+    "FIXED_PREFIX": ('"fixed:" (POLICIES["fixed"])', lambda: "fixed:"),
+})

@@ -14,8 +14,7 @@ Semantics follow SGLang's `RadixCache` (python/sglang/srt/mem_cache/radix_cache.
   (SGLang's `--radix-eviction-policy priority`, `evict_policy.PriorityStrategy`) the lowest
   priority goes first and the least recently used among equal priorities: a node's priority is the
   largest of the requests' whose inserts passed through it (`insert(..., priority=)`), kept as the
-  access time is, on the deepest node only and inherited by a parent from an evicted child (the
-  argument below holds for a maximum as for a latest time); a split's upper half takes the lower's.
+  access time is (below); a split's upper half takes the lower's.
 
 Invariants (`check()` raises on the first one broken; the tests call it):
 - `total_size == evictable_size + protected_size == sum of edge lengths`; `node_count` counts the
@@ -29,34 +28,10 @@ Invariants (`check()` raises on the first one broken; the tests call it):
   in [-1, ROUND_TICKS).
 - Evicted nodes are detached (`alive` False) and never returned again.
 
-Time is a logical clock (a tick per `match_prefix` and `insert`, and one for an insert's new leaf),
-so eviction order is deterministic. SGLang stamps every node of an accessed path with the access
-time, and a split stamps both halves of the split edge (the node is stamped before it is cut), so
-the unmatched lower half counts as just used too; a leaf an insert adds is created after that, so it
-is later still. Here an access stamps only the deepest node of its path, plus both halves of an edge
-it splits (and a new leaf with the next tick); when a node is evicted its parent inherits the later
-of the two times. A node's SGLang time is the latest access whose path passes through it, which is
-the latest stamp in its subtree; a node is evicted only as a leaf, after all its children, by which
-time it has inherited theirs. So every node is evicted exactly as under SGLang's stamping, at O(1)
-per access (plus the split).
-
-Waiting requests (`set_wait`, driven once per admission round by
-`auction_gym.scheduler.WaitingPrefixes`): SGLang's cache-aware policies match every waiting request
-each round, stamping its path after everything accessed before the round and in queue order. Rather
-than re-stamp thousands of paths per round, a node where waiting requests' matches end carries
-`wait`, the largest stamp order (`rank`) among them, and its SGLang time in the current round is
-`round_start + wait`: newer than anything accessed before `new_round()`, older than what is accessed
-after it. Such nodes sit in a second heap keyed by `wait` (their order among themselves does not
-change from round to round), and `evict` takes whichever heap's candidate is older. When a node stops
-being waited on, it keeps the time of the last round it was (`last_access = max(last_access,
-round_start + wait)`, set before the next `new_round()`). A waited-on node's time in the current round
-is the later of `round_start + wait` and its own `last_access`, which is the later one when, since the
-round began, the node was accessed, had its edge split by a later-ranked request's match
-(`stamp_in_round`), or inherited a later time from an evicted child: SGLang stamps it at each of
-those. Such a node's entry is on the first heap, keyed by `last_access`, until `new_round()` puts it
-back on the wait heap (its round time is then the later again). Under `priority` eviction both heaps
-put a node's priority before its time, `(priority, wait)` and `(priority, last_access)`, so a node's
-time in SGLang's `(priority, last_access_time)` key follows the same rule.
+Time is a logical clock (a tick per `match_prefix` and `insert`), so eviction order is
+deterministic. An access stamps only the deepest node of its path, and waiting requests' matches
+are marked per node (`set_wait`, a second heap) rather than re-stamped each round; why both evict
+exactly as SGLang's stamping does is derived in docs/engine.md section 4 ("The radix cache's clock").
 
 Edges hold numpy token arrays; matching compares a whole edge in one vectorized call, so its cost is
 per node on the path, not per token.

@@ -1,8 +1,8 @@
 """MkDocs hook: the reference tables generated at build time from the registries and docstrings.
 
 A page asks for a table with a line `<!-- generated: NAME -->`; NAME is a key of GENERATORS. The
-tables come from the one definition of each fact (the observation's FEATURES, the mechanism and
-workload registries and the experiments' sweeps of the workloads, the scenarios, the env's docstring), so the site cannot drift from the code.
+tables come from the one definition of each fact (the observation's FEATURES, the mechanism,
+workload and policy registries and the experiments' sweeps of the workloads, the scenarios, the env's docstring), so the site cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -37,6 +37,17 @@ def mechanisms() -> str:
         rows.append((f"`{name}`", entry.summary, "VCG" if entry.is_auction else "posted prices" if entry.charges else "no",
                      "yes" if entry.in_batch else "no", f"`{target}`"))
     return _rows(("name", "what it does", "charges", "in-batch prefix check", "class"), rows)
+
+
+def policies() -> str:
+    from auction_gym.pacing import POLICIES
+
+    rows = []
+    for name, entry in POLICIES.items():
+        cls = entry.policy_class()
+        rows.append((f"`{name}`", entry.summary, " or ".join(f"`{form}`" for form in entry.forms()),
+                     f"`{cls.__module__}:{cls.__qualname__}`"))
+    return _rows(("name", "what it does", "written", "class"), rows)
 
 
 def workloads() -> str:
@@ -94,6 +105,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "observation_features": observation_features,
     "mechanisms": mechanisms,
     "workloads": workloads,
+    "policies": policies,
     "scenarios": scenarios,
     "action_types": action_types,
     "v2_defaults": v2_defaults,

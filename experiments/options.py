@@ -5,6 +5,9 @@ imports these from here rather than from another command."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import types
+import typing
 from typing import Any
 
 import yaml
@@ -35,6 +38,46 @@ def key_values(items: list[str] | None) -> dict[str, Any]:
         except yaml.YAMLError:
             raise UsageError(f"--hyperparams {key}: cannot read the value {value!r}") from None
     return out
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
+    """An option per field of the dataclass `cls` not in `skip`, so a config's fields are declared
+    once: --field-name, its default the field's and its help the field's `metadata["help"]`. An int
+    field with `metadata["positive"]` takes a positive_int, a bool is a flag (--name to set a False
+    default, --no-name to clear a True one), a dict takes KEY=VALUE pairs (`config_values`)."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        meta, option, kind = f.metadata, "--" + f.name.replace("_", "-"), _value_type(hints[f.name])
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if kind is bool:
+            parser.add_argument("--no-" + option[2:] if default else option, dest=f.name, default=default,
+                                action="store_false" if default else "store_true",
+                                help=("do not " if default else "") + meta["help"])
+        elif kind is dict:
+            parser.add_argument(option, nargs="*", default=[], metavar="KEY=VALUE", help=meta["help"])
+        else:
+            shown = "" if default is None or "(default" in meta["help"] else f" (default {default})"
+            parser.add_argument(option, type=positive_int if meta.get("positive") else kind, default=default,
+                                choices=meta.get("choices"), metavar=meta.get("metavar"), help=meta["help"] + shown)
+
+
+def config_values(args: argparse.Namespace, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The values of `add_config_arguments`' options in `args`, by field name (KEY=VALUE pairs read
+    by `key_values`)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: key_values(getattr(args, f.name)) if _value_type(hints[f.name]) is dict else getattr(args, f.name)
+            for f in dataclasses.fields(cls) if f.name not in skip}
+
+
+def _value_type(hint: Any) -> type:
+    """What a field's option reads: int, float, bool, dict or str (a path too), from its type hint
+    (the one type of an `X | None`)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    kind = typing.get_origin(hint) or hint
+    return kind if kind in (int, float, bool, dict) else str
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser, default: str | None = DEFAULT_SCENARIO,

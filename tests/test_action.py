@@ -22,7 +22,7 @@ from auction_gym.action import (
     to_action,
     to_multiplier,
 )
-from auction_gym.pacing import BUILTIN_POLICIES, EnvActions, PIDPacer, make_policy, policy_spec
+from auction_gym.pacing import EnvActions, PIDPacer, builtin_policy_names, make_policy, policy_spec
 
 
 def test_clip_is_min_of_max_to_the_bit():
@@ -150,7 +150,7 @@ def test_pacer_names_parse_to_their_pacers():
     for bad in ("pid:ki=0.01,kp=0.05", "pid:kp=0.05", "ogd:eta=x", "ogd:step=1", "pid:kp=-1,ki=0"):
         with pytest.raises(ValueError):
             make_policy(bad)
-    assert "pid:kp=<x>,ki=<y>" in BUILTIN_POLICIES and "ogd:eta=<x>" in BUILTIN_POLICIES
+    assert "pid:kp=<x>,ki=<y>" in builtin_policy_names() and "ogd:eta=<x>" in builtin_policy_names()
 
 
 @pytest.mark.parametrize("family", sorted(CANDIDATES))

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from auction_gym.market.observation import feature_table
+from auction_gym.pacing import builtin_policy_names
 from auction_gym.registry import mechanism_names
 from auction_gym.scenarios import SCENARIOS
 from auction_gym.workload import workload_names
@@ -47,7 +48,7 @@ def test_the_environment_reference_is_generated_from_the_registries():
     page = _hooks().expand((DOCS / "environment.md").read_text())
     assert "<!-- generated:" not in page
     assert feature_table() in page
-    for name in (*mechanism_names(), *workload_names(), *SCENARIOS):
+    for name in (*mechanism_names(), *workload_names(), *SCENARIOS, *builtin_policy_names()):
         assert f"`{name}`" in page, name
     assert "## Action Space" in page  # the env's docstring, its headings one level down
     assert "| `action_type` | `'residual'` |" in page and "| `tie_break` | `'cached_prefix'` |" in page  # v2's defaults

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import csv
 import math
+import re
+import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -184,3 +187,32 @@ def test_sweeps_naming_an_argument_the_workload_lacks_fail_at_registration(toys)
 def test_the_toys_leave_no_entry_behind():
     assert "toy_chat" not in workload_names() and "toy_lcfs" not in registry.mechanism_names()
     assert "toy_affinity" not in routers.ROUTERS
+
+
+def _page_examples() -> list[str]:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text()
+    return re.findall(r"^```python\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
+
+
+def test_the_extending_page_has_an_example_per_extension_point_but_the_feature():
+    assert len(_page_examples()) == 6
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_every_example_of_the_extending_page_runs(index, monkeypatch):
+    """Each checklist's example, as written, on copies of the registries it adds to."""
+    from agents import learners
+    from auction_gym import pacing
+
+    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
+    monkeypatch.setattr(workload_registry, "_ENTRIES", dict(workload_registry._ENTRIES))
+    in_place = [pacing.POLICIES, learners.LEARNERS, routers.ROUTERS]  # modules hold these dicts by name
+    before = [dict(table) for table in in_place]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # gymnasium's checker on a 5-round episode
+            exec(compile(_page_examples()[index], f"extending.md example {index + 1}", "exec"), {})
+    finally:
+        for table, saved in zip(in_place, before):
+            table.clear()
+            table.update(saved)

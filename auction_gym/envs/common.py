@@ -3,21 +3,23 @@ map), `info` dicts, the tables of their docstrings, and the other bidders' polic
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
-import importlib
 import inspect
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
-from ..action import ActionMap, action_map
+from ..action import DEFAULT_ACTION_TYPE, ActionMap, action_map
 from ..market import Market, MarketConfig, RoundReport
 from ..market.observation import feature_table
-from ..pacing import Policy, make_policy, named_pacer
+from ..pacing import TUNED_PI, Policy, make_policy, named_pacer
+from ..registry import resolve
 from ..scenarios import V1_KWARGS
 
 _Env = TypeVar("_Env", bound=type)
@@ -28,18 +30,45 @@ OBSERVATION_TABLE = "{observation_table}"
 """The line of an env docstring that `with_observation_table` replaces by the observation's table."""
 
 
-def market_config(
-    workload_kwargs: dict[str, Any] | None = None,
-    engine_kwargs: dict[str, Any] | None = None,
-    backend_kwargs: dict[str, Any] | None = None,
-    episode_draws: dict[str, Any] | None = None,
-    **kwargs: Any,
-) -> MarketConfig:
-    """The MarketConfig of an environment's keyword arguments (None kwargs dicts mean empty)."""
-    return MarketConfig(
-        workload_kwargs=dict(workload_kwargs or {}), engine_kwargs=dict(engine_kwargs or {}),
-        backend_kwargs=dict(backend_kwargs or {}), episode_draws=dict(episode_draws or {}), **kwargs,
-    )
+MARKET_ONLY = ("mechanism_kwargs", "budget_rounds", "initial_multiplier", "warmup")
+"""MarketConfig's fields that `RadixAuctionEnv` does not take (its arguments are fixed per version;
+the parallel env takes them all)."""
+ENV_MARKET_ARGUMENTS = tuple(f.name for f in dataclasses.fields(MarketConfig) if f.name not in MARKET_ONLY)
+"""`RadixAuctionEnv`'s market arguments: MarketConfig's fields, less MARKET_ONLY."""
+
+
+def market_config(**arguments: Any) -> MarketConfig:
+    """The MarketConfig of an environment's market arguments (a None kwargs dict means empty)."""
+    for name in ("workload_kwargs", "engine_kwargs", "backend_kwargs", "router_kwargs", "episode_draws"):
+        arguments[name] = dict(arguments.get(name) or {})
+    return MarketConfig(**arguments)
+
+
+@dataclass(frozen=True)
+class ActionArguments:
+    """Both environments' action arguments: the action type and the parameters of "delta" and
+    "residual" (RadixAuctionEnv's Action Space; the maps are `auction_gym.action`'s)."""
+
+    action_type: str = DEFAULT_ACTION_TYPE
+    delta_bound: float = 0.3
+    delta_start: float = 1.0
+    residual_base: str = TUNED_PI
+    residual_scale: float = 1.0
+
+    def action_map(self, alpha_max: float) -> ActionMap:
+        """The ActionMap, its residual base resolved from its name; ValueError for any bad argument."""
+        base = named_pacer(self.residual_base, alpha_max, "residual_base")
+        return action_map(self.action_type, alpha_max, self.delta_bound, self.delta_start, base, self.residual_scale)
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """The fields of the dataclass `cls`, in order."""
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def grouped(arguments: dict[str, Any], *groups: Iterable[str]) -> list[dict[str, Any]]:
+    """`arguments` split by the names of each group, in the groups' order."""
+    return [{k: v for k, v in arguments.items() if k in set(names)} for names in groups]
 
 
 def check_env_arguments(reward_scale: float, render_mode: str | None, render_modes: list[str]) -> None:
@@ -48,14 +77,6 @@ def check_env_arguments(reward_scale: float, render_mode: str | None, render_mod
         raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
     if render_mode is not None and render_mode not in render_modes:
         raise ValueError(f"render_mode must be one of {render_modes}, got {render_mode!r}")
-
-
-def env_action_map(action_type: str, alpha_max: float, delta_bound: float, delta_start: float,
-                   residual_base: str, residual_scale: float) -> ActionMap:
-    """The ActionMap of an environment's action arguments (see `auction_gym.action`), its
-    residual base resolved from its name; ValueError for any bad one."""
-    base = named_pacer(residual_base, alpha_max, "residual_base")
-    return action_map(action_type, alpha_max, delta_bound, delta_start, base, residual_scale)
 
 
 class UnknownArgumentError(TypeError, ValueError):
@@ -91,10 +112,7 @@ def check_env_kwargs(env_kwargs: dict[str, Any], env_id: str) -> None:
     ours = sorted(name for name in gym.registry if name.startswith("RadixAuction"))
     if env_id not in ours:
         raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(ours)}")
-    entry = gym.registry[env_id].entry_point
-    env_cls = entry if callable(entry) else getattr(importlib.import_module(entry.partition(":")[0]),
-                                                    entry.partition(":")[2])
-    check_keywords(env_kwargs, valid_keywords(env_cls), env_id)
+    check_keywords(env_kwargs, valid_keywords(resolve(gym.registry[env_id].entry_point)), env_id)
     gym.make(env_id, **env_kwargs).close()
 
 
@@ -127,7 +145,6 @@ def market_info(market: Market, report: RoundReport, bidder: int) -> dict[str, A
     counts `admitted` and `finished` say when a mean is empty, and weight it when aggregating.
     """
     finished = len(report.finished)
-    # item(): the Python float itself, where float(array[i]) made a numpy scalar first (every step)
     return {
         "payment": report.payments.item(bidder),
         "spent": market.spent.item(bidder),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 from typing import Any
 
@@ -11,13 +10,14 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from ..action import DEFAULT_ACTION_TYPE, action_value
+from ..action import action_value
 from ..market import Market, MarketConfig, Obs
-from ..pacing import TUNED_PI
 from ..scenarios import V1_KWARGS, V2_KWARGS
 from .common import (
+    ActionArguments,
     check_env_arguments,
-    env_action_map,
+    field_names,
+    grouped,
     market_config,
     market_info,
     refuses_unknown_keywords,
@@ -66,17 +66,15 @@ class RadixAuctionParallelEnv(ParallelEnv):
     observation_names: tuple[str, ...] = Obs.NAMES
     """Every agent's observation's feature names, in the vector's order (as `RadixAuctionEnv`'s)."""
 
-    def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None,
-                 action_type: str = DEFAULT_ACTION_TYPE, delta_bound: float = 0.3, delta_start: float = 1.0,
-                 residual_base: str = TUNED_PI, residual_scale: float = 1.0, **market: Any) -> None:
+    def __init__(self, reward_scale: float = 0.1, render_mode: str | None = None, **arguments: Any) -> None:
+        market, action = grouped(arguments, field_names(MarketConfig), field_names(ActionArguments))
         # The order of tied requests this env has always had; tie_break="cached_prefix" is v2's.
         self.config = market_config(**{"tie_break": "request_id", **market})
         check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
-        self.action_map = env_action_map(action_type, self.config.alpha_max, delta_bound, delta_start,
-                                         residual_base, residual_scale)
+        self.action_map = ActionArguments(**action).action_map(self.config.alpha_max)
         warn_if_queue_unstable(self.config)
         self.metadata = {**self.metadata, "action_meaning": self.action_meaning}
-        self.action_type = action_type
+        self.action_type = self.action_map.action_type
         self.reward_scale = float(reward_scale)
         self.render_mode = render_mode
         self.possible_agents = [f"bidder_{i}" for i in range(self.config.num_bidders)]
@@ -88,8 +86,9 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
     @staticmethod
     def extra_keywords() -> list[str]:
-        """The names **market takes: the fields of MarketConfig (`valid_keywords`)."""
-        return [f.name for f in dataclasses.fields(MarketConfig)]
+        """The names **arguments takes (`valid_keywords`): the action's (`ActionArguments`), then
+        the market's (the fields of MarketConfig)."""
+        return [*field_names(ActionArguments), *field_names(MarketConfig)]
 
     @functools.lru_cache(maxsize=None)
     def observation_space(self, agent: str) -> spaces.Box:

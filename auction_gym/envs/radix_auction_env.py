@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..action import DEFAULT_ACTION_TYPE, action_value, clip_multiplier, parse_action
-from ..market import Market, MarketConfig, Obs, RoundReport
+from ..action import action_value, clip_multiplier, parse_action
+from ..market import Market, Obs, RoundReport
 from ..pacing import TUNED_PI, MultiplierPolicy, Policy, named_pacer
 from ..registry import with_mechanism_table
 from ..workload.registry import with_workload_table
 from .common import (
+    ENV_MARKET_ARGUMENTS,
+    ActionArguments,
     check_env_arguments,
-    env_action_map,
+    field_names,
+    grouped,
     market_config,
     market_info,
     opponent_groups,
@@ -31,16 +35,27 @@ REWARDS = ("utility", "cost", "paired")
 """The focal bidder's reward: see Rewards in `RadixAuctionEnv`'s docstring."""
 
 
+@dataclass(frozen=True)
+class LearnerArguments:
+    """`RadixAuctionEnv`'s arguments about its learning bidder: which bidder it plays, the other
+    bidders' policies, and its reward (see the docstring's Arguments and Rewards)."""
+
+    other_bidders: str | Policy | Sequence[str | Policy] = "ogd"
+    focal_bidder: int = 0
+    reward_scale: float = 0.1
+    reward: str = "utility"
+    reference_policy: str | None = TUNED_PI
+
+
 @refuses_unknown_keywords
 class RadixAuctionEnv(gym.Env):
     """One bidder paces its bids in an auction for LLM serving priority that respects the KV cache.
 
     A simulated serving engine (continuous batching, radix prefix cache) admits requests in the order
     an auction decides: by default the cache-aware radix-tree auction with VCG payments (docs/design.md
-    section 3: completion times count the prompt tokens the cache does not hold).
-    Several bidders (tenants) send agentic traffic; each bids alpha x urgency for its requests and
-    pays from an episode budget. The learner controls one bidder's multiplier alpha (the focal
-    bidder); the others follow built-in policies (OGD pacing by default).
+    section 3). Several bidders (tenants) send agentic traffic; each bids alpha x urgency for its
+    requests and pays from an episode budget. The learner controls one bidder's multiplier alpha (the
+    focal bidder); the others follow built-in policies (OGD pacing by default).
 
     ## Action Space
 
@@ -59,60 +74,37 @@ class RadixAuctionEnv(gym.Env):
     | "residual"   | `Box(-1, 1, (1,), float32)`        | base(obs) x exp(residual_scale x a): a = 0 plays   |
     |              |                                    | the pacer `residual_base` exactly                  |
 
-    "delta" and "residual" are clipped to [0.001, alpha_max]; a change beyond exp(delta_bound) in
-    one round cannot be played.
-
-    The normalized type is what SB3 expects (`check_env` passes without warnings) and puts a fresh
-    PPO policy's mean action on truthful bidding; with the default alpha_max = 2 it is alpha = 1 + a.
-    Out-of-range values are clipped to the box; NaN or inf raise ValueError. `info["multiplier"]` is
-    the multiplier played. A bidder whose budget is spent bids 0 whatever it plays.
-
-    `env.action_meaning` (also `env.metadata["action_meaning"]`, which wrappers pass on) says in one
-    line what this env's action means, with its parameters.
-
-    The built-in policies (`auction_gym.pacing`) output multipliers, the unit of `other_bidders`;
-    `auction_gym.pacing.focal_policy(policy, env)` maps them to this env's actions through
-    `action_for`, the inverse of its action map.
+    "delta" and "residual" are clipped to [0.001, alpha_max]. Out-of-range actions are clipped to
+    the box; NaN or inf raise ValueError. `info["multiplier"]` is the multiplier played; a bidder
+    whose budget is spent bids 0. `env.action_meaning` (also in `metadata`) says what an action
+    means. The built-in policies output multipliers; `auction_gym.pacing.focal_policy(policy, env)`
+    maps them to this env's actions through `action_for`, the inverse of its action map.
 
     ## Observation Space
 
     `Box(0, Obs.high(horizon), (Obs.SIZE,), float32)`, one row of `Market.observations`; the
-    features are defined once, in `auction_gym.market.observation.FEATURES`, from which this table
-    is made and `auction_gym.market.Obs` takes its indices (`Obs.BUDGET_LEFT`, ...):
+    features are defined once, in `auction_gym.market.observation.FEATURES`:
 
     {observation_table}
 
-    The names, in the vector's order, are `env.observation_names` (also
-    `env.metadata["observation_names"]`, which wrappers pass on, so `gym.make`'s env has them too).
-    Values are clipped to the range. "Recent" is an exponential moving average over rounds (weight
-    `observation.EMA` on the newest). The queue, latency and TTFT features are on a log scale so
-    that they stay informative however long the queue grows (see Load and episode length); where
-    they clip, and why, is in `auction_gym.market.observation`.
+    The names, in the vector's order, are `env.observation_names` (also in `metadata`). Values are
+    clipped to the range; "recent" is an exponential moving average over rounds.
 
     ## Rewards
 
     `reward="utility"` (the default): the focal bidder's realized utility during the step, times
     `reward_scale`: for each of its requests that finished in the step, value V minus urgency w x
-    latency, minus the payment charged this round. (Requests still unfinished when the episode ends
-    add nothing.)
+    latency, minus the payment charged this round.
 
     `reward="cost"`: minus the latency cost its requests accrued during the step (w x the seconds
-    each spent waiting or running within the step, finished or not; `info["latency_cost"]`) minus
-    the payment, times `reward_scale`. Its episode return is the utility's less the values V of the
-    finished requests, which the focal bidder's bids hardly move (every request is served; only
-    which finish before the horizon depends on them), and less the cost those unfinished have
-    accrued; so the best policies are the same, and the variance of the values, which no action
-    reaches, is gone. The evaluation metrics (`agents.evaluation`) read `info["utility"]` either way.
+    each spent waiting or running, finished or not; `info["latency_cost"]`) minus the payment, times
+    `reward_scale`: the same best policies as "utility" without the variance of the values V, which
+    no action reaches.
 
-    `reward="paired"`: the "cost" reward minus that of a shadow copy of the episode, times
-    `reward_scale`. The shadow is a second market with the same configuration and market seed in
-    which the focal bidder follows `reference_policy` (a built-in pacer, in multipliers) and the
-    others the same policies as here; its focal "cost" reward is `info["reference_reward"]`
-    (unscaled; 0 once the shadow episode has ended). Episodes differ in kind (arrival rate,
-    budgets) and level far more than policies differ within one, and the shadow shares them, so
-    they cancel in the difference and what remains is what the actions changed. The shadow never
-    sees the learner's actions, so the best policy is the same as under "cost". It costs a second
-    market: about twice the time per step.
+    `reward="paired"`: the "cost" reward minus that of a shadow copy of the episode (same
+    configuration and market seed) in which the focal bidder follows `reference_policy`;
+    `info["reference_reward"]` is the shadow's (unscaled). What the episodes share cancels, so what
+    remains is what the actions changed; it costs a second market, about twice the time per step.
 
     ## Starting State
 
@@ -122,31 +114,17 @@ class RadixAuctionEnv(gym.Env):
     ## Episode End
 
     One step is one admission round: the engine runs up to and including its next prefill
-    iteration that admits a request (one that only continues a chunked prompt or resumes retracted
-    requests is not a round). The episode terminates after `horizon` rounds (the budget period ends; time left is
-    observed, so this is a terminal state). It is truncated if the workload runs dry first.
-
-    ## Load and episode length
-
-    The default load is above the engine's capacity: agentic requests arrive at 20/s, while the
-    engine (32 running slots) serves about 14.5/s (estimated by `MarketConfig.served_rate`; the
-    queue stays near empty at 12/s and grows on some seeds at 16/s). Over the default
-    500 rounds that keeps a short queue for the auction to order, but the queue grows through the
-    episode, by about 0.35 requests a round once it forms, and a step costs more as it grows (the
-    auction orders the whole queue): from a fraction of a millisecond with tens of requests waiting
-    to tens of milliseconds with thousands.
-    So the constructor warns (UserWarning) when the horizon exceeds 1,000 rounds with an agentic
-    arrival rate above `served_rate()` (`MarketConfig.queue_warning`). For long episodes with a
-    stable queue lower `workload_kwargs["rate"]` (12/s keeps the queue near empty over 12,000 rounds).
+    iteration that admits a request. The episode terminates after `horizon` rounds (the budget
+    period ends; time left is observed) and is truncated if the workload runs dry first. Over long
+    horizons an overloaded queue grows and steps slow down with it: the constructor warns
+    (`MarketConfig.queue_warning`; the environment reference's "Load and episode length").
 
     ## Info
 
     `payment` (focal's payment this round), `spent` (its cumulative spend), `budget`, `utility`
-    (unscaled), `multiplier` (the one played, whatever the action type), `round`, `time`
-    (engine seconds), and market metrics of the step: `welfare` (sum of V - w x latency of all
-    requests finished), `revenue` (all payments), `hit_rate` (cache hit rate of the requests
-    admitted), `latency`, `ttft` (means over the requests finished), `admitted`, `finished`
-    (counts). A mean over no requests is 0; weight means by the counts when aggregating. With
+    (unscaled), `multiplier` (the one played), `round`, `time` (engine seconds), and the step's
+    market metrics: `welfare`, `revenue` (all payments), `hit_rate` (of the requests admitted),
+    `latency`, `ttft` (means over the requests finished; 0 over none), `admitted`, `finished`. With
     `reward="cost"` or "paired" also `latency_cost`, and with "paired" `reference_reward`.
 
     ## Arguments
@@ -180,7 +158,8 @@ class RadixAuctionEnv(gym.Env):
     | horizon          | 500          | rounds per episode                                               |
     | episode_draws    | None         | parameters drawn per episode: {"rate": [...], "budget_scale":    |
     |                  |              | [...]} (MarketConfig.episode_draws); reset's info["draws"]       |
-    | other_bidders    | "ogd"        | "ogd", "truthful", "fixed:<alpha>", a policy, or one per other bidder |
+    | other_bidders    | "ogd"        | a built-in policy's name (auction_gym.pacing.POLICIES), a policy |
+    |                  |              | object, or one of either per other bidder                        |
     | focal_bidder     | 0            | which bidder the learner plays                                   |
     | alpha_max        | 2.0          | the largest multiplier; > 1 unless action_type is "multiplier"   |
     | reward_scale     | 0.1          | reward = utility x reward_scale                                  |
@@ -193,8 +172,11 @@ class RadixAuctionEnv(gym.Env):
     | residual_scale   | 1.0          | "residual": the largest correction of log alpha (> 0)            |
     | reward           | "utility"    | "utility", "cost" or "paired" (see Rewards)                      |
     | reference_policy | "pid:kp=0.05,ki=0.01" | "paired": the shadow focal bidder's built-in policy    |
+    | render_mode      | None         | "ansi" or "rgb_array" (see Rendering)                            |
 
-    The v0 defaults (stationary traffic above the engine's capacity, budgets that bind) are
+    They come in three groups: the market's (`MarketConfig`'s fields of the same names; here
+    `tie_break` defaults to v0's "request_id"), the action's (`ActionArguments`) and the learner's
+    (`LearnerArguments`). The v0 defaults (stationary traffic above the engine's capacity, budgets that bind) are
     described in `auction_gym.market.MarketConfig`. `RadixAuction-v1` is the same environment with
     the calibrated pacing market (docs/design.md section 6; `auction_gym.scenarios.V1_KWARGS`)
     by default; its defaults that differ from v0's are below. `RadixAuction-v2` (the current
@@ -222,23 +204,11 @@ class RadixAuctionEnv(gym.Env):
 
     ## Rendering
 
-    `render_mode="ansi"`: `render()` returns one line of text after reset or any step (None before
-    the first reset). `render_mode="rgb_array"` (what Stable-Baselines3's `make_vec_env` asks for):
-    `render()` returns a uint8 image of shape (64, 4 + 16 x (num_bidders + 2), 3), after reset or
-    any step (None before the first reset): on black, 12-pixel bars over grey tracks, left to
-    right, one per bidder for the budget left (green; the focal bidder's yellow), the waiting queue
-    (red, log scale, full at 4,096 requests) and the focal bidder's multiplier / alpha_max (blue).
-    Drawn with numpy alone. `metadata["render_fps"]` (10) is only the playback rate of recordings.
-
-    ## Vectorized environments
-
-    `stable_baselines3.common.env_util.make_vec_env("RadixAuction-v0", n_envs=k)` works with the
-    default DummyVecEnv (it asks for `rgb_array`). With `vec_env_cls=SubprocVecEnv` use the id
-    "auction_gym:RadixAuction-v0": the workers, started by forkserver (SB3's default), import
-    auction_gym only through the id's module prefix, so the plain id fails there ("Environment
-    `RadixAuction` doesn't exist") unless the main script itself imports auction_gym, or with
-    `vec_env_kwargs={"start_method": "fork"}`. RL Zoo (`python -m rl_zoo3.train --env
-    RadixAuction-v0 --gym-packages auction_gym`) works with either vec env.
+    `render_mode="ansi"`: `render()` returns one line of text; `"rgb_array"` (what SB3's
+    `make_vec_env` asks for) a uint8 image of shape (64, 4 + 16 x (num_bidders + 2), 3): bars for
+    each bidder's budget left (the focal bidder's yellow), the queue (log scale) and the focal
+    bidder's multiplier. Both None before the first reset. Vectorized use: the environment
+    reference's "Vectorized environments".
 
     ## Version History
 
@@ -257,68 +227,30 @@ class RadixAuctionEnv(gym.Env):
     observation_names: tuple[str, ...] = Obs.NAMES
     """The observation's feature names in the vector's order (`auction_gym.market.observation.FEATURES`)."""
 
-    def __init__(
-        self,
-        num_bidders: int = MarketConfig.num_bidders,
-        mechanism: str = MarketConfig.mechanism,
-        cost_model: str = MarketConfig.cost_model,
-        request_overhead: float = MarketConfig.request_overhead,
-        tie_break: str = "request_id",
-        workload: str = MarketConfig.workload,
-        trace_path: str | None = None,
-        workload_kwargs: dict[str, Any] | None = None,
-        backend: str = MarketConfig.backend,
-        engine_kwargs: dict[str, Any] | None = None,
-        backend_kwargs: dict[str, Any] | None = None,
-        replicas: int = MarketConfig.replicas,
-        router: str = MarketConfig.router,
-        router_kwargs: dict[str, Any] | None = None,
-        budget: float | Sequence[float] | None = None,
-        budget_per_round: float = MarketConfig.budget_per_round,
-        horizon: int = MarketConfig.horizon,
-        episode_draws: dict[str, Any] | None = None,
-        other_bidders: str | Policy | Sequence[str | Policy] = "ogd",
-        focal_bidder: int = 0,
-        alpha_max: float = MarketConfig.alpha_max,
-        reward_scale: float = 0.1,
-        render_mode: str | None = None,
-        action_type: str = DEFAULT_ACTION_TYPE,
-        reward: str = "utility",
-        delta_bound: float = 0.3,
-        delta_start: float = 1.0,
-        residual_base: str = TUNED_PI,
-        residual_scale: float = 1.0,
-        reference_policy: str | None = TUNED_PI,
-    ) -> None:
-        self.config = market_config(
-            num_bidders=num_bidders, mechanism=mechanism, cost_model=cost_model,
-            request_overhead=request_overhead, tie_break=tie_break, workload=workload, trace_path=trace_path,
-            workload_kwargs=workload_kwargs, backend=backend, engine_kwargs=engine_kwargs,
-            backend_kwargs=backend_kwargs, replicas=replicas, router=router,
-            router_kwargs=dict(router_kwargs or {}),
-            horizon=horizon, budget=budget, budget_per_round=budget_per_round, alpha_max=alpha_max,
-            episode_draws=episode_draws,
-        )
-        if not 0 <= focal_bidder < num_bidders:
-            raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {focal_bidder}")
-        check_env_arguments(reward_scale, render_mode, self.metadata["render_modes"])
-        self.action_map = env_action_map(action_type, alpha_max, delta_bound, delta_start, residual_base,
-                                         residual_scale)
-        if reward not in REWARDS:
-            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
+    def __init__(self, render_mode: str | None = None, **arguments: Any) -> None:
+        market, action, learner = grouped(arguments, ENV_MARKET_ARGUMENTS, field_names(ActionArguments),
+                                          field_names(LearnerArguments))
+        # The order of tied requests v0 and v1 have; tie_break="cached_prefix" is v2's.
+        self.config = market_config(**{"tie_break": "request_id", **market})
+        learner = LearnerArguments(**learner)
+        num_bidders, alpha_max = self.config.num_bidders, self.config.alpha_max
+        if not 0 <= learner.focal_bidder < num_bidders:
+            raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {learner.focal_bidder}")
+        check_env_arguments(learner.reward_scale, render_mode, self.metadata["render_modes"])
+        self.action_map = ActionArguments(**action).action_map(alpha_max)
+        if learner.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {list(REWARDS)}, got {learner.reward!r}")
         # The shadow market of the paired reward (see Rewards), and its focal bidder's policy.
-        self._reference = (named_pacer(reference_policy, alpha_max, "reference_policy")
-                           if reward == "paired" or reference_policy is not None else None)
+        self._reference = (named_pacer(learner.reference_policy, alpha_max, "reference_policy")
+                           if learner.reward == "paired" or learner.reference_policy is not None else None)
         warn_if_queue_unstable(self.config)
-        self.reward = reward
-        self.action_type = action_type
-        self.focal = focal_bidder
-        self.others = [i for i in range(num_bidders) if i != focal_bidder]
-        self._groups = opponent_groups(other_bidders, self.others, alpha_max)
-        self.reward_scale = float(reward_scale)
+        self.reward, self.action_type, self.focal = learner.reward, self.action_map.action_type, learner.focal_bidder
+        self.others = [i for i in range(num_bidders) if i != learner.focal_bidder]
+        self._groups = opponent_groups(learner.other_bidders, self.others, alpha_max)
+        self.reward_scale = float(learner.reward_scale)
         self.render_mode = render_mode
-        self.market = Market(self.config, accrue_latency_cost=reward != "utility")
-        self._shadow = Market(self.config, accrue_latency_cost=True) if reward == "paired" else None
+        self.market = Market(self.config, accrue_latency_cost=learner.reward != "utility")
+        self._shadow = Market(self.config, accrue_latency_cost=True) if learner.reward == "paired" else None
         self.observation_space = spaces.Box(Obs.LOW, Obs.high(self.config.pacing_rounds), dtype=np.float32)
         self.action_space = self.action_map.space
         # On the instance: the meaning depends on the arguments; metadata is what wrappers forward.
@@ -326,6 +258,11 @@ class RadixAuctionEnv(gym.Env):
         self._obs: np.ndarray | None = None
         self._prev_alpha = 1.0  # the focal bidder's multiplier of the last round, the action map's prev_alpha
         self._last: RoundReport | None = None
+
+    @staticmethod
+    def extra_keywords() -> list[str]:
+        """The names **arguments takes (`valid_keywords`), by group: the market's, the action's, the learner's."""
+        return [*ENV_MARKET_ARGUMENTS, *field_names(ActionArguments), *field_names(LearnerArguments)]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -351,7 +288,6 @@ class RadixAuctionEnv(gym.Env):
         self._prev_alpha = self.market.alpha.item(self.focal)
         self._obs = self.market.observations()
         info = market_info(self.market, report, self.focal)
-        # From info's Python floats, the report's values: the same arithmetic without numpy scalars.
         if report.latency_cost is None:
             reward = info["utility"]
         else:
@@ -395,7 +331,7 @@ class RadixAuctionEnv(gym.Env):
         alpha_max = self.config.alpha_max
         for policy, bidders, index in self._groups:
             if isinstance(policy, MultiplierPolicy) and type(policy).predict is MultiplierPolicy.predict:
-                # A built-in (or a subclass that kept its predict): floats in and out, no arrays between.
+                # A built-in, or a subclass that kept its predict, answers in floats.
                 acts = policy.multipliers([rows[i] for i in bidders])
             else:
                 out, _ = policy.predict(obs.take(index, 0), deterministic=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -14,7 +13,7 @@ from .._checks import check_count
 from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
 from ..mechanism.smith import check_tie_break
-from ..registry import AuctionClasses, get_mechanism, mechanism_names
+from ..registry import AuctionClasses, get_mechanism, mechanism_names, resolve
 from ..request import Request
 from ..scheduler import Auction, Scheduler, make_scheduler
 from ..workload import AgenticConfig, get_workload, workload_names
@@ -47,9 +46,8 @@ Fitted so that `MarketConfig.served_rate` is 14.5 requests/s for the default eng
 CONTEXT_PER_REQUEST = 1700
 """Tokens (prompt + output so far) a running default agentic request holds: measured 1,670-1,680."""
 LONG_HORIZON = 1000
-"""Rounds after which an overloaded queue outgrows the episode: in the default scenario (20
-requests/s) 10-20 requests wait at round 500, about 110 at 1,000, 300-550 at 2,000 and 1,500-2,100
-at 5,000, and a step costs 0.14-0.23, 0.26, 0.9-1.8 and 3.5-8.4 ms there (0.1 ms with no queue)."""
+"""Rounds after which an overloaded queue outgrows the episode (measured: docs/environment.md,
+"Load and episode length")."""
 
 
 def check_readable_file(path: str | Path, name: str) -> None:
@@ -80,9 +78,8 @@ class MarketConfig:
     it keeps growing (LONG_HORIZON, `queue_warning`). Budgets bind: with unlimited budgets, truthful
     bidding would spend 0.7 to 56 times the budget (median 18x); with everyone pacing by OGD a
     bidder spends 86% of it on average (66% of bidder-episodes within 90-100%). 8 seeds;
-    `python -m experiments.studies.scenario` re-measures.
-    (Payments are in seconds of prefill work under the default "tokens" cost model, about a tenth
-    of what "unit" charged, hence rho = 0.0001 where it was 0.002.)
+    `python -m experiments.studies.scenario` re-measures. Payments are in seconds of prefill work
+    under the default "tokens" cost model.
     `workload_kwargs` and `engine_kwargs` are merged over DEFAULT_WORKLOAD and DEFAULT_ENGINE.
     """
 
@@ -251,16 +248,8 @@ class MarketConfig:
     def served_rate(self) -> float:
         """Estimated agentic requests/s the engine serves with every running slot busy: B / (S x
         decode_time(B, B x C)) for B = max_running_requests, S = DECODE_STEPS_PER_REQUEST, C =
-        CONTEXT_PER_REQUEST, from the engine's cost model. Checked against episodes of 6,000-12,000
-        rounds with OGD pacing, default traffic (several seeds each, 60k KV tokens):
-
-        | slots | estimate | queue stable at                 | queue grows at                        |
-        |-------|----------|---------------------------------|---------------------------------------|
-        | 16    | 8.9/s    | 7/s                             | 11/s (one seed of 2: 730 by round 6k) |
-        | 32    | 14.5/s   | 12/s (at 14/s swings to 400)    | 16/s (one seed of 2), 20/s (all)      |
-        | 64    | 21/s     | 17/s (one seed swings to 300)   | 20/s (one seed of 2), 26/s (all)      |
-
-        Optimistic where the KV cache binds too (64 slots in 60k tokens)."""
+        CONTEXT_PER_REQUEST, from the engine's cost model (checked against long episodes:
+        docs/environment.md, "Load and episode length")."""
         engine = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         slots = engine.max_running_requests
         step = engine.cost_model.decode_time(slots, slots * CONTEXT_PER_REQUEST)
@@ -303,8 +292,7 @@ class MarketConfig:
         return self.horizon if self.budget_rounds is None else self.budget_rounds
 
     def make_engine(self, scheduler: Scheduler | Auction) -> ServingEngine:
-        module, name = BACKENDS[self.backend].split(":")
-        engine_class = getattr(importlib.import_module(module), name)
+        engine_class = resolve(BACKENDS[self.backend])
         config = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         return engine_class(scheduler, config, **self.backend_kwargs)
 

@@ -10,10 +10,11 @@ benchmark (some need Ray or torch): an entry names its function as "module:attr"
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from dataclasses import dataclass, field
 from typing import Callable
+
+from auction_gym.registry import resolve
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,7 @@ class Bench:
         return tuple(m for m in self.requires if importlib.util.find_spec(m) is None)
 
     def table_function(self) -> Callable[[bool], Table]:
-        module, _, attr = self.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return resolve(self.target)
 
 
 BENCHES: tuple[Bench, ...] = (

@@ -51,7 +51,7 @@ from agents.learners import LEARNERS, check_hyperparams, names_text
 from agents.run_dir import new_run_dir
 from agents.sb3 import MODEL_SUFFIXES, load_hyperparams, load_policy
 from agents.training import TrainConfig, TrainResult, action_changes, set_torch_threads, train
-from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
+from auction_gym.pacing import Policy, builtin_policy_names, plain_policy_names
 
 from ..argtypes import positive_int
 from ..cli import run_command
@@ -66,7 +66,7 @@ from .headroom_report import markdown as headroom_markdown
 from .headroom_report import write as write_headroom
 from .policy_figure import plot_policies, trace
 
-BASELINES = (*PLAIN_POLICIES, *TUNED)
+BASELINES = (*plain_policy_names(), *TUNED)
 COLUMNS = (*METRICS, *map(report_of.paired_name, report_of.REFERENCES))
 """compare.md's per-episode table: the metrics, then the paired differences."""
 CURVE_POINTS = 4
@@ -112,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--baselines", default=",".join(BASELINES),
-                        help=f"comma-separated built-in policies: {', '.join(BUILTIN_POLICIES)}, and "
+                        help=f"comma-separated built-in policies: {', '.join(builtin_policy_names())}, and "
                         f"{' and '.join(TUNED)}, chosen on tuning seeds (agents.baselines) (default {','.join(BASELINES)})")
     parser.add_argument("--tuning-episodes", type=positive_int, default=None,
                         help="episodes (seeds 0, 1, ...) the headroom report and the tuned baselines are chosen on")
@@ -146,7 +146,7 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list[str], dict[str, A
         if spec in TUNED:
             continue
         if spec.endswith(MODEL_SUFFIXES):
-            raise UsageError(f"--baselines: {spec!r} is a model; valid: {', '.join((*BUILTIN_POLICIES, *TUNED))}")
+            raise UsageError(f"--baselines: {spec!r} is a model; valid: {', '.join((*builtin_policy_names(), *TUNED))}")
         try:
             policy_from_spec(spec)
         except ValueError as e:

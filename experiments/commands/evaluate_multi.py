@@ -42,7 +42,7 @@ from agents.population import (
 )
 from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
-from auction_gym.pacing import BUILTIN_POLICIES, PLAIN_POLICIES, Policy
+from auction_gym.pacing import Policy, builtin_policy_names, plain_policy_names
 
 from ..argtypes import json_dict, positive_int
 from ..cli import run_command
@@ -52,7 +52,7 @@ from .compare_report import markdown as compare_markdown
 from .compare_report import paired_name, write_csv, write_episodes
 from .compare_report import summarize as compare_summarize
 
-BASELINES = PLAIN_POLICIES
+BASELINES = plain_policy_names()
 UNITS = {**METRIC_UNITS, "revenue": METRIC_UNITS["payments"], "total_utility": METRIC_UNITS["utility"]}
 PAIRED = ("welfare", "revenue")
 """Market metrics also reported as paired differences from the first baseline."""
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="RLlib checkpoints of train-multi runs (RUN/checkpoint), each a learned population")
     parser.add_argument("--baselines", default=",".join(BASELINES),
                         help="comma-separated built-in policies, each played by every bidder: "
-                        f"{', '.join(BUILTIN_POLICIES)} (default {','.join(BASELINES)})")
+                        f"{', '.join(builtin_policy_names())} (default {','.join(BASELINES)})")
     parser.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes (default 20)")
     parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
                         help=f"episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
