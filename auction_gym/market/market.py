@@ -19,7 +19,7 @@ under "tokens" and "service" the cost model's seconds per prefill token.
 
 Invariants: spent_i <= budget_i; payments >= 0; bids of a bidder out of budget are 0.
 
-A round, call by call (a policy that decides rounds, `scheduler.Auction`; the others stop at step 2
+A round, call by call (a policy that decides rounds, `AdmissionPolicy.decides`; the others stop at step 2
 and charge nothing):
 
 1. `Market.step` makes each bidder's multiplier for the round (0 for a bidder out of budget) and
@@ -60,7 +60,7 @@ from typing import Sequence
 import numpy as np
 
 from ..engine import Iteration, rejections
-from ..scheduler.base import Decision
+from ..policy import Decision
 from .config import MarketConfig
 from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
 
@@ -115,7 +115,7 @@ class RoundReport:
     decision: Decision | None = None
     """The round this step admitted from and charged for (`Iteration.decision`): an auction's
     `AuctionRound`, a posted-price design's or a priority order's `PostedRound`; None under the
-    policies that only order (`Scheduler.order`), and when nothing was admitted."""
+    policies that only order (`AdmissionPolicy.order_round`), and when nothing was admitted."""
 
     @property
     def revenue(self) -> float:

@@ -66,7 +66,7 @@ from typing import Iterable, Sequence
 
 from ..radix_cache import RadixCache
 from ..request import Request
-from ..scheduler.waiting import WaitingPrefixes
+from ..scheduler.waiting import QueueDelta
 from .allocator import OrderedRound, TreeAllocator
 from .base import AuctionMechanism, Cached
 from .factored import FactoredAllocation
@@ -123,6 +123,16 @@ class RadixAllocation:
         """sum b_r C_r over `bidder`'s requests."""
         return sum([b * c for r, b, c in zip(self.requests, self.bids, self.completion) if r.bidder == bidder])
 
+    @property
+    def admission(self) -> list[Request]:
+        """The requests in the chosen order."""
+        requests = self.requests
+        return [requests[r] for r in self.order]
+
+    def whole(self, pricing: AuctionMechanism) -> RadixAllocation:
+        """Itself: it holds what the payments read."""
+        return self
+
 
 Decided = RadixAllocation | OrderedRound | FactoredAllocation
 """What `RadixTreeAuction` decides a round with."""
@@ -139,6 +149,8 @@ class RadixTreeAuction(AuctionMechanism):
     """
 
     name = "radix_vcg"
+    in_batch = True
+    """SGLang's in-batch prefix check applies: the order is cache-aware, as `lpm`'s is."""
 
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0,
                  tie_break: str = "cached_prefix") -> None:
@@ -171,29 +183,24 @@ class RadixTreeAuction(AuctionMechanism):
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
-        multipliers: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
+        multipliers: Sequence[float] | None = None, changes: QueueDelta | None = None,
     ) -> Decided:
         """A round of two requests or more: the allocator's (allocator.py). A lone request:
         itself, its allocation built on first use."""
         if len(requests) > 1:
-            return self._allocator.allocate(requests, bids, prefix_lens, multipliers, refreshed)
+            return self._allocator.allocate(requests, bids, prefix_lens, multipliers, changes)
         # Nothing to order (over half the rounds of the default scenario).
+        self._allocator.skip(changes)
         validate_requests(requests, self._memo.held)
         check_bids(requests, bids)  # the round's bid, which in a market is not the request's
         return OrderedRound(requests, bids, prefix_lens, list(requests))
 
-    def admission(self, alloc: Decided) -> list[Request]:
-        if isinstance(alloc, (OrderedRound, FactoredAllocation)):
-            return list(alloc.admission)
-        return super().admission(alloc)
+    def _skip(self, changes: QueueDelta | None) -> None:
+        self._allocator.skip(changes)
 
     def full(self, alloc: Decided) -> RadixAllocation | FactoredAllocation:
         """The allocation the payments read (an `OrderedRound`'s built from scratch, once)."""
-        if not isinstance(alloc, OrderedRound):
-            return alloc
-        if alloc.full is None:
-            alloc.full = self.allocate(alloc.requests, prefix_lens=alloc.prefix_lens, bids=alloc.bids)
-        return alloc.full
+        return alloc.whole(self)
 
     def outcome(self, alloc: Decided) -> AuctionOutcome:
         return super().outcome(self.full(alloc))
