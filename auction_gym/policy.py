@@ -23,7 +23,6 @@ from .request import Request
 
 if TYPE_CHECKING:
     from .radix_cache import RadixCache
-    from .scheduler.waiting import QueueDelta
 
 NO_PRIORITIES: Mapping[int, int] = MappingProxyType({})
 
@@ -37,6 +36,48 @@ def round_bids(requests: Sequence[Request], multipliers: Sequence[float] | None)
     if not all(0.0 <= a < math.inf for a in multipliers):
         raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
     return [multipliers[r.bidder] * r.urgency for r in requests]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDelta:
+    """How the waiting queue of one refresh differs from an earlier one's, and the cached prefix
+    lengths of the later one: what a structure kept over the queue (the radix auction's tree)
+    needs to follow it without comparing the two queues."""
+
+    joined: list[Request]
+    """Requests waiting now that did not then."""
+    left: list[Request]
+    """Requests that waited then and do not now."""
+    rematched: list[Request]
+    """Requests waiting at both whose cached prefix was matched again since (its length may differ)."""
+    length_of: Mapping[Request, int]
+    """Every waiting request's cached prefix length now (tokens)."""
+
+    @staticmethod
+    def combine(deltas: Sequence[QueueDelta]) -> QueueDelta:
+        """The one delta from the queue before the first of `deltas` to the queue after the last."""
+        if len(deltas) == 1:
+            return deltas[0]
+        joined_since: dict[Request, None] = {}
+        left_since: dict[Request, None] = {}
+        rematched_since: dict[Request, None] = {}
+        for delta in deltas:
+            for r in delta.left:
+                rematched_since.pop(r, None)
+                if r in joined_since:  # joined and left in between: no change
+                    del joined_since[r]
+                else:
+                    left_since[r] = None
+            for r in delta.joined:
+                if r in left_since:  # left and came back (retracted): waiting at both, matched again
+                    del left_since[r]
+                    rematched_since[r] = None
+                else:
+                    joined_since[r] = None
+            for r in delta.rematched:
+                if r not in joined_since:
+                    rematched_since[r] = None
+        return QueueDelta(list(joined_since), list(left_since), list(rematched_since), deltas[-1].length_of)
 
 
 class WaitingRound:

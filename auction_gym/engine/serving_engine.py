@@ -28,7 +28,7 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    tokens: with chunked prefill the request that does not fit whole computes a chunk (its
    finished chunks enter the cache, locked) and the batch ends; without it, the first request of
    a batch is exempt and a later one that does not fit stops admission. Under the policies whose
-   registry entry says `in_batch` (`lpm`, as in SGLang), a request that shares an uncached prefix
+   class declares `in_batch` (`lpm`, as in SGLang), a request that shares an uncached prefix
    with one ahead of it in the queue goes behind the others (SGLang's in-batch prefix sharing,
    `in_batch.py`); under `lpm` and `dfs_weight` (`sorts_in_place`) the queue keeps the order for the next round, as
    SGLang's in-place sorts leave its list. With `EngineConfig.priority_preemption`, a request met

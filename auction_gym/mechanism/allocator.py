@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from ..policy import QueueDelta
 from ..request import Request
-from ..scheduler.waiting import QueueDelta
 from .base import Allocation
 from .factored import FactoredAllocation, factored_allocation
 from .incremental_tree import IncrementalQueueTree, queue_order

@@ -8,11 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
-from ..policy import AdmissionPolicy, Decision, WaitingRound, round_bids
+from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..scheduler.prefix_matcher import PrefixMatcher
-from ..scheduler.waiting import QueueDelta
 from .outcome import AuctionOutcome
 from .queue_tree import TokenMemo, cached_prefix_lengths
 from .smith import check_tie_break

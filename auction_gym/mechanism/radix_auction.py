@@ -13,10 +13,10 @@ times. Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v
 d_v the number of blocks at v; O(n) prefix_len walks of the cache under "tokens". The constant
 matters as much: the auction runs at every admission round on queues of a few to a few dozen
 requests, so each step is one pass over plain lists, and sort keys are made once per block.
-As the engine's scheduler (`decide`) the auction decides a round of two requests or more with its
+As the engine's policy (`decide_round`) the auction decides a round of two requests or more with its
 `TreeAllocator` instead (allocator.py): one tree kept across rounds (incremental_tree.py: work
 proportional to what changed, plus a few passes in C over the queue), in base bids (urgencies in a
-market, the requests' own bids without multipliers). A market's round (`decide` with multipliers:
+market, the requests' own bids without multipliers). A market's round (multipliers:
 bids alpha_i x urgency) re-sorts only the nodes that mix bidders (factored.py) and is priced from
 that allocation, which agrees with this module's to rounding; a round without multipliers reads
 the tree's order, this module's bit for bit, and is built from scratch here, once, if it is priced.
@@ -64,9 +64,9 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ..policy import QueueDelta
 from ..radix_cache import RadixCache
 from ..request import Request
-from ..scheduler.waiting import QueueDelta
 from .allocator import OrderedRound, TreeAllocator
 from .base import AuctionMechanism, Cached
 from .factored import FactoredAllocation
@@ -157,7 +157,7 @@ class RadixTreeAuction(AuctionMechanism):
         super().__init__(cost_model, request_overhead, tie_break)
         self._allocator = TreeAllocator(self.request_work, costed=self.cost_model == "tokens",
                                         cache_ties=self.cache_ties)
-        """`decide`'s rounds of two requests or more (allocator.py)."""
+        """The engine's rounds of two requests or more (allocator.py)."""
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,

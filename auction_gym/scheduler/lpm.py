@@ -13,7 +13,7 @@ switches to its `fcfs` branch whenever more than 128 requests wait (`len(queue) 
 applies to its `hrrn`, not to `dfs-weight`), which leaves the list as the last sort left it:
 `make_scheduler("lpm", fcfs_above=128)` does that (`SGLANG_FCFS_ABOVE` names the 128). Matching does
 not refresh LRU times (see `prefix_matcher`); keeping what waits warm is `WaitingPrefixes`'s job,
-whose lengths the engine lends (`attach_waiting_prefixes`), so a round costs one sort of the queue
+whose lengths the engine passes with the round (`WaitingRound.prefix_lens`), so a round costs one sort of the queue
 (nearly sorted already: Timsort's O(n) case), not a match of every waiting request.
 """
 

@@ -35,10 +35,10 @@ or given a later child's time since the round began counts from that later time 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Mapping, Sequence
 
+from ..policy import QueueDelta
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
 from .base import fcfs_key
@@ -48,48 +48,6 @@ _ID = attrgetter("id")
 _KEPT_DELTAS = 64
 """Refreshes whose changes are kept for `WaitingPrefixes.delta_since` (a reader that fell further
 behind compares the whole queue instead)."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueueDelta:
-    """How the waiting queue of one refresh differs from an earlier one's, and the cached prefix
-    lengths of the later one: what a structure kept over the queue (the radix auction's tree)
-    needs to follow it without comparing the two queues."""
-
-    joined: list[Request]
-    """Requests waiting now that did not then."""
-    left: list[Request]
-    """Requests that waited then and do not now."""
-    rematched: list[Request]
-    """Requests waiting at both whose cached prefix was matched again since (its length may differ)."""
-    length_of: Mapping[Request, int]
-    """Every waiting request's cached prefix length now (tokens)."""
-
-    @staticmethod
-    def combine(deltas: Sequence[QueueDelta]) -> QueueDelta:
-        """The one delta from the queue before the first of `deltas` to the queue after the last."""
-        if len(deltas) == 1:
-            return deltas[0]
-        joined_since: dict[Request, None] = {}
-        left_since: dict[Request, None] = {}
-        rematched_since: dict[Request, None] = {}
-        for delta in deltas:
-            for r in delta.left:
-                rematched_since.pop(r, None)
-                if r in joined_since:  # joined and left in between: no change
-                    del joined_since[r]
-                else:
-                    left_since[r] = None
-            for r in delta.joined:
-                if r in left_since:  # left and came back (retracted): waiting at both, matched again
-                    del left_since[r]
-                    rematched_since[r] = None
-                else:
-                    joined_since[r] = None
-            for r in delta.rematched:
-                if r not in joined_since:
-                    rematched_since[r] = None
-        return QueueDelta(list(joined_since), list(left_since), list(rematched_since), deltas[-1].length_of)
 
 
 class WaitingPrefixes:
@@ -168,7 +126,7 @@ class WaitingPrefixes:
         """Each request's longest cached prefix of its whole prompt (tokens), as `cache.prefix_len`
         gives it, when the last `refresh` was of exactly these requests in this cache, unchanged
         since; None otherwise. A scheduler the engine attached this to reads its queue's lengths
-        here instead of matching the queue again (`Scheduler` in `base.py`). Asked again in the same
+        here instead of matching the queue again. Asked again in the same
         round for the same list (the engine's in-batch check, then its policy), it answers from the
         first call, and the very list `refresh` was given is taken to hold what it held then: a
         list must not change in place between `refresh` and its last `lengths`."""
