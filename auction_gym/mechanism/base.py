@@ -214,10 +214,6 @@ class AuctionMechanism(AdmissionPolicy):
         """A round decided without `_decide` (an empty queue, or inputs unchanged), whose `changes`
         a subclass that follows the queue keeps for its next round."""
 
-    def admission(self, alloc: Allocation) -> list[Request]:
-        """`alloc`'s requests in its order (a new list)."""
-        return list(alloc.admission)
-
     def _prefix_lens(
         self, tokens: Sequence, cached: Cached, prefix_lens: Sequence[int] | None
     ) -> Sequence[int] | None:
