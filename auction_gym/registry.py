@@ -1,15 +1,16 @@
 """The admission policies a market can run, by name: the one registry of mechanisms.
 
 Each entry names a policy, where its class lives and what it does. Everything else derives from
-it: `make_scheduler` and `scheduler_names` (`auction_gym.scheduler`), `MECHANISMS` and `AUCTIONS`
-(`auction_gym.market.config`), which of them charge (an entry whose class is an
-`AuctionMechanism` is an auction: built with the market's cost model, charged VCG payments), the
+it: `make_scheduler` (the one factory of admission policies) and `scheduler_names`, `MECHANISMS`
+and `AUCTIONS` (`auction_gym.market.config`), which of them charge and which are auctions (what
+each class declares, `AdmissionPolicy.charges` and `is_auction`: an auction is built with the
+market's cost model and charged VCG payments), the
 mechanism rows of `RadixAuctionEnv`'s docstring, and the policies of `radix-auction demo` and
 `reproduce`. Registration order is table order: the no-money baselines (FCFS, then the cache-aware
 ones, then the priority orders), the posted-price designs, then the auctions. To add one, see the README's "Extending" section.
 
-Targets are "module:attr" strings imported on first use, so this module imports neither the
-schedulers nor the auctions (both import the scheduler interface, which reads this registry).
+Targets are "module:attr" strings imported on first use, so this module imports none of the
+policies (each imports the interface, `auction_gym.policy`, as this module does).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from .scheduler.base import Scheduler
+from .policy import AdmissionPolicy
 
 
 def resolve(target: str | Any) -> Any:
@@ -38,30 +38,25 @@ class MechanismEntry:
     arguments) and `summary` (one line: what it does and whether it charges)."""
 
     name: str
-    target: str | Callable[..., Scheduler]
+    target: str | Callable[..., AdmissionPolicy]
     summary: str
     in_batch: bool = False
-    """Whether SGLang's in-batch prefix check reorders its queue (`auction_gym.engine.in_batch`):
-    SGLang's cache-aware sorts use it (`lpm`), its `fcfs` (with or without priorities) and
-    `dfs-weight` do not; a policy SGLang does not have says which it is like."""
+    """For a policy written to the older protocol, which declares no `in_batch`: whether SGLang's
+    in-batch prefix check reorders its queue. An `AdmissionPolicy` declares it on its class."""
 
-    def factory(self) -> Callable[..., Scheduler]:
+    def factory(self) -> Callable[..., AdmissionPolicy]:
         """The class or factory (imported now if `target` is a string)."""
         return resolve(self.target)
 
     @property
     def charges(self) -> bool:
-        """Whether its rounds charge money: an auction (VCG payments) or a posted-price design
-        (its class's `charges = True`)."""
-        return self.is_auction or bool(getattr(self.factory(), "charges", False))
+        """Whether its rounds charge money (its class's `charges`)."""
+        return bool(AdmissionPolicy.declared(self.factory(), "charges"))
 
     @property
     def is_auction(self) -> bool:
-        """Whether it is an `AuctionMechanism`: takes a cost model and charges VCG payments."""
-        from .mechanism.base import AuctionMechanism
-
-        factory = self.factory()
-        return isinstance(factory, type) and issubclass(factory, AuctionMechanism)
+        """Whether it is an auction (its class's `is_auction`): takes a cost model, charges VCG payments."""
+        return bool(AdmissionPolicy.declared(self.factory(), "is_auction"))
 
 
 _ENTRIES: dict[str, MechanismEntry] = {}
@@ -96,8 +91,32 @@ def get_mechanism(name: str) -> MechanismEntry:
 
 
 def find_mechanism(name: str) -> MechanismEntry | None:
-    """The entry of `name`, None for a name not registered (a lookup the engine makes every round)."""
+    """The entry of `name`, None for a name not registered."""
     return _ENTRIES.get(name)
+
+
+def scheduler_names() -> list[str]:
+    """Every registered policy name, sorted."""
+    return sorted(_ENTRIES)
+
+
+def make_scheduler(
+    name: str, cost_model: str | None = None, request_overhead: float | None = None,
+    tie_break: str | None = None, **kwargs: Any,
+) -> AdmissionPolicy:
+    """The policy registered under `name`, built with `kwargs`: the one factory of admission
+    policies. `cost_model`, `request_overhead` and `tie_break` (docs/design.md section 3) go to an
+    auction, and are dropped for a policy without money, which has no completion-time model, so a
+    market builds any policy with its own settings; None leaves the auction's default. An unknown
+    name lists the valid ones."""
+    try:
+        entry = get_mechanism(name)
+    except ValueError:
+        raise ValueError(f"unknown scheduler {name!r}; valid names: {', '.join(scheduler_names())}") from None
+    if entry.is_auction:
+        given = {"cost_model": cost_model, "request_overhead": request_overhead, "tie_break": tie_break}
+        kwargs = {**{k: v for k, v in given.items() if v is not None}, **kwargs}
+    return AdmissionPolicy.adopt(entry.factory()(**kwargs), entry.in_batch)
 
 
 class AuctionClasses(Mapping):
@@ -140,14 +159,13 @@ def with_table(doc: str | None, placeholder: str, rows: list[tuple[str, str]]) -
 
 for _entry in (
     MechanismEntry("fcfs", "auction_gym.scheduler.fcfs:FCFS", "first come, first served; no payments"),
-    MechanismEntry("lpm", "auction_gym.scheduler.lpm:LPM", "longest cached prefix first (SGLang's lpm); no payments",
-                   in_batch=True),
+    MechanismEntry("lpm", "auction_gym.scheduler.lpm:LPM", "longest cached prefix first (SGLang's lpm); no payments"),
     MechanismEntry("klpm", "auction_gym.scheduler.klpm:KLPM",
-                   "k-LPM: the oldest request, then k - 1 longest-prefix picks; no payments", in_batch=True),
+                   "k-LPM: the oldest request, then k - 1 longest-prefix picks; no payments"),
     MechanismEntry("dfs_weight", "auction_gym.scheduler.dfs_weight:DFSWeight",
                    "SGLang's dfs-weight: subtrees by request count; no payments"),
     MechanismEntry("lpm_aging", "auction_gym.scheduler.lpm_aging:LPMAging",
-                   "LPM with anti-starvation aging (as proposed to SGLang); no payments", in_batch=True),
+                   "LPM with anti-starvation aging (as proposed to SGLang); no payments"),
     MechanismEntry("dlpm", "auction_gym.scheduler.dlpm:DLPM",
                    "fair share: deficit round robin per bidder over LPM's order (DLPM); no payments"),
     MechanismEntry("sglang_priority", "auction_gym.scheduler.priority:SGLangPriority",
@@ -163,6 +181,6 @@ for _entry in (
     MechanismEntry("strict_vcg", "auction_gym.mechanism.strict_priority:StrictPriorityAuction",
                    "strict priority by bid; VCG payments"),
     MechanismEntry("radix_vcg", "auction_gym.mechanism.radix_auction:RadixTreeAuction",
-                   "the radix-tree auction (depth-first orders of the queue's radix tree); VCG payments", in_batch=True),
+                   "the radix-tree auction (depth-first orders of the queue's radix tree); VCG payments"),
 ):
     register_mechanism(_entry)

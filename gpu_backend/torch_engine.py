@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from auction_gym.engine import Admission, EngineConfig, Running, ServingEngine
+from auction_gym.policy import AdmissionPolicy
 from auction_gym.radix_cache import TreeNode
 from auction_gym.request import Request
-from auction_gym.scheduler.base import Auction, Scheduler
 
 from .attention import DecodeAttention, PrefillAttention
 from .kv_pool import KVPool
@@ -95,7 +95,7 @@ class TorchEngine(ServingEngine):
     """Serving engine that runs a transformer (see module docstring).
 
     Args:
-        scheduler: a `Scheduler` or an `Auction` (`auction_gym.scheduler.base`), or the name of one.
+        scheduler: an `AdmissionPolicy` (`auction_gym.policy`), or the name of one.
         config: capacity limits; `kv_capacity_tokens` is the KV pool's size in slots.
         preset: a `gpu_backend.model.PRESETS` name or a `ModelConfig`.
         device: torch device; None: "cuda" if available, else "cpu".
@@ -115,7 +115,7 @@ class TorchEngine(ServingEngine):
 
     def __init__(
         self,
-        scheduler: Scheduler | Auction | str = "fcfs",
+        scheduler: AdmissionPolicy | str = "fcfs",
         config: EngineConfig | None = None,
         *,
         preset: str | ModelConfig = "tiny",

@@ -83,7 +83,7 @@ def test_the_toy_auction_decides_each_round_and_the_market_charges_from_it(toys)
     while not market.done:
         report = market.step(multipliers)
         decided = report.decision
-        assert isinstance(decided.auction, toy_extension.ToyAuction)
+        assert isinstance(decided.pricing, toy_extension.ToyAuction)
         assert decided.bids == [multipliers[r.bidder] * r.urgency for r in decided.requests]
         assert set(report.admitted) <= {r.id for r in decided.requests}
         rounds += report.payments.any()

@@ -131,16 +131,16 @@ def test_bad_settings_raise(bad):
 
 
 def test_every_policy_says_whether_the_rule_applies():
-    """The registry's `in_batch` is the one place that says it: SGLang's cache-aware sort (lpm) and
-    the cache-aware policies SGLang does not have, not its fcfs or dfs-weight nor strict priority."""
-    applies = {name for name in scheduler_names() if get_mechanism(name).in_batch}
+    """Each policy declares it (`AdmissionPolicy.in_batch`): SGLang's cache-aware sort (lpm) and the
+    cache-aware policies SGLang does not have, not its fcfs or dfs-weight nor strict priority."""
+    applies = {name for name in scheduler_names() if make_scheduler(name).in_batch_deprioritizes(5)}
     assert applies == {"lpm", "klpm", "lpm_aging", "radix_vcg"}  # lpm_aging: SGLang's lpm with a new key
 
 
 
 def test_the_engine_reads_the_rule_from_the_policy_or_its_registry_entry():
     """`in_batch_applies`: a policy's own `in_batch_deprioritizes` (lpm: not above its FCFS cut of
-    128), else its registry entry's `in_batch`, and False for a policy the registry does not know."""
+    128); False for a policy written to the older protocol that declares none."""
 
     class Unregistered:
         name = "not_a_registered_policy"

@@ -119,7 +119,7 @@ def test_episode_under_every_mechanism(mechanism):
     assert market.round == 40 and len(reports) == 40
     # A policy that decides rounds (an auction, a posted-price design, a priority order that reads
     # the bids) returns them; one that only orders returns none. Only those that charge earn.
-    decides = hasattr(make_scheduler(mechanism), "decide")
+    decides = make_scheduler(mechanism).decides
     decided = [r.decision for r in reports if r.admitted]
     assert all((d is None) == (not decides) for d in decided) and decided
     revenue = sum(r.revenue for r in reports)
@@ -356,15 +356,17 @@ def test_every_round_admits_when_prompts_are_chunked():
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_the_engine_runs_the_policy_itself(mechanism):
-    """No wrapper between a market's engine and its policy: the engine reads `sorts_in_place` and
-    `in_batch_deprioritizes` off the policy, and the market's multipliers reach it as arguments."""
+    """No wrapper between a market's engine and its policy: the engine reads what the policy declares
+    (`sorts_in_place`, `in_batch_deprioritizes`, `decides`), and the market's multipliers and budgets
+    left reach it with the round."""
     market = Market(MarketConfig(mechanism=mechanism))
     market.reset(0)
     policy = market.engine.scheduler
     assert type(policy) is MarketConfig(mechanism=mechanism).make_scheduler().__class__
-    assert getattr(policy, "sorts_in_place", False) == (mechanism in ("lpm", "dfs_weight"))
-    assert in_batch_applies(policy, 5) == (mechanism in ("lpm", "klpm", "lpm_aging", "radix_vcg"))
-    assert getattr(policy, "reads_budgets", False) == (mechanism in ("tiers", "tiers_lpm"))
+    assert policy.sorts_in_place == (mechanism in ("lpm", "dfs_weight"))
+    assert policy.in_batch_deprioritizes(5) == (mechanism in ("lpm", "klpm", "lpm_aging", "radix_vcg"))
+    assert in_batch_applies(policy, 5) == policy.in_batch_deprioritizes(5)
+    assert policy.decides == (mechanism not in ("fcfs", "lpm", "klpm", "dfs_weight", "lpm_aging", "dlpm"))
 
 
 @pytest.mark.parametrize("mechanism,replicas", [("radix_vcg", 1), ("strict_vcg", 1), ("lpm", 1), ("radix_vcg", 2)])

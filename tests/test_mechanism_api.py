@@ -9,7 +9,8 @@ import pytest
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.mechanism import AuctionOutcome, RadixTreeAuction, StrictPriorityAuction
-from auction_gym.scheduler.base import Auction, Scheduler, admission_order, make_scheduler
+from auction_gym.policy import AdmissionPolicy
+from auction_gym.scheduler.base import admission_order, make_scheduler
 
 AUCTIONS = [RadixTreeAuction, StrictPriorityAuction]
 
@@ -69,7 +70,7 @@ def test_single_bidder_pays_nothing(cls):
 )
 def test_decide_returns_the_round(name, cls):
     auction = make_scheduler(name, cost_model="tokens", request_overhead=2.0)
-    assert isinstance(auction, cls) and isinstance(auction, Auction) and not isinstance(auction, Scheduler)
+    assert isinstance(auction, cls) and isinstance(auction, AdmissionPolicy) and auction.decides and auction.charges
     assert auction.name == name
     cache = RadixCache()
     cache.insert([1, 2])
@@ -175,7 +176,9 @@ def test_decide_returns_the_round_as_one_record(cls, cost_model):
     reqs, cache = queue(), RadixCache()
     cache.insert([1, 2])
     decided = auction.decide(reqs, cache)
-    assert decided.auction is auction and decided.requests == reqs
+    # Priced by a rule of the same class and settings, not by the auction whose state moves on.
+    assert decided.pricing is auction.pricing is not auction and type(decided.pricing) is cls
+    assert decided.requests == reqs
     assert decided.bids == [r.bid for r in reqs]
     assert (decided.prefix_lens is None) == (cost_model == "unit")
     assert decided.queued == {0: 2, 1: 1, 2: 1}

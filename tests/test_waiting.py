@@ -164,11 +164,12 @@ def test_marks_follow_the_queue_under_an_engine():
     cache keeps its invariants (`RadixCache.check`)."""
     reqs = branching_workload(seed=2)
     engine = SimEngine("lpm", EngineConfig(kv_capacity_tokens=600, max_running_requests=6))
-    waiting, order = engine.waiting_prefixes, engine.scheduler.order
+    waiting, order = engine.waiting_prefixes, engine.scheduler.order_round
     rounds = 0
 
-    def checked_order(queue, cache):
+    def checked_order(round_):
         nonlocal rounds
+        queue, cache = round_.queue, round_.cache
         expect: dict = {}
         for r in queue:
             length, node = waiting._matcher._match[r.id]
@@ -178,9 +179,9 @@ def test_marks_follow_the_queue_under_an_engine():
         assert {n: n.wait for n in cache.nodes() if n.wait >= 0} == expect
         cache.check()
         rounds += 1
-        return order(queue, cache)
+        return order(round_)
 
-    engine.scheduler.order = checked_order
+    engine.scheduler.order_round = checked_order
     engine.run(reqs)
     assert rounds > 50 and engine.metrics().finished == 150
 
@@ -217,33 +218,33 @@ def test_start_is_where_the_refresh_matched_no_deeper_than_asked():
             cache.prefix_len(r.tokens[:length])
 
 
-def test_an_engines_auction_reads_the_refreshed_lengths_instead_of_matching_again():
-    """Under the engine the auction takes every round's lengths from the refresh, and its rounds are
-    those of an auction that matches the queue itself."""
+def test_an_engines_auction_is_given_the_refreshed_lengths_and_changes_with_the_round():
+    """Under the engine the auction's round carries every waiting request's cached prefix length
+    (the refresh's, which are the cache's) and how the queue changed since the round before; its
+    rounds are those of an auction given no changes, which compares queues instead."""
     from auction_gym.mechanism import RadixTreeAuction
 
     runs = []
-    for attach in (True, False):
+    for follow in (True, False):
         auction = RadixTreeAuction()
-        if not attach:
-            auction.attach_waiting_prefixes = None  # the engine then leaves it alone
-        # The in-batch rule off: the engine would read the lengths itself for it.
-        engine = SimEngine(auction, EngineConfig(kv_capacity_tokens=3_000, max_running_requests=4,
-                                                 in_batch_prefix_caching=False))
+        decide = auction.decide_round
+        seen = []
+
+        def spy(round_):
+            assert round_.prefix_lens == [round_.cache.prefix_len(r.tokens) for r in round_.queue]
+            seen.append(round_.changes is not None)
+            if not follow:
+                round_.changes = None
+            return decide(round_)
+
+        auction.decide_round = spy
+        engine = SimEngine(auction, EngineConfig(kv_capacity_tokens=3_000, max_running_requests=4))
         engine.submit(branching_workload(3, n=120))
-        served, lengths = [], engine.waiting_prefixes.lengths
-
-        def spy(queue, cache):
-            out = lengths(queue, cache)
-            served.append(out is not None)
-            return out
-
-        engine.waiting_prefixes.lengths = spy
         its = []
         while (it := engine.step()) is not None:
             its.append((it.kind, it.end, tuple(it.admitted)))
         runs.append(its)
-        assert (len(served) > 50 and all(served)) if attach else not served
+        assert len(seen) > 50 and all(seen[1:])
     assert runs[0] == runs[1]
 
 

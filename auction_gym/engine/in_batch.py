@@ -14,8 +14,8 @@ them.
 Only the policies that sort by the set use it: in SGLang, `lpm` (and `hrrn`, not modelled) while it
 is cache-aware, i.e. not above its FCFS cut; `dfs-weight` computes the set and ignores it, and
 `fcfs` never computes it. Here the engine moves the set to the end of the policy's order
-(`ServingEngine._admit_from_queue`) where the policy's registry entry says `in_batch`
-(`auction_gym.scheduler.base.in_batch_applies`): `lpm` (not above its FCFS cut), as in SGLang, and
+(`ServingEngine._admit_from_queue`) where the policy declares it
+(`AdmissionPolicy.in_batch_deprioritizes`): `lpm` (not above its FCFS cut), as in SGLang, and
 of the policies SGLang does not have the cache-aware ones, k-LPM and the radix auction (without it
 the radix auction on the shared-prefix benchmark at 40k KV tokens keeps 0.52 of its prompts cached
 instead of 0.70; README, "The simulated engine"). `fcfs` and `dfs_weight` never apply it, as in

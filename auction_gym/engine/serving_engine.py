@@ -12,10 +12,11 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    `EngineConfig.output_room`, where SGLang clips the cap, is rejected with a reason instead).
 2. Prefill, if a chunked prefill is unfinished or the queue is not empty. A chunked request in
    flight goes first with its next chunk; then every waiting request's cached prefix is refreshed
-   in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the scheduler orders the queue (a
-   policy without money by `order`; an auction by `decide`, with the market's multipliers that
-   `step` was given (and the bidders' budgets left, to a design that reads them), and its
-   decision is returned on the iteration) and requests are taken in
+   in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the policy orders the queue
+   (`AdmissionPolicy.admit`, given the round as a `WaitingRound`: the queue, the cache, the
+   cached prefix lengths just refreshed, the market's multipliers and budgets left that `step`
+   was given, and how the queue changed; a decision comes back with the order of a policy that
+   decides rounds, and is returned on the iteration) and requests are taken in
    that order. Each matches its longest cached prefix (at most all but the last token,
    so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
    tokens plus its output reservation (`EngineConfig.reservation`, reservation.py) plus a page
@@ -27,9 +28,9 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    tokens: with chunked prefill the request that does not fit whole computes a chunk (its
    finished chunks enter the cache, locked) and the batch ends; without it, the first request of
    a batch is exempt and a later one that does not fit stops admission. Under the policies whose
-   registry entry says `in_batch` (`lpm`, as in SGLang), a request that shares an uncached prefix
+   class declares `in_batch` (`lpm`, as in SGLang), a request that shares an uncached prefix
    with one ahead of it in the queue goes behind the others (SGLang's in-batch prefix sharing,
-   `in_batch.py`); under `lpm` and `dfs_weight` the queue keeps the order for the next round, as
+   `in_batch.py`); under `lpm` and `dfs_weight` (`sorts_in_place`) the queue keeps the order for the next round, as
    SGLang's in-place sorts leave its list. With `EngineConfig.priority_preemption`, a request met
    when the running batch is full may first preempt running requests of lower priority
    (preemption.py, SGLang's threshold rule); they wait again at the queue's end. After the
@@ -61,17 +62,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..policy import AdmissionPolicy, Decision, WaitingRound
 from ..radix_cache import RadixCache, TreeNode
+from ..registry import make_scheduler
 from ..request import Request
-from ..scheduler.base import (
-    Auction,
-    Decision,
-    Scheduler,
-    admission_order,
-    decision_priority,
-    in_batch_applies,
-    make_scheduler,
-)
+from ..scheduler.base import decision_priority
 from ..scheduler.waiting import WaitingPrefixes
 from .arrivals import Arrivals
 from .config import EngineConfig
@@ -135,20 +130,18 @@ class ServingEngine(Replay):
     slots, and what a retraction frees (`_release`).
 
     Args:
-        scheduler: a `Scheduler` or an `Auction` (`auction_gym.scheduler.base`), or the name of one
-            (`auction_gym.scheduler.scheduler_names()`).
+        scheduler: an `AdmissionPolicy` (`auction_gym.policy`), or the name of one
+            (`auction_gym.scheduler_names()`).
         config: capacity limits, admission rules and cost model.
     """
 
-    def __init__(self, scheduler: Scheduler | Auction | str = "fcfs", config: EngineConfig | None = None) -> None:
-        self.scheduler = make_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
+    def __init__(self, scheduler: AdmissionPolicy | str = "fcfs", config: EngineConfig | None = None) -> None:
+        self.scheduler = make_scheduler(scheduler) if isinstance(scheduler, str) else AdmissionPolicy.adopt(scheduler)
         self.config = config or EngineConfig()
         self.cost = self.config.cost_model
         self.cache = RadixCache(page_size=self.config.page_size, eviction_policy=self.config.radix_eviction_policy)
         self.waiting_prefixes = WaitingPrefixes()
         """Keeps what waits warm in the cache's LRU order, every policy, every round (SGLang's rule)."""
-        if (attach := getattr(self.scheduler, "attach_waiting_prefixes", None)) is not None:
-            attach(self.waiting_prefixes)  # a scheduler that reads prefix lengths need not match again
         self.now = 0.0
         self.queue = WaitingQueue()
         self.running: list[Running] = []
@@ -210,7 +203,7 @@ class ServingEngine(Replay):
         `multipliers` (a market's, one per bidder) go to an auction's `decide`: request r bids
         multipliers[r.bidder] x urgency; without them (a replay) each request bids its own `bid`.
         `remaining` (a market's: each bidder's budget left, money) goes to a design that reads
-        budgets (`scheduler.admission_order`); None in a replay, where no budget binds."""
+        budgets (`WaitingRound.remaining`); None in a replay, where no budget binds."""
         rejected = self._let_in_arrivals()
         start, queue_len = self.now, len(self.queue.requests)
         if queue_len or self._chunked is not None:
@@ -400,26 +393,25 @@ class ServingEngine(Replay):
         """The round's admission order of the waiting queue (what waits refreshed in the cache
         first, SGLang's in-batch rule applied after) and the auction's decision it came from
         (None for a policy without money, which is asked for an order alone)."""
-        waiting = self.queue.requests
-        self.waiting_prefixes.refresh(waiting, cache, self.queue.take_changes())
-        held = self._in_batch_deprioritized(waiting)
-        order, decision = admission_order(self.scheduler, waiting, cache, multipliers, remaining)
+        waiting, prefixes = self.queue.requests, self.waiting_prefixes
+        changes = prefixes.refresh(waiting, cache, self.queue.take_changes())
+        round_ = WaitingRound(waiting, cache, multipliers, remaining, changes, prefixes.length_of)
+        held = self._in_batch_deprioritized(round_)
+        order, decision = self.scheduler.admit(round_)
         if len(order) != len(waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
         order = behind(order, waiting, held)
-        if getattr(self.scheduler, "sorts_in_place", False):
+        if self.scheduler.sorts_in_place:
             self.queue.reorder(order)  # SGLang's list keeps this order for the next round
         return order, decision
 
-    def _in_batch_deprioritized(self, waiting: list[Request]) -> set[int]:
+    def _in_batch_deprioritized(self, round_: WaitingRound) -> set[int]:
         """Ids of the waiting requests SGLang's in-batch prefix check puts behind the others this
-        round (`in_batch.py`): none when the config has the rule off or the scheduler declines it."""
-        cfg = self.config
-        if not cfg.in_batch_prefix_caching or not in_batch_applies(self.scheduler, len(waiting)):
+        round (`in_batch.py`): none when the config has the rule off or the policy declines it."""
+        cfg, waiting = self.config, round_.queue
+        if not cfg.in_batch_prefix_caching or not self.scheduler.in_batch_deprioritizes(len(waiting)):
             return set()
-        cached = self.waiting_prefixes.lengths(waiting, self.cache)
-        if cached is None:  # not the queue just refreshed (a subclass's own order of calls)
-            cached = [self.cache.prefix_len(r.tokens) for r in waiting]
+        cached = round_.prefix_lens
         threshold = cfg.in_batch_deprioritize_threshold
         return deprioritized(waiting, cached, lambda r: self.queue.head(r, threshold), cfg.in_batch_check_threshold)
 

@@ -30,7 +30,7 @@ class SimEngine(ServingEngine):
     """Simulated serving engine (see `ServingEngine` for scheduling, memory and cache).
 
     Args:
-        scheduler: a `Scheduler` or the name of one (`auction_gym.scheduler.scheduler_names()`).
+        scheduler: an `AdmissionPolicy` or the name of one (`auction_gym.scheduler_names()`).
         config: capacity limits and the cost model that times iterations.
     """
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..policy import Decision
 from ..radix_cache import TreeNode
 from ..request import Request
-from ..scheduler.base import Decision
 from .records import RequestRecord
 
 

@@ -13,9 +13,9 @@ from .._checks import check_count
 from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
 from ..mechanism.smith import check_tie_break
-from ..registry import AuctionClasses, get_mechanism, mechanism_names, resolve
+from ..policy import AdmissionPolicy
+from ..registry import AuctionClasses, get_mechanism, make_scheduler, mechanism_names, resolve
 from ..request import Request
-from ..scheduler import Auction, Scheduler, make_scheduler
 from ..workload import AgenticConfig, get_workload, workload_names
 
 MECHANISMS = mechanism_names()
@@ -277,7 +277,7 @@ class MarketConfig:
                 f"(workload_kwargs['rate']) at most {served:.3g}, raise engine_kwargs['max_running_requests'], "
                 f"or keep horizon <= {LONG_HORIZON}.")
 
-    def make_scheduler(self) -> Scheduler | Auction:
+    def make_scheduler(self) -> AdmissionPolicy:
         """The mechanism with the market's cost model (`make_scheduler`, the one factory): "service"
         is "tokens" with the service time as the per-request work."""
         if self.cost_model == "service":
@@ -291,12 +291,12 @@ class MarketConfig:
         """T, the rounds a budget is paced over: `budget_rounds`, or `horizon`."""
         return self.horizon if self.budget_rounds is None else self.budget_rounds
 
-    def make_engine(self, scheduler: Scheduler | Auction) -> ServingEngine:
+    def make_engine(self, scheduler: AdmissionPolicy) -> ServingEngine:
         engine_class = resolve(BACKENDS[self.backend])
         config = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         return engine_class(scheduler, config, **self.backend_kwargs)
 
-    def make_cluster(self, schedulers: Sequence[Scheduler | Auction]) -> ClusterEngine:
+    def make_cluster(self, schedulers: Sequence[AdmissionPolicy]) -> ClusterEngine:
         """`replicas` engines, one per scheduler, behind the router."""
         engines = [self.make_engine(s) for s in schedulers]
         return ClusterEngine(engines, make_router(self.router, **self.router_kwargs))

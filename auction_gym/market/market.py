@@ -19,21 +19,21 @@ under "tokens" and "service" the cost model's seconds per prefill token.
 
 Invariants: spent_i <= budget_i; payments >= 0; bids of a bidder out of budget are 0.
 
-A round, call by call (a policy that decides rounds, `scheduler.Auction`; the others stop at step 2
+A round, call by call (a policy that decides rounds, `AdmissionPolicy.decides`; the others stop at step 2
 and charge nothing):
 
 1. `Market.step` makes each bidder's multiplier for the round (0 for a bidder out of budget) and
    steps the engine with them and each bidder's budget left before the round (`_advance` ->
    `engine.step(multipliers, remaining)`) until an iteration admits a request.
-2. In each prefill iteration the engine asks its policy for the order of the waiting queue
-   (`scheduler.admission_order`): an auction's `decide(waiting, cache, multipliers)` bids
+2. In each prefill iteration the engine asks its policy for the order of the waiting queue,
+   `AdmissionPolicy.admit(round)`, the round a `WaitingRound` that carries the multipliers and
+   each bidder's budget left before the round: an auction's `decide_round` bids
    multipliers[bidder] x urgency for each request and returns the round it decided, an
    `AuctionRound` (the requests, their bids and cached prefix lengths, the allocation), whose
    `admission_order()` the engine admits from as memory allows. When the engine asks again after
    an iteration that admitted nothing (memory was short), the allocation is reused if those
-   inputs are unchanged. A design that reads budgets (`reads_budgets`: the service tiers) is
-   also given `remaining`, each bidder's budget left before the round, and bills no bidder more
-   than that in the round.
+   inputs are unchanged. A design that reads the budgets left (the service tiers) bills no bidder
+   more than that in the round.
 3. The engine returns that round on the iteration that admitted from it (`Iteration.decision`;
    with `replicas` > 1 the replica that admitted decided it).
 4. `Market._charge` reads that value and nothing else: its `charges(admitted, per_bidder,
@@ -60,7 +60,7 @@ from typing import Sequence
 import numpy as np
 
 from ..engine import Iteration, rejections
-from ..scheduler.base import Decision
+from ..policy import Decision
 from .config import MarketConfig
 from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
 
@@ -115,7 +115,7 @@ class RoundReport:
     decision: Decision | None = None
     """The round this step admitted from and charged for (`Iteration.decision`): an auction's
     `AuctionRound`, a posted-price design's or a priority order's `PostedRound`; None under the
-    policies that only order (`Scheduler.order`), and when nothing was admitted."""
+    policies that only order (`AdmissionPolicy.order_round`), and when nothing was admitted."""
 
     @property
     def revenue(self) -> float:

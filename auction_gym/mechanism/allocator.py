@@ -1,9 +1,10 @@
 """The radix auction's allocator of an engine's rounds: one queue tree kept from round to round.
 
 `TreeAllocator` holds one `IncrementalQueueTree` (incremental_tree.py) and brings it to each round's
-queue by the changes the engine reports (the requests that joined and left the queue since the
-refresh the tree last followed, and those whose cached prefix was matched again:
-`WaitingPrefixes.delta_since`), or, when none are known, by comparing queues. The tree is fed each
+queue by the changes the engine passes with each round (the requests that joined and left the
+queue since the round before, and those whose cached prefix was matched again: a `QueueDelta`),
+those of the rounds decided without the tree (`skip`) combined, or, when they are not known, by
+comparing queues. The tree is fed each
 request's base bid, the bid before its bidder's multiplier: its urgency in a market's round (bids
 alpha_i x urgency), its own `bid` in a round without multipliers (an engine replay, where every
 multiplier is 1). A round of two requests or more is then decided over it:
@@ -28,13 +29,20 @@ Either kind of round may follow the other on one allocator: the requests whose b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
+from ..policy import QueueDelta
 from ..request import Request
-from ..scheduler.waiting import WaitingPrefixes
 from .base import Allocation
 from .factored import FactoredAllocation, factored_allocation
 from .incremental_tree import IncrementalQueueTree, queue_order
+
+if TYPE_CHECKING:
+    from .base import AuctionMechanism
+
+_KEPT_SKIPS = 64
+"""Rounds decided without the tree whose changes are kept for the next that uses it (beyond, it
+compares queues)."""
 
 
 @dataclass(eq=False)
@@ -58,6 +66,12 @@ class OrderedRound:
         position = {id(r): k for k, r in enumerate(self.requests)}
         return [position[id(r)] for r in self.admission]
 
+    def whole(self, pricing: AuctionMechanism) -> Allocation:
+        """The from-scratch allocation `pricing` builds of the same inputs, built once."""
+        if self.full is None:
+            self.full = pricing.allocate(self.requests, prefix_lens=self.prefix_lens, bids=self.bids)
+        return self.full
+
 
 class TreeAllocator:
     """Decides an engine's rounds over one queue tree kept across them; see the module docstring.
@@ -71,25 +85,34 @@ class TreeAllocator:
     def __init__(self, request_work: float, costed: bool, cache_ties: bool = False) -> None:
         self.request_work = request_work
         self._tree = IncrementalQueueTree(request_work, costed, cache_ties)
-        self._synced: int | None = None
-        """The refresh of the engine's queue (`WaitingPrefixes.serial`) the tree was last brought
-        to; None: not known to be one."""
+        self._following = False
+        """Whether the tree holds the queue of the last round (so that round's changes lead on)."""
+        self._skipped: list[QueueDelta] = []
+        """The changes of the rounds since the tree's, decided without it."""
+
+    def skip(self, changes: QueueDelta | None) -> None:
+        """A round decided without the tree (a lone request, or inputs unchanged): keep its
+        `changes` for the next round that uses it (None: not known, so that one compares queues)."""
+        if changes is None or not self._following or len(self._skipped) >= _KEPT_SKIPS:
+            self._following, self._skipped = False, []
+        else:
+            self._skipped.append(changes)
 
     def allocate(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
-        multipliers: Sequence[float] | None, refreshed: WaitingPrefixes | None,
+        multipliers: Sequence[float] | None, changes: QueueDelta | None,
     ) -> OrderedRound | FactoredAllocation:
         """The round over `requests` (two or more), whose `bids` (alpha x urgency with
         `multipliers`, one per bidder; the requests' own bids without) and cached `prefix_lens`
-        (None under "unit") the auction read; `refreshed`, the engine's refresh whose queue
-        `requests` is (None: not known to be). Raises ValueError on a bad bid or prompt, leaving
-        the tree as it was."""
+        (None under "unit") the auction read; `changes`, how the queue changed since the round
+        before (None: not known). Raises ValueError on a bad bid or prompt, leaving the tree as it was."""
         base = bids if multipliers is None else [r.urgency for r in requests]
         delta = None
-        if refreshed is not None and self._synced is not None:
-            delta = refreshed.delta_since(self._synced)
+        if changes is not None and self._following:
+            delta = QueueDelta.combine([*self._skipped, changes]) if self._skipped else changes
+        self._following, self._skipped = False, []
         root = self._tree.update(requests, base, prefix_lens, delta)
-        self._synced = None if refreshed is None else refreshed.serial
+        self._following = True
         if multipliers is None:
             return OrderedRound(requests, bids, prefix_lens, queue_order(root))
         return factored_allocation(root, requests, bids, prefix_lens, multipliers, self.request_work)

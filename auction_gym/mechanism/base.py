@@ -1,17 +1,17 @@
-"""What both auctions share: the cost-model settings, the face the engine calls (`decide`) and the
-round it returns (`AuctionRound`)."""
+"""What both auctions share: the cost-model settings, the round the engine asks for (`decide_round`)
+and the value it returns (`AuctionRound`)."""
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
+from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
 from ..radix_cache import RadixCache
 from ..request import Request
-from ..scheduler.base import round_bids
 from ..scheduler.prefix_matcher import PrefixMatcher
-from ..scheduler.waiting import WaitingPrefixes
 from .outcome import AuctionOutcome
 from .queue_tree import TokenMemo, cached_prefix_lengths
 from .smith import check_tie_break
@@ -30,22 +30,39 @@ class Allocation(Protocol):
     """C_r per position in `requests`."""
     cost: float
     """sum_r b_r C_r in `order` (= -welfare)."""
+    admission: list[Request]
+    """`requests` in `order`."""
+
+    def whole(self, pricing: AuctionMechanism) -> Allocation:
+        """The allocation the payments read: itself, or for a round ordered without its payments'
+        inputs, the one `pricing` builds from scratch (once)."""
+        ...
+
+
+_warned: set[str] = set()
+
+
+def _deprecated(name: str, instead: str) -> None:
+    """A DeprecationWarning for `name`, once per process."""
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"{name} is deprecated: {instead}", DeprecationWarning, stacklevel=3)
 
 
 @dataclass(eq=False, slots=True)
-class AuctionRound:
+class AuctionRound(Decision):
     """What `AuctionMechanism.decide` decided in one round: its inputs, its allocation, and on first
     use its payments and outcome. The engine returns it on the `Iteration` that admitted from it
     (`Iteration.decision`), so the market prices the round from this value after the engine has
     admitted (docs/design.md section 2). Payments are in the cost model's units (see
     `AuctionOutcome`).
 
-    It holds the auction that decided it (which prices it); the auction holds no round, so the two
-    close no reference cycle and a finished episode is freed by reference counting.
+    It holds its pricing rule (`AuctionMechanism.pricing`: an auction of the same class and
+    settings that decides no rounds), never the auction that decided it, whose state moves on.
     """
 
-    auction: AuctionMechanism = field(repr=False)
-    """The auction that decided it (and prices it)."""
+    pricing: AuctionMechanism = field(repr=False)
+    """The pricing rule: `payments` and `outcome` of the allocation."""
     requests: list[Request]
     """The waiting queue as the engine passed it. Held here, so none of these objects is freed and
     replaced by another while the record is kept (requests compare by identity)."""
@@ -62,7 +79,13 @@ class AuctionRound:
 
     def admission_order(self) -> list[Request]:
         """The requests, first = admitted first (a new list)."""
-        return [] if self.allocation is None else self.auction.admission(self.allocation)
+        return [] if self.allocation is None else list(self.allocation.admission)
+
+    @property
+    def auction(self) -> AuctionMechanism:
+        """Deprecated name of `pricing`."""
+        _deprecated("AuctionRound.auction", "use AuctionRound.pricing")
+        return self.pricing
 
     @property
     def queued(self) -> dict[int, int]:
@@ -76,7 +99,7 @@ class AuctionRound:
         """Order, all payments, welfare and completion times of the round."""
         if self._outcome_cache is None:
             alloc = self.allocation
-            self._outcome_cache = AuctionOutcome() if alloc is None else self.auction.outcome(alloc)
+            self._outcome_cache = AuctionOutcome() if alloc is None else self.pricing.outcome(alloc)
         return self._outcome_cache
 
     def charges(
@@ -103,12 +126,12 @@ class AuctionRound:
         if self._outcome_cache is not None or self.allocation is None:
             payments = self.outcome.payments
             return {i: payments.get(i, 0.0) for i in bidders}
-        return self.auction.payments(self.allocation, bidders)
+        return self.pricing.payments(self.allocation, bidders)
 
 
-class AuctionMechanism:
-    """Base of the auctions: `run` decides and prices a one-off round, `decide` is the face the
-    engine calls in each admission round.
+class AuctionMechanism(AdmissionPolicy):
+    """Base of the auctions: `run` decides and prices a one-off round, `decide_round` decides the
+    engine's admission rounds (`decide` one outside an engine).
 
     A subclass defines `allocate` (the order and its costs) and `payments` (VCG payments of some or
     all bidders from an allocation), so a round can price only the bidders it charges.
@@ -125,6 +148,9 @@ class AuctionMechanism:
     """
 
     name = ""
+    decides = True
+    charges = True
+    is_auction = True
 
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0,
                  tie_break: str = "cached_prefix") -> None:
@@ -133,18 +159,30 @@ class AuctionMechanism:
         self.cache_ties = check_tie_break(tie_break) and cost_model != "unit"
         """Whether ties go by cached prefix: "unit" reads no cache, so its ties stay by id."""
         self._memo = TokenMemo()
-        # `decide`'s cached prefix lengths, kept up to date from round to round under
-        # "tokens" (re-matching only the requests a cache change can affect).
+        # `decide`'s cached prefix lengths outside an engine, kept up to date from round to round
+        # under "tokens" (re-matching only the requests a cache change can affect).
         self._matcher = PrefixMatcher(whole_prompt=True)
-        self._waiting: WaitingPrefixes | None = None
+        self._lent: Any = None  # what `attach_waiting_prefixes` lent, and its refresh last read
+        self._lent_serial: int | None = None
         # The inputs and allocation of the round last decided, for an engine that asks again
-        # with the same inputs; not the round itself, which holds this auction (no cycle).
+        # with the same inputs.
         self._last: tuple[list[Request], list[float], list[int] | None, Allocation | None] | None = None
+        self._pricing: AuctionMechanism | None = None
 
-    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
-        """Read the queue's cached prefix lengths from the engine's `WaitingPrefixes` (see
-        `Scheduler`), matching the queue itself only when they are not for this round."""
-        self._waiting = prefixes
+    @property
+    def pricing(self) -> AuctionMechanism:
+        """The rule that prices this auction's rounds: an auction of the same class and settings
+        that decides none (so a round priced later reads nothing this one changed since)."""
+        if self._pricing is None:
+            self._pricing = type(self)(self.cost_model, self.request_overhead, self.tie_break)
+        return self._pricing
+
+    def attach_waiting_prefixes(self, prefixes: Any) -> None:
+        """Deprecated: an engine passes the round's cached lengths and changes with the round
+        (`decide_round`). `decide` outside an engine reads them from `prefixes` (`lengths(queue,
+        cache)`, `serial`, `delta_since(serial)`) when they are for its queue."""
+        _deprecated("AuctionMechanism.attach_waiting_prefixes", "the engine passes a WaitingRound to decide_round")
+        self._lent, self._lent_serial = prefixes, None
 
     @property
     def request_work(self) -> float:
@@ -163,20 +201,18 @@ class AuctionMechanism:
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
-        multipliers: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
+        multipliers: Sequence[float] | None = None, changes: QueueDelta | None = None,
     ) -> Allocation:
-        """`decide`'s allocation of a non-empty queue, whose `bids` and cached `prefix_lens` (None
+        """A round's allocation of a non-empty queue, whose `bids` and cached `prefix_lens` (None
         under "unit") it read this round, and `multipliers` those the bids were made with (None:
-        the requests' own bids); `refreshed`, the engine's refresh whose queue `requests` is and
-        whose lengths `prefix_lens` are (None: not known to be), whose changes a subclass may
-        follow instead of comparing queues: `allocate`, unless a subclass has a faster way to the
-        same order."""
+        the requests' own bids); `changes`, how the queue changed since the round before (None: not
+        known), which a subclass may follow instead of comparing queues: `allocate`, unless a
+        subclass has a faster way to the same order."""
         return self.allocate(requests, cached=cache, prefix_lens=prefix_lens, bids=bids)
 
-    def admission(self, alloc: Allocation) -> list[Request]:
-        """`alloc`'s requests in its order (a new list)."""
-        requests = alloc.requests
-        return [requests[r] for r in alloc.order]
+    def _skip(self, changes: QueueDelta | None) -> None:
+        """A round decided without `_decide` (an empty queue, or inputs unchanged), whose `changes`
+        a subclass that follows the queue keeps for its next round."""
 
     def _prefix_lens(
         self, tokens: Sequence, cached: Cached, prefix_lens: Sequence[int] | None
@@ -212,37 +248,63 @@ class AuctionMechanism:
             completion={req.id: c for req, c in zip(requests, alloc.completion)},
         )
 
-    def decide(
-        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
-    ) -> AuctionRound:
-        """Decide the engine's admission round over `queue` with `cache` as the cached set, and
-        return it (the admission order is `admission_order()`). With `multipliers` (a market's:
-        one per bidder), request r bids multipliers[r.bidder] x r.urgency (`scheduler.base.round_bids`); without,
-        its own `bid`. The round is priced on demand, from the record (`AuctionRound.payments`),
-        not from the cache, which the engine changes as it admits.
+    def decide_round(self, round: WaitingRound) -> AuctionRound:
+        """Decide the engine's admission round over `round.queue` with `round.cache` as the cached
+        set, and return it (the admission order is `admission_order()`). With multipliers (a
+        market's: one per bidder), request r bids multipliers[r.bidder] x r.urgency (`round_bids`);
+        without, its own `bid`. The round is priced on demand, from the record
+        (`AuctionRound.payments`), not from the cache, which the engine changes as it admits."""
+        requests = list(round.queue)
+        bids = round_bids(requests, round.multipliers)
+        costed = self.cost_model == "tokens" and requests
+        lens, changes = (round.prefix_lens, round.changes) if costed else (None, None)
+        return self._round(requests, bids, lens, round.cache, round.multipliers, changes)
 
-        An engine asks again after a round that admitted nothing (memory was short); when the
-        round's inputs are unchanged (`AuctionRound.decided_from`) the allocation is reused:
-        nothing else decides it."""
+    def decide(
+        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None,
+        remaining: Sequence[float] | None = None,
+    ) -> AuctionRound:
+        """`decide_round` outside an engine: the queue's cached prefix lengths matched here,
+        incrementally from call to call (or read from what `attach_waiting_prefixes` lent)."""
         requests = list(queue)
         bids = round_bids(requests, multipliers)
-        lens = refreshed = None
+        lens = changes = None
         if self.cost_model == "tokens" and requests:
-            if self._waiting is not None:  # the engine's refresh has matched this queue already
-                # `queue` itself, not the copy: asked for the same list (by the engine's in-batch
-                # check first), it answers from that call instead of passing the queue again.
-                lens = self._waiting.lengths(queue, cache)
-                refreshed = self._waiting if lens is not None else None
+            lens, changes = self._lent_round(queue, cache)
             if lens is None:
-                match = self._matcher.update(requests, cache)  # kept incrementally from round to round
+                match = self._matcher.update(requests, cache)
                 lens = [match[r.id][0] for r in requests]
+        return self._round(requests, bids, lens, cache, multipliers, changes)
+
+    def _lent_round(self, queue: Sequence[Request], cache: RadixCache) -> tuple[list[int] | None, QueueDelta | None]:
+        """The lengths and the changes since the last call that the lent refreshes give for
+        `queue` ((None, None) when nothing was lent or they are not for this queue)."""
+        lent, since = self._lent, self._lent_serial
+        lens = None if lent is None else lent.lengths(queue, cache)
+        if lens is None:
+            self._lent_serial = None
+            return None, None
+        self._lent_serial = lent.serial
+        return lens, None if since is None else lent.delta_since(since)
+
+    def _round(
+        self, requests: list[Request], bids: list[float], lens: list[int] | None, cache: RadixCache,
+        multipliers: Sequence[float] | None, changes: QueueDelta | None,
+    ) -> AuctionRound:
+        """The round over `requests`. An engine asks again after a round that admitted nothing
+        (memory was short); when the round's inputs are unchanged the allocation is reused."""
         last = self._last
         if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
             allocation = last[3]
-        else:
-            allocation = self._decide(requests, bids, lens, cache, multipliers, refreshed) if requests else None
+            self._skip(changes)
+        elif requests:
+            allocation = self._decide(requests, bids, lens, cache, multipliers, changes)
             self._last = requests, bids, lens, allocation
-        return AuctionRound(self, requests, bids, lens, allocation)
+        else:
+            allocation = None
+            self._skip(changes)
+            self._last = requests, bids, lens, allocation
+        return AuctionRound(self.pricing, requests, bids, lens, allocation)
 
     def __repr__(self) -> str:
         return (

@@ -112,6 +112,10 @@ class FactoredAllocation:
             self._completion = completion_times(tree, self.order, self.request_work)
         return self._completion
 
+    def whole(self, pricing: object) -> FactoredAllocation:
+        """Itself: it holds what the payments read."""
+        return self
+
     def own_cost(self, bidder: int) -> float:
         """sum b_r C_r over `bidder`'s requests: F_B + S_B x start_B over its leaves."""
         if self._start is None:

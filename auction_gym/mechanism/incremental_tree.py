@@ -44,8 +44,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..policy import QueueDelta
 from ..request import Request
-from ..scheduler.waiting import QueueDelta
 from .queue_tree import common_prefix_len
 from .smith import SortKey, block_key, tie_value
 from .validation import validate_requests
@@ -198,7 +198,7 @@ class IncrementalQueueTree:
         The difference from the last round is found in passes that run in C (maps, set
         operations, list comparisons); Python steps are spent per changed request only. With
         `delta`, how `requests` differ from the queue of the last update and their cached lengths
-        (the engine's `WaitingPrefixes.delta_since`, the caller's guarantee), only the bids are
+        (the round's `WaitingRound.changes`, the caller's guarantee), only the bids are
         compared over the queue (a caller may change any of them in any round); a waiting
         request's prompt is then taken to stay as it joined, as the engine's prefix matching
         takes it."""

@@ -13,10 +13,10 @@ times. Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v
 d_v the number of blocks at v; O(n) prefix_len walks of the cache under "tokens". The constant
 matters as much: the auction runs at every admission round on queues of a few to a few dozen
 requests, so each step is one pass over plain lists, and sort keys are made once per block.
-As the engine's scheduler (`decide`) the auction decides a round of two requests or more with its
+As the engine's policy (`decide_round`) the auction decides a round of two requests or more with its
 `TreeAllocator` instead (allocator.py): one tree kept across rounds (incremental_tree.py: work
 proportional to what changed, plus a few passes in C over the queue), in base bids (urgencies in a
-market, the requests' own bids without multipliers). A market's round (`decide` with multipliers:
+market, the requests' own bids without multipliers). A market's round (multipliers:
 bids alpha_i x urgency) re-sorts only the nodes that mix bidders (factored.py) and is priced from
 that allocation, which agrees with this module's to rounding; a round without multipliers reads
 the tree's order, this module's bit for bit, and is built from scratch here, once, if it is priced.
@@ -64,9 +64,9 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ..policy import QueueDelta
 from ..radix_cache import RadixCache
 from ..request import Request
-from ..scheduler.waiting import WaitingPrefixes
 from .allocator import OrderedRound, TreeAllocator
 from .base import AuctionMechanism, Cached
 from .factored import FactoredAllocation
@@ -123,6 +123,16 @@ class RadixAllocation:
         """sum b_r C_r over `bidder`'s requests."""
         return sum([b * c for r, b, c in zip(self.requests, self.bids, self.completion) if r.bidder == bidder])
 
+    @property
+    def admission(self) -> list[Request]:
+        """The requests in the chosen order."""
+        requests = self.requests
+        return [requests[r] for r in self.order]
+
+    def whole(self, pricing: AuctionMechanism) -> RadixAllocation:
+        """Itself: it holds what the payments read."""
+        return self
+
 
 Decided = RadixAllocation | OrderedRound | FactoredAllocation
 """What `RadixTreeAuction` decides a round with."""
@@ -139,13 +149,15 @@ class RadixTreeAuction(AuctionMechanism):
     """
 
     name = "radix_vcg"
+    in_batch = True
+    """SGLang's in-batch prefix check applies: the order is cache-aware, as `lpm`'s is."""
 
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0,
                  tie_break: str = "cached_prefix") -> None:
         super().__init__(cost_model, request_overhead, tie_break)
         self._allocator = TreeAllocator(self.request_work, costed=self.cost_model == "tokens",
                                         cache_ties=self.cache_ties)
-        """`decide`'s rounds of two requests or more (allocator.py)."""
+        """The engine's rounds of two requests or more (allocator.py)."""
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
@@ -171,29 +183,24 @@ class RadixTreeAuction(AuctionMechanism):
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
-        multipliers: Sequence[float] | None = None, refreshed: WaitingPrefixes | None = None,
+        multipliers: Sequence[float] | None = None, changes: QueueDelta | None = None,
     ) -> Decided:
         """A round of two requests or more: the allocator's (allocator.py). A lone request:
         itself, its allocation built on first use."""
         if len(requests) > 1:
-            return self._allocator.allocate(requests, bids, prefix_lens, multipliers, refreshed)
+            return self._allocator.allocate(requests, bids, prefix_lens, multipliers, changes)
         # Nothing to order (over half the rounds of the default scenario).
+        self._allocator.skip(changes)
         validate_requests(requests, self._memo.held)
         check_bids(requests, bids)  # the round's bid, which in a market is not the request's
         return OrderedRound(requests, bids, prefix_lens, list(requests))
 
-    def admission(self, alloc: Decided) -> list[Request]:
-        if isinstance(alloc, (OrderedRound, FactoredAllocation)):
-            return list(alloc.admission)
-        return super().admission(alloc)
+    def _skip(self, changes: QueueDelta | None) -> None:
+        self._allocator.skip(changes)
 
     def full(self, alloc: Decided) -> RadixAllocation | FactoredAllocation:
         """The allocation the payments read (an `OrderedRound`'s built from scratch, once)."""
-        if not isinstance(alloc, OrderedRound):
-            return alloc
-        if alloc.full is None:
-            alloc.full = self.allocate(alloc.requests, prefix_lens=alloc.prefix_lens, bids=alloc.bids)
-        return alloc.full
+        return alloc.whole(self)
 
     def outcome(self, alloc: Decided) -> AuctionOutcome:
         return super().outcome(self.full(alloc))

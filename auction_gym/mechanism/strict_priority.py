@@ -62,6 +62,16 @@ class StrictAllocation:
     request_work: float
     memo: TokenMemo | None = field(default=None, repr=False)
 
+    @property
+    def admission(self) -> list[Request]:
+        """The requests in the strict order."""
+        requests = self.requests
+        return [requests[r] for r in self.order]
+
+    def whole(self, pricing: object) -> StrictAllocation:
+        """Itself: it holds what the payments read."""
+        return self
+
     @cached_property
     def tree(self) -> QueueTree | None:
         """The queue's radix tree under "tokens"; None under "unit"."""

@@ -17,16 +17,13 @@ which `RoundReport.decision` carries: that is the price path (`radix-auction mar
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
-from ..radix_cache import RadixCache
-from ..request import Request
-from ..scheduler.base import round_bids
+from ..policy import AdmissionPolicy, WaitingRound, round_bids
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
 
 
-class CongestionPricing:
+class CongestionPricing(AdmissionPolicy):
     """A priority price that follows load; see the module docstring.
 
     Args:
@@ -38,6 +35,7 @@ class CongestionPricing:
     """
 
     name = "congestion"
+    decides = True
     charges = True
 
     def __init__(
@@ -59,13 +57,11 @@ class CongestionPricing:
         self.seconds_per_request = float(seconds_per_request)
         self._priority: dict[int, bool] = {}  # request id -> whether it bought priority, while it waits
 
-    def decide(
-        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
-    ) -> PostedRound:
+    def decide_round(self, round: WaitingRound) -> PostedRound:
         """The round at this round's price: new requests choose, priority first, bills for the
         paying priority requests; then the price moves for the next round."""
-        price = self.price
-        bids = round_bids(queue, multipliers)
+        price, queue = self.price, round.queue
+        bids = round_bids(queue, round.multipliers)
         held, self._priority = self._priority, {}
         paying = sum(1 for r, b in zip(queue, bids) if b > 0 and r.id in held)  # ahead in standard
         bought = sum(1 for r, b in zip(queue, bids) if b > 0 and held.get(r.id))  # ahead in priority

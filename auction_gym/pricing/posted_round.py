@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from ..policy import Decision
 from ..request import Request
 
 
 @dataclass(eq=False, slots=True)
-class PostedRound:
+class PostedRound(Decision):
     """One admission round of a posted-price design (the `Decision` the engine hands back on
     `Iteration.decision`): the order, and what each request pays if it is admitted from it.
 

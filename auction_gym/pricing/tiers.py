@@ -22,7 +22,7 @@ and pays for it if its bidder bids again before it is admitted. Payment: the tie
 request's prompt tokens, its bill, charged in the round that admits it (`PostedRound.charges`).
 
 Budgets (a market's rounds: `decide` is given `remaining`, each bidder's budget left before the
-round, as it is given the multipliers; `reads_budgets`). A bidder that cannot pay a tier takes a
+round, `WaitingRound.remaining`, as it is given the multipliers). A bidder that cannot pay a tier takes a
 cheaper one it can pay, and one that can pay none is served unpaid, as above. Precisely:
 
 1. A request buys its tier by the best response among the tiers whose bill its bidder's budget
@@ -49,11 +49,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..radix_cache import RadixCache
+from ..policy import AdmissionPolicy, WaitingRound, round_bids
 from ..request import Request
-from ..scheduler.base import round_bids
-from ..scheduler.cached_lengths import CachedLengths
-from ..scheduler.waiting import WaitingPrefixes
 from .posted_round import PostedRound
 
 TIER_RATIOS: dict[str, float] = {"flex": 0.5, "standard": 1.0, "priority": 1.8}
@@ -94,7 +91,7 @@ def best_tier(
     return best
 
 
-class ServiceTiers:
+class ServiceTiers(AdmissionPolicy):
     """Fixed-price service tiers; see the module docstring.
 
     Args:
@@ -105,8 +102,8 @@ class ServiceTiers:
     """
 
     name = "tiers"
+    decides = True
     charges = True
-    reads_budgets = True
 
     def __init__(
         self, base_price: float = BASE_PRICE, ratios: Sequence[float] = tuple(TIER_RATIOS.values()),
@@ -121,24 +118,17 @@ class ServiceTiers:
             raise ValueError(f"seconds_per_request must be finite and > 0, got {seconds_per_request!r}")
         self.inside, self.seconds_per_request = inside, float(seconds_per_request)
         self._tier: dict[int, int] = {}  # request id -> the tier it bought, while it waits
-        self._lengths = CachedLengths()
 
-    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
-        """Read cached lengths from the engine's refresh (`Scheduler`); used under inside="lpm"."""
-        self._lengths.attach(prefixes)
-
-    def decide(
-        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None,
-        remaining: Sequence[float] | None = None,
-    ) -> PostedRound:
+    def decide_round(self, round: WaitingRound) -> PostedRound:
         """The round over `queue`: new requests buy their tiers, each bidder's budget left
         (`remaining`, one per bidder; None: no budget binds) steps down what it cannot cover, then
         tiers high to low, each in its inside order; bills for the paying requests."""
-        bids = round_bids(queue, multipliers)
+        queue, remaining = round.queue, round.remaining
+        bids = round_bids(queue, round.multipliers)
         tiers, ahead = self._buy(queue, bids, remaining)
         rank = list(range(len(queue)))
         if self.inside == "lpm":
-            negated = [-n for n in self._lengths.lengths(queue, cache)]
+            negated = [-n for n in round.prefix_lens]
             rank.sort(key=negated.__getitem__)
         paying = [tiers[i] if bids[i] > 0 else -1 for i in range(len(queue))]
         if remaining is not None:

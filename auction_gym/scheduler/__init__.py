@@ -1,7 +1,11 @@
-"""Admission-order policies without money, and the interfaces the engine calls (a `Scheduler`'s
-`order`, an `Auction`'s `decide`); the auctions are in `auction_gym.mechanism`."""
+"""Admission orders without money (FCFS, the cache-aware ones, the priority orders that read the
+bids), and what keeps the waiting requests' prefixes warm; the interface is `auction_gym.policy`,
+the auctions are in `auction_gym.mechanism`, the posted-price designs in `auction_gym.pricing`."""
 
-from .base import Auction, Decision, Scheduler, admission_order, fcfs_key, make_scheduler, scheduler_names
+from typing import Any
+
+from . import base
+from .base import Decision, admission_order, fcfs_key, make_scheduler, scheduler_names
 from .dfs_weight import DFSWeight
 from .fcfs import FCFS
 from .klpm import KLPM
@@ -9,6 +13,10 @@ from .lpm import LPM
 from .waiting import WaitingPrefixes
 
 __all__ = [
-    "Auction", "DFSWeight", "Decision", "FCFS", "KLPM", "LPM", "Scheduler", "WaitingPrefixes", "admission_order",
-    "fcfs_key", "make_scheduler", "scheduler_names",
+    "DFSWeight", "Decision", "FCFS", "KLPM", "LPM", "WaitingPrefixes", "admission_order", "fcfs_key",
+    "make_scheduler", "scheduler_names",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    return base.__getattr__(name)  # the deprecated names (`Scheduler`, `Auction`), each warning once

@@ -13,14 +13,14 @@ last. Only the nodes on paths from those match points to the root are visited, n
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
 
-from ..radix_cache import RadixCache, TreeNode
+from ..policy import AdmissionPolicy, WaitingRound
+from ..radix_cache import TreeNode
 from ..request import Request
 from .prefix_matcher import PrefixMatcher
 
 
-class DFSWeight:
+class DFSWeight(AdmissionPolicy):
     name = "dfs_weight"
     sorts_in_place = True
     """SGLang reorders its waiting list in place: the next round starts from this round's order."""
@@ -28,7 +28,8 @@ class DFSWeight:
     def __init__(self) -> None:
         self._matcher = PrefixMatcher(split=True, whole_prompt=True)  # SGLang matches the whole prompt
 
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        queue, cache = round.queue, round.cache
         match = self._matcher.update(queue, cache)
         hanging: dict[TreeNode, list[Request]] = defaultdict(list)
         for r in queue:

@@ -16,13 +16,9 @@ replicas) is not simulated.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from .._checks import is_int
-from ..radix_cache import RadixCache
+from ..policy import AdmissionPolicy, WaitingRound
 from ..request import Request
-from .cached_lengths import CachedLengths
-from .waiting import WaitingPrefixes
 
 QUANTUM = 4096
 """Tokens of service a bidder's deficit gains per refill."""
@@ -33,7 +29,7 @@ def service(r: Request) -> int:
     return r.prompt_len + r.output_len
 
 
-class DLPM:
+class DLPM(AdmissionPolicy):
     """Deficit-based longest prefix match per bidder; see the module docstring.
 
     Args:
@@ -48,13 +44,9 @@ class DLPM:
         self.quantum = int(quantum)
         self.deficit: dict[int, float] = {}
         self._last: dict[int, Request] = {}  # the last round's queue by id
-        self._lengths = CachedLengths()
 
-    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
-        """Read cached lengths from the engine's refresh (`Scheduler`)."""
-        self._lengths.attach(prefixes)
-
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        queue = round.queue
         waiting = {r.id: r for r in queue}
         for rid, r in self._last.items():
             if rid not in waiting:  # admitted since the last round
@@ -63,7 +55,7 @@ class DLPM:
         bidders = {r.bidder for r in queue}
         self.deficit = {b: self.deficit.get(b, 0.0) for b in bidders}
         self._refill(self.deficit)
-        negated = [-n for n in self._lengths.lengths(queue, cache)]
+        negated = [-n for n in round.prefix_lens]
         lpm = [queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)]
         return self._drr(lpm, dict(self.deficit))
 

@@ -8,14 +8,12 @@ as it passed it.
 
 from __future__ import annotations
 
-from typing import Sequence
-
-from ..radix_cache import RadixCache
+from ..policy import AdmissionPolicy, WaitingRound
 from ..request import Request
 
 
-class FCFS:
+class FCFS(AdmissionPolicy):
     name = "fcfs"
 
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
-        return list(queue)
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        return list(round.queue)

@@ -14,10 +14,8 @@ cached prefix, ties by arrival (as `lpm`); matching does not refresh LRU times (
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from .._checks import check_count
-from ..radix_cache import RadixCache
+from ..policy import AdmissionPolicy, WaitingRound
 from ..request import Request
 from .base import fcfs_key
 from .prefix_matcher import PrefixMatcher
@@ -27,7 +25,7 @@ DEFAULT_K = 4
 paper sweeps k; pass another value as `make_scheduler("klpm", k=...)`."""
 
 
-class KLPM:
+class KLPM(AdmissionPolicy):
     """k-LPM; see the module docstring.
 
     Args:
@@ -35,6 +33,7 @@ class KLPM:
     """
 
     name = "klpm"
+    in_batch = True
 
     def __init__(self, k: int = DEFAULT_K) -> None:
         self.k = check_count("k", k)
@@ -42,7 +41,8 @@ class KLPM:
         self._phase = 0  # position in the cycle of the next admission: 0 = the oldest's turn
         self._last: set[int] = set()
 
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        queue, cache = round.queue, round.cache
         ids = {r.id for r in queue}
         self._phase = (self._phase + len(self._last - ids)) % self.k
         self._last = ids

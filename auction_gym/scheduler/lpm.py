@@ -13,25 +13,21 @@ switches to its `fcfs` branch whenever more than 128 requests wait (`len(queue) 
 applies to its `hrrn`, not to `dfs-weight`), which leaves the list as the last sort left it:
 `make_scheduler("lpm", fcfs_above=128)` does that (`SGLANG_FCFS_ABOVE` names the 128). Matching does
 not refresh LRU times (see `prefix_matcher`); keeping what waits warm is `WaitingPrefixes`'s job,
-whose lengths the engine lends (`attach_waiting_prefixes`), so a round costs one sort of the queue
+whose lengths the engine passes with the round (`WaitingRound.prefix_lens`), so a round costs one sort of the queue
 (nearly sorted already: Timsort's O(n) case), not a match of every waiting request.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from .._checks import is_int
-from ..radix_cache import RadixCache
+from ..policy import AdmissionPolicy, WaitingRound
 from ..request import Request
-from .prefix_matcher import PrefixMatcher
-from .waiting import WaitingPrefixes
 
 SGLANG_FCFS_ABOVE = 128
 """SGLang's `WAITING_QUEUE_PREFIX_MATCH_MAX`: its `lpm` orders FCFS when more requests than this wait."""
 
 
-class LPM:
+class LPM(AdmissionPolicy):
     """Longest prefix match first; see the module docstring.
 
     Args:
@@ -47,26 +43,17 @@ class LPM:
         if fcfs_above is not None and not (is_int(fcfs_above) and fcfs_above >= 0):
             raise ValueError(f"fcfs_above must be None or an int >= 0, got {fcfs_above!r}")
         self.fcfs_above = None if fcfs_above is None else int(fcfs_above)
-        self._matcher = PrefixMatcher(whole_prompt=True)
-        self._prefixes: WaitingPrefixes | None = None
-
-    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
-        """Read the queue's cached lengths from the engine's `WaitingPrefixes` (see `Scheduler`)."""
-        self._prefixes = prefixes
 
     def in_batch_deprioritizes(self, waiting: int) -> bool:
         """Whether SGLang's in-batch prefix check reorders a queue of `waiting` requests: yes, as
         SGLang's `lpm` sorts by it, unless above the FCFS cut (where SGLang's policy is `fcfs`)."""
         return self._matches(waiting)
 
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        queue = round.queue
         if not self._matches(len(queue)):
             return list(queue)  # SGLang's `fcfs` branch: no match, no sort
-        lengths = self._prefixes.lengths(queue, cache) if self._prefixes is not None else None
-        if lengths is None:
-            match = self._matcher.update(queue, cache)
-            lengths = [match[r.id][0] for r in queue]
-        negated = [-n for n in lengths]
+        negated = [-n for n in round.prefix_lens]
         return [queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)]  # stable
 
     def _matches(self, waiting: int) -> bool:

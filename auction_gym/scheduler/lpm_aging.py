@@ -11,19 +11,15 @@ request is then passed over at most about (longest match / tokens_per_pass) roun
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from .._checks import is_int
-from ..radix_cache import RadixCache
+from ..policy import AdmissionPolicy, WaitingRound
 from ..request import Request
-from .cached_lengths import CachedLengths
-from .waiting import WaitingPrefixes
 
 TOKENS_PER_PASS = 256
 """The default aging (SGLang's PR defaults to 0, plain `lpm`, which is "lpm" here)."""
 
 
-class LPMAging:
+class LPMAging(AdmissionPolicy):
     """LPM with aging; see the module docstring.
 
     Args:
@@ -31,21 +27,18 @@ class LPMAging:
     """
 
     name = "lpm_aging"
+    in_batch = True
 
     def __init__(self, tokens_per_pass: int = TOKENS_PER_PASS) -> None:
         if not (is_int(tokens_per_pass) and tokens_per_pass >= 1):
             raise ValueError(f"tokens_per_pass must be an int >= 1, got {tokens_per_pass!r}")
         self.tokens_per_pass = int(tokens_per_pass)
         self._passes: dict[int, int] = {}  # request id -> rounds it has waited
-        self._lengths = CachedLengths()
 
-    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
-        """Read cached lengths from the engine's refresh (`Scheduler`)."""
-        self._lengths.attach(prefixes)
-
-    def order(self, queue: Sequence[Request], cache: RadixCache) -> list[Request]:
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        queue = round.queue
         held = self._passes
         self._passes = passes = {r.id: held.get(r.id, -1) + 1 for r in queue}  # 0 in its first round
         step = self.tokens_per_pass
-        negated = [-(n + step * passes[r.id]) for r, n in zip(queue, self._lengths.lengths(queue, cache))]
+        negated = [-(n + step * passes[r.id]) for r, n in zip(queue, round.prefix_lens)]
         return [queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)]

@@ -4,7 +4,7 @@
 `fcfs` policy (`schedule_policy.py`: the waiting list sorted by priority, then arrival; larger
 values first, its default without `--schedule-low-priority-values-first`). SGLang allows priority
 only with `fcfs` or `lof`, never with `lpm` (server-argument validation). Each round's decision
-carries every waiting request's priority (`PostedRound.priorities`), which the engine's rules read:
+carries every waiting request's priority (`PriorityRound.priorities`), which the engine's rules read:
 its preemption of a running request by a waiting one whose priority exceeds it by more than the
 threshold (`EngineConfig.priority_preemption`) and its `priority` radix eviction
 (`EngineConfig.radix_eviction_policy`). With both off (the defaults) this is SGLang with
@@ -16,7 +16,7 @@ threshold (`EngineConfig.priority_preemption`) and its `priority` radix eviction
 A request's priority is an integer made from its bid (`priority_level`): in a market the bid is its
 bidder's multiplier x its urgency, so a request's priority is what its bidder says it is worth per
 second; in a replay, its own `bid`. Neither design charges: the round it decides
-(`PostedRound`, no bills) charges nothing.
+(`PriorityRound`) charges nothing.
 """
 
 from __future__ import annotations
@@ -26,12 +26,8 @@ from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import Sequence
 
-from ..pricing.posted_round import PostedRound
-from ..radix_cache import RadixCache
+from ..policy import AdmissionPolicy, PriorityRound, WaitingRound, round_bids
 from ..request import Request
-from .base import round_bids
-from .cached_lengths import CachedLengths
-from .waiting import WaitingPrefixes
 
 LEVELS_PER_DECADE = 10
 """Priority levels per factor 10 of bid: SGLang's default preemption threshold of 10 is then a
@@ -49,7 +45,7 @@ def priority_level(bid: float) -> int:
     return max(LOWEST, round(LEVELS_PER_DECADE * math.log10(bid)))
 
 
-class SGLangPriority:
+class SGLangPriority(AdmissionPolicy):
     """Priority, then first come, first served; see the module docstring.
 
     Args:
@@ -60,21 +56,20 @@ class SGLangPriority:
     """
 
     name = "sglang_priority"
-    charges = False
+    decides = True
 
     def __init__(self, max_priority: int | None = None) -> None:
         if max_priority is not None and (not isinstance(max_priority, int) or max_priority < LOWEST):
             raise ValueError(f"max_priority must be an int >= {LOWEST} or None, got {max_priority!r}")
         self.max_priority = max_priority
 
-    def decide(
-        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
-    ) -> PostedRound:
+    def decide_round(self, round: WaitingRound) -> PriorityRound:
         """The round over `queue`: higher priority first, the queue's order (FCFS) inside one."""
-        levels = self._levels(queue, multipliers)
+        queue = round.queue
+        levels = self._levels(queue, round.multipliers)
         # A stable sort, reversed: equal priorities keep the queue's order.
         order = [queue[i] for i in sorted(range(len(queue)), key=levels.__getitem__, reverse=True)]
-        return PostedRound(order, priorities=RoundPriorities(queue, levels))
+        return PriorityRound(order, RoundPriorities(queue, levels))
 
     def _levels(self, queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
         """Each request's priority in the round (`priority_level` of its bid, at most `max_priority`)."""
@@ -92,25 +87,18 @@ class QoSLPM(SGLangPriority):
 
     def __init__(self, max_priority: int | None = None) -> None:
         super().__init__(max_priority)
-        self._lengths = CachedLengths()
 
-    def attach_waiting_prefixes(self, prefixes: WaitingPrefixes) -> None:
-        """Read cached lengths from the engine's refresh (`Scheduler`)."""
-        self._lengths.attach(prefixes)
-
-    def decide(
-        self, queue: Sequence[Request], cache: RadixCache, multipliers: Sequence[float] | None = None
-    ) -> PostedRound:
+    def decide_round(self, round: WaitingRound) -> PriorityRound:
         """The round over `queue`: by (-priority, -cached prefix, queue position)."""
-        levels = self._levels(queue, multipliers)
-        lengths = self._lengths.lengths(queue, cache)
-        key = [(-p, -n) for p, n in zip(levels, lengths)]
+        queue = round.queue
+        levels = self._levels(queue, round.multipliers)
+        key = [(-p, -n) for p, n in zip(levels, round.prefix_lens)]
         order = [queue[i] for i in sorted(range(len(queue)), key=key.__getitem__)]
-        return PostedRound(order, priorities=RoundPriorities(queue, levels))
+        return PriorityRound(order, RoundPriorities(queue, levels))
 
 
 class RoundPriorities(Mapping):
-    """Request id -> priority in one round (`PostedRound.priorities`), its table built on the first
+    """Request id -> priority in one round (`PriorityRound.priorities`), its table built on the first
     lookup: the engine reads a round's priorities only with its priority rules on, and building
     the table for every round of a long queue would cost a tenth of a replay under `sglang_priority`."""
 

@@ -18,10 +18,11 @@ arrival), which is the queue's order when, as in the engine, the queue is kept f
 served and new arrivals are appended.
 
 The engine hands each refresh what joined and left its queue since the last one
-(`WaitingQueue.take_changes`), so the refresh compares no queues; each refresh's changes, with the
-requests whose match was redone, are kept for the last refreshes (`_KEPT_DELTAS`), from which
-`delta_since` tells a structure kept over the queue (the radix auction's tree) how the queue
-changed since the refresh it last followed.
+(`WaitingQueue.take_changes`), so the refresh compares no queues; each refresh returns how the
+queue changed since the one before (a `QueueDelta`: what joined, what left, whose match was redone,
+and every waiting request's cached prefix length), which the engine passes to its policy with the
+round (`auction_gym.policy.WaitingRound`). A structure kept over the queue (the radix auction's
+tree) that skipped rounds combines the deltas it was given (`QueueDelta.combine`).
 
 What remains different from SGLang 0.5.23: its stamps follow its queue list, which after a sort is the
 previous round's admission order with new arrivals appended (here: first come, first served); it
@@ -34,10 +35,10 @@ or given a later child's time since the round began counts from that later time 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Mapping, Sequence
 
+from ..policy import QueueDelta
 from ..radix_cache import RadixCache, TreeNode
 from ..request import Request
 from .base import fcfs_key
@@ -47,22 +48,6 @@ _ID = attrgetter("id")
 _KEPT_DELTAS = 64
 """Refreshes whose changes are kept for `WaitingPrefixes.delta_since` (a reader that fell further
 behind compares the whole queue instead)."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueueDelta:
-    """How the waiting queue of one refresh differs from an earlier one's, and the cached prefix
-    lengths of the later one: what a structure kept over the queue (the radix auction's tree)
-    needs to follow it without comparing the two queues."""
-
-    joined: list[Request]
-    """Requests waiting now that did not then."""
-    left: list[Request]
-    """Requests that waited then and do not now."""
-    rematched: list[Request]
-    """Requests waiting at both whose cached prefix was matched again since (its length may differ)."""
-    length_of: Mapping[Request, int]
-    """Every waiting request's cached prefix length now (tokens)."""
 
 
 class WaitingPrefixes:
@@ -95,10 +80,12 @@ class WaitingPrefixes:
 
     def refresh(
         self, waiting: Sequence[Request], cache: RadixCache, changes: tuple[list[Request], set[Request]] | None = None,
-    ) -> None:
+    ) -> QueueDelta | None:
         """Mark where every request of `waiting` matches, and start the cache's round. `changes`,
         when given, is (joined, left): how `waiting` differs from the last refresh's queue (the
-        engine's `WaitingQueue.take_changes`), which spares comparing the two.
+        engine's `WaitingQueue.take_changes`), which spares comparing the two. Returns how the
+        queue changed since the last refresh, with every request's cached prefix length (None
+        after the cache changed: not known).
 
         Cost: O(requests whose match changed since the last call, x the path they re-walk), plus,
         without `changes`, the matcher's set operations over the queue; not a walk per waiting request.
@@ -128,12 +115,18 @@ class WaitingPrefixes:
         for rid, lower in self._matcher.splits.items():
             cache.stamp_in_round(lower, self._rank[rid])  # SGLang stamps the edge at that request's turn
         self._version = cache.version
+        return self.delta_since(self.serial - 1)
+
+    @property
+    def length_of(self) -> Mapping[Request, int]:
+        """Each request of the last refresh -> its longest cached prefix (whole prompt, tokens)."""
+        return self._matcher.length_of
 
     def lengths(self, queue: Sequence[Request], cache: RadixCache) -> list[int] | None:
         """Each request's longest cached prefix of its whole prompt (tokens), as `cache.prefix_len`
         gives it, when the last `refresh` was of exactly these requests in this cache, unchanged
         since; None otherwise. A scheduler the engine attached this to reads its queue's lengths
-        here instead of matching the queue again (`Scheduler` in `base.py`). Asked again in the same
+        here instead of matching the queue again. Asked again in the same
         round for the same list (the engine's in-batch check, then its policy), it answers from the
         first call, and the very list `refresh` was given is taken to hold what it held then: a
         list must not change in place between `refresh` and its last `lengths`."""
@@ -160,30 +153,12 @@ class WaitingPrefixes:
             return None
         if behind == 0:  # asked again after the same refresh
             return QueueDelta([], [], [], self._matcher.length_of)
+        length_of, deltas = self._matcher.length_of, self._deltas
         if behind == 1:  # the usual case: the reader followed every refresh
-            joined, left, rematched = self._deltas[-1]
-            return QueueDelta(joined, list(left), rematched, self._matcher.length_of)
-        joined_since: dict[Request, None] = {}
-        left_since: dict[Request, None] = {}
-        rematched_since: dict[Request, None] = {}
-        for k in range(len(self._deltas) - behind, len(self._deltas)):
-            joined, left, rematched = self._deltas[k]
-            for r in left:
-                rematched_since.pop(r, None)
-                if r in joined_since:  # joined and left in between: no change
-                    del joined_since[r]
-                else:
-                    left_since[r] = None
-            for r in joined:
-                if r in left_since:  # left and came back (retracted): waiting at both, matched again
-                    del left_since[r]
-                    rematched_since[r] = None
-                else:
-                    joined_since[r] = None
-            for r in rematched:
-                if r not in joined_since:
-                    rematched_since[r] = None
-        return QueueDelta(list(joined_since), list(left_since), list(rematched_since), self._matcher.length_of)
+            joined, left, rematched = deltas[-1]
+            return QueueDelta(joined, list(left), rematched, length_of)
+        return QueueDelta.combine([QueueDelta(deltas[k][0], list(deltas[k][1]), deltas[k][2], length_of)
+                                   for k in range(len(deltas) - behind, len(deltas))])
 
     def start(self, r: Request, limit: int) -> TreeNode | None:
         """A `start` for matching, in the cache last refreshed, the first `limit` tokens of `r`'s

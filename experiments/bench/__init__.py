@@ -86,6 +86,11 @@ BENCHES: tuple[Bench, ...] = (
           "Environment steps per second of RLlib PPO with 0, 1 and 2 env runners against SB3 PPO in one "
           "process, on compare's default scenario and PPO settings: sampling alone and whole training "
           "iterations.", "experiments.bench.rllib:table", requires=("ray",)),
+    Bench("instructions", "Instructions per step",
+          "Instructions per step counted by callgrind (a count a busy machine does not move): RadixAuction-v0 and "
+          "RadixAuction-v2 with seeded random actions, and the Mooncake sample replayed through the radix auction's "
+          "engine, each over a few hundred steps after a warm-up (valgrind runs about 50x slower).",
+          "experiments.bench.instructions:table"),
     Bench("torch_engine", "The torch engine",
           "The torch engine's kernels (tiny model, one thread on the CPU): prefill with 90% of the prompt cached "
           "against none cached, prefill tokens per second, decode steps of a batch.",

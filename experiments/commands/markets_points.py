@@ -125,7 +125,7 @@ def run_point(point: Point, seed: int) -> tuple[dict, list[float]]:
     while not market.done:
         report = market.step(play.multipliers(market))
         totals.add(report, market)
-        posted = getattr(report.decision, "prices", ())
+        posted = report.decision.prices if report.decision is not None else ()
         if len(posted) == 1:
             prices.append(posted[0])
     row = totals.row(market, kinds)
