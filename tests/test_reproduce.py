@@ -88,3 +88,13 @@ def test_parallel_tasks_give_the_same_rows():
     one, two = (run_sweep(tiny, 2, None, "tokens", progress=False, executor=Executor(j)) for j in (1, 2))
     assert len(one) == 2 * 2 * len(policies("tokens"))
     assert [repr(sorted(r.items())) for r in one] == [repr(sorted(r.items())) for r in two]
+
+
+def test_the_paper_policies_by_default_and_every_mechanism_on_request():
+    from auction_gym.registry import mechanism_names
+
+    tiny = Sweep({"agentic": SweepGrid((15_000,), (1.0,), {**AGENTIC, "duration": 4.0})})
+    paper = {r["policy"] for r in run_sweep(tiny, 1, None, "tokens", progress=False)}
+    every = {r["policy"] for r in run_sweep(tiny, 1, None, "tokens", progress=False, every=True)}
+    assert paper == {"fcfs", "lpm", "klpm", "dfs_weight", "strict_vcg", "radix_vcg", "radix_vcg/unit"}
+    assert every == {*mechanism_names(), "radix_vcg/unit"} and paper < every

@@ -4,8 +4,9 @@ share of its welfare gain that the radix-tree auction keeps.
     radix-auction reproduce [--quick] [--trace PATH] [--seeds K] [--cost-model tokens|unit] [--out results/]
                             [--jobs N] [--address local|auto|HOST:PORT]
 
-Every policy (fcfs, lpm, klpm, dfs_weight, strict_vcg, radix_vcg, and the radix auction under the
-other cost model, `radix_vcg/unit` by default) replays the same workloads (same seeds, so the same
+Every policy (the paper's, `PAPER_POLICIES`: fcfs, lpm, klpm, dfs_weight, strict_vcg, radix_vcg,
+and the radix auction under the other cost model, `radix_vcg/unit` by default; with
+`--every-mechanism` every registered mechanism) replays the same workloads (same seeds, so the same
 arrivals, prompts and bids) through the simulated engine, over a sweep of load and KV capacity,
 with truthful bids and unlimited budgets (the auctions' payments are charged as the market charges
 them, docs/design.md section 3). Workloads: every registered one with a `LoadSweep`
@@ -85,11 +86,17 @@ COLUMNS = (
 )
 
 
-def policies(cost_model: str) -> tuple[str, ...]:
-    """The sweep's policies: every registered mechanism (`auction_gym.registry`), then the radix
-    auction under the other cost model, named "radix_vcg/<model>"."""
+PAPER_POLICIES = ("fcfs", "lpm", "klpm", "dfs_weight", "strict_vcg", AUCTION)
+"""The policies the paper compares, the sweep's by default: the market designs it argues against
+are `radix-auction markets`' to compare."""
+
+
+def policies(cost_model: str, every: bool = False) -> tuple[str, ...]:
+    """The sweep's policies: the paper's (or, `every`, every registered mechanism,
+    `auction_gym.registry`), then the radix auction under the other cost model, named
+    "radix_vcg/<model>"."""
     other = next(m for m in COST_MODELS if m != cost_model)
-    return mechanism_names() + (f"{AUCTION}/{other}",)
+    return (mechanism_names() if every else PAPER_POLICIES) + (f"{AUCTION}/{other}",)
 
 
 CAPTURE_MIN_GAIN = 0.05
@@ -191,9 +198,9 @@ def _nothing(*_: object) -> None:
 
 
 def run_point(workload: str, kv: int, load: float, setting: float, seed: int, sweep: Sweep,
-              trace: Path | None, cost_model: str, tick: Callable[[], object] = _nothing) -> list[dict]:
-    """Every policy's row at one (workload, KV capacity, load, seed)."""
-    names = policies(cost_model)
+              trace: Path | None, cost_model: str, names: tuple[str, ...],
+              tick: Callable[[], object] = _nothing) -> list[dict]:
+    """Every row of the policies `names` at one (workload, KV capacity, load, seed)."""
     snapshots: list = []
     rows = []
     for policy in names:
@@ -213,7 +220,7 @@ def run_point(workload: str, kv: int, load: float, setting: float, seed: int, sw
 
 
 def run_task(workload: str, kv: int, seed: int, sweep: Sweep, trace: Path | None, cost_model: str,
-             tick: Callable[[], object] = _nothing) -> list[dict]:
+             names: tuple[str, ...], tick: Callable[[], object] = _nothing) -> list[dict]:
     """Every row of one (workload, KV capacity, seed): its capacity run, then every load and policy;
     `tick()` after each run."""
     loads = sweep.grids[workload].loads
@@ -226,7 +233,7 @@ def run_task(workload: str, kv: int, seed: int, sweep: Sweep, trace: Path | None
     for load in loads:
         rate = load * cap
         setting = natural / rate if scaled else rate
-        rows += run_point(workload, kv, load, setting, seed, sweep, trace, cost_model, tick)
+        rows += run_point(workload, kv, load, setting, seed, sweep, trace, cost_model, names, tick)
     saturated = {r["policy"]: r["throughput"] for r in rows if r["load"] == max(loads)}
     for row in rows:
         row["sustainable_throughput"] = saturated[row["policy"]]
@@ -235,8 +242,9 @@ def run_task(workload: str, kv: int, seed: int, sweep: Sweep, trace: Path | None
 
 def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "tokens",
               progress: bool = True, executor: Executor = Executor(),
-              on_task: Callable[[list[dict]], object] = _nothing) -> list[dict]:
-    """Every (workload, KV capacity, load, seed, policy) row; see the module docstring.
+              on_task: Callable[[list[dict]], object] = _nothing, every: bool = False) -> list[dict]:
+    """Every (workload, KV capacity, load, seed, policy) row, for the paper's policies or, `every`,
+    every registered one; see the module docstring.
 
     `on_task(rows)` gets each (workload, KV capacity, seed) task's rows as soon as it finishes. The
     tasks run where `executor` says (`experiments.executor`); every task is deterministic, so the
@@ -246,8 +254,9 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "t
 
     plans = [(workload, kv) for workload, grid in sweep.grids.items() for kv in grid.kv_capacities
              if trace is not None or workload not in sweep.traced()]
-    tasks = [(workload, kv, seed, sweep, trace, cost_model) for workload, kv in plans for seed in range(seeds)]
-    size = {w: len(sweep.grids[w].loads) * len(policies(cost_model)) + 1 for w, _ in plans}
+    names = policies(cost_model, every)
+    tasks = [(workload, kv, seed, sweep, trace, cost_model, names) for workload, kv in plans for seed in range(seeds)]
+    size = {w: len(sweep.grids[w].loads) * len(names) + 1 for w, _ in plans}
 
     with tqdm(total=sum(size[task[0]] for task in tasks), desc="reproduce", disable=not progress) as bar:
         if executor.inline:  # the bar moves after every replay, not every task
@@ -299,6 +308,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the auctions' completion model and the one model welfare is measured in "
                         "(default tokens, cache-aware); the radix auction under the other one is reported "
                         "beside it")
+    parser.add_argument("--every-mechanism", action="store_true",
+                        help=f"every registered mechanism, not only the paper's ({', '.join(PAPER_POLICIES)}): "
+                        "about twice the time; the market designs are compared by `radix-auction markets`")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -310,7 +322,8 @@ def run(args: argparse.Namespace) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "reproduce.csv"
     with csv_rows(path) as append:
-        rows = run_sweep(sweep, seeds, trace, args.cost_model, executor=executor, on_task=append)
+        rows = run_sweep(sweep, seeds, trace, args.cost_model, executor=executor, on_task=append,
+                         every=args.every_mechanism)
     write_csv(rows, path)  # the sweep's order, not the order tasks finished in
     print(write_report(rows, args.out, args.cost_model, made_by(args)))
     print(f"reproduce: {len(rows)} rows in {time.perf_counter() - started:.0f} s wall time ({executor.where()})")

@@ -95,8 +95,9 @@ def sustainable(rows: list[dict]) -> str:
 
 
 def policies_in(rows: list[dict]) -> tuple[str, ...]:
-    """The sweep's policies in table order."""
-    return mechanism_names() + (_alternative(rows),)
+    """The sweep's policies in table order (the registry's, then the other cost model's auction)."""
+    present = {r["policy"] for r in rows}
+    return tuple(n for n in mechanism_names() if n in present) + (_alternative(rows),)
 
 
 PANELS_PER_ROW = 4
