@@ -11,7 +11,7 @@ from X (or its closest surviving ancestor), not from the root.
 Matching does not refresh LRU times (`RadixCache.peek`; a split made by `split=True` gives both halves
 the clock's current time): ordering the queue is not serving it. SGLang's `lpm` and `dfs-weight`
 match with `match_prefix`, which does, so there the waiting requests' prefixes are kept warm by the
-ordering itself; here that is one rule for every policy, `waiting.WaitingPrefixes` (itself built on
+ordering itself; here that is one rule for every policy, `waiting_prefixes.WaitingPrefixes` (itself built on
 a matcher), so policies are compared under one eviction rule.
 """
 

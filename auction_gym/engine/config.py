@@ -119,7 +119,7 @@ class EngineConfig:
         """The most output (tokens) a request with a `prompt_len`-token prompt is budgeted for: the
         pool less the paged prompt, a page and a token, where SGLang clips `max_new_tokens`
         (`Scheduler.init_req_max_new_tokens`, `max_new_tokens_for_memory`), so that a request
-        alone in an empty pool passes the memory check (`AdmissionRules.fits`)."""
+        alone in an empty pool passes the memory check (`EngineRules.fits`, rules.py)."""
         return self.kv_capacity_tokens - self.paged(prompt_len) - self.page_size - 1
 
     def rejection(self, prompt_len: int, output_len: int) -> str | None:

@@ -19,9 +19,9 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    decides rounds, and is returned on the iteration) and requests are taken in
    that order. Each matches its longest cached prefix (at most all but the last token,
    so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
-   tokens plus its output reservation (`EngineConfig.reservation`, reservation.py) plus a page
+   tokens plus its output reservation (the engine's rule set, `EngineConfig.reservation`, rules.py) plus a page
    are strictly below the room (free + evictable - what is reserved - a page per admission
-   earlier in the round), SGLang's check (`AdmissionRules.fits`), and it is then allocated its uncached tokens,
+   earlier in the round), SGLang's check (`EngineRules.fits`), and it is then allocated its uncached tokens,
    evicting least-recently-used unlocked leaves. A chunked request's output is promised with its
    last chunk, not its first, as in SGLang (its first chunk's check counts it). Admission stops at the first request that does
    not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
@@ -316,7 +316,7 @@ class ServingEngine(Replay):
         remaining: Sequence[float] | None,
     ) -> tuple[Decision | None, list[int]]:
         """Admit waiting requests in the scheduler's order while they fit; `charged`: what the
-        round has taken beyond allocations and promises (`AdmissionRules.round_charge`). Returns
+        round has taken beyond allocations and promises (`EngineRules.round_charge`). Returns
         the auction's decision (None for a policy without money) and the ids of the running
         requests preempted."""
         cfg, cache, prefixes = self.config, self.cache, self.rules.waiting_prefixes
