@@ -7,7 +7,8 @@ each class declares, `AdmissionPolicy.charges` and `is_auction`: an auction is b
 market's cost model and charged VCG payments), the
 mechanism rows of `RadixAuctionEnv`'s docstring, and the policies of `radix-auction demo` and
 `reproduce`. Registration order is table order: the no-money baselines (FCFS, then the cache-aware
-ones, then the priority orders), the posted-price designs, then the auctions. To add one, see the README's "Extending" section.
+ones, then the priority orders), the posted-price designs, then the auctions. To add one, see
+docs/extending.md section 7 (7.1, a mechanism).
 
 Targets are "module:attr" strings imported on first use, so this module imports none of the
 policies (each imports the interface, `auction_gym.policy`, as this module does).

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from operator import attrgetter
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -136,3 +137,7 @@ class Request:
     @property
     def prompt_len(self) -> int:
         return self.tokens.size
+
+
+fcfs_key: Callable[[Request], tuple[float, int]] = attrgetter("arrival", "id")
+"""First come, first served; equal arrivals by id, so every order is deterministic."""

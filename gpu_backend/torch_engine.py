@@ -196,8 +196,7 @@ class TorchEngine(ServingEngine):
 
     def _execute_decode(self) -> tuple[int, float]:
         seqs = [self._seqs[run.request.id] for run in self.running]
-        if self.rules.sglang:  # decode slots are taken as produced (under "oracle", at admission)
-            self._make_free(len(seqs))
+        self._make_free(self.rules.decode_tokens(len(seqs)))  # none under "oracle": taken at admission
         new = self.pool.alloc(len(seqs))
         with self.timer as t:
             last = np.array([s.out[-1] for s in seqs])

@@ -10,7 +10,7 @@ import itertools
 from typing import Sequence
 
 from auction_gym import RadixCache, Request
-from auction_gym.scheduler import WaitingPrefixes
+from auction_gym.waiting_prefixes import WaitingPrefixes
 
 
 class SGLangLRU:

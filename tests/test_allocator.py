@@ -22,7 +22,7 @@ from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.allocator import OrderedRound
 from auction_gym.mechanism.factored import FactoredAllocation, factored_allocation
 from auction_gym.mechanism.radix_auction import RadixAllocation
-from auction_gym.scheduler.waiting import QueueDelta
+from auction_gym.policy import QueueDelta
 
 MODELS = [("tokens", 1.0), ("tokens", 0.0), ("unit", 1.0)]
 BIDDERS = 4

@@ -203,10 +203,11 @@ def test_every_example_of_the_extending_page_runs(index, monkeypatch):
     """Each checklist's example, as written, on copies of the registries it adds to."""
     from agents import learners
     from auction_gym import pacing
+    from auction_gym.engine import rules
 
     monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
     monkeypatch.setattr(workload_registry, "_ENTRIES", dict(workload_registry._ENTRIES))
-    in_place = [pacing.POLICIES, learners.LEARNERS, routers.ROUTERS]  # modules hold these dicts by name
+    in_place = [pacing.POLICIES, learners.LEARNERS, routers.ROUTERS, rules.RULES]  # modules hold these dicts by name
     before = [dict(table) for table in in_place]
     try:
         with warnings.catch_warnings():

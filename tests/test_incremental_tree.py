@@ -20,7 +20,7 @@ from auction_gym.mechanism.allocator import OrderedRound
 from auction_gym.mechanism.incremental_tree import IncrementalQueueTree, queue_order
 from auction_gym.mechanism.radix_auction import RadixAllocation
 from auction_gym.mechanism.smith import TIE_BREAKS
-from auction_gym.scheduler.waiting import QueueDelta
+from auction_gym.policy import QueueDelta
 from auction_gym.workload import iter_mooncake
 from auction_gym.workload.mooncake import SAMPLE_TRACE
 

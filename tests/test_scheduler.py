@@ -7,7 +7,7 @@ import pytest
 from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine, make_scheduler
-from auction_gym.scheduler.prefix_matcher import PrefixMatcher
+from auction_gym.prefix_matcher import PrefixMatcher
 
 
 def req(i: int, tokens, arrival: float = 0.0) -> Request:

@@ -9,7 +9,7 @@ from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.engine.queue import WaitingQueue
-from auction_gym.scheduler import WaitingPrefixes
+from auction_gym.waiting_prefixes import WaitingPrefixes
 
 
 def req(i: int, tokens, arrival: float = 0.0) -> Request:

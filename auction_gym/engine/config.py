@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from .._checks import check_count
 from ..radix_cache import EVICTION_POLICIES
 from .cost_model import CostModel
+from .rules import RULES
 
-RESERVATIONS = ("sglang", "oracle")
-"""How output memory is set aside (`EngineConfig.reservation`)."""
+RESERVATIONS = tuple(RULES)
+"""The built-in rule sets (`EngineConfig.reservation`; `rules.RULES` holds them and any added)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class EngineConfig:
     the next batches, its finished chunks entering the cache. None: off (the first request of a
     batch is admitted whole, however long, and later ones up to `max_prefill_tokens`)."""
     reservation: str = "sglang"
-    """"sglang": a request is admitted if memory holds its uncached prompt plus
+    """The engine's rule set (`rules.RULES`, built by `rules.rules_for`), named by how output
+    memory is set aside. "sglang": a request is admitted if memory holds its uncached prompt plus
     min(max_new_tokens - generated, clip_max_new_tokens), counting the running requests' remaining
     caps scaled by the adaptive new-token ratio; decode tokens are allocated as they are produced,
     and when a decode step does not fit, running requests are retracted (back to the waiting queue,
@@ -85,8 +87,8 @@ class EngineConfig:
             check_count("chunked_prefill_size", self.chunked_prefill_size, self.page_size)
             if self.max_prefill_tokens < self.page_size:  # a chunk must hold a page to make progress
                 raise ValueError(f"with chunked prefill, max_prefill_tokens must be >= page_size = {self.page_size}")
-        if self.reservation not in RESERVATIONS:
-            raise ValueError(f"reservation must be one of {', '.join(RESERVATIONS)}, got {self.reservation!r}")
+        if self.reservation not in RULES:
+            raise ValueError(f"reservation must be one of {', '.join(RULES)}, got {self.reservation!r}")
         lo, hi = self.min_new_token_ratio, self.init_new_token_ratio
         if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and 0 <= lo <= hi <= 1):
             raise ValueError(f"need 0 <= min_new_token_ratio <= init_new_token_ratio <= 1, got {lo!r}, {hi!r}")
@@ -117,7 +119,7 @@ class EngineConfig:
         """The most output (tokens) a request with a `prompt_len`-token prompt is budgeted for: the
         pool less the paged prompt, a page and a token, where SGLang clips `max_new_tokens`
         (`Scheduler.init_req_max_new_tokens`, `max_new_tokens_for_memory`), so that a request
-        alone in an empty pool passes the memory check (`AdmissionRules.fits`)."""
+        alone in an empty pool passes the memory check (`EngineRules.fits`, rules.py)."""
         return self.kv_capacity_tokens - self.paged(prompt_len) - self.page_size - 1
 
     def rejection(self, prompt_len: int, output_len: int) -> str | None:

@@ -28,8 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..request import Request
-from ..scheduler.base import fcfs_key
+from ..request import Request, fcfs_key
 from .in_batch import prompt_head
 
 

@@ -19,9 +19,9 @@ Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first whe
    decides rounds, and is returned on the iteration) and requests are taken in
    that order. Each matches its longest cached prefix (at most all but the last token,
    so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
-   tokens plus its output reservation (`EngineConfig.reservation`, reservation.py) plus a page
+   tokens plus its output reservation (the engine's rule set, `EngineConfig.reservation`, rules.py) plus a page
    are strictly below the room (free + evictable - what is reserved - a page per admission
-   earlier in the round), SGLang's check (`AdmissionRules.fits`), and it is then allocated its uncached tokens,
+   earlier in the round), SGLang's check (`EngineRules.fits`), and it is then allocated its uncached tokens,
    evicting least-recently-used unlocked leaves. A chunked request's output is promised with its
    last chunk, not its first, as in SGLang (its first chunk's check counts it). Admission stops at the first request that does
    not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
@@ -67,14 +67,14 @@ from ..radix_cache import RadixCache, TreeNode
 from ..registry import make_scheduler
 from ..request import Request
 from ..scheduler.base import decision_priority
-from ..scheduler.waiting import WaitingPrefixes
+from ..waiting_prefixes import WaitingPrefixes
 from .arrivals import Arrivals
 from .config import EngineConfig
 from .in_batch import behind, deprioritized
 from .preemption import preemption_victims
 from .queue import WaitingQueue
 from .records import Metrics, RequestRecord, summarize
-from .reservation import AdmissionRules, FutureOutput
+from .rules import EngineRules, rules_for
 from .state import Admission, Iteration, Running
 
 
@@ -133,15 +133,20 @@ class ServingEngine(Replay):
         scheduler: an `AdmissionPolicy` (`auction_gym.policy`), or the name of one
             (`auction_gym.scheduler_names()`).
         config: capacity limits, admission rules and cost model.
+        rules: the rule set it follows (`rules.EngineRules`); None: the one `config.reservation`
+            names (`rules.rules_for`).
     """
 
-    def __init__(self, scheduler: AdmissionPolicy | str = "fcfs", config: EngineConfig | None = None) -> None:
+    def __init__(
+        self, scheduler: AdmissionPolicy | str = "fcfs", config: EngineConfig | None = None,
+        rules: EngineRules | None = None,
+    ) -> None:
         self.scheduler = make_scheduler(scheduler) if isinstance(scheduler, str) else AdmissionPolicy.adopt(scheduler)
         self.config = config or EngineConfig()
         self.cost = self.config.cost_model
         self.cache = RadixCache(page_size=self.config.page_size, eviction_policy=self.config.radix_eviction_policy)
-        self.waiting_prefixes = WaitingPrefixes()
-        """Keeps what waits warm in the cache's LRU order, every policy, every round (SGLang's rule)."""
+        self.rules = rules or rules_for(self.config)
+        """What an admission budgets and checks, and what decode allocates (rules.py)."""
         self.now = 0.0
         self.queue = WaitingQueue()
         self.running: list[Running] = []
@@ -153,9 +158,6 @@ class ServingEngine(Replay):
         self._context = 0
         self.records: dict[int, RequestRecord] = {}
         self.reserved = 0
-        self.rules = AdmissionRules(self.config)
-        """What an admission budgets and checks (reservation.py)."""
-        self._future = FutureOutput(self.config)
         self._chunked: Admission | None = None
         self._promised = 0
         """Tokens promised but not allocated: the rest of the chunked request's prompt, and the
@@ -182,6 +184,11 @@ class ServingEngine(Replay):
         return [*self.queue.requests, *chunked, *(run.request for run in self.running)]
 
     @property
+    def waiting_prefixes(self) -> WaitingPrefixes:
+        """What keeps the waiting requests' prefixes warm (the rules', `EngineRules.waiting_prefixes`)."""
+        return self.rules.waiting_prefixes
+
+    @property
     def used_tokens(self) -> int:
         return self.cache.total_size + self.reserved
 
@@ -194,7 +201,7 @@ class ServingEngine(Replay):
     @property
     def new_token_ratio(self) -> float:
         """SGLang's adaptive share of their remaining cap that running requests are assumed to need."""
-        return self._future.ratio
+        return self.rules.new_token_ratio
 
     def step(
         self, multipliers: Sequence[float] | None = None, remaining: Sequence[float] | None = None
@@ -216,10 +223,10 @@ class ServingEngine(Replay):
                 return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, 1, resumed, [],
                                  0, decision, preempted)
         if self.running:
-            retracted = self._make_room() if self.rules.sglang else []
+            retracted = self._make_room()
             steps, finished = self._decode(retracted=bool(retracted))
             return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, [], retracted)
-        self._future.ratio = self._future.init  # SGLang resets the ratio when it idles
+        self.rules.idled()
         nxt = self.arrivals.next_time()
         if math.isinf(nxt):
             return None if not rejected else Iteration("idle", start, start, queue_len, rejected=rejected)
@@ -244,9 +251,8 @@ class ServingEngine(Replay):
 
     def _room(self) -> float:
         """Tokens a new admission may take: free + evictable, less what is promised to the
-        chunked request in flight and (under "sglang") to the running requests' output."""
-        room = self._free_and_evictable() - self._promised
-        return room - self._future.offset(self._steps) if self.rules.sglang else room
+        chunked request in flight and what the rules count for the running requests' output."""
+        return self.rules.room(self._free_and_evictable() - self._promised, self._steps)
 
     def _make_free(self, tokens: int) -> None:
         """Evict until `tokens` are free, or nothing evictable is left."""
@@ -310,10 +316,10 @@ class ServingEngine(Replay):
         remaining: Sequence[float] | None,
     ) -> tuple[Decision | None, list[int]]:
         """Admit waiting requests in the scheduler's order while they fit; `charged`: what the
-        round has taken beyond allocations and promises (`AdmissionRules.round_charge`). Returns
+        round has taken beyond allocations and promises (`EngineRules.round_charge`). Returns
         the auction's decision (None for a policy without money) and the ids of the running
         requests preempted."""
-        cfg, cache = self.config, self.cache
+        cfg, cache, prefixes = self.config, self.cache, self.rules.waiting_prefixes
         order, decision = self._order(cache, multipliers, remaining)
         priority = decision_priority(decision if cfg.reads_priorities else None)  # read only if a rule needs them
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
@@ -325,7 +331,7 @@ class ServingEngine(Replay):
                 break
             tokens = self.queue.tokens(r)
             generated = len(tokens) - r.prompt_len
-            match = cache.match_prefix(tokens[:-1], start=self.waiting_prefixes.start(r, len(tokens) - 1))
+            match = cache.match_prefix(tokens[:-1], start=prefixes.start(r, len(tokens) - 1))
             extend = len(tokens) - match.length
             end = len(tokens)
             if chunking and extend > budget:
@@ -335,13 +341,14 @@ class ServingEngine(Replay):
             elif not chunking and batch and self.config.paged(extend) >= budget:
                 break  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
             cap = self.rules.cap(r)
-            need = extend + self.rules.output_need(r, generated, cap)
+            output = self.rules.output_need(r, generated, cap)
+            need = extend + output
             cache.lock(match.last_node)
             if not self.rules.fits(need, self._room() - charged):
                 cache.unlock(match.last_node)
                 self._blocked = need
                 break
-            held = 0 if self.rules.sglang else need - extend  # "oracle" allocates the whole output now
+            held = self.rules.held(output)
             computed = end - match.length  # the admission's `extend`, without its property reads
             self._allocate(computed + held)
             output = self.rules.round_output(r, generated, cap) - held
@@ -384,8 +391,7 @@ class ServingEngine(Replay):
         """What preempting `run` returns to the admission room as SGLang counts it
         (`_get_running_request_total_token_offset`): its remaining output cap, clipped, times the
         new-token ratio (under "oracle", the output it holds and has not produced)."""
-        left = self.rules.output_need(run.request, run.generated(self._steps), run.cap)
-        return self._future.ratio * left if self.rules.sglang else left
+        return self.rules.gives_back(self.rules.output_need(run.request, run.generated(self._steps), run.cap))
 
     def _order(
         self, cache: RadixCache, multipliers: Sequence[float] | None, remaining: Sequence[float] | None
@@ -393,7 +399,7 @@ class ServingEngine(Replay):
         """The round's admission order of the waiting queue (what waits refreshed in the cache
         first, SGLang's in-batch rule applied after) and the auction's decision it came from
         (None for a policy without money, which is asked for an order alone)."""
-        waiting, prefixes = self.queue.requests, self.waiting_prefixes
+        waiting, prefixes = self.queue.requests, self.rules.waiting_prefixes
         changes = prefixes.refresh(waiting, cache, self.queue.take_changes())
         round_ = WaitingRound(waiting, cache, multipliers, remaining, changes, prefixes.length_of)
         held = self._in_batch_deprioritized(round_)
@@ -446,9 +452,7 @@ class ServingEngine(Replay):
         # Positional (done_at, held, first_step, emitted, cap): a class called with keywords builds a dict.
         run = Running(r, rec, node, self._steps + r.output_len - emitted, adm.end - node.depth + adm.held,
                       self._steps, emitted, cap, adm.priority, adm.joined)
-        if self.rules.sglang:
-            self._promised -= self.rules.round_output(r, adm.generated, cap)  # now counted with the running batch
-            self._future.add(r.id, cap - emitted, self._steps)
+        self._promised -= self.rules.joined(r, adm.generated, cap, emitted, self._steps)
         if not adm.generated:
             rec.first_token = self.now
         heapq.heappush(self._finishing, (run.done_at, r.id, run))
@@ -463,22 +467,22 @@ class ServingEngine(Replay):
 
     def _make_room(self) -> list[int]:
         """Retract running requests until the next decode step fits (SGLang's `retract_decode`):
-        fewest output tokens first, then longest prompt; at least one, never the last."""
-        if self._free_and_evictable() >= len(self.running):
+        fewest output tokens first, then longest prompt; at least one, never the last. None under
+        rules whose decode takes no memory."""
+        step_tokens = self.rules.decode_tokens
+        if self._free_and_evictable() >= step_tokens(len(self.running)):
             return []
         step = self._steps
         keep = sorted(self.running, key=lambda run: (run.generated(step), -run.request.prompt_len), reverse=True)
         retracted: list[int] = []
-        while len(keep) > 1 and (not retracted or self._free_and_evictable() < len(keep)):
+        while len(keep) > 1 and (not retracted or self._free_and_evictable() < step_tokens(len(keep))):
             run = keep.pop()
             self._retract(run, len(keep))
             retracted.append(run.request.id)
-        if self._free_and_evictable() < len(keep):
+        if self._free_and_evictable() < step_tokens(len(keep)):
             raise RuntimeError("a lone running request does not fit: kv_capacity_tokens admission check is wrong")
         self._forget(set(retracted))
-        emitted = sum(run.generated(step) for run in keep)
-        caps = sum(run.cap for run in keep)
-        self._future.ratio = min(1.0, (emitted + self.config.retract_decode_steps * len(keep)) / (caps + 1))
+        self.rules.retracted(sum(run.generated(step) for run in keep), sum(run.cap for run in keep), len(keep))
         return retracted
 
     def _forget(self, gone: set[int]) -> None:
@@ -488,14 +492,11 @@ class ServingEngine(Replay):
 
     def _retract(self, run: Running, still_running: int) -> None:
         """Send `run` back to the waiting queue, freeing what it holds outside the cache: a
-        retraction for memory (only under the "sglang" reservation) or a priority preemption.
+        retraction for memory (`_make_room`) or a priority preemption.
         `still_running`: the requests left in the batch, whose next steps SGLang frees room for at once."""
         r, step = run.request, self._steps
         generated = run.generated(step)
-        self.reserved -= run.held
-        if self.rules.sglang:  # decode tokens are allocated as produced; "oracle" holds them in `held`
-            self.reserved -= step - run.first_step
-            self._future.remove(r.id, step)
+        self.reserved -= run.held + self.rules.left(run, step, step)
         self._context -= r.prompt_len + generated
         self._release(run, generated)
         self.cache.unlock(run.node)
@@ -508,43 +509,27 @@ class ServingEngine(Replay):
     def _decode(self, retracted: bool) -> tuple[int, list[int]]:
         n = len(self.running)
         steps, seconds = self._execute_decode()
-        if self.rules.sglang:
-            # One eviction for every step's tokens: nothing touches the cache between steps, so it
-            # evicts what a step-by-step one would (an engine that holds real memory, such as the
-            # torch engine, frees each step's slots before running it).
-            self._allocate(steps * n)
-            # SGLang decays the ratio after every decode step but one that retracted (which set it).
-            self._future.decayed(steps - retracted)
+        # One eviction for every step's tokens: nothing touches the cache between steps, so it
+        # evicts what a step-by-step one would (an engine that holds real memory, such as the
+        # torch engine, frees each step's slots before running it).
+        self._allocate(steps * self.rules.decode_tokens(n))
+        # SGLang decays the ratio after every decode step but one that retracted (which set it).
+        self.rules.decoded(steps - retracted)
         self.now += seconds
         self._steps += steps
         self._context += steps * n
         return steps, self._retire(self._pop_finished())
 
     def _decode_limit(self) -> int:
-        """Most decode steps that may run at once: up to the first request to finish, and under
-        "sglang" while memory lasts and until the admission that failed on memory would fit."""
+        """Most decode steps that may run at once: up to the first request to finish, and as the
+        rules allow (`EngineRules.decode_limit`: under "sglang", while memory lasts and until the
+        admission that failed on memory would fit)."""
         steps = self._finishing[0][0] - self._steps
         if self._preemption_short:
             return 1  # the room grows as the ratio decays: the preemption may pass after any step
-        if not self.rules.sglang:
-            return steps
-        steps = min(steps, self._free_and_evictable() // len(self.running))
-        if self._blocked is not None and len(self.running) < self.config.max_running_requests:
-            steps = self._steps_until_fits(self._blocked, steps)
-        return steps
-
-    def _steps_until_fits(self, need: int, limit: int) -> int:
-        """Fewest decode steps (1..limit) after which a reservation of `need` tokens fits the
-        admission room, as the ratio decays and decode tokens are allocated; `limit` if never.
-        Exact unless a cap above `clip_max_new_tokens` falls under it meanwhile (then earlier)."""
-        f, n = self._future, len(self.running)
-        base = self._free_and_evictable() - self._promised
-        for t in range(1, limit + 1):
-            if self.rules.fits(need, base - n * t - f.offset_after(self._steps, t)):
-                return t
-            if f.ratio - t * f.decay <= f.floor:
-                return limit  # from here the room only shrinks, by n x (1 - floor) a step
-        return limit
+        n, free = len(self.running), self._free_and_evictable()
+        blocked = self._blocked if n < self.config.max_running_requests else None
+        return self.rules.decode_limit(steps, n, free, blocked, free - self._promised, self._steps)
 
     def _pop_finished(self) -> list[Running]:
         done = []
@@ -558,10 +543,7 @@ class ServingEngine(Replay):
         for run in done:
             r = run.request
             # The memory is released before the insert that fills it, so the insert fits.
-            self.reserved -= run.held
-            if self.rules.sglang:
-                self.reserved -= run.done_at - run.first_step
-                self._future.remove(r.id, self._steps)
+            self.reserved -= run.held + self.rules.left(run, run.done_at, self._steps)
             self._context -= r.prompt_len + r.output_len
             self._cache_finished(run)
             self._protect_prompt(run.node, r, run.priority)

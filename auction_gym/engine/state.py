@@ -57,7 +57,7 @@ class Admission:
     cached: int
     end: int
     cap: int
-    """The output cap as the engine budgets it (`AdmissionRules.cap`)."""
+    """The output cap as the engine budgets it (`EngineRules.cap`)."""
     generated: int = 0
     """Output tokens emitted before (a retracted request's); the prefill emits one more."""
     first: bool = True

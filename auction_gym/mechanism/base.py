@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
 from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
+from ..prefix_matcher import PrefixMatcher
 from ..radix_cache import RadixCache
 from ..request import Request
-from ..scheduler.prefix_matcher import PrefixMatcher
 from .outcome import AuctionOutcome
 from .queue_tree import TokenMemo, cached_prefix_lengths
 from .smith import check_tie_break

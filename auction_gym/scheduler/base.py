@@ -9,21 +9,17 @@ to them still runs (`AdmissionPolicy.adopt`).
 from __future__ import annotations
 
 import warnings
-from operator import attrgetter
 from typing import Any, Callable, Sequence
 
 from ..policy import AdmissionPolicy, Decision, WaitingRound, round_bids
 from ..radix_cache import RadixCache
 from ..registry import make_scheduler, scheduler_names
-from ..request import Request
+from ..request import Request, fcfs_key
 
 __all__ = [
     "Decision", "admission_order", "decision_priority", "fcfs_key", "in_batch_applies", "make_scheduler",
     "round_bids", "scheduler_names",
 ]
-
-fcfs_key: Callable[[Request], tuple[float, int]] = attrgetter("arrival", "id")
-"""First come, first served; equal arrivals by id, so every order is deterministic."""
 
 _RENAMED = {"Scheduler": AdmissionPolicy, "Auction": AdmissionPolicy}
 _warned: set[str] = set()

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..policy import AdmissionPolicy, WaitingRound
+from ..prefix_matcher import PrefixMatcher
 from ..radix_cache import TreeNode
 from ..request import Request
-from .prefix_matcher import PrefixMatcher
 
 
 class DFSWeight(AdmissionPolicy):

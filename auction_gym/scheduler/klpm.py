@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from .._checks import check_count
 from ..policy import AdmissionPolicy, WaitingRound
+from ..prefix_matcher import PrefixMatcher
 from ..request import Request
 from .base import fcfs_key
-from .prefix_matcher import PrefixMatcher
 
 DEFAULT_K = 4
 """Three LPM picks per FCFS pick: mostly cache-driven, with a bounded wait for cold prefixes. The

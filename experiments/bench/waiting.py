@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from auction_gym import RadixCache
-from auction_gym.scheduler import WaitingPrefixes
+from auction_gym.waiting_prefixes import WaitingPrefixes
 from auction_gym.workload import iter_mooncake
 
 from ..commands.reproduce_trace import FULL_TRACE_ENV, SLICE, full_trace
