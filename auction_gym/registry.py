@@ -6,7 +6,7 @@ and `AUCTIONS` (`auction_gym.market.config`), which of them charge and which are
 each class declares, `AdmissionPolicy.charges` and `is_auction`: an auction is built with the
 market's cost model and charged VCG payments), the
 mechanism rows of `RadixAuctionEnv`'s docstring, and the policies of `radix-auction demo` and
-`reproduce`. Registration order is table order: the no-money baselines (FCFS, then the cache-aware
+`reproduce --every-mechanism`. Registration order is table order: the no-money baselines (FCFS, then the cache-aware
 ones, then the priority orders), the posted-price designs, then the auctions. To add one, see
 docs/extending.md section 7 (7.1, a mechanism).
 

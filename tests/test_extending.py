@@ -112,7 +112,7 @@ def test_the_toys_run_through_reproduce_quick(toys, tmp_path, monkeypatch, capsy
     # Only the toy workload, so the sweep is small: its quick grid is 1 KV size x 2 loads.
     monkeypatch.setattr(workload_registry, "_ENTRIES", {"toy_chat": workload_registry._ENTRIES["toy_chat"]})
     monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
-    main(["reproduce", "--quick", "--seeds", "1", "--jobs", "1", "--out", str(tmp_path)])
+    main(["reproduce", "--quick", "--every-mechanism", "--seeds", "1", "--jobs", "1", "--out", str(tmp_path)])
     with (tmp_path / "reproduce.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert {(r["workload"], r["kv_capacity"], r["load"]) for r in rows} == {("toy_chat", "20000", "0.5"),
