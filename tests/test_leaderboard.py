@@ -38,7 +38,9 @@ def test_the_baseline_rows_rescore(board):
     for name in ("ogd", "best_fixed", "truthful", "ogd_tuned", "pid_tuned"):
         played = utilities(make_policy(rows[name]["policy"]), RESCORED, kwargs)
         np.testing.assert_allclose(played, rows[name]["utility"][0][:RESCORED], rtol=1e-9, err_msg=REBUILD)
-    constants = np.array([utilities(p, RESCORED, kwargs) for p in fixed_candidates().values()])
+    grid = rows["hindsight"]["settings"]["chosen_among"]
+    assert grid == list(fixed_candidates()) == rows["privileged"]["settings"]["chosen_among"]
+    constants = np.array([utilities(make_policy(spec), RESCORED, kwargs) for spec in grid])
     np.testing.assert_allclose(constants.max(axis=0), rows["hindsight"]["utility"][0][:RESCORED], rtol=1e-9,
                                err_msg=REBUILD)
     for k, stored in enumerate(rows["privileged"]["utility"][0][:RESCORED]):

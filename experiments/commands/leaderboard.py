@@ -57,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="score on the board's first N evaluation episodes only (default all; a quick look, "
                         "not a ranked row)")
     parser.add_argument("--env-kwargs", type=json_dict, default={},
-                        help=f"the action the submission plays in, as JSON of {', '.join(ACTING)} (never the market)")
+                        help=f"the action the submission plays in, as JSON of {', '.join(ACTING)} (never the market; "
+                        "default: a saved model's own, else the board's)")
     parser.add_argument("--recompute", action="store_true",
                         help="when the board was made on other code, replay its baselines on this code first")
     parser.add_argument("--build", action="store_true",
@@ -104,7 +105,7 @@ def baselines_board(args: argparse.Namespace, env_kwargs: dict[str, Any], tuning
           f"{eval_seed}..{eval_seed + episodes - 1} ({executor_of(args).where()})", flush=True)
     report = headroom(env_kwargs, tuning_episodes, episodes, eval_seed=eval_seed, executor=executor_of(args))
     print(f"baselines replayed in {time.perf_counter() - start:.0f} s", flush=True)
-    rows = lb.baseline_rows(report, tuning_episodes, eval_seed)
+    rows = lb.baseline_rows(report, env_kwargs, tuning_episodes, eval_seed)
     return lb.new_board(env_kwargs, rows, made_by(args), tuning_episodes, eval_seed, episodes)
 
 

@@ -28,8 +28,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from agents.baselines import CANDIDATES
 from agents.sb3 import ENV_ID
 from agents.stats import format_ci, mean_ci
+from auction_gym.market import MarketConfig
 from auction_gym.scenarios import DEFAULT_SCENARIO, scenario
 
 from ..provenance import code_hash, scenario_hash
@@ -116,17 +118,24 @@ def seed_range(first: int, count: int) -> list[int]:
     return [first, first + count - 1]
 
 
-def baseline_rows(report: Headroom, tuning_episodes: int, eval_seed: int) -> list[dict[str, Any]]:
-    """The board's baseline rows (`BASELINES`) from the headroom `report` of its scenario."""
+def baseline_rows(report: Headroom, env_kwargs: dict[str, Any], tuning_episodes: int,
+                  eval_seed: int) -> list[dict[str, Any]]:
+    """The board's baseline rows (`BASELINES`) from the headroom `report` of its scenario `env_kwargs`."""
     choices = {r["policy"]: r["choice"] for r in report.table}
     tuned = {"best_fixed", "ogd_tuned", "pid_tuned", "privileged"}
+    # The candidates each choice was made among: the grids of `agents.baselines`, which the code hash does not cover.
+    alpha_max = float(env_kwargs.get("alpha_max", MarketConfig.alpha_max))
+    constants = list(CANDIDATES["best_fixed"](alpha_max))
+    among = {"best_fixed": constants, "ogd_tuned": list(CANDIDATES["ogd_tuned"](alpha_max)),
+             "pid_tuned": list(CANDIDATES["pid_tuned"](alpha_max)), "privileged": constants, "hindsight": constants}
     rows = []
     for name in BASELINES:
         utility = report.utility[name]
         rows.append({"name": name, "kind": "bound" if name in BOUNDS else "baseline", "policy": choices[name],
                      "about": ROWS[name], "training_seeds": [], "training_steps": 0,
                      "tuning_seeds": seed_range(0, tuning_episodes) if name in tuned else None,
-                     "eval_seeds": seed_range(eval_seed, len(utility)), "settings": {},
+                     "eval_seeds": seed_range(eval_seed, len(utility)),
+                     "settings": {"chosen_among": among[name]} if name in among else {},
                      "utility": [[float(u) for u in utility]]})
     return rows
 
