@@ -12,6 +12,7 @@ import pytest
 
 from agents.baselines import fixed_candidates
 from agents.evaluation import evaluate
+from agents.stats import format_ci, mean_ci
 from auction_gym.pacing import make_policy
 from auction_gym.scenarios import scenario
 from experiments.cli import main
@@ -119,7 +120,7 @@ def test_submit_scores_a_builtin_policy_paired_with_the_stored_rows(small_board,
     row = next(line for line in out.splitlines() if line.startswith("| ") and "| fixed_0.5 | submitted |" in line)
     assert lb.table([{"name": "fixed_0.5", "kind": "submitted", "policy": "fixed:0.5", "training_seeds": [],
                       "training_steps": 0, "stats": expected}]).splitlines()[-1].split("|")[2:] == row.split("|")[2:]
-    assert f"fixed_0.5: score {lb.format_ci(*expected['score'])} (0 = ogd, 1 = hindsight)" in out
+    assert f"fixed_0.5: score {format_ci(*expected['score'])} (0 = ogd, 1 = hindsight)" in out
     assert len([line for line in out.splitlines() if line.startswith("| ")]) == len(small["rows"]) + 2
 
 
@@ -145,3 +146,19 @@ def test_submit_refuses_in_one_line(small_board, capsys, argv, message):
         main(["leaderboard", "--board", str(path), *argv])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_recompute_replays_a_stale_boards_baselines_on_this_code(board, tmp_path, capsys):
+    small = {**copy.deepcopy(board), "code_hash": "0" * 64, "eval_seeds": [1000, 1001], "tuning_seeds": [0, 0]}
+    for row in small["rows"]:
+        row["utility"] = [u[:2] for u in row["utility"]]
+    path = tmp_path / "leaderboard.json"
+    path.write_text(json.dumps(small))
+    main(["leaderboard", "--board", str(path), "--submit", "fixed:0.5", "--recompute", "--jobs", "1"])
+    out = capsys.readouterr().out
+    assert "STALE" in out and "replaying the baselines: tuning seeds 0..0, evaluation seeds 1000..1001" in out
+    replayed = {line.split("|")[2].strip(): line.split("|")[7].strip() for line in out.splitlines()
+                if line.startswith("| ") and "rank" not in line}
+    # The same code replays the same utilities on these episodes: the ogd row's mean is the stored one.
+    assert replayed["ogd"] == format_ci(*mean_ci(small["rows"][0]["utility"][0]))
+    assert "fixed_0.5" in replayed and json.loads(path.read_text())["code_hash"] == "0" * 64  # the file is left as is

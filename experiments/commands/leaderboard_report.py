@@ -184,9 +184,20 @@ def compare_header(compare_md: str) -> dict[str, Any]:
     missing = [key for key, match in found.items() if match is None]
     if missing:
         raise ValueError(f"compare.md does not say its {', '.join(missing)}: not a compare's report")
-    trained = dict(part.partition(" ")[::2] for part in found["trained"].group(1).split("; "))
+    trained = {algo: trained_steps(text) for algo, text in
+               (part.partition(" ")[::2] for part in found["trained"].group(1).split("; "))}
     return {"command": found["command"].group(1), "env_kwargs": json.loads(found["env_kwargs"].group(1)),
             "trained": trained, "root": Path(found["root"].group(1))}
+
+
+def trained_steps(text: str) -> int | str:
+    """The steps an algorithm's runs trained, from `compare_report.steps_text` ("61,440 steps (60,000
+    asked: ...)"): a number, or "low-high" when its seeds trained different counts."""
+    match = re.match(r"([\d,]+)(?:-([\d,]+))? steps", text)
+    if match is None:
+        raise ValueError(f"compare.md: cannot read the steps trained from {text!r}")
+    low, high = (int(g.replace(",", "")) for g in match.groups(match.group(1)))
+    return low if low == high else f"{low}-{high}"
 
 
 def compare_utilities(path: Path) -> tuple[dict[str, list[float]], int]:
@@ -251,8 +262,9 @@ def table(rows: list[dict[str, Any]], rank: bool = True) -> str:
 
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for place, r in ranked(rows, rank):
-        seeds = ",".join(map(str, r["training_seeds"])) or "-"
-        lines.append(f"| {place} | {r['name']} | {r['kind']} | {r['policy']} | {seeds} | {r['training_steps'] or '-'} | "
+        seeds, steps = ",".join(map(str, r["training_seeds"])) or "-", r["training_steps"]
+        steps = f"{steps:,}" if isinstance(steps, int) and steps else str(steps or "-")
+        lines.append(f"| {place} | {r['name']} | {r['kind']} | {r['policy']} | {seeds} | {steps} | "
                      + " | ".join(cell(r["stats"][s]) for s in STATS) + " |")
     return "\n".join(lines)
 
