@@ -170,10 +170,11 @@ def recomputed(args: argparse.Namespace, board: dict[str, Any]) -> dict[str, Any
 
 def submit(args: argparse.Namespace) -> None:
     board = lb.load(args.board)
+    reason = lb.stale(board)
+    if reason is not None and not args.recompute:
+        raise UsageError(reason)
     print(status(args.board, board))
-    if (reason := lb.stale(board)) is not None:
-        if not args.recompute:
-            raise UsageError(reason)
+    if reason is not None:
         board = recomputed(args, board)
     first, last = board["eval_seeds"]
     episodes = args.episodes or last - first + 1

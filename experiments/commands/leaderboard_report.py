@@ -68,7 +68,8 @@ def stale(board: dict[str, Any]) -> str | None:
     changed = [key for key in ("scenario_hash", "code_hash") if board[key] != now[key]]
     if not changed:
         return None
-    return (f"the leaderboard's {' and '.join(changed)} ({', '.join(board[k][:12] for k in changed)}) do not match "
+    verb = "does" if len(changed) == 1 else "do"
+    return (f"the leaderboard's {' and '.join(changed)} ({', '.join(board[k][:12] for k in changed)}) {verb} not match "
             f"the current code's ({', '.join(now[k][:12] for k in changed)}): give --recompute to replay its "
             "baselines on this code, or rebuild it (radix-auction leaderboard --build)")
 
