@@ -17,8 +17,9 @@ policy of your own against it. The board, its rows and statistics are
   its baselines on the running code first (a few minutes; its learned rows are left out).
 - `radix-auction leaderboard --build [--learned DIR ...]`: replay the baselines (the headroom
   report, tuning seeds 0..35, evaluation seeds 1000..1099) and write the board and its page;
-  `--learned DIR` adds a row per algorithm of a `radix-auction compare` run on the default scenario
-  and budget (DIR: its --out), and without `--build` adds them to the current board.
+  `--learned DIR` adds a row per algorithm of a `radix-auction compare` run on the board's scenario
+  and evaluation episodes (DIR: its --out; the committed rows came from one at its default budget),
+  and without `--build` adds them to the current board.
 """
 
 from __future__ import annotations
