@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("experiments.commands.evaluate", "evaluate a policy (built-in or saved zip) on fixed seeds"),
     "headroom": ("experiments.commands.headroom", "measure what pacing can gain in a scenario, before any training"),
     "compare": ("experiments.commands.compare", "train pacing agents and compare them with OGD, a PI pacer and tuned baselines"),
+    "leaderboard": ("experiments.commands.leaderboard",
+                    "the default scenario's leaderboard; score a policy of your own against it (--submit)"),
     "train-multi": ("experiments.commands.train_multi", "train every bidder at once with RLlib PPO (Ray; local or a cluster)"),
     "evaluate-multi": ("experiments.commands.evaluate_multi",
                        "evaluate learned populations against all-OGD and all-truthful markets"),

@@ -1,14 +1,18 @@
 """Where a results page came from: the machine, the date and the full command that made it, as the
 first lines of the Markdown pages `reproduce` and `cluster` write (the documentation site's results
-pages are those files)."""
+pages are those files); and the hashes that tie a result to its scenario and to the simulator's
+code (`scenario_hash`, `code_hash`), which the leaderboard records and checks."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 
 def machine() -> str:
@@ -51,3 +55,31 @@ def made_by(args: argparse.Namespace, when: datetime | None = None) -> str:
 def figure_links(paths: list[Path], page: Path) -> str:
     """Markdown images of `paths`, relative to the page's folder (where the command writes both)."""
     return "\n".join(f"![{p.stem.replace('_', ' ')}]({os.path.relpath(p, page.parent)})" for p in paths) + "\n"
+
+
+SIMULATOR_PACKAGE = Path(__file__).resolve().parent.parent / "auction_gym"
+"""The simulator's code that `code_hash` covers by default: the package `auction_gym` (the market,
+the engine, the workloads and their data, the envs and the built-in pacers). The evaluation loop
+(`agents.evaluation`) and the baselines' grids (`agents.baselines`) are outside it: the leaderboard's
+re-scoring test checks what they produce."""
+
+
+def code_hash(root: Path = SIMULATOR_PACKAGE) -> str:
+    """sha256 of every file under `root` (compiled `__pycache__` files left out), in the order of
+    their paths relative to `root`: each path and its content's sha256, so a renamed, added, removed
+    or edited file changes it, and where the package is installed does not."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(f"{path.relative_to(root).as_posix()}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n"
+                      .encode())
+    return digest.hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """`value` as canonical JSON: keys sorted, no spaces, so equal values give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def scenario_hash(env_id: str, env_kwargs: dict[str, Any]) -> str:
+    """sha256 of a scenario: the env id and its keyword arguments as `canonical_json`."""
+    return hashlib.sha256(canonical_json({"env_id": env_id, "env_kwargs": env_kwargs}).encode()).hexdigest()

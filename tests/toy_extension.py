@@ -1,5 +1,6 @@
-"""A newcomer's extension in a file of its own: two admission policies, a workload and a router.
-`test_extending.py` registers each with one registry entry and runs them.
+"""A newcomer's extension in a file of its own: two admission policies, a workload, a router and a
+pacing policy. `test_extending.py` registers each of the first four with one registry entry and runs
+them; `test_leaderboard.py` submits the pacing policy to the leaderboard as `toy_extension:HoldThePIPacer`.
 
 - `LastComeFirstServed`: the newest request first; no payments.
 - `ToyAuction`: strict priority by bid under another name; VCG payments (an `AuctionMechanism`:
@@ -11,6 +12,8 @@
   money per second of latency, value 10 x urgency; `output_len` tokens out.
 - `BidderAffinity`: a cluster router that sends each bidder's requests to one replica (bidder
   modulo replicas), so a bidder's system prompt is cached on one replica only.
+- `HoldThePIPacer`: a pacing policy with SB3's `predict` that always plays a = 0, which in the
+  default env's "residual" action is the tuned PI pacer itself.
 """
 
 from __future__ import annotations
@@ -59,3 +62,11 @@ class BidderAffinity:
 
     def route(self, request: Request, replicas: Sequence[object], now: float) -> int:
         return request.bidder % len(replicas)
+
+
+class HoldThePIPacer:
+    """Plays a = 0 every round: in the "residual" action, the tuned PI pacer's own multiplier."""
+
+    def predict(self, observation: np.ndarray, state: object = None, episode_start: np.ndarray | None = None,
+                deterministic: bool = True) -> tuple[np.ndarray, object]:
+        return np.zeros(1, dtype=np.float32), state
