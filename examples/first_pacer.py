@@ -1,6 +1,6 @@
 """Train a pacing agent with the project's tuned settings and compare it with the built-in pacers.
 
-    python examples/first_pacer.py            # about two minutes on 2 cores
+    python examples/first_pacer.py            # under a minute on 2 cores
 
 PPO on `RadixAuction-v2` (one learning bidder, the *focal bidder*, sets its bid multiplier each
 admission round against three OGD pacers), with the hyperparameters `radix-auction train` uses
