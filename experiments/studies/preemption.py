@@ -4,7 +4,7 @@
 
 `radix-auction markets`' shared-prefix point (SGLang's shared-prefix benchmark at load x 8
 requests/s on the market's engine: 60,000 KV tokens, 32 running slots), every bidder bidding its
-urgency with a budget it cannot spend (`--truthful`), run under `sglang_priority` three ways: the
+urgency with a budget it cannot spend (the "unlimited" level), run under `sglang_priority` three ways: the
 engine's priority rules off (SGLang with `--disable-priority-preemption` and LRU eviction), priority
 preemption on (threshold 10, SGLang's default: an urgent request, priority about 10, outranks
 by more than that a background one, about -17, nearly always, and an interactive one, about 0,
