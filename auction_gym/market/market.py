@@ -119,7 +119,7 @@ class RoundReport:
 
     @property
     def revenue(self) -> float:
-        return sum(self.payments.tolist(), 0.0)  # a handful of bidders: Python's sum beats numpy's call
+        return sum(self.payments.tolist(), 0.0)
 
 
 class Market:
@@ -176,8 +176,7 @@ class Market:
         """The episode's budgets and per-round targets rho = B / T (T: `MarketConfig.pacing_rounds`)."""
         self.budget = np.array(budgets)
         self.rho = self.budget / self.config.pacing_rounds
-        # Constant within an episode, and read every step: Python floats (a handful of bidders,
-        # where numpy's per-call overhead would outweigh the arithmetic; so is the bookkeeping below).
+        # Constant within an episode and read every step: kept as Python floats (hot path).
         self._budget = self.budget.tolist()
         self._rho = self.rho.tolist()
 
@@ -217,7 +216,7 @@ class Market:
         if self.done:
             raise RuntimeError("the episode is over; call reset(seed)")
         alpha = np.array(multipliers, dtype=np.float64)
-        if alpha.ndim != 1:  # flattened only when it is not flat already: a view is a call every step
+        if alpha.ndim != 1:
             alpha = alpha.reshape(-1)
         values = alpha.tolist()
         if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
@@ -226,8 +225,7 @@ class Market:
         spent = self.spent.tolist()
         alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
         remaining = [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
-        # Positional, with every default given: the dataclass's __init__ would call four default
-        # factories (payments and utility are replaced below).
+        # Positional, every default given (hot path); payments and utility are replaced below.
         report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
         while True:
             it = self._advance(alpha_now, remaining)
@@ -247,7 +245,7 @@ class Market:
         if report.admitted:
             self._charge(report, spent, payments)
             self.round += 1
-        # The round's arrays, one numpy call each (a list and an array for each was slower).
+        # The round's arrays, one numpy call each.
         report.payments = self.last_spend = np.array(payments)
         if any(payments):
             report.utility = np.array(utility) - report.payments
@@ -342,8 +340,7 @@ class Market:
     def observations(self) -> np.ndarray:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32: the features of
         `observation.FEATURES`, each clipped to [0, its bound]."""
-        # Built from Python floats: a handful of bidders, called every step, where a dozen small
-        # numpy operations would cost more than the values themselves.
+        # Built from Python floats: hot path, every step, for a handful of bidders.
         n, T = self.n, self.config.pacing_rounds
         count = [0] * n
         urgency = [0.0] * n
@@ -354,7 +351,7 @@ class Market:
             urgency[bidder] += r.urgency
         rounds, alpha_max, price, hit = max(self.round, 1), self.config.alpha_max, self.price_ema, self.hit_ema
         time_left, total_queue = max(T - self.round, 0) / T, math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)
-        flat: list[float] = []  # row after row: one flat array is made and clipped faster than rows
+        flat: list[float] = []  # row after row, made into one array
         for b, p, s, last, c, u, latency, ttft, a in zip(
             self._budget, self._rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,
             self._latency_ema, self._ttft_ema, self.alpha.tolist(),
@@ -365,7 +362,7 @@ class Market:
                 s / rounds / p,
                 math.log1p(last / p),
                 math.log1p(c / QUEUE_SCALE),
-                math.log1p(u / (c or 1)) / URGENCY_LOG_SCALE,  # max(c, 1), without the builtin's call
+                math.log1p(u / (c or 1)) / URGENCY_LOG_SCALE,  # max(c, 1)
                 total_queue,
                 price / p,
                 math.log1p(latency / LATENCY_SCALE),
@@ -373,9 +370,8 @@ class Market:
                 hit,
                 a / alpha_max,
             )
-        # Packed by struct, which converts Python floats at a fraction of numpy's cost per value
-        # (np.fromiter's or np.array's). Rounding to float32 before clipping to float32 bounds
-        # gives what clipping first would.
+        # Packed by struct (hot path). Rounding to float32 before clipping to float32 bounds gives
+        # what clipping first would.
         low, high = self._obs_bounds
         try:
             packed = np.frombuffer(self._pack_obs(*flat), np.float32)

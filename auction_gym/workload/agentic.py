@@ -284,7 +284,7 @@ class _Generator:
         # Each turn adds its user message then its reply; a session's turns are consecutive draws.
         drawn = np.cumsum(user + out)  # tokens drawn up to the end of each turn
         tokens = self.tokens(int(drawn[-1]))
-        # Python lists of the whole chunk, read by index: a session costs no small numpy slices.
+        # Python lists of the whole chunk, read by index (hot path: every session).
         users, outs, gaps, drawn = user.tolist(), out.tolist(), think.tolist(), drawn.tolist()
         w, v, drafts, index = w.tolist(), v.tolist(), [], self.index
         first, offset = 0, 0
@@ -326,7 +326,7 @@ class _Generator:
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
     """Mark `arr` read-only (so are views of it) and return it."""
-    arr.setflags(write=False)  # a third cheaper than `arr.flags.writeable = False`
+    arr.setflags(write=False)
     return arr
 
 
