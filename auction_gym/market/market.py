@@ -1,53 +1,18 @@
 """The market: bidders with budgets bid through an auction for admission to a serving engine.
 
-One step (`Market.step`) is one admission round: the bidders' multipliers are set, the engine runs
-(decoding, idling until arrivals) up to and including its next prefill iteration that admits a
-request (not one that only continues a chunked prompt or resumes retracted requests), whose admission
-order the mechanism decides with bids alpha_i x urgency over the whole waiting queue. So a step
-covers the engine time from the end of the previous round to the end of this one; requests that
-finish in that time count in it. An episode is `horizon` rounds, or fewer if the workload runs dry;
-it starts after `warmup` engine seconds served with truthful bids and no charges.
+One step (`Market.step`) is one admission round: the bidders' multipliers are set and the engine
+runs up to and including its next prefill iteration that admits a request, in the order the
+policy decides with bids alpha_i x urgency over the whole waiting queue. Requests that finish in
+that time count in the step. An episode is `horizon` rounds, or fewer if the workload runs dry,
+after `warmup` engine seconds served with truthful bids and no charges.
 
 Charging (docs/design.md section 3): the round the policy decided says what it charges
-(`charges`). An auction prices the whole queue every round, but bidder i pays only in rounds that
-admit some of its requests, p_i x a_i / q_i x seconds_per_unit (a_i admitted,
-q_i queued), never more than its remaining budget; a bidder with no budget left bids 0. A posted-price design
-(`auction_gym.pricing`) charges each admitted request its price, under the same cap.
-seconds_per_unit turns the auction's completion units into seconds: under "unit" the engine's busy
-seconds per admitted request so far (warm-up included, so the mean is settled by the first round);
-under "tokens" and "service" the cost model's seconds per prefill token.
+(`charges`); an auction's bidder i pays p_i x a_i / q_i x seconds_per_unit (a_i admitted, q_i
+queued) only in rounds that admit some of its requests, a posted-price design each admitted
+request's price, both capped by the budget left. The round, call by call: docs/engine.md
+section 2 ("One step").
 
 Invariants: spent_i <= budget_i; payments >= 0; bids of a bidder out of budget are 0.
-
-A round, call by call (a policy that decides rounds, `AdmissionPolicy.decides`; the others stop at step 2
-and charge nothing):
-
-1. `Market.step` makes each bidder's multiplier for the round (0 for a bidder out of budget) and
-   steps the engine with them and each bidder's budget left before the round (`_advance` ->
-   `engine.step(multipliers, remaining)`) until an iteration admits a request.
-2. In each prefill iteration the engine asks its policy for the order of the waiting queue,
-   `AdmissionPolicy.admit(round)`, the round a `WaitingRound` that carries the multipliers and
-   each bidder's budget left before the round: an auction's `decide_round` bids
-   multipliers[bidder] x urgency for each request and returns the round it decided, an
-   `AuctionRound` (the requests, their bids and cached prefix lengths, the allocation), whose
-   `admission_order()` the engine admits from as memory allows. When the engine asks again after
-   an iteration that admitted nothing (memory was short), the allocation is reused if those
-   inputs are unchanged. A design that reads the budgets left (the service tiers) bills no bidder
-   more than that in the round.
-3. The engine returns that round on the iteration that admitted from it (`Iteration.decision`;
-   with `replicas` > 1 the replica that admitted decided it).
-4. `Market._charge` reads that value and nothing else: its `charges(admitted, per_bidder,
-   seconds_per_unit)`, what each bidder owes for the requests admitted from it, which it caps by
-   what is left of the bidder's budget. An auction's round (`AuctionRound.charges`) computes the
-   VCG payments of the bidders admitted now, from the allocation, not from the cache, which
-   admission changed, and charges each p_i x a_i / q_i x seconds_per_unit (a payment of 0 charges
-   0 without counting the queue); a posted-price design's round (`auction_gym.pricing.PostedRound`)
-   charges each admitted request's bill, its price x its prompt tokens. A policy that decides
-   rounds but charges nothing (`sglang_priority`, `qos_lpm`: priority from the bids) returns a
-   round without bills.
-5. `Market.step` accounts the requests that finished in the round and returns its `RoundReport`
-   (the round's decision on it); `Market.observations` then reads the market's state
-   (`observation.FEATURES`).
 """
 
 from __future__ import annotations
