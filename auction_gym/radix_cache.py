@@ -235,10 +235,8 @@ class RadixCache(EvictionOrder):
         """Match without refreshing LRU times: (longest cached prefix length, node).
 
         The node is the deepest one matched in full; with `split`, a partially matched edge is
-        split first (as `match_prefix` does), so the node is where the match ends. The split
-        halves get the clock's current time (the latest access), as SGLang's matches, which split
-        only while stamping, would give them. `start`, the node of an earlier `peek` of the same
-        tokens, skips re-comparing what is known to match; the result is the same as without it.
+        split first (its halves get the clock's current time), so the node is where the match ends.
+        `start`, the node of an earlier `peek` of the same tokens, skips re-comparing a known match.
         """
         return self._walk(token_view(tokens), split, start, self._tick)
 
@@ -277,11 +275,9 @@ class RadixCache(EvictionOrder):
     ) -> InsertResult:
         """Cache the page-aligned part of `tokens`; `value[i]` is stored with token i when given.
 
-        Values of the part that was already cached are kept; the caller owns (and frees) its own
-        values for those first `cached` tokens. `start`, a node whose path is a prefix of `tokens`
-        (say the locked end of a request's prompt when its output is added), skips re-comparing
-        that prefix; the result is the same as without it. `priority`: the inserting request's
-        (SGLang's `req.priority or 0`), which `priority` eviction reads (`raise_priority`).
+        Values already cached are kept (the caller frees its own for those first `cached` tokens).
+        `start`, a node whose path is a prefix of `tokens`, skips re-comparing that prefix.
+        `priority`: the inserting request's, which `priority` eviction reads.
         """
         return self._insert(token_view(tokens), value, start, 0, priority)
 

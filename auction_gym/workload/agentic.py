@@ -342,9 +342,7 @@ def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list
 def iter_agentic(config: AgenticConfig | None = None, seed: int = 0) -> Iterator[Request]:
     """`agentic_workload` as a stream: the same requests, drawn only as far as they are read.
 
-    Episodes are drawn in chunks of consecutive starts, and an episode's requests arrive at or
-    after its start, so every request arriving before a chunk's last candidate start is final
-    once the chunk is drawn: it is yielded then. An engine that reads the stream lazily
+    Drawn in chunks of consecutive episode starts, so an engine that reads it lazily
     (`ServingEngine.submit`) draws the traffic little beyond its clock.
     """
     cfg = config if config is not None else AgenticConfig()
