@@ -113,25 +113,13 @@ class OGDPacer(MultiplierPolicy):
 
         lambda_{t+1} = clip(lambda_t - eta * (1 - z_t / rho), 0, lambda_max),  alpha = 1 / (1 + lambda)
 
-    z_t is the spend in round t and rho = B / T the target spend per round. The step is taken on the
-    spend measured in units of rho, so `eta` is unitless; docs/design.md's money-unit step is eta / rho.
-    Spending above target raises lambda and shades the bid; spending below lowers it back to
-    truthful (alpha = 1 at lambda = 0).
-
-    The policy reads everything from the observation: z_t / rho is expm1 of `last_spend_log` and
-    lambda_t is recovered from the multiplier it played last (`prev_multiplier`), so it keeps no
-    state of its own and works batched and under `evaluate_policy` as is. At reset the previous
-    multiplier is 1, i.e. lambda_0 = 0.
+    z_t is the spend in round t, rho = B / T the target per round (docs/economic-model.md section 3).
+    Stateless: z_t / rho and lambda_t are read from the observation (`last_spend_log`,
+    `prev_multiplier`), so it works batched as is; lambda_0 = 0 (truthful).
 
     Args:
-        eta: step size per round, in units of lambda per (spend / target). The default, 0.02, was
-            tuned among 0.01, 0.02 and 0.05 on the default scenario under the "unit" cost model.
-            Under today's default ("tokens"; 8 seeds, every bidder pacing, `python -m
-            experiments.studies.scenario`) bidders spend 86% of their budgets on average and 66% of them
-            end within 90-100% (0.01: 90% and 75%; 0.05: 87% and 66%), so 0.01 now does
-            slightly better; the step is kept until it is re-tuned on training seeds. Payments
-            are lumpy, one round can cost tens of rho, so a larger step overreacts and a smaller
-            one reacts too late.
+        eta: step size per round, in units of lambda per (spend / target); how 0.02 was chosen:
+            docs/economic-model.md section 3.
         lambda_max: cap on lambda; the smallest multiplier is 1 / (1 + lambda_max).
         alpha_max: the environment's action bound, to decode `prev_multiplier` (scaled by it).
     """

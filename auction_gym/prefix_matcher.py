@@ -82,8 +82,8 @@ class PrefixMatcher:
         self._cursor, changed = cache.changes_since(self._cursor)
         self.splits = {}
         # By object, not id: a request that replaced another under the same id is then simply one
-        # gone and one new. Without `changes` the diff is two set differences at C speed (hashing
-        # by identity reads no attribute), the only work here proportional to the queue.
+        # gone and one new. Without `changes` the diff is two set differences, the only work here
+        # proportional to the queue.
         if changes is None:
             objs = set(queue)
             left, joined = self._objs - objs, objs - self._objs
@@ -131,7 +131,7 @@ class PrefixMatcher:
 
     def _peek(self, r: Request, cache: RadixCache, start: TreeNode | None) -> None:
         tokens = r.tokens if self.whole_prompt else r.tokens[:-1]
-        nodes = cache.node_count  # a peek adds nodes only by splitting; cheaper than `version`
+        nodes = cache.node_count  # a peek adds nodes only by splitting
         length, node = cache.peek(tokens, start=start, split=self.split)
         if cache.node_count != nodes:  # the walk split an edge (at most one): node is the upper half
             (self.splits[r.id],) = node.children.values()

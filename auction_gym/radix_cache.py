@@ -119,10 +119,9 @@ class RadixCache(EvictionOrder):
         self.reset()
 
     def __del__(self) -> None:
-        # Parent and children link every node both ways, so a dropped tree would wait for the cyclic
-        # garbage collector, whose full collections of finished episodes cost 5-6% of a
-        # RadixAuction-v0 step (experiments/bench/env.py); unlinked, it goes with its cache. A
-        # node held elsewhere outlives it detached (no parent, no children).
+        # Parent and children link every node both ways: unlinked, a dropped tree goes with its cache
+        # rather than waiting for the cyclic garbage collector (docs/engine.md, Performance notes).
+        # A node held elsewhere outlives it detached (no parent, no children).
         stack = [self.root] if hasattr(self, "root") else []  # absent if __init__ raised
         while stack:
             node = stack.pop()
@@ -207,7 +206,7 @@ class RadixCache(EvictionOrder):
         `start`, a node whose path is a prefix of `tokens` (say where an earlier `peek` of them
         ended), skips re-comparing that prefix; the result is the same as without it.
         """
-        # A hot path: the clock's tick inline, positional calls (no kwargs), no call for absent values.
+        # Hot path: the clock's tick inline.
         self._tick += 1
         tick = self._tick
         length, node = self._walk(token_view(tokens), True, start, tick)
@@ -236,10 +235,8 @@ class RadixCache(EvictionOrder):
         """Match without refreshing LRU times: (longest cached prefix length, node).
 
         The node is the deepest one matched in full; with `split`, a partially matched edge is
-        split first (as `match_prefix` does), so the node is where the match ends. The split
-        halves get the clock's current time (the latest access), as SGLang's matches, which split
-        only while stamping, would give them. `start`, the node of an earlier `peek` of the same
-        tokens, skips re-comparing what is known to match; the result is the same as without it.
+        split first (its halves get the clock's current time), so the node is where the match ends.
+        `start`, the node of an earlier `peek` of the same tokens, skips re-comparing a known match.
         """
         return self._walk(token_view(tokens), split, start, self._tick)
 
@@ -278,11 +275,9 @@ class RadixCache(EvictionOrder):
     ) -> InsertResult:
         """Cache the page-aligned part of `tokens`; `value[i]` is stored with token i when given.
 
-        Values of the part that was already cached are kept; the caller owns (and frees) its own
-        values for those first `cached` tokens. `start`, a node whose path is a prefix of `tokens`
-        (say the locked end of a request's prompt when its output is added), skips re-comparing
-        that prefix; the result is the same as without it. `priority`: the inserting request's
-        (SGLang's `req.priority or 0`), which `priority` eviction reads (`raise_priority`).
+        Values already cached are kept (the caller frees its own for those first `cached` tokens).
+        `start`, a node whose path is a prefix of `tokens`, skips re-comparing that prefix.
+        `priority`: the inserting request's, which `priority` eviction reads.
         """
         return self._insert(token_view(tokens), value, start, 0, priority)
 
@@ -314,7 +309,7 @@ class RadixCache(EvictionOrder):
             raise ValueError(f"value has {len(value)} entries for {len(tokens)} tokens")
         n = offset + len(tokens)
         n -= n % self.page_size  # whole pages only
-        self._tick += 1  # the clock's tick inline and a positional call: a hot path
+        self._tick += 1  # hot path: the clock's tick inline
         tick = self._tick
         cached, node = self._walk(tokens, True, start, tick, offset)
         if cached < n:

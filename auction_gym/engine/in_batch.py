@@ -54,8 +54,7 @@ def deprioritized(
     those heads answers the same in O(1) per request."""
     out: set[int] = set()
     heads: set[bytes] = set()
-    # Most requests are not checked: pick the others first, in one comprehension (on Python 3.11
-    # faster than compress/map: 4.5 against 8.3 us for 200 lengths), then visit only those.
+    # Most requests are not checked: pick the others first, then visit only those.
     for i in [i for i, c in enumerate(cached) if c <= check]:
         r = waiting[i]
         h = head(r)

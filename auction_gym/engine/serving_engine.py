@@ -218,8 +218,7 @@ class ServingEngine(Replay):
             if batch:
                 admitted, resumed = self._run_prefill(batch)
                 finished = self._retire(self._pop_finished())
-                # Positional (steps, resumed, retracted, replica, decision, preempted): a class called
-                # with keywords builds a dict, and this runs every iteration.
+                # Positional (steps, resumed, retracted, replica, decision, preempted): hot path, every iteration.
                 return Iteration("prefill", start, self.now, queue_len, admitted, finished, rejected, 1, resumed, [],
                                  0, decision, preempted)
         if self.running:
@@ -356,7 +355,7 @@ class ServingEngine(Replay):
             if not last_chunk:
                 output -= self.rules.chunked_output(r, generated, cap)
             self._promised += extend - computed + output
-            # Positional (first=True, held), as every hot construction here: keywords would cost a dict.
+            # Positional (first=True, held): hot path, every admission.
             batch.append(Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held,
                                    priority(r), self.queue.joined[r.id]))
             budget -= computed
@@ -449,7 +448,7 @@ class ServingEngine(Replay):
     def _start_running(self, adm: Admission, node: TreeNode) -> None:
         r, rec = adm.request, self.records[adm.request.id]
         emitted, cap = adm.generated + 1, adm.cap
-        # Positional (done_at, held, first_step, emitted, cap): a class called with keywords builds a dict.
+        # Positional (done_at, held, first_step, emitted, cap): hot path, every admission.
         run = Running(r, rec, node, self._steps + r.output_len - emitted, adm.end - node.depth + adm.held,
                       self._steps, emitted, cap, adm.priority, adm.joined)
         self._promised -= self.rules.joined(r, adm.generated, cap, emitted, self._steps)

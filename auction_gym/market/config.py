@@ -221,12 +221,9 @@ class MarketConfig:
         return [b * s for b, s in zip(self.budgets(), scales)]
 
     def service_overhead(self) -> float:
-        """The per-request work of the "service" cost model, in prefill tokens: the seconds of the
-        engine's bottleneck one request takes when every running slot is busy, 1 / served_rate()
-        (a request holds one of the slots for its decode steps), over the seconds one prefill
-        token takes. With the default engine 1 / 14.45 s = 69 ms, about 2,130 tokens: far more
-        than a typical request's uncached prompt, so "service" prices mostly the slot a request
-        holds, where "tokens" prices only its prefill."""
+        """The per-request work of the "service" cost model, in prefill tokens: 1 / served_rate()
+        (a request's running-slot time when every slot is busy) over one prefill token's seconds
+        (about 2,130 with the default engine; docs/economic-model.md section 3)."""
         engine = EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         return 1.0 / self.served_rate() / engine.cost_model.prefill_per_token
 

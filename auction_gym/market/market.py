@@ -1,53 +1,18 @@
 """The market: bidders with budgets bid through an auction for admission to a serving engine.
 
-One step (`Market.step`) is one admission round: the bidders' multipliers are set, the engine runs
-(decoding, idling until arrivals) up to and including its next prefill iteration that admits a
-request (not one that only continues a chunked prompt or resumes retracted requests), whose admission
-order the mechanism decides with bids alpha_i x urgency over the whole waiting queue. So a step
-covers the engine time from the end of the previous round to the end of this one; requests that
-finish in that time count in it. An episode is `horizon` rounds, or fewer if the workload runs dry;
-it starts after `warmup` engine seconds served with truthful bids and no charges.
+One step (`Market.step`) is one admission round: the bidders' multipliers are set and the engine
+runs up to and including its next prefill iteration that admits a request, in the order the
+policy decides with bids alpha_i x urgency over the whole waiting queue. Requests that finish in
+that time count in the step. An episode is `horizon` rounds, or fewer if the workload runs dry,
+after `warmup` engine seconds served with truthful bids and no charges.
 
 Charging (docs/design.md section 3): the round the policy decided says what it charges
-(`charges`). An auction prices the whole queue every round, but bidder i pays only in rounds that
-admit some of its requests, p_i x a_i / q_i x seconds_per_unit (a_i admitted,
-q_i queued), never more than its remaining budget; a bidder with no budget left bids 0. A posted-price design
-(`auction_gym.pricing`) charges each admitted request its price, under the same cap.
-seconds_per_unit turns the auction's completion units into seconds: under "unit" the engine's busy
-seconds per admitted request so far (warm-up included, so the mean is settled by the first round);
-under "tokens" and "service" the cost model's seconds per prefill token.
+(`charges`); an auction's bidder i pays p_i x a_i / q_i x seconds_per_unit (a_i admitted, q_i
+queued) only in rounds that admit some of its requests, a posted-price design each admitted
+request's price, both capped by the budget left. The round, call by call: docs/engine.md
+section 2 ("One step").
 
 Invariants: spent_i <= budget_i; payments >= 0; bids of a bidder out of budget are 0.
-
-A round, call by call (a policy that decides rounds, `AdmissionPolicy.decides`; the others stop at step 2
-and charge nothing):
-
-1. `Market.step` makes each bidder's multiplier for the round (0 for a bidder out of budget) and
-   steps the engine with them and each bidder's budget left before the round (`_advance` ->
-   `engine.step(multipliers, remaining)`) until an iteration admits a request.
-2. In each prefill iteration the engine asks its policy for the order of the waiting queue,
-   `AdmissionPolicy.admit(round)`, the round a `WaitingRound` that carries the multipliers and
-   each bidder's budget left before the round: an auction's `decide_round` bids
-   multipliers[bidder] x urgency for each request and returns the round it decided, an
-   `AuctionRound` (the requests, their bids and cached prefix lengths, the allocation), whose
-   `admission_order()` the engine admits from as memory allows. When the engine asks again after
-   an iteration that admitted nothing (memory was short), the allocation is reused if those
-   inputs are unchanged. A design that reads the budgets left (the service tiers) bills no bidder
-   more than that in the round.
-3. The engine returns that round on the iteration that admitted from it (`Iteration.decision`;
-   with `replicas` > 1 the replica that admitted decided it).
-4. `Market._charge` reads that value and nothing else: its `charges(admitted, per_bidder,
-   seconds_per_unit)`, what each bidder owes for the requests admitted from it, which it caps by
-   what is left of the bidder's budget. An auction's round (`AuctionRound.charges`) computes the
-   VCG payments of the bidders admitted now, from the allocation, not from the cache, which
-   admission changed, and charges each p_i x a_i / q_i x seconds_per_unit (a payment of 0 charges
-   0 without counting the queue); a posted-price design's round (`auction_gym.pricing.PostedRound`)
-   charges each admitted request's bill, its price x its prompt tokens. A policy that decides
-   rounds but charges nothing (`sglang_priority`, `qos_lpm`: priority from the bids) returns a
-   round without bills.
-5. `Market.step` accounts the requests that finished in the round and returns its `RoundReport`
-   (the round's decision on it); `Market.observations` then reads the market's state
-   (`observation.FEATURES`).
 """
 
 from __future__ import annotations
@@ -119,7 +84,7 @@ class RoundReport:
 
     @property
     def revenue(self) -> float:
-        return sum(self.payments.tolist(), 0.0)  # a handful of bidders: Python's sum beats numpy's call
+        return sum(self.payments.tolist(), 0.0)
 
 
 class Market:
@@ -176,8 +141,7 @@ class Market:
         """The episode's budgets and per-round targets rho = B / T (T: `MarketConfig.pacing_rounds`)."""
         self.budget = np.array(budgets)
         self.rho = self.budget / self.config.pacing_rounds
-        # Constant within an episode, and read every step: Python floats (a handful of bidders,
-        # where numpy's per-call overhead would outweigh the arithmetic; so is the bookkeeping below).
+        # Constant within an episode and read every step: kept as Python floats (hot path).
         self._budget = self.budget.tolist()
         self._rho = self.rho.tolist()
 
@@ -217,7 +181,7 @@ class Market:
         if self.done:
             raise RuntimeError("the episode is over; call reset(seed)")
         alpha = np.array(multipliers, dtype=np.float64)
-        if alpha.ndim != 1:  # flattened only when it is not flat already: a view is a call every step
+        if alpha.ndim != 1:
             alpha = alpha.reshape(-1)
         values = alpha.tolist()
         if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
@@ -226,8 +190,7 @@ class Market:
         spent = self.spent.tolist()
         alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
         remaining = [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
-        # Positional, with every default given: the dataclass's __init__ would call four default
-        # factories (payments and utility are replaced below).
+        # Positional, every default given (hot path); payments and utility are replaced below.
         report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
         while True:
             it = self._advance(alpha_now, remaining)
@@ -247,7 +210,7 @@ class Market:
         if report.admitted:
             self._charge(report, spent, payments)
             self.round += 1
-        # The round's arrays, one numpy call each (a list and an array for each was slower).
+        # The round's arrays, one numpy call each.
         report.payments = self.last_spend = np.array(payments)
         if any(payments):
             report.utility = np.array(utility) - report.payments
@@ -342,8 +305,7 @@ class Market:
     def observations(self) -> np.ndarray:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32: the features of
         `observation.FEATURES`, each clipped to [0, its bound]."""
-        # Built from Python floats: a handful of bidders, called every step, where a dozen small
-        # numpy operations would cost more than the values themselves.
+        # Built from Python floats: hot path, every step, for a handful of bidders.
         n, T = self.n, self.config.pacing_rounds
         count = [0] * n
         urgency = [0.0] * n
@@ -354,7 +316,7 @@ class Market:
             urgency[bidder] += r.urgency
         rounds, alpha_max, price, hit = max(self.round, 1), self.config.alpha_max, self.price_ema, self.hit_ema
         time_left, total_queue = max(T - self.round, 0) / T, math.log1p(len(waiting) / TOTAL_QUEUE_SCALE)
-        flat: list[float] = []  # row after row: one flat array is made and clipped faster than rows
+        flat: list[float] = []  # row after row, made into one array
         for b, p, s, last, c, u, latency, ttft, a in zip(
             self._budget, self._rho, self.spent.tolist(), self.last_spend.tolist(), count, urgency,
             self._latency_ema, self._ttft_ema, self.alpha.tolist(),
@@ -365,7 +327,7 @@ class Market:
                 s / rounds / p,
                 math.log1p(last / p),
                 math.log1p(c / QUEUE_SCALE),
-                math.log1p(u / (c or 1)) / URGENCY_LOG_SCALE,  # max(c, 1), without the builtin's call
+                math.log1p(u / (c or 1)) / URGENCY_LOG_SCALE,  # max(c, 1)
                 total_queue,
                 price / p,
                 math.log1p(latency / LATENCY_SCALE),
@@ -373,9 +335,8 @@ class Market:
                 hit,
                 a / alpha_max,
             )
-        # Packed by struct, which converts Python floats at a fraction of numpy's cost per value
-        # (np.fromiter's or np.array's). Rounding to float32 before clipping to float32 bounds
-        # gives what clipping first would.
+        # Packed by struct (hot path). Rounding to float32 before clipping to float32 bounds gives
+        # what clipping first would.
         low, high = self._obs_bounds
         try:
             packed = np.frombuffer(self._pack_obs(*flat), np.float32)

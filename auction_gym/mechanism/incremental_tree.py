@@ -1,37 +1,11 @@
 """The radix-tree auction's allocation kept from round to round: work proportional to what changed.
 
-`build_queue_tree` and `RadixTreeAuction._allocate_tree` rebuild the queue's tree, re-sort every
-node's blocks and walk the whole order at every admission round: O(n) Python steps per round over a
-queue that, with one replica overloaded (the Mooncake trace at time scale 1), holds thousands of
-requests of which a round admits a few. `IncrementalQueueTree` keeps the same tree as objects
-across rounds and updates it from the difference between this round's queue and the last:
-
-- a new request is inserted (splitting the edge or the hanging request it shares a prefix with),
-  an admitted one removed (a node left with one block is spliced out, as the from-scratch build
-  would never make it);
-- a request whose bid or cached prefix length changed gets its block re-costed;
-- each node keeps its blocks sorted by Smith key; a block whose key changed is moved by bisection;
-- only the nodes on a changed block's root path recompute their bid sum S, work P, internal cost
-  F, tie, owner (the bidder of all their requests, if one) and depth-first order (`flat`),
-  children before parents; the others keep theirs.
-
-The order is the from-scratch build's, and so are the stats, bit for bit: a node's S, P and F are
-sums over its blocks in Smith order, whose keys are unique (ties broken by `smith.tie_value`, which
-ends in the smallest request id in the block), added in the same order; the tree itself (nodes at the longest common prefixes of
-neighbours in sorted order, a request at the deepest node on its path, hanging below it when it
-shares nothing beyond) is a function of the set of prompts. `tests/test_incremental_tree.py` checks
-both after random arrivals, admissions, cache and bid changes. Rounds are decided over this tree by
-allocator.py (a market's, and its payments' inputs, by factored.py).
-
-Cost per round: a few passes over the queue that run in C (maps, set differences, list
-comparisons) to find what changed and to write the order out, plus Python steps per changed
-request: O(depth) to insert or remove it, O(log d) to move its block, and O(d_v) C-level passes
-(sums, the order list) per node on its root path. In an engine the tree is told what changed
-instead (`update`'s `delta`: the requests that joined and left the queue since the refresh it was
-last brought to, and those whose cached prefix was matched again, from the engine's
-`WaitingPrefixes`), which leaves one comparison of the bids over the queue (the only input a
-caller may change in any round). The root keeps no order: `queue_order` writes it out when asked,
-which a market's round never does (factored.py).
+A from-scratch build is O(n) Python steps per round over queues that can hold thousands of
+requests of which a round admits a few. `IncrementalQueueTree` keeps the same tree across rounds
+and applies only the round's changes (requests in and out, bids and cached prefixes changed),
+re-costing only the nodes on a changed block's root path. Its order and stats equal the
+from-scratch build's bit for bit (`tests/test_incremental_tree.py`). How and at what cost:
+docs/economic-model.md section 3 ("The allocation kept across rounds").
 """
 
 from __future__ import annotations

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 class AuctionOutcome:
     """Order, payments and welfare of one round (docs/design.md section 3).
 
-    Units: completion times and welfare are in the cost model's completion units (positions under
-    "unit", tokens plus request overheads under "tokens"); bids are money per unit of completion,
-    so welfare and payments are money per unit (the market multiplies by seconds_per_unit).
+    Units: the cost model's completion units; welfare and payments are money per unit (the market
+    multiplies by seconds_per_unit).
 
     Attributes:
         order: request ids, first = admitted first.

@@ -1,60 +1,15 @@
 """The radix-tree auction: welfare-maximal depth-first order and its VCG payments.
 
-Allocation. In the queue's radix tree (see queue_tree), a block is a child subtree or a request
-attached to the node (ending there, or hanging below it on its own edge). Block stats, children
-before parents:
-    request r:  S = b_r, P = e_r + h, F = e_r * b_r + b_r * h
-    node v:     S = sum S_j, P = e_v + sum P_j, F = e_v * S + sum F_j + G_v
-where h = 1 under "unit" and request_overhead else, e_v and e_r are the uncached work on the edge
-into v and on r's own edge (0 if r ends at its node), and G_v is the interaction term of v's blocks
-in Smith order (smith.py). The order visits blocks depth-first in that order, and the optimal cost
-is F_root, so W = -F_root; the outcome's welfare is recomputed as -sum b_r C_r from the completion
-times. Cost: O(n log n + L) to build the tree (L = total tokens) and O(sum_v d_v log d_v) to sort,
-d_v the number of blocks at v; O(n) prefix_len walks of the cache under "tokens". The constant
-matters as much: the auction runs at every admission round on queues of a few to a few dozen
-requests, so each step is one pass over plain lists, and sort keys are made once per block.
-As the engine's policy (`decide_round`) the auction decides a round of two requests or more with its
-`TreeAllocator` instead (allocator.py): one tree kept across rounds (incremental_tree.py: work
-proportional to what changed, plus a few passes in C over the queue), in base bids (urgencies in a
-market, the requests' own bids without multipliers). A market's round (multipliers:
-bids alpha_i x urgency) re-sorts only the nodes that mix bidders (factored.py) and is priced from
-that allocation, which agrees with this module's to rounding; a round without multipliers reads
-the tree's order, this module's bit for bit, and is built from scratch here, once, if it is priced.
-A round of one request is ordered at once and allocated here only when it is read in full (it pays
-nothing): cheaper than bringing the tree up to date, which the next round of several does.
+Allocation: Smith's rule on the blocks of the queue's radix tree (queue_tree, smith.py), children
+before parents; the optimal cost is F_root, so W = -F_root. Payments: p_i = (cost of the others in
+the chosen order) - (optimal cost without bidder i), recomputed only on the nodes above i's top
+blocks (`interaction_after_change`). Cost model "tokens" by default (uncached edge tokens plus
+request_overhead per request). The block stats, the complexity and why tokens:
+docs/economic-model.md section 3 ("The radix auction's algorithm").
 
-Payments. p_i = (cost of the others in the chosen order) - (optimal cost without bidder i), both as
-sum of bid x completion. Removing i deletes i's "top" blocks: the blocks wholly owned by i whose
-parent node also holds another bidder. (The code reads an allocation's blocks: its leaves are the
-requests here, the single-bidder blocks under the skeleton in factored.py.) Only the nodes on the
-paths from those parents to the root change, and each of them still holds another bidder, so none
-empties. Bottom-up over those nodes, the new G comes from `interaction_after_change` in
-O(m_v log d_v) for m_v changed blocks, and the new (S, P, F) of the node goes up to its parent as a
-changed block. Total:
-    O(n + V) for ownership and the costs in the chosen order, plus
-    O(sum_i sum_{v in A_i} m_v log d_v), A_i = nodes above i's top blocks,
-i.e. at most O(sum_r depth_r log d) over all bidders, against O(B * allocation) for re-running the
-allocation per bidder. When each bidder owns whole subtrees under the root (the agentic workload:
-a system prompt per bidder), A_i is the root alone and m = 1, so all payments cost
-O(n + V + B log B).
-Changed blocks keep their old tie-break id: ties do not change the cost.
-
-Cost model. The default is "tokens" (docs/design.md section 3): a block's work is its uncached edge
-tokens plus request_overhead (1.0) per request, so what the KV cache holds costs nothing and the
-depth-first order starts where the cache is warm. Under "unit" (the paper's literal average
-subtree bid) the order is blind to the cache: on SGLang's shared-prefix benchmark it picks a cold
-group each round and evicts the warm one (0.3-0.5 of LPM's hit rate, `radix-auction reproduce`),
-so it is kept selectable, not the default. Engine seconds from the `CostModel` were the other
-candidate; tokens were chosen because
-- prefill time is affine in new tokens to first order: the attention term is a few percent of a
-  prefill of a few thousand tokens (c x new x context against b x new), and decode runs the
-  batch in parallel, so what a request ahead in the queue costs the others is its prefill
-  tokens; the market turns tokens into seconds with the cost model's `prefill_per_token`;
-- work linear in tokens keeps a block's cost independent of where it is served, which Smith's
-  rule on blocks, and so the exact maximal-in-range allocation and the exact VCG payments above,
-  rely on; a term in tokens x context would not.
-request_overhead hardly matters here: 0, 1 and 32 tokens give the same hit rates on the
-shared-prefix benchmark within 1%; 256 loses about 5% of LPM's.
+As the engine's policy (`decide_round`) a round of two requests or more is allocated by the
+`TreeAllocator` (allocator.py), kept across rounds; this module builds a round from scratch only
+when one is priced without multipliers, or a round of one request is read in full.
 """
 
 from __future__ import annotations

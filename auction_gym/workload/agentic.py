@@ -284,7 +284,7 @@ class _Generator:
         # Each turn adds its user message then its reply; a session's turns are consecutive draws.
         drawn = np.cumsum(user + out)  # tokens drawn up to the end of each turn
         tokens = self.tokens(int(drawn[-1]))
-        # Python lists of the whole chunk, read by index: a session costs no small numpy slices.
+        # Python lists of the whole chunk, read by index (hot path: every session).
         users, outs, gaps, drawn = user.tolist(), out.tolist(), think.tolist(), drawn.tolist()
         w, v, drafts, index = w.tolist(), v.tolist(), [], self.index
         first, offset = 0, 0
@@ -326,7 +326,7 @@ class _Generator:
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
     """Mark `arr` read-only (so are views of it) and return it."""
-    arr.setflags(write=False)  # a third cheaper than `arr.flags.writeable = False`
+    arr.setflags(write=False)
     return arr
 
 
@@ -342,9 +342,7 @@ def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list
 def iter_agentic(config: AgenticConfig | None = None, seed: int = 0) -> Iterator[Request]:
     """`agentic_workload` as a stream: the same requests, drawn only as far as they are read.
 
-    Episodes are drawn in chunks of consecutive starts, and an episode's requests arrive at or
-    after its start, so every request arriving before a chunk's last candidate start is final
-    once the chunk is drawn: it is yielded then. An engine that reads the stream lazily
+    Drawn in chunks of consecutive episode starts, so an engine that reads it lazily
     (`ServingEngine.submit`) draws the traffic little beyond its clock.
     """
     cfg = config if config is not None else AgenticConfig()
