@@ -119,7 +119,7 @@ def run_point(point: Point, seed: int) -> tuple[dict, list[float]]:
     market = Market(config)
     market.reset(seed)
     kinds = {r.id: r.kind for r in config.make_workload(seed, market.draws)}
-    totals = _Totals(config.num_bidders)
+    totals = _Totals()
     play = _Playing(point.bidders, config)
     prices: list[float] = []
     while not market.done:
@@ -158,7 +158,7 @@ class _Playing:
 class _Totals:
     """What an episode adds up to, round by round."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self) -> None:
         self.welfare = self.revenue = 0.0
         self.bidder0 = 0.0
         self.finished: list[int] = []
@@ -181,6 +181,7 @@ class _Totals:
         rounds = max(market.round, 1)
         row = {"welfare": self.welfare, "revenue": self.revenue, "utility": self.welfare - self.revenue,
                "bidder0_utility": self.bidder0, "requests": len(self.finished),
+               # Which requests finished, as one number (ints hash alike in every process).
                "finished_digest": hash(tuple(sorted(self.finished))) & 0xFFFFFFFF, "rounds": market.round,
                "spent_share": float(np.mean(market.spent / market.budget)),
                "capped_share": self.capped / self.charged if self.charged else 0.0,
