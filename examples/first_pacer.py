@@ -15,11 +15,11 @@ luck of an episode cancels. The market's metrics of the training episodes go to 
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from agents.callbacks import MarketMetricsCallback
 from agents.evaluation import evaluate
 from agents.sb3 import load_hyperparams, load_policy
+from agents.stats import mean_ci
 from agents.training import TrainConfig, train
 from auction_gym.pacing import TUNED_PI, make_policy
 
@@ -33,9 +33,8 @@ before the run (results differ in their last digits across machines)."""
 
 def paired(a: np.ndarray, b: np.ndarray) -> str:
     """Mean of a - b with its 95% t interval over the shared episodes."""
-    d = a - b
-    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-    return f"{d.mean():+7.1f} ± {half:5.1f}"
+    mean, half = mean_ci(a - b)
+    return f"{mean:+7.1f} ± {half:5.1f}"
 
 
 def main() -> dict[str, float]:

@@ -106,10 +106,8 @@ class StrictPriorityAuction(AuctionMechanism):
         bids = own if bids is None else [float(b) for b in bids]
         lens = self._prefix_lens(tokens, cached, prefix_lens)
         n = len(requests)
-        if self.cache_ties and lens is not None:
-            order = sorted(range(n), key=lambda r: (-bids[r], -lens[r], requests[r].arrival, requests[r].id))
-        else:
-            order = sorted(range(n), key=lambda r: (-bids[r], requests[r].arrival, requests[r].id))
+        cached_first = lens if self.cache_ties and lens is not None else [0] * n
+        order = sorted(range(n), key=lambda r: (-bids[r], -cached_first[r], requests[r].arrival, requests[r].id))
         rank = [0] * n
         for k, r in enumerate(order):
             rank[r] = k

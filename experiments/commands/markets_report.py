@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from agents.stats import mean_ci
 
 from ..plotting import line_styles
 from ..provenance import figure_links
@@ -58,11 +59,7 @@ def paired(rows: list[dict], at: tuple, a: str, b: str, column: str = "welfare")
     t interval's half-width. b may sit at level "any"."""
     by = {(r["design"], r["seed"]): float(r[column]) for r in rows if _key(r)[:2] == at[:2]
           and r["level"] in (at[2], "any")}
-    diffs = np.array([by[(a, s)] - by[(b, s)] for (d, s) in by if d == a and (b, s) in by])
-    if len(diffs) < 2:
-        return (float(diffs.mean()) if len(diffs) else math.nan), math.nan
-    half = stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / math.sqrt(len(diffs))
-    return float(diffs.mean()), float(half)
+    return mean_ci([by[(a, s)] - by[(b, s)] for (d, s) in by if d == a and (b, s) in by])
 
 
 def best_tiers(tuning: list[dict]) -> dict[tuple, str]:

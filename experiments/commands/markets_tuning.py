@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 
@@ -86,29 +85,26 @@ class Scale:
 def calibrate(points: list[tuple[str, float]], size: int, seeds: list[int], executor: Executor,
               ) -> dict[tuple[str, float], Scale]:
     """The `Scale` of each (workload, load)."""
-    tasks = [(Point("radix_vcg", w, load, size), s) for w, load in points for s in seeds]
+    columns = ("revenue", "rounds", "seconds_per_request", "prompt_tokens")
+    measured = _means([Point("radix_vcg", w, load, size) for w, load in points], seeds, executor, columns)
+    n = MarketConfig.num_bidders  # every point's
+    return {point: Scale(spend=m["revenue"] / n, rounds=int(round(m["rounds"])),
+                         seconds_per_request=m["seconds_per_request"], prompt_tokens=m["prompt_tokens"] / n)
+            for point, m in zip(points, measured)}
+
+
+def _means(candidates: list[Point], seeds: list[int], executor: Executor,
+           columns: tuple[str, ...]) -> list[dict[str, float]]:
+    """Each candidate's mean of `columns` over its episodes on `seeds`."""
+    tasks = [(p, s) for p in candidates for s in seeds]
     rows = [row for row, _ in executor.map(run_point, tasks)]
-    scales = {}
-    for k, (w, load) in enumerate(points):
-        mine = rows[k * len(seeds):(k + 1) * len(seeds)]
-        n = MarketConfig.num_bidders  # every point's
-        scales[(w, load)] = Scale(
-            spend=float(np.mean([r["revenue"] for r in mine])) / n,
-            rounds=int(round(np.mean([r["rounds"] for r in mine]))),
-            seconds_per_request=float(np.mean([r["seconds_per_request"] for r in mine])),
-            prompt_tokens=float(np.mean([r["prompt_tokens"] for r in mine])) / n)
-    return scales
-
-
-Score = Callable[[list[dict]], float]
+    per = [rows[k * len(seeds):(k + 1) * len(seeds)] for k in range(len(candidates))]
+    return [{c: float(np.mean([r[c] for r in mine])) for c in columns} for mine in per]
 
 
 def _score_all(candidates: list[Point], seeds: list[int], executor: Executor) -> list[dict[str, float]]:
     """Each candidate's mean welfare, spend share and all-out share over `seeds`."""
-    tasks = [(p, s) for p in candidates for s in seeds]
-    rows = [row for row, _ in executor.map(run_point, tasks)]
-    per = [rows[k * len(seeds):(k + 1) * len(seeds)] for k in range(len(candidates))]
-    return [{c: float(np.mean([r[c] for r in mine])) for c in ("welfare", *PACES)} for mine in per]
+    return _means(candidates, seeds, executor, ("welfare", *PACES))
 
 
 def _paces(score: dict[str, float]) -> bool:
