@@ -58,12 +58,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from ..policy import AdmissionPolicy, Decision, WaitingRound
-from ..radix_cache import RadixCache, TreeNode
+from ..radix_cache import MatchResult, RadixCache, TreeNode
 from ..registry import make_scheduler
 from ..request import Request
 from ..scheduler.base import decision_priority
@@ -318,8 +318,8 @@ class ServingEngine(Replay):
         round has taken beyond allocations and promises (`EngineRules.round_charge`). Returns
         the auction's decision (None for a policy without money) and the ids of the running
         requests preempted."""
-        cfg, cache, prefixes = self.config, self.cache, self.rules.waiting_prefixes
-        order, decision = self._order(cache, multipliers, remaining)
+        cfg = self.config
+        order, decision = self._order(self.cache, multipliers, remaining)
         priority = decision_priority(decision if cfg.reads_priorities else None)  # read only if a rule needs them
         chunking, first = cfg.chunked_prefill_size is not None, len(batch)
         preempted: list[int] = []
@@ -328,42 +328,62 @@ class ServingEngine(Replay):
                 cfg.priority_preemption and self._preempt_for(r, priority(r), charged, preempted)
             ):
                 break
-            tokens = self.queue.tokens(r)
-            generated = len(tokens) - r.prompt_len
-            match = cache.match_prefix(tokens[:-1], start=prefixes.start(r, len(tokens) - 1))
-            extend = len(tokens) - match.length
-            end = len(tokens)
-            if chunking and extend > budget:
-                end = self.rules.chunk_end(end, match.length, budget)
-                if end <= match.length:
-                    break
-            elif not chunking and batch and self.config.paged(extend) >= budget:
-                break  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
-            cap = self.rules.cap(r)
-            output = self.rules.output_need(r, generated, cap)
-            need = extend + output
-            cache.lock(match.last_node)
-            if not self.rules.fits(need, self._room() - charged):
-                cache.unlock(match.last_node)
-                self._blocked = need
+            fit = self._fit(r, budget, charged, chunking, bool(batch))
+            if fit is None:
                 break
-            held = self.rules.held(output)
-            computed = end - match.length  # the admission's `extend`, without its property reads
-            self._allocate(computed + held)
-            output = self.rules.round_output(r, generated, cap) - held
-            last_chunk = end == len(tokens)
-            if not last_chunk:
-                output -= self.rules.chunked_output(r, generated, cap)
-            self._promised += extend - computed + output
-            # Positional (first=True, held): hot path, every admission.
-            batch.append(Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held,
-                                   priority(r), self.queue.joined[r.id]))
+            adm = self._take(r, *fit, priority)
+            batch.append(adm)
+            computed = adm.end - adm.cached
             budget -= computed
             charged += self.rules.round_charge(computed)
-            if not last_chunk:
+            if adm.end != len(adm.tokens):
                 break  # the batch's budget is spent
         self.queue.remove([adm.request for adm in batch[first:]])
         return decision, preempted
+
+    def _fit(
+        self, r: Request, budget: int, charged: int, chunking: bool, later: bool
+    ) -> tuple[np.ndarray, MatchResult, int, int, int] | None:
+        """The check of admitting waiting request `r`: how far its prefill reaches within the batch's
+        `budget` (`later`: not the batch's first) and whether its need fits the room less `charged`.
+        Returns (tokens, prefix match, end, cap, output need) with the match locked; None stops
+        admission (`_blocked` set when memory stopped it)."""
+        cache, tokens = self.cache, self.queue.tokens(r)
+        match = cache.match_prefix(tokens[:-1], start=self.rules.waiting_prefixes.start(r, len(tokens) - 1))
+        extend = len(tokens) - match.length
+        end = len(tokens)
+        if chunking and extend > budget:
+            end = self.rules.chunk_end(end, match.length, budget)
+            if end <= match.length:
+                return None
+        elif not chunking and later and self.config.paged(extend) >= budget:
+            return None  # only the first request may reach max_prefill_tokens (SGLang's `>=`, in pages)
+        cap = self.rules.cap(r)
+        output = self.rules.output_need(r, len(tokens) - r.prompt_len, cap)
+        need = extend + output
+        cache.lock(match.last_node)
+        if not self.rules.fits(need, self._room() - charged):
+            cache.unlock(match.last_node)
+            self._blocked = need
+            return None
+        return tokens, match, end, cap, output
+
+    def _take(
+        self, r: Request, tokens: np.ndarray, match: MatchResult, end: int, cap: int, output: int,
+        priority: Callable[[Request], int],
+    ) -> Admission:
+        """The act of admitting `r` as `_fit` checked it: allocate what this prefill computes and
+        what the rules hold for its output, promise the rest."""
+        generated = len(tokens) - r.prompt_len
+        held = self.rules.held(output)
+        self._allocate(end - match.length + held)
+        output = self.rules.round_output(r, generated, cap) - held
+        if end != len(tokens):
+            output -= self.rules.chunked_output(r, generated, cap)
+        self._promised += len(tokens) - end + output
+        # Positional (first=True, held): hot path, every admission.
+        return Admission(r, tokens, match.last_node, match.length, end, cap, generated, True, held,
+                         priority(r), self.queue.joined[r.id])
 
     def _preempt_for(self, r: Request, priority: int, charged: int, preempted: list[int]) -> bool:
         """SGLang's `preempt_to_schedule` for waiting request `r` of `priority` met with the running
