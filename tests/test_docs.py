@@ -108,3 +108,19 @@ def test_the_api_reference_reads_docstrings_with_their_tables_filled():
     read = _docstrings(griffe.load("auction_gym", search_paths=[str(REPO)], extensions=extensions))
     assert not [path for path, doc in read.items() if placeholder.search(doc)]
     assert "| radix_vcg " in read["auction_gym.envs.radix_auction_env.RadixAuctionEnv"]
+
+
+def test_the_economic_model_quotes_the_reproduced_hit_rates():
+    """economic-model.md quotes the shared-prefix hit rates at 40k KV tokens (the `unit` cost model's
+    and the cache-aware one's share of LPM's) that the generated reproducing-the-paper.md reports."""
+    def prose(page: str) -> str:
+        return " ".join((DOCS / page).read_text().split())
+
+    ratio = r"([0-9.]+-[0-9.]+)"
+    quoted = re.search(rf"it keeps {ratio} of LPM's hit rate at 40k KV tokens, the cache-aware one {ratio};",
+                       prose("economic-model.md"))
+    generated = prose("reproducing-the-paper.md")
+    tokens = re.search(rf"The cache-aware radix auction keeps .*? \({ratio} at 40k KV tokens\)", generated)
+    unit = re.search(rf"`unit` model keeps {ratio} of the hit rate at 40k KV tokens", generated)
+    assert quoted and tokens and unit, "a quoted sentence changed: update the pattern with it"
+    assert quoted.groups() == (unit.group(1), tokens.group(1))

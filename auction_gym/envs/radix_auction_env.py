@@ -52,59 +52,43 @@ class RadixAuctionEnv(gym.Env):
     """One bidder paces its bids in an auction for LLM serving priority that respects the KV cache.
 
     A simulated serving engine (continuous batching, radix prefix cache) admits requests in the order
-    an auction decides: by default the cache-aware radix-tree auction with VCG payments (docs/design.md
-    section 3). Several bidders (tenants) send agentic traffic; each bids alpha x urgency for its
-    requests and pays from an episode budget. The learner controls one bidder's multiplier alpha (the
-    focal bidder); the others follow built-in policies (OGD pacing by default).
+    an auction decides, by default the cache-aware radix-tree auction with VCG payments (docs/design.md
+    section 3). Several bidders send agentic traffic, each bidding alpha x urgency for its requests
+    from an episode budget. The learner sets one bidder's multiplier alpha (the focal bidder); the
+    others follow built-in policies (OGD pacing by default). docs/environment.md explains the rest.
 
     ## Action Space
 
-    The focal bidder's bid multiplier alpha for the next round (alpha = 1 bids true urgency; 0 bids
-    nothing), in one of five types (`action_type`; the maps are defined once, in `auction_gym.action`):
+    The focal bidder's multiplier alpha for the next round (1 bids true urgency, 0 nothing), in one of
+    five types (`action_type`; the maps are `auction_gym.action`'s; "clipped": to [0.001, alpha_max]):
 
-    | action_type  | space                              | multiplier alpha of action a                       |
-    |--------------|------------------------------------|----------------------------------------------------|
-    | "normalized" | `Box(-1, 1, (1,), float32)`        | 1 + a for a <= 0, 1 + a (alpha_max - 1) for a > 0: |
-    | (default)    |                                    | a = -1 bids nothing, 0 truthful, +1 alpha_max      |
-    | "log"        | `Box(-1, 1, (1,), float32)`        | 0.001^(-a) for a <= 0, alpha_max^a for a > 0:      |
-    |              |                                    | equal steps are equal ratios; a = 0 truthful       |
-    | "multiplier" | `Box(0, alpha_max, (1,), float32)` | a itself                                           |
-    | "delta"      | `Box(-1, 1, (1,), float32)`        | alpha_prev x exp(delta_bound x a): a = 0 holds the |
-    | (v1)         |                                    | multiplier played last (delta_start at reset)      |
-    | "residual"   | `Box(-1, 1, (1,), float32)`        | base(obs) x exp(residual_scale x a): a = 0 plays   |
-    |              |                                    | the pacer `residual_base` exactly                  |
+    | action_type            | space                              | multiplier alpha of action a                      |
+    |------------------------|------------------------------------|---------------------------------------------------|
+    | "normalized" (default) | `Box(-1, 1, (1,), float32)`        | 1 + a for a <= 0, 1 + a (alpha_max - 1) for a > 0 |
+    | "log"                  | `Box(-1, 1, (1,), float32)`        | 0.001^(-a) for a <= 0, alpha_max^a for a > 0      |
+    | "multiplier"           | `Box(0, alpha_max, (1,), float32)` | a                                                 |
+    | "delta"                | `Box(-1, 1, (1,), float32)`        | alpha_prev x exp(delta_bound x a), clipped        |
+    | "residual" (v1, v2)    | `Box(-1, 1, (1,), float32)`        | base(obs) x exp(residual_scale x a), clipped      |
 
-    "delta" and "residual" are clipped to [0.001, alpha_max]. Out-of-range actions are clipped to
-    the box; NaN or inf raise ValueError. `info["multiplier"]` is the multiplier played; a bidder
-    whose budget is spent bids 0. `env.action_meaning` (also in `metadata`) says what an action
-    means. The built-in policies output multipliers; `auction_gym.pacing.focal_policy(policy, env)`
-    maps them to this env's actions through `action_for`, the inverse of its action map.
+    Out-of-range actions are clipped to the box; NaN or inf raise ValueError. `info["multiplier"]` is
+    the multiplier played (0 once the budget is spent); `env.action_meaning` says what an action means.
 
     ## Observation Space
 
-    `Box(0, Obs.high(horizon), (Obs.SIZE,), float32)`, one row of `Market.observations`; the
-    features are defined once, in `auction_gym.market.observation.FEATURES`:
+    `Box(0, Obs.high(horizon), (Obs.SIZE,), float32)`, one row of `Market.observations`, the features
+    of `auction_gym.market.observation.FEATURES` (their names in order: `env.observation_names`):
 
     {observation_table}
 
-    The names, in the vector's order, are `env.observation_names` (also in `metadata`). Values are
-    clipped to the range; "recent" is an exponential moving average over rounds.
+    Values are clipped to the range; "recent" is an exponential moving average over rounds.
 
     ## Rewards
 
-    `reward="utility"` (the default): the focal bidder's realized utility during the step, times
-    `reward_scale`: for each of its requests that finished in the step, value V minus urgency w x
-    latency, minus the payment charged this round.
-
-    `reward="cost"`: minus the latency cost its requests accrued during the step (w x the seconds
-    each spent waiting or running, finished or not; `info["latency_cost"]`) minus the payment, times
-    `reward_scale`: the same best policies as "utility" without the variance of the values V, which
-    no action reaches.
-
-    `reward="paired"`: the "cost" reward minus that of a shadow copy of the episode (same
-    configuration and market seed) in which the focal bidder follows `reference_policy`;
-    `info["reference_reward"]` is the shadow's (unscaled). What the episodes share cancels, so what
-    remains is what the actions changed; it costs a second market, about twice the time per step.
+    Times `reward_scale`. `"utility"` (the default): the focal bidder's realized utility in the step,
+    V - w x latency for each of its requests finished, less its payment. `"cost"`: minus its requests'
+    latency cost accrued in the step (w x seconds, finished or not; `info["latency_cost"]`) and its
+    payment. `"paired"`: "cost" less that of a shadow episode (same seed) in which the focal bidder
+    follows `reference_policy` (`info["reference_reward"]`); it costs twice the time per step.
 
     ## Starting State
 
@@ -113,11 +97,8 @@ class RadixAuctionEnv(gym.Env):
 
     ## Episode End
 
-    One step is one admission round: the engine runs up to and including its next prefill
-    iteration that admits a request. The episode terminates after `horizon` rounds (the budget
-    period ends; time left is observed) and is truncated if the workload runs dry first. Over long
-    horizons an overloaded queue grows and steps slow down with it: the constructor warns
-    (`MarketConfig.queue_warning`; the environment reference's "Load and episode length").
+    One step is one admission round (the engine runs up to its next prefill that admits a request).
+    The episode terminates after `horizon` rounds and is truncated if the workload runs dry first.
 
     ## Info
 
@@ -129,58 +110,42 @@ class RadixAuctionEnv(gym.Env):
 
     ## Arguments
 
-    | argument         | default      | meaning                                                          |
-    |------------------|--------------|------------------------------------------------------------------|
-    | num_bidders      | 4            | bidders in the market (focal included)                           |
-    | mechanism        | "radix_vcg"  | a registered mechanism (auction_gym.registry; Mechanisms below)  |
-    | cost_model       | "tokens"     | the auction's completion model: "tokens" (cache-aware), "unit"   |
-    |                  |              | (the paper's literal average subtree bid), docs/design.md        |
-    |                  |              | section 3, or "service" (tokens + a request's running-slot time) |
-    | request_overhead | 1.0          | per-request work under "tokens" (tokens)                         |
-    | tie_break        | "request_id" | an auction's order of tied requests (those bidding 0):           |
-    |                  |              | "request_id" (smallest first) or "cached_prefix" (longest cached |
-    |                  |              | prefix first; MarketConfig.tie_break, docs/design.md section 3)  |
-    | workload         | "agentic"    | a registered workload (auction_gym.workload.registry; Workloads  |
-    |                  |              | below); "mooncake" needs `trace_path`                            |
-    | trace_path       | None         | Mooncake conversation trace (JSONL), a readable file: checked    |
-    |                  |              | at construction (ValueError otherwise)                           |
-    | workload_kwargs  | None         | the workload's arguments over its entry's defaults: AgenticConfig |
-    |                  |              | / SharedPrefixConfig fields, or iter_mooncake's (MarketConfig)   |
-    | backend          | "sim"        | serving engine: "sim", or "torch" (gpu_backend)                  |
-    | engine_kwargs    | None         | EngineConfig fields (kv_capacity_tokens,                         |
-    |                  |              | in_batch_prefix_caching, ...)                                    |
-    | backend_kwargs   | None         | extra arguments of the backend's engine (torch: model preset...) |
-    | replicas         | 1            | engine replicas behind the router (auction_gym.cluster)          |
-    | router           | "identity"   | "identity" (one engine) or a name in auction_gym.cluster.ROUTERS |
-    | router_kwargs    | None         | arguments of the router's class                                  |
-    | budget           | None         | budget per bidder per episode; None: budget_per_round x horizon  |
-    | budget_per_round | 0.0001       | target spend per round rho                                       |
-    | horizon          | 500          | rounds per episode                                               |
-    | episode_draws    | None         | parameters drawn per episode: {"rate": [...], "budget_scale":    |
-    |                  |              | [...]} (MarketConfig.episode_draws); reset's info["draws"]       |
-    | other_bidders    | "ogd"        | a built-in policy's name (auction_gym.pacing.POLICIES), a policy |
-    |                  |              | object, or one of either per other bidder                        |
-    | focal_bidder     | 0            | which bidder the learner plays                                   |
-    | alpha_max        | 2.0          | the largest multiplier; > 1 unless action_type is "multiplier"   |
-    | reward_scale     | 0.1          | reward = utility x reward_scale                                  |
-    | action_type      | "normalized" | "normalized", "log", "multiplier", "delta" or "residual" (see    |
-    |                  |              | Action Space)                                                    |
-    | delta_bound      | 0.3          | "delta": the largest change of log alpha in one round (> 0)      |
-    | delta_start      | 1.0          | "delta": the multiplier before the first round, in               |
-    |                  |              | [0.001, alpha_max]                                               |
-    | residual_base    | "pid:kp=0.05,ki=0.01" | "residual": the base pacer, a built-in policy's name    |
-    | residual_scale   | 1.0          | "residual": the largest correction of log alpha (> 0)            |
-    | reward           | "utility"    | "utility", "cost" or "paired" (see Rewards)                      |
-    | reference_policy | "pid:kp=0.05,ki=0.01" | "paired": the shadow focal bidder's built-in policy    |
-    | render_mode      | None         | "ansi" or "rgb_array" (see Rendering)                            |
+    | argument         | default               | meaning                                                              |
+    |------------------|-----------------------|----------------------------------------------------------------------|
+    | num_bidders      | 4                     | bidders in the market, the focal one included                        |
+    | mechanism        | "radix_vcg"           | a registered mechanism (Mechanisms below)                            |
+    | cost_model       | "tokens"              | the auction's completion model: "tokens", "unit" or "service"        |
+    | request_overhead | 1.0                   | per-request work under "tokens", in tokens                           |
+    | tie_break        | "request_id"          | order of tied requests (bidding 0): "request_id", "cached_prefix"    |
+    | workload         | "agentic"             | a registered workload (Workloads below); "mooncake" needs trace_path |
+    | trace_path       | None                  | a Mooncake conversation trace (JSONL), checked at construction       |
+    | workload_kwargs  | None                  | the workload's arguments over its registered defaults                |
+    | backend          | "sim"                 | the serving engine: "sim", or "torch" (gpu_backend)                  |
+    | engine_kwargs    | None                  | EngineConfig fields (kv_capacity_tokens, ...)                        |
+    | backend_kwargs   | None                  | the backend engine's other arguments (torch: model preset, ...)      |
+    | replicas         | 1                     | engine replicas behind the router (auction_gym.cluster)              |
+    | router           | "identity"            | "identity" (one engine) or a name in auction_gym.cluster.ROUTERS     |
+    | router_kwargs    | None                  | arguments of the router's class                                      |
+    | budget           | None                  | budget per bidder per episode; None: budget_per_round x horizon      |
+    | budget_per_round | 0.0001                | target spend per round rho                                           |
+    | horizon          | 500                   | rounds per episode                                                   |
+    | episode_draws    | None                  | parameters drawn per episode (MarketConfig.episode_draws)            |
+    | other_bidders    | "ogd"                 | a built-in policy's name or a policy, or one per other bidder        |
+    | focal_bidder     | 0                     | which bidder the learner plays                                       |
+    | alpha_max        | 2.0                   | the largest multiplier; > 1 unless action_type is "multiplier"       |
+    | reward_scale     | 0.1                   | the reward's factor                                                  |
+    | action_type      | "normalized"          | see Action Space                                                     |
+    | delta_bound      | 0.3                   | "delta": the largest change of log alpha in a round (> 0)            |
+    | delta_start      | 1.0                   | "delta": the multiplier before the first round                       |
+    | residual_base    | "pid:kp=0.05,ki=0.01" | "residual": the base pacer, a built-in policy's name                 |
+    | residual_scale   | 1.0                   | "residual": the largest correction of log alpha (> 0)                |
+    | reward           | "utility"             | "utility", "cost" or "paired" (see Rewards)                          |
+    | reference_policy | "pid:kp=0.05,ki=0.01" | "paired": the shadow focal bidder's built-in policy                  |
+    | render_mode      | None                  | "ansi" or "rgb_array" (see Rendering)                                |
 
-    They come in three groups: the market's (`MarketConfig`'s fields of the same names; here
-    `tie_break` defaults to v0's "request_id"), the action's (`ActionArguments`) and the learner's
-    (`LearnerArguments`). The v0 defaults (stationary traffic above the engine's capacity, budgets that bind) are
-    described in `auction_gym.market.MarketConfig`. `RadixAuction-v1` is the same environment with
-    the calibrated pacing market (docs/design.md section 6; `auction_gym.scenarios.V1_KWARGS`)
-    by default; its defaults that differ from v0's are below. `RadixAuction-v2` (the current
-    version) is v1 with `tie_break="cached_prefix"` (`auction_gym.scenarios.V2_KWARGS`).
+    The market's are `MarketConfig`'s fields (here `tie_break` defaults to "request_id"), the action's
+    `ActionArguments`', the learner's `LearnerArguments`'. `RadixAuction-v1`'s defaults that differ
+    (`auction_gym.scenarios.V1_KWARGS`; v2 is v1 with `tie_break="cached_prefix"`):
 
     | argument         | v1 default                                                                  |
     |------------------|-----------------------------------------------------------------------------|
@@ -188,15 +153,11 @@ class RadixAuctionEnv(gym.Env):
 
     ## Mechanisms
 
-    The rows come from `auction_gym.registry` when this module is imported:
-
     | mechanism        | what it does                                                     |
     |------------------|------------------------------------------------------------------|
     {mechanism_table}
 
     ## Workloads
-
-    The rows come from `auction_gym.workload.registry` when this module is imported:
 
     | workload         | what it is                                                       |
     |------------------|------------------------------------------------------------------|
@@ -204,21 +165,12 @@ class RadixAuctionEnv(gym.Env):
 
     ## Rendering
 
-    `render_mode="ansi"`: `render()` returns one line of text; `"rgb_array"` (what SB3's
-    `make_vec_env` asks for) a uint8 image of shape (64, 4 + 16 x (num_bidders + 2), 3): bars for
-    each bidder's budget left (the focal bidder's yellow), the queue (log scale) and the focal
-    bidder's multiplier. Both None before the first reset. Vectorized use: the environment
-    reference's "Vectorized environments".
+    `render_mode="ansi"`: `render()` returns one line of text; `"rgb_array"` a uint8 image of bars
+    (budgets left, queue, the focal multiplier). Both None before the first reset.
 
     ## Version History
 
-    A version's interface (the observation's features and order, the action space, the reward, the
-    info keys, the arguments) and its trajectories for given arguments and seed are fixed; a change
-    to them gets a new version, as Gymnasium's own environments do (`tests/test_golden.py` pins
-    fixed-seed episodes).
-
     * v2: v1's market with tied requests (those bidding 0) served longest cached prefix first
-      (`tie_break="cached_prefix"`); baselines re-tuned on tuning seeds (they chose v1's)
     * v1: the calibrated pacing market by default, delta and residual actions, the paired reward
     * v0: the pre-release market (stationary load above capacity, the "tokens" cost model)
     """
