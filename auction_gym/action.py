@@ -1,51 +1,10 @@
 """The environments' action: its types, and the maps between an action and the bid multiplier.
 
-`action_type="normalized"` (the default): `Box(-1, 1, (1,), float32)`, mapped piecewise linearly to
-the multiplier alpha, exact at the ends and at truthful bidding:
-
-    alpha = 1 + a                    for -1 <= a <= 0   (a = -1: alpha = 0, bid nothing; a = 0: truthful)
-    alpha = 1 + a (alpha_max - 1)    for  0 <  a <= 1   (a = +1: alpha = alpha_max)
-
-It is continuous and increasing (alpha_max must be > 1), and a = 0, the mean of a fresh Gaussian
-policy (PPO, A2C) and the centre of a tanh-squashed one (SAC, TD3), is truthful. Two slopes rather
-than one, alpha = (a + 1) alpha_max / 2, because that puts truthful at a = 0 only for
-alpha_max = 2.
-
-`action_type="log"`: `Box(-1, 1, (1,), float32)` on a log scale, exact at the ends and at truthful:
-
-    alpha = LOG_ALPHA_MIN ** (-a)    for -1 <= a <= 0   (a = -1: alpha = 0.001; a = 0: truthful)
-    alpha = alpha_max ** a           for  0 <  a <= 1   (a = +1: alpha = alpha_max)
-
-Equal steps of a are equal ratios of alpha, so the multipliers a budget pushes a bidder to (0.01 to
-0.5 in the calibrated pacing scenario) take half the box instead of a sliver next to a = -1, and a
-fresh Gaussian policy explores them. It cannot bid exactly 0: a multiplier below LOG_ALPHA_MIN
-plays LOG_ALPHA_MIN.
-
-`action_type="multiplier"`: `Box(0, alpha_max, (1,), float32)`, the multiplier itself.
-
-`action_type="delta"`: `Box(-1, 1, (1,), float32)`, the multiplier's change from the last round, as
-a pacer changes it:
-
-    alpha_t = clip(alpha_{t-1} * exp(delta_bound * a), LOG_ALPHA_MIN, alpha_max)
-
-alpha_{t-1} the multiplier the bidder played last round (the market's exact value), `delta_start`
-before the first round. a = 0 holds the multiplier, so a fresh Gaussian policy's noise is a random
-walk of small steps around it rather than a draw over the whole range each round (under "log" one
-policy std is a factor of about 250 in the multiplier). A change of more than exp(delta_bound) in
-one round cannot be played: the inverse clips it to a = +-1.
-
-`action_type="residual"`: `Box(-1, 1, (1,), float32)`, a correction of a built-in pacer (the base):
-
-    alpha_t = clip(base(obs_t) * exp(residual_scale * a), LOG_ALPHA_MIN, alpha_max)
-
-base(obs_t) the base pacer's multiplier on the bidder's current observation, which holds the
-multiplier it played last, so a = 0 at every step plays exactly the base pacer's trajectory (up to
-the clip at LOG_ALPHA_MIN, above every built-in pacer's own floor but a fixed multiplier's).
-
-The first three types are stateless; the last two need the multiplier played last or the
-observation. `ActionMap` gives every type one interface, `multiplier(a, obs, prev_alpha)` and its
-inverse `action(alpha, obs, prev_alpha)`, so an environment has one code path; `action_map` builds
-one. Out-of-range actions are clipped to the box; NaN or inf raise ValueError.
+Five types (`ACTION_MEANINGS` states each map): "normalized" and "log" put truthful bidding at
+a = 0, the centre of a fresh policy; "multiplier" is alpha itself; "delta" and "residual" change
+the multiplier played last or a built-in pacer's. `ActionMap` gives every type one interface,
+`multiplier(a, obs, prev_alpha)` and its inverse `action(alpha, obs, prev_alpha)`, so an env has
+one code path. Why each map is as it is: docs/environment.md, "Action types".
 """
 
 from __future__ import annotations

@@ -1,41 +1,10 @@
 """A radix tree over token sequences: which prompt prefixes have their KV cache resident.
 
-Semantics follow SGLang's `RadixCache` (python/sglang/srt/mem_cache/radix_cache.py):
-
-- `match_prefix(tokens)` finds the longest cached prefix, splits a node when the match ends inside its
-  edge (so a match always ends on a node boundary), and refreshes the access time of the path.
-- `insert(tokens, value)` adds what is not yet cached and returns how much already was; `extend(node,
-  tokens)` does so for node's path followed by `tokens`.
-- `lock(node)` / `unlock(node)` count references along the path from `node` to the root; a node with a
-  reference is protected, the others are evictable. `move_lock(old, new)` moves one from a node to
-  one below it, touching only the nodes between them.
-- `evict(num_tokens)` removes least-recently-used unlocked leaves until `num_tokens` are freed; a parent
-  becomes a leaf, and so a candidate, when its last child goes. Under `eviction_policy="priority"`
-  (SGLang's `--radix-eviction-policy priority`, `evict_policy.PriorityStrategy`) the lowest
-  priority goes first and the least recently used among equal priorities: a node's priority is the
-  largest of the requests' whose inserts passed through it (`insert(..., priority=)`), kept as the
-  access time is (below); a split's upper half takes the lower's.
-
-Invariants (`check()` raises on the first one broken; the tests call it):
-- `total_size == evictable_size + protected_size == sum of edge lengths`; `node_count` counts the
-  nodes but the root.
-- A node is protected iff `lock_ref > 0`; a node's `lock_ref` is at least the sum of its children's
-  (a lock counts on every node of its path), so a locked node's ancestors are locked too.
-- Every edge length is a positive multiple of `page_size`; a child is keyed by its edge's first
-  page, points to its parent, and its depth is its parent's plus its edge; values, when stored, are
-  one per token.
-- Every unlocked leaf has a current entry on the heap its wait mark selects (below); wait marks are
-  in [-1, ROUND_TICKS).
-- Evicted nodes are detached (`alive` False) and never returned again.
-
-Time is a logical clock (a tick per `match_prefix` and `insert`), so eviction order is
-deterministic. An access stamps only the deepest node of its path, and waiting requests' matches
-are marked per node (`set_wait`, a second heap) rather than re-stamped each round (the eviction
-order, `radix_eviction.EvictionOrder`, the cache's base class); why both evict
-exactly as SGLang's stamping does is derived in docs/engine.md section 4 ("The radix cache's clock").
-
-Edges hold numpy token arrays; matching compares a whole edge in one vectorized call, so its cost is
-per node on the path, not per token.
+It follows SGLang's `RadixCache` (match with split, insert, locks along a path, LRU or `priority`
+eviction of unlocked leaves) at O(1) per access: the clock and the wait marks of waiting
+requests are derived in docs/engine.md section 4 ("The radix cache", "The radix cache's clock"),
+with the invariants `check()` tests. Edges hold numpy token arrays, so a match costs per node, not
+per token.
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
 """Waiting requests' cached prefixes, kept warm in the cache's LRU order (SGLang's rule).
 
-SGLang's cache-aware policies (`lpm`, `dfs-weight`) match every waiting request at every scheduling
-round, in queue order, with `match_prefix`: each match stamps the request's cached path (and splits
-an edge its match ends inside), so what waits is evicted only after everything not accessed since
-the round began, and among waiting requests the first matched goes first. Without that, a waiting
-request's prefix keeps the time of its last real access and can be evicted just before its request
-is admitted.
-
-`WaitingPrefixes.refresh` gives that eviction order for every policy, at O(requests whose match
-changed) per round instead of a walk per waiting request: it keeps each waiting request's match
-incrementally (`PrefixMatcher`, splitting as SGLang's match does, over the whole prompt as SGLang's
-policy match does) and marks the node where it ends with the request's rank (`RadixCache.set_wait`);
-the cache gives such a node the time `round_start + rank` in the current round (see
-`auction_gym.radix_cache`). The lower half of an edge a request's match splits gets that request's
-time in the round (`RadixCache.stamp_in_round`), as SGLang stamps the edge at that request's turn. Ranks follow the order requests were first seen (ties within a round by
-arrival), which is the queue's order when, as in the engine, the queue is kept first come, first
-served and new arrivals are appended.
-
-The engine hands each refresh what joined and left its queue since the last one
-(`WaitingQueue.take_changes`), so the refresh compares no queues; each refresh returns how the
-queue changed since the one before (a `QueueDelta`: what joined, what left, whose match was redone,
-and every waiting request's cached prefix length), which the engine passes to its policy with the
-round (`auction_gym.policy.WaitingRound`). A structure kept over the queue (the radix auction's
-tree) that skipped rounds combines the deltas it was given (`QueueDelta.combine`).
-
-What remains different from SGLang 0.5.23: its stamps follow its queue list, which after a sort is the
-previous round's admission order with new arrivals appended (here: first come, first served); it
-stamps only under cache-aware policies and `lpm` up to 128 waiting, while under FCFS (and `lpm`
-above 128) it touches the first 128 waiting requests every 32 rounds, head last (here: every policy,
-every request, every round). Within a round the order is SGLang's: a waited-on node accessed, split
-or given a later child's time since the round began counts from that later time (`auction_gym.radix_cache`).
+SGLang's cache-aware policies match every waiting request every round, so what waits is evicted
+last; without it a prefix could be evicted just before its request is admitted. `WaitingPrefixes`
+gives that order to every policy at O(requests whose match changed) per round, and returns how
+the queue changed (a `QueueDelta`) for the policy. docs/sglang-fidelity.md ("Waiting requests keep
+their cached prefixes warm") says how, and where it differs from SGLang.
 """
 
 from __future__ import annotations

@@ -3,32 +3,9 @@
     prefill  t = a + b * new_tokens + c * attention
     decode   t = d + e * batch + f * context + g * min(batch, k)
 
-`new_tokens` is the number of prompt tokens the batch computes (cached ones are free), `attention`
-the sum over the batch's requests of new_i * (cached_i + new_i / 2), i.e. query-key pairs of causal
-attention over the new tokens; `batch` is the number of running requests and `context` the sum of
-their lengths (prompt + tokens generated so far).
-
-The last decode term is zero by default (g = k = 0, the roofline below is linear): measured engines
-need it where a step's cost grows less than linearly with the batch. On a CPU, a matrix product of
-a few rows costs about one weight read per row (the tiny preset's 64 x 32,000 output projection on
-one thread: 0.33 ms a row up to 3 rows), while more rows share each read (0.15 ms a row at 64); so
-the first k requests of a batch cost g more each (the tiny preset's decode grid on one CPU thread:
-k = 4, g = 0.3-0.4 ms, e = 0.16-0.19 ms; `radix-auction calibrate` fits k and g; README "The
-PyTorch engine and calibration").
-
-Default coefficients: Llama-3-8B in bf16 on one H100 SXM 80GB (989 TFLOP/s dense bf16, 3.35 TB/s HBM),
-derived from the roofline at stated efficiencies rather than measured; `gpu_backend` calibration
-measures real ones and writes a JSON file this module loads.
-
-| coefficient | value     | derivation                                                                |
-|-------------|-----------|---------------------------------------------------------------------------|
-| a           | 4 ms      | per-iteration scheduling and launch overhead (SGLang-scale)               |
-| b           | 32.5 us   | 2 x 8.03e9 FLOP per token at 50% of peak                                  |
-| c           | 1.3 ns    | 4 x 32 layers x 4096 FLOP per query-key pair at 40% of peak               |
-| d           | 6.0 ms    | 16.1 GB of weights read per step at 80% of HBM bandwidth                  |
-| e           | 30 us     | per-sequence GEMM rows, sampling and bookkeeping                          |
-| f           | 49 ns     | 128 KiB of K/V per context token (32 layers x 8 KV heads x 128 x 2 x 2 B) |
-|             |           | read per step at 80% of HBM bandwidth                                     |
+attention = sum over the batch of new_i * (cached_i + new_i / 2), causal attention's query-key
+pairs; context = the running requests' lengths summed. The defaults (Llama-3-8B bf16 on one H100,
+from the roofline) and their derivation are in docs/engine.md section 4; calibration fits real ones.
 """
 
 from __future__ import annotations

@@ -3,55 +3,9 @@
 `ServingEngine` holds what every engine shares: arrivals, the waiting queue, admission in the
 scheduler's order, KV memory, the radix cache, per-request records. How an iteration executes, and
 so how long it takes, is left to subclasses: `SimEngine` takes times from a cost model,
-`gpu_backend.TorchEngine` runs a model and measures them. The market and the environments only use
-this interface, so they do not know which engine they drive.
-
-Each `step()` is one iteration, as in SGLang's scheduler loop (prefill first when there is one):
-
-1. Requests whose arrival time has come join the waiting queue (one whose output exceeds
-   `EngineConfig.output_room`, where SGLang clips the cap, is rejected with a reason instead).
-2. Prefill, if a chunked prefill is unfinished or the queue is not empty. A chunked request in
-   flight goes first with its next chunk; then every waiting request's cached prefix is refreshed
-   in the cache's LRU order (`WaitingPrefixes`, SGLang's rule), the policy orders the queue
-   (`AdmissionPolicy.admit`, given the round as a `WaitingRound`: the queue, the cache, the
-   cached prefix lengths just refreshed, the market's multipliers and budgets left that `step`
-   was given, and how the queue changed; a decision comes back with the order of a policy that
-   decides rounds, and is returned on the iteration) and requests are taken in
-   that order. Each matches its longest cached prefix (at most all but the last token,
-   so the last is always computed, as in SGLang) and locks it. It is taken if its uncached
-   tokens plus its output reservation (the engine's rule set, `EngineConfig.reservation`, rules.py) plus a page
-   are strictly below the room (free + evictable - what is reserved - a page per admission
-   earlier in the round), SGLang's check (`EngineRules.fits`), and it is then allocated its uncached tokens,
-   evicting least-recently-used unlocked leaves. A chunked request's output is promised with its
-   last chunk, not its first, as in SGLang (its first chunk's check counts it). Admission stops at the first request that does
-   not fit in memory or in `max_running_requests`. The batch computes at most `prefill_budget`
-   tokens: with chunked prefill the request that does not fit whole computes a chunk (its
-   finished chunks enter the cache, locked) and the batch ends; without it, the first request of
-   a batch is exempt and a later one that does not fit stops admission. Under the policies whose
-   class declares `in_batch` (`lpm`, as in SGLang), a request that shares an uncached prefix
-   with one ahead of it in the queue goes behind the others (SGLang's in-batch prefix sharing,
-   `in_batch.py`); under `lpm` and `dfs_weight` (`sorts_in_place`) the queue keeps the order for the next round, as
-   SGLang's in-place sorts leave its list. With `EngineConfig.priority_preemption`, a request met
-   when the running batch is full may first preempt running requests of lower priority
-   (preemption.py, SGLang's threshold rule); they wait again at the queue's end. After the
-   prefill, sequences are inserted into the cache and stay locked while their requests run; each
-   request whose prompt is complete has its first token.
-3. Otherwise the running batch decodes one step, or, where the engine can (the simulated one),
-   every step up to the next event at once (a request finishing, an arrival that may be
-   admitted or may preempt, memory running out, one step while a preemption waits only for room,
-   or the step at which the blocked request's reservation would fit): nothing changes in
-   between, so the result is the same as stepping one at a time. Under
-   the "sglang" reservation decode tokens are allocated as they are produced; when a step does
-   not fit even after eviction, running requests are retracted as SGLang retracts them (fewest
-   output tokens first, then longest prompt, at least one, until the step fits): their
-   generated KV is freed, their prompt stays in the cache unlocked, and they wait again (at the
-   queue's end, as in SGLang) to recompute prompt + output so far and go on.
-4. A finished request inserts prompt + output, bar the last output token whose KV is never
-   computed, into the cache and unlocks its path.
-
-Memory invariant: cache.total_size + reserved <= kv_capacity_tokens, where `reserved` holds the
-tokens allocated outside the cache: each running request's partial last page and decode tokens
-(under "oracle", its whole output from admission on).
+`gpu_backend.TorchEngine` runs a model and measures them, and the market drives either through this
+interface. One `step()` is one iteration as in SGLang's scheduler loop (docs/engine.md, "One
+iteration, step by step", has the rules and the memory invariant).
 """
 
 from __future__ import annotations

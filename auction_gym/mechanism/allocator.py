@@ -1,29 +1,11 @@
 """The radix auction's allocator of an engine's rounds: one queue tree kept from round to round.
 
-`TreeAllocator` holds one `IncrementalQueueTree` (incremental_tree.py) and brings it to each round's
-queue by the changes the engine passes with each round (the requests that joined and left the
-queue since the round before, and those whose cached prefix was matched again: a `QueueDelta`),
-those of the rounds decided without the tree (`skip`) combined, or, when they are not known, by
-comparing queues. The tree is fed each
-request's base bid, the bid before its bidder's multiplier: its urgency in a market's round (bids
-alpha_i x urgency), its own `bid` in a round without multipliers (an engine replay, where every
-multiplier is 1). A round of two requests or more is then decided over it:
-
-- with multipliers, over the tree's skeleton (factored.py): the nodes that hold more than one
-  bidder are re-sorted in money, each single-bidder block below them keeps its order and its S and
-  F in urgency units scaled by its bidder's multiplier. The `FactoredAllocation` holds the order
-  and what the VCG payments read (radix_auction.py), so the market prices the round from it.
-- without multipliers, the skeleton is not re-sorted: with every multiplier 1 the money keys are
-  the tree's own keys, so the order the tree keeps at every node, the mixed ones included, is the
-  skeleton's, bit for bit (`tests/test_allocator.py` checks both against each other). The order is
-  read off the root in C, so a replay's round costs the tree's update and that pass
-  (`OrderedRound`). The payments' inputs are not made: that costs Python steps per block of every
-  node that mixes bidders, every round (on the Mooncake trace, one node of a few hundred blocks
-  below the root), for rounds nothing prices. One that is priced after all builds its allocation
-  from scratch from the round's record (radix_auction.py), as a one-off round does.
-
-Either kind of round may follow the other on one allocator: the requests whose base bid changed
-(urgency against own bid) are re-costed, as any changed bid is.
+`TreeAllocator` brings one `IncrementalQueueTree` (incremental_tree.py), fed each request's bid
+before its bidder's multiplier, to each round's queue by the changes the engine reports (a
+`QueueDelta`), and decides a round of two requests or more over it: a market's over the skeleton
+of nodes that mix bidders (factored.py), priced from that allocation; a replay's (every
+multiplier 1) by reading the tree's own order, which is the same bit for bit, with no payment
+inputs made. docs/economic-model.md section 3 says why and at what cost.
 """
 
 from __future__ import annotations

@@ -1,34 +1,12 @@
 """The radix auction's round decided in urgency units: work proportional to the nodes that mix bidders.
 
-How `TreeAllocator` (allocator.py) decides a market's round. In a market every bid is alpha_i x urgency (bidder i's multiplier, which changes every round, times
-the request's urgency, which never does). Scaling all of one bidder's bids by alpha > 0 scales the
-S and F of every block that holds only that bidder's requests and leaves its Smith order alone, so
-an `IncrementalQueueTree` fed the urgencies keeps each single-bidder block's order and its S and F
-in urgency units from round to round, updated only where the queue or the cache changed. A round
-then re-decides only its skeleton: the root and the nodes whose subtree holds more than one bidder,
-with each single-bidder block below them as a leaf of
-
-    S = alpha_i x S_urgency,   P (unit-free),   F = alpha_i x F_urgency,   tie (smallest id).
-
-Smith's rule (smith.tree_stats) orders the skeleton's nodes in money, and the admission order is
-the leaves' own orders in the skeleton's depth-first order. In the default scenario each bidder's
-requests share its system prompt, so the skeleton is the root over one leaf per bidder (plus
-requests that share nothing): the round costs the tree's update plus a sort of a handful of blocks.
-
-A bidder out of budget bids 0 (alpha_i = 0). Every key of its blocks is then a zero ratio, and the
-from-scratch order within them is zero-work blocks first, then by smallest request id, at every
-node; such a leaf is ordered so here (`zero_bid_order`), its S and F are 0.
-
-The payments are VCG's over the same skeleton (`RadixTreeAuction.payments` reads it as it reads a
-from-scratch allocation): removing bidder i deletes its leaves, and the nodes above them are
-exactly the skeleton's. Bidder i's own cost in the chosen order is sum over its leaves of
-F_B + S_B x start_B, start_B the completion units served before the leaf starts.
-
-What differs from the from-scratch allocation (radix_auction.py) is rounding: a single-bidder
-block's S is alpha x (sum of urgencies) here and sum of (alpha x urgency) there, so the keys, the
-costs and the payments agree to the last few bits, and the order can differ only between blocks
-whose ratios tie to within that rounding. `tests/test_factored.py` checks the orders and the
-payments against the from-scratch auction on random queues, multipliers (0 included) and caches.
+How `TreeAllocator` (allocator.py) decides a market's round. A bid is alpha_i x urgency, and
+scaling one bidder's bids leaves the order inside its own blocks alone, so the kept tree holds
+urgencies and a round re-sorts in money only its skeleton (the nodes that hold several bidders),
+with each single-bidder block below as a scaled leaf; the VCG payments are computed over the same
+skeleton. Orders and payments equal the from-scratch auction's up to rounding
+(`tests/test_factored.py`). The derivation: docs/economic-model.md section 3 ("A market's round in
+urgency units").
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
 """The radix (compressed trie) tree of a waiting queue, with the uncached work on each edge.
 
-Nodes are numbered 0..V-1 from the root down (node 0 is the root, the empty prefix; pre-order), so
-every child has a larger index than its parent and a loop over reversed indices visits children
-before parents.
-Requests are numbered by their position in the queue as given (0..n-1). Each request is attached to
-one node: the node whose depth equals its length (several requests with the same tokens end at the
-same node), or, for a request that shares no token beyond some node with any other request, that
-node: such a request hangs below it on an edge of its own rather than as a leaf node, which saves a
-node per request on the common path of building, sorting and pricing.
-
-Invariants:
-- every non-root node has depth > its parent's and at least two blocks (children and attached
-  requests);
-- `edge_work[v]` = tokens on the edge into v that are not in the cached set, `req_work[r]` the same
-  for the own edge of a hanging request (0 for the root, for a request that ends at its node, and
-  under the "unit" cost model); cached tokens always form a prefix of a root path.
-
-The cached set is a set of token prefixes fixed for the round: a prefix of request r of length L is
-cached iff L <= prefix_len[r]; a node is cached up to the largest such length among the requests of
-its subtree (with a page_size-1 cache every request below agrees; with larger pages this takes the
-closure so the set stays prefix-closed). VCG's "same cached set" is this set, kept when requests
-are removed.
-
-Complexity: building is O(n log n) comparisons of byte strings plus O(L) vectorised token
-comparisons (L = total tokens) for the longest common prefixes, and O(n) Python steps for the
-stack that turns the sorted sequences into the tree; V <= n. With a `TokenMemo` kept across
-rounds, only the prompts new since the last round are compared (O(log n) each) and only new pairs
-of sorted neighbours get their common prefix computed.
+Nodes are numbered in pre-order from the root (node 0, the empty prefix), so a loop over reversed
+indices visits children before parents; a request that shares nothing beyond a node hangs below
+it on an edge of its own instead of a leaf node. The cached set is fixed for the round and kept
+when requests are removed: VCG's "same cached set". Invariants and cost: docs/economic-model.md
+section 3 ("The queue's tree").
 """
 
 from __future__ import annotations

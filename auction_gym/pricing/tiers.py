@@ -1,47 +1,10 @@
 """Posted-price service tiers: priority sold at fixed prices per token, as API providers sell it.
 
-K tiers, each with a price per prompt token (default: flex 0.5, standard 1.0 and priority 1.8
-times `base_price`, Google's Flex and Priority PayGo ratios; OpenAI's `service_tier` sells the
-same three). A higher tier is admitted first; inside a tier the order is FCFS (SGLang's only order
-with priorities, `inside="fcfs"`, registered as "tiers") or longest cached prefix first (what users
-ask for, `inside="lpm"`, registered as "tiers_lpm").
-
-Best response (the rule each request's tier is bought by, once, when the design first sees it
-waiting): a request with bid b (its bidder's multiplier x its urgency in a market: what it is
-willing to pay per second saved, so the env's action keeps its meaning and pacing works unchanged)
-and P prompt tokens buys the tier k that minimizes b x W_k + price_k x P, ties to the cheaper.
-W_k = (paying requests waiting in tiers >= k) x `seconds_per_request` is the wait it expects in
-tier k: the requests ahead of it there, each holding the engine about 1 / served rate seconds. The
-rule reads the provider's queue by tier (as a provider's status page would publish it), not the
-bidder's observation, so the env's observation is RadixAuction-v0's, unchanged; a learner sees the
-total queue only.
-
-A request with bid 0 (its bidder's budget is spent: the market sets its multiplier to 0) is served
-as under the auction, behind every paying request, and pays nothing; it keeps the tier it bought
-and pays for it if its bidder bids again before it is admitted. Payment: the tier's price x the
-request's prompt tokens, its bill, charged in the round that admits it (`PostedRound.charges`).
-
-Budgets (a market's rounds: `decide` is given `remaining`, each bidder's budget left before the
-round, `WaitingRound.remaining`, as it is given the multipliers). A bidder that cannot pay a tier takes a
-cheaper one it can pay, and one that can pay none is served unpaid, as above. Precisely:
-
-1. A request buys its tier by the best response among the tiers whose bill its bidder's budget
-   left covers (`best_tier` with `budget`); if it covers none, the request holds the cheapest
-   tier, which step 2 then finds unpaid.
-2. Each round, the round's paying requests are walked in the round's admission order (tiers high
-   to low, the inside order within a tier), each bidder's budget left shrinking by the bill of each
-   of its requests walked. A request whose bill is covered keeps its tier; one whose bill is not
-   steps down, for this round, to the best response among the cheaper tiers what its bidder has
-   left covers (the same rule, with the waits W_k of the round's queue as bought) and is walked
-   again in that tier's turn; one for which no cheaper tier is covered is served unpaid (behind
-   every paying request, pays nothing) in this round. A request keeps the tier it bought: the next
-   round walks it from there again.
-
-So the bills of one bidder's paying requests in a round add up to at most its budget left, and
-whichever of them the engine admits (it admits from the front of the order as memory allows, and
-may move some behind, `engine.in_batch`), together they never overspend: the market's cap at what
-is left never cuts a bill (beyond float rounding). In a replay (`remaining` None) no budget binds
-and every bill is covered.
+K tiers, each with a price per prompt token (default: flex 0.5, standard 1.0 and priority 1.8 x
+`base_price`, Google's Flex and Priority PayGo ratios); a higher tier is admitted first, FCFS
+(`tiers`) or longest cached prefix first (`tiers_lpm`) inside. Each request buys its tier once by a
+best response to the waits it expects, within its bidder's budget left; a bidder's bills in a round
+never exceed that budget. The rules in full: docs/markets.md ("The best response", "Out of budget").
 """
 
 from __future__ import annotations
