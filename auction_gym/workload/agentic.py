@@ -1,44 +1,10 @@
 """Synthetic agentic traffic: bursty, stateful, prefix-sharing requests from several bidders.
 
-Each bidder (tenant) owns a system prompt and a tool-definition block. Its traffic is a stream of
-*episodes*, each of one shape:
-
-| shape     | requests                              | prompt                              | class       |
-|-----------|---------------------------------------|-------------------------------------|-------------|
-| `session` | turns 1..K, K ~ Geometric(mean        | turn 1: sys + tools + user msg;     | per session |
-|           | `session_turns`), capped at           | turn k: turn k-1's prompt + turn    | (mix)       |
-|           | `max_session_turns`                   | k-1's reply + user msg              |             |
-| `fanout`  | W parallel tool calls, W uniform in   | sys + tools + context + own suffix  | interactive |
-|           | `fanout_width` (inclusive)            |                                     |             |
-| `rollout` | `rollouts` speculative branches       | sys + tools + context + own suffix  | background  |
-| `urgent`  | 1 short call                          | sys + short query (no tools)        | urgent      |
-
-So the radix tree of a workload branches at the root (bidders), after the system prompt (tools vs
-urgent queries), after the tools (episodes), and after a fan-out/rollout context (branches); session
-turns form chains whose prompts end at inner nodes.
-
-A session turn's reply is fixed in advance (`Request.output_tokens`) and quoted verbatim by the next
-turn, so the engine's cache holds exactly what the next turn reuses. Turn k arrives an exponential
-think time after turn k-1 *arrives* (the workload is open-loop: it does not know latencies). Fan-out
-and rollout branches arrive together, at the episode's start.
-
-Arrivals: episodes start as a Poisson process whose rate is chosen so that requests arrive at `rate`
-per second on average outside bursts; every `burst_period` seconds a burst of `burst_duration` seconds
-(at the start of each period) multiplies the episode rate by `burst_factor`. A smooth load curve
-(`wave_amplitude` A, `wave_period` P, `wave_offset` t0) multiplies it further by
-1 - A cos(2 pi (t - t0) / P). An episode's bidder is
-uniform over bidders; its shape is drawn from that bidder's shape mix, which is Dirichlet around
-`shape_mix` (so tenants differ: some send mostly urgent calls, some mostly rollouts).
-
-Urgency, value and output length of each request come from its class (`classes.py`); bid = urgency
-(truthful reports; the market applies bid multipliers). Its `max_new_tokens` (the client's cap, what
-the server knows in place of the output length) is its class's `output_max`, the cap its output
-length was clipped to (`classes.py`), unless `AgenticConfig.max_new_tokens` sets one cap for all.
-With the default configuration about 62% of requests are interactive, 30% background and 8% urgent.
-
-Everything is drawn from `numpy.random.default_rng(seed)`, so a seed fixes the workload; it is drawn
-32 candidate episode starts at a time, each kind of draw (lengths, tokens, normals) once for the
-whole chunk, and read as a stream (`iter_agentic`) as far as its reader goes.
+Each bidder (tenant) owns a system prompt and a tool block and sends episodes of four shapes
+(multi-turn sessions, parallel fan-out calls, speculative rollouts, short urgent calls), so the
+radix tree branches by bidder, tools, episode and branch; arrivals are open-loop Poisson with
+bursts and an optional load wave. A seed fixes the workload, drawn in chunks as it is read. The
+shapes and draws in full: docs/environment.md, "Workloads".
 """
 
 from __future__ import annotations

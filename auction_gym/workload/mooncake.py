@@ -1,42 +1,10 @@
 """Replay of the Mooncake FAST'25 traces (kvcache-ai/Mooncake, FAST25-release/traces/, Apache-2.0).
 
-Format: one JSON object per line with `timestamp` (arrival, ms from the trace start), `input_length`,
-`output_length` (tokens) and `hash_ids` (prefix-block ids; a block is `block_size` = 512 tokens, the
-last one possibly partial; equal ids mean reusable KV blocks). The trace has no text, tenant or bid;
-this loader derives them:
-
-- Tokens: block id b, offset j -> token b * block_size + j when `vocab_size` is None (injective, so
-  equal token prefixes <=> equal block-id prefixes), else splitmix64(splitmix64(b) + j) mod
-  `vocab_size` (equal block ids still give equal tokens; distinct blocks almost surely diverge within
-  a few tokens). The last block is cut so that len(tokens) == input_length, which must satisfy
-  (len(hash_ids) - 1) * block_size < input_length <= len(hash_ids) * block_size.
-- Arrival (s) = timestamp / 1000 * time_scale: time_scale < 1 compresses the trace (raises the load),
-  > 1 stretches it. Arrivals are not shifted, so a slice starting late starts late.
-- Bidder: a conversation stays with one tenant. In the conversation trace every request starts with
-  block 0 (a global prefix) and the second block identifies the conversation (the 12,031 requests
-  have 7,373 distinct second blocks); so bidder = splitmix64(splitmix64(seed) ^ hash_ids[1]) mod
-  num_bidders (hash_ids[0] for a one-block request).
-- Class and draws: per request, an rng = numpy.random.default_rng([seed, line index]) draws the class
-  from `class_mix` (default `DEFAULT_CLASS_MIX`: urgent 0.1, interactive 0.6, background 0.3) and then
-  (urgency, value) from that class (`classes.py`); bid = urgency, kind = class name. Keyed by the line
-  index, a request's draws do not depend on which slice is loaded.
-- output_len = output_length; it must be >= 1 (the conversation trace's minimum is 1; a 0 is an error,
-  since every request emits at least its first token).
-- max_new_tokens (the client's cap, what the server knows in place of output_length) = the
-  `max_new_tokens` argument, by default `MOONCAKE_MAX_NEW_TOKENS`, the conversation trace's evident
-  cap of 2000 tokens (the evidence is there); None = each request's own output_length, as SGLang's
-  `bench_serving` replays the trace (SGLang 0.5.23, `sglang.benchmark.datasets.mooncake`: it sends
-  max_new_tokens = output_length with `ignore_eos`), a server that knows every output length. A line
-  whose output_length exceeds the cap is an error (a client's output cannot exceed its cap, so the
-  cap does not fit that trace): pass a larger `max_new_tokens`, or None.
-- id = 0-based line index in the file, so `start`/`limit` slices keep ids.
-
-Blank (whitespace-only) lines are skipped but still count as lines. The file must be UTF-8 and its
-timestamps non-decreasing in file order: the trace is replayed lazily, and the engine takes a lazily
-read workload in arrival order (`ServingEngine.submit`), so a request that arrives before the one read
-before it is an error here, where its line is known, rather than there. A malformed line, a line that is
-not UTF-8, or a timestamp smaller than the previous request's raises ValueError naming the file and the
-1-based line number.
+A trace line gives arrival, input and output lengths and prefix-block ids, but no text, tenant or
+bid: this loader derives tokens from the block ids (equal blocks, equal tokens), a bidder per
+conversation, and a class with its urgency and value per line (keyed by the line index, so a
+slice draws the same), read lazily and checked line by line (ValueError naming file and line).
+The derivations in full: docs/environment.md, "Workloads".
 """
 
 from __future__ import annotations

@@ -1,41 +1,10 @@
 """SGLang's "generated-shared-prefix" benchmark (`bench_serving --dataset-name generated-shared-prefix`)
 with Poisson arrivals and the gym's bidders, urgencies and values.
 
-The benchmark SGLang itself uses for prefix caching: `num_groups` groups of `prompts_per_group`
-prompts; every prompt of a group starts with the group's system prompt of `system_prompt_len`
-tokens and ends with a question of its own of `question_len` tokens; each asks for `output_len`
-tokens. Parameter names and defaults are those of `bench_serving` (`--gsp-num-groups 64`,
-`--gsp-prompts-per-group 16`, `--gsp-system-prompt-len 2048`, `--gsp-question-len 128`,
-`--gsp-output-len 256`, `--gsp-range-ratio 1.0`). As there:
-
-- with `range_ratio` r < 1, each system prompt's, question's and output's length is drawn uniformly
-  from [max(int(full x r), 1), full]; at r = 1 every length is the full one;
-- the prompts are shuffled (SGLang's default, not `--gsp-ordered`), so consecutive arrivals come
-  from different groups, which is what a cache-aware scheduler has to sort out;
-- a request's `max_new_tokens` is its own output length: `bench_serving` sends each request with
-  `max_new_tokens` = its output_len and `ignore_eos` on by default (SGLang 0.5.23,
-  `sglang.benchmark.serving.async_request_sglang_generate`), so every request generates exactly
-  its cap. `max_new_tokens` (the config field) replaces this with one cap for all requests.
-
-Tokens are random ids in [0, vocab_size) (SGLang draws random text); two questions diverge at
-their first token almost surely, so a prompt shares exactly its system prompt with its group.
-
-What the gym adds:
-
-- Arrivals: a Poisson process of `rate` requests/s (SGLang's `--request-rate`), with optional
-  bursts as in the agentic workload: every `burst_period` seconds the rate is multiplied by
-  `burst_factor` for `burst_duration` seconds (0 = no bursts).
-- Bidders: group g belongs to bidder g mod num_bidders, so a tenant owns whole system prompts (as
-  each agentic tenant owns its own), and with 64 groups and 8 bidders each owns 8 groups.
-- Urgency and value: each request's class (urgent, interactive, background) is drawn from
-  `class_mix` (default `DEFAULT_CLASS_MIX`: 0.1 / 0.6 / 0.3, as for the Mooncake trace), and its
-  urgency w and value V from that class (`classes.py`); bid = urgency. The output length is the
-  benchmark's, not the class's.
-
-Deterministic in (config, seed): everything comes from `numpy.random.default_rng(seed)`. The
-shuffle and the system prompts are drawn up front; questions, classes and arrivals in chunks of
-`CHUNK` requests as the stream is read (`iter_shared_prefix`), so an engine that reads it lazily
-draws little beyond its clock. Ids are 0..n-1 in arrival order.
+Groups of prompts that share a system prompt, shuffled, with `bench_serving`'s parameter names and
+defaults: the benchmark SGLang itself uses for prefix caching. The gym adds arrivals (Poisson,
+optional bursts), a bidder per group and a class per request. Deterministic in (config, seed),
+drawn in chunks as the stream is read. In full: docs/environment.md, "Workloads".
 """
 
 from __future__ import annotations
