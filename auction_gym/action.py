@@ -132,7 +132,7 @@ class ActionMap:
 
 class DeltaMap(ActionMap):
     """"delta": alpha = clip(prev_alpha * exp(delta_bound * a), LOG_ALPHA_MIN, alpha_max), with
-    prev_alpha = `delta_start` before the first round (see the module docstring)."""
+    prev_alpha = `delta_start` before the first round."""
 
     def __init__(self, alpha_max: float, delta_bound: float, delta_start: float) -> None:
         super().__init__("delta", alpha_max)
@@ -154,8 +154,8 @@ class DeltaMap(ActionMap):
 
 
 class ResidualMap(ActionMap):
-    """"residual": alpha = clip(base(obs) * exp(residual_scale * a), LOG_ALPHA_MIN, alpha_max)
-    (see the module docstring)."""
+    """"residual": alpha = clip(base(obs) * exp(residual_scale * a), LOG_ALPHA_MIN, alpha_max),
+    base(obs) the base pacer's multiplier on the observation."""
 
     def __init__(self, alpha_max: float, base: BasePacer, residual_scale: float) -> None:
         super().__init__("residual", alpha_max)
@@ -210,7 +210,7 @@ def check_action_type(action_type: str, alpha_max: float) -> None:
 
 
 def action_box(action_type: str, alpha_max: float) -> spaces.Box:
-    """The action space of `action_type` (see the module docstring)."""
+    """The action space of `action_type` (`ACTION_MEANINGS` says what an action means)."""
     if action_type != "multiplier":
         return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
     return spaces.Box(0.0, float(alpha_max), shape=(1,), dtype=np.float32)

@@ -134,10 +134,8 @@ class Decision:
         raise NotImplementedError
 
     def charges(self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float) -> dict[int, float]:
-        """Bidder -> what it owes (money, >= 0, before the market's budget cap) for the requests
-        `admitted` (ids) from this round, `per_bidder[i]` of them bidder i's; `seconds_per_unit`
-        turns an auction's completion units into seconds (docs/design.md section 3). A bidder that
-        owes nothing may be left out; a round that charges nothing returns {}."""
+        """Bidder -> what it owes (money, >= 0, before the budget cap; those owing nothing may be left
+        out) for the `admitted` ids, `per_bidder[i]` bidder i's; `seconds_per_unit`: units to seconds."""
         return {}
 
 

@@ -201,12 +201,9 @@ class RadixCache(EvictionOrder):
     def peek(
         self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None, split: bool = False
     ) -> tuple[int, TreeNode]:
-        """Match without refreshing LRU times: (longest cached prefix length, node).
-
-        The node is the deepest one matched in full; with `split`, a partially matched edge is
-        split first (its halves get the clock's current time), so the node is where the match ends.
-        `start`, the node of an earlier `peek` of the same tokens, skips re-comparing a known match.
-        """
+        """Match without refreshing LRU times: (longest cached prefix length, deepest node matched in
+        full); `split` first splits a partly matched edge (halves stamped now) so the node is where the
+        match ends; `start`, an earlier peek's node for the same tokens, skips a known prefix."""
         return self._walk(token_view(tokens), split, start, self._tick)
 
     @property
@@ -242,12 +239,8 @@ class RadixCache(EvictionOrder):
         start: TreeNode | None = None,
         priority: int = 0,
     ) -> InsertResult:
-        """Cache the page-aligned part of `tokens`; `value[i]` is stored with token i when given.
-
-        Values already cached are kept (the caller frees its own for those first `cached` tokens).
-        `start`, a node whose path is a prefix of `tokens`, skips re-comparing that prefix.
-        `priority`: the inserting request's, which `priority` eviction reads.
-        """
+        """Cache the page-aligned part of `tokens`, with `value[i]` for token i (values already cached are
+        kept: the caller frees its own); `start` skips a known prefix; `priority`: for `priority` eviction."""
         return self._insert(token_view(tokens), value, start, 0, priority)
 
     def extend(
@@ -378,8 +371,8 @@ class RadixCache(EvictionOrder):
         return freed
 
     def check(self) -> None:
-        """Raise `IntegrityError` (an AssertionError) naming the first broken invariant of the
-        module docstring. O(nodes + heap entries): for tests and debugging."""
+        """Raise `IntegrityError` (an AssertionError) naming the first broken invariant (docs/engine.md
+        section 4, "The radix cache"). O(nodes + heap entries): for tests and debugging."""
         check_integrity(self, ROUND_TICKS)
 
     def sequences(self) -> Iterator[np.ndarray]:

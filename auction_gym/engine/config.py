@@ -116,10 +116,8 @@ class EngineConfig:
         return -(-tokens // self.page_size) * self.page_size
 
     def output_room(self, prompt_len: int) -> int:
-        """The most output (tokens) a request with a `prompt_len`-token prompt is budgeted for: the
-        pool less the paged prompt, a page and a token, where SGLang clips `max_new_tokens`
-        (`Scheduler.init_req_max_new_tokens`, `max_new_tokens_for_memory`), so that a request
-        alone in an empty pool passes the memory check (`EngineRules.fits`, rules.py)."""
+        """The most output a request with a `prompt_len`-token prompt is budgeted for: the pool less
+        the paged prompt, a page and a token, where SGLang clips `max_new_tokens` (so a lone request fits)."""
         return self.kv_capacity_tokens - self.paged(prompt_len) - self.page_size - 1
 
     def rejection(self, prompt_len: int, output_len: int) -> str | None:

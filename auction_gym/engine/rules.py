@@ -51,10 +51,8 @@ class EngineRules:
         """Keeps what waits warm in the cache's LRU order, every policy, every round (SGLang's rule)."""
 
     def cap(self, r: Request) -> int:
-        """The request's output cap as the engine budgets it: max_new_tokens, clipped to
-        `EngineConfig.output_room` as SGLang clips it (never below the true output, which
-        `EngineConfig.rejection` ensures). The methods below take it as `cap`: the engine computes
-        it once per admission, not once per term."""
+        """The output cap as the engine budgets it: max_new_tokens clipped to `EngineConfig.output_room`,
+        as SGLang clips it; computed once per admission and passed to the methods below as `cap`."""
         return min(r.max_new_tokens, self.config.output_room(r.prompt_len))
 
     def smallest_need(self, r: Request, generated: int, cap: int) -> int:

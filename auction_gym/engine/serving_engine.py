@@ -56,12 +56,8 @@ class Replay:
         raise NotImplementedError
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
-        """Queue requests for arrival at their `arrival` time.
-
-        A list (any Sequence) is taken at once, in any order. Any other iterable is read lazily as
-        the clock reaches each arrival, so a long trace is never held in memory whole; it must be
-        sorted by arrival.
-        """
+        """Queue requests for arrival at their `arrival` time: a Sequence at once, in any order; any
+        other iterable lazily as the clock reaches it (never held whole), so sorted by arrival."""
         self.arrivals.submit(requests)
 
     def run(self, requests: Iterable[Request] | None = None, until: float = math.inf) -> Metrics:

@@ -80,9 +80,8 @@ def check_env_arguments(reward_scale: float, render_mode: str | None, render_mod
 
 
 class UnknownArgumentError(TypeError, ValueError):
-    """An environment's keyword argument it does not take: a TypeError as Python's own for an
-    unexpected keyword (what Gymnasium's callers catch), and a ValueError as every other argument
-    an environment refuses."""
+    """A keyword an environment does not take: a TypeError as Python's own (what Gymnasium's callers
+    catch), and a ValueError as every other argument an environment refuses."""
 
 
 def valid_keywords(cls: type) -> list[str]:

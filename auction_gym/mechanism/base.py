@@ -193,21 +193,16 @@ class AuctionMechanism(AdmissionPolicy):
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
         bids: Sequence[float] | None = None,
     ) -> Allocation:
-        """The round's order and costs (no payments) over a non-empty queue. `prefix_lens`, per
-        request its longest prefix in `cached`, saves reading them from `cached` when the caller
-        has them (`decide` keeps them incrementally); `bids`, one per request, are the round's
-        (a market's, multiplier x urgency) in place of the requests' own `bid`."""
+        """The round's order and costs (no payments) over a non-empty queue; `prefix_lens` (each request's
+        cached prefix) and `bids` (the round's, multiplier x urgency) when the caller has them."""
         raise NotImplementedError
 
     def _decide(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, cache: RadixCache,
         multipliers: Sequence[float] | None = None, changes: QueueDelta | None = None,
     ) -> Allocation:
-        """A round's allocation of a non-empty queue, whose `bids` and cached `prefix_lens` (None
-        under "unit") it read this round, and `multipliers` those the bids were made with (None:
-        the requests' own bids); `changes`, how the queue changed since the round before (None: not
-        known), which a subclass may follow instead of comparing queues: `allocate`, unless a
-        subclass has a faster way to the same order."""
+        """`allocate` of the round's `bids` and `prefix_lens` (None under "unit"); a subclass may reach the
+        same order faster from the `multipliers` and the queue's `changes` (None: not known)."""
         return self.allocate(requests, cached=cache, prefix_lens=prefix_lens, bids=bids)
 
     def _skip(self, changes: QueueDelta | None) -> None:

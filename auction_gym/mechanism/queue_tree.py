@@ -21,7 +21,7 @@ from ..request import as_tokens
 
 @dataclass(eq=False)
 class QueueTree:
-    """Parent-pointer tree of the queue; see the module docstring for numbering and invariants."""
+    """Parent-pointer tree of the queue (numbering and invariants: docs/economic-model.md section 3)."""
 
     parent: list[int]
     """parent[v]; -1 for the root."""

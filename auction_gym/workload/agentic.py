@@ -81,8 +81,8 @@ class AgenticConfig:
     fanout_width: tuple[int, int] = (2, 6)
     rollouts: int = 8
     max_new_tokens: int | None = None
-    """Every request's `Request.max_new_tokens` (tokens); None = its class's `output_max` (the module
-    docstring). An int must be >= every class's `output_max`, the longest output a class draws."""
+    """Every request's `Request.max_new_tokens` (tokens); None = its class's `output_max`. An
+    int must be >= every class's `output_max`, the longest output a class draws."""
 
     def validate(self) -> None:
         """Raise ValueError for an inconsistent configuration."""
@@ -297,11 +297,8 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
 
 
 def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list[Request]:
-    """Generate a synthetic agentic workload: requests sorted by arrival, ids 0..n-1.
-
-    Deterministic in (config, seed): all randomness comes from `numpy.random.default_rng(seed)`.
-    See the module docstring for the traffic model and `AgenticConfig` for the knobs.
-    """
+    """The agentic workload `iter_agentic` streams, as a list sorted by arrival (ids 0..n-1); the same
+    for the same (config, seed)."""
     return list(iter_agentic(config, seed))
 
 

@@ -55,7 +55,7 @@ def expand_blocks(
     block_size: int = 512,
     vocab_size: int | None = None,
 ) -> np.ndarray:
-    """Token ids of a prompt given by block ids (see the module docstring); length input_length."""
+    """Token ids of a prompt given by block ids (`block_size` tokens per id); length input_length."""
     blocks = np.asarray(hash_ids, dtype=np.int64)
     n = len(blocks)
     if not (n - 1) * block_size < input_length <= n * block_size:
@@ -144,8 +144,8 @@ def iter_mooncake(
 
     `start` and `limit` count lines (0-based; blank lines count but yield nothing); limit None reads to
     the end. `max_new_tokens` (tokens, an int >= 1, or None) is every request's cap on output; None =
-    its own output_length; a line whose output_length exceeds it raises ValueError. See the module
-    docstring for how tokens, arrivals, bidders, classes and caps are derived.
+    its own output_length; a line whose output_length exceeds it raises ValueError. How tokens,
+    arrivals, bidders, classes and caps are derived: docs/environment.md, "Workloads".
     """
     if num_bidders < 1 or block_size < 1 or start < 0 or (limit is not None and limit < 0):
         raise ValueError("num_bidders and block_size must be >= 1; start and limit >= 0")

@@ -50,7 +50,7 @@ class SharedPrefixConfig:
     """Probabilities of the urgency classes (`classes.py`), drawn per request."""
     max_new_tokens: int | None = None
     """Every request's `Request.max_new_tokens` (tokens); None = its own output length, as
-    `bench_serving` sends it (module docstring). An int must be >= `output_len`, the longest output."""
+    `bench_serving` sends it. An int must be >= `output_len`, the longest output."""
 
     @property
     def num_requests(self) -> int:
