@@ -52,10 +52,9 @@ class RadixAuctionEnv(gym.Env):
     """One bidder paces its bids in an auction for LLM serving priority that respects the KV cache.
 
     A simulated serving engine (continuous batching, radix prefix cache) admits requests in the order
-    an auction decides, by default the cache-aware radix-tree auction with VCG payments (docs/design.md
-    section 3). Several bidders send agentic traffic, each bidding alpha x urgency for its requests
-    from an episode budget. The learner sets one bidder's multiplier alpha (the focal bidder); the
-    others follow built-in policies (OGD pacing by default). docs/environment.md explains the rest.
+    an auction decides, by default the radix-tree auction with VCG payments (docs/design.md section 3).
+    Bidders bid alpha x urgency for their requests from an episode budget; the learner sets one
+    bidder's alpha (the focal bidder), the others follow built-in policies (OGD pacing by default).
 
     ## Action Space
 
