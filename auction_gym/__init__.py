@@ -6,7 +6,8 @@ from . import mechanism  # noqa: F401  (registers the auctions as schedulers "ra
 from .action import ACTION_TYPES, to_action, to_multiplier
 from .engine import CostModel, EngineConfig, Iteration, Metrics, RequestRecord, SimEngine
 from .envs import RadixAuctionEnv, RadixAuctionParallelEnv, parallel_env
-from .envs.vector import MarketBatch, RadixAuctionVectorEnv, make_vec
+from .envs.batch import MarketBatch
+from .envs.vector import RadixAuctionVectorEnv, make_vec
 from .market import Market, MarketConfig, Obs
 from .radix_cache import MatchResult, RadixCache, TreeNode
 from .request import Request

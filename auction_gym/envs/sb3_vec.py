@@ -12,7 +12,7 @@ from stable_baselines3.common.env_util import is_wrapped
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 
-from .vector import MarketBatch
+from .batch import MarketBatch
 
 
 class RadixAuctionVecEnv(VecEnv):
