@@ -29,6 +29,11 @@ steps, with its share of the same PPO step. No speed-up of the auction can bring
 it. The figures measured are on the documentation's benchmarks page.
 `--no-floor` skips the floor.
 
+Then batches (`--batched 8,64`, `--batch-rounds 500`): N envs stepped as one `MarketBatch`
+(`auction_gym.envs.batch`) against the same N episodes played by one env after another, per env
+step. On the Python core the batch steps its envs in turn, so the two are about equal; a core that
+steps N markets in one call is what would change it.
+
 `--repeats R` measures R times, each from the same seeds (the same work), and reports the best
 time of each part (the env alone, PPO, the floor), as `bench.mechanism` reports the best of its
 repeats, with each repeat's figures above. A small machine's speed can drift within minutes
@@ -51,11 +56,13 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
-import auction_gym  # noqa: F401  (registers RadixAuction-v0)
+from auction_gym import RadixAuctionVectorEnv
 
 from . import Table
 
@@ -149,6 +156,30 @@ class PPORun:
         return _since(start)
 
 
+def batched(n: int, rounds: int, seed: int = 0, mechanism: str = "radix_vcg") -> tuple[Seconds, Seconds]:
+    """Per env step: `n` envs stepped as one `MarketBatch` (Gymnasium's face, SAME_STEP) for
+    `rounds` rounds from seeds `seed`..`seed + n - 1` with random actions, and the same `n`
+    episodes played by one env after another: the same work, so the ratio is the batch's alone."""
+    space = gym.make("RadixAuction-v0").action_space
+    plays = np.random.default_rng(seed).uniform(space.low, space.high, size=(rounds, n, 1)).astype(np.float32)
+    env = gym.make("RadixAuction-v0", mechanism=mechanism)
+    start = _clocks()
+    for i in range(n):
+        env.reset(seed=seed + i)
+        for t in range(rounds):
+            _, _, terminated, truncated, _ = env.step(plays[t, i])
+            if terminated or truncated:
+                env.reset()  # unseeded: the env's generator goes on, as the batch's does
+    single = _since(start)
+    batch = RadixAuctionVectorEnv([partial(gym.make, "RadixAuction-v0", mechanism=mechanism)] * n,
+                                  AutoresetMode.SAME_STEP)
+    start = _clocks()
+    batch.reset(seed=seed)
+    for t in range(rounds):
+        batch.step(plays[t])
+    return single.per(n * rounds), _since(start).per(n * rounds)
+
+
 def _share(env: Seconds, ppo: Seconds) -> str:
     return f"{env.wall / ppo.wall:6.1%} wall {env.cpu / ppo.cpu:6.1%} CPU"
 
@@ -186,6 +217,10 @@ def measure(args: argparse.Namespace) -> Measured:
                     queued / args.steps, ppo.env.queued / ppo.env.steps)
 
 
+BATCH_SIZES = (8, 64)
+"""The batches of envs the page's table times beside one env (`batched`)."""
+
+
 def _best(times: list[Seconds]) -> Seconds:
     return Seconds(min(t.wall for t in times), min(t.cpu for t in times))
 
@@ -203,9 +238,19 @@ def table(quick: bool) -> Table:
     rows = [(name, f"{s.wall * 1e3:.3f}", f"{s.cpu * 1e3:.3f}", f"{s.wall / m.ppo.wall:.1%}", queue)
             for name, s, queue in parts]
     share = m.env.wall / m.ppo.wall
+    rounds = 50 if quick else 500
+    notes = [f"{steps:,} env steps, {ppo_steps:,} PPO steps; the env's share {share:.1%} "
+             f"({'met' if share <= 0.25 else 'not met'}: target at most 25%)."]
+    for n in BATCH_SIZES:
+        single, batch = batched(n, rounds)
+        rows += [(f"{n} envs one after another, per env step", f"{single.wall * 1e3:.3f}", f"{single.cpu * 1e3:.3f}",
+                  f"{single.wall / m.ppo.wall:.1%}", ""),
+                 (f"{n} envs as one batch (MarketBatch), per env step", f"{batch.wall * 1e3:.3f}",
+                  f"{batch.cpu * 1e3:.3f}", f"{batch.wall / m.ppo.wall:.1%}", "")]
+        notes.append(f"{n} envs: {rounds} rounds each, the same episodes both ways; the batch's throughput per env "
+                     f"{single.wall / batch.wall:.2f}x one env's.")
     return Table(("part", "ms per step (wall)", "ms per step (CPU)", "share of PPO's step", "mean queue"), rows,
-                 [f"{steps:,} env steps, {ppo_steps:,} PPO steps; the env's share {share:.1%} "
-                  f"({'met' if share <= 0.25 else 'not met'}: target at most 25%)."])
+                 notes)
 
 
 def main() -> None:
@@ -221,6 +266,10 @@ def main() -> None:
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="PyTorch threads for PPO (default 1, as `train` and `compare` run it; 0: PyTorch's default)")
     ap.add_argument("--no-floor", action="store_true", help="skip the floor (the env alone under FCFS)")
+    ap.add_argument("--batched", default=",".join(map(str, BATCH_SIZES)),
+                    help="comma-separated batch sizes N to time as one MarketBatch beside N envs one after another "
+                         "(default %(default)s; empty: none)")
+    ap.add_argument("--batch-rounds", type=int, default=500, help="rounds each env of a batch plays (default 500)")
     args = ap.parse_args()
     n_steps = 2048  # PPO's default rollout
     if args.blocks < 1 or args.steps % args.blocks or args.ppo_steps % (args.blocks * n_steps):
@@ -252,6 +301,10 @@ def main() -> None:
         floor = _best(floors)
         print(f"floor, the env alone under FCFS (no auction, no charges): {floor.wall * 1e3:.3f} ms/step "
               f"(mean queue {floor_queued / args.steps:.1f}), {_share(floor, ppo_s)} of PPO's time")
+    for n in (int(x) for x in args.batched.split(",") if x):
+        single, batch = batched(n, args.batch_rounds, mechanism=args.mechanism)
+        print(f"{n} envs x {args.batch_rounds} rounds: one after another {single.wall * 1e3:.3f} ms per env step, "
+              f"as one batch {batch.wall * 1e3:.3f} ms ({single.wall / batch.wall:.2f}x the throughput per env)")
 
 
 if __name__ == "__main__":
