@@ -4,7 +4,7 @@ Env i is seeded `seed + i`, as Gymnasium and SB3 seed theirs."""
 
 from __future__ import annotations
 
-import copy
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -85,8 +85,7 @@ def vector_env(num_envs: int = 1, autoreset_mode: AutoresetMode | str = Autorese
     """`num_envs` `RadixAuctionEnv(**env_kwargs)` as a `RadixAuctionVectorEnv`: the ids'
     `vector_entry_point`, so `gym.make_vec("RadixAuction-v2", num_envs=8)` builds it (the id's
     defaults under `env_kwargs`, as for `gym.make`)."""
-    return RadixAuctionVectorEnv([lambda: RadixAuctionEnv(**copy.deepcopy(env_kwargs)) for _ in range(num_envs)],
-                                 autoreset_mode)
+    return RadixAuctionVectorEnv([partial(RadixAuctionEnv, **env_kwargs)] * num_envs, autoreset_mode)
 
 
 def make_vec(env_id: str = "RadixAuction-v2", num_envs: int = 1, seed: int | None = None,
@@ -112,8 +111,7 @@ def make_vec(env_id: str = "RadixAuction-v2", num_envs: int = 1, seed: int | Non
 
     from .sb3_vec import RadixAuctionVecEnv
 
-    venv = RadixAuctionVecEnv([lambda: Monitor(gym.make(env_id, **copy.deepcopy(env_kwargs)))
-                               for _ in range(num_envs)])
+    venv = RadixAuctionVecEnv([lambda: Monitor(gym.make(env_id, **env_kwargs))] * num_envs)
     if seed is not None:
         venv.seed(seed)
     return venv
