@@ -27,6 +27,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 
 import auction_gym  # noqa: F401  (registers RadixAuction-v0, -v1 and -v2)
 from auction_gym.action import DEFAULT_ACTION_TYPE
+from auction_gym.envs.sb3_vec import RadixAuctionVecEnv
 from auction_gym.market import Obs
 from auction_gym.registry import resolve
 
@@ -37,9 +38,13 @@ ALGOS: dict[str, type[BaseAlgorithm]] = {name: resolve(entry.model) for name, en
 """The Stable-Baselines3 learners of `agents.learners.LEARNERS`, name -> class."""
 ENV_ID = "RadixAuction-v2"
 """The env id a run trains and evaluates on unless its config names another (`TrainConfig.env_id`)."""
-VEC_ENVS: dict[str, type[VecEnv]] = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}
-"""How `make_env` runs its envs: "dummy", all in this process (the default: on a few cores, a
-subprocess per env of parallel runs oversubscribes them), or "subproc", a process per env."""
+VEC_ENVS: dict[str, type[VecEnv]] = {"batched": RadixAuctionVecEnv, "dummy": DummyVecEnv, "subproc": SubprocVecEnv}
+"""How `make_env` runs its envs: "batched", all in this process stepped as one batch of markets
+(the default; `auction_gym.envs.vector.MarketBatch`), "dummy", all in this process one by one
+(SB3's DummyVecEnv: the same episodes and training as "batched"), or "subproc", a process per env
+(on a few cores, a subprocess per env of parallel runs oversubscribes them)."""
+DEFAULT_VEC_ENV = "batched"
+"""The `vec_env` of `make_env` and `TrainConfig` unless told otherwise."""
 SEARCH_MODEL_SUFFIX = ".npz"
 """How a policy search's saved model ends (an SB3 model's ends in ".zip")."""
 MODEL_SUFFIXES = (".zip", SEARCH_MODEL_SUFFIX)
@@ -160,7 +165,7 @@ def algo_kwargs(hyperparams: dict[str, Any], action_dim: int = 1) -> dict[str, A
 
 
 def make_env(env_kwargs: dict[str, Any], n_envs: int, seed: int, normalize: dict[str, Any] | None = None,
-             frame_stack: int = 1, env_id: str = ENV_ID, vec_env: str = "dummy") -> VecEnv:
+             frame_stack: int = 1, env_id: str = ENV_ID, vec_env: str = DEFAULT_VEC_ENV) -> VecEnv:
     """`n_envs` monitored copies of the env `env_id` (run as `vec_env` says, `VEC_ENVS`), env i
     seeded `seed + i`, wrapped in VecNormalize when `normalize` is given, then, with `frame_stack` >
     1, in VecFrameStack (RL Zoo's order: each observation is normalized, then the last `frame_stack`

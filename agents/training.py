@@ -28,6 +28,7 @@ from .learners import TRAINERS, learner, names_text
 from .run_dir import new_run_dir
 from .sb3 import (
     ALGOS,
+    DEFAULT_VEC_ENV,
     ENV_ID,
     VEC_ENVS,
     algo_kwargs,
@@ -67,8 +68,9 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=_about("the env's arguments"))
     env_id: str = field(default=ENV_ID, metadata=_about(
         "the registered env to train on; also the key of the hyperparameter files' entries"))
-    vec_env: str = field(default="dummy", metadata=_about(
-        "dummy: the envs in this process; subproc: a process per env", choices=tuple(VEC_ENVS)))
+    vec_env: str = field(default=DEFAULT_VEC_ENV, metadata=_about(
+        "batched: the envs in this process stepped as one batch; dummy: the envs in this process one by one (the "
+        "same training as batched); subproc: a process per env", choices=tuple(VEC_ENVS)))
     checkpoint_every: int | None = field(default=None, metadata=_about(
         "save a checkpoint every N environment steps to <run>/checkpoints/ (default: none)", positive=True))
     resume: str | Path | None = field(default=None, metadata=_about(

@@ -28,6 +28,7 @@ from agents.sb3 import (
 )
 from agents.stats import format_ci, mean_ci
 from agents.training import TrainConfig, train
+from auction_gym.envs.sb3_vec import RadixAuctionVecEnv
 from auction_gym.pacing import FixedMultiplier, Truthful
 from auction_gym.scenarios import scenario
 from experiments.cli import build_parser
@@ -268,13 +269,16 @@ def test_hyperparams_files_load_for_every_algo():
 
 
 def test_make_env_steps_its_envs_in_this_process_unless_asked():
-    for vec_env, cls in (("dummy", DummyVecEnv), ("subproc", SubprocVecEnv)):
+    venv = make_env(ENV, 2, 0)
+    assert type(venv) is RadixAuctionVecEnv and venv.num_envs == 2  # the default: one batch of markets
+    venv.close()
+    for vec_env, cls in (("batched", RadixAuctionVecEnv), ("dummy", DummyVecEnv), ("subproc", SubprocVecEnv)):
         venv = make_env(ENV, 2, 0, vec_env=vec_env)
         try:
             assert type(venv) is cls and venv.num_envs == 2
         finally:
             venv.close()
-    with pytest.raises(ValueError, match="unknown vec_env 'threads'; valid: dummy, subproc"):
+    with pytest.raises(ValueError, match="unknown vec_env 'threads'; valid: batched, dummy, subproc"):
         make_env(ENV, 2, 0, vec_env="threads")
 
 

@@ -29,6 +29,14 @@ steps, with its share of the same PPO step. No speed-up of the auction can bring
 it. The figures measured are on the documentation's benchmarks page.
 `--no-floor` skips the floor.
 
+Then batches (`--batched 8,64`, `--batch-rounds 500`): the same N episodes played by one env
+after another, by N envs in Gymnasium's SyncVectorEnv and as one `MarketBatch`
+(`auction_gym.envs.batch`), per env step. On the Python core the batch steps its envs in turn, as
+SyncVectorEnv does, and the two cost the same; N live markets cost more per step than one
+(0.2-0.3 against 0.14-0.18 ms of CPU at N = 64, on a busy 2-core machine: the garbage
+collector's passes over N markets' objects, and presumably the CPU caches). A core that steps N
+markets in one call is what would change it.
+
 `--repeats R` measures R times, each from the same seeds (the same work), and reports the best
 time of each part (the env alone, PPO, the floor), as `bench.mechanism` reports the best of its
 repeats, with each repeat's figures above. A small machine's speed can drift within minutes
@@ -51,11 +59,13 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-import auction_gym  # noqa: F401  (registers RadixAuction-v0)
+from auction_gym import RadixAuctionVectorEnv
 
 from . import Table
 
@@ -149,6 +159,34 @@ class PPORun:
         return _since(start)
 
 
+def batched(n: int, rounds: int, seed: int = 0, mechanism: str = "radix_vcg") -> dict[str, Seconds]:
+    """Per env step, the same work three ways: `n` episodes (seeds `seed`..`seed + n - 1`, random
+    actions, `rounds` rounds each, resets included) played by one env after another, by `n` envs
+    in Gymnasium's `SyncVectorEnv`, and as one `MarketBatch` (Gymnasium's face); both vector envs
+    reset as SAME_STEP, as the single env resets after an episode ends."""
+    space = gym.make("RadixAuction-v0").action_space
+    plays = np.random.default_rng(seed).uniform(space.low, space.high, size=(rounds, n, 1)).astype(np.float32)
+    make = partial(gym.make, "RadixAuction-v0", mechanism=mechanism)
+    env = make()
+    start = _clocks()
+    for i in range(n):
+        env.reset(seed=seed + i)
+        for t in range(rounds):
+            _, _, terminated, truncated, _ = env.step(plays[t, i])
+            if terminated or truncated:
+                env.reset()  # unseeded: the env's generator goes on, as the vector envs' do
+    times = {"one env after another": _since(start).per(n * rounds)}
+    for name, vector in (("SyncVectorEnv", SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.SAME_STEP)),
+                         ("one MarketBatch", RadixAuctionVectorEnv([make] * n, AutoresetMode.SAME_STEP))):
+        start = _clocks()
+        vector.reset(seed=seed)
+        for t in range(rounds):
+            vector.step(plays[t])
+        times[name] = _since(start).per(n * rounds)
+        vector.close()
+    return times
+
+
 def _share(env: Seconds, ppo: Seconds) -> str:
     return f"{env.wall / ppo.wall:6.1%} wall {env.cpu / ppo.cpu:6.1%} CPU"
 
@@ -186,6 +224,10 @@ def measure(args: argparse.Namespace) -> Measured:
                     queued / args.steps, ppo.env.queued / ppo.env.steps)
 
 
+BATCH_SIZES = (8, 64)
+"""The batches of envs the page's table times beside one env (`batched`)."""
+
+
 def _best(times: list[Seconds]) -> Seconds:
     return Seconds(min(t.wall for t in times), min(t.cpu for t in times))
 
@@ -203,9 +245,17 @@ def table(quick: bool) -> Table:
     rows = [(name, f"{s.wall * 1e3:.3f}", f"{s.cpu * 1e3:.3f}", f"{s.wall / m.ppo.wall:.1%}", queue)
             for name, s, queue in parts]
     share = m.env.wall / m.ppo.wall
+    rounds = 50 if quick else 500
+    notes = [f"{steps:,} env steps, {ppo_steps:,} PPO steps; the env's share {share:.1%} "
+             f"({'met' if share <= 0.25 else 'not met'}: target at most 25%)."]
+    for n in BATCH_SIZES:
+        times = batched(n, rounds)
+        rows += [(f"{n} envs: {name}, per env step", f"{s.wall * 1e3:.3f}", f"{s.cpu * 1e3:.3f}",
+                  f"{s.wall / m.ppo.wall:.1%}", "") for name, s in times.items()]
+        notes.append(f"{n} envs: {rounds} rounds each, the same episodes three ways; one MarketBatch's throughput "
+                     f"per env {times['one env after another'].wall / times['one MarketBatch'].wall:.2f}x one env's.")
     return Table(("part", "ms per step (wall)", "ms per step (CPU)", "share of PPO's step", "mean queue"), rows,
-                 [f"{steps:,} env steps, {ppo_steps:,} PPO steps; the env's share {share:.1%} "
-                  f"({'met' if share <= 0.25 else 'not met'}: target at most 25%)."])
+                 notes)
 
 
 def main() -> None:
@@ -221,6 +271,10 @@ def main() -> None:
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="PyTorch threads for PPO (default 1, as `train` and `compare` run it; 0: PyTorch's default)")
     ap.add_argument("--no-floor", action="store_true", help="skip the floor (the env alone under FCFS)")
+    ap.add_argument("--batched", default=",".join(map(str, BATCH_SIZES)),
+                    help="comma-separated batch sizes N to time as one MarketBatch beside N envs one after another "
+                         "(default %(default)s; empty: none)")
+    ap.add_argument("--batch-rounds", type=int, default=500, help="rounds each env of a batch plays (default 500)")
     args = ap.parse_args()
     n_steps = 2048  # PPO's default rollout
     if args.blocks < 1 or args.steps % args.blocks or args.ppo_steps % (args.blocks * n_steps):
@@ -252,6 +306,10 @@ def main() -> None:
         floor = _best(floors)
         print(f"floor, the env alone under FCFS (no auction, no charges): {floor.wall * 1e3:.3f} ms/step "
               f"(mean queue {floor_queued / args.steps:.1f}), {_share(floor, ppo_s)} of PPO's time")
+    for n in (int(x) for x in args.batched.split(",") if x):
+        times = batched(n, args.batch_rounds, mechanism=args.mechanism)
+        print(f"{n} envs x {args.batch_rounds} rounds, per env step: " + ", ".join(
+            f"{name} {s.wall * 1e3:.3f} ms ({s.cpu * 1e3:.3f} of CPU)" for name, s in times.items()))
 
 
 if __name__ == "__main__":
