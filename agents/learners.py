@@ -9,7 +9,8 @@ hyperparameters from `agents/hyperparams/<name>.yml`, keyed by env id, and retur
 `agents.training.TrainResult` whose model loads with `agents.sb3.load_policy`.
 
 Light to import (no learning library; "module:Class" targets are imported on use by
-`auction_gym.registry.resolve`): `agents.sb3` builds its `ALGOS` from this table.
+`auction_gym.registry.resolve`): `agents.sb3.ALGOS` is a live view of this table's "sb3" learners.
+Add one with `register_learner` (docs/extending.md, 7.3).
 """
 
 from __future__ import annotations
@@ -49,6 +50,19 @@ LEARNERS: dict[str, Learner] = {entry.name: entry for entry in (
 )}
 TRAINERS = {"sb3": "agents.training:train_sb3", "search": "agents.policy_search:train_search"}
 """Each family's training function, `fn(config: TrainConfig, callbacks) -> TrainResult`."""
+
+
+def register_learner(entry: Learner) -> Learner:
+    """Add `entry` at the end of `LEARNERS`. ValueError when the name is taken or has a ","
+    (`compare --algos` separates names with it), or its family has no trainer in `TRAINERS`."""
+    if entry.name in LEARNERS:
+        raise ValueError(f"learner name {entry.name!r} is already registered")
+    if "," in entry.name:
+        raise ValueError(f"a learner name may not contain ',', got {entry.name!r}")
+    if entry.family not in TRAINERS:
+        raise ValueError(f"learner {entry.name!r}: unknown family {entry.family!r}; valid: {', '.join(TRAINERS)}")
+    LEARNERS[entry.name] = entry
+    return entry
 
 
 def learner(name: str) -> Learner:

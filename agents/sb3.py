@@ -13,6 +13,7 @@ import inspect
 import json
 import re
 import zipfile
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,26 @@ from auction_gym.registry import resolve
 
 from .learners import LEARNERS, learner
 
-ALGOS: dict[str, type[BaseAlgorithm]] = {name: resolve(entry.model) for name, entry in LEARNERS.items()
-                                         if entry.family == "sb3"}
-"""The Stable-Baselines3 learners of `agents.learners.LEARNERS`, name -> class."""
+
+class SB3Algorithms(Mapping):
+    """A live view {name: class} of the Stable-Baselines3 learners of `agents.learners.LEARNERS`
+    (`ALGOS`): a learner registered later is in it too. A class is imported when first looked up."""
+
+    def __getitem__(self, name: str) -> type[BaseAlgorithm]:
+        entry = LEARNERS.get(name)
+        if entry is None or entry.family != "sb3":
+            raise KeyError(name)
+        return resolve(entry.model)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, entry in LEARNERS.items() if entry.family == "sb3")
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+ALGOS = SB3Algorithms()
+"""The Stable-Baselines3 learners of `agents.learners.LEARNERS`, name -> class (a live view)."""
 ENV_ID = "RadixAuction-v2"
 """The env id a run trains and evaluates on unless its config names another (`TrainConfig.env_id`)."""
 VEC_ENVS: dict[str, type[VecEnv]] = {"batched": RadixAuctionVecEnv, "dummy": DummyVecEnv, "subproc": SubprocVecEnv}

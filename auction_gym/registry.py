@@ -2,7 +2,7 @@
 
 Each entry names a policy, where its class lives and what it does. Everything else derives from
 it: `make_scheduler` (the one factory of admission policies) and `scheduler_names`, `MECHANISMS`
-and `AUCTIONS` (`auction_gym.market.config`), which of them charge and which are auctions (what
+and `AUCTIONS` (`auction_gym.market.config`, live views), which of them charge and which are auctions (what
 each class declares, `AdmissionPolicy.charges` and `is_auction`: an auction is built with the
 market's cost model and charged VCG payments), the
 mechanism rows of `RadixAuctionEnv`'s docstring, and the policies of `radix-auction demo` and
@@ -17,7 +17,7 @@ policies (each imports the interface, `auction_gym.policy`, as this module does)
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -134,6 +134,23 @@ class AuctionClasses(Mapping):
 
     def __len__(self) -> int:
         return len(auction_names())
+
+
+class Names(Sequence):
+    """A live view of a registry's names, `names()` read at each use (`MECHANISMS`, `WORKLOADS`):
+    a name registered later is in it too, so the commands that check against it accept it."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        self._names = names
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return repr(tuple(self._names()))
 
 
 MECHANISM_TABLE = "{mechanism_table}"

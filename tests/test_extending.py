@@ -198,6 +198,16 @@ def test_the_extending_page_has_an_example_per_extension_point_but_the_feature()
     assert len(_page_examples()) == 6
 
 
+def test_the_feature_checklist_names_every_table_of_the_features_in_the_market():
+    """A new feature goes in every tuple of `Obs` members the market package writes by position."""
+    root = Path(__file__).resolve().parents[1]
+    section = (root / "docs" / "extending.md").read_text().split("### 7.7")[1]
+    tables = {m for path in (root / "auction_gym" / "market").glob("*.py")
+              for m in re.findall(r"^(\w+)(?:: [^=]+)? = \(Obs\.", path.read_text(), re.MULTILINE)}
+    assert "_ROW" in tables
+    assert [name for name in sorted(tables) if f"`{name}`" not in section] == []
+
+
 @pytest.mark.parametrize("index", range(6))
 def test_every_example_of_the_extending_page_runs(index, monkeypatch):
     """Each checklist's example, as written, on copies of the registries it adds to."""

@@ -1,5 +1,6 @@
 """One way to register: one "module:attr" resolver, the built-in policies from one registry, the
-`train` command's options from `TrainConfig`'s fields, and old names that warn once."""
+`train` command's options from `TrainConfig`'s fields, old names that warn once, and the commands'
+choices read from the live registries (an entry registered at run time is accepted)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from agents.learners import LEARNERS, Learner, register_learner
+from agents.sb3 import ALGOS, check_algo
 from agents.training import TrainConfig
-from auction_gym import pacing
+from auction_gym import pacing, registry
 from auction_gym._deprecation import deprecated_aliases
+from auction_gym.engine.rules import RULES, OracleRules
+from auction_gym.market import MECHANISMS, WORKLOADS
 from auction_gym.pacing import POLICIES, PolicyEntry, builtin_policy_names, make_policy, policy_spec, register_policy
-from auction_gym.registry import resolve
-from experiments.cli import build_parser
+from auction_gym.registry import MechanismEntry, register_mechanism, resolve
+from auction_gym.workload import WorkloadEntry, register_workload
+from auction_gym.workload import registry as workload_registry
+from experiments import sweeps
+from experiments.cli import build_parser, main
+from experiments.commands import cluster, incentives, markets  # noqa: F401  (imported before any late entry)
 from experiments.commands.train import config_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,3 +140,64 @@ def test_the_parallel_env_takes_the_action_and_every_market_argument():
         *market]
     env = RadixAuctionParallelEnv(action_type="log", warmup=1.0, router_kwargs=None, horizon=5)
     assert env.action_type == "log" and env.config.warmup == 1.0 and env.config.tie_break == "request_id"
+
+
+class _Swept(Exception):
+    """Raised by a stubbed sweep: the command got past its checks."""
+
+
+def test_a_mechanism_registered_at_run_time_is_a_choice_of_every_command(monkeypatch, tmp_path):
+    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
+    monkeypatch.setattr(workload_registry, "_ENTRIES", dict(workload_registry._ENTRIES))
+    monkeypatch.setattr(sweeps, "_ENTRIES", dict(sweeps._ENTRIES))
+    register_mechanism(MechanismEntry("late_fcfs", "auction_gym.scheduler.fcfs:FCFS", "FCFS, registered late"))
+    register_mechanism(MechanismEntry("late_vcg", "auction_gym.mechanism.strict_priority:StrictPriorityAuction",
+                                      "strict priority, registered late; VCG payments"))
+    register_workload(WorkloadEntry("late_chat", "toy_extension:toy_chat", "chat, registered late", open_ended=True))
+    sweeps.register_sweeps(sweeps.WorkloadSweeps("late_chat", None, sweeps.ReplicaScale(20.0, "num_requests")))
+    assert MECHANISMS[-2:] == ("late_fcfs", "late_vcg") and "late_chat" in WORKLOADS
+    args = build_parser("cluster").parse_args(["cluster", "--quick", "--policies", "late_fcfs,late_vcg"])
+    assert cluster._grid(args)["policies"] == ["late_fcfs", "late_vcg"]
+    swept = {}
+
+    def sweep(grid, designs, executor):
+        swept.update(grid, designs=designs)
+        raise _Swept
+
+    monkeypatch.setattr(markets, "sweep", sweep)
+    with pytest.raises(_Swept):
+        main(["markets", "--designs", "late_fcfs,lpm", "--workloads", "late_chat", "--out", str(tmp_path)])
+    assert swept["designs"] == ["late_fcfs", "lpm"] and swept["workloads"] == ["late_chat"]
+    args = build_parser("incentives").parse_args(["incentives", "--mechanisms", "late_vcg"])
+    assert args.mechanisms == ["late_vcg"]
+    with pytest.raises(SystemExit):  # an auction's name only: the late FCFS charges nothing
+        build_parser("incentives").parse_args(["incentives", "--mechanisms", "late_fcfs"])
+
+
+def test_a_learner_registered_at_run_time_is_a_valid_algo():
+    saved = dict(LEARNERS)  # held by name in several modules: changed in place, put back after
+    try:
+        register_learner(Learner("ppo_late", "sb3", "stable_baselines3:PPO", "PPO, registered late"))
+        register_learner(Learner("cmaes_late", "search", "agents.policy_search:SearchPolicy", "CMA-ES, late"))
+        assert check_algo("ppo_late") is ALGOS["ppo"] and "ppo_late" in list(ALGOS)
+        assert "cmaes_late" not in ALGOS and len(ALGOS) == sum(e.family == "sb3" for e in LEARNERS.values())
+        assert build_parser("train").parse_args(["train", "--algo", "ppo_late"]).algo == "ppo_late"
+        for bad in (Learner("ppo", "sb3", "stable_baselines3:PPO", "taken"),
+                    Learner("a,b", "sb3", "stable_baselines3:PPO", "comma"),
+                    Learner("evo", "evolution", "agents.policy_search:SearchPolicy", "no trainer")):
+            with pytest.raises(ValueError):
+                register_learner(bad)
+    finally:
+        LEARNERS.clear()
+        LEARNERS.update(saved)
+
+
+def test_fidelity_reservations_are_the_engine_rules_registered():
+    parser = build_parser("fidelity")
+    sub = parser._subparsers._group_actions[0].choices["fidelity"]
+    assert next(a for a in sub._actions if a.dest == "reservation").choices.keys() == RULES.keys()
+    RULES["late_oracle"] = OracleRules
+    try:
+        assert parser.parse_args(["fidelity", "--reservation", "late_oracle"]).reservation == "late_oracle"
+    finally:
+        del RULES["late_oracle"]

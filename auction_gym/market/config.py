@@ -14,17 +14,17 @@ from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
 from ..mechanism.smith import check_tie_break
 from ..policy import AdmissionPolicy
-from ..registry import AuctionClasses, get_mechanism, make_scheduler, mechanism_names, resolve
+from ..registry import AuctionClasses, Names, get_mechanism, make_scheduler, mechanism_names, resolve
 from ..request import Request
 from ..workload import AgenticConfig, get_workload, workload_names
 
-MECHANISMS = mechanism_names()
-"""The built-in admission policies, in the order tables list them: no-money baselines (FCFS, then
-cache-aware ones), then the auctions. Derived from `auction_gym.registry` at import; a policy
-registered later is valid too (`MarketConfig` checks the registry itself)."""
-WORKLOADS = workload_names()
-"""The built-in workloads, in table order, derived from `auction_gym.workload.registry` at import; a
-workload registered later is valid too (`MarketConfig` checks the registry itself)."""
+MECHANISMS = Names(mechanism_names)
+"""The registered admission policies, in the order tables list them: no-money baselines (FCFS, then
+cache-aware ones), then the auctions; a live view of `auction_gym.registry`, so a policy registered
+later is in it."""
+WORKLOADS = Names(workload_names)
+"""The registered workloads, in table order; a live view of `auction_gym.workload.registry`, so a
+workload registered later is in it."""
 # Engines by backend name, as "module:Class", imported on first use: the PyTorch engine lives in
 # gpu_backend, which builds on auction_gym, so auction_gym must not import it up front.
 BACKENDS = {"sim": "auction_gym.engine:SimEngine", "torch": "gpu_backend:TorchEngine"}

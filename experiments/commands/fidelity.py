@@ -71,6 +71,7 @@ from pathlib import Path
 import numpy as np
 
 from auction_gym.engine import CostModel, EngineConfig, SimEngine, summarize
+from auction_gym.engine.rules import RULES
 from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
@@ -337,7 +338,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--kv-capacity", type=positive_int, default=4000, help="KV pool in tokens (default 4000)")
     e.add_argument("--chunked-prefill-size", type=positive_int, default=256, help="tokens (default 256)")
     e.add_argument("--max-running", type=positive_int, default=32, help="max running requests (default 32)")
-    e.add_argument("--reservation", choices=("sglang", "oracle"), default="sglang", help="default sglang")
+    e.add_argument("--reservation", choices=RULES, default="sglang",
+                   help="the engine's rule set, registered in auction_gym.engine.rules.RULES (default sglang)")
     c = parser.add_argument_group("calibration (without --cost-model)")
     c.add_argument("--calibration", choices=("replay", "grid"), default="replay",
                    help="fit the cost model to a torch replay of another draw of the workload (default), or "

@@ -44,7 +44,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 
@@ -58,7 +58,6 @@ from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
 
-MECHANISMS = tuple(AUCTIONS)
 COST_MODELS = ("tokens", "unit")
 BUDGETS = ("off", "on")
 DEFAULT_GRID = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0)
@@ -272,7 +271,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
-def _names(valid: Sequence[str], option: str):
+def _names(valid: Collection[str], option: str):
     """An argparse type: a comma-separated subset of `valid`, in the order given, no repeats."""
     def parse(text: str) -> list[str]:
         names = [s.strip() for s in text.split(",")]
@@ -308,8 +307,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"(default {','.join(f'{a:g}' for a in DEFAULT_GRID)})")
     parser.add_argument("--horizon", type=positive_int, default=MarketConfig.horizon,
                         help=f"rounds per episode (default {MarketConfig.horizon}, RadixAuction-v0's)")
-    parser.add_argument("--mechanisms", type=_names(MECHANISMS, "--mechanisms"), default=list(MECHANISMS),
-                        help=f"auctions, comma-separated (default {','.join(MECHANISMS)})")
+    parser.add_argument("--mechanisms", type=_names(AUCTIONS, "--mechanisms"), default=list(AUCTIONS),
+                        help=f"registered auctions, comma-separated (default {','.join(AUCTIONS)})")
     parser.add_argument("--cost-models", type=_names(COST_MODELS, "--cost-models"), default=list(COST_MODELS),
                         help=f"the auctions' cost models, comma-separated (default {','.join(COST_MODELS)})")
     parser.add_argument("--out", type=Path, default=Path("results"),
@@ -326,7 +325,7 @@ def check(args: argparse.Namespace) -> None:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out must be a folder, got {str(args.out)!r} (a file)")
     # MarketConfig's own checks (and its warning of a queue that outgrows a long horizon).
-    warning = scenario(MECHANISMS[0], COST_MODELS[0], "on", args.horizon).queue_warning()
+    warning = scenario(next(iter(AUCTIONS)), COST_MODELS[0], "on", args.horizon).queue_warning()
     if warning:
         print(f"warning: {warning}")
 

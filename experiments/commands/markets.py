@@ -42,11 +42,11 @@ from auction_gym.market import MECHANISMS
 from ..argtypes import positive_int
 from ..executor import Executor
 from ..provenance import made_by
+from ..sweeps import replica_scaled
 from .markets_points import Bidders, Point, run_point
 from .markets_report import rewrite_page, write_outputs
 from .markets_tuning import PRICE_KEYS, calibrate, charges, tune_gains, tune_prices, tuning_seeds
 
-WORKLOADS = ("agentic", "shared_prefix", "mooncake")
 LEVELS = {"unlimited": None, "1": 1.0, "0.3": 0.3, "0.1": 0.1}
 """Budget levels by label: unlimited, or the share of a truthful bidder's spend under the radix auction."""
 CLAIMED = ("sglang_priority", "qos_lpm")
@@ -54,11 +54,16 @@ CLAIMED = ("sglang_priority", "qos_lpm")
 DEVIATIONS = (0.5, 2.0)
 """Factors of one bidder's multiplier over its pacer's, at the deviation point."""
 DEVIATION_LEVEL = "0.3"
-FULL = {"workloads": list(WORKLOADS), "loads": [0.7, 1.0, 1.4], "seeds": 10, "tuning_seeds": 3,
-        "levels": list(LEVELS), "size": 1000}
-"""The default grid. 1,000 requests: the Mooncake slice's length (`SAMPLE_TRACE`)."""
+FULL = {"loads": [0.7, 1.0, 1.4], "seeds": 10, "tuning_seeds": 3, "levels": list(LEVELS), "size": 1000}
+"""The default grid but its workloads (`full_grid`). 1,000 requests: the Mooncake slice's length (`SAMPLE_TRACE`)."""
 QUICK = {"workloads": ["agentic", "shared_prefix"], "loads": [1.4], "seeds": 2, "tuning_seeds": 2,
          "levels": ["unlimited", "0.3"], "size": 1000}
+
+
+def full_grid() -> dict:
+    """The default grid: `FULL` over every registered workload that scales to an engine's capacity
+    (`experiments.sweeps.ReplicaScale`), as registered now."""
+    return {"workloads": list(replica_scaled()), **FULL}
 
 
 def sweep(grid: dict, designs: list[str], executor: Executor, log=print) -> tuple[list[dict], list[dict], list[dict]]:
@@ -156,7 +161,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--designs", type=names, default=None,
                         help=f"comma-separated registered mechanisms (default: all: {','.join(MECHANISMS)})")
     parser.add_argument("--workloads", type=names, default=None,
-                        help=f"comma-separated, of {','.join(WORKLOADS)} (default: all; quick: agentic,shared_prefix)")
+                        help=f"comma-separated, of {','.join(replica_scaled())} (default: all; quick: agentic,shared_prefix)")
     parser.add_argument("--loads", type=lambda s: [float(v) for v in s.split(",")], default=None,
                         help="comma-separated loads (default 0.7,1,1.4; quick 1.4)")
     parser.add_argument("--levels", type=names, default=None,
@@ -179,12 +184,12 @@ def run(args: argparse.Namespace) -> None:
             print(line)
         print(f"wrote {args.out}/markets.md")
         return
-    grid = dict(QUICK if args.quick else FULL)
+    grid = dict(QUICK) if args.quick else full_grid()
     for key in ("workloads", "loads", "seeds", "tuning_seeds", "levels", "size"):
         if getattr(args, key) is not None:
             grid[key] = getattr(args, key)
     designs = list(args.designs or MECHANISMS)
-    for key, given, valid in (("designs", designs, MECHANISMS), ("workloads", grid["workloads"], WORKLOADS),
+    for key, given, valid in (("designs", designs, MECHANISMS), ("workloads", grid["workloads"], replica_scaled()),
                               ("levels", grid["levels"], LEVELS)):
         if unknown := sorted(set(given) - set(valid)):
             raise ValueError(f"--{key}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
