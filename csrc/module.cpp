@@ -1,0 +1,6 @@
+// auction_gym._core: the compiled core (docs/design.md, "Compiled core").
+#include "bindings.hpp"
+
+NB_MODULE(_core, m) {
+    m.doc() = "Compiled core of the simulator, bit-identical to the pure-Python reference.";
+}
