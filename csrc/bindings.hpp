@@ -3,3 +3,5 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+
+void bind_radix_cache(nanobind::module_ &m);  // radix_cache_bind.cpp
