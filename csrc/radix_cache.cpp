@@ -67,6 +67,12 @@ void Children::clear() {
     live_ = 0;
 }
 
+Edge Edge::copy_of(const int64_t *data, std::size_t size) {
+    auto *owned = new std::vector<int64_t>(data, data + size);
+    nb::capsule owner(owned, [](void *p) noexcept { delete static_cast<std::vector<int64_t> *>(p); });
+    return Edge(std::move(owner), owned->data(), size);
+}
+
 // --- the tree ---
 
 RadixCache::RadixCache(int64_t page_size, nb::object on_evict, bool by_priority)
@@ -117,7 +123,7 @@ std::pair<int64_t, NodePtr> RadixCache::walk(Tokens tokens, bool split, const No
         const int64_t *head = tokens.data + i;
         const NodePtr *found = node->children.get(key_at(head));
         if (!found) break;
-        const std::vector<int64_t> &key = (*found)->key;
+        const Edge &key = (*found)->key;
         const int64_t size = static_cast<int64_t>(key.size());
         int64_t m = std::min(size, n - pos);
         if (std::memcmp(head, key.data(), 8 * m) != 0) {
@@ -172,7 +178,11 @@ std::pair<int64_t, NodePtr> RadixCache::insert(Tokens tokens, nb::handle value, 
     if (cached < n) {
         auto leaf = std::make_shared<Node>();
         const int64_t *from = tokens.data + (cached - offset);
-        leaf->key.assign(from, from + (n - cached));
+        // The caller may change a writable array: the tree keeps its own copy of those tokens.
+        if (nb::cast<bool>(tokens.array.attr("flags").attr("writeable")))
+            leaf->key = Edge::copy_of(from, n - cached);
+        else
+            leaf->key = Edge(nb::borrow(tokens.array), from, n - cached);
         if (value.is_none()) {
             leaf->value = nb::none();
         } else {
@@ -290,7 +300,7 @@ NodePtr RadixCache::split_edge(NodePtr child, int64_t m, int64_t stamp) {
     NodePtr parent = child->parent;
     stamp = std::max(stamp, child->last_access);
     auto upper = std::make_shared<Node>();
-    upper->key.assign(child->key.begin(), child->key.begin() + m);
+    upper->key = child->key.prefix(m);
     if (child->value.is_none()) {
         upper->value = nb::none();
     } else {
@@ -304,7 +314,7 @@ NodePtr RadixCache::split_edge(NodePtr child, int64_t m, int64_t stamp) {
     upper->priority = child->priority;
     Key key = key_at(child->key.data());
     parent->children.set(key, upper);
-    child->key.erase(child->key.begin(), child->key.begin() + m);
+    child->key = child->key.suffix(m);
     child->parent = upper;
     upper->children.set(key_at(child->key.data()), child);
     if (stamp != child->last_access) touch(child, stamp);

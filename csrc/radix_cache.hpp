@@ -49,8 +49,31 @@ private:
     std::size_t live_ = 0;
 };
 
+// An edge's tokens: a slice of an array the edge keeps alive (the caller's read-only token array,
+// of which Python's cache keeps a view too, or the cache's own copy of a writable one), so that
+// neither an insert nor a split copies tokens.
+class Edge {
+public:
+    Edge() = default;
+    Edge(nb::object owner, const int64_t *data, std::size_t size)
+        : owner_(std::move(owner)), data_(data), size_(size) {}
+    static Edge copy_of(const int64_t *data, std::size_t size);
+    std::size_t size() const { return size_; }
+    const int64_t *data() const { return data_; }
+    const int64_t *begin() const { return data_; }
+    const int64_t *end() const { return data_ + size_; }
+    int64_t operator[](std::size_t i) const { return data_[i]; }
+    Edge prefix(std::size_t m) const { return Edge(owner_, data_, m); }
+    Edge suffix(std::size_t m) const { return Edge(owner_, data_ + m, size_ - m); }
+
+private:
+    nb::object owner_;
+    const int64_t *data_ = nullptr;
+    std::size_t size_ = 0;
+};
+
 struct Node {
-    std::vector<int64_t> key;
+    Edge key;
     nb::object value;  // None, or the per-token values (a numpy array, sliced as Python slices it)
     NodePtr parent;
     int64_t depth = 0;
@@ -71,9 +94,10 @@ struct Entry {
     NodePtr node;
 };
 
-struct Tokens {  // a read-only view of a 1-D int64 token array
+struct Tokens {  // a read-only view of a 1-D int64 token array, `array`
     const int64_t *data;
     int64_t size;
+    nb::handle array;
 };
 
 constexpr int64_t kRoundTicks = int64_t(1) << 32;  // radix_eviction.ROUND_TICKS

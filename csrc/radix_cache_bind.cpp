@@ -41,16 +41,30 @@ const Python &python() {
     return *py;
 }
 
+// An instance of the named tuple `type` (MatchResult, InsertResult) made as tuple.__new__ makes
+// one, without the Python-level __new__ call, which would cost more than the match itself.
+nb::object named_tuple(nb::handle type, std::initializer_list<nb::handle> items) {
+    auto *cls = reinterpret_cast<PyTypeObject *>(type.ptr());
+    PyObject *out = cls->tp_alloc(cls, static_cast<Py_ssize_t>(items.size()));
+    if (!out) throw nb::python_error();
+    Py_ssize_t i = 0;
+    for (nb::handle item : items) PyTuple_SET_ITEM(out, i++, item.inc_ref().ptr());
+    return nb::steal(out);
+}
+
 // Tokens as the Python cache reads them (`token_view`), held while the view is used.
 struct TokensArg {
+    nb::object object;
     TokenArray array;
-    radix::Tokens view() const { return {array.data(), static_cast<int64_t>(array.shape(0))}; }
+    radix::Tokens view() const { return {array.data(), static_cast<int64_t>(array.shape(0)), object}; }
 };
 
 TokensArg tokens_of(nb::handle tokens) {
-    TokensArg arg;
-    if (!nb::try_cast(tokens, arg.array, false))
-        arg.array = nb::cast<TokenArray>(python().contiguous(python().token_view(tokens)), false);
+    TokensArg arg{nb::borrow(tokens), {}};
+    if (!nb::try_cast(tokens, arg.array, false)) {
+        arg.object = python().contiguous(python().token_view(tokens));
+        arg.array = nb::cast<TokenArray>(arg.object, false);
+    }
     return arg;
 }
 
@@ -89,12 +103,12 @@ nb::object insert_result(RadixCache &c, nb::handle tokens, nb::handle value, con
         throw nb::value_error(("value has " + std::to_string(nb::len(value)) + " entries for " +
                                std::to_string(arg.view().size) + " tokens").c_str());
     auto [cached, node] = c.insert(arg.view(), value, start, offset, priority);
-    return python().insert_result(cached, node);
+    return named_tuple(python().insert_result, {nb::int_(cached), nb::cast(node)});
 }
 
 void bind_node(nb::module_ &m) {
     nb::class_<Node>(m, "TreeNode", "A node of the compiled radix cache (radix_cache.TreeNode's fields, read-only).")
-        .def_prop_ro("key", [](const Node &n) { return array_of(n.key); })
+        .def_prop_ro("key", [](const Node &n) { return array_of({n.key.begin(), n.key.end()}); })
         .def_prop_ro("value", [](const Node &n) { return n.value; })
         .def_prop_ro("parent", [](const Node &n) { return n.parent; })
         .def_prop_ro("children", [](const Node &n) {
@@ -158,7 +172,7 @@ void bind_cache(nb::module_ &m) {
              [](RadixCache &c, nb::handle tokens, const NodePtr &start) {
                  TokensArg arg = tokens_of(tokens);
                  auto [length, node] = c.match_prefix(arg.view(), start);
-                 return python().match_result(length, node, c.path_values(node));
+                 return named_tuple(python().match_result, {nb::int_(length), nb::cast(node), c.path_values(node)});
              },
              nb::arg("tokens"), nb::arg("start").none() = nb::none())
         .def("prefix_len", [](RadixCache &c, nb::handle tokens) { return c.prefix_len(tokens_of(tokens).view()); },

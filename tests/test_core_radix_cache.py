@@ -56,14 +56,18 @@ class Side:
         ])
 
 
-def _tokens(rng: np.random.Generator, stems: list[np.ndarray]) -> np.ndarray:
-    """A prompt that often shares a prefix with earlier ones (a stem, cut, then new tokens)."""
+def _tokens(rng: np.random.Generator, stems: list[np.ndarray]) -> np.ndarray | list[int]:
+    """A prompt that often shares a prefix with earlier ones (a stem, cut, then new tokens): a
+    writable array, a read-only one or a list."""
     stem = stems[rng.integers(len(stems))]
     cut = stem[: rng.integers(len(stem) + 1)]
     out = np.concatenate([cut, rng.integers(0, 4, rng.integers(0, 9))]).astype(np.int64)
     if rng.random() < 0.3:
-        stems.append(out)
-    return out
+        stems.append(out.copy())
+    form = rng.integers(3)
+    if form == 1:  # read-only, as Request.tokens: the caches keep views of it
+        out.flags.writeable = False
+    return out.tolist() if form == 2 else out
 
 
 def _pick(rng: np.random.Generator, n: int) -> int | None:
@@ -133,6 +137,8 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
 
     results = [side.plain(run(side)) for side in sides]
     assert results[0] == results[1], op
+    if isinstance(tokens, np.ndarray) and tokens.flags.writeable:
+        tokens[:] = 7  # the caller's array changes: the caches kept their own copies of what they took
     cursors.append(sides[0].cache.version)
     return str(op)
 
