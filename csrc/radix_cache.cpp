@@ -84,7 +84,8 @@ RadixCache::~RadixCache() { detach_tree(); }
 
 void RadixCache::detach_tree() {
     // Parent and child pointers own each other: unlinked, the tree goes with the cache (as
-    // RadixCache.__del__ does in Python); a node held elsewhere outlives it detached.
+    // RadixCache.__del__ does in Python); a node held elsewhere outlives it detached, and reads as
+    // evicted, so that no operation given it follows its missing parent.
     if (!root) return;
     std::vector<NodePtr> stack{root};
     while (!stack.empty()) {
@@ -93,6 +94,7 @@ void RadixCache::detach_tree() {
         node->children.for_each([&](const Key &, const NodePtr &child) { stack.push_back(child); });
         node->children.clear();
         node->parent.reset();
+        node->alive = false;
     }
 }
 
@@ -221,7 +223,7 @@ void RadixCache::move_lock(const NodePtr &old_node, const NodePtr &new_node) {
 bool RadixCache::lock_up_to(NodePtr node, const NodePtr &stop) {
     while (node != stop) {
         if (node == root) return false;
-        if (!node) throw std::invalid_argument("lock of a node detached from its cache");
+        if (!node->parent) throw std::invalid_argument("lock of a node detached from its cache");
         if (node->lock_ref == 0) {
             int64_t size = static_cast<int64_t>(node->key.size());
             evictable_size -= size;
@@ -235,7 +237,7 @@ bool RadixCache::lock_up_to(NodePtr node, const NodePtr &stop) {
 
 void RadixCache::unlock(NodePtr node) {
     while (node != root) {
-        if (!node) throw std::invalid_argument("unlock of a node detached from its cache");
+        if (!node->parent) throw std::invalid_argument("unlock of a node detached from its cache");
         if (node->lock_ref <= 0) throw std::runtime_error("unlock of a node that is not locked");
         if (--node->lock_ref == 0) {
             int64_t size = static_cast<int64_t>(node->key.size());

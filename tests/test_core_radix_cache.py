@@ -184,3 +184,22 @@ def test_the_compiled_cache_checks_its_arguments_as_the_python_one():
         c.extend(node, [3])
     with pytest.raises(RuntimeError, match="not locked"):
         c.unlock(c.insert([1, 2]).last_node)
+
+
+def test_a_node_of_a_reset_tree_reads_as_evicted_and_breaks_nothing():
+    """A reset detaches the compiled cache's old tree (its parent and child pointers own each other):
+    a node kept from it is evicted to every operation, which never follows its missing parent."""
+    with core.use("compiled"):
+        c = RadixCache()
+    old = c.insert([1, 2, 3]).last_node
+    c.reset()
+    assert not old.alive and old.parent is None
+    c.set_wait(old, 1)
+    c.stamp_in_round(old, 1)
+    c.raise_priority(old, 5)
+    assert c.evict(10) == 0
+    with pytest.raises(ValueError, match="detached"):
+        c.match_prefix([1, 2, 3], start=old)
+    with pytest.raises(ValueError, match="detached"):
+        c.lock(old)
+    c.check()
