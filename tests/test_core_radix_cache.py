@@ -77,10 +77,10 @@ def _pick(rng: np.random.Generator, n: int) -> int | None:
 def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], cursors: list) -> str:
     """One random operation on both sides; asserts their results agree. Returns its name."""
     tokens = _tokens(rng, stems)
-    op = rng.choice(["insert", "insert_values", "match", "match_from", "peek", "prefix_len", "extend", "lock",
-                     "unlock", "move_lock", "raise_priority", "evict", "round", "stamp", "set_wait",
+    op = rng.choice(["insert", "insert_values", "match", "match_from", "rematch", "peek", "prefix_len", "extend",
+                     "lock", "unlock", "move_lock", "raise_priority", "evict", "round", "stamp", "set_wait",
                      "changes", "edge_key", "reset"],
-                    p=[.14, .04, .12, .06, .08, .04, .05, .07, .06, .03, .04, .1, .03, .04, .05, .02, .02, .01])
+                    p=[.13, .04, .11, .06, .02, .08, .04, .05, .07, .06, .03, .04, .1, .03, .04, .05, .02, .02, .01])
     held = _pick(rng, len(sides[0].held))
     n = int(rng.integers(0, 40))
 
@@ -99,6 +99,8 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
             _, start = c.peek(tokens)
             c.evict(n % 5)
             return c.match_prefix(tokens, start=start)
+        if op == "rematch":  # stale heap entries pile up until an eviction rebuilds the heaps
+            return [c.insert(tokens).cached] + [c.match_prefix(tokens).length for _ in range(60)] + [c.evict(n % 3)]
         if op == "peek":
             return c.peek(tokens, split=bool(n % 2))
         if op == "prefix_len":
