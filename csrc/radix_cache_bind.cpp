@@ -151,23 +151,9 @@ PyType_Slot cache_slots[] = {{Py_tp_traverse, reinterpret_cast<void *>(cache_tra
                              {Py_tp_clear, reinterpret_cast<void *>(cache_clear)},
                              {0, nullptr}};
 
-void bind_cache(nb::module_ &m) {
-    nb::class_<RadixCache>(m, "RadixCache", "The compiled radix cache (radix_cache.RadixCache's API and results).",
-                           nb::type_slots(cache_slots), nb::is_weak_referenceable())
-        .def("__init__",
-             [](RadixCache *self, int64_t page_size, nb::object on_evict, const std::string &policy) {
-                 new (self) RadixCache(page_size, std::move(on_evict), policy == "priority");
-             },
-             nb::arg("page_size"), nb::arg("on_evict").none(), nb::arg("eviction_policy"))
-        .def_ro("page_size", &RadixCache::page_size)
-        .def_rw("on_evict", &RadixCache::on_evict, nb::arg("on_evict").none())
-        .def_prop_ro("eviction_policy", [](const RadixCache &c) { return c.by_priority ? "priority" : "lru"; })
-        .def_ro("root", &RadixCache::root)
-        .def_ro("evictable_size", &RadixCache::evictable_size)
-        .def_ro("protected_size", &RadixCache::protected_size)
-        .def_ro("node_count", &RadixCache::node_count)
-        .def_prop_ro("total_size", [](const RadixCache &c) { return c.evictable_size + c.protected_size; })
-        .def("reset", &RadixCache::reset)
+// What reads the tree: matches, the version and its log of changes, child keys.
+void bind_matching(nb::class_<RadixCache> &cls) {
+    cls
         .def("match_prefix",
              [](RadixCache &c, nb::handle tokens, const NodePtr &start) {
                  TokensArg arg = tokens_of(tokens);
@@ -207,7 +193,12 @@ void bind_cache(nb::module_ &m) {
         .def("_key",
              [](const RadixCache &c, nb::handle tokens, int64_t pos) {
                  return key_object(c.key_at(tokens_of(tokens).view().data + pos));
-             })
+             });
+}
+
+// What changes the tree and its eviction order.
+void bind_changes(nb::class_<RadixCache> &cls) {
+    cls
         .def("insert",
              [](RadixCache &c, nb::handle tokens, nb::handle value, const NodePtr &start, int64_t priority) {
                  return insert_result(c, tokens, value, start, 0, priority);
@@ -227,7 +218,12 @@ void bind_cache(nb::module_ &m) {
         .def("evict", &RadixCache::evict, nb::arg("num_tokens"))
         .def("new_round", &RadixCache::new_round)
         .def("stamp_in_round", &RadixCache::stamp_in_round, nb::arg("node"), nb::arg("rank"))
-        .def("set_wait", &RadixCache::set_wait, nb::arg("node"), nb::arg("wait"))
+        .def("set_wait", &RadixCache::set_wait, nb::arg("node"), nb::arg("wait"));
+}
+
+// The whole tree and the heaps, for tests and check().
+void bind_inspection(nb::class_<RadixCache> &cls) {
+    cls
         .def("nodes", [](const RadixCache &c) { return nb::iter(nb::cast(c.nodes())); })
         .def("sequences",
              [](const RadixCache &c) {
@@ -246,6 +242,28 @@ void bind_cache(nb::module_ &m) {
                    std::to_string(c.evictable_size) + ", protected=" + std::to_string(c.protected_size) +
                    ", page_size=" + std::to_string(c.page_size) + ")";
         });
+}
+
+void bind_cache(nb::module_ &m) {
+    nb::class_<RadixCache> cls(m, "RadixCache", "The compiled radix cache (radix_cache.RadixCache's API and results).",
+                               nb::type_slots(cache_slots), nb::is_weak_referenceable());
+    cls.def("__init__",
+             [](RadixCache *self, int64_t page_size, nb::object on_evict, const std::string &policy) {
+                 new (self) RadixCache(page_size, std::move(on_evict), policy == "priority");
+             },
+             nb::arg("page_size"), nb::arg("on_evict").none(), nb::arg("eviction_policy"))
+        .def_ro("page_size", &RadixCache::page_size)
+        .def_rw("on_evict", &RadixCache::on_evict, nb::arg("on_evict").none())
+        .def_prop_ro("eviction_policy", [](const RadixCache &c) { return c.by_priority ? "priority" : "lru"; })
+        .def_ro("root", &RadixCache::root)
+        .def_ro("evictable_size", &RadixCache::evictable_size)
+        .def_ro("protected_size", &RadixCache::protected_size)
+        .def_ro("node_count", &RadixCache::node_count)
+        .def_prop_ro("total_size", [](const RadixCache &c) { return c.evictable_size + c.protected_size; })
+        .def("reset", &RadixCache::reset);
+    bind_matching(cls);
+    bind_changes(cls);
+    bind_inspection(cls);
 }
 
 }  // namespace
