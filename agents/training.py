@@ -20,6 +20,7 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
+from auction_gym import core
 from auction_gym.registry import resolve
 
 from .callbacks import EvalMetricsCallback, HParamsCallback, OnEvaluation
@@ -172,11 +173,12 @@ def run_settings(config: TrainConfig, default_timesteps: int) -> tuple[dict[str,
 
 
 def write_config(config: TrainConfig, run_dir: Path, hp: dict[str, Any], timesteps: int, n_envs: int) -> None:
-    """The run's `config.json` (what `agents.sb3.saved_env_kwargs` reads back)."""
+    """The run's `config.json` (what `agents.sb3.saved_env_kwargs` reads back), with the simulator's
+    core it ran on (`auction_gym.core`)."""
     with open(run_dir / "config.json", "w") as f:
         json.dump({**asdict(config), "logdir": str(config.logdir), "resume": str(config.resume or ""),
                    "hyperparams_file": str(config.hyperparams_file or ""), "hyperparams": hp,
-                   "timesteps": timesteps, "n_envs": n_envs}, f, indent=2, default=str)
+                   "timesteps": timesteps, "n_envs": n_envs, "core": core.active()}, f, indent=2, default=str)
 
 
 def train_sb3(config: TrainConfig, callbacks: list[BaseCallback] | None = None,

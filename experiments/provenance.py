@@ -11,12 +11,17 @@ import json
 import os
 import platform
 from datetime import datetime, timezone
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
 
+from auction_gym import core
+
 
 def machine() -> str:
-    """One line: the OS and architecture, the CPU model and the cores this process may use, Python."""
+    """One line: the OS and architecture, the CPU model and the cores this process may use, Python,
+    and the simulator's core (`auction_gym.core.active()`: the results are the same on both, the
+    speed is not)."""
     model = platform.processor() or ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -25,7 +30,8 @@ def machine() -> str:
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cpu = f"{model}, " if model else ""
-    return f"{platform.system()} {platform.machine()}, {cpu}{cores} cores, Python {platform.python_version()}"
+    return (f"{platform.system()} {platform.machine()}, {cpu}{cores} cores, Python {platform.python_version()}, "
+            f"{core.active()} core")
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -65,11 +71,13 @@ re-scoring test checks what they produce."""
 
 
 def code_hash(root: Path = SIMULATOR_PACKAGE) -> str:
-    """sha256 of every file under `root` (compiled `__pycache__` files left out), in the order of
-    their paths relative to `root`: each path and its content's sha256, so a renamed, added, removed
-    or edited file changes it, and where the package is installed does not."""
+    """sha256 of every file under `root` (compiled `__pycache__` files and built extension modules
+    left out: the compiled core gives the Python core's results bit for bit, docs/design.md section
+    8), in the order of their paths relative to `root`: each path and its content's sha256, so a
+    renamed, added, removed or edited file changes it, and where the package is installed does not."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                       and not p.name.endswith(tuple(EXTENSION_SUFFIXES))):
         digest.update(f"{path.relative_to(root).as_posix()}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n"
                       .encode())
     return digest.hexdigest()

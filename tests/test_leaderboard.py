@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from importlib.machinery import EXTENSION_SUFFIXES
 
 import numpy as np
 import pytest
@@ -92,6 +93,7 @@ def test_the_code_hash_changes_with_any_file_but_not_with_compiled_ones(tmp_path
     before = code_hash(tmp_path)
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / "pkg" / f"_core{EXTENSION_SUFFIXES[0]}").write_bytes(b"\0")
     assert code_hash(tmp_path) == before
     (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
     assert code_hash(tmp_path) != before

@@ -1,0 +1,7 @@
+// The compiled core's components, each bound to the module `auction_gym._core` by its own function
+// (defined beside the component, declared here), so module.cpp only lists them.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+void bind_radix_cache(nanobind::module_ &m);  // radix_cache_bind.cpp
