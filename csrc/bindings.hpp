@@ -3,3 +3,6 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+
+// The radix auction's queue tree kept across rounds (allocator_bindings.cpp).
+void bind_allocator(nanobind::module_& m);

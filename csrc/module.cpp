@@ -3,4 +3,5 @@
 
 NB_MODULE(_core, m) {
     m.doc() = "Compiled core of the simulator, bit-identical to the pure-Python reference.";
+    bind_allocator(m);
 }

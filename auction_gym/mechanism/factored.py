@@ -35,13 +35,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..request import Request
-from .incremental_tree import QueueBlock, QueueNode
 from .queue_tree import build_queue_tree, completion_times
 from .smith import SortKey, block_keys, depth_first, tree_stats
 from .validation import validate_requests
+
+if TYPE_CHECKING:
+    from .incremental_tree import QueueBlock, QueueNode
 
 
 @dataclass(eq=False)

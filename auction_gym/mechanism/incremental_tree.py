@@ -20,6 +20,7 @@ import numpy as np
 
 from ..policy import QueueDelta
 from ..request import Request
+from .factored import FactoredAllocation, factored_allocation
 from .queue_tree import common_prefix_len
 from .smith import SortKey, block_key, tie_value
 from .validation import validate_requests
@@ -214,7 +215,7 @@ class IncrementalQueueTree:
             changes.blocks.add(e)
         for e in stale:  # its prompt or id was replaced (or may change in place): place it again
             gone.add(e.request)
-            added.append(_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
+            added.append(self._new_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
         return self._place(gone, added, changes)
 
     def _place(self, gone: Iterable[Request], added: list[_Req], changes: _Changes) -> QueueNode:
@@ -303,8 +304,24 @@ class IncrementalQueueTree:
             holder = self._by_rid.get(r.id)
             if holder is not None and holder.request not in gone:
                 raise ValueError(f"request {r.id}: duplicate request id in the queue")
-            added.append(_block(r, t, _checked_bid(b, r.id), c))
+            added.append(self._new_block(r, t, _checked_bid(b, r.id), c))
         return added
+
+    @staticmethod
+    def _new_block(request: Request, tokens: np.ndarray, bid: float, cached: int) -> _Req:
+        """The block of a request joining the tree."""
+        return _block(request, tokens, bid, cached)
+
+    def order(self) -> list[Request]:
+        """The queue of the last `update` in the depth-first Smith order (a new list)."""
+        return queue_order(self._root)
+
+    def factored(
+        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, alpha: Sequence[float],
+    ) -> FactoredAllocation:
+        """The round over the skeleton of the tree brought to `requests` with their urgencies as bids
+        (`factored.factored_allocation`); `bids` are alpha[bidder] x urgency, `alpha` one per bidder."""
+        return factored_allocation(self._root, requests, bids, prefix_lens, alpha, self.request_work)
 
     def _insert(self, e: _Req, changes: _Changes) -> None:
         """Attach `e` at the deepest node its prompt passes through, splitting the edge or pairing
