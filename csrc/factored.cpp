@@ -72,6 +72,7 @@ void tree_stats(Factored& a) {
     for (size_t v = nn; v-- > 0;) {
         std::vector<int64_t> blocks = a.children[v];
         for (int64_t r : a.attached[v]) blocks.push_back(int64_t(nn) + r);
+        if (blocks.empty()) throw std::invalid_argument("a skeleton node without blocks (an empty queue)");
         std::stable_sort(blocks.begin(), blocks.end(),
                          [&a](int64_t x, int64_t y) { return key_less(a.key[x], a.key[y]); });
         double work = 0.0, inter = 0.0, bid_sum = 0.0, internal = 0.0;

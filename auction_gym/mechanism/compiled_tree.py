@@ -38,10 +38,10 @@ class _Held:
 
     __slots__ = ("request", "source", "tokens", "rid", "bid", "cached", "reach", "node")
 
-    def __init__(self, request: Request, tokens: np.ndarray, bid: float, cached: int) -> None:
+    def __init__(self, request: Request, source: np.ndarray | None, tokens: np.ndarray, bid: float, cached: int) -> None:
         self.request = request
-        self.source = request.tokens if not tokens.flags.writeable else None
-        """The request's `tokens` as given (None: copied, so placed again every round, as `_Req`)."""
+        self.source = source
+        """The request's `tokens` as given (None: writeable, so placed again every round, as `_Req`)."""
         self.tokens = tokens
         self.rid = request.id
         self.bid = bid
@@ -69,10 +69,9 @@ class CompiledQueueTree(IncrementalQueueTree):
     def _new_block(request: Request, tokens: np.ndarray, bid: float, cached: int) -> _Held:
         if not -_ID_RANGE <= request.id < _ID_RANGE:
             raise ValueError(f"request {request.id}: the compiled core holds request ids within int64")
-        if tokens.flags.writeable:  # a prompt that could change in place: copied, placed again every round
-            tokens = tokens.copy()
-            tokens.flags.writeable = False
-        return _Held(request, tokens, bid, cached)
+        # A prompt that could change in place is placed again every round (as `_Req`'s); the compiled
+        # tree copies the tokens when it places them, in the same `update`.
+        return _Held(request, None if tokens.flags.writeable else request.tokens, tokens, bid, cached)
 
     def _place(self, gone: Iterable[Request], added: list[_Held], changes: _Changes) -> None:
         entries, by_rid, held, free = self._entries, self._by_rid, self._held, self._free

@@ -323,6 +323,18 @@ class IncrementalQueueTree:
         (`factored.factored_allocation`); `bids` are alpha[bidder] x urgency, `alpha` one per bidder."""
         return factored_allocation(self._root, requests, bids, prefix_lens, alpha, self.request_work)
 
+    def node_stats(self) -> list[tuple]:
+        """(depth, S, P, tie, ids of the requests attached) of every node below the root, sorted:
+        what a tree built from scratch is compared on."""
+        out, stack = [], list(self._root.next.values())
+        while stack:
+            v = stack.pop()
+            if v.is_node:
+                attached = sorted(b.rid for b in [*v.next.values(), *v.ends] if not b.is_node)
+                out.append((v.depth, v.s, v.p, v.tie, attached))
+                stack += v.next.values()
+        return sorted(out)
+
     def _insert(self, e: _Req, changes: _Changes) -> None:
         """Attach `e` at the deepest node its prompt passes through, splitting the edge or pairing
         it with the hanging request it shares a longer prefix with."""
