@@ -40,9 +40,11 @@ nb::list py_keys(const std::vector<SortKey>& keys) {
 
 std::shared_ptr<const Tokens> copy_tokens(nb::handle array) {
     TokenArray a = nb::cast<TokenArray>(array);
+    const size_t n = a.shape(0);
+    if (a.stride(0) == 1) return std::make_shared<Tokens>(a.data(), a.data() + n);
     auto v = a.view();
-    auto t = std::make_shared<Tokens>(a.shape(0));
-    for (size_t i = 0; i < a.shape(0); ++i) (*t)[i] = v(i);
+    auto t = std::make_shared<Tokens>(n);
+    for (size_t i = 0; i < n; ++i) (*t)[i] = v(i);
     return t;
 }
 

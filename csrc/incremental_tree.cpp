@@ -3,6 +3,7 @@
 #include "incremental_tree.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 namespace auction_core {
@@ -18,6 +19,15 @@ void relist(Block* b, Node* parent) {
         if (b->listed) parent->unlist_block(b);
         parent->list_block(b);
     }
+}
+
+// The first index in [from, to) where the token arrays differ (`to` if none): memcmp over chunks
+// (vectorised in libc), then token by token inside the chunk that differs.
+int64_t common_prefix_end(const int64_t* a, const int64_t* b, int64_t from, int64_t to) {
+    constexpr int64_t chunk = 64;
+    while (from + chunk <= to && std::memcmp(a + from, b + from, chunk * sizeof(int64_t)) == 0) from += chunk;
+    while (from < to && a[from] == b[from]) ++from;
+    return from;
 }
 
 std::vector<Block*>::iterator bisect_left(std::vector<Block*>& blocks, const SortKey& key) {
@@ -124,9 +134,7 @@ void QueueTree::insert(Req* e) {
         }
         const Tokens& other = tokens_of(b);
         const int64_t other_len = b->is_node ? static_cast<Node*>(b)->depth : int64_t(other.size());
-        const int64_t m = std::min(n, other_len);
-        int64_t shared = d;
-        while (shared < m && t[shared] == other[shared]) ++shared;
+        const int64_t shared = common_prefix_end(t.data(), other.data(), d, std::min(n, other_len));
         if (b->is_node && shared == static_cast<Node*>(b)->depth) {
             v = static_cast<Node*>(b);
             continue;
