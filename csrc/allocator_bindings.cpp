@@ -5,6 +5,7 @@
 
 #include "bindings.hpp"
 #include "incremental_tree.hpp"
+#include "payments.hpp"
 
 namespace nb = nanobind;
 using namespace auction_core;
@@ -66,10 +67,20 @@ void apply(QueueTree& tree, const std::vector<int32_t>& gone, const std::vector<
     tree.apply(gone, joined, rebid);
 }
 
-nb::tuple factored(QueueTree& tree, const std::vector<double>& alpha) {
-    Factored a = tree.factored(alpha);
+// A round decided over the skeleton, kept to price it.
+struct FactoredRound {
+    Factored a;
+};
+
+nb::tuple fields(const FactoredRound& round) {
+    const Factored& a = round.a;
     return nb::make_tuple(a.parent, a.children, a.attached, a.edge_work, a.leaf_node, a.leaf_owner, a.s, a.p, a.f,
                           py_ties(a.tie), py_keys(a.key), a.sorted_blocks, a.g, a.sum_f, a.leaf_order, a.admission);
+}
+
+std::vector<double> payments(const FactoredRound& round, const std::vector<int64_t>& priced) {
+    // Python's sum() adds floats with compensation from 3.12 on; the module is built for one version.
+    return vcg_payments(round.a, priced, PY_VERSION_HEX >= 0x030C0000);
 }
 
 nb::list node_stats(const QueueTree& tree) {
@@ -82,6 +93,10 @@ nb::list node_stats(const QueueTree& tree) {
 }  // namespace
 
 void bind_allocator(nb::module_& m) {
+    nb::class_<FactoredRound>(m, "FactoredRound", "A round decided over the queue tree's skeleton.")
+        .def("fields", &fields, "factored.FactoredAllocation's fields, the admission as slots.")
+        .def("payments", &payments,
+             "The VCG payments of `priced` (bidders in the round) before the rounding clip, in their order.");
     nb::class_<QueueTree>(m, "QueueTree",
                           "The radix auction's queue tree kept across rounds (mechanism/incremental_tree.py), "
                           "requests held by slot.")
@@ -90,8 +105,8 @@ void bind_allocator(nb::module_& m) {
              "The requests in slots `gone` leave; those in `slots` join (ids, bidders, int64 tokens, bids, cached "
              "lengths); those in `rebid_slots` take new bids and cached lengths; then the tree is re-costed.")
         .def("order", &QueueTree::order, "The slots in the depth-first Smith order.")
-        .def("factored", &factored,
-             "The round over the skeleton with multipliers `alpha`: factored.FactoredAllocation's fields, the "
-             "admission as slots.")
+        .def("factored", [](QueueTree& tree, const std::vector<double>& alpha) {
+                 return FactoredRound{tree.factored(alpha)};
+             }, "The round over the skeleton with multipliers `alpha`.")
         .def("node_stats", &node_stats, "(depth, S, P, tie, request ids attached) of every node below the root.");
 }

@@ -44,7 +44,7 @@ def _bits(x: object) -> object:
 
 
 def _allocation_bits(a: FactoredAllocation) -> dict[str, object]:
-    out = {f.name: _bits(getattr(a, f.name)) for f in fields(a) if f.name not in ("tree", "admission")}
+    out = {f.name: _bits(getattr(a, f.name)) for f in fields(a) if f.name not in ("tree", "admission", "compiled")}
     out["tree"] = _bits(vars(a.tree))
     out["admission"] = [r.id for r in a.admission]
     return out

@@ -1,6 +1,7 @@
 """The radix auction's allocator of an engine's rounds: one queue tree kept from round to round.
 
-`TreeAllocator` holds one `IncrementalQueueTree` (incremental_tree.py) and brings it to each round's
+`TreeAllocator` holds one `IncrementalQueueTree` (incremental_tree.py; on the compiled core a
+`CompiledQueueTree`, compiled_tree.py, the same rounds bit for bit) and brings it to each round's
 queue by the changes the engine passes with each round (the requests that joined and left the
 queue since the round before, and those whose cached prefix was matched again: a `QueueDelta`),
 those of the rounds decided without the tree (`skip`) combined, or, when they are not known, by

@@ -1,5 +1,6 @@
 """The queue tree kept across rounds on the compiled core (`auction_gym.core`): the tree, its
-re-costing and what is read from it run in C++ (csrc/incremental_tree.cpp, csrc/factored.cpp).
+re-costing, what is read from it and the VCG payments of the rounds decided over it run in C++
+(csrc/incremental_tree.cpp, factored.cpp, payments.cpp).
 
 `CompiledQueueTree` finds a round's changes as `IncrementalQueueTree` finds them (its `update`,
 inherited: passes over the queue that run in C) and hands them to the compiled tree in one call:
@@ -104,14 +105,16 @@ class CompiledQueueTree(IncrementalQueueTree):
     def factored(
         self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, alpha: Sequence[float],
     ) -> FactoredAllocation:
+        decided = self._tree.factored(list(alpha))
         (parent, children, attached, edge_work, leaf_node, leaf_owner, s, p, f, tie, key, sorted_blocks, g, sum_f,
-         leaf_order, admission) = self._tree.factored(list(alpha))
+         leaf_order, admission) = decided.fields()
         return FactoredAllocation(
             requests=requests, bids=bids, prefix_lens=prefix_lens, request_work=self.request_work,
             tree=Skeleton(parent=parent, children=children, attached=attached, edge_work=edge_work,
                           leaf_node=leaf_node),
             leaf_owner=leaf_owner, s=s, p=p, f=f, tie=tie, key=key, sorted_blocks=sorted_blocks, g=g, sum_f=sum_f,
             leaf_order=leaf_order, admission=list(map(self._held.__getitem__, admission)), cost=f[0],
+            compiled=decided,
         )
 
     def node_stats(self) -> list[tuple]:
