@@ -40,11 +40,13 @@ per node on the path, not per token.
 
 from __future__ import annotations
 
+from abc import ABCMeta
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from . import core
 from ._checks import check_count
 from .radix_eviction import EVICTION_POLICIES, ROUND_TICKS, EvictionOrder
 from .radix_integrity import check_integrity
@@ -91,8 +93,21 @@ class InsertResult(NamedTuple):
     """The node where the inserted (page-aligned) sequence ends."""
 
 
-class RadixCache(EvictionOrder):
+def _checked(page_size: int, eviction_policy: str) -> tuple[int, str]:
+    """A cache's page size and eviction policy, checked (ValueError naming the bad one)."""
+    page_size = check_count("page_size", page_size)
+    if eviction_policy not in EVICTION_POLICIES:
+        raise ValueError(f"eviction_policy must be one of {', '.join(EVICTION_POLICIES)}, got {eviction_policy!r}")
+    return page_size, eviction_policy
+
+
+class RadixCache(EvictionOrder, metaclass=ABCMeta):
     """Prefix cache of token sequences with LRU (or priority, then LRU) eviction of unlocked leaves.
+
+    Constructed on the compiled core (`auction_gym.core.active()`), `RadixCache(...)` returns the
+    compiled cache, `auction_gym._core.RadixCache`: the same API and results, bit for bit
+    (docs/design.md section 8), and an instance of this class as `isinstance` sees it; its nodes
+    are `_core.TreeNode`s, with this `TreeNode`'s fields, read-only.
 
     Args:
         page_size: tokens per KV page; matches, inserts and splits happen in whole pages, and a
@@ -103,17 +118,25 @@ class RadixCache(EvictionOrder):
             then least recently used), SGLang's `--radix-eviction-policy` (EVICTION_POLICIES).
     """
 
+    def __new__(
+        cls,
+        page_size: int = 1,
+        on_evict: Callable[[np.ndarray], None] | None = None,
+        eviction_policy: str = "lru",
+    ) -> RadixCache:
+        if cls is RadixCache and core.active() == "compiled":
+            page_size, eviction_policy = _checked(page_size, eviction_policy)
+            return core.compiled_module().RadixCache(page_size, on_evict, eviction_policy)
+        return super().__new__(cls)
+
     def __init__(
         self,
         page_size: int = 1,
         on_evict: Callable[[np.ndarray], None] | None = None,
         eviction_policy: str = "lru",
     ) -> None:
-        self.page_size = check_count("page_size", page_size)
+        self.page_size, self.eviction_policy = _checked(page_size, eviction_policy)
         self.on_evict = on_evict
-        if eviction_policy not in EVICTION_POLICIES:
-            raise ValueError(f"eviction_policy must be one of {', '.join(EVICTION_POLICIES)}, got {eviction_policy!r}")
-        self.eviction_policy = eviction_policy
         self._by_priority = eviction_policy == "priority"
         self._log_epoch = 0
         self.reset()
@@ -474,3 +497,7 @@ class RadixCache(EvictionOrder):
             f"RadixCache(nodes={self.node_count}, evictable={self.evictable_size}, "
             f"protected={self.protected_size}, page_size={self.page_size})"
         )
+
+
+if (_compiled := core.compiled_module()) is not None:
+    RadixCache.register(_compiled.RadixCache)

@@ -4,5 +4,5 @@
 
 #include <nanobind/nanobind.h>
 
-// The radix auction's queue tree kept across rounds (allocator_bindings.cpp).
-void bind_allocator(nanobind::module_& m);
+void bind_radix_cache(nanobind::module_ &m);  // radix_cache_bind.cpp
+void bind_allocator(nanobind::module_ &m);    // allocator_bindings.cpp

@@ -9,6 +9,8 @@ import pytest
 
 from auction_gym import CostModel, EngineConfig, Request, SimEngine, make_scheduler, scheduler_names
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 
 def grouped_workload(seed: int = 0, groups: int = 6, per_group: int = 20, prefix: int = 600,
                      spread: float = 0.0) -> list[Request]:

@@ -20,6 +20,8 @@ from auction_gym.engine import EngineConfig, Iteration, ServingEngine, SimEngine
 from auction_gym.radix_cache import TreeNode
 from auction_gym.scheduler import scheduler_names
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 VOCAB = 32_000  # the tiny preset's vocabulary, so the same requests run on the torch engine
 MAX_STEPS = 20_000  # a run of these workloads takes a few hundred steps; more means a livelock
 
@@ -108,13 +110,14 @@ def check_books(engine: ServingEngine, it: Iteration, ledger: Ledger) -> None:
     assert engine.reserved == expected, "a token is reserved twice, or reserved by nobody"
     # Locks: exactly one reference per running request, and one for the chunked request, on each
     # node of its path.
-    refs: dict[int, int] = {}
+    # Keyed by node, not id(): a compiled cache's node is the same Python object only while one is held.
+    refs: dict = {}
     holders = [run.node for run in engine.running] + ([chunked.node] if chunked is not None else [])
     for node in holders:
         for n in _path(node):
-            refs[id(n)] = refs.get(id(n), 0) + 1
+            refs[n] = refs.get(n, 0) + 1
     for n in cache.nodes():
-        assert n.lock_ref == refs.get(id(n), 0), "a lock is held by no request in flight, or missing"
+        assert n.lock_ref == refs.get(n, 0), "a lock is held by no request in flight, or missing"
     cache.check()  # sizes (protected = locked edges), lock counts along paths, eviction heaps
     engine.queue.check()
     # Every request in at most one place; every one not done is somewhere.

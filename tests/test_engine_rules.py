@@ -14,6 +14,8 @@ from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.request import Request
 from auction_gym.waiting_prefixes import WaitingPrefixes
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 
 def _requests() -> list[Request]:
     """Two requests whose caps are their outputs: SGLang's ratio under-reserves them in a pool

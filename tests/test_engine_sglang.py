@@ -9,6 +9,8 @@ import pytest
 from auction_gym import EngineConfig, Request, SimEngine
 from auction_gym.engine.reservation import AdmissionRules
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 SGLANG = EngineConfig()
 
 

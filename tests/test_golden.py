@@ -24,6 +24,8 @@ from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import iter_mooncake
 from auction_gym.workload.mooncake import SAMPLE_TRACE
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 SLICE = SAMPLE_TRACE
 INFO_KEYS = ("payment", "spent", "budget", "utility", "multiplier", "round", "time", "welfare", "revenue",
              "hit_rate", "latency", "ttft", "admitted", "finished")

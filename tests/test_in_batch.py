@@ -13,6 +13,8 @@ from auction_gym.engine.in_batch import behind, deprioritized, prompt_head
 from auction_gym.registry import find_mechanism, get_mechanism
 from auction_gym.scheduler.base import in_batch_applies, make_scheduler
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 SHARED = np.arange(1000, 1600)  # 600 tokens
 
 

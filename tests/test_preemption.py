@@ -26,6 +26,8 @@ from auction_gym.pricing.posted_round import PostedRound
 from auction_gym.scheduler.base import decision_priority
 from auction_gym.scheduler.priority import priority_level
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 BID_OF_PRIORITY = {p: 10 ** (p / 10) for p in range(-30, 31)}
 """A bid whose `priority_level` is p (priority = round(10 x log10(bid)))."""
 

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from sglang_cache import SGLangLRU, play
 
-from auction_gym import RadixCache
+from auction_gym import RadixCache, core
 from auction_gym.radix_integrity import IntegrityError
+
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
 
 seqs = st.lists(st.integers(0, 3), min_size=1, max_size=12)
 
@@ -294,8 +296,10 @@ def test_waited_on_node_is_evicted_after_everything_else():
 
 
 def _busy_cache() -> RadixCache:
-    """A cache with a split, a lock, a waiting mark and an eviction behind it: check() passes."""
-    c = RadixCache(page_size=2)
+    """A cache with a split, a lock, a waiting mark and an eviction behind it: check() passes. On
+    the Python core, whose internals the tampering below reaches (the compiled one's are read-only)."""
+    with core.use("python"):
+        c = RadixCache(page_size=2)
     c.insert([1, 2, 3, 4, 5, 6])
     c.insert([1, 2, 7, 8])
     c.insert([9, 9])

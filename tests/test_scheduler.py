@@ -9,6 +9,8 @@ from workloads import branching_workload
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine, make_scheduler
 from auction_gym.prefix_matcher import PrefixMatcher
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 
 def req(i: int, tokens, arrival: float = 0.0) -> Request:
     return Request(i, 0, tokens, 1.0, arrival=arrival)

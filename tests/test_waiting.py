@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sglang_cache import SGLangLRU, play
@@ -10,6 +11,8 @@ from workloads import branching_workload
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.engine.queue import WaitingQueue
 from auction_gym.waiting_prefixes import WaitingPrefixes
+
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
 
 
 def req(i: int, tokens, arrival: float = 0.0) -> Request:

@@ -96,6 +96,11 @@ BENCHES: tuple[Bench, ...] = (
           "RadixAuction-v2 with seeded random actions, and the Mooncake sample replayed through the radix auction's "
           "engine, each over a few hundred steps after a warm-up (valgrind runs about 50x slower).",
           "experiments.bench.instructions:table"),
+    Bench("core_speed", "The compiled core",
+          "RadixAuction-v2's steps per wall second with random actions on each core of the simulator (Python and "
+          "compiled, `auction_gym.core`), runs played in turn, and RadixCache match + insert throughput on the "
+          "Mooncake prompts per core, with the compiled core's ratios to the Python one.",
+          "experiments.bench.core_speed:table"),
     Bench("torch_engine", "The torch engine",
           "The torch engine's kernels (tiny model, one thread on the CPU): prefill with 90% of the prompt cached "
           "against none cached, prefill tokens per second, decode steps of a batch.",

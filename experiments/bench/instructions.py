@@ -1,6 +1,7 @@
 """Benchmark: instructions per step under callgrind, a count that a busy machine does not move.
 
     python -m experiments.bench.instructions [--steps N] [--warm W] [--cases v0,v2,mooncake]
+        [--cores python,compiled]
 
 Each case runs once under `valgrind --tool=callgrind` (in a child process, PYTHONHASHSEED=0): W
 warm-up steps, then N steps between two calls of `os.getppid`, which nothing else here calls, and
@@ -9,7 +10,8 @@ is the cost of a step alone, without the interpreter's start, the imports, the s
 Cases: RadixAuction-v0 and RadixAuction-v2 (seeded random actions, resets included where an
 episode ends), and the Mooncake sample trace replayed through `SimEngine("radix_vcg")` at
 time_scale 2.0 (one engine iteration a step). Valgrind runs about 50x slower than the plain
-interpreter, so keep N to a few hundred.
+interpreter, so keep N to a few hundred. Each case runs on each core of the simulator
+(`auction_gym.core`, AUCTION_GYM_CORE in the child's environment) that can run here.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 from typing import Callable
+
+from auction_gym.core import CORES, ENV_VAR, check_core, compiled_module
 
 from . import Table
 
@@ -69,9 +73,9 @@ def _stepper(case: str) -> Callable[[], None]:
     return env_step
 
 
-def per_step(case: str, warm: int, steps: int) -> float:
-    """Instructions per step of `case` over `steps` steps after `warm`, counted by callgrind in a
-    child process (`_run_case`)."""
+def per_step(case: str, warm: int, steps: int, core: str = "python") -> float:
+    """Instructions per step of `case` on `core` over `steps` steps after `warm`, counted by
+    callgrind in a child process (`_run_case`)."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "callgrind.out")
         command = [
@@ -79,7 +83,7 @@ def per_step(case: str, warm: int, steps: int) -> float:
             sys.executable, "-m",
             "experiments.bench.instructions", "--child", case, "--warm", str(warm), "--steps", str(steps),
         ]
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        env = {**os.environ, "PYTHONHASHSEED": "0", ENV_VAR: core}
         subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(f"{out}.2") as f:  # part 1: up to the first mark; part 2: between the marks
             totals = re.search(r"^(?:summary|totals): (\d+)", f.read(), re.MULTILINE)
@@ -88,11 +92,22 @@ def per_step(case: str, warm: int, steps: int) -> float:
     return int(totals.group(1)) / steps
 
 
+def cores() -> tuple[str, ...]:
+    """The cores that can run here: both, or the Python one when the extension is not built."""
+    return CORES if compiled_module() is not None else ("python",)
+
+
 def table(quick: bool) -> Table:
-    """Instructions per step of every case (`quick`: 30 steps after 10; else 300 after 50)."""
+    """Instructions per step of every case on every core that runs here (`quick`: 30 steps after
+    10; else 300 after 50), and the compiled core's count over the Python one's."""
     warm, steps = (10, 30) if quick else (50, 300)
-    rows = [(case, f"{per_step(case, warm, steps):,.0f}") for case in CASES]
-    return Table(("case", "instructions per step"), rows, [f"{steps} steps after {warm}, PYTHONHASHSEED=0"])
+    on = cores()
+    rows = []
+    for case in CASES:
+        counts = [per_step(case, warm, steps, core) for core in on]
+        rows.append((case, *(f"{c:,.0f}" for c in counts), *([f"{counts[1] / counts[0]:.3f}"] if len(on) > 1 else [])))
+    columns = ("case", *(f"{core} core" for core in on), *(["compiled / python"] if len(on) > 1 else []))
+    return Table(columns, rows, [f"Instructions per step: {steps} steps after {warm}, PYTHONHASHSEED=0"])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -100,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warm", type=int, default=50)
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--cores", default=",".join(cores()), help="comma-separated, of python,compiled")
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -108,8 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     for case in args.cases.split(","):
         if case not in CASES:
             parser.error(f"unknown case {case!r}; valid: {', '.join(CASES)}")
-        print(f"{case:>9}: {per_step(case, args.warm, args.steps):,.0f} instructions per step "
-              f"({args.steps} steps after {args.warm})", flush=True)
+        for core in args.cores.split(","):
+            print(f"{case:>9} on the {check_core(core)} core: {per_step(case, args.warm, args.steps, core):,.0f} "
+                  f"instructions per step ({args.steps} steps after {args.warm})", flush=True)
 
 
 if __name__ == "__main__":

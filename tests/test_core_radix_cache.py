@@ -1,0 +1,186 @@
+"""The compiled radix cache against the Python one (docs/design.md section 8): the same random
+operations on both, every returned value and the whole tree, the heaps included, compared after
+each operation, under every eviction policy and two page sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from auction_gym import core
+from auction_gym.radix_cache import EVICTION_POLICIES, RadixCache
+
+pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core (auction_gym._core) is not built")
+
+
+class Side:
+    """One cache and the nodes it has handed out, numbered in the order they first came back (so
+    that node identity is compared too), and the values its evictions freed."""
+
+    def __init__(self, which: str, page_size: int, policy: str) -> None:
+        self.freed: list[list[int]] = []
+        with core.use(which):
+            self.cache = RadixCache(page_size, lambda v: self.freed.append(v.tolist()), policy)
+        self.held: list = []
+        self.number: dict[int, int] = {}
+        self.locked: list = []
+
+    def name(self, node) -> tuple:
+        """A node as comparable data: its number, and its fields."""
+        if id(node) not in self.number:
+            self.number[id(node)] = len(self.held)
+            self.held.append(node)
+        value = None if node.value is None else tuple(node.value.tolist())
+        return (self.number[id(node)], tuple(node.key.tolist()), node.depth, node.lock_ref, node.last_access,
+                node.wait, node.alive, node.priority, value)
+
+    def plain(self, x):
+        """A result with its nodes named (numpy arrays and named tuples as lists)."""
+        if isinstance(x, (tuple, list)):
+            return [self.plain(v) for v in x]
+        if isinstance(x, np.ndarray):
+            return x.tolist()
+        if isinstance(x, dict):
+            return [[k, self.plain(v)] for k, v in x.items()]
+        if x is None or isinstance(x, (int, bytes, str)):
+            return x
+        return self.name(x)
+
+    def state(self) -> list:
+        c = self.cache
+        c.check()
+        return self.plain([
+            [s.tolist() for s in c.sequences()], c.evictable_size, c.protected_size, c.total_size, c.node_count,
+            c.version, list(c.nodes()), c.root, c._heap, c._wait_heap, c._waited_touched, c._round_start,
+            c._tick, self.freed, c.root.children,
+        ])
+
+
+def _tokens(rng: np.random.Generator, stems: list[np.ndarray]) -> np.ndarray | list[int]:
+    """A prompt that often shares a prefix with earlier ones (a stem, cut, then new tokens): a
+    writable array, a read-only one or a list."""
+    stem = stems[rng.integers(len(stems))]
+    cut = stem[: rng.integers(len(stem) + 1)]
+    out = np.concatenate([cut, rng.integers(0, 4, rng.integers(0, 9))]).astype(np.int64)
+    if rng.random() < 0.3:
+        stems.append(out.copy())
+    form = rng.integers(3)
+    if form == 1:  # read-only, as Request.tokens: the caches keep views of it
+        out.flags.writeable = False
+    return out.tolist() if form == 2 else out
+
+
+def _pick(rng: np.random.Generator, n: int) -> int | None:
+    return int(rng.integers(n)) if n else None
+
+
+def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], cursors: list) -> str:
+    """One random operation on both sides; asserts their results agree. Returns its name."""
+    tokens = _tokens(rng, stems)
+    op = rng.choice(["insert", "insert_values", "match", "match_from", "peek", "prefix_len", "extend", "lock",
+                     "unlock", "move_lock", "raise_priority", "evict", "round", "stamp", "set_wait",
+                     "changes", "edge_key", "reset"],
+                    p=[.14, .04, .12, .06, .08, .04, .05, .07, .06, .03, .04, .1, .03, .04, .05, .02, .02, .01])
+    held = _pick(rng, len(sides[0].held))
+    n = int(rng.integers(0, 40))
+
+    def node(side: Side, i: int | None):
+        return side.cache.root if i is None else side.held[i]
+
+    def run(side: Side):
+        c = side.cache
+        if op == "insert":
+            return c.insert(tokens, priority=n % 3)
+        if op == "insert_values":
+            return c.insert(tokens, value=np.arange(100, 100 + len(tokens)), priority=n % 3)
+        if op == "match":
+            return c.match_prefix(tokens)
+        if op == "match_from":  # from where a peek ended, after an eviction may have taken it
+            _, start = c.peek(tokens)
+            c.evict(n % 5)
+            return c.match_prefix(tokens, start=start)
+        if op == "peek":
+            return c.peek(tokens, split=bool(n % 2))
+        if op == "prefix_len":
+            return c.prefix_len(tokens)
+        if op == "extend":
+            target = node(side, held)
+            return c.extend(target, tokens) if target.alive else None
+        if op == "lock" and node(side, held).alive:  # an evicted node is not the caller's to lock
+            side.locked.append(node(side, held))
+            return c.lock(side.locked[-1])
+        if op == "unlock" and side.locked:
+            return c.unlock(side.locked.pop(n % len(side.locked)))
+        if op == "move_lock" and side.locked:
+            new = c.insert(tokens).last_node
+            old = side.locked.pop(n % len(side.locked))
+            side.locked.append(new)
+            return c.move_lock(old, new)
+        if op == "raise_priority":
+            return c.raise_priority(node(side, held), n % 4)
+        if op == "evict":
+            return c.evict(n)
+        if op == "round":
+            return c.new_round()
+        if op == "stamp":
+            return c.stamp_in_round(node(side, held), n)
+        if op == "set_wait":
+            return c.set_wait(node(side, held), n % 12 - 1)
+        if op == "changes":
+            return c.changes_since(cursors[n % len(cursors)])
+        if op == "edge_key":
+            return c.edge_key(tokens, n % (len(tokens) + 1))
+        if op == "reset":
+            side.held, side.number, side.locked = [], {}, []
+            return c.reset()
+        return None
+
+    results = [side.plain(run(side)) for side in sides]
+    assert results[0] == results[1], op
+    if isinstance(tokens, np.ndarray) and tokens.flags.writeable:
+        tokens[:] = 7  # the caller's array changes: the caches kept their own copies of what they took
+    cursors.append(sides[0].cache.version)
+    return str(op)
+
+
+@pytest.mark.parametrize("page_size", [1, 2])
+@pytest.mark.parametrize("policy", EVICTION_POLICIES)
+@pytest.mark.parametrize("seed", range(12))
+def test_both_cores_agree_on_random_operations(seed, policy, page_size):
+    rng = np.random.default_rng([seed, page_size, EVICTION_POLICIES.index(policy)])
+    sides = [Side("python", page_size, policy), Side("compiled", page_size, policy)]
+    stems = [np.arange(6, dtype=np.int64), np.zeros(0, dtype=np.int64)]
+    cursors: list = [None]
+    ops = set()
+    for _ in range(250):
+        ops.add(_step(rng, sides, stems, cursors))
+        assert sides[0].state() == sides[1].state()
+    assert sides[0].freed and len(ops) >= 15  # the sequence did evict values and ran nearly every operation
+
+
+def test_the_compiled_cache_is_a_radix_cache_with_its_nodes_shared():
+    with core.use("compiled"):
+        c = RadixCache()
+    assert isinstance(c, RadixCache) and type(c) is core.compiled_module().RadixCache
+    leaf = c.insert([1, 2, 3]).last_node
+    assert c.match_prefix([1, 2, 3]).last_node is leaf and {leaf: 1}[c.peek([1, 2, 3])[1]] == 1
+    assert leaf.parent is c.root and c.root.children[1] is leaf
+
+
+def test_the_compiled_cache_checks_its_arguments_as_the_python_one():
+    with core.use("compiled"):
+        with pytest.raises(ValueError, match="eviction_policy"):
+            RadixCache(eviction_policy="fifo")
+        with pytest.raises(ValueError, match="page_size"):
+            RadixCache(page_size=0)
+        c = RadixCache()
+    with pytest.raises(ValueError, match="non-negative"):
+        c.insert([1, -2])
+    with pytest.raises(ValueError, match="value has 1 entries for 2 tokens"):
+        c.insert([1, 2], value=np.arange(1))
+    node = c.insert([1, 2]).last_node
+    c.evict(2)
+    with pytest.raises(ValueError, match="evicted"):
+        c.extend(node, [3])
+    with pytest.raises(RuntimeError, match="not locked"):
+        c.unlock(c.insert([1, 2]).last_node)
