@@ -13,6 +13,6 @@ fi
 # The rllib extra (Ray) lets the tests run a tiny multi-agent training, the tune extra (Optuna) a tiny
 # hyperparameter search; the docs extra builds the documentation site. The editable install builds
 # the compiled core (auction_gym._core) into the checkout when a C++ compiler is found; without one
-# the simulator runs on its Python core (docs/design.md, "Compiled core").
+# the simulator runs on its Python core (docs/design.md section 8).
 .venv/bin/python -m pip install --quiet -e ".[dev,rllib,tune,docs]"
 .venv/bin/python -c "import auction_gym.core as core; print('auction_gym core:', core.active())"

@@ -1,5 +1,5 @@
 """Which implementation of the simulator's core a component is built on: the pure-Python reference
-or the compiled core, the extension module `auction_gym._core` (docs/design.md, "Compiled core").
+or the compiled core, the extension module `auction_gym._core` (docs/design.md section 8).
 Both give bit-identical results; the compiled one is faster, the Python one is the reference and
 the fallback when the extension is not built.
 
@@ -11,9 +11,11 @@ it does not.
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
 from contextlib import contextmanager
+from functools import cache
 from types import ModuleType
 from typing import Iterator
 
@@ -30,13 +32,13 @@ class CoreUnavailable(RuntimeError):
     """The compiled core was asked for but `auction_gym._core` is not built (or does not import)."""
 
 
+@cache
 def compiled_module() -> ModuleType | None:
-    """The extension module `auction_gym._core`, or None when it is not built."""
+    """The extension module `auction_gym._core`, or None when it is not built (looked for once)."""
     try:
-        from . import _core
+        return importlib.import_module(f"{__package__}._core")
     except ImportError:
         return None
-    return _core
 
 
 def check_core(core: str) -> str:

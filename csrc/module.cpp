@@ -1,4 +1,4 @@
-// auction_gym._core: the compiled core (docs/design.md, "Compiled core").
+// auction_gym._core: the compiled core (docs/design.md section 8).
 #include "bindings.hpp"
 
 NB_MODULE(_core, m) {

@@ -14,20 +14,25 @@ def pytest_configure(config) -> None:
 
 
 def pytest_generate_tests(metafunc) -> None:
-    """A test marked `both_cores` runs once per core (`simulator_core`)."""
+    """A test marked `both_cores` runs once per core: its id names the core (`on_core` enters it)."""
     if metafunc.definition.get_closest_marker("both_cores") is not None:
         metafunc.fixturenames.append("simulator_core")
-        metafunc.parametrize("simulator_core", core.CORES, indirect=True)
+        metafunc.parametrize("simulator_core", core.CORES)
 
 
-@pytest.fixture
-def simulator_core(request):
-    """The core the test's components are built on (`core.use`); the compiled one skips when it is
-    not built."""
-    if request.param == "compiled" and core.compiled_module() is None:
+@pytest.fixture(autouse=True)
+def on_core(request):
+    """Build a `both_cores` test's components on its core (`core.use`); the compiled one skips when
+    it is not built. Other tests run on the default core (`core.active()`)."""
+    callspec = getattr(request.node, "callspec", None)
+    which = None if callspec is None else callspec.params.get("simulator_core")
+    if which is None:
+        yield None
+        return
+    if which == "compiled" and core.compiled_module() is None:
         pytest.skip("the compiled core (auction_gym._core) is not built")
-    with core.use(request.param):
-        yield request.param
+    with core.use(which):
+        yield which
 
 
 @pytest.fixture

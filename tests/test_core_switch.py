@@ -61,3 +61,8 @@ def test_without_the_extension_the_default_is_python_with_one_warning(monkeypatc
 def test_the_machine_line_names_the_core(monkeypatch):
     monkeypatch.setenv(core.ENV_VAR, "python")
     assert machine().endswith(", python core")
+
+
+@pytest.mark.both_cores
+def test_a_both_cores_test_runs_on_the_core_its_id_names(request):
+    assert core.active() == request.node.callspec.params["simulator_core"]
