@@ -30,14 +30,6 @@ SLICE = SAMPLE_TRACE
 MODELS = [("tokens", 1.0), ("tokens", 0.0), ("tokens", 0.3), ("unit", 1.0)]
 
 
-CORES = ["python", pytest.param("compiled", marks=pytest.mark.skipif(
-    core.compiled_module() is None, reason="the compiled core (auction_gym._core) is not built"))]
-"""Every test runs on each core's tree (`compiled_tree.queue_tree`)."""
-
-
-def _tree(on: str, request_work: float, costed: bool, cache_ties: bool = False) -> IncrementalQueueTree:
-    with core.use(on):
-        return queue_tree(request_work, costed, cache_ties)
 
 
 def _scratch_stats(alloc) -> list[tuple]:
@@ -82,13 +74,13 @@ events = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@pytest.mark.parametrize("on", CORES)
+@pytest.mark.both_cores
 @given(events, st.sampled_from(MODELS), st.integers(1, 4), st.sampled_from(TIE_BREAKS))
-def test_incremental_tree_equals_a_build_from_scratch(on, steps, model, round_every, tie_break):
+def test_incremental_tree_equals_a_build_from_scratch(steps, model, round_every, tie_break):
     """Several events between rounds: a round sees arrivals, admissions and changes together, under
     either tie-break (bids of 0 and 1 make ties common)."""
     auction = RadixTreeAuction(*model, tie_break=tie_break)
-    tree = _tree(on, auction.request_work, costed=model[0] == "tokens", cache_ties=auction.cache_ties)
+    tree = queue_tree(auction.request_work, costed=model[0] == "tokens", cache_ties=auction.cache_ties)
     queue: list[Request] = []
     lens: list[int] = []
     for k, event in enumerate(steps):
@@ -110,9 +102,9 @@ def test_incremental_tree_equals_a_build_from_scratch(on, steps, model, round_ev
         _check(tree, auction, queue, lens)
 
 
-@pytest.mark.parametrize("on", CORES)
-def test_a_request_seen_twice_or_a_repeated_id_is_refused(on):
-    tree = _tree(on, 1.0, costed=True)
+@pytest.mark.both_cores
+def test_a_request_seen_twice_or_a_repeated_id_is_refused():
+    tree = queue_tree(1.0, costed=True, cache_ties=False)
     a, b = Request(1, 0, [1, 2], bid=1.0), Request(2, 0, [1, 3], bid=1.0)
     _order(tree, [a, b], [1.0, 1.0], [0, 0])
     with pytest.raises(ValueError, match="duplicate"):
@@ -124,9 +116,9 @@ def test_a_request_seen_twice_or_a_repeated_id_is_refused(on):
     assert [r.id for r in _order(tree, [b], [1.0], [0])] == [2]  # still usable after a refusal
 
 
-@pytest.mark.parametrize("on", CORES)
-def test_a_replaced_prompt_is_placed_again(on):
-    tree = _tree(on, 1.0, costed=True)
+@pytest.mark.both_cores
+def test_a_replaced_prompt_is_placed_again():
+    tree = queue_tree(1.0, costed=True, cache_ties=False)
     a, b = Request(1, 0, [1, 2, 3], bid=1.0), Request(2, 0, [1, 2, 4], bid=2.0)
     c = Request(3, 0, [5, 5, 5, 5, 5], bid=1.5)
     _order(tree, [a, b, c], [1.0, 2.0, 1.5], [0, 0, 0])
@@ -139,9 +131,9 @@ def test_a_replaced_prompt_is_placed_again(on):
     _check(tree, auction, [a, b, c], [0, 0, 0])
 
 
-@pytest.mark.parametrize("on", CORES)
+@pytest.mark.both_cores
 @pytest.mark.parametrize("workload", ["mooncake", "retracting"])
-def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(workload, on, monkeypatch):
+def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(workload, monkeypatch):
     """In an engine the scheduler face's tree follows the changes of each refresh of the queue
     (`WaitingPrefixes.delta_since`) instead of comparing queues; after every round it holds the
     nodes and stats of a tree built from that round's queue alone. The second workload has so
@@ -149,18 +141,14 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
     followed = []
     follow = IncrementalQueueTree._follow
     monkeypatch.setattr(IncrementalQueueTree, "_follow", lambda *a: followed.append(1) or follow(*a))
-    with core.use(on):
-        if workload == "mooncake":
-            engine = SimEngine("radix_vcg", EngineConfig())
-        else:
-            engine = SimEngine("radix_vcg", EngineConfig(kv_capacity_tokens=400, chunked_prefill_size=8,
-                                                         max_prefill_tokens=64))
     if workload == "mooncake":
+        engine = SimEngine("radix_vcg", EngineConfig())
         engine.submit(iter_mooncake(SLICE, time_scale=1.0, limit=300))
     else:
+        engine = SimEngine("radix_vcg", EngineConfig(kv_capacity_tokens=400, chunked_prefill_size=8, max_prefill_tokens=64))
         engine.submit([replace(r, output_len=12 * r.output_len, max_new_tokens=None) for r in branching_workload(3, n=150)])
     auction, seen, rounds = engine.scheduler, None, 0
-    assert isinstance(auction._allocator._tree, CompiledQueueTree) == (on == "compiled")
+    assert isinstance(auction._allocator._tree, CompiledQueueTree) == (core.active() == "compiled")
     while (it := engine.step()) is not None:
         decided = it.decision
         if decided is None or decided.allocation is seen or len(decided.requests) < 2:
@@ -174,10 +162,10 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
     assert workload == "mooncake" or engine.metrics().retractions > 10
 
 
-@pytest.mark.parametrize("on", CORES)
-def test_a_bad_bid_leaves_a_following_tree_as_it_was(on):
+@pytest.mark.both_cores
+def test_a_bad_bid_leaves_a_following_tree_as_it_was():
     """A refused round changes nothing: the next one, from the same changes, is exact."""
-    tree = _tree(on, 1.0, costed=True, cache_ties=True)
+    tree = queue_tree(1.0, costed=True, cache_ties=True)
     a, b, c = Request(1, 0, [1, 2], bid=1.0), Request(2, 0, [1, 3], bid=1.0), Request(3, 1, [1, 2, 4], bid=2.0)
     tree.update([a, b], [1.0, 1.0], [0, 0])
     delta = QueueDelta(joined=[c], left=[a], rematched=[b], length_of={b: 1, c: 2})
@@ -196,6 +184,7 @@ def test_a_bad_bid_leaves_a_following_tree_as_it_was(on):
         tree.update([b, a], [1.0, 1.0], [1, 0], QueueDelta(joined=[c], left=[c], rematched=[], length_of={a: 0}))
 
 
+@pytest.mark.both_cores
 @pytest.mark.parametrize("time_scale", [1.0, 4.0])
 def test_engine_rounds_match_the_from_scratch_auction(time_scale):
     """Every round of an engine replay (`decide` without multipliers: the tree's own order) orders
@@ -216,6 +205,7 @@ def test_engine_rounds_match_the_from_scratch_auction(time_scale):
     assert rounds > 50
 
 
+@pytest.mark.both_cores
 def test_a_priced_round_reads_the_from_scratch_allocation_and_the_tree_stays():
     """Pricing a round builds its allocation from scratch, once; no switch: later rounds are still
     ordered by the kept tree, and still equal the from-scratch auction."""

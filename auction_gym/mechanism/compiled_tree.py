@@ -21,7 +21,7 @@ import numpy as np
 from .. import core
 from ..request import Request
 from .factored import FactoredAllocation, Skeleton
-from .incremental_tree import IncrementalQueueTree, _Changes
+from .incremental_tree import IncrementalQueueTree, RoundChanges
 
 _ID_RANGE = 1 << 63
 """Request ids the compiled tree holds (int64); smith.TIE_SPAN's packing is exact below it anyway."""
@@ -74,7 +74,7 @@ class CompiledQueueTree(IncrementalQueueTree):
         # tree copies the tokens when it places them, in the same `update`.
         return _Held(request, None if tokens.flags.writeable else request.tokens, tokens, bid, cached)
 
-    def _place(self, gone: Iterable[Request], added: list[_Held], changes: _Changes) -> None:
+    def _place(self, gone: Iterable[Request], added: list[_Held], changes: RoundChanges) -> None:
         entries, by_rid, held, free = self._entries, self._by_rid, self._held, self._free
         left = []
         for r in gone:

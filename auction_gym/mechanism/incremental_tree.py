@@ -120,7 +120,7 @@ class QueueNode(QueueBlock):
         b.listed = None
 
 
-class _Changes:
+class RoundChanges:
     """What one round's updates touched: requests to re-cost and nodes to recompute."""
 
     __slots__ = ("blocks", "nodes")
@@ -209,7 +209,7 @@ class IncrementalQueueTree:
         except (TypeError, ValueError):
             validate_requests(requests)  # names the culprit
             raise
-        changes = _Changes()
+        changes = RoundChanges()
         for e, b, c in changed:
             e.bid, e.cached, e.reach = b, c, c
             changes.blocks.add(e)
@@ -218,7 +218,7 @@ class IncrementalQueueTree:
             added.append(self._new_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
         return self._place(gone, added, changes)
 
-    def _place(self, gone: Iterable[Request], added: list[_Req], changes: _Changes) -> QueueNode:
+    def _place(self, gone: Iterable[Request], added: list[_Req], changes: RoundChanges) -> QueueNode:
         """Remove the blocks of the requests `gone`, insert the blocks `added`, and recompute what
         `changes` (the round's re-costed blocks, to which both add) touched; returns the root."""
         entries = self._entries
@@ -273,7 +273,7 @@ class IncrementalQueueTree:
         except (TypeError, ValueError):
             validate_requests(requests)  # names the culprit
             raise
-        changes = _Changes()
+        changes = RoundChanges()
         for e, b in rebid:
             e.bid = b
             changes.blocks.add(e)
@@ -335,7 +335,7 @@ class IncrementalQueueTree:
                 stack += v.next.values()
         return sorted(out)
 
-    def _insert(self, e: _Req, changes: _Changes) -> None:
+    def _insert(self, e: _Req, changes: RoundChanges) -> None:
         """Attach `e` at the deepest node its prompt passes through, splitting the edge or pairing
         it with the hanging request it shares a longer prefix with."""
         self._by_rid[e.rid] = e
@@ -365,7 +365,7 @@ class IncrementalQueueTree:
             _attach(e, u, changes)
             return
 
-    def _remove(self, e: _Req, changes: _Changes) -> None:
+    def _remove(self, e: _Req, changes: RoundChanges) -> None:
         """Detach `e`; a node other than the root left with one block hands it to its parent."""
         del self._by_rid[e.rid]
         changes.blocks.discard(e)
@@ -393,7 +393,7 @@ class IncrementalQueueTree:
             last.node = up  # now hanging below `up`: re-costed there
             changes.blocks.add(last)
 
-    def _recompute(self, changes: _Changes) -> None:
+    def _recompute(self, changes: RoundChanges) -> None:
         """Re-cost the changed requests' blocks, then the marked nodes and their ancestors,
         children before parents, as `RadixTreeAuction._allocate_tree` computes them (and in the
         same order of additions, so to the same floats), each block listed in its parent under
@@ -478,7 +478,7 @@ def _checked_bid(bid: object, rid: int) -> float:
     return b
 
 
-def _attach(e: _Req, v: QueueNode, changes: _Changes) -> None:
+def _attach(e: _Req, v: QueueNode, changes: RoundChanges) -> None:
     """Attach request `e` to node `v` (ending there or hanging below), to be re-costed."""
     e.node = v
     if len(e.tokens) == v.depth:
