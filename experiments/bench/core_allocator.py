@@ -2,10 +2,12 @@
 
     python -m experiments.bench.core_allocator [--steps 3000] [--warmup 300] [--repeats 3]
 
-Two figures per core (`auction_gym.core`), in one process, the cores alternated:
+In one process, the configurations alternated:
 
 - the environment: wall time of `RadixAuction-v2` with seeded random actions, `--steps` steps after
-  `--warmup` (resets included), median of `--repeats`;
+  `--warmup` (resets included; `core_speed.steps_per_second`), median of `--repeats`, on the Python
+  core, on the compiled core with the allocator's Python tree (the compiled radix cache alone),
+  and on the compiled core;
 - the allocator alone: the rounds the allocator decided in such a run, and in the Mooncake sample
   trace replayed through the radix auction's engine (long queues, rounds without multipliers),
   recorded once and replayed on a fresh `TreeAllocator` of each core (microseconds per round,
@@ -21,19 +23,25 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Iterator
 
 import gymnasium as gym
 import numpy as np
 
 import auction_gym  # noqa: F401  (registers the environments)
 from auction_gym import EngineConfig, SimEngine, core
+from auction_gym.mechanism import RadixTreeAuction
+from auction_gym.mechanism import allocator as allocator_module
 from auction_gym.mechanism.allocator import TreeAllocator
+from auction_gym.mechanism.factored import FactoredAllocation
+from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
 from auction_gym.workload import iter_mooncake
 from auction_gym.workload.mooncake import SAMPLE_TRACE
 
 from . import Table
+from .core_speed import steps_per_second
 
 Call = tuple[int, str, tuple]
 """A recorded call of a `TreeAllocator`: which allocator (numbered as first seen), its method
@@ -42,16 +50,16 @@ Recorded = tuple[list[tuple[float, bool, bool]], list[Call]]
 """Each allocator's (request_work, costed, cache_ties), and the calls."""
 
 
-def env_seconds(on: str, steps: int, warmup: int, seed: int = 0) -> float:
-    """Wall time of `steps` random-action steps of RadixAuction-v2 on core `on`, after `warmup`."""
-    with core.use(on):
-        env = gym.make("RadixAuction-v2")
-        env.reset(seed=seed)
-        env.action_space.seed(seed)
-        _play(env, warmup)
-        start = time.perf_counter()
-        _play(env, steps)
-        return time.perf_counter() - start
+@contextmanager
+def python_allocator() -> Iterator[None]:
+    """Allocators made inside use the Python tree whatever the core (the rest, the radix cache, follows
+    the core): what the compiled allocator adds to the compiled cache."""
+    kept = allocator_module.queue_tree
+    allocator_module.queue_tree = IncrementalQueueTree
+    try:
+        yield
+    finally:
+        allocator_module.queue_tree = kept
 
 
 def _play(env: gym.Env, steps: int) -> None:
@@ -114,18 +122,27 @@ def trace_rounds(limit: int = 1000) -> Recorded:
 
 
 def replay(on: str, recorded: Recorded, spent: dict[str, float] | None = None) -> float:
-    """Seconds of the recorded calls replayed on fresh allocators of core `on`; with `spent`, the
-    seconds in the trees' `update` and in their read-out (`order`, `factored`) are added to it."""
+    """Seconds of the recorded calls replayed on fresh allocators of core `on`. With `spent`, the
+    seconds in the trees' `update`, in their read-out (`order`, `factored`) and in every bidder's
+    VCG payments of each round decided over the skeleton ("pay") are added to it instead."""
     params, calls = recorded
     with core.use(on):
         allocators = [TreeAllocator(*p) for p in params]
-    if spent is not None:
-        for a in allocators:
-            _time_tree(a._tree, spent)
-    start = time.perf_counter()
+    if spent is None:
+        start = time.perf_counter()
+        for k, name, args in calls:
+            getattr(allocators[k], name)(*args)
+        return time.perf_counter() - start
+    for a in allocators:
+        _time_tree(a._tree, spent)
+    pricing = RadixTreeAuction()  # a round over the skeleton holds what its payments read
     for k, name, args in calls:
-        getattr(allocators[k], name)(*args)
-    return time.perf_counter() - start
+        decided = getattr(allocators[k], name)(*args)
+        if isinstance(decided, FactoredAllocation):
+            start = time.perf_counter()
+            pricing.payments(decided)
+            spent["pay"] += time.perf_counter() - start
+    return 0.0
 
 
 def _time_tree(tree: object, spent: dict[str, float]) -> None:
@@ -142,16 +159,20 @@ def measure(steps: int, warmup: int, repeats: int) -> dict[str, dict[str, float]
     """Per core: the env's seconds, and per workload the allocator's microseconds per round (whole,
     update, read-out), medians of `repeats`; and each workload's rounds and mean queue length."""
     cores = ("python", "compiled")
-    env = {on: [] for on in cores}
+    env: dict[str, list[float]] = {"python": [], "cache": [], "compiled": []}
     for _ in range(repeats):
-        for on in cores:
-            env[on].append(env_seconds(on, steps, warmup))
+        env["python"].append(steps / steps_per_second("python", warmup, steps))
+        with python_allocator():
+            env["cache"].append(steps / steps_per_second("compiled", warmup, steps))
+        env["compiled"].append(steps / steps_per_second("compiled", warmup, steps))
     out: dict[str, dict[str, float]] = {on: {"env_s": statistics.median(env[on])} for on in cores}
+    out["cache"] = {"env_s": statistics.median(env["cache"])}
     for workload, recorded in (("env", env_rounds(warmup + steps)), ("trace", trace_rounds())):
         rounds = [args for _, name, args in recorded[1] if name == "allocate"]
-        out[workload] = {"rounds": len(rounds), "queue": float(np.mean([len(a[0]) for a in rounds]))}
+        out[workload] = {"rounds": len(rounds), "queue": float(np.mean([len(a[0]) for a in rounds])),
+                         "priced": sum(a[3] is not None for a in rounds)}
         runs: dict[str, list[float]] = {on: [] for on in cores}
-        parts = {on: {"update": 0.0, "read": 0.0} for on in cores}
+        parts = {on: {"update": 0.0, "read": 0.0, "pay": 0.0} for on in cores}
         for _ in range(repeats):
             for on in cores:
                 runs[on].append(replay(on, recorded))
@@ -159,7 +180,8 @@ def measure(steps: int, warmup: int, repeats: int) -> dict[str, dict[str, float]
         for on in cores:
             out[on][f"{workload}_round_us"] = statistics.median(runs[on]) / len(rounds) * 1e6
             for part, seconds in parts[on].items():
-                out[on][f"{workload}_{part}_us"] = seconds / repeats / len(rounds) * 1e6
+                per = out[workload]["priced"] if part == "pay" else len(rounds)
+                out[on][f"{workload}_{part}_us"] = seconds / repeats / max(per, 1) * 1e6
     return out
 
 
@@ -167,11 +189,16 @@ def table(quick: bool) -> Table:
     """The page's table: 3,000 steps after 300, median of 3 (quick: 300 after 30, one run)."""
     steps, warmup, repeats = (300, 30, 1) if quick else (3000, 300, 3)
     m = measure(steps, warmup, repeats)
-    py, cc = m["python"], m["compiled"]
-    rows = [("RadixAuction-v2, s per run", f"{py['env_s']:.3f}", f"{cc['env_s']:.3f}", f"{py['env_s'] / cc['env_s']:.2f}x")]
+    py, cc, cache = m["python"], m["compiled"], m["cache"]["env_s"]
+    rows = [("RadixAuction-v2, s per run", f"{py['env_s']:.3f}", f"{cc['env_s']:.3f}", f"{py['env_s'] / cc['env_s']:.2f}x"),
+            ("RadixAuction-v2 on the compiled radix cache, s per run (allocator: python, compiled)", f"{cache:.3f}", f"{cc['env_s']:.3f}",
+             f"{cache / cc['env_s']:.2f}x")]
     for workload, label in (("env", "its allocator"), ("trace", "Mooncake replay's allocator")):
-        for part, what in (("round", "us per round"), ("update", "update us"), ("read", "read-out us")):
+        for part, what in (("round", "us per round"), ("update", "update us"), ("read", "read-out us"),
+                           ("pay", "every bidder's payments, us per priced round")):
             key = f"{workload}_{part}_us"
+            if part == "pay" and not m[workload]["priced"]:
+                continue
             rows.append((f"{label}, {what}", f"{py[key]:.1f}", f"{cc[key]:.1f}", f"{py[key] / cc[key]:.2f}x"))
     notes = [f"{steps:,} steps after {warmup} warm-up, median of {repeats}; the cores alternated in one process.",
              f"Rounds replayed: {m['env']['rounds']:,} from the env (mean queue {m['env']['queue']:.1f}), "
@@ -187,8 +214,12 @@ def main() -> None:
     args = parser.parse_args()
     m = measure(args.steps, args.warmup, args.repeats)
     for key in m["python"]:
-        print(f"{key:>18}  python {m['python'][key]:10.3f}  compiled {m['compiled'][key]:10.3f}  "
+        if not m["compiled"][key]:
+            continue
+        print(f"{key:>18}  python {m['python'][key]:10.4f}  compiled {m['compiled'][key]:10.4f}  "
               f"ratio {m['python'][key] / m['compiled'][key]:.3f}")
+    cache = m["cache"]["env_s"]
+    print(f"{'env_s':>18}  compiled cache, Python allocator {cache:.4f}  ratio to compiled {cache / m['compiled']['env_s']:.3f}")
     for workload in ("env", "trace"):
         print(f"{workload}: {m[workload]['rounds']} rounds, mean queue {m[workload]['queue']:.1f}")
 
