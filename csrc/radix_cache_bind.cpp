@@ -153,7 +153,7 @@ PyType_Slot cache_slots[] = {{Py_tp_traverse, reinterpret_cast<void *>(cache_tra
 
 void bind_cache(nb::module_ &m) {
     nb::class_<RadixCache>(m, "RadixCache", "The compiled radix cache (radix_cache.RadixCache's API and results).",
-                           nb::type_slots(cache_slots))
+                           nb::type_slots(cache_slots), nb::is_weak_referenceable())
         .def("__init__",
              [](RadixCache *self, int64_t page_size, nb::object on_evict, const std::string &policy) {
                  new (self) RadixCache(page_size, std::move(on_evict), policy == "priority");

@@ -25,11 +25,14 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_mooncake_sample_is_package_data_and_the_default_trace():
     package = Path(auction_gym.__file__).parent
     relative = SAMPLE_TRACE.relative_to(package)  # ValueError if it lies outside the package
-    # pyproject.toml's [tool.setuptools.package-data] line for the package (tomllib is Python 3.11+)
-    line = re.search(r"(?m)^auction_gym = (\[.*\])$", (REPO / "pyproject.toml").read_text())
-    globs = ast.literal_eval(line.group(1))
-    assert any(fnmatch.fnmatch(str(relative), g) for g in globs), (relative, globs)
-    assert any(fnmatch.fnmatch(str(relative.parent / "LICENSE-APACHE"), g) for g in globs)
+    # pyproject.toml's [tool.scikit-build] lines (tomllib is Python 3.11+): the wheel carries its
+    # packages whole, bar what it excludes
+    text = (REPO / "pyproject.toml").read_text()
+    packages = ast.literal_eval(re.search(r"(?m)^wheel\.packages = (\[.*\])$", text).group(1))
+    excluded = ast.literal_eval(re.search(r"(?m)^wheel\.exclude = (\[.*\])$", text).group(1))
+    assert "auction_gym" in packages
+    for path in (Path("auction_gym") / relative, Path("auction_gym") / relative.parent / "LICENSE-APACHE"):
+        assert not any(fnmatch.fnmatch(str(path), g) for g in excluded), (path, excluded)
     assert SAMPLE_TRACE.is_file()
     assert reproduce_trace.SLICE == SAMPLE_TRACE and SAMPLE_TRACE in reproduce_trace.DEFAULT_TRACES
 

@@ -369,6 +369,7 @@ def test_the_engine_runs_the_policy_itself(mechanism):
     assert policy.decides == (mechanism not in ("fcfs", "lpm", "klpm", "dfs_weight", "lpm_aging", "dlpm"))
 
 
+@pytest.mark.both_cores
 @pytest.mark.parametrize("mechanism,replicas", [("radix_vcg", 1), ("strict_vcg", 1), ("lpm", 1), ("radix_vcg", 2)])
 def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism, replicas):
     """A finished episode's engine, cache tree, queue and auction go as soon as the market resets,
