@@ -4,10 +4,10 @@
 //
 // Bit-identical to the Python: the same double operations in the same order, the rows rounded to
 // float32 as struct.pack rounds them and clipped as numpy's maximum and minimum clip (NaN passes,
-// a bound equal to the value wins). Both read requests and records as Python does, by attribute;
-// a value Python would treat otherwise (not an exact float or int, a bidder out of range, a
-// division by zero or a log1p out of its domain, where Python raises) makes them answer None
-// without changing anything, and the market runs the Python code instead.
+// a bound equal to the value wins). They read the requests' and records' fields as Python's
+// interpreter does (`Field`); a value Python would treat otherwise (not an exact float or int, a
+// bidder out of range, a division by zero or a log1p out of its domain, where Python raises)
+// makes them answer None without changing anything, and the market runs the Python code instead.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
@@ -288,7 +288,7 @@ private:
         if (T_ == 0) throw Unsupported{};
         double rounds = static_cast<double>(round > 1 ? round : 1);
         double time_left = static_cast<double>(T_ - round > 0 ? T_ - round : 0) / static_cast<double>(T_);
-        double total_queue = log1p_checked(static_cast<double>(queued) / total_queue_scale_);
+        double total_queue = log1p_checked(divide(static_cast<double>(queued), total_queue_scale_));
         for (size_t i = 0; i < n_; ++i) {
             double b = budget[i], p = rho[i], s = spent[i], c = static_cast<double>(count[i]);
             double row[SIZE] = {
@@ -296,12 +296,12 @@ private:
                 time_left,
                 divide(divide(s, rounds), p),
                 log1p_checked(divide(last[i], p)),
-                log1p_checked(c / queue_scale_),
-                log1p_checked(urgency[i] / (count[i] ? c : 1.0)) / urgency_log_scale_,
+                log1p_checked(divide(c, queue_scale_)),
+                divide(log1p_checked(urgency[i] / (count[i] ? c : 1.0)), urgency_log_scale_),
                 total_queue,
                 divide(price, p),
-                log1p_checked(latency[i] / latency_scale_),
-                log1p_checked(ttft[i] / ttft_scale_),
+                log1p_checked(divide(latency[i], latency_scale_)),
+                log1p_checked(divide(ttft[i], ttft_scale_)),
                 hit,
                 divide(alpha[i], alpha_max_),
             };
