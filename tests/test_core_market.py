@@ -142,25 +142,27 @@ class StubEngine:
         self.waiting = waiting
 
 
-def observations_on(which: str, waiting: list) -> np.ndarray:
-    """The observations of a fresh two-bidder market on core `which` whose queue is `waiting`."""
+def stub_market(which: str, waiting: list) -> Market:
+    """A fresh two-bidder market on core `which` whose queue is `waiting`."""
     with core.use(which):
         market = Market(MarketConfig(num_bidders=2, horizon=10))
     market.reset(0)
     market.engine = StubEngine(waiting)
-    return market.observations()
+    return market
 
 
 def test_a_field_that_stops_being_a_slot_is_read_as_python_reads_it():
-    """The compiled rows read a slot at its offset only while the class is unchanged: a class
-    whose field became a property is read through the property, as Python reads it."""
+    """The compiled rows read a slot at its offset only while the class is unchanged: once the
+    field of a class they have read became a property, they read it through the property, as
+    Python does."""
     waiting = [Waiting(0, 2.0), Waiting(1, 3.0), Waiting(1, 5.0)]
-    before = {which: observations_on(which, waiting) for which in core.CORES}
+    markets = {which: stub_market(which, waiting) for which in core.CORES}
+    before = {which: market.observations() for which, market in markets.items()}
     assert same(before["python"], before["compiled"])
     slot = Waiting.urgency
     Waiting.urgency = property(lambda self: 7.0)
     try:
-        after = {which: observations_on(which, waiting) for which in core.CORES}
+        after = {which: market.observations() for which, market in markets.items()}
     finally:
         Waiting.urgency = slot
     assert same(after["python"], after["compiled"])
@@ -177,7 +179,7 @@ def test_inputs_python_treats_its_own_way_give_pythons_answer(waiting):
     results = {}
     for which in core.CORES:
         try:
-            results[which] = observations_on(which, waiting)
+            results[which] = stub_market(which, waiting).observations()
         except (IndexError, ValueError) as e:
             results[which] = type(e)
     assert same(results["python"], results["compiled"]), results
