@@ -5,4 +5,5 @@ NB_MODULE(_core, m) {
     m.doc() = "Compiled core of the simulator, bit-identical to the pure-Python reference.";
     bind_radix_cache(m);
     bind_allocator(m);
+    bind_market_books(m);
 }

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import core
 from ..engine import Iteration, rejections
 from ..policy import Decision
 from .config import MarketConfig
@@ -94,6 +95,11 @@ class Market:
         draws: the current episode's drawn parameters (`MarketConfig.draw_episode`; empty unless
             `episode_draws` is set); `budget` and `rho` are the episode's.
 
+    Constructed on the compiled core (`auction_gym.core.active()`), the loops over requests and
+    bidders of `_accrued` and `observations` run compiled (`_core.LatencyAccrual`,
+    `_core.ObservationRows`), bit for bit the Python below, which runs wherever the compiled code
+    declines an input (docs/design.md section 8).
+
     With `replicas` > 1 every replica runs its own policy over its own queue; a round is one
     admission by any replica, charged from the round that replica's auction decided. Budgets are
     global: every replica's charges draw on them.
@@ -108,6 +114,10 @@ class Market:
         self.obs_high = Obs.high(self.config.pacing_rounds)
         self._obs_bounds = np.tile(Obs.LOW, self.n), np.tile(self.obs_high, self.n)  # all rows, flat
         self._pack_obs = struct.Struct(f"{self.n * Obs.SIZE}f").pack  # all rows' features, as float32
+        self._compiled = core.compiled_module() if core.active() == "compiled" else None
+        self._rows = None if self._compiled is None else self._compiled.ObservationRows(
+            self.n, int(self.config.pacing_rounds), self.config.alpha_max, QUEUE_SCALE, TOTAL_QUEUE_SCALE,
+            URGENCY_LOG_SCALE, LATENCY_SCALE, TTFT_SCALE, Obs.LOW.tolist(), self.obs_high.tolist())
         self.engine = None
 
     def reset(self, seed: int) -> None:
@@ -128,6 +138,7 @@ class Market:
         self.round = 0
         self._episode_start = self.engine.now
         self._accrued_to: dict[int, float] = {}
+        self._accrual = None if self._compiled is None else self._compiled.LatencyAccrual(n, self._episode_start)
         self.spent = np.zeros(n)
         self.alpha = np.full(n, cfg.initial_multiplier)
         self.last_spend = np.zeros(n)
@@ -234,6 +245,12 @@ class Market:
         stopped (its arrival, or the episode's start for a warm-up request, when new) to the step's
         end or its finish. A request that arrived during the step's last iteration enters the
         engine's queue, and the accrual, in the next step, from its arrival: nothing is lost."""
+        if self._accrual is not None:
+            compiled = self._accrual.accrue(report.finished, self.engine.records, self.engine.in_system(), report.time)
+            if compiled is not None:
+                return np.array(compiled)
+            # An input only Python handles: the episode goes on in Python from the compiled state.
+            self._accrued_to, self._accrual = self._accrual.accrued_to(), None
         end, cost, since = report.time, [0.0] * self.n, self._accrued_to
         records, start = self.engine.records, self._episode_start
         for rid in report.finished:
@@ -305,6 +322,12 @@ class Market:
     def observations(self) -> np.ndarray:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32: the features of
         `observation.FEATURES`, each clipped to [0, its bound]."""
+        if self._rows is not None:
+            compiled = self._rows(self.engine.waiting, self._budget, self._rho, self.spent.tolist(),
+                                  self.last_spend.tolist(), self._latency_ema, self._ttft_ema, self.alpha.tolist(),
+                                  self.round, self.price_ema, self.hit_ema)
+            if compiled is not None:
+                return compiled
         # Built from Python floats: hot path, every step, for a handful of bidders.
         n, T = self.n, self.config.pacing_rounds
         count = [0] * n

@@ -1,0 +1,347 @@
+// The market's per-step bookkeeping over requests and bidders (auction_gym/market/market.py;
+// docs/design.md section 8): the latency cost each bidder's requests accrue in a step
+// (`Market._accrued`) and every bidder's observation row (`Market.observations`).
+//
+// Bit-identical to the Python: the same double operations in the same order, the rows rounded to
+// float32 as struct.pack rounds them and clipped as numpy's maximum and minimum clip (NaN passes,
+// a bound equal to the value wins). They read the requests' and records' fields as Python's
+// interpreter does (`Field`); a value Python would treat otherwise (not an exact float or int, a
+// bidder out of range, a division by zero or a log1p out of its domain, where Python raises)
+// makes them answer None without changing anything, and the market runs the Python code instead.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/vector.h>
+
+#include <structmember.h>
+
+#include <cmath>
+#include <unordered_map>
+#include <vector>
+
+#include "bindings.hpp"
+
+namespace nb = nanobind;
+
+namespace {
+
+// What the Python code would compute differently, or raise on: the caller answers None.
+struct Unsupported {};
+
+// A Python float or int as the double Python's arithmetic would use.
+double as_double(PyObject *value) {
+    if (PyFloat_CheckExact(value)) return PyFloat_AS_DOUBLE(value);
+    if (!PyLong_CheckExact(value)) throw Unsupported{};
+    double x = PyLong_AsDouble(value);
+    if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        throw Unsupported{};
+    }
+    return x;
+}
+
+int64_t as_int(PyObject *value) {
+    if (!PyLong_CheckExact(value)) throw Unsupported{};
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        throw Unsupported{};
+    }
+    return x;
+}
+
+// One attribute of the objects read at one place (the requests' `urgency`, the records' `finish`),
+// read as CPython's specialized interpreter reads a __slots__ field: at its offset in the object,
+// once the object's type is seen to hold it as a slot, and while that type is unchanged (its
+// version tag). Anything else goes through getattr, which would cost several times the loop's work.
+class Field {
+public:
+    explicit Field(const char *name) : name_(PyUnicode_InternFromString(name)) {
+        if (!name_) throw nb::python_error();
+    }
+    Field(const Field &) = delete;
+    Field &operator=(const Field &) = delete;
+    ~Field() { Py_DECREF(name_); }
+
+    double as_double_of(PyObject *obj) { return read(obj, as_double); }
+    int64_t as_int_of(PyObject *obj) { return read(obj, as_int); }
+
+private:
+    template <class Convert>
+    auto read(PyObject *obj, Convert convert) -> decltype(convert(obj)) {
+        PyTypeObject *type = Py_TYPE(obj);
+        if (type != type_ || !current()) learn(type);
+        if (offset_ >= 0) {
+            PyObject *value = *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(obj) + offset_);
+            if (!value) throw Unsupported{};  // an unset slot: Python raises AttributeError
+            return convert(value);
+        }
+        nb::object value = nb::steal(PyObject_GetAttr(obj, name_));
+        if (!value.is_valid()) {  // Python's code raises its own error
+            PyErr_Clear();
+            throw Unsupported{};
+        }
+        return convert(value.ptr());
+    }
+
+    bool current() const {
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+        if (!PyType_HasFeature(type_, Py_TPFLAGS_VALID_VERSION_TAG)) return false;
+#endif
+        return version_ != 0 && type_->tp_version_tag == version_;
+    }
+
+    // Where `type` keeps the field: the offset of its slot, else -1 (getattr).
+    void learn(PyTypeObject *type) {
+        type_ = type;
+        offset_ = -1;
+        nb::object descr = nb::steal(PyObject_GetAttr(reinterpret_cast<PyObject *>(type), name_));
+        version_ = type->tp_version_tag;  // tagged by that lookup, where the type can be
+        if (!descr.is_valid()) {
+            PyErr_Clear();
+            return;
+        }
+        if (Py_IS_TYPE(descr.ptr(), &PyMemberDescr_Type) && type->tp_getattro == PyObject_GenericGetAttr) {
+            auto *member = reinterpret_cast<PyMemberDescrObject *>(descr.ptr());
+            if (member->d_member->type == T_OBJECT_EX && PyType_IsSubtype(type, PyDescr_TYPE(member)))
+                offset_ = member->d_member->offset;
+        }
+    }
+
+    PyObject *name_;
+    PyTypeObject *type_ = nullptr;
+    unsigned int version_ = 0;
+    Py_ssize_t offset_ = -1;
+};
+
+size_t index_of(int64_t bidder, size_t n) {
+    if (bidder < 0 || static_cast<uint64_t>(bidder) >= n) throw Unsupported{};  // Python would wrap or raise
+    return static_cast<size_t>(bidder);
+}
+
+std::vector<double> doubles(nb::handle list, size_t n) {
+    if (!PyList_CheckExact(list.ptr()) || static_cast<size_t>(PyList_GET_SIZE(list.ptr())) != n) throw Unsupported{};
+    std::vector<double> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(list.ptr(), i));
+    return out;
+}
+
+nb::list list_of(const std::vector<double> &values) {
+    nb::list out;
+    for (double v : values) out.append(nb::float_(v));
+    return out;
+}
+
+// Python's math.log1p, where it answers (it raises on x <= -1: a domain error).
+double log1p_checked(double x) {
+    if (x <= -1.0) throw Unsupported{};
+    return x == 0.0 ? x : std::log1p(x);  // CPython's _Py_log1p keeps the sign of zero itself
+}
+
+double divide(double a, double b) {
+    if (b == 0.0) throw Unsupported{};  // ZeroDivisionError in Python
+    return a / b;
+}
+
+// `Market._accrued`'s state and loop: when each request's accrual last stopped (`_accrued_to`).
+class LatencyAccrual {
+public:
+    LatencyAccrual(size_t n, double start) : n_(n), start_(start) {}
+
+    nb::object accrue(nb::handle finished, nb::handle records, nb::handle in_system, double end) {
+        std::vector<Finished> done;
+        std::vector<Held> held;
+        try {
+            done = read_finished(finished, records);
+            held = read_held(in_system);
+        } catch (const Unsupported &) {
+            return nb::none();
+        }
+        std::vector<double> cost(n_, 0.0);
+        for (const Finished &f : done) {
+            auto it = since_.find(f.id);
+            double t = f.arrival > start_ ? f.arrival : start_;  // Python's max(start, arrival)
+            if (it != since_.end()) {
+                t = it->second;
+                since_.erase(it);
+            }
+            cost[f.bidder] += f.urgency * (f.finish - t);
+        }
+        for (const Held &h : held) {
+            auto [it, fresh] = since_.try_emplace(h.id, 0.0);
+            double t = fresh ? (h.arrival > start_ ? h.arrival : start_) : it->second;
+            cost[h.bidder] += h.urgency * (end - t);
+            it->second = end;
+        }
+        return list_of(cost);
+    }
+
+    // The accrual's state as the Python market keeps it, {request id: time}, to go on in Python.
+    nb::dict accrued_to() const {
+        nb::dict out;
+        for (const auto &[id, t] : since_) out[nb::int_(id)] = nb::float_(t);
+        return out;
+    }
+
+private:
+    struct Held {
+        int64_t id;
+        size_t bidder;
+        double urgency, arrival;
+    };
+    struct Finished {
+        int64_t id;
+        size_t bidder;
+        double urgency, arrival, finish;
+    };
+
+    std::vector<Finished> read_finished(nb::handle finished, nb::handle records) {
+        if (!PyList_CheckExact(finished.ptr()) || !PyDict_CheckExact(records.ptr())) throw Unsupported{};
+        std::vector<Finished> out;
+        for (Py_ssize_t i = 0, k = PyList_GET_SIZE(finished.ptr()); i < k; ++i) {
+            PyObject *rid = PyList_GET_ITEM(finished.ptr(), i);
+            PyObject *rec = PyDict_GetItemWithError(records.ptr(), rid);  // borrowed
+            if (!rec) {
+                PyErr_Clear();
+                throw Unsupported{};
+            }
+            out.push_back({as_int(rid), index_of(record_bidder_.as_int_of(rec), n_), record_urgency_.as_double_of(rec),
+                           record_arrival_.as_double_of(rec), record_finish_.as_double_of(rec)});
+        }
+        return out;
+    }
+
+    std::vector<Held> read_held(nb::handle in_system) {
+        if (!PyList_CheckExact(in_system.ptr())) throw Unsupported{};
+        std::vector<Held> out;
+        Py_ssize_t k = PyList_GET_SIZE(in_system.ptr());
+        out.reserve(static_cast<size_t>(k));
+        for (Py_ssize_t i = 0; i < k; ++i) {
+            PyObject *r = PyList_GET_ITEM(in_system.ptr(), i);
+            out.push_back({id_.as_int_of(r), index_of(bidder_.as_int_of(r), n_), urgency_.as_double_of(r),
+                           arrival_.as_double_of(r)});
+        }
+        return out;
+    }
+
+    size_t n_;
+    double start_;
+    std::unordered_map<int64_t, double> since_;
+    Field id_{"id"}, bidder_{"bidder"}, urgency_{"urgency"}, arrival_{"arrival"};  // of requests
+    Field record_bidder_{"bidder"}, record_urgency_{"urgency"}, record_arrival_{"arrival"}, record_finish_{"finish"};
+};
+
+// `Market.observations`' rows, given the scales of auction_gym/market/observation.py and the
+// features' bounds, in the order of market.py's `_ROW` (the vector's).
+class ObservationRows {
+public:
+    static constexpr size_t SIZE = 12;
+
+    ObservationRows(size_t n, int64_t pacing_rounds, double alpha_max, double queue_scale, double total_queue_scale,
+                    double urgency_log_scale, double latency_scale, double ttft_scale, std::vector<double> low,
+                    std::vector<double> high)
+        : n_(n), T_(pacing_rounds), alpha_max_(alpha_max), queue_scale_(queue_scale),
+          total_queue_scale_(total_queue_scale), urgency_log_scale_(urgency_log_scale), latency_scale_(latency_scale),
+          ttft_scale_(ttft_scale) {
+        if (low.size() != SIZE || high.size() != SIZE)
+            throw nb::value_error("ObservationRows needs 12 bounds of each kind");
+        for (size_t j = 0; j < SIZE; ++j) {
+            low_[j] = static_cast<float>(low[j]);
+            high_[j] = static_cast<float>(high[j]);
+        }
+    }
+
+    nb::object rows(nb::handle waiting, nb::handle budget, nb::handle rho, nb::handle spent, nb::handle last_spend,
+                    nb::handle latency_ema, nb::handle ttft_ema, nb::handle alpha, int64_t round, double price,
+                    double hit) {
+        auto *out = new float[n_ * SIZE];
+        nb::capsule owner(out, [](void *p) noexcept { delete[] static_cast<float *>(p); });
+        try {
+            fill(out, waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price, hit);
+        } catch (const Unsupported &) {
+            return nb::none();
+        }
+        size_t shape[2] = {n_, SIZE};
+        return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(out, 2, shape, owner));
+    }
+
+private:
+    struct Bidders {
+        nb::handle budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha;
+    };
+
+    void fill(float *out, nb::handle waiting, const Bidders &lists, int64_t round, double price, double hit) {
+        if (!PyList_CheckExact(waiting.ptr())) throw Unsupported{};
+        std::vector<int64_t> count(n_, 0);
+        std::vector<double> urgency(n_, 0.0);
+        Py_ssize_t queued = PyList_GET_SIZE(waiting.ptr());
+        for (Py_ssize_t i = 0; i < queued; ++i) {
+            PyObject *r = PyList_GET_ITEM(waiting.ptr(), i);
+            size_t b = index_of(bidder_.as_int_of(r), n_);
+            count[b] += 1;
+            urgency[b] += urgency_.as_double_of(r);
+        }
+        std::vector<double> budget = doubles(lists.budget, n_), rho = doubles(lists.rho, n_),
+                            spent = doubles(lists.spent, n_), last = doubles(lists.last_spend, n_),
+                            latency = doubles(lists.latency_ema, n_), ttft = doubles(lists.ttft_ema, n_),
+                            alpha = doubles(lists.alpha, n_);
+        if (T_ == 0) throw Unsupported{};
+        double rounds = static_cast<double>(round > 1 ? round : 1);
+        double time_left = static_cast<double>(T_ - round > 0 ? T_ - round : 0) / static_cast<double>(T_);
+        double total_queue = log1p_checked(divide(static_cast<double>(queued), total_queue_scale_));
+        for (size_t i = 0; i < n_; ++i) {
+            double b = budget[i], p = rho[i], s = spent[i], c = static_cast<double>(count[i]);
+            double row[SIZE] = {
+                divide(b - s, b),
+                time_left,
+                divide(divide(s, rounds), p),
+                log1p_checked(divide(last[i], p)),
+                log1p_checked(divide(c, queue_scale_)),
+                divide(log1p_checked(urgency[i] / (count[i] ? c : 1.0)), urgency_log_scale_),
+                total_queue,
+                divide(price, p),
+                log1p_checked(divide(latency[i], latency_scale_)),
+                log1p_checked(divide(ttft[i], ttft_scale_)),
+                hit,
+                divide(alpha[i], alpha_max_),
+            };
+            for (size_t j = 0; j < SIZE; ++j) out[i * SIZE + j] = clipped(static_cast<float>(row[j]), j);
+        }
+    }
+
+    // numpy's minimum(maximum(v, low), high): NaN passes, and where v equals a bound the bound wins.
+    float clipped(float v, size_t j) const {
+        if (std::isnan(v)) return v;
+        v = v > low_[j] ? v : low_[j];
+        return v < high_[j] ? v : high_[j];
+    }
+
+    size_t n_;
+    int64_t T_;
+    double alpha_max_, queue_scale_, total_queue_scale_, urgency_log_scale_, latency_scale_, ttft_scale_;
+    float low_[SIZE], high_[SIZE];
+    Field bidder_{"bidder"}, urgency_{"urgency"};  // of the waiting requests
+};
+
+}  // namespace
+
+void bind_market_books(nb::module_ &m) {
+    nb::class_<LatencyAccrual>(m, "LatencyAccrual",
+                               "Market._accrued's state and loop, compiled: each bidder's latency cost in a step.")
+        .def(nb::init<size_t, double>(), nb::arg("num_bidders"), nb::arg("episode_start"))
+        .def("accrue", &LatencyAccrual::accrue, nb::arg("finished"), nb::arg("records"), nb::arg("in_system"),
+             nb::arg("end"),
+             "Each bidder's latency cost accrued up to `end` (a list), or None, changing nothing, for input "
+             "the Python code must handle.")
+        .def("accrued_to", &LatencyAccrual::accrued_to, "{request id: time its accrual last stopped}.");
+    nb::class_<ObservationRows>(m, "ObservationRows", "Market.observations' rows, compiled.")
+        .def(nb::init<size_t, int64_t, double, double, double, double, double, double, std::vector<double>,
+                      std::vector<double>>(),
+             nb::arg("num_bidders"), nb::arg("pacing_rounds"), nb::arg("alpha_max"), nb::arg("queue_scale"),
+             nb::arg("total_queue_scale"), nb::arg("urgency_log_scale"), nb::arg("latency_scale"),
+             nb::arg("ttft_scale"), nb::arg("low"), nb::arg("high"))
+        .def("__call__", &ObservationRows::rows, nb::arg("waiting"), nb::arg("budget"), nb::arg("rho"),
+             nb::arg("spent"), nb::arg("last_spend"), nb::arg("latency_ema"), nb::arg("ttft_ema"), nb::arg("alpha"),
+             nb::arg("round"), nb::arg("price"), nb::arg("hit"),
+             "The rows, float32 (num_bidders, 12), or None for input the Python code must handle.");
+}

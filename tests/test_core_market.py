@@ -1,0 +1,185 @@
+"""The market's compiled bookkeeping (`_core.LatencyAccrual`, `_core.ObservationRows`) against
+its Python (docs/design.md section 8): whole episodes of the environments played on both cores
+with the same random actions, every observation, reward and info compared step by step; and the
+inputs the compiled code leaves to Python, which must give the same results."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import auction_gym  # noqa: F401  (registers the envs)
+from auction_gym import core
+from auction_gym.envs.parallel_env import parallel_env
+from auction_gym.market import Market, MarketConfig, Obs
+
+pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core (auction_gym._core) is not built")
+
+
+def same(a, b) -> bool:
+    """Equal bit for bit: arrays by dtype, shape and bytes, floats by value and sign (NaN equal to
+    NaN), containers item by item."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+                and a.shape == b.shape and a.tobytes() == b.tobytes())
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def assert_same_trace(python: list, compiled: list) -> None:
+    assert len(python) == len(compiled)
+    for step, (p, c) in enumerate(zip(python, compiled)):
+        assert same(p, c), f"the cores part at step {step}: python {p!r}, compiled {c!r}"
+
+
+def play_env(which: str, env_id: str, seed: int, episodes: int, **kwargs) -> list:
+    """Every reset's and step's output of `episodes` whole episodes with seeded random actions."""
+    trace = []
+    with core.use(which):
+        env = gym.make(env_id, **kwargs)
+        env.action_space.seed(seed)
+        for episode in range(episodes):
+            trace.append(env.reset(seed=seed + episode))
+            done = False
+            while not done:
+                out = env.step(env.action_space.sample())
+                trace.append(out)
+                done = out[2] or out[3]
+        env.close()
+    return trace
+
+
+def play_parallel(which: str, version: str, seed: int) -> list:
+    """Every output of one whole PettingZoo episode with seeded random actions."""
+    trace = []
+    with core.use(which):
+        env = parallel_env(version)
+        trace.append(env.reset(seed=seed))
+        for agent in env.possible_agents:
+            env.action_space(agent).seed(seed)
+        while env.agents:
+            trace.append(env.step({a: env.action_space(a).sample() for a in env.agents}))
+    return trace
+
+
+@pytest.mark.parametrize("env_id,kwargs", [
+    ("RadixAuction-v0", {}),
+    ("RadixAuction-v0", {"reward": "cost"}),
+    ("RadixAuction-v1", {}),
+    ("RadixAuction-v2", {}),
+    ("RadixAuction-v2", {"reward": "paired", "horizon": 80}),
+    ("RadixAuction-v2", {"replicas": 2, "router": "round_robin", "horizon": 80}),
+])
+@pytest.mark.parametrize("seed", [0, 7])
+def test_env_episodes_agree(env_id, kwargs, seed):
+    python = play_env("python", env_id, seed, 2, **kwargs)
+    compiled = play_env("compiled", env_id, seed, 2, **kwargs)
+    assert_same_trace(python, compiled)
+
+
+@pytest.mark.parametrize("version", ["v0", "v2"])
+@pytest.mark.parametrize("seed", [1, 4])
+def test_parallel_episodes_agree(version, seed):
+    assert_same_trace(play_parallel("python", version, seed), play_parallel("compiled", version, seed))
+
+
+def test_compiled_market_runs_compiled():
+    """On the compiled core a market's loops are the compiled ones (else the tests above compare
+    Python with itself); on the Python core they are not."""
+    config = MarketConfig(horizon=5)
+    for which, expect in (("python", False), ("compiled", True)):
+        with core.use(which):
+            market = Market(config, accrue_latency_cost=True)
+        market.reset(0)
+        assert (market._rows is not None) is expect and (market._accrual is not None) is expect
+
+
+def test_an_input_only_python_reads_hands_the_episode_to_python():
+    """Requests in the system whose urgency is a numpy float (not a Python float): the compiled loops
+    decline it without changing anything, the market goes on in Python from the compiled state,
+    and every number stays the Python core's."""
+    markets = {}
+    for which in core.CORES:
+        with core.use(which):
+            markets[which] = Market(MarketConfig(horizon=60), accrue_latency_cost=True)
+        markets[which].reset(3)
+    rng = np.random.default_rng(3)
+    for step in range(60):
+        alphas = rng.uniform(0.0, 2.0, 4).tolist()
+        reports = {}
+        for which, market in markets.items():
+            if step == 20:
+                for r in market.engine.in_system():
+                    r.urgency = np.float64(r.urgency)
+            reports[which] = market.step(alphas)
+        py, co = reports["python"], reports["compiled"]
+        assert same(py.latency_cost, co.latency_cost) and same(py.utility, co.utility), step
+        assert same(markets["python"].observations(), markets["compiled"].observations()), step
+        if markets["python"].done:
+            break
+    assert step >= 20 and markets["compiled"]._accrual is None
+
+
+@dataclass(slots=True)
+class Waiting:
+    """A stand-in waiting request: what the observation reads of one."""
+
+    bidder: int
+    urgency: float
+
+
+class StubEngine:
+    def __init__(self, waiting: list) -> None:
+        self.waiting = waiting
+
+
+def stub_market(which: str, waiting: list) -> Market:
+    """A fresh two-bidder market on core `which` whose queue is `waiting`."""
+    with core.use(which):
+        market = Market(MarketConfig(num_bidders=2, horizon=10))
+    market.reset(0)
+    market.engine = StubEngine(waiting)
+    return market
+
+
+def test_a_field_that_stops_being_a_slot_is_read_as_python_reads_it():
+    """The compiled rows read a slot at its offset only while the class is unchanged: once the
+    field of a class they have read became a property, they read it through the property, as
+    Python does."""
+    waiting = [Waiting(0, 2.0), Waiting(1, 3.0), Waiting(1, 5.0)]
+    markets = {which: stub_market(which, waiting) for which in core.CORES}
+    before = {which: market.observations() for which, market in markets.items()}
+    assert same(before["python"], before["compiled"])
+    slot = Waiting.urgency
+    Waiting.urgency = property(lambda self: 7.0)
+    try:
+        after = {which: market.observations() for which, market in markets.items()}
+    finally:
+        Waiting.urgency = slot
+    assert same(after["python"], after["compiled"])
+    assert after["compiled"][1, Obs.OWN_URGENCY] != before["compiled"][1, Obs.OWN_URGENCY]
+
+
+@pytest.mark.parametrize("waiting", [
+    [Waiting(2, 1.0)],  # a bidder beyond the market's: Python raises IndexError
+    [Waiting(-1, 1.0)],  # Python's index from the end
+    [Waiting(0, -4.0)],  # log1p of a mean urgency below -1: Python raises ValueError
+])
+def test_inputs_python_treats_its_own_way_give_pythons_answer(waiting):
+    """Where Python wraps an index or raises, the compiled rows decline and Python answers."""
+    results = {}
+    for which in core.CORES:
+        try:
+            results[which] = stub_market(which, waiting).observations()
+        except (IndexError, ValueError) as e:
+            results[which] = type(e)
+    assert same(results["python"], results["compiled"]), results
