@@ -37,7 +37,7 @@ def test_same_outputs_tells_different_cells_files_and_timings_apart(tmp_path):
     _write(a, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.5,3.2\n")
     _write(b, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.5,9.9\n")
     same, line = same_outputs(a, b)
-    assert same and line.startswith("identical (1 CSV files")
+    assert same and line == "identical: 1 CSV file, 2 lines"
     _write(b, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.6,3.2\n")
     assert same_outputs(a, b) == (False, "sub/x.csv differs at line 2")
     _write(b, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.5,3.2\nfcfs,1.0,1.0\n")
