@@ -76,7 +76,7 @@ class Sizes:
     batch_sizes: tuple[int, ...] = BATCH_SIZES
 
 
-QUICK = Sizes(steps=300, warm=30, repeats=1, batch_rounds=10, ppo_steps=0, ppo_env_steps=0)
+QUICK = Sizes(steps=1000, warm=100, repeats=3, batch_rounds=50, ppo_steps=0, ppo_env_steps=0)
 PAGE = Sizes(steps=3000, warm=300, repeats=3, batch_rounds=200, ppo_steps=10240, ppo_env_steps=10000)
 
 

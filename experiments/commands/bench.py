@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated, of {','.join(bench_names())} (default: all)")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes (minutes in all): checks that they run, not figures to quote")
-    parser.add_argument("--commands", default="",
+    parser.add_argument("--commands", type=lambda s: s.split(","), default=[],
                         help=f"comma-separated whole commands, of {','.join(COMMANDS)}, that the benches timing "
                         "commands (cores) run on each core: minutes each (default none)")
     parser.add_argument("--full", action="store_true",
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> None:
     names = args.benches or list(bench_names())
     if unknown := [n for n in names if n not in bench_names()]:
         raise UsageError(f"--benches: unknown bench(es) {', '.join(unknown)}; valid: {', '.join(bench_names())}")
-    commands = tuple(c for c in args.commands.split(",") if c)
+    commands = tuple(c for c in args.commands if c)
     if unknown := [c for c in commands if c not in COMMANDS]:
         raise UsageError(f"--commands: unknown command(s) {', '.join(unknown)}; valid: {', '.join(COMMANDS)}")
     sections = []
