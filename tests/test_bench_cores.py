@@ -8,6 +8,7 @@ import re
 import pytest
 
 from auction_gym import core
+from experiments.bench import cores
 from experiments.bench.cores import ENVS, Sizes, cores_table, same_outputs
 
 
@@ -46,3 +47,18 @@ def test_same_outputs_tells_different_cells_files_and_timings_apart(tmp_path):
     _write(b, "y.csv", "a\n1\n")
     assert same_outputs(a, b) == (False, "different CSV files: y.csv")
     assert same_outputs(tmp_path / "c", tmp_path / "d") == (False, "no CSV files to compare")
+
+
+def test_a_command_whose_cores_wrote_different_outputs_is_a_row_saying_so(monkeypatch):
+    def run_command(name, which, out, full):  # a stand-in for the child process: the cores disagree
+        out.mkdir(parents=True)
+        (out / "reproduce.csv").write_text(f"policy,welfare\nlpm,{1.0 if which == 'python' else 2.0}\n")
+        return {"python": 8.0, "compiled": 2.0}[which], "done"
+
+    monkeypatch.setattr(cores, "run_command", run_command)
+    rows, notes = cores.command_rows(("reproduce",), full=False)
+    assert rows == [("`radix-auction reproduce --quick`, wall s", "8.0", "2.0", "4.00x"),
+                    ("`radix-auction reproduce --quick`, the two cores' outputs", "reproduce.csv differs at line 2", "",
+                     "")]
+    assert notes[-1] == ("Target: `radix-auction reproduce --quick` wall time at least 4x faster than on the Python "
+                         "core: 4.00x, met.")

@@ -238,21 +238,22 @@ def command_rows(names: tuple[str, ...], full: bool) -> tuple[list[tuple[str, ..
         with tempfile.TemporaryDirectory(prefix=f"cores-{name}-") as folder:
             ran = {which: run_command(name, which, Path(folder) / which, full) for which in core.CORES}
             if name == "tests":
-                agree = "; ".join(f"{which}: {last}" for which, (_, last) in ran.items())
+                checked, agree = "each core's summary", "; ".join(f"{which}: {last}" for which, (_, last) in ran.items())
             else:
-                agree = same_outputs(Path(folder) / "python", Path(folder) / "compiled")[1]
+                checked, agree = "the two cores' outputs", same_outputs(Path(folder) / "python", Path(folder) / "compiled")[1]
         walls = {which: wall for which, (wall, _) in ran.items()}
         speedup = walls["python"] / walls["compiled"]
         rows += [(f"`{command}`, wall s", f"{walls['python']:.1f}", f"{walls['compiled']:.1f}", f"{speedup:.2f}x"),
-                 (f"`{command}`, the two cores' outputs", agree, "", "")]
+                 (f"`{command}`, {checked}", agree, "", "")]
         if name in COMMAND_TARGETS:
             at = " (the target is at its defaults: `--full`)" if name == "compare" and not full else ""
             wanted = COMMAND_TARGETS[name]
             notes.append(_target(f"`{command}` wall time{at}", speedup, speedup >= wanted,
                                  f"at least {wanted:g}x faster than on the Python core"))
     if names:
+        timed = ", ".join(sorted(TIMED_COLUMNS))
         notes.insert(0, "Commands: one child process per core (AUCTION_GYM_CORE), python first, outputs in a folder "
-                        f"of each; the outputs compared are their CSV files, {', '.join(sorted(TIMED_COLUMNS))} aside.")
+                        f"of each; the outputs compared are their CSV files, {timed} aside (the tests: each run's summary).")
     return rows, notes
 
 
