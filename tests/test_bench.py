@@ -43,6 +43,10 @@ def test_the_command_offers_the_registry_and_refuses_other_names(capsys):
     assert err.count("\n") == 1 and "unknown bench(es) nope; valid: env," in err
     with pytest.raises(ValueError, match="unknown bench 'nope'"):
         get_bench("nope")
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--quick", "--benches", "cores", "--commands", "markets,nope"])
+    assert exit_.value.code == 2
+    assert "--commands: unknown command(s) nope; valid: reproduce, markets, compare, tests" in capsys.readouterr().err
 
 
 def test_quick_writes_the_page_with_its_provenance_tables_and_the_hand_kept_part(tmp_path, capsys):

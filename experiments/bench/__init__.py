@@ -36,14 +36,17 @@ class Table:
 class Bench:
     """One benchmark: `name` (its module under experiments.bench and its name on the command line),
     `title` (its section's heading), `measures` (what it measures, a sentence or two), `target`
-    ("module:attr" of its `table(quick) -> Table`) and `requires` (modules it needs that the
-    project does not always install; missing: the bench is skipped with a line saying so)."""
+    ("module:attr" of its `table(quick) -> Table`), `requires` (modules it needs that the
+    project does not always install; missing: the bench is skipped with a line saying so) and
+    `times_commands` (whether its table also takes `commands` and `full`: the whole commands that
+    `radix-auction bench --commands` names)."""
 
     name: str
     title: str
     measures: str
     target: str
     requires: tuple[str, ...] = ()
+    times_commands: bool = False
 
     def missing(self) -> tuple[str, ...]:
         """The modules of `requires` that are not installed."""
@@ -101,11 +104,23 @@ BENCHES: tuple[Bench, ...] = (
           "compiled, `auction_gym.core`), runs played in turn, and RadixCache match + insert throughput on the "
           "Mooncake prompts per core, with the compiled core's ratios to the Python one.",
           "experiments.bench.core_speed:table"),
+    Bench("cores", "The two cores side by side",
+          "Each figure on the Python and the compiled core from one run, the cores in turn: one env's steps per "
+          "second (random actions, resets included) on RadixAuction-v0, v1 and v2 and on v0's market serving the "
+          "shared-prefix workload and the Mooncake slice; RadixAuction-v1 in batches of 8 and 64, per env; the env's "
+          "share of SB3 PPO's step on v1; and, with `--commands`, whole commands' wall times and whether the two "
+          "cores wrote the same CSV files.", "experiments.bench.cores:table",
+          requires=("auction_gym._core",), times_commands=True),
     Bench("torch_engine", "The torch engine",
           "The torch engine's kernels (tiny model, one thread on the CPU): prefill with 90% of the prompt cached "
           "against none cached, prefill tokens per second, decode steps of a batch.",
           "experiments.bench.torch_engine:table", requires=("torch",)),
 )
+
+
+COMMANDS = ("reproduce", "markets", "compare", "tests")
+"""The whole commands a bench that times commands (`Bench.times_commands`) may be asked to run: the
+`radix-auction` commands of those names at small sizes, and the default test run."""
 
 
 def bench_names() -> tuple[str, ...]:

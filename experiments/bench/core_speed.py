@@ -22,14 +22,15 @@ from . import Table
 from .engine import DEFAULT_TRACE, cache_throughput
 
 
-def steps_per_second(which: str, warm: int, steps: int) -> float:
-    """RadixAuction-v2's random-action steps per wall second on core `which`, after `warm` steps."""
+def steps_per_second(which: str, warm: int, steps: int, env_id: str = "RadixAuction-v2", **env_kwargs) -> float:
+    """`env_id`'s (made with `env_kwargs`) random-action steps per wall second on core `which`, after
+    `warm` steps."""
     import gymnasium as gym
 
     import auction_gym  # noqa: F401  (registers the envs)
 
     with core.use(which):
-        env = gym.make("RadixAuction-v2")
+        env = gym.make(env_id, **env_kwargs)
         env.reset(seed=0)
         env.action_space.seed(0)
         actions = [env.action_space.sample() for _ in range(warm + steps)]

@@ -1,7 +1,7 @@
 """Benchmark: RadixAuction-v0 steps per second, and the env's share of SB3 PPO's time per step.
 
-    python -m experiments.bench.env [--steps N] [--ppo-steps N] [--blocks K] [--repeats R] [--mechanism NAME]
-                                    [--no-floor]
+    python -m experiments.bench.env [--steps N] [--ppo-steps N] [--blocks K] [--repeats R] [--env ID]
+                                    [--mechanism NAME] [--no-floor]
 
 Measured in one run on the default configuration: the env alone (random actions, resets included)
 and PPO (MlpPolicy, CPU, default n_steps = 2048, one torch thread as training runs it) learning on
@@ -96,8 +96,8 @@ def _since(start: Seconds) -> Seconds:
 class EnvAlone:
     """The env stepped with random actions (uniform over the action space), resets included."""
 
-    def __init__(self, steps: int, seed: int = 0, mechanism: str = "radix_vcg") -> None:
-        self.env = gym.make("RadixAuction-v0", mechanism=mechanism)
+    def __init__(self, steps: int, seed: int = 0, mechanism: str = "radix_vcg", env_id: str = "RadixAuction-v0") -> None:
+        self.env = gym.make(env_id, mechanism=mechanism)
         space = self.env.action_space  # multipliers uniform over [0, 2] in either action type
         self.actions = iter(np.random.default_rng(seed).uniform(space.low, space.high, size=(steps, 1))
                             .astype(np.float32))
@@ -141,15 +141,16 @@ class _Timed(gym.Wrapper):
 
 class PPORun:
     """SB3 PPO learning on the env, on `torch_threads` threads (None: PyTorch's default, a thread
-    per core); `env` is the env as PPO sees it, timed."""
+    per core); `env` is the env (`env_id`) as PPO sees it, timed."""
 
-    def __init__(self, seed: int = 0, mechanism: str = "radix_vcg", torch_threads: int | None = 1) -> None:
+    def __init__(self, seed: int = 0, mechanism: str = "radix_vcg", torch_threads: int | None = 1,
+                 env_id: str = "RadixAuction-v0") -> None:
         from stable_baselines3 import PPO
 
         from agents.training import set_torch_threads
 
         set_torch_threads(torch_threads)
-        self.env = _Timed(gym.make("RadixAuction-v0", mechanism=mechanism))
+        self.env = _Timed(gym.make(env_id, mechanism=mechanism))
         self.model = PPO("MlpPolicy", self.env, seed=seed, device="cpu", verbose=0)
 
     def run(self, steps: int) -> Seconds:
@@ -159,25 +160,35 @@ class PPORun:
         return _since(start)
 
 
-def batched(n: int, rounds: int, seed: int = 0, mechanism: str = "radix_vcg") -> dict[str, Seconds]:
-    """Per env step, the same work three ways: `n` episodes (seeds `seed`..`seed + n - 1`, random
-    actions, `rounds` rounds each, resets included) played by one env after another, by `n` envs
-    in Gymnasium's `SyncVectorEnv`, and as one `MarketBatch` (Gymnasium's face); both vector envs
-    reset as SAME_STEP, as the single env resets after an episode ends."""
-    space = gym.make("RadixAuction-v0").action_space
+BATCH_WAYS = ("one env after another", "SyncVectorEnv", "one MarketBatch")
+"""The ways `batched` plays the same episodes."""
+
+
+def batched(n: int, rounds: int, seed: int = 0, mechanism: str = "radix_vcg", env_id: str = "RadixAuction-v0",
+            ways: tuple[str, ...] = BATCH_WAYS) -> dict[str, Seconds]:
+    """Per env step, the same work up to three ways (`ways`, of BATCH_WAYS): `n` episodes of `env_id`
+    (seeds `seed`..`seed + n - 1`, random actions, `rounds` rounds each, resets included) played by
+    one env after another, by `n` envs in Gymnasium's `SyncVectorEnv`, and as one `MarketBatch`
+    (Gymnasium's face); both vector envs reset as SAME_STEP, as the single env resets after an
+    episode ends."""
+    space = gym.make(env_id).action_space
     plays = np.random.default_rng(seed).uniform(space.low, space.high, size=(rounds, n, 1)).astype(np.float32)
-    make = partial(gym.make, "RadixAuction-v0", mechanism=mechanism)
-    env = make()
-    start = _clocks()
-    for i in range(n):
-        env.reset(seed=seed + i)
-        for t in range(rounds):
-            _, _, terminated, truncated, _ = env.step(plays[t, i])
-            if terminated or truncated:
-                env.reset()  # unseeded: the env's generator goes on, as the vector envs' do
-    times = {"one env after another": _since(start).per(n * rounds)}
-    for name, vector in (("SyncVectorEnv", SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.SAME_STEP)),
-                         ("one MarketBatch", RadixAuctionVectorEnv([make] * n, AutoresetMode.SAME_STEP))):
+    make = partial(gym.make, env_id, mechanism=mechanism)
+    times = {}
+    if BATCH_WAYS[0] in ways:
+        env = make()
+        start = _clocks()
+        for i in range(n):
+            env.reset(seed=seed + i)
+            for t in range(rounds):
+                _, _, terminated, truncated, _ = env.step(plays[t, i])
+                if terminated or truncated:
+                    env.reset()  # unseeded: the env's generator goes on, as the vector envs' do
+        times[BATCH_WAYS[0]] = _since(start).per(n * rounds)
+    vectors = {BATCH_WAYS[1]: lambda: SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.SAME_STEP),
+               BATCH_WAYS[2]: lambda: RadixAuctionVectorEnv([make] * n, AutoresetMode.SAME_STEP)}
+    for name in (w for w in BATCH_WAYS[1:] if w in ways):
+        vector = vectors[name]()
         start = _clocks()
         vector.reset(seed=seed)
         for t in range(rounds):
@@ -207,8 +218,8 @@ def measure(args: argparse.Namespace) -> Measured:
     """The env alone, then PPO, each from its seed (so every repeat does the same work), in
     `args.blocks` blocks played in turn."""
     env_block, ppo_block = args.steps // args.blocks, args.ppo_steps // args.blocks
-    alone = EnvAlone(args.steps, mechanism=args.mechanism)
-    ppo = PPORun(mechanism=args.mechanism, torch_threads=args.torch_threads or None)
+    alone = EnvAlone(args.steps, mechanism=args.mechanism, env_id=args.env)
+    ppo = PPORun(mechanism=args.mechanism, torch_threads=args.torch_threads or None, env_id=args.env)
     env_s = ppo_s = Seconds(0.0, 0.0)
     queued = 0
     for block in range(args.blocks):
@@ -237,7 +248,7 @@ def table(quick: bool) -> Table:
     thread) and the floor (quick: 2,000 and 2,048)."""
     steps, ppo_steps = (2000, 2048) if quick else (20000, 20480)
     m = measure(argparse.Namespace(steps=steps, ppo_steps=ppo_steps, blocks=1, mechanism="radix_vcg",
-                                   torch_threads=1))
+                                   torch_threads=1, env="RadixAuction-v0"))
     floor, floor_queued = EnvAlone(steps, mechanism="fcfs").run(steps)
     parts = [("env alone", m.env, f"{m.queued:.1f}"), ("PPO, env included", m.ppo, ""),
              ("env inside PPO's run", m.inside, f"{m.inside_queued:.1f}"),
@@ -267,6 +278,7 @@ def main() -> None:
                          "multiple of 2048")
     ap.add_argument("--repeats", type=int, default=1,
                     help="measurements, each from the same seeds; the best time of each part is reported (default 1)")
+    ap.add_argument("--env", default="RadixAuction-v0", help="the registered env timed (default %(default)s)")
     ap.add_argument("--mechanism", default="radix_vcg", help="the env's mechanism (default: the default scenario's)")
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="PyTorch threads for PPO (default 1, as `train` and `compare` run it; 0: PyTorch's default)")
@@ -288,7 +300,7 @@ def main() -> None:
         line = (f"env {m.env.wall * 1e3:.3f} ms/step, PPO {m.ppo.wall * 1e3:.3f} ms/step, "
                 f"share {m.env.wall / m.ppo.wall:.1%}")
         if not args.no_floor and args.mechanism != "fcfs":
-            floor, floor_queued = EnvAlone(args.steps, mechanism="fcfs").run(args.steps)
+            floor, floor_queued = EnvAlone(args.steps, mechanism="fcfs", env_id=args.env).run(args.steps)
             floors.append(floor.per(args.steps))
             line += f"; floor {floors[-1].wall * 1e3:.3f} ms/step, {floors[-1].wall / m.ppo.wall:.1%}"
         if args.repeats > 1:
@@ -307,7 +319,7 @@ def main() -> None:
         print(f"floor, the env alone under FCFS (no auction, no charges): {floor.wall * 1e3:.3f} ms/step "
               f"(mean queue {floor_queued / args.steps:.1f}), {_share(floor, ppo_s)} of PPO's time")
     for n in (int(x) for x in args.batched.split(",") if x):
-        times = batched(n, args.batch_rounds, mechanism=args.mechanism)
+        times = batched(n, args.batch_rounds, mechanism=args.mechanism, env_id=args.env)
         print(f"{n} envs x {args.batch_rounds} rounds, per env step: " + ", ".join(
             f"{name} {s.wall * 1e3:.3f} ms ({s.cpu * 1e3:.3f} of CPU)" for name, s in times.items()))
 

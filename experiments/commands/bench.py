@@ -1,6 +1,7 @@
 """Run the speed benchmarks and write the documentation's benchmarks page.
 
-    radix-auction bench [--benches env,engine,...] [--quick] [--out docs/benchmarks.md]
+    radix-auction bench [--benches env,engine,...] [--quick] [--commands reproduce,markets,...] [--full]
+                        [--out docs/benchmarks.md]
 
 Each registered benchmark (`experiments.bench.BENCHES`, in its order) is one section of the page:
 what it measures, its table (where it compares things, their ratios from the same run) and the
@@ -9,7 +10,8 @@ command that re-runs that section alone. A benchmark whose optional dependency i
 date (`experiments.provenance`), and ends with the figures measured by hand (the commands' and the
 CI's wall times, instruction counts), included from BY_HAND, which this command never writes, so
 regenerating the page keeps them. `--quick` runs every benchmark at small sizes (minutes in all):
-a check that they run, not figures to quote. Without `--out` the page is printed.
+a check that they run, not figures to quote. `--commands` also times whole commands on each core
+(the `cores` bench; `--full`: `compare` at its defaults). Without `--out` the page is printed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..bench import Bench, bench_names, get_bench
+from ..bench import COMMANDS, Bench, bench_names, get_bench
 from ..errors import UsageError
 from ..provenance import made_by
 
@@ -39,20 +41,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated, of {','.join(bench_names())} (default: all)")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes (minutes in all): checks that they run, not figures to quote")
+    parser.add_argument("--commands", type=lambda s: s.split(","), default=[],
+                        help=f"comma-separated whole commands, of {','.join(COMMANDS)}, that the benches timing "
+                        "commands (cores) run on each core: minutes each (default none)")
+    parser.add_argument("--full", action="store_true",
+                        help="with --commands compare: compare at its defaults (about 15 minutes per core)")
     parser.add_argument("--out", type=Path, default=None,
                         help="the page to write, e.g. docs/benchmarks.md (default: print it)")
 
 
-def section(bench: Bench, quick: bool) -> str:
+def section(bench: Bench, quick: bool, commands: tuple[str, ...] = (), full: bool = False) -> str:
     """One benchmark's section: heading, what it measures, its table (or why it was skipped), the
-    command that re-runs it."""
-    rerun = f"radix-auction bench --benches {bench.name}" + (" --quick" if quick else "")
+    command that re-runs it. A bench that times commands runs `commands` (`full`: at full size)."""
+    commands = commands if bench.times_commands else ()
+    rerun = (f"radix-auction bench --benches {bench.name}" + (" --quick" if quick else "")
+             + (f" --commands {','.join(commands)}" if commands else "") + (" --full" if full and commands else ""))
     head = [f"## {bench.title}", "", bench.measures, ""]
     if missing := bench.missing():
         return "\n".join([*head, f"Skipped: needs {', '.join(f'`{m}`' for m in missing)}, which is not installed.",
                           ""])
     start = time.perf_counter()
-    table = bench.table_function()(quick)
+    more = {"commands": commands, "full": full} if bench.times_commands else {}
+    table = bench.table_function()(quick, **more)
     took = time.perf_counter() - start
     return "\n".join([*head, table.markdown(), "",
                       f"Re-run this section: `{rerun}` ({took:.1f} s here); `python -m experiments.bench.{bench.name} "
@@ -73,10 +83,13 @@ def run(args: argparse.Namespace) -> None:
     names = args.benches or list(bench_names())
     if unknown := [n for n in names if n not in bench_names()]:
         raise UsageError(f"--benches: unknown bench(es) {', '.join(unknown)}; valid: {', '.join(bench_names())}")
+    commands = tuple(c for c in args.commands if c)
+    if unknown := [c for c in commands if c not in COMMANDS]:
+        raise UsageError(f"--commands: unknown command(s) {', '.join(unknown)}; valid: {', '.join(COMMANDS)}")
     sections = []
     for name in names:
         print(f"bench {name}...", file=sys.stderr, flush=True)
-        sections.append(section(get_bench(name), args.quick))
+        sections.append(section(get_bench(name), args.quick, commands, args.full))
     text = page(args, sections)
     if args.out is None:
         print(text)

@@ -1,0 +1,64 @@
+"""The `cores` benchmark: its table holds both cores' figures, and its check that two runs wrote the
+same outputs tells different outputs apart."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from auction_gym import core
+from experiments.bench import cores
+from experiments.bench.cores import ENVS, Sizes, cores_table, same_outputs
+
+
+@pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core is not built")
+def test_the_table_at_a_tiny_size_has_both_cores_figures_and_the_target_note():
+    tiny = Sizes(steps=20, warm=5, repeats=1, batch_rounds=3, ppo_steps=0, ppo_env_steps=0, batch_sizes=(2,))
+    table = cores_table(tiny)
+    assert table.columns[1:3] == ("python core", "compiled core")
+    assert len(table.rows) == len(ENVS) + 2  # one row per env, two ways of playing the batch
+    for row in table.rows:
+        assert all(re.fullmatch(r"[\d,.]+", cell) for cell in row[1:3]), row
+        python, compiled = (float(cell.replace(",", "")) for cell in row[1:3])
+        assert python > 0 and compiled > 0
+        assert abs(float(row[3].removesuffix("x")) - compiled / python) <= 0.01 + 0.01 * compiled / python
+    assert any(re.fullmatch(r"Target: one RadixAuction-v1 env's steps/s .*: [\d.]+x, (met|not met)\.", note)
+               for note in table.notes)
+
+
+def _write(folder, name, text):
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_same_outputs_tells_different_cells_files_and_timings_apart(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _write(a, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.5,3.2\n")
+    _write(b, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.5,9.9\n")
+    same, line = same_outputs(a, b)
+    assert same and line == "identical: 1 CSV file, 2 lines"
+    _write(b, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.6,3.2\n")
+    assert same_outputs(a, b) == (False, "sub/x.csv differs at line 2")
+    _write(b, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.5,3.2\nfcfs,1.0,1.0\n")
+    assert same_outputs(a, b) == (False, "sub/x.csv: 2 against 3 lines")
+    _write(b, "sub/x.csv", "policy,welfare,wall_s\nlpm,1.5,3.2\n")
+    _write(b, "y.csv", "a\n1\n")
+    assert same_outputs(a, b) == (False, "different CSV files: y.csv")
+    assert same_outputs(tmp_path / "c", tmp_path / "d") == (False, "no CSV files to compare")
+
+
+def test_a_command_whose_cores_wrote_different_outputs_is_a_row_saying_so(monkeypatch):
+    def run_command(name, which, out, full):  # a stand-in for the child process: the cores disagree
+        out.mkdir(parents=True)
+        (out / "reproduce.csv").write_text(f"policy,welfare\nlpm,{1.0 if which == 'python' else 2.0}\n")
+        return {"python": 8.0, "compiled": 2.0}[which], "done"
+
+    monkeypatch.setattr(cores, "run_command", run_command)
+    rows, notes = cores.command_rows(("reproduce",), full=False)
+    assert rows == [("`radix-auction reproduce --quick`, wall s", "8.0", "2.0", "4.00x"),
+                    ("`radix-auction reproduce --quick`, the two cores' outputs", "reproduce.csv differs at line 2", "",
+                     "")]
+    assert notes[-1] == ("Target: `radix-auction reproduce --quick` wall time at least 4x faster than on the Python "
+                         "core: 4.00x, met.")
