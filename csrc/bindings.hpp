@@ -5,3 +5,4 @@
 #include <nanobind/nanobind.h>
 
 void bind_radix_cache(nanobind::module_ &m);  // radix_cache_bind.cpp
+void bind_waiting_prefixes(nanobind::module_ &m);  // waiting_prefixes_bind.cpp
