@@ -52,7 +52,8 @@ class WaitingPrefixes(metaclass=ABCMeta):
         self._reset()
 
     def _reset(self) -> None:
-        self._matcher = PrefixMatcher(split=True, whole_prompt=True)
+        with core.use("python"):  # the reference is Python throughout, whatever cache it reads
+            self._matcher = PrefixMatcher(split=True, whole_prompt=True)
         self._match: dict[int, tuple[int, TreeNode]] = {}  # request id -> (length, node), as refreshed
         self._next_rank = 0
         self._rank: dict[int, int] = {}  # request id -> its stamp order

@@ -127,6 +127,17 @@ nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handl
     return match;
 }
 
+void PrefixMatcher::release() {
+    for (nb::handle dict : {match, requests, length_of, splits}) PyDict_Clear(dict.ptr());
+    held.clear();
+    hanging.clear();
+    dropped = added = joined = rematched = nb::list();
+    left = objs = nb::steal(PySet_New(nullptr));
+    cache_object = nb::none();
+    cache = nullptr;
+    has_cursor = false;
+}
+
 std::vector<int64_t> PrefixMatcher::affected(std::size_t from) const {
     std::unordered_set<int64_t> out;
     for (std::size_t i = from; i < cache->log.size(); ++i) {

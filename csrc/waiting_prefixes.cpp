@@ -29,6 +29,14 @@ void WaitingPrefixes::reset() {
     deltas.clear();
 }
 
+void WaitingPrefixes::release() {
+    reset();
+    matcher.release();
+    cache_object = lengths_queue = lengths_out = refreshed = nb::none();
+    cache = nullptr;
+    has_version = false;
+}
+
 nb::object WaitingPrefixes::refresh(nb::handle waiting, nb::handle cache_arg, nb::handle changes) {
     RadixCache *c = compiled_cache(cache_arg, "WaitingPrefixes");
     if (!cache_object.is(cache_arg)) {

@@ -31,6 +31,14 @@ public:
 
     nb::dict update(nb::handle queue, nb::handle cache, nb::handle changes);
     const NodePtr &node_of(int64_t rid) const { return held.at(rid).node; }  // where its match ends
+    // The Python objects it holds, for the garbage collector (a cache's `on_evict` may hold it
+    // back): `release` lets go of them, as a Python object's tp_clear does.
+    template <class F> void for_each_object(F &&f) const {
+        for (nb::handle o : std::initializer_list<nb::handle>{match, requests, length_of, splits, dropped, added,
+                                                              joined, rematched, left, cache_object, objs})
+            f(o);
+    }
+    void release();
 
     bool split, whole_prompt;
     nb::dict match;  // request id -> (length, node)
@@ -65,6 +73,12 @@ public:
     nb::object delta_since(int64_t serial) const;
     NodePtr start(nb::handle request, int64_t limit) const;
     nb::dict ranks() const;
+    template <class F> void for_each_object(F &&f) const {
+        matcher.for_each_object(f);
+        for (nb::handle o : {cache_object, lengths_queue, lengths_out, refreshed}) f(o);
+        for (const nb::object &delta : deltas) f(delta);
+    }
+    void release();
 
     PrefixMatcher matcher{true, true};
     int64_t serial = 0;
