@@ -5,4 +5,5 @@
 #include <nanobind/nanobind.h>
 
 void bind_radix_cache(nanobind::module_ &m);  // radix_cache_bind.cpp
+void bind_allocator(nanobind::module_ &m);    // allocator_bindings.cpp
 void bind_waiting_prefixes(nanobind::module_ &m);  // waiting_prefixes_bind.cpp

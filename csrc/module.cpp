@@ -4,5 +4,6 @@
 NB_MODULE(_core, m) {
     m.doc() = "Compiled core of the simulator, bit-identical to the pure-Python reference.";
     bind_radix_cache(m);
+    bind_allocator(m);
     bind_waiting_prefixes(m);
 }

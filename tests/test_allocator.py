@@ -20,9 +20,11 @@ from workloads import churn_queue
 from auction_gym import Request
 from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.allocator import OrderedRound
-from auction_gym.mechanism.factored import FactoredAllocation, factored_allocation
+from auction_gym.mechanism.factored import FactoredAllocation
 from auction_gym.mechanism.radix_auction import RadixAllocation
 from auction_gym.policy import QueueDelta
+
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
 
 MODELS = [("tokens", 1.0), ("tokens", 0.0), ("unit", 1.0)]
 BIDDERS = 4
@@ -120,8 +122,7 @@ def test_every_round_equals_the_from_scratch_oracle(model, regime, seed):
             assert decided.outcome == scratch.outcome(want)
             # The skeleton decided at every multiplier 1 over the same tree is the same round:
             # the order the tree keeps at the nodes that mix bidders is the money order.
-            ones = factored_allocation(tree._root, queue, decided.bids, decided.prefix_lens, [1.0] * BIDDERS,
-                                       auction.request_work)
+            ones = tree.factored(queue, decided.bids, decided.prefix_lens, [1.0] * BIDDERS)
             assert ones.admission == decided.admission_order() and ones.cost == want.f[0]
             _assert_priced_alike(ones, want, auction, scratch)
         else:

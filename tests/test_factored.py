@@ -20,6 +20,8 @@ from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.factored import FactoredAllocation
 from auction_gym.mechanism.radix_auction import RadixAllocation
 
+pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
+
 MODELS = [("tokens", 1.0), ("tokens", 0.0), ("unit", 1.0)]
 
 

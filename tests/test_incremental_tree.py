@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from workloads import branching_workload
 
-from auction_gym import EngineConfig, RadixCache, Request, SimEngine
+from auction_gym import EngineConfig, RadixCache, Request, SimEngine, core
 from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.allocator import OrderedRound
-from auction_gym.mechanism.incremental_tree import IncrementalQueueTree, queue_order
+from auction_gym.mechanism.compiled_tree import CompiledQueueTree, queue_tree
+from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
 from auction_gym.mechanism.radix_auction import RadixAllocation
 from auction_gym.mechanism.smith import TIE_BREAKS
 from auction_gym.policy import QueueDelta
@@ -29,16 +30,6 @@ SLICE = SAMPLE_TRACE
 MODELS = [("tokens", 1.0), ("tokens", 0.0), ("tokens", 0.3), ("unit", 1.0)]
 
 
-def _node_stats(tree: IncrementalQueueTree) -> list[tuple]:
-    """(depth, S, P, tie, request ids attached) of every node below the root, sorted."""
-    out, stack = [], list(tree._root.next.values())
-    while stack:
-        v = stack.pop()
-        if v.is_node:
-            attached = sorted(b.rid for b in [*v.next.values(), *v.ends] if not b.is_node)
-            out.append((v.depth, v.s, v.p, v.tie, attached))
-            stack += v.next.values()
-    return sorted(out)
 
 
 def _scratch_stats(alloc) -> list[tuple]:
@@ -51,7 +42,8 @@ def _scratch_stats(alloc) -> list[tuple]:
 
 def _order(tree: IncrementalQueueTree, queue: list[Request], bids: list[float], lens: list[int]) -> list[Request]:
     """The queue in the order of `tree` brought to it."""
-    return queue_order(tree.update(queue, bids, lens))
+    tree.update(queue, bids, lens)
+    return tree.order()
 
 
 def _check(tree: IncrementalQueueTree, auction: RadixTreeAuction, queue: list[Request], lens: list[int]) -> None:
@@ -60,7 +52,7 @@ def _check(tree: IncrementalQueueTree, auction: RadixTreeAuction, queue: list[Re
     alloc = auction.allocate(queue, prefix_lens=lens)
     assert [r.id for r in got] == [queue[k].id for k in alloc.order]
     if len(queue) > 1:
-        assert _node_stats(tree) == _scratch_stats(alloc)
+        assert tree.node_stats() == _scratch_stats(alloc)
 
 
 BASES = ([0, 1, 2, 0, 1, 2, 0], [0, 1, 2, 2, 1], [0, 1, 1, 0], [2, 2, 2, 2, 2, 2])
@@ -82,12 +74,13 @@ events = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
+@pytest.mark.both_cores
 @given(events, st.sampled_from(MODELS), st.integers(1, 4), st.sampled_from(TIE_BREAKS))
 def test_incremental_tree_equals_a_build_from_scratch(steps, model, round_every, tie_break):
     """Several events between rounds: a round sees arrivals, admissions and changes together, under
     either tie-break (bids of 0 and 1 make ties common)."""
     auction = RadixTreeAuction(*model, tie_break=tie_break)
-    tree = IncrementalQueueTree(auction.request_work, costed=model[0] == "tokens", cache_ties=auction.cache_ties)
+    tree = queue_tree(auction.request_work, costed=model[0] == "tokens", cache_ties=auction.cache_ties)
     queue: list[Request] = []
     lens: list[int] = []
     for k, event in enumerate(steps):
@@ -109,8 +102,9 @@ def test_incremental_tree_equals_a_build_from_scratch(steps, model, round_every,
         _check(tree, auction, queue, lens)
 
 
+@pytest.mark.both_cores
 def test_a_request_seen_twice_or_a_repeated_id_is_refused():
-    tree = IncrementalQueueTree(1.0, costed=True)
+    tree = queue_tree(1.0, costed=True, cache_ties=False)
     a, b = Request(1, 0, [1, 2], bid=1.0), Request(2, 0, [1, 3], bid=1.0)
     _order(tree, [a, b], [1.0, 1.0], [0, 0])
     with pytest.raises(ValueError, match="duplicate"):
@@ -122,8 +116,9 @@ def test_a_request_seen_twice_or_a_repeated_id_is_refused():
     assert [r.id for r in _order(tree, [b], [1.0], [0])] == [2]  # still usable after a refusal
 
 
+@pytest.mark.both_cores
 def test_a_replaced_prompt_is_placed_again():
-    tree = IncrementalQueueTree(1.0, costed=True)
+    tree = queue_tree(1.0, costed=True, cache_ties=False)
     a, b = Request(1, 0, [1, 2, 3], bid=1.0), Request(2, 0, [1, 2, 4], bid=2.0)
     c = Request(3, 0, [5, 5, 5, 5, 5], bid=1.5)
     _order(tree, [a, b, c], [1.0, 2.0, 1.5], [0, 0, 0])
@@ -136,6 +131,7 @@ def test_a_replaced_prompt_is_placed_again():
     _check(tree, auction, [a, b, c], [0, 0, 0])
 
 
+@pytest.mark.both_cores
 @pytest.mark.parametrize("workload", ["mooncake", "retracting"])
 def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(workload, monkeypatch):
     """In an engine the scheduler face's tree follows the changes of each refresh of the queue
@@ -152,6 +148,7 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
         engine = SimEngine("radix_vcg", EngineConfig(kv_capacity_tokens=400, chunked_prefill_size=8, max_prefill_tokens=64))
         engine.submit([replace(r, output_len=12 * r.output_len, max_new_tokens=None) for r in branching_workload(3, n=150)])
     auction, seen, rounds = engine.scheduler, None, 0
+    assert isinstance(auction._allocator._tree, CompiledQueueTree) == (core.active() == "compiled")
     while (it := engine.step()) is not None:
         decided = it.decision
         if decided is None or decided.allocation is seen or len(decided.requests) < 2:
@@ -159,15 +156,16 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
         seen = decided.allocation
         fresh = IncrementalQueueTree(auction.request_work, costed=True, cache_ties=auction.cache_ties)
         fresh.update(decided.requests, decided.bids, decided.prefix_lens)
-        assert _node_stats(auction._allocator._tree) == _node_stats(fresh)
+        assert auction._allocator._tree.node_stats() == fresh.node_stats()
         rounds += 1
     assert rounds > 50 and len(followed) > 0.9 * rounds
     assert workload == "mooncake" or engine.metrics().retractions > 10
 
 
+@pytest.mark.both_cores
 def test_a_bad_bid_leaves_a_following_tree_as_it_was():
     """A refused round changes nothing: the next one, from the same changes, is exact."""
-    tree = IncrementalQueueTree(1.0, costed=True, cache_ties=True)
+    tree = queue_tree(1.0, costed=True, cache_ties=True)
     a, b, c = Request(1, 0, [1, 2], bid=1.0), Request(2, 0, [1, 3], bid=1.0), Request(3, 1, [1, 2, 4], bid=2.0)
     tree.update([a, b], [1.0, 1.0], [0, 0])
     delta = QueueDelta(joined=[c], left=[a], rematched=[b], length_of={b: 1, c: 2})
@@ -175,7 +173,8 @@ def test_a_bad_bid_leaves_a_following_tree_as_it_was():
         tree.update([b, c], [1.0, float("nan")], [1, 2], delta)
     with pytest.raises(ValueError, match="request 2: bid"):
         tree.update([b, c], [-1.0, 2.0], [1, 2], delta)
-    assert [r.id for r in queue_order(tree.update([b, c], [1.0, 2.0], [1, 2], delta))] == [3, 2]
+    tree.update([b, c], [1.0, 2.0], [1, 2], delta)
+    assert [r.id for r in tree.order()] == [3, 2]
     _check(tree, RadixTreeAuction(), [b, c], [1, 2])
     with pytest.raises(AssertionError, match="left"):
         tree.update([c], [2.0], [2], QueueDelta(joined=[], left=[a], rematched=[], length_of={c: 2}))
@@ -185,6 +184,7 @@ def test_a_bad_bid_leaves_a_following_tree_as_it_was():
         tree.update([b, a], [1.0, 1.0], [1, 0], QueueDelta(joined=[c], left=[c], rematched=[], length_of={a: 0}))
 
 
+@pytest.mark.both_cores
 @pytest.mark.parametrize("time_scale", [1.0, 4.0])
 def test_engine_rounds_match_the_from_scratch_auction(time_scale):
     """Every round of an engine replay (`decide` without multipliers: the tree's own order) orders
@@ -205,6 +205,7 @@ def test_engine_rounds_match_the_from_scratch_auction(time_scale):
     assert rounds > 50
 
 
+@pytest.mark.both_cores
 def test_a_priced_round_reads_the_from_scratch_allocation_and_the_tree_stays():
     """Pricing a round builds its allocation from scratch, once; no switch: later rounds are still
     ordered by the kept tree, and still equal the from-scratch auction."""

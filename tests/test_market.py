@@ -391,7 +391,11 @@ def test_reset_frees_the_finished_episode_without_the_cycle_collector(mechanism,
     for policy in [e.scheduler for e in engines]:
         held.append(weakref.ref(policy))
         if hasattr(policy, "_allocator"):  # the radix auction's tree, kept across rounds
-            held.append(weakref.ref(_deepest_node(policy._allocator._tree._root)))
+            tree = policy._allocator._tree
+            held.append(weakref.ref(tree))
+            if hasattr(tree, "_root"):  # its nodes, when they are Python objects (the Python core)
+                held.append(weakref.ref(_deepest_node(tree._root)))
+            del tree
     del engines, caches, edges, policy
     gc.disable()
     try:

@@ -1,6 +1,7 @@
 """The radix auction's allocator of an engine's rounds: one queue tree kept from round to round.
 
-`TreeAllocator` brings one `IncrementalQueueTree` (incremental_tree.py), fed each request's bid
+`TreeAllocator` brings one `IncrementalQueueTree` (incremental_tree.py; on the compiled core a
+`CompiledQueueTree`, compiled_tree.py, the same rounds bit for bit), fed each request's bid
 before its bidder's multiplier, to each round's queue by the changes the engine reports (a
 `QueueDelta`), and decides a round of two requests or more over it: a market's over the skeleton
 of nodes that mix bidders (factored.py), priced from that allocation; a replay's (every
@@ -16,8 +17,8 @@ from typing import TYPE_CHECKING, Sequence
 from ..policy import QueueDelta
 from ..request import Request
 from .base import Allocation
-from .factored import FactoredAllocation, factored_allocation
-from .incremental_tree import IncrementalQueueTree, queue_order
+from .compiled_tree import queue_tree
+from .factored import FactoredAllocation
 
 if TYPE_CHECKING:
     from .base import AuctionMechanism
@@ -66,7 +67,7 @@ class TreeAllocator:
 
     def __init__(self, request_work: float, costed: bool, cache_ties: bool = False) -> None:
         self.request_work = request_work
-        self._tree = IncrementalQueueTree(request_work, costed, cache_ties)
+        self._tree = queue_tree(request_work, costed, cache_ties)
         self._following = False
         """Whether the tree holds the queue of the last round (so that round's changes lead on)."""
         self._skipped: list[QueueDelta] = []
@@ -93,8 +94,8 @@ class TreeAllocator:
         if changes is not None and self._following:
             delta = QueueDelta.combine([*self._skipped, changes]) if self._skipped else changes
         self._following, self._skipped = False, []
-        root = self._tree.update(requests, base, prefix_lens, delta)
+        self._tree.update(requests, base, prefix_lens, delta)
         self._following = True
         if multipliers is None:
-            return OrderedRound(requests, bids, prefix_lens, queue_order(root))
-        return factored_allocation(root, requests, bids, prefix_lens, multipliers, self.request_work)
+            return OrderedRound(requests, bids, prefix_lens, self._tree.order())
+        return self._tree.factored(requests, bids, prefix_lens, multipliers)

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..request import Request
-from .incremental_tree import QueueBlock, QueueNode
 from .queue_tree import build_queue_tree, completion_times
 from .smith import SortKey, block_keys, depth_first, tree_stats
 from .validation import validate_requests
+
+if TYPE_CHECKING:
+    from .incremental_tree import QueueBlock, QueueNode
 
 
 @dataclass(eq=False)
@@ -71,6 +73,9 @@ class FactoredAllocation:
     """The requests in the order decided."""
     cost: float
     """sum_r b_r C_r in that order (F of the root, in money)."""
+    compiled: Any = None
+    """The compiled core's copy of the round (`auction_gym._core.FactoredRound`), which computes the
+    payments; None when decided on the Python core."""
     _completion: list[float] | None = None
     _start: list[float] | None = None
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..policy import QueueDelta
 from ..request import Request
+from .factored import FactoredAllocation, factored_allocation
 from .queue_tree import common_prefix_len
 from .smith import SortKey, block_key, tie_value
 from .validation import validate_requests
@@ -119,7 +120,7 @@ class QueueNode(QueueBlock):
         b.listed = None
 
 
-class _Changes:
+class RoundChanges:
     """What one round's updates touched: requests to re-cost and nodes to recompute."""
 
     __slots__ = ("blocks", "nodes")
@@ -208,16 +209,16 @@ class IncrementalQueueTree:
         except (TypeError, ValueError):
             validate_requests(requests)  # names the culprit
             raise
-        changes = _Changes()
+        changes = RoundChanges()
         for e, b, c in changed:
             e.bid, e.cached, e.reach = b, c, c
             changes.blocks.add(e)
         for e in stale:  # its prompt or id was replaced (or may change in place): place it again
             gone.add(e.request)
-            added.append(_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
+            added.append(self._new_block(e.request, validate_requests([e.request])[0][0], e.bid, e.cached))
         return self._place(gone, added, changes)
 
-    def _place(self, gone: Iterable[Request], added: list[_Req], changes: _Changes) -> QueueNode:
+    def _place(self, gone: Iterable[Request], added: list[_Req], changes: RoundChanges) -> QueueNode:
         """Remove the blocks of the requests `gone`, insert the blocks `added`, and recompute what
         `changes` (the round's re-costed blocks, to which both add) touched; returns the root."""
         entries = self._entries
@@ -272,7 +273,7 @@ class IncrementalQueueTree:
         except (TypeError, ValueError):
             validate_requests(requests)  # names the culprit
             raise
-        changes = _Changes()
+        changes = RoundChanges()
         for e, b in rebid:
             e.bid = b
             changes.blocks.add(e)
@@ -303,10 +304,38 @@ class IncrementalQueueTree:
             holder = self._by_rid.get(r.id)
             if holder is not None and holder.request not in gone:
                 raise ValueError(f"request {r.id}: duplicate request id in the queue")
-            added.append(_block(r, t, _checked_bid(b, r.id), c))
+            added.append(self._new_block(r, t, _checked_bid(b, r.id), c))
         return added
 
-    def _insert(self, e: _Req, changes: _Changes) -> None:
+    @staticmethod
+    def _new_block(request: Request, tokens: np.ndarray, bid: float, cached: int) -> _Req:
+        """The block of a request joining the tree."""
+        return _block(request, tokens, bid, cached)
+
+    def order(self) -> list[Request]:
+        """The queue of the last `update` in the depth-first Smith order (a new list)."""
+        return queue_order(self._root)
+
+    def factored(
+        self, requests: list[Request], bids: list[float], prefix_lens: list[int] | None, alpha: Sequence[float],
+    ) -> FactoredAllocation:
+        """The round over the skeleton of the tree brought to `requests` with their urgencies as bids
+        (`factored.factored_allocation`); `bids` are alpha[bidder] x urgency, `alpha` one per bidder."""
+        return factored_allocation(self._root, requests, bids, prefix_lens, alpha, self.request_work)
+
+    def node_stats(self) -> list[tuple]:
+        """(depth, S, P, tie, ids of the requests attached) of every node below the root, sorted:
+        what a tree built from scratch is compared on."""
+        out, stack = [], list(self._root.next.values())
+        while stack:
+            v = stack.pop()
+            if v.is_node:
+                attached = sorted(b.rid for b in [*v.next.values(), *v.ends] if not b.is_node)
+                out.append((v.depth, v.s, v.p, v.tie, attached))
+                stack += v.next.values()
+        return sorted(out)
+
+    def _insert(self, e: _Req, changes: RoundChanges) -> None:
         """Attach `e` at the deepest node its prompt passes through, splitting the edge or pairing
         it with the hanging request it shares a longer prefix with."""
         self._by_rid[e.rid] = e
@@ -336,7 +365,7 @@ class IncrementalQueueTree:
             _attach(e, u, changes)
             return
 
-    def _remove(self, e: _Req, changes: _Changes) -> None:
+    def _remove(self, e: _Req, changes: RoundChanges) -> None:
         """Detach `e`; a node other than the root left with one block hands it to its parent."""
         del self._by_rid[e.rid]
         changes.blocks.discard(e)
@@ -364,7 +393,7 @@ class IncrementalQueueTree:
             last.node = up  # now hanging below `up`: re-costed there
             changes.blocks.add(last)
 
-    def _recompute(self, changes: _Changes) -> None:
+    def _recompute(self, changes: RoundChanges) -> None:
         """Re-cost the changed requests' blocks, then the marked nodes and their ancestors,
         children before parents, as `RadixTreeAuction._allocate_tree` computes them (and in the
         same order of additions, so to the same floats), each block listed in its parent under
@@ -449,7 +478,7 @@ def _checked_bid(bid: object, rid: int) -> float:
     return b
 
 
-def _attach(e: _Req, v: QueueNode, changes: _Changes) -> None:
+def _attach(e: _Req, v: QueueNode, changes: RoundChanges) -> None:
     """Attach request `e` to node `v` (ending there or hanging below), to be re-costed."""
     e.node = v
     if len(e.tokens) == v.depth:

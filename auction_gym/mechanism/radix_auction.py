@@ -197,15 +197,30 @@ class RadixTreeAuction(AuctionMechanism):
         """VCG payment of each of `bidders` (default: every bidder in the round; one without a
         request in it pays 0); see the module docstring."""
         alloc = self.full(alloc)
-        nn = alloc.tree.n_nodes
         leaf_owner = alloc.leaf_owner
         present = dict.fromkeys(leaf_owner)  # the round's bidders, in order of first leaf
         priced = list(present) if bidders is None else [i for i in bidders if i in present]
         payments = {i: 0.0 for i in (present if bidders is None else bidders)}
         if len(present) == 1 or not priced:  # a lone bidder delays nobody else
             return payments
+        compiled = getattr(alloc, "compiled", None)  # a round decided on the compiled core prices itself
+        unclipped = compiled.payments(priced) if compiled is not None else self._unclipped(alloc, present, priced)
+        for bidder, pay in zip(priced, unclipped):
+            if pay < 0:
+                if pay < -ROUNDING * max(alloc.cost, 1.0):
+                    raise AssertionError(f"negative VCG payment {pay} for bidder {bidder}")
+                pay = 0.0
+            payments[bidder] = pay
+        return payments
+
+    def _unclipped(
+        self, alloc: RadixAllocation | FactoredAllocation, present: Iterable[int], priced: list[int],
+    ) -> list[float]:
+        """The payment of each of `priced` before the rounding clip: (cost of the others in the chosen
+        order) - (optimal cost without it)."""
+        nn = alloc.tree.n_nodes
         # Per bidder, its top blocks grouped by parent node, in each node's sorted order.
-        owner: list[object] = [_MIXED] * nn + leaf_owner
+        owner: list[object] = [_MIXED] * nn + alloc.leaf_owner
         tops: dict[int, dict[int, list[int]]] = {i: {} for i in present}
         for v in range(nn - 1, -1, -1):  # children before parents
             blocks = alloc.sorted_blocks[v]
@@ -218,15 +233,7 @@ class RadixTreeAuction(AuctionMechanism):
                     tops[owner[b]].setdefault(v, []).append(b)
         indexes: dict[int, NodeIndex] = {}
         pos = [0] * len(owner)
-        for bidder in priced:
-            without = self._cost_without(alloc, tops[bidder], indexes, pos)
-            pay = (alloc.cost - alloc.own_cost(bidder)) - without
-            if pay < 0:
-                if pay < -ROUNDING * max(alloc.cost, 1.0):
-                    raise AssertionError(f"negative VCG payment {pay} for bidder {bidder}")
-                pay = 0.0
-            payments[bidder] = pay
-        return payments
+        return [(alloc.cost - alloc.own_cost(i)) - self._cost_without(alloc, tops[i], indexes, pos) for i in priced]
 
     def _cost_without(
         self,

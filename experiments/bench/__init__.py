@@ -72,6 +72,11 @@ BENCHES: tuple[Bench, ...] = (
           "payment, and the naive payments that re-run the allocation once per bidder, with their ratios to the "
           "allocation (target: payments at most 3x the allocation at 1,000 requests).",
           "experiments.bench.mechanism:table"),
+    Bench("core_allocator", "The allocator on each core",
+          "The radix auction's allocator on the Python and the compiled core: RadixAuction-v2's wall time with random "
+          "actions, and the allocator alone per round (the rounds of that run and of the Mooncake sample's engine "
+          "replay, recorded and replayed on each core), split into the tree's update and its read-out.",
+          "experiments.bench.core_allocator:table"),
     Bench("paired_reward", "The paired reward",
           "RadixAuction-v1's steps per second with reward \"cost\" (one market) and \"paired\" (the learner's "
           "market and the reference's shadow), in blocks played in turn.", "experiments.bench.paired_reward:table"),
