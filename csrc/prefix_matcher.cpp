@@ -176,6 +176,7 @@ void PrefixMatcher::peek(nb::handle request, const NodePtr &start) {
 
 NodePtr PrefixMatcher::forget(int64_t rid) {
     auto it = held.find(rid);
+    if (it == held.end()) throw nb::key_error(std::to_string(rid).c_str());  // as the reference's pop
     Held was = std::move(it->second);
     held.erase(it);
     nb::int_ key(rid);
