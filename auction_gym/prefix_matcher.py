@@ -17,9 +17,11 @@ a matcher), so policies are compared under one eviction rule.
 
 from __future__ import annotations
 
+from abc import ABCMeta
 from operator import attrgetter
 from typing import Sequence
 
+from . import core
 from .radix_cache import RadixCache, TreeNode
 from .request import Request, fcfs_key
 
@@ -27,8 +29,12 @@ _id = attrgetter("id")
 Key = int | bytes | None
 
 
-class PrefixMatcher:
+class PrefixMatcher(metaclass=ABCMeta):
     """Per-request (cached prefix length, cache node), incrementally.
+
+    Constructed on the compiled core (`auction_gym.core.active()`), `PrefixMatcher(...)` returns
+    the compiled matcher, `auction_gym._core.PrefixMatcher` (an instance of this class as
+    `isinstance` sees it), which reads the compiled cache only (TypeError for another).
 
     Requests are identified by id while they wait (the engine keeps ids unique; a different object
     under a known id is matched afresh); `requests` maps the ids of the last queue to their requests. After `update`, `dropped` lists the ids whose
@@ -41,6 +47,11 @@ class PrefixMatcher:
         whole_prompt: match the whole prompt (`RadixCache.prefix_len(r.tokens)`, the auctions'
             cached set) instead of all but its last token (what the engine can reuse).
     """
+
+    def __new__(cls, split: bool = False, whole_prompt: bool = False) -> PrefixMatcher:
+        if cls is PrefixMatcher and core.active() == "compiled":
+            return core.compiled_module().PrefixMatcher(split, whole_prompt)
+        return super().__new__(cls)
 
     def __init__(self, split: bool = False, whole_prompt: bool = False) -> None:
         self.split = split
@@ -94,15 +105,17 @@ class PrefixMatcher:
             self._objs.update(joined)
         gone = set(map(_id, left))
         fresh = sorted(joined, key=fcfs_key)  # sorted: splits and ties deterministic
-        stale = set(self._match) - gone if changed is None else self._affected(changed) - gone
-        self.dropped = list(gone | stale)
+        # Ids in ascending order, not a set's: the order of re-matches decides which request's
+        # split makes which node, and the order of unmarks the cache's heap entries.
+        stale = sorted(set(self._match) - gone if changed is None else self._affected(changed) - gone)
+        self.dropped = sorted(gone.union(stale))
         starts = {rid: self._forget(rid) for rid in self.dropped}
         for rid in gone:
             del self.requests[rid]
         for rid in stale:
             self._peek(self.requests[rid], cache, start=starts[rid] if changed is not None else None)
-        added = stale.copy()
         self.joined, self.left, self.rematched = [], left, [self.requests[rid] for rid in stale]
+        self.added = stale
         for r in fresh:
             if r.id in self._match:
                 # A second object under an id that still waits (a caller's error, which the engine
@@ -111,9 +124,8 @@ class PrefixMatcher:
                 continue
             self.requests[r.id] = r
             self._peek(r, cache, start=None)
-            added.add(r.id)
+            self.added.append(r.id)
             self.joined.append(r)
-        self.added = list(added)
         return self._match
 
     def _affected(self, changed: list[tuple[TreeNode, Key]]) -> set[int]:
@@ -153,3 +165,7 @@ class PrefixMatcher:
             if not by_key:
                 del self._hanging[node]
         return node
+
+
+if (_compiled := core.compiled_module()) is not None:
+    PrefixMatcher.register(_compiled.PrefixMatcher)

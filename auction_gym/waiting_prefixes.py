@@ -9,10 +9,12 @@ their cached prefixes warm") says how, and where it differs from SGLang.
 
 from __future__ import annotations
 
+from abc import ABCMeta
 from collections import deque
 from operator import attrgetter
 from typing import Mapping, Sequence
 
+from . import core
 from .policy import QueueDelta
 from .prefix_matcher import PrefixMatcher
 from .radix_cache import RadixCache, TreeNode
@@ -24,12 +26,20 @@ _KEPT_DELTAS = 64
 behind compares the whole queue instead)."""
 
 
-class WaitingPrefixes:
+class WaitingPrefixes(metaclass=ABCMeta):
     """Refreshes the waiting queue's cached prefixes once per admission round; see the module docstring.
 
     The engine holds one per cache and calls `refresh(waiting, cache)` once per admission round,
-    before the scheduler orders the queue (and so before admission evicts anything).
+    before the scheduler orders the queue (and so before admission evicts anything). Constructed
+    on the compiled core (`auction_gym.core.active()`), `WaitingPrefixes()` returns the compiled
+    one, `auction_gym._core.WaitingPrefixes`, which refreshes the compiled cache only (TypeError
+    for another): the engine builds both on one core.
     """
+
+    def __new__(cls) -> WaitingPrefixes:
+        if cls is WaitingPrefixes and core.active() == "compiled":
+            return core.compiled_module().WaitingPrefixes()
+        return super().__new__(cls)
 
     def __init__(self) -> None:
         self._cache: RadixCache | None = None
@@ -42,7 +52,8 @@ class WaitingPrefixes:
         self._reset()
 
     def _reset(self) -> None:
-        self._matcher = PrefixMatcher(split=True, whole_prompt=True)
+        with core.use("python"):  # the reference is Python throughout, whatever cache it reads
+            self._matcher = PrefixMatcher(split=True, whole_prompt=True)
         self._match: dict[int, tuple[int, TreeNode]] = {}  # request id -> (length, node), as refreshed
         self._next_rank = 0
         self._rank: dict[int, int] = {}  # request id -> its stamp order
@@ -170,3 +181,7 @@ class WaitingPrefixes:
             cache.set_wait(node, -1)
         elif rank == node.wait:  # the latest one left: O(requests ending here), only then
             cache.set_wait(node, max(ranks))
+
+
+if (_compiled := core.compiled_module()) is not None:
+    WaitingPrefixes.register(_compiled.WaitingPrefixes)

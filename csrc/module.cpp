@@ -6,4 +6,5 @@ NB_MODULE(_core, m) {
     bind_radix_cache(m);
     bind_allocator(m);
     bind_market_books(m);
+    bind_waiting_prefixes(m);
 }

@@ -1,0 +1,195 @@
+// The compiled prefix matcher: prefix_matcher.py's PrefixMatcher, line for line
+// (waiting_prefixes.hpp says why).
+#include <nanobind/ndarray.h>
+
+#include <algorithm>
+
+#include "waiting_prefixes.hpp"
+
+namespace radix {
+
+namespace {
+
+using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+struct Python {
+    nb::object sorted, fcfs_key, token_view, contiguous;
+};
+
+const Python &python() {
+    static const Python *py = [] {
+        return new Python{nb::module_::import_("builtins").attr("sorted"),
+                          nb::module_::import_("auction_gym.request").attr("fcfs_key"),
+                          nb::module_::import_("auction_gym.request").attr("token_view"),
+                          nb::module_::import_("numpy").attr("ascontiguousarray")};
+    }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
+    return *py;
+}
+
+int64_t id_of(nb::handle request) { return nb::cast<int64_t>(request.attr("id")); }
+
+void del_item(nb::dict &dict, nb::handle key) {
+    if (PyDict_DelItem(dict.ptr(), key.ptr()) != 0) throw nb::python_error();
+}
+
+}  // namespace
+
+RadixCache *compiled_cache(nb::handle cache, const char *who) {
+    RadixCache *out = nullptr;
+    if (!nb::try_cast(cache, out, false) || out == nullptr)
+        throw nb::type_error((std::string(who) + " of the compiled core reads the compiled RadixCache only, got " +
+                              nb::type_name(cache.type()).c_str() +
+                              ": build both on one core (auction_gym.core.use, AUCTION_GYM_CORE)")
+                                 .c_str());
+    return out;
+}
+
+nb::object sorted_by_arrival(nb::handle requests) {
+    return python().sorted(requests, nb::arg("key") = python().fcfs_key);
+}
+
+PrefixMatcher::PrefixMatcher(bool split, bool whole_prompt)
+    : split(split), whole_prompt(whole_prompt), left(nb::steal(PySet_New(nullptr))),
+      cache_object(nb::none()), objs(nb::steal(PySet_New(nullptr))) {}
+
+nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handle changes) {
+    RadixCache *c = compiled_cache(cache_arg, "PrefixMatcher");
+    if (!cache_object.is(cache_arg)) {
+        cache_object = nb::borrow(cache_arg);
+        cache = c;
+        has_cursor = false;
+    }
+    const bool known = has_cursor && cursor_epoch == c->log_epoch;  // `changed is not None`
+    const std::size_t from = cursor_pos;
+    has_cursor = true;
+    cursor_epoch = c->log_epoch;
+    cursor_pos = c->log.size();
+    splits = nb::dict();
+    nb::object joined_objs, left_objs;
+    if (changes.is_none()) {
+        nb::object now = nb::steal(PySet_New(queue.ptr()));
+        if (!now) throw nb::python_error();
+        left_objs = nb::steal(PyNumber_Subtract(objs.ptr(), now.ptr()));
+        joined_objs = nb::steal(PyNumber_Subtract(now.ptr(), objs.ptr()));
+        if (!left_objs || !joined_objs) throw nb::python_error();
+        objs = now;
+    } else {
+        joined_objs = changes[0];
+        left_objs = changes[1];
+        objs = nb::steal(PyNumber_InPlaceSubtract(objs.ptr(), left_objs.ptr()));
+        if (!objs) throw nb::python_error();
+        objs.attr("update")(joined_objs);
+    }
+    std::unordered_set<int64_t> gone;
+    for (nb::handle r : left_objs) gone.insert(id_of(r));
+    nb::object fresh = sorted_by_arrival(joined_objs);  // sorted: splits and ties deterministic
+    std::vector<int64_t> stale;
+    if (known) {
+        for (int64_t rid : affected(from))
+            if (!gone.count(rid)) stale.push_back(rid);
+    } else {
+        for (const auto &entry : held)
+            if (!gone.count(entry.first)) stale.push_back(entry.first);
+    }
+    std::sort(stale.begin(), stale.end());
+    std::vector<int64_t> drop(gone.begin(), gone.end());
+    drop.insert(drop.end(), stale.begin(), stale.end());
+    std::sort(drop.begin(), drop.end());
+    dropped = nb::list();
+    std::unordered_map<int64_t, NodePtr> starts;
+    for (int64_t rid : drop) {
+        dropped.append(rid);
+        starts[rid] = forget(rid);
+    }
+    for (int64_t rid : gone) del_item(requests, nb::int_(rid));
+    for (int64_t rid : stale) peek(requests[nb::int_(rid)], known ? starts[rid] : nullptr);
+    joined = nb::list();
+    left = left_objs;
+    rematched = nb::list();
+    added = nb::list();
+    for (int64_t rid : stale) {
+        rematched.append(requests[nb::int_(rid)]);
+        added.append(rid);
+    }
+    for (nb::handle r : fresh) {
+        int64_t rid = id_of(r);
+        if (held.count(rid)) {
+            // A second object under an id that still waits (a caller's error, which the engine and
+            // the auctions' checks reject): ignored until the first one leaves.
+            objs.attr("discard")(r);
+            continue;
+        }
+        requests[nb::int_(rid)] = r;
+        peek(r, nullptr);
+        added.append(rid);
+        joined.append(r);
+    }
+    return match;
+}
+
+void PrefixMatcher::release() {
+    for (nb::handle dict : {match, requests, length_of, splits}) PyDict_Clear(dict.ptr());
+    held.clear();
+    hanging.clear();
+    dropped = added = joined = rematched = nb::list();
+    left = objs = nb::steal(PySet_New(nullptr));
+    cache_object = nb::none();
+    cache = nullptr;
+    has_cursor = false;
+}
+
+std::vector<int64_t> PrefixMatcher::affected(std::size_t from) const {
+    std::unordered_set<int64_t> out;
+    for (std::size_t i = from; i < cache->log.size(); ++i) {
+        const auto &[node, key] = cache->log[i];
+        auto by_key = hanging.find(node.get());
+        if (by_key == hanging.end()) continue;
+        if (!key) {
+            for (const auto &entry : by_key->second) out.insert(entry.second.begin(), entry.second.end());
+        } else if (auto rids = by_key->second.find(*key); rids != by_key->second.end()) {
+            out.insert(rids->second.begin(), rids->second.end());
+        }
+    }
+    return {out.begin(), out.end()};
+}
+
+void PrefixMatcher::peek(nb::handle request, const NodePtr &start) {
+    nb::object tokens = request.attr("tokens");
+    TokenArray array;
+    if (!nb::try_cast(tokens, array, false)) {
+        tokens = python().contiguous(python().token_view(tokens));
+        array = nb::cast<TokenArray>(tokens, false);
+    }
+    const int64_t n = static_cast<int64_t>(array.shape(0));
+    Tokens view{array.data(), whole_prompt ? n : std::max<int64_t>(n - 1, 0), tokens};
+    const int64_t rid = id_of(request);
+    const int64_t nodes = cache->node_count;  // a peek adds nodes only by splitting
+    auto [length, node] = cache->peek(view, start, split);
+    if (cache->node_count != nodes)  // the walk split an edge (at most one): node is the upper half
+        node->children.for_each([&](const Key &, const NodePtr &lower) { splits[nb::int_(rid)] = nb::cast(lower); });
+    Key next = node->depth + cache->page_size > view.size ? kNoKey : cache->key_at(view.data + node->depth);
+    match[nb::int_(rid)] = nb::make_tuple(length, node);
+    length_of[request] = length;
+    hanging[node.get()][next].insert(rid);
+    held[rid] = Held{std::move(node), std::move(next)};
+}
+
+NodePtr PrefixMatcher::forget(int64_t rid) {
+    auto it = held.find(rid);
+    if (it == held.end()) throw nb::key_error(std::to_string(rid).c_str());  // as the reference's pop
+    Held was = std::move(it->second);
+    held.erase(it);
+    nb::int_ key(rid);
+    del_item(match, key);
+    del_item(length_of, requests[key]);
+    auto by_key = hanging.find(was.node.get());
+    auto rids = by_key->second.find(was.next);
+    rids->second.erase(rid);
+    if (rids->second.empty()) {
+        by_key->second.erase(rids);
+        if (by_key->second.empty()) hanging.erase(by_key);
+    }
+    return std::move(was.node);
+}
+
+}  // namespace radix

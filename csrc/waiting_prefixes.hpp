@@ -1,0 +1,110 @@
+// The compiled prefix matcher and waiting prefixes: auction_gym/prefix_matcher.py (PrefixMatcher)
+// and waiting_prefixes.py (WaitingPrefixes) operation for operation, on the compiled cache's nodes
+// (docs/design.md section 8). The Python modules' docstrings state the semantics; this follows their
+// code, name for name. What Python reads back (the match, `requests`, `length_of`, the lists of
+// the last update) is kept in Python dicts and lists, changed in the Python reference's order, so
+// that their iteration order is the reference's too.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
+
+#include <cstdint>
+#include <deque>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "radix_cache.hpp"
+
+namespace radix {
+
+// A child key the request follows out of its end node, or kNoKey when its tokens end there (Python's
+// None): a real key always holds a whole page of int64 tokens.
+inline const Key kNoKey;
+
+class PrefixMatcher {
+public:
+    PrefixMatcher(bool split, bool whole_prompt);
+
+    nb::dict update(nb::handle queue, nb::handle cache, nb::handle changes);
+    const NodePtr &node_of(int64_t rid) const { return held.at(rid).node; }  // where its match ends
+    // The Python objects it holds, for the garbage collector (a cache's `on_evict` may hold it
+    // back): `release` lets go of them, as a Python object's tp_clear does.
+    template <class F> void for_each_object(F &&f) const {
+        for (nb::handle o : std::initializer_list<nb::handle>{match, requests, length_of, splits, dropped, added,
+                                                              joined, rematched, left, cache_object, objs})
+            f(o);
+    }
+    void release();
+
+    bool split, whole_prompt;
+    nb::dict match;  // request id -> (length, node)
+    nb::dict requests, length_of, splits;
+    nb::list dropped, added, joined, rematched;
+    nb::object left;
+    RadixCache *cache = nullptr;  // `cache_object`'s
+
+private:
+    struct Held {
+        NodePtr node;
+        Key next;
+    };
+    std::vector<int64_t> affected(std::size_t from) const;
+    void peek(nb::handle request, const NodePtr &start);
+    NodePtr forget(int64_t rid);
+
+    nb::object cache_object, objs;  // objs: the last queue's requests (a set)
+    bool has_cursor = false;
+    int64_t cursor_epoch = 0;
+    std::size_t cursor_pos = 0;
+    std::unordered_map<int64_t, Held> held;
+    std::unordered_map<const Node *, std::unordered_map<Key, std::unordered_set<int64_t>>> hanging;
+};
+
+class WaitingPrefixes {
+public:
+    WaitingPrefixes();
+
+    nb::object refresh(nb::handle waiting, nb::handle cache, nb::handle changes);
+    nb::object lengths(nb::handle queue, nb::handle cache);
+    nb::object delta_since(int64_t serial) const;
+    NodePtr start(nb::handle request, int64_t limit) const;
+    nb::dict ranks() const;
+    template <class F> void for_each_object(F &&f) const {
+        matcher.for_each_object(f);
+        for (nb::handle o : {cache_object, lengths_queue, lengths_out, refreshed}) f(o);
+        for (const nb::object &delta : deltas) f(delta);
+    }
+    void release();
+
+    PrefixMatcher matcher{true, true};
+    int64_t serial = 0;
+
+private:
+    void reset();
+    void mark(int64_t rid, const NodePtr &node);
+    void unmark(int64_t rid);
+    nb::object delta(std::size_t k) const;
+
+    nb::object cache_object, lengths_queue, lengths_out, refreshed;
+    RadixCache *cache = nullptr;
+    bool has_version = false;
+    int64_t version_epoch = 0;
+    std::size_t version_pos = 0;
+    int64_t known_from = 0, next_rank = 0;
+    std::unordered_map<int64_t, int64_t> rank;
+    std::unordered_map<int64_t, NodePtr> node_of;
+    std::unordered_map<const Node *, std::set<int64_t>> ranks_at;
+    std::deque<nb::object> deltas;  // (joined, left, rematched) tuples, the latest last
+};
+
+// `requests` sorted by `request.fcfs_key`, by Python's own sort (stable, as the reference sorts).
+nb::object sorted_by_arrival(nb::handle requests);
+
+// A compiled cache, or TypeError: the compiled matcher reads the compiled cache's nodes only.
+RadixCache *compiled_cache(nb::handle cache, const char *who);
+
+}  // namespace radix
