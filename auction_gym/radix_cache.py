@@ -113,15 +113,25 @@ class RadixCache(EvictionOrder, metaclass=ABCMeta):
     def __del__(self) -> None:
         # Parent and children link every node both ways: unlinked, a dropped tree goes with its cache
         # rather than waiting for the cyclic garbage collector (docs/engine.md, Performance notes).
-        # A node held elsewhere outlives it detached (no parent, no children).
-        stack = [self.root] if hasattr(self, "root") else []  # absent if __init__ raised
+        if hasattr(self, "root"):  # absent if __init__ raised
+            self._detach_tree()
+
+    def _detach_tree(self) -> None:
+        """Unlink the tree: a node held elsewhere outlives it detached (no parent, no children) and
+        evicted, so no operation given it follows its missing parent (as on the compiled core)."""
+        stack = [self.root]
         while stack:
             node = stack.pop()
             stack.extend(node.children.values())
             node.children = {}
             node.parent = None
+            node.alive = False
 
     def reset(self) -> None:
+        """Empty the cache. The nodes of the old tree are detached and read as evicted: `lock` and
+        `unlock` refuse them (ValueError), wait marks and stamps ignore them, no heap keeps them."""
+        if hasattr(self, "root"):  # not yet on the first reset, from __init__
+            self._detach_tree()
         self.root = TreeNode(key=as_tokens([]), value=None, parent=None, depth=0, lock_ref=1)
         self.evictable_size = 0
         self.protected_size = 0
@@ -160,6 +170,8 @@ class RadixCache(EvictionOrder, metaclass=ABCMeta):
         n -= n % self.page_size  # whole pages only
         node = self.root if start is None else start
         while not node.alive:
+            if node.parent is None:
+                raise ValueError("start: a node detached from its cache")
             node = node.parent
         pos = node.depth
         i = pos - offset  # where the token at depth `pos` is in `tokens`
@@ -283,7 +295,7 @@ class RadixCache(EvictionOrder, metaclass=ABCMeta):
         if node is self.root or priority <= node.priority:
             return
         node.priority = priority
-        if not node.children and not node.lock_ref:
+        if not node.children and not node.lock_ref and node.alive:
             self._push(node)  # its entry is keyed by its priority under `priority` eviction
 
     def _insert(
@@ -335,31 +347,61 @@ class RadixCache(EvictionOrder, metaclass=ABCMeta):
 
     def _lock_up_to(self, node: TreeNode, stop: TreeNode) -> bool:
         """Add a reference to `node` and its ancestors below `stop`; False if the root came first."""
-        root = self.root
-        while node is not stop:
-            if node is root:
-                return False
-            if node.lock_ref == 0:
-                size = node.key.size  # len(node), without the method call on this hot path
-                self.evictable_size -= size
-                self.protected_size += size
-            node.lock_ref += 1
-            node = node.parent
+        root, start = self.root, node
+        try:
+            while node is not stop:
+                if node is root:
+                    return False
+                if node.lock_ref == 0:
+                    size = node.key.size  # len(node), without the method call on this hot path
+                    self.evictable_size -= size
+                    self.protected_size += size
+                node.lock_ref += 1
+                node = node.parent
+        except AttributeError:  # walked off a node of a reset tree: refused off the hot path
+            self._refuse_detached(start, "lock")
         return True
 
     def unlock(self, node: TreeNode) -> None:
         """Drop a reference taken by `lock(node)`."""
-        while node is not self.root:
-            if node.lock_ref <= 0:
-                raise RuntimeError("unlock of a node that is not locked")
+        start = node
+        try:
+            while node is not self.root:
+                if node.lock_ref <= 0:
+                    if node.parent is None:
+                        raise ValueError("unlock of a node detached from its cache")
+                    raise RuntimeError("unlock of a node that is not locked")
+                node.lock_ref -= 1
+                if node.lock_ref == 0:
+                    size = node.key.size
+                    self.evictable_size += size
+                    self.protected_size -= size
+                    if not node.children:
+                        self._push(node)
+                node = node.parent
+        except AttributeError:
+            self._refuse_detached(start, "unlock")
+
+    def _refuse_detached(self, start: TreeNode, walk: str) -> None:
+        """Raise ValueError for a `lock` (`walk`) or `unlock` from `start` that met a node of a reset
+        tree, first undoing what it did to that node: the nodes below it keep their change, as the
+        compiled core, which checks each node before changing it, leaves them."""
+        node = start
+        while node.parent is not None:
+            node = node.parent
+        size = node.key.size
+        if walk == "lock":
             node.lock_ref -= 1
             if node.lock_ref == 0:
-                size = node.key.size
                 self.evictable_size += size
                 self.protected_size -= size
-                if not node.children:
-                    self._push(node)
-            node = node.parent
+        else:
+            node.lock_ref += 1
+            if node.lock_ref == 1:
+                self.evictable_size -= size
+                self.protected_size += size
+                self._unpush(node)
+        raise ValueError(f"{walk} of a node detached from its cache") from None
 
     def evict(self, num_tokens: int) -> int:
         """Evict least-recently-used unlocked leaves until `num_tokens` are freed or none is left.

@@ -99,6 +99,21 @@ class EvictionOrder:
             heap, time = self._wait_heap, node.wait
         heapq.heappush(heap, ((node.priority, time) if self._by_priority else time, self._serial, node))
 
+    def _unpush(self, node: TreeNode) -> None:
+        """Take back the last `_push`, of `node`, leaving the heaps as they were before it (entry for
+        entry, the order heappush moved them in reversed): for a refused `unlock`, off the hot path."""
+        if node.wait >= 0 and node.last_access > self._round_start + node.wait:
+            self._waited_touched.pop()
+        heap = next(h for h in (self._heap, self._wait_heap) if any(e[1] == self._serial for e in h))
+        at = next(i for i, e in enumerate(heap) if e[1] == self._serial)
+        path = [len(heap) - 1]  # the heap positions heappush moved the entry up through
+        while path[-1] != at:
+            path.append((path[-1] - 1) >> 1)
+        for below, above in reversed(list(zip(path, path[1:]))):
+            heap[above] = heap[below]
+        heap.pop()
+        self._serial -= 1
+
     def _waits_in_round(self, node: TreeNode) -> bool:
         """Whether `node`'s time in the current round is its waiting rank's (`round_start + wait`):
         it is waited on and not accessed later since the round began. Such a candidate's entry is on

@@ -151,12 +151,16 @@ class WaitingPrefixes(metaclass=ABCMeta):
         where the last `refresh` matched its prompt, or the nearest ancestor at most `limit` tokens
         deep; None when `r` was not in that refresh. The admission that follows the refresh matches
         from there instead of re-comparing the cached path from the root (the cache climbs from a
-        node evicted since to its closest surviving ancestor)."""
+        node evicted since to its closest surviving ancestor). ValueError when it must climb a tree
+        that the cache's `reset()` detached since the refresh."""
         if self._matcher.requests.get(r.id) is not r:
             return None
         node = self._match[r.id][1]
-        while node.depth > limit:
-            node = node.parent
+        try:
+            while node.depth > limit:
+                node = node.parent
+        except AttributeError:  # climbed off a detached node: a reset tree's (refused off the hot path)
+            raise ValueError("start: the refreshed cache was reset since") from None
         return node
 
     def _mark(self, rid: int, node: TreeNode, cache: RadixCache) -> None:

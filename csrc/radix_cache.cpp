@@ -213,7 +213,7 @@ std::pair<int64_t, NodePtr> RadixCache::insert(Tokens tokens, nb::handle value, 
 void RadixCache::raise_priority(const NodePtr &node, int64_t priority) {
     if (node == root || priority <= node->priority) return;
     node->priority = priority;
-    if (node->children.empty() && !node->lock_ref) push(node);
+    if (node->children.empty() && !node->lock_ref && node->alive) push(node);  // no entry for an evicted node
 }
 
 void RadixCache::move_lock(const NodePtr &old_node, const NodePtr &new_node) {

@@ -79,8 +79,9 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
     tokens = _tokens(rng, stems)
     op = rng.choice(["insert", "insert_values", "match", "match_from", "rematch", "peek", "prefix_len", "extend",
                      "lock", "unlock", "move_lock", "raise_priority", "evict", "round", "stamp", "set_wait",
-                     "changes", "edge_key", "reset"],
-                    p=[.13, .04, .11, .06, .02, .08, .04, .05, .07, .06, .03, .04, .1, .03, .04, .05, .02, .02, .01])
+                     "changes", "edge_key", "reset", "match_detached"],
+                    p=[.13, .04, .11, .06, .02, .08, .04, .05, .07, .06, .03, .04, .09, .03, .04, .05, .02, .02, .015,
+                       .005])
     held = _pick(rng, len(sides[0].held))
     n = int(rng.integers(0, 40))
 
@@ -111,6 +112,10 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
         if op == "lock" and node(side, held).alive:  # an evicted node is not the caller's to lock
             side.locked.append(node(side, held))
             return c.lock(side.locked[-1])
+        if op == "lock" and node(side, held).parent is None:  # but one of a reset tree is refused
+            return c.lock(node(side, held))
+        if op == "match_detached" and node(side, held).parent is None:
+            return c.match_prefix(tokens, start=node(side, held))
         if op == "unlock" and side.locked:
             return c.unlock(side.locked.pop(n % len(side.locked)))
         if op == "move_lock" and side.locked:
@@ -132,17 +137,24 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
             return c.changes_since(cursors[n % len(cursors)])
         if op == "edge_key":
             return c.edge_key(tokens, n % (len(tokens) + 1))
-        if op == "reset":
-            side.held, side.number, side.locked = [], {}, []
+        if op == "reset":  # the nodes handed out, locked ones included, are still held and used
             return c.reset()
         return None
 
-    results = [side.plain(run(side)) for side in sides]
+    results = [_outcome(side, run) for side in sides]
     assert results[0] == results[1], op
     if isinstance(tokens, np.ndarray) and tokens.flags.writeable:
         tokens[:] = 7  # the caller's array changes: the caches kept their own copies of what they took
     cursors.append(sides[0].cache.version)
     return str(op)
+
+
+def _outcome(side: Side, run) -> list:
+    """What `run(side)` returned, as comparable data, or the exception it raised (type and message)."""
+    try:
+        return ["returned", side.plain(run(side))]
+    except (ValueError, RuntimeError) as e:
+        return [type(e).__name__, str(e)]
 
 
 @pytest.mark.parametrize("page_size", [1, 2])
@@ -188,20 +200,31 @@ def test_the_compiled_cache_checks_its_arguments_as_the_python_one():
         c.unlock(c.insert([1, 2]).last_node)
 
 
-def test_a_node_of_a_reset_tree_reads_as_evicted_and_breaks_nothing():
-    """A reset detaches the compiled cache's old tree (its parent and child pointers own each other):
-    a node kept from it is evicted to every operation, which never follows its missing parent."""
-    with core.use("compiled"):
+@pytest.mark.parametrize("which", ["python", "compiled"])
+def test_a_node_of_a_reset_tree_reads_as_evicted_and_breaks_nothing(which):
+    """A reset detaches the old tree: a node kept from it, locked or not, is evicted to every
+    operation, which never follows its missing parent; lock and unlock refuse it unchanged."""
+    with core.use(which):
         c = RadixCache()
     old = c.insert([1, 2, 3]).last_node
+    locked = c.insert([1, 2, 3, 4]).last_node
+    c.lock(locked)
+    touched = old.last_access
     c.reset()
-    assert not old.alive and old.parent is None
+    assert not old.alive and old.parent is None and not old.children
     c.set_wait(old, 1)
     c.stamp_in_round(old, 1)
     c.raise_priority(old, 5)
-    assert c.evict(10) == 0
+    assert (old.wait, old.last_access, old.priority) == (-1, touched, 5)
+    leaf = c.insert([1, 2]).last_node
+    assert c.evict(10) == 2 and not leaf.alive and c._heap == [] and c._wait_heap == []
     with pytest.raises(ValueError, match="detached"):
         c.match_prefix([1, 2, 3], start=old)
+    for refused in (c.lock, c.unlock):
+        with pytest.raises(ValueError, match="detached"):
+            refused(locked)
+        assert locked.lock_ref == 1 and c._heap == [] and (c.evictable_size, c.protected_size) == (0, 0)
     with pytest.raises(ValueError, match="detached"):
-        c.lock(old)
+        c.move_lock(locked, c.insert([5]).last_node)
+    assert c.protected_size == 1  # `lock(new)` then `unlock(old)`: the lock taken stays
     c.check()

@@ -1,6 +1,6 @@
 """The compiled prefix matcher and waiting prefixes against the Python ones (docs/design.md
 section 8): the same random queues (requests joining, leaving, coming back) and cache changes
-(inserts, splits, evictions, a new cache) between refreshes on both cores; every result, in its order
+(inserts, splits, evictions, a reset, a new cache) between refreshes on both cores; every result, in its order
 (a QueueDelta's lists, `length_of`'s items, the matchers' lists), and the whole cache compared
 after each operation, under both eviction policies and two page sizes."""
 
@@ -34,9 +34,7 @@ class Waiting(Side):
             self.matchers = [PrefixMatcher(split, whole) for split, whole in MATCHERS]
 
     def new_cache(self) -> None:
-        """Move to a new cache, which the next refresh and updates meet (`reset` would leave the old
-        tree's nodes, which the marks still name, alive on the Python core and evicted on the
-        compiled one: the engine never resets its cache)."""
+        """Move to a new cache, which the next refresh and updates meet."""
         self.held, self.number = [], {}
         with core.use(self.which):
             self.cache = RadixCache(self.page_size, lambda v: self.freed.append(v.tolist()), self.policy)
@@ -90,9 +88,9 @@ class Queue:
 
 def _step(rng: np.random.Generator, sides: list[Waiting], queue: Queue, stems: list[np.ndarray]) -> str:
     """One random operation on both sides (the queue's changes before it); asserts their results agree."""
-    op = str(rng.choice(["join", "leave", "rejoin", "insert", "split", "evict", "new_cache", "refresh", "lengths",
-                         "length_of", "delta_since", "start", "match"],
-                        p=[.16, .08, .03, .12, .05, .08, .01, .17, .06, .04, .06, .06, .08]))
+    op = str(rng.choice(["join", "leave", "rejoin", "insert", "split", "evict", "new_cache", "reset", "refresh",
+                         "lengths", "length_of", "delta_since", "start", "match"],
+                        p=[.16, .08, .03, .12, .05, .08, .01, .02, .16, .06, .04, .05, .06, .08]))
     n = int(rng.integers(0, 40))
     tokens = _tokens(rng, stems)
     if op == "join":
@@ -122,6 +120,8 @@ def _step(rng: np.random.Generator, sides: list[Waiting], queue: Queue, stems: l
             return c.evict(n)
         if op == "new_cache":
             return side.new_cache()
+        if op == "reset":  # the marks, matches and starts still name the old tree's nodes
+            return c.reset()
         if op == "refresh":
             return w.refresh(queue.requests, c, changes)
         if op == "lengths":
@@ -169,3 +169,19 @@ def test_the_compiled_ones_are_the_python_classes_and_refuse_a_python_cache():
         prefixes.refresh([r], cache)
     with pytest.raises(TypeError, match="compiled RadixCache only"):
         matcher.update([r], cache)
+
+
+@pytest.mark.parametrize("which", ["python", "compiled"])
+def test_a_start_in_a_reset_tree_is_refused_where_it_would_climb(which):
+    with core.use(which):
+        c, w = RadixCache(), WaitingPrefixes()
+    c.insert([1, 2, 3, 4])
+    r = Request(0, 0, [1, 2, 3, 4, 9], 1.0, arrival=0.0)
+    w.refresh([r], c, None)
+    c.reset()
+    kept = w.start(r, 4)  # where the refresh matched: no climb
+    assert kept.depth == 4 and not kept.alive and kept.parent is None
+    with pytest.raises(ValueError, match="reset since"):
+        w.start(r, 2)
+    w.refresh([r], c, None)
+    assert w.length_of[r] == 0 and w.start(r, 2) is c.root
