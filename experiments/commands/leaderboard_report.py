@@ -150,8 +150,9 @@ def new_board(env_kwargs: dict[str, Any], rows: list[dict[str, Any]], made_by: s
                        "rows": rows})
 
 
-CODE_HASH_COVERS = ("sha256 over every file under auction_gym/ (not __pycache__), in path order, each its path "
-                    "and its content's sha256 (experiments.provenance.code_hash)")
+CODE_HASH_COVERS = ("sha256 over every file under auction_gym/ (not __pycache__ nor the built compiled core, whose "
+                    "results are the Python core's bit for bit), in path order, each its path and its content's sha256 "
+                    "(experiments.provenance.code_hash)")
 SCORE = "(mean utility - ogd's) / (hindsight's - ogd's) on the same episodes: 0 = ogd, 1 = hindsight"
 
 
