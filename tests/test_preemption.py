@@ -222,7 +222,9 @@ def test_torch_engine_keeps_every_kv_slot_owned_under_preemption():
         rng = np.random.default_rng(3)
         requests = [Request(id=i, bidder=0, tokens=rng.integers(0, 32_000, 24), bid=BID_OF_PRIORITY[p],
                             output_len=30, output_tokens=rng.integers(0, 32_000, 30), arrival=t)
-                    for i, (p, t) in enumerate([(0, 0.0), (-5, 0.0), (20, 0.01), (20, 0.02)])]
+                    # The engine's clock is measured compute time: the two urgent ones arrive a microsecond
+                # in, during the first prefill on any machine, so both find the first two running.
+                for i, (p, t) in enumerate([(0, 0.0), (-5, 0.0), (20, 1e-6), (20, 2e-6)])]
         cfg = EngineConfig(kv_capacity_tokens=400, page_size=4, max_running_requests=2, priority_preemption=True,
                            radix_eviction_policy="priority")
         engine = TorchEngine("sglang_priority", cfg, model=model)
