@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Callable, Sequence
 
 from auction_gym import core
 
@@ -51,13 +52,20 @@ def available() -> tuple[str, ...]:
     return core.CORES if core.compiled_module() is not None else ("python",)
 
 
+def in_turn(measure_on: Callable[[str], float], repeats: int, cores: Sequence[str]) -> dict[str, list[float]]:
+    """Per core of `cores`, `repeats` figures `measure_on(core)`, the cores measured in turn, so a
+    shared machine's drift falls on each alike."""
+    runs: dict[str, list[float]] = {c: [] for c in cores}
+    for _ in range(repeats):
+        for which in cores:
+            runs[which].append(measure_on(which))
+    return runs
+
+
 def measure(warm: int, steps: int, repeats: int, cache_limit: int | None) -> dict[str, dict[str, float]]:
     """Per core: the median steps per second of `repeats` runs played in turn, and the cache's
     match + insert tokens per second on the first `cache_limit` Mooncake requests."""
-    runs: dict[str, list[float]] = {c: [] for c in available()}
-    for _ in range(repeats):
-        for which in runs:
-            runs[which].append(steps_per_second(which, warm, steps))
+    runs = in_turn(lambda which: steps_per_second(which, warm, steps), repeats, available())
     out = {}
     for which, rates in runs.items():
         with core.use(which):

@@ -43,7 +43,7 @@ from auction_gym import core
 from auction_gym.workload import SAMPLE_TRACE
 
 from . import COMMANDS, Table
-from .core_speed import steps_per_second
+from .core_speed import in_turn, steps_per_second
 from .env import BATCH_SIZES, BATCH_WAYS, batched, measure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +80,9 @@ QUICK = Sizes(steps=1000, warm=100, repeats=3, batch_rounds=50, ppo_steps=0, ppo
 PAGE = Sizes(steps=3000, warm=300, repeats=3, batch_rounds=200, ppo_steps=10240, ppo_env_steps=10000)
 
 
-def in_turn(measure_on: Callable[[str], float], repeats: int) -> dict[str, float]:
+def in_turn_medians(measure_on: Callable[[str], float], repeats: int) -> dict[str, float]:
     """Per core, the median of `repeats` figures `measure_on(core)`, the cores measured in turn."""
-    runs: dict[str, list[float]] = {c: [] for c in core.CORES}
-    for _ in range(repeats):
-        for which in core.CORES:
-            runs[which].append(measure_on(which))
-    return {which: statistics.median(figures) for which, figures in runs.items()}
+    return {which: statistics.median(figures) for which, figures in in_turn(measure_on, repeats, core.CORES).items()}
 
 
 def _speed_row(label: str, figures: dict[str, float], fmt: str = "{:,.0f}") -> tuple[str, ...]:
@@ -102,8 +98,8 @@ def env_rows(sizes: Sizes) -> tuple[list[tuple[str, ...]], list[str]]:
     """One env's steps per second on each core, for every env of ENVS."""
     rows, notes = [], []
     for label, env_id, kwargs in ENVS:
-        figures = in_turn(lambda which: steps_per_second(which, sizes.warm, sizes.steps, env_id, **kwargs),
-                          sizes.repeats)
+        figures = in_turn_medians(lambda which: steps_per_second(which, sizes.warm, sizes.steps, env_id, **kwargs),
+                                  sizes.repeats)
         rows.append(_speed_row(f"{label}, steps/s", figures))
         if env_id == TARGET_ENV and not kwargs:
             ratio = figures["compiled"] / figures["python"]
