@@ -11,4 +11,5 @@ NB_MODULE(_core, m) {
     bind_allocator(m);
     bind_market_books(m);
     bind_waiting_prefixes(m);
+    bind_engine(m);
 }

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 
+from .. import core
+from ..policy import AdmissionPolicy
+from .config import EngineConfig
+from .rules import EngineRules
 from .serving_engine import Admission, ServingEngine
 
 
@@ -32,7 +36,23 @@ class SimEngine(ServingEngine):
     Args:
         scheduler: an `AdmissionPolicy` or the name of one (`auction_gym.scheduler_names()`).
         config: capacity limits and the cost model that times iterations.
+
+    Constructed on the compiled core (`auction_gym.core.active()`), `SimEngine(scheduler, config)`
+    is the compiled engine, `compiled_engine.CompiledSimEngine`, when it runs the config (not
+    with priority preemption, nor with `rules` given: `compiled_engine.supports`); a subclass
+    is always built as itself.
     """
+
+    def __new__(
+        cls, scheduler: AdmissionPolicy | str = "fcfs", config: EngineConfig | None = None,
+        rules: EngineRules | None = None,
+    ) -> SimEngine:
+        if cls is SimEngine and rules is None and core.active() == "compiled":
+            from .compiled_engine import CompiledSimEngine, supports
+
+            if supports(config):
+                return object.__new__(CompiledSimEngine)
+        return super().__new__(cls)
 
     def _execute_prefill(self, batch: list[Admission]) -> float:
         return self.cost.prefill_time(*prefill_work(batch))

@@ -1,0 +1,303 @@
+// The compiled simulated engine: auction_gym/engine/serving_engine.py and sim_engine.py (one
+// iteration, admission, retraction, decode), rules.py (SGLangRules, OracleRules, FutureOutput),
+// queue.py (WaitingQueue), arrivals.py and in_batch.py operation for operation, on the compiled
+// radix cache and waiting prefixes (docs/engine.md section 8). The Python modules' docstrings state
+// the semantics; this follows their code, name for name. Python objects (requests, records,
+// iterations, the policy's order and decision) are what the Python engine's are.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "radix_cache.hpp"
+#include "waiting_prefixes.hpp"
+
+namespace engine {
+
+namespace nb = nanobind;
+using radix::NodePtr;
+
+// Python's floor division of ints.
+inline int64_t floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+// Python's heapq on a vector (the same layout after the same operations), ordered by `less`.
+template <class T, class Less> void sift_down(std::vector<T> &heap, std::size_t start, std::size_t pos, Less less) {
+    T item = std::move(heap[pos]);
+    while (pos > start) {
+        std::size_t parent = (pos - 1) >> 1;
+        if (!less(item, heap[parent])) break;
+        heap[pos] = std::move(heap[parent]);
+        pos = parent;
+    }
+    heap[pos] = std::move(item);
+}
+
+template <class T, class Less> void sift_up(std::vector<T> &heap, std::size_t pos, Less less) {
+    std::size_t end = heap.size(), start = pos, child = 2 * pos + 1;
+    T item = std::move(heap[pos]);
+    while (child < end) {
+        std::size_t right = child + 1;
+        if (right < end && !less(heap[child], heap[right])) child = right;
+        heap[pos] = std::move(heap[child]);
+        pos = child;
+        child = 2 * pos + 1;
+    }
+    heap[pos] = std::move(item);
+    sift_down(heap, start, pos, less);
+}
+
+template <class T, class Less> void heappush(std::vector<T> &heap, T item, Less less) {
+    heap.push_back(std::move(item));
+    sift_down(heap, 0, heap.size() - 1, less);
+}
+
+template <class T, class Less> T heappop(std::vector<T> &heap, Less less) {
+    T last = std::move(heap.back());
+    heap.pop_back();
+    if (heap.empty()) return last;
+    T out = std::move(heap[0]);
+    heap[0] = std::move(last);
+    sift_up(heap, 0, less);
+    return out;
+}
+
+template <class T, class Less> void heapify(std::vector<T> &heap, Less less) {
+    for (std::size_t i = heap.size() / 2; i-- > 0;) sift_up(heap, i, less);
+}
+
+// A request as the engine reads it: its attributes, read once when it is submitted.
+struct Req {
+    nb::object obj, record, tokens, output_tokens;  // tokens: read-only int64; output_tokens: or None
+    const int64_t *data = nullptr;
+    int64_t id = 0, prompt_len = 0, output_len = 0, max_new_tokens = 0;
+    double arrival = 0;
+};
+using ReqPtr = std::shared_ptr<Req>;
+
+// EngineConfig and its CostModel, as numbers.
+struct Config {
+    explicit Config(nb::handle config);
+    int64_t kv_capacity_tokens, max_prefill_tokens, max_running_requests, page_size, clip, retract_decode_steps,
+        in_batch_check, in_batch_threshold, decay_steps;
+    bool chunking, in_batch, oracle, reads_priorities;
+    int64_t chunked_prefill_size = 0;
+    double init_ratio, min_ratio;
+    double prefill_base, prefill_per_token, prefill_per_attention, decode_base, decode_per_request,
+        decode_per_context_token, decode_knee, decode_per_request_to_knee;
+
+    int64_t paged(int64_t tokens) const { return -floordiv(-tokens, page_size) * page_size; }
+    int64_t output_room(int64_t prompt_len) const { return kv_capacity_tokens - paged(prompt_len) - page_size - 1; }
+    int64_t prefill_budget() const {
+        return chunking ? std::min(chunked_prefill_size, max_prefill_tokens) : max_prefill_tokens;
+    }
+    double prefill_time(int64_t new_tokens, double attention) const {
+        return prefill_base + prefill_per_token * double(new_tokens) + prefill_per_attention * attention;
+    }
+    double decode_time(int64_t batch, int64_t context) const;
+    double decode_steps_after(double first, int64_t steps, int64_t batch) const {
+        return double(steps) * first + decode_per_context_token * double(batch) * double(steps) * double(steps - 1) / 2;
+    }
+};
+
+// rules.FutureOutput: the running requests' remaining output caps, and the ratio that scales them.
+class FutureOutput {
+public:
+    explicit FutureOutput(const Config &config);
+    void add(int64_t rid, int64_t remaining, int64_t step);
+    void remove(int64_t rid, int64_t step);
+    double offset_after(int64_t step, int64_t t);
+    void decayed(int64_t steps) { ratio = std::max(ratio - double(steps) * decay, floor); }
+
+    int64_t clip;
+    double init, floor, decay, ratio;
+
+private:
+    void settle(int64_t step);
+    int64_t sum = 0, count = 0;
+    std::vector<std::pair<int64_t, int64_t>> clipped;  // min-heap of (key - clip, request id)
+    std::unordered_map<int64_t, std::pair<int64_t, bool>> where;
+};
+
+// queue.WaitingQueue: the waiting requests in joining order (a Python list, the one policies read),
+// what a retracted request recomputes, the least need, and the changes since last taken.
+class WaitingQueue {
+public:
+    WaitingQueue();
+    ReqPtr of(nb::handle r) const;  // a waiting request's state, by its object
+    const int64_t *tokens(const Req &r, int64_t &size, nb::object &array) const;
+    std::string head(const Req &r, int64_t n, bool &shorter) const;
+    void arrive(const std::vector<ReqPtr> &arrived, const std::vector<int64_t> &needs);
+    void put_back(const ReqPtr &r, nb::object tokens, int64_t need);
+    nb::object take_changes();
+    void reorder(nb::handle order);
+    void remove(const std::vector<ReqPtr> &taken);
+    int64_t smallest_need();
+
+    nb::list requests;
+    std::unordered_map<int64_t, int64_t> need, joined;
+
+private:
+    void join(const ReqPtr &r);
+    void set_need(int64_t rid, int64_t n);
+    std::vector<std::pair<int64_t, int64_t>> heap;  // min-heap of (need, id), with stale entries
+    std::unordered_map<int64_t, nb::object> resume;
+    std::unordered_map<PyObject *, ReqPtr> by_object;
+    int64_t joins = 0;
+    nb::dict joined_since;  // Request -> None, in joining order
+    nb::set left_since;
+};
+
+// arrivals.Arrivals: submitted requests until their arrival time; records made as they are submitted.
+class Arrivals {
+public:
+    explicit Arrivals(nb::dict records) : records(std::move(records)) {}
+    void submit(nb::handle requests);
+    double next_time() const;
+    double next_possible() const;
+    int64_t pending() const { return int64_t(heap.size()) + (lookahead != nullptr); }
+    nb::list pending_requests() const;
+    std::vector<ReqPtr> due(double now);
+
+    nb::dict records;
+    nb::object upstream = nb::none();
+
+private:
+    struct Entry {
+        double arrival;
+        int64_t id;
+        ReqPtr r;
+    };
+    static constexpr auto by_entry = [](const Entry &a, const Entry &b) {
+        return a.arrival < b.arrival || (a.arrival == b.arrival && a.id < b.id);
+    };
+    static ReqPtr read(nb::handle r);
+    ReqPtr record(nb::handle r);
+    void advance_source();
+    std::vector<Entry> heap;
+    nb::object source = nb::none();
+    ReqPtr lookahead;
+};
+
+struct Admission {
+    ReqPtr r;
+    nb::object tokens;  // what the prefill computes: the prompt, or prompt + output so far
+    const int64_t *data;
+    int64_t size;
+    NodePtr node;
+    int64_t cached, end, cap, generated;
+    bool first;
+    int64_t held, priority, joined;
+    int64_t extend() const { return end - cached; }
+    bool last_chunk() const { return end == size; }
+};
+
+struct Run {
+    ReqPtr r;
+    NodePtr node;
+    int64_t done_at, held, first_step, emitted, cap, priority, joined;
+    int64_t generated(int64_t step) const { return emitted + step - first_step; }
+};
+using RunPtr = std::shared_ptr<Run>;
+
+// ServingEngine + SimEngine with the rules of `config.reservation` (the priority preemption left out:
+// the facade keeps the Python engine for it).
+class Engine {
+public:
+    Engine(nb::handle scheduler, nb::handle config, nb::handle cache, nb::handle waiting_prefixes, nb::dict records);
+    nb::object step(nb::handle multipliers, nb::handle remaining);
+    nb::list in_system() const;
+    nb::list running_requests() const;
+    int64_t active_tokens() const;
+    double new_token_ratio() const { return config.oracle ? config.init_ratio : future.ratio; }
+    int64_t used_tokens() const { return cache->evictable_size + cache->protected_size + reserved; }
+
+    Config config;
+    nb::object scheduler, config_object, cache_object, prefixes_object;
+    radix::RadixCache *cache;
+    radix::WaitingPrefixes *prefixes;
+    WaitingQueue queue;
+    Arrivals arrivals;
+    FutureOutput future;
+    double now = 0;
+    int64_t reserved = 0;
+
+private:
+    nb::list let_in_arrivals();
+    // Admission
+    double room();
+    void make_free(int64_t tokens);
+    void allocate(int64_t tokens);
+    bool admission_possible(int64_t taken, int64_t charged);
+    nb::object schedule_prefill(std::vector<Admission> &batch, nb::handle multipliers, nb::handle remaining);
+    nb::object admit_from_queue(std::vector<Admission> &batch, int64_t budget, int64_t charged,
+                                nb::handle multipliers, nb::handle remaining);
+    bool fit(const ReqPtr &r, int64_t budget, int64_t charged, bool later, Admission &adm, int64_t &output);
+    nb::list order(nb::handle multipliers, nb::handle remaining, nb::object &decision);
+    std::unordered_set<int64_t> in_batch_deprioritized(nb::handle waiting);
+    void run_prefill(std::vector<Admission> &batch, nb::list &admitted, nb::list &resumed);
+    void start_running(Admission &adm, const NodePtr &node);
+    // Decode and retraction
+    int64_t free_and_evictable() const { return config.kv_capacity_tokens - cache->protected_size - reserved; }
+    nb::list make_room();
+    void forget(const std::vector<int64_t> &gone);
+    void retract(const RunPtr &run, int64_t still_running);
+    int64_t decode(bool retracted, nb::list &finished);
+    int64_t decode_limit();
+    int64_t steps_until(double dt, int64_t batch, double a) const;
+    std::vector<RunPtr> pop_finished();
+    nb::list retire(const std::vector<RunPtr> &done);
+    nb::object output_tokens(const Req &r) const;
+    void cache_finished(const Run &run);
+    void protect_prompt(NodePtr node, const Req &r, int64_t priority);
+    void remove_running(const RunPtr &run);
+    // The rules (rules.py): SGLang's, or the oracle's where `config.oracle`
+    int64_t cap(const Req &r) const { return std::min(r.max_new_tokens, config.output_room(r.prompt_len)); }
+    int64_t output_need(const Req &r, int64_t generated, int64_t cap) const {
+        return config.oracle ? r.output_len - generated : std::min(cap - generated, config.clip);
+    }
+    int64_t smallest_need(const Req &r, int64_t generated, int64_t cap) const { return 1 + output_need(r, generated, cap); }
+    bool fits(int64_t need, double room) const { return double(need + config.page_size) < room; }
+    int64_t round_charge(int64_t tokens) const { return config.paged(tokens) - tokens + config.page_size; }
+    int64_t chunk_end(int64_t length, int64_t cached, int64_t budget) const;
+    int64_t round_output(const Req &r, int64_t generated, int64_t cap) const {
+        return config.oracle ? r.output_len - generated : std::min(cap, config.clip);
+    }
+    int64_t chunked_output(const Req &r, int64_t generated, int64_t cap) const {
+        return config.oracle ? 0 : round_output(r, generated, cap);
+    }
+    int64_t held(int64_t output) const { return config.oracle ? output : 0; }
+    double rules_room(int64_t base, int64_t step) {
+        return config.oracle ? double(base) : double(base) - future.offset_after(step, 0);
+    }
+    int64_t joined_rule(const Req &r, int64_t generated, int64_t cap, int64_t emitted, int64_t step);
+    int64_t left(const Run &run, int64_t produced, int64_t step);
+    int64_t decode_tokens(int64_t running) const { return config.oracle ? 0 : running; }
+    int64_t rules_decode_limit(int64_t steps, int64_t running, int64_t free, std::optional<int64_t> blocked,
+                               int64_t base, int64_t step);
+    int64_t steps_until_fits(int64_t need, int64_t limit, int64_t running, int64_t base, int64_t step);
+
+    std::vector<RunPtr> running;
+    std::vector<std::pair<std::pair<int64_t, int64_t>, RunPtr>> finishing;  // min-heap on (done_at, id)
+    int64_t steps = 0, context = 0, promised = 0;
+    std::optional<Admission> chunked;
+    std::optional<int64_t> blocked;
+    bool sorts_in_place;
+};
+
+// Python objects of the package the engine makes or calls, looked up once.
+struct Python {
+    nb::object iteration, waiting_round, decision_priority, concatenate, record_of, request, sequence;
+};
+const Python &python();
+
+}  // namespace engine

@@ -1,0 +1,34 @@
+// The compiled engine's Python face: what auction_gym/engine/compiled_engine.py's facade reads
+// (the engine's clock, memory, queue and arrivals) and the iteration itself.
+#include <nanobind/stl/shared_ptr.h>
+
+#include "bindings.hpp"
+#include "engine.hpp"
+
+namespace nb = nanobind;
+using engine::Arrivals;
+using engine::Engine;
+
+void bind_engine(nb::module_ &m) {
+    nb::class_<Arrivals>(m, "EngineArrivals", "The compiled engine's arrivals (engine.arrivals.Arrivals's read API).")
+        .def("submit", &Arrivals::submit, nb::arg("requests"))
+        .def("next_time", &Arrivals::next_time)
+        .def("next_possible", &Arrivals::next_possible)
+        .def_prop_ro("pending", &Arrivals::pending)
+        .def("pending_requests", &Arrivals::pending_requests)
+        .def_rw("upstream", &Arrivals::upstream, nb::arg("upstream").none());
+    nb::class_<Engine>(m, "Engine", "The compiled simulated engine (serving_engine.ServingEngine + SimEngine).")
+        .def(nb::init<nb::handle, nb::handle, nb::handle, nb::handle, nb::dict>(), nb::arg("scheduler"),
+             nb::arg("config"), nb::arg("cache"), nb::arg("waiting_prefixes"), nb::arg("records"))
+        .def("step", &Engine::step, nb::arg("multipliers").none() = nb::none(),
+             nb::arg("remaining").none() = nb::none())
+        .def("in_system", &Engine::in_system)
+        .def_prop_ro("arrivals", [](Engine &e) -> Arrivals & { return e.arrivals; }, nb::rv_policy::reference_internal)
+        .def_prop_ro("waiting", [](const Engine &e) { return e.queue.requests; })
+        .def_prop_ro("running", &Engine::running_requests)
+        .def_ro("now", &Engine::now)
+        .def_ro("reserved", &Engine::reserved)
+        .def_prop_ro("used_tokens", &Engine::used_tokens)
+        .def_prop_ro("active_tokens", &Engine::active_tokens)
+        .def_prop_ro("new_token_ratio", &Engine::new_token_ratio);
+}

@@ -1,0 +1,326 @@
+// The compiled engine's parts: its config's numbers, rules.FutureOutput, queue.WaitingQueue and
+// arrivals.Arrivals (engine.hpp), each following its Python module's code.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine.hpp"
+
+namespace engine {
+
+namespace {
+
+using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+const auto by_pair = [](const std::pair<int64_t, int64_t> &a, const std::pair<int64_t, int64_t> &b) { return a < b; };
+
+// A read-only contiguous int64 array's data (a request's tokens as `Request` keeps them).
+const int64_t *data_of(nb::object &array) {
+    TokenArray view;
+    if (!nb::try_cast(array, view, false)) {
+        array = nb::module_::import_("numpy").attr("ascontiguousarray")(array);
+        view = nb::cast<TokenArray>(array, false);
+    }
+    return view.data();
+}
+
+}  // namespace
+
+const Python &python() {
+    static const Python *py = [] {
+        nb::module_ state = nb::module_::import_("auction_gym.engine.state");
+        nb::module_ policy = nb::module_::import_("auction_gym.policy");
+        nb::module_ base = nb::module_::import_("auction_gym.scheduler.base");
+        nb::module_ records = nb::module_::import_("auction_gym.engine.records");
+        nb::module_ request = nb::module_::import_("auction_gym.request");
+        nb::module_ np = nb::module_::import_("numpy");
+        return new Python{state.attr("Iteration"), policy.attr("WaitingRound"), base.attr("decision_priority"),
+                          np.attr("concatenate"), records.attr("RequestRecord").attr("of"), request.attr("Request"),
+                          nb::module_::import_("collections.abc").attr("Sequence")};
+    }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
+    return *py;
+}
+
+Config::Config(nb::handle c) {
+    auto i64 = [&](const char *name) { return nb::cast<int64_t>(c.attr(name)); };
+    auto f64 = [](nb::handle o, const char *name) { return nb::cast<double>(o.attr(name)); };
+    kv_capacity_tokens = i64("kv_capacity_tokens");
+    max_prefill_tokens = i64("max_prefill_tokens");
+    max_running_requests = i64("max_running_requests");
+    page_size = i64("page_size");
+    clip = i64("clip_max_new_tokens");
+    retract_decode_steps = i64("retract_decode_steps");
+    in_batch_check = i64("in_batch_check_threshold");
+    in_batch_threshold = i64("in_batch_deprioritize_threshold");
+    decay_steps = i64("new_token_ratio_decay_steps");
+    chunking = !c.attr("chunked_prefill_size").is_none();
+    if (chunking) chunked_prefill_size = i64("chunked_prefill_size");
+    in_batch = nb::cast<bool>(c.attr("in_batch_prefix_caching"));
+    oracle = nb::cast<std::string>(c.attr("reservation")) == "oracle";
+    reads_priorities = nb::cast<bool>(c.attr("reads_priorities"));
+    init_ratio = f64(c, "init_new_token_ratio");
+    min_ratio = f64(c, "min_new_token_ratio");
+    nb::object cm = c.attr("cost_model");
+    prefill_base = f64(cm, "prefill_base");
+    prefill_per_token = f64(cm, "prefill_per_token");
+    prefill_per_attention = f64(cm, "prefill_per_attention");
+    decode_base = f64(cm, "decode_base");
+    decode_per_request = f64(cm, "decode_per_request");
+    decode_per_context_token = f64(cm, "decode_per_context_token");
+    decode_knee = f64(cm, "decode_knee");
+    decode_per_request_to_knee = f64(cm, "decode_per_request_to_knee");
+}
+
+double Config::decode_time(int64_t batch, int64_t context) const {
+    // min(batch, knee) as Python takes it: batch unless the knee is smaller
+    double knee = double(batch) <= decode_knee ? double(batch) : decode_knee;
+    return decode_base + decode_per_request * double(batch) + decode_per_context_token * double(context) +
+           decode_per_request_to_knee * knee;
+}
+
+FutureOutput::FutureOutput(const Config &config)
+    : clip(config.clip), init(config.init_ratio), floor(config.min_ratio),
+      decay((config.init_ratio - config.min_ratio) / double(config.decay_steps)), ratio(config.init_ratio) {}
+
+void FutureOutput::add(int64_t rid, int64_t remaining, int64_t step) {
+    int64_t key = remaining + step;
+    bool is_clipped = remaining > clip;
+    where[rid] = {key, is_clipped};
+    if (is_clipped) {
+        heappush(clipped, {key - clip, rid}, by_pair);
+    } else {
+        sum += key;
+        ++count;
+    }
+}
+
+void FutureOutput::remove(int64_t rid, int64_t step) {
+    settle(step);
+    auto found = where.find(rid);
+    auto [key, is_clipped] = found->second;
+    where.erase(found);
+    if (is_clipped) {
+        clipped.erase(std::remove_if(clipped.begin(), clipped.end(), [&](const auto &e) { return e.second == rid; }),
+                      clipped.end());
+        heapify(clipped, by_pair);
+    } else {
+        sum -= key;
+        --count;
+    }
+}
+
+double FutureOutput::offset_after(int64_t step, int64_t t) {
+    if (!clipped.empty()) settle(step);
+    double r = std::max(ratio - double(t) * decay, floor);
+    return r * double(sum - count * (step + t) + clip * int64_t(clipped.size()));
+}
+
+void FutureOutput::settle(int64_t step) {
+    while (!clipped.empty() && clipped[0].first <= step) {
+        int64_t rid = heappop(clipped, by_pair).second;
+        auto &entry = where.at(rid);
+        entry.second = false;
+        sum += entry.first;
+        ++count;
+    }
+}
+
+WaitingQueue::WaitingQueue() : left_since(nb::steal<nb::set>(PySet_New(nullptr))) {}
+
+ReqPtr WaitingQueue::of(nb::handle r) const {
+    auto found = by_object.find(r.ptr());
+    if (found == by_object.end()) throw std::runtime_error("the scheduler's order holds a request that does not wait");
+    return found->second;
+}
+
+const int64_t *WaitingQueue::tokens(const Req &r, int64_t &size, nb::object &array) const {
+    auto found = resume.find(r.id);
+    if (found == resume.end()) {
+        array = r.tokens;
+        size = r.prompt_len;
+        return r.data;
+    }
+    array = found->second;
+    size = int64_t(nb::len(array));
+    return data_of(array);
+}
+
+std::string WaitingQueue::head(const Req &r, int64_t n, bool &shorter) const {
+    int64_t size;
+    nb::object array;
+    const int64_t *data = tokens(r, size, array);
+    shorter = size < n;
+    return shorter ? std::string() : std::string(reinterpret_cast<const char *>(data), std::size_t(n) * 8);
+}
+
+void WaitingQueue::arrive(const std::vector<ReqPtr> &arrived, const std::vector<int64_t> &needs) {
+    std::vector<ReqPtr> in_order(arrived);
+    std::stable_sort(in_order.begin(), in_order.end(), [](const ReqPtr &a, const ReqPtr &b) {
+        return a->arrival < b->arrival || (a->arrival == b->arrival && a->id < b->id);
+    });
+    for (const ReqPtr &r : in_order) requests.append(r->obj);
+    for (const ReqPtr &r : in_order) join(r);
+    for (std::size_t i = 0; i < arrived.size(); ++i) set_need(arrived[i]->id, needs[i]);
+}
+
+void WaitingQueue::put_back(const ReqPtr &r, nb::object tokens, int64_t need) {
+    resume[r->id] = std::move(tokens);
+    requests.append(r->obj);
+    join(r);
+    set_need(r->id, need);
+}
+
+nb::object WaitingQueue::take_changes() {
+    nb::object out = nb::make_tuple(nb::list(joined_since.keys()), left_since);
+    joined_since = nb::dict();
+    left_since = nb::steal<nb::set>(PySet_New(nullptr));
+    return out;
+}
+
+void WaitingQueue::reorder(nb::handle order) { requests = nb::list(order); }
+
+void WaitingQueue::remove(const std::vector<ReqPtr> &taken) {
+    if (taken.size() == 1) {
+        requests.attr("remove")(taken[0]->obj);
+    } else if (!taken.empty()) {
+        std::unordered_map<int64_t, bool> ids;
+        for (const ReqPtr &r : taken) ids[r->id] = true;
+        nb::list kept;
+        for (nb::handle r : requests)
+            if (!ids.count(by_object.at(r.ptr())->id)) kept.append(r);
+        requests = kept;
+    }
+    for (const ReqPtr &r : taken) {
+        if (joined_since.contains(r->obj))
+            PyDict_DelItem(joined_since.ptr(), r->obj.ptr());
+        else
+            left_since.add(r->obj);
+        resume.erase(r->id);
+        need.erase(r->id);
+        joined.erase(r->id);
+        by_object.erase(r->obj.ptr());
+    }
+}
+
+int64_t WaitingQueue::smallest_need() {
+    while (true) {
+        auto found = need.find(heap[0].second);
+        if (found != need.end() && found->second == heap[0].first) return heap[0].first;
+        heappop(heap, by_pair);
+    }
+}
+
+void WaitingQueue::join(const ReqPtr &r) {
+    joined[r->id] = ++joins;
+    by_object[r->obj.ptr()] = r;
+    if (left_since.contains(r->obj))
+        left_since.discard(r->obj);
+    else
+        joined_since[r->obj] = nb::none();
+}
+
+void WaitingQueue::set_need(int64_t rid, int64_t n) {
+    need[rid] = n;
+    if (heap.size() > 2 * need.size() + 64) {  // drop the stale entries now and then
+        heap.clear();
+        for (const auto &[i, v] : need) heap.push_back({v, i});
+        heapify(heap, by_pair);
+    } else {
+        heappush(heap, {n, rid}, by_pair);
+    }
+}
+
+void Arrivals::submit(nb::handle requests) {
+    const Python &py = python();
+    if (nb::isinstance(requests, py.request)) {
+        ReqPtr r = record(requests);
+        heappush(heap, Entry{r->arrival, r->id, r}, by_entry);
+        return;
+    }
+    if (nb::isinstance(requests, py.sequence)) {
+        for (nb::handle each : requests) {
+            ReqPtr r = record(each);
+            heappush(heap, Entry{r->arrival, r->id, r}, by_entry);
+        }
+        return;
+    }
+    if (!source.is_none()) throw std::runtime_error("a lazily read workload is already being replayed");
+    source = nb::iter(requests);
+    advance_source();
+}
+
+double Arrivals::next_time() const {
+    double t = heap.empty() ? INFINITY : heap[0].arrival;
+    if (lookahead) t = std::min(t, lookahead->arrival);
+    return t;
+}
+
+double Arrivals::next_possible() const {
+    double t = next_time();
+    return upstream.is_none() ? t : std::min(t, nb::cast<double>(upstream()));
+}
+
+nb::list Arrivals::pending_requests() const {
+    nb::list out;
+    for (const Entry &e : heap) out.append(e.r->obj);
+    if (lookahead) out.append(lookahead->obj);
+    return out;
+}
+
+std::vector<ReqPtr> Arrivals::due(double now) {
+    std::vector<ReqPtr> out;
+    while (!heap.empty() && heap[0].arrival <= now) out.push_back(heappop(heap, by_entry).r);
+    while (lookahead && lookahead->arrival <= now) {
+        out.push_back(lookahead);
+        advance_source();
+    }
+    return out;
+}
+
+ReqPtr Arrivals::read(nb::handle obj) {
+    auto r = std::make_shared<Req>();
+    r->obj = nb::borrow(obj);
+    r->id = nb::cast<int64_t>(obj.attr("id"));
+    r->arrival = nb::cast<double>(obj.attr("arrival"));
+    r->tokens = obj.attr("tokens");
+    r->data = data_of(r->tokens);
+    r->prompt_len = int64_t(nb::len(r->tokens));
+    r->output_len = nb::cast<int64_t>(obj.attr("output_len"));
+    r->max_new_tokens = nb::cast<int64_t>(obj.attr("max_new_tokens"));
+    r->output_tokens = obj.attr("output_tokens");
+    return r;
+}
+
+ReqPtr Arrivals::record(nb::handle obj) {
+    nb::object rid = obj.attr("id");
+    if (records.contains(rid)) throw nb::value_error(("request " + nb::cast<std::string>(nb::str(rid)) +
+                                                      ": duplicate request id").c_str());
+    ReqPtr r = read(obj);
+    r->record = python().record_of(obj);
+    records[rid] = r->record;
+    return r;
+}
+
+void Arrivals::advance_source() {
+    ReqPtr prev = lookahead;
+    nb::handle it = source;
+    PyObject *next = PyIter_Next(it.ptr());
+    if (!next) {
+        if (PyErr_Occurred()) throw nb::python_error();
+        lookahead = nullptr;
+        source = nb::none();
+        return;
+    }
+    nb::object obj = nb::steal(next);
+    lookahead = read(obj);
+    if (prev && lookahead->arrival < prev->arrival) {
+        nb::str msg = nb::str("request {}: lazily read workloads must be sorted by arrival ({} after {})")
+                          .format(lookahead->id, lookahead->arrival, prev->arrival);
+        throw nb::value_error(msg.c_str());
+    }
+    lookahead = record(obj);
+}
+
+}  // namespace engine

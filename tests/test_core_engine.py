@@ -1,0 +1,215 @@
+"""The compiled engine (`auction_gym.engine.compiled_engine`, csrc/engine*.cpp) against the Python
+one, step by step: random configs (both rule sets, chunked prefill on and off, pages of 1 and 4
+tokens, pools small enough to retract and evict, in-batch on and off, LRU and priority eviction,
+small and large running batches) x random workloads x policies (without money, an auction with
+random multipliers each step, posted prices, a priority order, a Python policy of the test's own).
+
+The reference is the Python engine built on the same compiled cache and waiting prefixes (a
+subclass of `SimEngine`, which is never swapped), so every cache node's fields can be compared
+after every step; a run of the Python core whole checks the records end to end."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import astuple, fields
+
+import numpy as np
+import pytest
+from workloads import branching_workload
+
+from auction_gym import Request, core
+from auction_gym.engine import EngineConfig, Iteration, SimEngine
+from auction_gym.engine.compiled_engine import CompiledSimEngine
+from auction_gym.policy import AdmissionPolicy, WaitingRound
+from auction_gym.registry import make_scheduler
+from auction_gym.workload import AgenticConfig, agentic_workload
+
+pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core is not built")
+
+BIDDERS = 3
+MAX_STEPS = 20_000
+
+
+class PythonEngine(SimEngine):
+    """The Python engine on whatever core the components are built: a subclass is never swapped."""
+
+
+class LongestFirst(AdmissionPolicy):
+    """A policy of the test's own: longest prompt first, sorted in place, in-batch rule on."""
+
+    name = "longest_first"
+    sorts_in_place = True
+    in_batch = True
+
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        lens = dict(zip(map(id, round.queue), round.prefix_lens))
+        return sorted(round.queue, key=lambda r: (lens[id(r)] - r.prompt_len, r.id))
+
+
+def burst_workload(rng: np.random.Generator) -> list[Request]:
+    """Requests branching off shared prefixes in a burst, with long outputs of similar length: a
+    batch that outgrows a small pool and retracts (caps at or above the true output)."""
+    prefixes = [rng.integers(0, 500, int(rng.integers(0, 40))) for _ in range(int(rng.integers(1, 4)))]
+    gap, base_out, out = float(rng.choice([0.0, 0.002, 0.02])), int(rng.integers(30, 80)), []
+    for i in range(int(rng.integers(6, 24))):
+        prompt = np.concatenate([prefixes[rng.integers(len(prefixes))], rng.integers(0, 500, int(rng.integers(1, 12)))])
+        n = int(rng.integers(1, 10)) if rng.random() < 0.1 else base_out + int(rng.integers(-5, 5))
+        cap = n if rng.random() < 0.7 else n + int(rng.integers(1, 40))
+        known = rng.integers(0, 500, n) if rng.random() < 0.3 else None
+        out.append(Request(id=i, bidder=int(rng.integers(BIDDERS)), tokens=prompt, bid=float(rng.random()),
+                           output_len=n, max_new_tokens=cap, arrival=float(rng.exponential(gap) * i),
+                           value=float(rng.random()), output_tokens=known))
+    return out
+
+
+def random_config(rng: np.random.Generator, requests: list[Request]) -> EngineConfig:
+    page = int(rng.choice([1, 4]))
+    chunk = rng.choice([0, 8, 16, 32])
+    own = np.mean([r.output_len + 8 for r in requests])  # beyond the shared prefixes, roughly
+    longest = max(r.prompt_len + r.output_len for r in requests)
+    return EngineConfig(
+        kv_capacity_tokens=max(int(own * rng.uniform(3, 9)), longest - 10, 8 * page),
+        page_size=page, chunked_prefill_size=None if not chunk else max(int(chunk) - int(chunk) % page, page),
+        max_prefill_tokens=int(rng.integers(max(page, 16), 128)),
+        max_running_requests=int(rng.choice([3, 8, 16, 256])),
+        reservation="sglang" if rng.random() < 0.7 else "oracle", retract_decode_steps=int(rng.integers(0, 20)),
+        in_batch_prefix_caching=bool(rng.random() < 0.5), in_batch_check_threshold=int(rng.choice([0, 8, 32])),
+        in_batch_deprioritize_threshold=int(rng.choice([4, 32])),
+        radix_eviction_policy=str(rng.choice(["lru", "priority"])), clip_max_new_tokens=int(rng.choice([30, 4096])),
+    )
+
+
+def policy(name: str):
+    return LongestFirst() if name == "longest_first" else make_scheduler(name)
+
+
+def same_decision(a, b) -> None:
+    assert type(a) is type(b)
+    if a is None:
+        return
+    assert [r.id for r in a.admission_order()] == [r.id for r in b.admission_order()]
+    assert dict(a.priorities) == dict(b.priorities) and tuple(a.prices) == tuple(b.prices)
+
+
+def same_iteration(a: Iteration, b: Iteration) -> None:
+    for f in fields(Iteration):
+        if f.name != "decision":
+            assert getattr(a, f.name) == getattr(b, f.name), f.name
+    same_decision(a.decision, b.decision)
+
+
+def record_tuple(record) -> tuple:
+    return tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in astuple(record))
+
+
+def cache_state(cache) -> list[tuple]:
+    return [(n.depth, len(n), n.lock_ref, n.last_access, n.wait, n.priority) for n in cache.nodes()]
+
+
+def replay_side_by_side(requests: list[Request], config: EngineConfig, name: str, seed: int) -> dict[int, int]:
+    """Step the reference and the compiled engine with the same inputs, comparing everything after
+    every step; returns the compiled engine's retractions per request id."""
+    with core.use("compiled"):
+        ref, out = PythonEngine(policy(name), config), SimEngine(policy(name), config)
+    assert isinstance(out, CompiledSimEngine)
+    ref.submit(requests)
+    out.submit(iter(sorted(requests, key=lambda r: (r.arrival, r.id))))  # the lazily read path
+    rng = np.random.default_rng(seed)
+    for _ in range(MAX_STEPS):
+        multipliers = rng.uniform(0, 2, BIDDERS).tolist() if rng.random() < 0.8 else None
+        remaining = rng.uniform(0, 5, BIDDERS).tolist() if rng.random() < 0.5 else None
+        a, b = ref.step(multipliers, remaining), out.step(multipliers, remaining)
+        assert (a is None) == (b is None)
+        if a is None:
+            break
+        same_iteration(a, b)
+        assert (ref.now, ref.reserved, ref.new_token_ratio, ref.used_tokens, ref.active_tokens) == (
+            out.now, out.reserved, out.new_token_ratio, out.used_tokens, out.active_tokens)
+        assert [r.id for r in ref.waiting] == [r.id for r in out.waiting]
+        assert [r.id for r in ref.in_system()] == [r.id for r in out.in_system()]
+        assert [run.request.id for run in ref.running] == [r.id for r in out.running]
+        assert (ref.cache.total_size, ref.cache.protected_size) == (out.cache.total_size, out.cache.protected_size)
+        assert cache_state(ref.cache) == cache_state(out.cache)
+    else:
+        raise AssertionError("the run did not end")
+    assert ref.records.keys() == out.records.keys()
+    for rid in ref.records:
+        assert record_tuple(ref.records[rid]) == record_tuple(out.records[rid]), rid
+    assert [s.tolist() for s in ref.cache.sequences()] == [s.tolist() for s in out.cache.sequences()]
+    return {rid: rec.retractions for rid, rec in out.records.items()}
+
+
+POLICIES = ["fcfs", "lpm", "radix_vcg", "tiers", "sglang_priority", "longest_first"]
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_compiled_engine_matches_python_engine(name: str) -> None:
+    rng = np.random.default_rng(POLICIES.index(name))
+    retracted = 0
+    for case in range(24):
+        seed = int(rng.integers(2**32))
+        draw = np.random.default_rng(seed)
+        kind = case % 3
+        if kind == 0:
+            requests = burst_workload(draw)
+        elif kind == 1:
+            requests = branching_workload(seed % 1000, n=60)
+        else:
+            requests = agentic_workload(AgenticConfig(num_bidders=BIDDERS, num_requests=40, rate=200.0), seed=seed % 1000)
+        config = random_config(draw, requests)
+        retractions = replay_side_by_side(requests, config, name, seed)
+        retracted += sum(retractions.values())
+    assert retracted > 0, "no scenario retracted a request: the test no longer exercises retraction"
+
+
+@pytest.mark.parametrize("name", ["lpm", "radix_vcg"])
+def test_compiled_engine_matches_python_core(name: str) -> None:
+    """The whole Python core (cache and waiting prefixes too) against the compiled engine: the
+    same iterations' times and the same records."""
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        requests = burst_workload(rng)
+        config = random_config(rng, requests)
+        runs = []
+        for which in core.CORES:
+            with core.use(which):
+                engine = SimEngine(policy(name), config)
+            engine.submit(requests)
+            steps = []
+            while (it := engine.step([1.0] * BIDDERS)) is not None:
+                steps.append((it.kind, it.start, it.end, it.admitted, it.finished, it.retracted, it.resumed))
+            runs.append((steps, [record_tuple(engine.records[i]) for i in sorted(engine.records)]))
+        assert runs[0] == runs[1]
+
+
+def test_compiled_engine_is_chosen_where_it_runs() -> None:
+    with core.use("compiled"):
+        assert type(SimEngine("fcfs")) is CompiledSimEngine
+        assert type(SimEngine("fcfs", EngineConfig(priority_preemption=True))) is SimEngine
+        assert type(PythonEngine("fcfs")) is PythonEngine
+    with core.use("python"):
+        assert type(SimEngine("fcfs")) is SimEngine
+
+
+def test_compiled_engine_errors() -> None:
+    with core.use("compiled"):
+        engine = SimEngine("fcfs")
+        r = Request(1, 0, np.arange(4), output_len=2)
+        engine.submit([r])
+        with pytest.raises(ValueError, match="request 1: duplicate request id"):
+            engine.submit(r)
+        unsorted = [Request(2, 0, np.arange(4), arrival=1.0), Request(3, 0, np.arange(4), arrival=0.5)]
+        engine.submit(iter(unsorted))
+        with pytest.raises(ValueError, match=r"request 3: lazily read workloads must be sorted by arrival \(0.5 after 1.0\)"):
+            engine.run()
+
+        class Short(AdmissionPolicy):
+            name = "short"
+
+            def order_round(self, round: WaitingRound) -> list[Request]:
+                return list(round.queue)[1:]
+
+        engine = SimEngine(Short())
+        engine.submit([Request(i, 0, np.arange(4)) for i in range(3)])
+        with pytest.raises(RuntimeError, match="scheduler 'short' returned 2 of 3 requests"):
+            engine.step()
