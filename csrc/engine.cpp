@@ -82,7 +82,7 @@ nb::list Engine::let_in_arrivals() {
     std::vector<ReqPtr> arrived;
     for (const ReqPtr &r : arrivals.due(now)) {
         if (r->output_len > config.output_room(r->prompt_len)) {
-            r->record.attr("rejected") = config_object.attr("rejection")(r->prompt_len, r->output_len);
+            record(*r).attr("rejected") = config_object.attr("rejection")(r->prompt_len, r->output_len);
             rejected.append(r->id);
         } else {
             arrived.push_back(r);
@@ -259,15 +259,16 @@ void Engine::run_prefill(std::vector<Admission> &batch, nb::list &admitted, nb::
     now += config.prefill_time(new_tokens, attention);
     for (Admission &adm : batch) {
         const Req &r = *adm.r;
+        nb::object rec = record(r);
         if (adm.first) {
             (adm.generated ? resumed : admitted).append(r.id);
             if (!adm.generated) {
-                r.record.attr("admit") = start;
-                r.record.attr("cached_tokens") = adm.cached;
+                rec.attr("admit") = start;
+                rec.attr("cached_tokens") = adm.cached;
             }
         }
         int64_t extend = adm.extend();
-        add_to(r.record, "computed_tokens", extend);
+        add_to(rec, "computed_tokens", extend);
         NodePtr node = cache->insert(radix::Tokens{adm.data, adm.end, adm.tokens}, nb::none(), adm.node, 0,
                                      adm.priority).second;
         cache->move_lock(adm.node, node);
@@ -285,10 +286,10 @@ void Engine::run_prefill(std::vector<Admission> &batch, nb::list &admitted, nb::
 void Engine::start_running(Admission &adm, const NodePtr &node) {
     const Req &r = *adm.r;
     int64_t emitted = adm.generated + 1;
-    auto run = std::make_shared<Run>(Run{adm.r, node, steps + r.output_len - emitted, adm.end - node->depth + adm.held,
+    auto run = std::make_shared<Run>(Run{adm.r, record(r), node, steps + r.output_len - emitted, adm.end - node->depth + adm.held,
                                          steps, emitted, adm.cap, adm.priority, adm.joined});
     promised -= joined_rule(r, adm.generated, adm.cap, emitted, steps);
-    if (!adm.generated) r.record.attr("first_token") = now;
+    if (!adm.generated) run->record.attr("first_token") = now;
     heappush(finishing, {{run->done_at, r.id}, run}, by_done);
     context += adm.size + 1;
     running.push_back(run);
@@ -342,7 +343,7 @@ void Engine::retract(const RunPtr &run, int64_t still_running) {
     context -= r.prompt_len + generated;
     cache->unlock(run->node);
     remove_running(run);
-    add_to(r.record, "retractions", 1);
+    add_to(run->record, "retractions", 1);
     nb::object output = output_tokens(r);
     std::vector<int64_t> tokens(r.data, r.data + r.prompt_len);
     const int64_t *out = array_data(output);
@@ -411,7 +412,7 @@ nb::list Engine::retire(const std::vector<RunPtr> &done) {
         cache_finished(*run);
         protect_prompt(run->node, r, run->priority);
         cache->unlock(run->node);
-        r.record.attr("finish") = now;
+        run->record.attr("finish") = now;
         remove_running(run);
     }
     for (const RunPtr &run : done) ids.append(run->r->id);

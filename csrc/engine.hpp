@@ -77,7 +77,7 @@ template <class T, class Less> void heapify(std::vector<T> &heap, Less less) {
 
 // A request as the engine reads it: its attributes, read once when it is submitted.
 struct Req {
-    nb::object obj, record, tokens, output_tokens;  // tokens: read-only int64; output_tokens: or None
+    nb::object obj, tokens, output_tokens;  // tokens: read-only int64; output_tokens: or None
     const int64_t *data = nullptr;
     int64_t id = 0, prompt_len = 0, output_len = 0, max_new_tokens = 0;
     double arrival = 0;
@@ -203,6 +203,7 @@ struct Admission {
 
 struct Run {
     ReqPtr r;
+    nb::object record;  // its record when it joined the batch
     NodePtr node;
     int64_t done_at, held, first_step, emitted, cap, priority, joined;
     int64_t generated(int64_t step) const { return emitted + step - first_step; }
@@ -217,6 +218,7 @@ public:
     nb::object step(nb::handle multipliers, nb::handle remaining);
     nb::list in_system() const;
     nb::list running_requests() const;
+    nb::object record(const Req &r) const { return arrivals.records[nb::int_(r.id)]; }
     int64_t active_tokens() const;
     double new_token_ratio() const { return config.oracle ? config.init_ratio : future.ratio; }
     int64_t used_tokens() const { return cache->evictable_size + cache->protected_size + reserved; }

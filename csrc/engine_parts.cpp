@@ -298,8 +298,7 @@ ReqPtr Arrivals::record(nb::handle obj) {
     if (records.contains(rid)) throw nb::value_error(("request " + nb::cast<std::string>(nb::str(rid)) +
                                                       ": duplicate request id").c_str());
     ReqPtr r = read(obj);
-    r->record = python().record_of(obj);
-    records[rid] = r->record;
+    records[rid] = python().record_of(obj);
     return r;
 }
 

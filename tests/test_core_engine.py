@@ -4,8 +4,8 @@ tokens, pools small enough to retract and evict, in-batch on and off, LRU and pr
 small and large running batches) x random workloads x policies (without money, an auction with
 random multipliers each step, posted prices, a priority order, a Python policy of the test's own).
 
-The reference is the Python engine built on the same compiled cache and waiting prefixes (a
-subclass of `SimEngine`, which is never swapped), so every cache node's fields can be compared
+The reference is the Python engine built on the same compiled cache and waiting prefixes
+(`PythonSimEngine`), so every cache node's fields can be compared
 after every step; a run of the Python core whole checks the records end to end."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from workloads import branching_workload
 from auction_gym import Request, core
 from auction_gym.engine import EngineConfig, Iteration, SimEngine
 from auction_gym.engine.compiled_engine import CompiledSimEngine
+from auction_gym.engine.sim_engine import PythonSimEngine
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.registry import make_scheduler
 from auction_gym.workload import AgenticConfig, agentic_workload
@@ -28,10 +29,6 @@ pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the comp
 
 BIDDERS = 3
 MAX_STEPS = 20_000
-
-
-class PythonEngine(SimEngine):
-    """The Python engine on whatever core the components are built: a subclass is never swapped."""
 
 
 class LongestFirst(AdmissionPolicy):
@@ -110,7 +107,7 @@ def replay_side_by_side(requests: list[Request], config: EngineConfig, name: str
     """Step the reference and the compiled engine with the same inputs, comparing everything after
     every step; returns the compiled engine's retractions per request id."""
     with core.use("compiled"):
-        ref, out = PythonEngine(policy(name), config), SimEngine(policy(name), config)
+        ref, out = PythonSimEngine(policy(name), config), SimEngine(policy(name), config)
     assert isinstance(out, CompiledSimEngine)
     ref.submit(requests)
     out.submit(iter(sorted(requests, key=lambda r: (r.arrival, r.id))))  # the lazily read path
@@ -186,7 +183,7 @@ def test_compiled_engine_is_chosen_where_it_runs() -> None:
     with core.use("compiled"):
         assert type(SimEngine("fcfs")) is CompiledSimEngine
         assert type(SimEngine("fcfs", EngineConfig(priority_preemption=True))) is SimEngine
-        assert type(PythonEngine("fcfs")) is PythonEngine
+        assert type(PythonSimEngine("fcfs")) is PythonSimEngine
     with core.use("python"):
         assert type(SimEngine("fcfs")) is SimEngine
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from auction_gym import Request
-from auction_gym.engine import EngineConfig, Iteration, ServingEngine, SimEngine
+from auction_gym.engine import EngineConfig, Iteration, ServingEngine
+from auction_gym.engine.sim_engine import PythonSimEngine
 from auction_gym.radix_cache import TreeNode
 from auction_gym.scheduler import scheduler_names
 
@@ -174,7 +175,7 @@ def test_books_balance_under_retraction_for_every_scheduler(workload):
     for scheduler in scheduler_names():
         for reservation in ("sglang", "oracle"):
             cfg = replace(config, reservation=reservation)
-            ledger = replay(SimEngine(scheduler, cfg), requests)
+            ledger = replay(PythonSimEngine(scheduler, cfg), requests)
             if reservation == "oracle":
                 assert ledger.retractions == 0
             else:
@@ -201,11 +202,11 @@ def _crowded(n: int = 6, prompt: int = 20, out: int = 50, seed: int = 0) -> list
 @pytest.mark.parametrize("scheduler", scheduler_names())
 def test_crowded_pool_retracts_and_finishes(scheduler):
     cfg = EngineConfig(kv_capacity_tokens=250, chunked_prefill_size=8, max_prefill_tokens=64)
-    engine = SimEngine(scheduler, cfg)
+    engine = PythonSimEngine(scheduler, cfg)
     ledger = replay(engine, _crowded())
     assert ledger.retractions > 0 and engine.metrics().retractions == ledger.retractions
     assert engine.metrics().finished == 6
-    oracle = SimEngine(scheduler, replace(cfg, reservation="oracle"))
+    oracle = PythonSimEngine(scheduler, replace(cfg, reservation="oracle"))
     assert replay(oracle, _crowded()).retractions == 0
 
 

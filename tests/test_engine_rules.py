@@ -10,6 +10,7 @@ import pytest
 
 from auction_gym.engine import EngineConfig, SimEngine
 from auction_gym.engine.rules import RULES, OracleRules, SGLangRules, rules_for
+from auction_gym.engine.sim_engine import PythonSimEngine
 from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.request import Request
 from auction_gym.waiting_prefixes import WaitingPrefixes
@@ -27,7 +28,7 @@ def _requests() -> list[Request]:
 @pytest.mark.parametrize("reservation,kind", [("sglang", SGLangRules), ("oracle", OracleRules)])
 def test_the_config_selects_the_rule_set_the_engine_is_given(reservation, kind):
     config = EngineConfig(reservation=reservation)
-    assert type(rules_for(config)) is kind and type(SimEngine("fcfs", config).rules) is kind
+    assert type(rules_for(config)) is kind and type(PythonSimEngine("fcfs", config).rules) is kind
     assert RULES[reservation] is kind
 
 
@@ -48,7 +49,7 @@ def test_an_unknown_rule_set_is_refused_with_the_known_ones():
 
 
 def test_the_engine_reads_its_waiting_prefixes_from_its_rules():
-    engine = SimEngine("lpm")
+    engine = PythonSimEngine("lpm")
     assert engine.waiting_prefixes is engine.rules.waiting_prefixes
     assert isinstance(engine.waiting_prefixes, WaitingPrefixes)
 

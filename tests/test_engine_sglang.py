@@ -8,6 +8,7 @@ import pytest
 
 from auction_gym import EngineConfig, Request, SimEngine
 from auction_gym.engine.reservation import AdmissionRules
+from auction_gym.engine.sim_engine import PythonSimEngine
 
 pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
 
@@ -175,7 +176,7 @@ def test_bad_admission_rules_are_refused(bad, match):
 def test_a_resumed_request_charges_its_round_the_whole_clipped_cap():
     """SGLang's `add_one_req` checks a resumed request with its remaining cap but charges the
     round min(max_new_tokens, clip): 100 here, not 100 - 30 generated."""
-    eng = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=10_000))
+    eng = PythonSimEngine("fcfs", EngineConfig(kv_capacity_tokens=10_000))
     r = Request(id=0, bidder=0, tokens=list(range(10)), bid=1.0, output_len=50, max_new_tokens=100)
     resumed = np.concatenate([r.tokens, np.arange(10**6, 10**6 + 30)])
     eng.queue.put_back(r, resumed, 1 + 70)
@@ -187,7 +188,7 @@ def test_a_resumed_request_charges_its_round_the_whole_clipped_cap():
 def test_without_chunking_a_later_request_that_reaches_the_prefill_cap_waits():
     """SGLang's `_select_prefill_admission`: without chunking a later request is refused when its
     paged extend is >= the input budget left (10 >= 20 - 10), not only when it exceeds it."""
-    eng = SimEngine("fcfs", EngineConfig(max_prefill_tokens=20, chunked_prefill_size=None))
+    eng = PythonSimEngine("fcfs", EngineConfig(max_prefill_tokens=20, chunked_prefill_size=None))
     reqs = [Request(id=i, bidder=0, tokens=list(range(100 * i, 100 * i + 10)), bid=1.0, output_len=1,
                     max_new_tokens=1) for i in range(2)]
     eng.queue.arrive(reqs, [2, 2])
@@ -200,7 +201,7 @@ def test_a_retracted_request_waits_behind_a_later_arrival_under_fcfs():
     fit. When decode runs out of memory B is retracted; as in SGLang (`_add_request_to_queue`
     appends it) it waits at the queue's end, so FCFS admits C before resuming B (not in B's arrival place, ahead
     of C)."""
-    engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=90, chunked_prefill_size=None))
+    engine = PythonSimEngine("fcfs", EngineConfig(kv_capacity_tokens=90, chunked_prefill_size=None))
     engine.submit([req(0, 10, 40, 40), req(1, 10, 40, 40, base=1000), req(2, 10, 5, 5, arrival=0.01, base=2000)])
     events = []
     while (it := engine.step()) is not None:
@@ -219,7 +220,7 @@ def test_a_chunked_request_reserves_its_output_with_its_last_chunk():
     budget of 8,200), and B (5 tokens, cap 10): between chunks only the rest of the prompt is
     promised, so B fits the second round's 8 spare tokens (room 1,030 - 16 charged for the chunk;
     had A's output been promised from the first chunk, 14 would be left and B would wait)."""
-    engine = SimEngine("fcfs", EngineConfig(kv_capacity_tokens=21_030, page_size=16, chunked_prefill_size=8200))
+    engine = PythonSimEngine("fcfs", EngineConfig(kv_capacity_tokens=21_030, page_size=16, chunked_prefill_size=8200))
     engine.submit([req(0, 20_000, 5, cap=1000), req(1, 5, 1, cap=10, base=10**6)])
     assert engine.step().admitted == [0]
     assert engine._promised == 20_000 - 8192

@@ -7,6 +7,7 @@ import pytest
 from workloads import branching_workload
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine, make_scheduler
+from auction_gym.engine.sim_engine import PythonSimEngine
 from auction_gym.prefix_matcher import PrefixMatcher
 
 pytestmark = pytest.mark.both_cores  # conftest.py: once per core of the simulator
@@ -62,7 +63,7 @@ def test_the_engine_keeps_lpms_order_for_the_next_round():
     """SGLang sorts its waiting list in place, so the next round's ties keep this round's order.
     C (longest match) goes first; B (its prefix cached) would come next but the batch's budget is
     spent: the queue left is B, A (LPM's order), not arrival order A, B."""
-    engine = SimEngine("lpm", EngineConfig(chunked_prefill_size=None, max_prefill_tokens=64))
+    engine = PythonSimEngine("lpm", EngineConfig(chunked_prefill_size=None, max_prefill_tokens=64))
     engine.cache.insert(np.arange(40))
     engine.cache.insert(np.arange(100, 110))
     a = req(0, np.arange(500, 600))

@@ -34,7 +34,7 @@ class Router(Protocol):
 
 def load(engine: ServingEngine) -> int:
     """In-flight requests of a replica: running + waiting + routed there but not let in yet."""
-    return len(engine.running) + len(engine.queue.requests) + engine.arrivals.pending
+    return len(engine.running) + len(engine.waiting) + engine.arrivals.pending
 
 
 def least_loaded(replicas: Sequence[ServingEngine]) -> int:

@@ -89,3 +89,9 @@ class SimEngine(ServingEngine):
         while cost.decode_steps_after(a, k, batch) < dt:
             k += 1
         return k
+
+
+class PythonSimEngine(SimEngine):
+    """The Python `SimEngine` whatever the core (a subclass is never swapped for the compiled
+    engine): for a reader of its internals (`queue`, `rules`, `running`'s records), on the
+    cache and waiting prefixes of the active core."""
