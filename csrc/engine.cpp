@@ -493,6 +493,12 @@ int64_t Engine::steps_until_fits(int64_t need, int64_t limit, int64_t n, int64_t
     return limit;
 }
 
+void Engine::release() {
+    scheduler = nb::none();
+    arrivals.records = nb::dict();
+    arrivals.source = arrivals.upstream = nb::none();
+}
+
 nb::list Engine::in_system() const {
     nb::list out;
     for (nb::handle r : queue.requests) out.append(r);

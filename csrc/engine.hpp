@@ -169,7 +169,7 @@ public:
     std::vector<ReqPtr> due(double now);
 
     nb::dict records;
-    nb::object upstream = nb::none();
+    nb::object upstream = nb::none(), source = nb::none();
 
 private:
     struct Entry {
@@ -184,7 +184,6 @@ private:
     ReqPtr record(nb::handle r);
     void advance_source();
     std::vector<Entry> heap;
-    nb::object source = nb::none();
     ReqPtr lookahead;
 };
 
@@ -218,6 +217,14 @@ public:
     nb::object step(nb::handle multipliers, nb::handle remaining);
     nb::list in_system() const;
     nb::list running_requests() const;
+    // The Python objects it holds, for the garbage collector (a policy or a lazily read workload
+    // may hold the engine's owner): `release` lets go of those that may hold it back.
+    template <class F> void for_each_object(F &&f) const {
+        for (nb::handle o : std::initializer_list<nb::handle>{scheduler, arrivals.records, arrivals.source,
+                                                              arrivals.upstream, queue.requests})
+            f(o);
+    }
+    void release();
     nb::object record(const Req &r) const { return arrivals.records[nb::int_(r.id)]; }
     int64_t active_tokens() const;
     double new_token_ratio() const { return config.oracle ? config.init_ratio : future.ratio; }

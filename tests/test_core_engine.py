@@ -210,3 +210,20 @@ def test_compiled_engine_errors() -> None:
         engine.submit([Request(i, 0, np.arange(4)) for i in range(3)])
         with pytest.raises(RuntimeError, match="scheduler 'short' returned 2 of 3 requests"):
             engine.step()
+
+
+def test_an_engine_in_a_reference_cycle_is_collected() -> None:
+    """A policy that holds its engine makes a cycle through the compiled engine, which the garbage
+    collector sees (the engine's owner is freed with it)."""
+    import gc
+    import weakref
+
+    with core.use("compiled"):
+        engine = SimEngine("fcfs")
+    engine.scheduler.engine = engine
+    engine.submit(iter([Request(1, 0, np.arange(5), output_len=3)]))
+    engine.step()
+    ref = weakref.ref(engine)
+    del engine
+    gc.collect()
+    assert ref() is None

@@ -51,13 +51,18 @@ class CompiledSimEngine(SimEngine):
         self._prefixes = WaitingPrefixes()
         self.records = {}
         self._core = core.compiled_module().Engine(self.scheduler, self.config, self.cache, self._prefixes, self.records)
-        self.arrivals = self._core.arrivals
         # The compiled methods themselves, not Python ones that call them: `step` runs every iteration.
         self.step = self._core.step
         self.in_system = self._core.in_system
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
-        self.arrivals.submit(requests)
+        self._core.arrivals.submit(requests)
+
+    @property
+    def arrivals(self):
+        """Its arrivals (`pending`, `pending_requests()`, `next_time()`, `upstream`); a view made
+        on each read, which keeps the engine alive only while it is held."""
+        return self._core.arrivals
 
     @property
     def now(self) -> float:
