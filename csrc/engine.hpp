@@ -303,6 +303,17 @@ private:
     bool sorts_in_place;
 };
 
+// The running batch's heap of completion steps orders by (done_at, request id), a unique key.
+inline bool by_done(const std::pair<std::pair<int64_t, int64_t>, RunPtr> &a,
+                    const std::pair<std::pair<int64_t, int64_t>, RunPtr> &b) {
+    return a.first < b.first;
+}
+
+// A record's count `field` grown by `n`.
+inline void add_to(nb::handle record, const char *field, int64_t n) {
+    record.attr(field) = nb::cast<int64_t>(record.attr(field)) + n;
+}
+
 // Python objects of the package the engine makes or calls, looked up once.
 struct Python {
     nb::object iteration, waiting_round, decision_priority, concatenate, record_of, request, sequence;

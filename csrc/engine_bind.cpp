@@ -1,4 +1,4 @@
-// The compiled engine's Python face: what auction_gym/engine/compiled_engine.py's facade reads
+// The compiled engine's Python face: what auction_gym/engine/sim_engine.py's CompiledSimEngine reads
 // (the engine's clock, memory, queue and arrivals) and the iteration itself.
 #include <nanobind/stl/shared_ptr.h>
 

@@ -1,4 +1,4 @@
-"""The compiled engine (`auction_gym.engine.compiled_engine`, csrc/engine*.cpp) against the Python
+"""The compiled engine (`auction_gym.engine.sim_engine.CompiledSimEngine`, csrc/engine*.cpp) against the Python
 one, step by step: random configs (both rule sets, chunked prefill on and off, pages of 1 and 4
 tokens, pools small enough to retract and evict, in-batch on and off, LRU and priority eviction,
 small and large running batches) x random workloads x policies (without money, an auction with
@@ -19,8 +19,7 @@ from workloads import branching_workload
 
 from auction_gym import Request, core
 from auction_gym.engine import EngineConfig, Iteration, SimEngine
-from auction_gym.engine.compiled_engine import CompiledSimEngine
-from auction_gym.engine.sim_engine import PythonSimEngine
+from auction_gym.engine.sim_engine import CompiledSimEngine, PythonSimEngine
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.registry import make_scheduler
 from auction_gym.workload import AgenticConfig, agentic_workload

@@ -41,6 +41,11 @@ def synthetic_output(request: Request) -> np.ndarray:
     return out
 
 
+def as_policy(scheduler: AdmissionPolicy | str) -> AdmissionPolicy:
+    """An engine's admission policy: the one registered under the name, or the policy adopted."""
+    return make_scheduler(scheduler) if isinstance(scheduler, str) else AdmissionPolicy.adopt(scheduler)
+
+
 class Replay:
     """Submitting a workload and running it out, on top of `step()`: what every engine offers,
     one replica (`ServingEngine`) or many (`auction_gym.cluster.ClusterEngine`). Needs `arrivals`,
@@ -91,7 +96,7 @@ class ServingEngine(Replay):
         self, scheduler: AdmissionPolicy | str = "fcfs", config: EngineConfig | None = None,
         rules: EngineRules | None = None,
     ) -> None:
-        self.scheduler = make_scheduler(scheduler) if isinstance(scheduler, str) else AdmissionPolicy.adopt(scheduler)
+        self.scheduler = as_policy(scheduler)
         self.config = config or EngineConfig()
         self.cost = self.config.cost_model
         self.cache = RadixCache(page_size=self.config.page_size, eviction_policy=self.config.radix_eviction_policy)

@@ -4,18 +4,24 @@ Because time is computed, not measured, a decode iteration takes every step up t
 at once (the first request to finish, or the first step that ends after the next arrival when a
 running slot is free, so that it may be admitted, or with priority preemption on whether or not
 one is, so that it may preempt); the clock and every record are the same as stepping one token at
-a time.
+a time. On the compiled core it is `CompiledSimEngine`, the same engine in C++, where it runs the
+config (`supports`).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Iterable
 
 from .. import core
 from ..policy import AdmissionPolicy
+from ..radix_cache import RadixCache
+from ..request import Request
+from ..waiting_prefixes import WaitingPrefixes
 from .config import EngineConfig
-from .rules import EngineRules
-from .serving_engine import Admission, ServingEngine
+from .cost_model import CostModel
+from .rules import RULES, EngineRules, OracleRules, SGLangRules
+from .serving_engine import Admission, ServingEngine, as_policy
 
 
 def prefill_work(batch: list[Admission]) -> tuple[int, float]:
@@ -38,9 +44,8 @@ class SimEngine(ServingEngine):
         config: capacity limits and the cost model that times iterations.
 
     Constructed on the compiled core (`auction_gym.core.active()`), `SimEngine(scheduler, config)`
-    is the compiled engine, `compiled_engine.CompiledSimEngine`, when it runs the config (not
-    with priority preemption, nor with `rules` given: `compiled_engine.supports`); a subclass
-    is always built as itself.
+    is the compiled engine, `CompiledSimEngine`, when it runs the config (not with priority
+    preemption, nor with `rules` given: `supports`); a subclass is always built as itself.
     """
 
     def __new__(
@@ -48,8 +53,6 @@ class SimEngine(ServingEngine):
         rules: EngineRules | None = None,
     ) -> SimEngine:
         if cls is SimEngine and rules is None and core.active() == "compiled":
-            from .compiled_engine import CompiledSimEngine, supports
-
             if supports(config):
                 return object.__new__(CompiledSimEngine)
         return super().__new__(cls)
@@ -95,3 +98,79 @@ class PythonSimEngine(SimEngine):
     """The Python `SimEngine` whatever the core (a subclass is never swapped for the compiled
     engine): for a reader of its internals (`queue`, `rules`, `running`'s records), on the
     cache and waiting prefixes of the active core."""
+
+
+def supports(config: EngineConfig | None) -> bool:
+    """Whether the compiled engine runs `config`: the built-in rule sets and config types, without
+    priority preemption (those keep the Python engine)."""
+    if config is None:
+        return True
+    return (type(config) is EngineConfig and type(config.cost_model) is CostModel and not config.priority_preemption
+            and RULES.get(config.reservation) in (SGLangRules, OracleRules))
+
+
+class CompiledSimEngine(SimEngine):
+    """`SimEngine` on the compiled core: the iteration, its rules, the waiting queue and the arrivals
+    in C++ (`auction_gym._core.Engine`, csrc/engine*.cpp), bit-identical to the Python engine
+    (docs/engine.md section 8); the admission policy is still asked in Python, once per admission
+    round, with the same `WaitingRound`. It offers what the engine's users read (`step`, `submit`,
+    `run`, `metrics`, `records`, `waiting`, `in_system`, `now`, `cache`, `reserved`, `used_tokens`,
+    `active_tokens`, `new_token_ratio`, `waiting_prefixes`, `arrivals`), not the Python engine's
+    internals (`queue`, `rules`, `_chunked`); its `running` lists requests, not `Running` records."""
+
+    def __init__(self, scheduler: AdmissionPolicy | str = "fcfs", config: EngineConfig | None = None,
+                 rules: None = None) -> None:
+        if rules is not None or not supports(config) or core.active() != "compiled":
+            raise ValueError("the compiled engine runs the configs `supports` accepts, on the compiled core")
+        self.scheduler = as_policy(scheduler)
+        self.config = config or EngineConfig()
+        self.cost = self.config.cost_model
+        self.cache = RadixCache(page_size=self.config.page_size, eviction_policy=self.config.radix_eviction_policy)
+        self._prefixes = WaitingPrefixes()
+        self.records = {}
+        self._core = core.compiled_module().Engine(self.scheduler, self.config, self.cache, self._prefixes, self.records)
+        # The compiled methods themselves, not Python ones that call them: `step` runs every iteration.
+        self.step = self._core.step
+        self.in_system = self._core.in_system
+
+    def submit(self, requests: Request | Iterable[Request]) -> None:
+        self._core.arrivals.submit(requests)
+
+    @property
+    def arrivals(self) -> Any:
+        """Its arrivals (`pending`, `pending_requests()`, `next_time()`, `upstream`); a view made
+        on each read, which keeps the engine alive only while it is held."""
+        return self._core.arrivals
+
+    @property
+    def now(self) -> float:
+        return self._core.now
+
+    @property
+    def waiting(self) -> list[Request]:
+        return self._core.waiting
+
+    @property
+    def running(self) -> list[Request]:
+        """The running requests, in the order they joined the batch."""
+        return self._core.running
+
+    @property
+    def waiting_prefixes(self) -> WaitingPrefixes:
+        return self._prefixes
+
+    @property
+    def reserved(self) -> int:
+        return self._core.reserved
+
+    @property
+    def used_tokens(self) -> int:
+        return self._core.used_tokens
+
+    @property
+    def active_tokens(self) -> int:
+        return self._core.active_tokens
+
+    @property
+    def new_token_ratio(self) -> float:
+        return self._core.new_token_ratio
