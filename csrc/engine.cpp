@@ -124,7 +124,7 @@ nb::object Engine::schedule_prefill(std::vector<Admission> &batch, nb::handle mu
 nb::object Engine::admit_from_queue(std::vector<Admission> &batch, int64_t budget, int64_t charged,
                                     nb::handle multipliers, nb::handle remaining) {
     nb::object decision;
-    nb::list ordered = order(multipliers, remaining, decision);
+    nb::object ordered = order(multipliers, remaining, decision);
     nb::object priority = config.reads_priorities ? python().decision_priority(decision) : nb::object();
     std::size_t first = batch.size();
     for (nb::handle obj : ordered) {
@@ -181,7 +181,7 @@ bool Engine::fit(const ReqPtr &r, int64_t budget, int64_t charged, bool later, A
     return true;
 }
 
-nb::list Engine::order(nb::handle multipliers, nb::handle remaining, nb::object &decision) {
+nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::object &decision) {
     nb::list waiting = queue.requests;
     nb::object changes = prefixes->refresh(waiting, cache_object, queue.take_changes());
     nb::object round = python().waiting_round(waiting, cache_object, multipliers, remaining, changes,
@@ -194,14 +194,16 @@ nb::list Engine::order(nb::handle multipliers, nb::handle remaining, nb::object 
     if (n != m)
         throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
                                  " returned " + std::to_string(n) + " of " + std::to_string(m) + " requests");
-    nb::list out;
-    if (held_back.empty()) {
-        out = nb::list(ordered);
-    } else {  // in_batch.behind: the held ones at the end, in queue order
+    // in_batch.behind: the held ones at the end, in queue order. Nothing changes the order while
+    // admission reads it, so the policy's own is read where none is held (Python reads a copy).
+    nb::object out = ordered;
+    if (!held_back.empty()) {
+        nb::list behind;
         for (nb::handle r : ordered)
-            if (!held_back.count(queue.of(r)->id)) out.append(r);
+            if (!held_back.count(queue.of(r)->id)) behind.append(r);
         for (nb::handle r : waiting)
-            if (held_back.count(queue.of(r)->id)) out.append(r);
+            if (held_back.count(queue.of(r)->id)) behind.append(r);
+        out = behind;
     }
     if (nb::cast<bool>(scheduler.attr("sorts_in_place"))) queue.reorder(out);  // SGLang keeps it for the next round
     return out;

@@ -251,7 +251,7 @@ private:
     nb::object admit_from_queue(std::vector<Admission> &batch, int64_t budget, int64_t charged,
                                 nb::handle multipliers, nb::handle remaining);
     bool fit(const ReqPtr &r, int64_t budget, int64_t charged, bool later, Admission &adm, int64_t &output);
-    nb::list order(nb::handle multipliers, nb::handle remaining, nb::object &decision);
+    nb::object order(nb::handle multipliers, nb::handle remaining, nb::object &decision);
     std::unordered_set<int64_t> in_batch_deprioritized(nb::handle waiting);
     void run_prefill(std::vector<Admission> &batch, nb::list &admitted, nb::list &resumed);
     void start_running(Admission &adm, const NodePtr &node);

@@ -185,11 +185,11 @@ void WaitingQueue::remove(const std::vector<ReqPtr> &taken) {
     if (taken.size() == 1) {
         requests.attr("remove")(taken[0]->obj);
     } else if (!taken.empty()) {
-        std::unordered_map<int64_t, bool> ids;
-        for (const ReqPtr &r : taken) ids[r->id] = true;
+        std::unordered_set<PyObject *> gone;  // by identity: waiting requests have distinct ids
+        for (const ReqPtr &r : taken) gone.insert(r->obj.ptr());
         nb::list kept;
         for (nb::handle r : requests)
-            if (!ids.count(by_object.at(r.ptr())->id)) kept.append(r);
+            if (!gone.count(r.ptr())) kept.append(r);
         requests = kept;
     }
     for (const ReqPtr &r : taken) {

@@ -18,7 +18,7 @@ import pytest
 from workloads import branching_workload
 
 from auction_gym import Request, core
-from auction_gym.engine import EngineConfig, Iteration, SimEngine
+from auction_gym.engine import CostModel, EngineConfig, Iteration, SimEngine
 from auction_gym.engine.sim_engine import CompiledSimEngine, PythonSimEngine
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.registry import make_scheduler
@@ -72,6 +72,8 @@ def random_config(rng: np.random.Generator, requests: list[Request]) -> EngineCo
         in_batch_prefix_caching=bool(rng.random() < 0.5), in_batch_check_threshold=int(rng.choice([0, 8, 32])),
         in_batch_deprioritize_threshold=int(rng.choice([4, 32])),
         radix_eviction_policy=str(rng.choice(["lru", "priority"])), clip_max_new_tokens=int(rng.choice([30, 4096])),
+        cost_model=CostModel(decode_per_context_token=float(rng.choice([4.9e-8, 0.0, 3e-6])),
+                             decode_knee=float(rng.choice([0.0, 4.0, 64.0])), decode_per_request_to_knee=2e-4),
     )
 
 
