@@ -116,11 +116,31 @@ std::shared_ptr<const Tokens> copy_tokens(nb::handle array) {
 }  // namespace
 
 RoundTree::RoundTree(double request_work, bool costed, bool cache_ties, nb::object validate)
-    : tree_(request_work, costed, cache_ties), costed_(costed), validate_(std::move(validate)) {}
+    : tree_(request_work, costed, cache_ties), costed_(costed), validate_(std::move(validate)),
+      ndarray_type_((PyTypeObject*)nb::module_::import_("numpy").attr("ndarray").ptr()) {}
 
 int32_t RoundTree::slot(PyObject* request) const {
     auto it = slot_of_.find(request);
     return it == slot_of_.end() ? -1 : it->second;
+}
+
+nb::object RoundTree::plain(const std::vector<PyObject*>& fresh) const {
+    nb::list tokens;
+    std::unordered_set<int64_t> seen;
+    for (PyObject* r : fresh) {
+        nb::object bid = attr(r, "bid"), rid = attr(r, "id"), t = attr(r, "tokens");
+        if (!PyFloat_Check(bid.ptr()) || !(0.0 <= PyFloat_AS_DOUBLE(bid.ptr()) &&
+                                            PyFloat_AS_DOUBLE(bid.ptr()) < std::numeric_limits<double>::infinity()))
+            return nb::object();
+        if (!PyLong_CheckExact(rid.ptr()) || Py_TYPE(t.ptr()) != ndarray_type_) return nb::object();
+        int overflow = 0;
+        const long long id = PyLong_AsLongLongAndOverflow(rid.ptr(), &overflow);
+        if (overflow || !seen.insert(id).second) return nb::object();
+        TokenArray a;
+        if (!nb::try_cast<TokenArray>(t, a, false) || a.shape(0) == 0) return nb::object();
+        tokens.append(t);
+    }
+    return tokens;
 }
 
 RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, double bid, int64_t cached) {
@@ -142,9 +162,12 @@ std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject
                                                       const std::vector<PyObject*>& bids,
                                                       const std::vector<int64_t>& lens,
                                                       const std::vector<int32_t>& gone) {
-    nb::list asked;
-    for (PyObject* r : fresh) asked.append(nb::handle(r));
-    nb::object tokens = validate_(asked)[0];
+    nb::object tokens = plain(fresh);
+    if (!tokens.is_valid()) {  // the reference's check names the culprit, or converts the prompts
+        nb::list asked;
+        for (PyObject* r : fresh) asked.append(nb::handle(r));
+        tokens = validate_(asked)[0];
+    }
     std::vector<Fresh> added;
     added.reserve(fresh.size());
     for (size_t k = 0; k < fresh.size(); ++k) {

@@ -53,12 +53,16 @@ private:
     QueueTree tree_;
     bool costed_;
     nanobind::object validate_;
+    PyTypeObject* ndarray_type_;  // numpy.ndarray, which lives as long as the interpreter
     std::vector<Held> held_;  // by slot; request unset: a free slot
     std::vector<int32_t> free_;
     std::unordered_map<PyObject*, int32_t> slot_of_;  // by request identity
     std::unordered_map<int64_t, int32_t> by_rid_;
 
     int32_t slot(PyObject* request) const;
+    // The prompts of `fresh` when validate_requests' fast path takes each request as it is (a
+    // float bid finite and >= 0, an int id seen once, a non-empty int64 numpy array); else unset.
+    nanobind::object plain(const std::vector<PyObject*>& fresh) const;
     std::vector<Fresh> fresh_blocks(const std::vector<PyObject*>& fresh, const std::vector<PyObject*>& bids,
                                     const std::vector<int64_t>& lens, const std::vector<int32_t>& gone);
     Fresh new_block(PyObject* request, nanobind::handle tokens, double bid, int64_t cached);
