@@ -42,8 +42,13 @@ struct Items {
     PyObject* operator[](Py_ssize_t i) const { return item[i]; }
 };
 
-nb::object attr(PyObject* o, const char* name) {
-    nb::object v = nb::steal(PyObject_GetAttrString(o, name));
+// A Request's field, by a name interned once (a lookup per request of the queue each round).
+enum Field { ID, BIDDER, BID, TOKENS };
+
+nb::object attr(PyObject* o, Field field) {
+    static PyObject* const names[] = {PyUnicode_InternFromString("id"), PyUnicode_InternFromString("bidder"),
+                                      PyUnicode_InternFromString("bid"), PyUnicode_InternFromString("tokens")};
+    nb::object v = nb::steal(PyObject_GetAttr(o, names[field]));
     if (!v.is_valid()) raised();
     return v;
 }
@@ -103,13 +108,25 @@ bool length_differs(int64_t old, PyObject* length) {
     return ne;
 }
 
-std::shared_ptr<const Tokens> copy_tokens(nb::handle array) {
-    TokenArray a = nb::cast<TokenArray>(array);
-    const size_t n = a.shape(0);
-    if (a.stride(0) == 1) return std::make_shared<Tokens>(a.data(), a.data() + n);
+// The tokens of a request's prompt: a view of a read-only array, kept alive by a reference (released
+// with the GIL held: the tree changes and is freed only in calls from Python); a copy of another.
+std::shared_ptr<const Tokens> prompt(nb::handle array, bool writeable) {
+    TokenArray a;
+    const bool as_is = nb::try_cast<TokenArray>(array, a, false);  // else converted, so copied
+    if (!as_is) a = nb::cast<TokenArray>(array);
+    auto t = std::make_shared<Tokens>();
+    t->n = a.shape(0);
+    if (as_is && !writeable && a.stride(0) == 1) {
+        t->ptr = a.data();
+        t->owner = std::shared_ptr<const void>(array.inc_ref().ptr(), [](const void* o) {
+            Py_DECREF(static_cast<PyObject*>(const_cast<void*>(o)));
+        });
+        return t;
+    }
     auto v = a.view();
-    auto t = std::make_shared<Tokens>(n);
-    for (size_t i = 0; i < n; ++i) (*t)[i] = v(i);
+    t->copy.resize(t->n);
+    for (size_t i = 0; i < t->n; ++i) t->copy[i] = v(i);
+    t->ptr = t->copy.data();
     return t;
 }
 
@@ -128,7 +145,7 @@ nb::object RoundTree::plain(const std::vector<PyObject*>& fresh) const {
     nb::list tokens;
     std::unordered_set<int64_t> seen;
     for (PyObject* r : fresh) {
-        nb::object bid = attr(r, "bid"), rid = attr(r, "id"), t = attr(r, "tokens");
+        nb::object bid = attr(r, BID), rid = attr(r, ID), t = attr(r, TOKENS);
         if (!PyFloat_Check(bid.ptr()) || !(0.0 <= PyFloat_AS_DOUBLE(bid.ptr()) &&
                                             PyFloat_AS_DOUBLE(bid.ptr()) < std::numeric_limits<double>::infinity()))
             return nb::object();
@@ -144,7 +161,7 @@ nb::object RoundTree::plain(const std::vector<PyObject*>& fresh) const {
 }
 
 RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, double bid, int64_t cached) {
-    nb::object rid = attr(request, "id");
+    nb::object rid = attr(request, ID);
     bool fits = true;
     const int64_t id = as_int64(rid.ptr(), &fits);
     if (!fits) {
@@ -153,9 +170,9 @@ RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, doub
     }
     // A prompt that could change in place is placed again every round (without a delta).
     const bool writeable = nb::cast<bool>(tokens.attr("flags").attr("writeable"));
-    nb::object source = writeable ? nb::none() : attr(request, "tokens");
-    const int64_t owner = as_int64(attr(request, "bidder").ptr());
-    return Fresh{nb::borrow(request), source, Joining{-1, id, owner, copy_tokens(tokens), bid, cached}};
+    nb::object source = writeable ? nb::none() : attr(request, TOKENS);
+    const int64_t owner = as_int64(attr(request, BIDDER).ptr());
+    return Fresh{nb::borrow(request), source, Joining{-1, id, owner, prompt(tokens, writeable), bid, cached}};
 }
 
 std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject*>& fresh,
@@ -171,7 +188,7 @@ std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject
     std::vector<Fresh> added;
     added.reserve(fresh.size());
     for (size_t k = 0; k < fresh.size(); ++k) {
-        nb::object rid = attr(fresh[k], "id");
+        nb::object rid = attr(fresh[k], ID);
         bool fits = true;
         const int64_t id = as_int64(rid.ptr(), &fits);
         auto holder = fits ? by_rid_.find(id) : by_rid_.end();
@@ -225,7 +242,7 @@ void RoundTree::follow(nb::handle requests, nb::handle bids, nb::handle joined, 
     for (Py_ssize_t i = 0; i < queue.n; ++i) {
         const int32_t s = known[i];
         if (s >= 0 && bid_differs(held_[s].bid, bid[i]))
-            rebid.emplace_back(s, checked_bid(bid[i], attr(queue[i], "id").ptr()));
+            rebid.emplace_back(s, checked_bid(bid[i], attr(queue[i], ID).ptr()));
     }
     std::vector<std::pair<int32_t, int64_t>> recached;
     if (costed_) {
@@ -285,10 +302,10 @@ void RoundTree::update(nb::handle requests, nb::handle bids, nb::handle lens) {
         const int32_t s = known[i];
         if (s < 0) continue;
         const Held& h = held_[s];
-        if (h.source.ptr() != attr(queue[i], "tokens").ptr()) stale.push_back(s);
+        if (h.source.ptr() != attr(queue[i], TOKENS).ptr()) stale.push_back(s);
         PyObject* c = length ? (*length)[i] : nullptr;
         if (bid_differs(h.bid, bid[i]) || (c && length_differs(h.cached, c)))
-            changed.emplace_back(s, checked_bid(bid[i], attr(queue[i], "id").ptr()), c ? as_int64(c) : 0);
+            changed.emplace_back(s, checked_bid(bid[i], attr(queue[i], ID).ptr()), c ? as_int64(c) : 0);
     }
     std::vector<nb::object> replaced;
     for (int32_t s : stale) {

@@ -6,7 +6,9 @@ of valid changes."""
 
 from __future__ import annotations
 
+import gc
 import itertools
+import weakref
 
 import numpy as np
 import pytest
@@ -167,3 +169,25 @@ def test_a_compiled_round_prices_from_its_order_alone_then_reads_its_lists_alike
     assert vars(cc.tree) == vars(py.tree)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         cc.nope  # noqa: B018
+
+
+def test_a_prompt_the_tree_reads_outlives_its_request_and_goes_with_the_tree():
+    """The compiled tree reads a read-only prompt in place: a node keeps the array of the request
+    it was split from after that request has left, and drops it with the tree."""
+    trees = _trees()
+    a, b = Request(1, 0, [1, 2, 3, 4], bid=1.0), Request(2, 1, [1, 2, 3, 5], bid=1.0)
+    kept = [weakref.ref(a.tokens), weakref.ref(b.tokens)]
+    for t in trees:
+        t.update([a, b], [1.0, 1.0], [0, 0])
+    c = Request(3, 0, [1, 2, 9], bid=1.0)
+    for t in trees:
+        t.update([b, c], [1.0, 1.0], [0, 0], QueueDelta(joined=[c], left=[a], rematched=[], length_of={b: 0, c: 0}))
+    del a
+    gc.collect()
+    d = Request(4, 1, [1, 2, 3, 7], bid=2.0)
+    for t in trees:
+        t.update([b, c, d], [1.0, 1.0, 2.0], [0, 0, 0])
+    _same(trees, [b, c, d], [1.0, 1.0, 2.0], [0, 0, 0])
+    del trees, t, b
+    gc.collect()
+    assert [ref() for ref in kept] == [None, None]
