@@ -130,6 +130,34 @@ std::shared_ptr<const Tokens> prompt(nb::handle array, bool writeable) {
     return t;
 }
 
+int64_t cached_length(nb::handle length_of, PyObject* request) {
+    nb::object c = nb::steal(PyObject_GetItem(length_of.ptr(), request));
+    if (!c.is_valid()) raised();
+    return as_int64(c.ptr());
+}
+
+// The requests of the queue the tree does not hold, with their bids and cached lengths (0 when not
+// costed); AssertionError unless they are the requests reported as joined.
+struct Arrivals {
+    std::vector<PyObject*> requests, bids;
+    std::vector<int64_t> lens;
+};
+
+Arrivals arrivals(const Items& queue, const Items& bid, const std::vector<int32_t>& known, const Items& joins,
+                  nb::handle length_of, bool costed) {
+    Arrivals fresh;
+    for (Py_ssize_t i = 0; i < queue.n; ++i)
+        if (known[i] < 0) {
+            fresh.requests.push_back(queue[i]);
+            fresh.bids.push_back(bid[i]);
+        }
+    const std::unordered_set<PyObject*> reported(joins.item, joins.item + joins.n),
+        found(fresh.requests.begin(), fresh.requests.end());
+    if (reported != found) raise(PyExc_AssertionError, "the requests reported as joined are not the queue's new ones");
+    for (PyObject* r : fresh.requests) fresh.lens.push_back(costed ? cached_length(length_of, r) : 0);
+    return fresh;
+}
+
 }  // namespace
 
 RoundTree::RoundTree(double request_work, bool costed, bool cache_ties, nb::object validate)
@@ -218,25 +246,8 @@ void RoundTree::follow(nb::handle requests, nb::handle bids, nb::handle joined, 
     for (Py_ssize_t i = 0; i < queue.n; ++i) known[i] = slot(queue[i]);
     std::vector<Fresh> added;
     if (joins.n) {
-        std::vector<PyObject*> fresh, fresh_bids;
-        std::vector<int64_t> lens;
-        for (Py_ssize_t i = 0; i < queue.n; ++i)
-            if (known[i] < 0) {
-                fresh.push_back(queue[i]);
-                fresh_bids.push_back(bid[i]);
-            }
-        const std::unordered_set<PyObject*> reported(joins.item, joins.item + joins.n), found(fresh.begin(), fresh.end());
-        if (reported != found) raise(PyExc_AssertionError, "the requests reported as joined are not the queue's new ones");
-        for (PyObject* r : fresh) {
-            if (!costed_) {
-                lens.push_back(0);
-                continue;
-            }
-            nb::object c = nb::steal(PyObject_GetItem(length_of.ptr(), r));
-            if (!c.is_valid()) raised();
-            lens.push_back(as_int64(c.ptr()));
-        }
-        added = fresh_blocks(fresh, fresh_bids, lens, gone);
+        const Arrivals fresh = arrivals(queue, bid, known, joins, length_of, costed_);
+        added = fresh_blocks(fresh.requests, fresh.bids, fresh.lens, gone);
     }
     std::vector<std::pair<int32_t, double>> rebid;
     for (Py_ssize_t i = 0; i < queue.n; ++i) {
@@ -245,17 +256,13 @@ void RoundTree::follow(nb::handle requests, nb::handle bids, nb::handle joined, 
             rebid.emplace_back(s, checked_bid(bid[i], attr(queue[i], ID).ptr()));
     }
     std::vector<std::pair<int32_t, int64_t>> recached;
-    if (costed_) {
-        for (Py_ssize_t k = 0; k < again.n; ++k) {
-            const int32_t s = slot(again[k]);
-            if (s < 0) {
-                PyErr_SetObject(PyExc_KeyError, again[k]);
-                raised();
-            }
-            nb::object c = nb::steal(PyObject_GetItem(length_of.ptr(), again[k]));
-            if (!c.is_valid()) raised();
-            recached.emplace_back(s, as_int64(c.ptr()));
+    for (Py_ssize_t k = 0; costed_ && k < again.n; ++k) {
+        const int32_t s = slot(again[k]);
+        if (s < 0) {
+            PyErr_SetObject(PyExc_KeyError, again[k]);
+            raised();
         }
+        recached.emplace_back(s, cached_length(length_of, again[k]));
     }
     std::vector<int32_t> changed;
     for (auto [s, b] : rebid) {
@@ -358,8 +365,7 @@ void RoundTree::place(const std::vector<int32_t>& gone, std::vector<Fresh>& adde
     tree_.apply(gone, joins, rebids);
 }
 
-nb::list RoundTree::order() const {
-    const std::vector<int32_t> slots = tree_.order();
+nb::list RoundTree::requests(const std::vector<int32_t>& slots) const {
     nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(slots.size())));
     for (size_t k = 0; k < slots.size(); ++k) {
         PyObject* r = held_[slots[k]].request.ptr();
@@ -369,15 +375,11 @@ nb::list RoundTree::order() const {
     return out;
 }
 
+nb::list RoundTree::order() const { return requests(tree_.order()); }
+
 FactoredRound RoundTree::factored(const std::vector<double>& alpha) {
     FactoredRound round{tree_.factored(alpha), {}};
-    const std::vector<int32_t>& slots = round.a.admission;
-    round.admission = nb::steal<nb::list>(PyList_New(Py_ssize_t(slots.size())));
-    for (size_t k = 0; k < slots.size(); ++k) {
-        PyObject* r = held_[slots[k]].request.ptr();
-        Py_INCREF(r);
-        PyList_SET_ITEM(round.admission.ptr(), Py_ssize_t(k), r);
-    }
+    round.admission = requests(round.a.admission);
     return round;
 }
 

@@ -67,6 +67,7 @@ private:
                                     const std::vector<int64_t>& lens, const std::vector<int32_t>& gone);
     Fresh new_block(PyObject* request, nanobind::handle tokens, double bid, int64_t cached);
     void place(const std::vector<int32_t>& gone, std::vector<Fresh>& added, const std::vector<int32_t>& rebid);
+    nanobind::list requests(const std::vector<int32_t>& slots) const;  // the requests in `slots`
 };
 
 }  // namespace auction_core
