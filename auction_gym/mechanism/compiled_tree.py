@@ -8,9 +8,10 @@ over the queue there and makes the reference's checks in its order, so a bad inp
 Python tree raises and leaves the tree as it was; orders come back as the requests themselves.
 A round over the skeleton (`factored`) is a `FactoredAllocation` whose per-block lists cross to
 Python only when something reads them (`FactoredAllocation.of_compiled`): a round reads its
-admission order and, when it charges, its payments, which the compiled round computes itself. The compiled tree makes the same
-operations in the same order as the Python one, so its orders, stats, factored allocations and the
-payments read from them are the same bit for bit (`tests/test_core_allocator.py`).
+admission order and, when it charges, its payments, which the compiled round computes itself.
+The compiled tree makes the same operations in the same order as the Python one, so its orders,
+stats, factored allocations and the payments read from them are the same bit for bit
+(`tests/test_core_allocator.py`; its refusals of bad inputs: `tests/test_core_round.py`).
 """
 
 from __future__ import annotations
