@@ -128,13 +128,19 @@ def table(quick: bool) -> Table:
     steps, warmup, repeats = (300, 30, 1) if quick else (3000, 300, 3)
     m = measure("RadixAuction-v1", steps, warmup, repeats)
     cores = [c for c in core.CORES if c in m]
-    rows = [(label, *(fmt.format(m[c][key]) for c in cores))
-            for label, key, fmt in (("a round (admit, and charges when charged), rounds per s", "rounds_per_s", "{:,.0f}"),
-                                    ("a round, us", "round_us", "{:.1f}"),
-                                    ("RadixAuction-v1, steps per s", "env_steps_per_s", "{:,.0f}"))]
+    both = len(cores) == 2
+    rows = []
+    for label, key, fmt, per_second in (
+        ("a round (admit, and charges when charged), rounds per s", "rounds_per_s", "{:,.0f}", True),
+        ("a round, us", "round_us", "{:.1f}", False),
+        ("RadixAuction-v1, steps per s", "env_steps_per_s", "{:,.0f}", True),
+    ):
+        py, cc = (m[c][key] for c in core.CORES) if both else (m[cores[0]][key], None)
+        speedup = [f"{cc / py if per_second else py / cc:.2f}x"] if both else []
+        rows.append((label, *(fmt.format(m[c][key]) for c in cores), *speedup))
     notes = [f"{steps:,} steps after {warmup} warm-up, median of {repeats}; the cores in turn in one process.",
              f"Rounds replayed: {m['rounds']['rounds']:,}, of which the market charged {m['rounds']['charged']:,}."]
-    return Table(("figure", *cores), rows, notes)
+    return Table(("figure", *cores, *(["compiled's speed-up"] if both else [])), rows, notes)
 
 
 def main() -> None:
