@@ -21,7 +21,7 @@ struct FactoredRound {
 
 class RoundTree {
 public:
-    // `validate`: incremental_tree.validate_requests, which checks the requests that join and
+    // `validate`: validation.validate_requests, which checks the requests that join and
     // returns their token arrays, as the Python tree calls it.
     RoundTree(double request_work, bool costed, bool cache_ties, nanobind::object validate);
 
