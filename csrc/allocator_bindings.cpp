@@ -1,18 +1,17 @@
-// Python binding of the radix auction's queue tree (auction_gym/mechanism/compiled_tree.py wraps it).
+// Python binding of the radix auction's queue tree (RoundTree, round_tree.cpp) and the rounds decided over it
+// (auction_gym/mechanism/compiled_tree.py wraps them).
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
 #include "incremental_tree.hpp"
 #include "payments.hpp"
+#include "round_tree.hpp"
 
 namespace nb = nanobind;
 using namespace auction_core;
 
 namespace {
-
-using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::device::cpu>;
 
 // A tie value as a Python int (it may need more than 64 bits).
 nb::object py_tie(Tie t) {
@@ -39,43 +38,10 @@ nb::list py_keys(const std::vector<SortKey>& keys) {
     return out;
 }
 
-std::shared_ptr<const Tokens> copy_tokens(nb::handle array) {
-    TokenArray a = nb::cast<TokenArray>(array);
-    const size_t n = a.shape(0);
-    if (a.stride(0) == 1) return std::make_shared<Tokens>(a.data(), a.data() + n);
-    auto v = a.view();
-    auto t = std::make_shared<Tokens>(n);
-    for (size_t i = 0; i < n; ++i) (*t)[i] = v(i);
-    return t;
-}
-
-void apply(QueueTree& tree, const std::vector<int32_t>& gone, const std::vector<int32_t>& slots,
-           const std::vector<int64_t>& rids, const std::vector<int64_t>& owners, nb::list tokens,
-           const std::vector<double>& bids, const std::vector<int64_t>& cached,
-           const std::vector<int32_t>& rebid_slots, const std::vector<double>& rebid_bids,
-           const std::vector<int64_t>& rebid_cached) {
-    const size_t n = slots.size();
-    if (rids.size() != n || owners.size() != n || tokens.size() != n || bids.size() != n || cached.size() != n ||
-        rebid_bids.size() != rebid_slots.size() || rebid_cached.size() != rebid_slots.size())
-        throw nb::value_error("apply: lists of different lengths");
-    std::vector<Joining> joined;
-    joined.reserve(n);
-    for (size_t i = 0; i < n; ++i) joined.push_back({slots[i], rids[i], owners[i], copy_tokens(tokens[i]), bids[i], cached[i]});
-    std::vector<Rebid> rebid;
-    rebid.reserve(rebid_slots.size());
-    for (size_t i = 0; i < rebid_slots.size(); ++i) rebid.push_back({rebid_slots[i], rebid_bids[i], rebid_cached[i]});
-    tree.apply(gone, joined, rebid);
-}
-
-// A round decided over the skeleton, kept to price it.
-struct FactoredRound {
-    Factored a;
-};
-
 nb::tuple fields(const FactoredRound& round) {
     const Factored& a = round.a;
     return nb::make_tuple(a.parent, a.children, a.attached, a.edge_work, a.leaf_node, a.leaf_owner, a.s, a.p, a.f,
-                          py_ties(a.tie), py_keys(a.key), a.sorted_blocks, a.g, a.sum_f, a.leaf_order, a.admission);
+                          py_ties(a.tie), py_keys(a.key), a.sorted_blocks, a.g, a.sum_f, a.leaf_order);
 }
 
 std::vector<double> payments(const FactoredRound& round, const std::vector<int64_t>& priced) {
@@ -83,9 +49,9 @@ std::vector<double> payments(const FactoredRound& round, const std::vector<int64
     return vcg_payments(round.a, priced, PY_VERSION_HEX >= 0x030C0000);
 }
 
-nb::list node_stats(const QueueTree& tree) {
+nb::list node_stats(const RoundTree& tree) {
     nb::list out;
-    for (const auto& st : tree.node_stats())
+    for (const auto& st : tree.tree().node_stats())
         out.append(nb::make_tuple(st.depth, st.s, st.p, py_tie(st.tie), nb::cast(st.attached)));
     return out;
 }
@@ -94,19 +60,23 @@ nb::list node_stats(const QueueTree& tree) {
 
 void bind_allocator(nb::module_& m) {
     nb::class_<FactoredRound>(m, "FactoredRound", "A round decided over the queue tree's skeleton.")
-        .def("fields", &fields, "factored.FactoredAllocation's fields, the admission as slots.")
+        .def("fields", &fields, "factored.FactoredAllocation's fields from `tree` to `leaf_order`.")
+        .def_ro("admission", &FactoredRound::admission, "The requests in the order decided.")
+        .def_prop_ro("cost", [](const FactoredRound& r) { return r.a.f[0]; }, "F of the root, in money.")
+        .def_prop_ro("leaf_owner", [](const FactoredRound& r) { return r.a.leaf_owner; }, "The bidder of each leaf.")
         .def("payments", &payments,
              "The VCG payments of `priced` (bidders in the round) before the rounding clip, in their order.");
-    nb::class_<QueueTree>(m, "QueueTree",
+    nb::class_<RoundTree>(m, "RoundTree",
                           "The radix auction's queue tree kept across rounds (mechanism/incremental_tree.py), "
-                          "requests held by slot.")
-        .def(nb::init<double, bool, bool>(), nb::arg("request_work"), nb::arg("costed"), nb::arg("cache_ties"))
-        .def("apply", &apply,
-             "The requests in slots `gone` leave; those in `slots` join (ids, bidders, int64 tokens, bids, cached "
-             "lengths); those in `rebid_slots` take new bids and cached lengths; then the tree is re-costed.")
-        .def("order", &QueueTree::order, "The slots in the depth-first Smith order.")
-        .def("factored", [](QueueTree& tree, const std::vector<double>& alpha) {
-                 return FactoredRound{tree.factored(alpha)};
-             }, "The round over the skeleton with multipliers `alpha`.")
+                          "the requests held by slot.")
+        .def(nb::init<double, bool, bool, nb::object>(), nb::arg("request_work"), nb::arg("costed"),
+             nb::arg("cache_ties"), nb::arg("validate"))
+        .def("update", &RoundTree::update, nb::arg("requests"), nb::arg("bids"), nb::arg("lens").none(),
+             "IncrementalQueueTree.update without a delta: the queue compared with the tree's.")
+        .def("follow", &RoundTree::follow, nb::arg("requests"), nb::arg("bids"), nb::arg("joined"), nb::arg("left"),
+             nb::arg("rematched"), nb::arg("length_of"),
+             "IncrementalQueueTree._follow: the queue brought from the tree's by its reported changes.")
+        .def("order", &RoundTree::order, "The requests in the depth-first Smith order.")
+        .def("factored", &RoundTree::factored, "The round over the skeleton with multipliers `alpha`.")
         .def("node_stats", &node_stats, "(depth, S, P, tie, request ids attached) of every node below the root.");
 }

@@ -12,7 +12,18 @@ namespace auction_core {
 
 // smith.tie_value: request id - cached x 2^64; 128 bits hold it exactly (|id| < 2^63).
 using Tie = __int128;
-using Tokens = std::vector<int64_t>;
+
+// A prompt's tokens, read-only: a view of a read-only array that `owner` keeps alive (as the Python
+// tree holds the array itself), or `copy`, of an array that could change in place.
+struct Tokens {
+    const int64_t* ptr = nullptr;
+    size_t n = 0;
+    std::vector<int64_t> copy;
+    std::shared_ptr<const void> owner;
+    const int64_t* data() const { return ptr; }
+    size_t size() const { return n; }
+    int64_t operator[](size_t i) const { return ptr[i]; }
+};
 
 // smith.SortKey, (0, 0.0, tie) or (1, -S/P, tie), compared as Python compares the tuples.
 struct SortKey {

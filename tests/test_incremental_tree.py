@@ -139,8 +139,9 @@ def test_a_tree_that_follows_the_engines_changes_holds_what_a_fresh_one_builds(w
     nodes and stats of a tree built from that round's queue alone. The second workload has so
     little memory that requests are retracted, and come back to the queue."""
     followed = []
-    follow = IncrementalQueueTree._follow
-    monkeypatch.setattr(IncrementalQueueTree, "_follow", lambda *a: followed.append(1) or follow(*a))
+    for tree_class in (IncrementalQueueTree, CompiledQueueTree):  # the compiled tree follows in one call of its own
+        follow = tree_class._follow
+        monkeypatch.setattr(tree_class, "_follow", lambda *a, _follow=follow: followed.append(1) or _follow(*a))
     if workload == "mooncake":
         engine = SimEngine("radix_vcg", EngineConfig())
         engine.submit(iter_mooncake(SLICE, time_scale=1.0, limit=300))

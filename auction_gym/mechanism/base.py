@@ -112,9 +112,12 @@ class AuctionRound(Decision):
         payment is 0 is left out."""
         charged = [i for i, a in enumerate(per_bidder) if a]
         due = {}
+        bidders = None
         for i, p in self.payments(charged).items():
             if p:  # a zero payment charges nothing, so counting the queue waits for one that is not
-                due[i] = p * per_bidder[i] / self.queued[i] * seconds_per_unit
+                if bidders is None:
+                    bidders = [r.bidder for r in self.requests]
+                due[i] = p * per_bidder[i] / bidders.count(i) * seconds_per_unit  # q_i, as `queued` counts
         return due
 
     def payments(self, bidders: Iterable[int]) -> dict[int, float]:

@@ -79,6 +79,31 @@ class FactoredAllocation:
     _completion: list[float] | None = None
     _start: list[float] | None = None
 
+    @classmethod
+    def of_compiled(cls, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
+                    request_work: float, compiled: Any) -> FactoredAllocation:
+        """The round `compiled` (`auction_gym._core.FactoredRound`) decided over the queue `requests`:
+        its admission order and cost now, its other fields read from it on first use (most rounds
+        read only the order, and the payments, which `compiled` computes)."""
+        a = cls.__new__(cls)
+        a.requests, a.bids, a.prefix_lens, a.request_work = requests, bids, prefix_lens, request_work
+        a.compiled, a.admission, a.cost = compiled, compiled.admission, compiled.cost
+        return a
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for a field not set yet: one of a compiled round's, read from it now.
+        compiled = self.__dict__.get("compiled")
+        if compiled is None or name not in _FROM_COMPILED:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        if name == "leaf_owner":  # what the payments read
+            self.leaf_owner = compiled.leaf_owner
+        else:
+            (parent, children, attached, edge_work, leaf_node, self.leaf_owner, self.s, self.p, self.f, self.tie,
+             self.key, self.sorted_blocks, self.g, self.sum_f, self.leaf_order) = compiled.fields()
+            self.tree = Skeleton(parent=parent, children=children, attached=attached, edge_work=edge_work,
+                                 leaf_node=leaf_node)
+        return self.__dict__[name]
+
     @property
     def order(self) -> list[int]:
         """Positions in `requests` in the order decided."""
@@ -124,6 +149,11 @@ class FactoredAllocation:
             start[k] = clock
             clock += self.p[nn + k]
         return start
+
+
+_FROM_COMPILED = frozenset(
+    ("tree", "leaf_owner", "s", "p", "f", "tie", "key", "sorted_blocks", "g", "sum_f", "leaf_order"))
+"""The fields a round decided on the compiled core reads from it on first use (`of_compiled`)."""
 
 
 def factored_allocation(

@@ -80,6 +80,11 @@ BENCHES: tuple[Bench, ...] = (
           "actions, and the allocator alone per round (the rounds of that run and of the Mooncake sample's engine "
           "replay, recorded and replayed on each core), split into the tree's update and its read-out.",
           "experiments.bench.core_allocator:table"),
+    Bench("auction_round", "A radix-auction round on each core",
+          "One admission round of RadixAuction-v1's radix auction as the engine and the market ask it (`admit`, "
+          "and `charges` for a round the market charged): the rounds of a run with random actions recorded once "
+          "and replayed on a fresh auction of each core, rounds per second; and the env's steps per second.",
+          "experiments.bench.auction_round:table"),
     Bench("paired_reward", "The paired reward",
           "RadixAuction-v1's steps per second with reward \"cost\" (one market) and \"paired\" (the learner's "
           "market and the reference's shadow), in blocks played in turn.", "experiments.bench.paired_reward:table"),

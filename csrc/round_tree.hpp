@@ -1,0 +1,73 @@
+// The queue tree as the radix auction's allocator drives it (mechanism/compiled_tree.py): the
+// requests held by slot, and a round's changes found and applied in one call, with the checks of
+// incremental_tree.IncrementalQueueTree.update in its order (docs/design.md section 8).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "incremental_tree.hpp"
+
+namespace auction_core {
+
+// A round decided over the skeleton, kept to price it: the allocation and its admission order
+// as the requests the tree held when it was decided.
+struct FactoredRound {
+    Factored a;
+    nanobind::list admission;
+};
+
+class RoundTree {
+public:
+    // `validate`: validation.validate_requests, which checks the requests that join and
+    // returns their token arrays, as the Python tree calls it.
+    RoundTree(double request_work, bool costed, bool cache_ties, nanobind::object validate);
+
+    // IncrementalQueueTree.update without a delta: the queue compared with the tree's.
+    void update(nanobind::handle requests, nanobind::handle bids, nanobind::handle lens);
+    // IncrementalQueueTree._follow: the queue's reported changes (QueueDelta's lists and
+    // length_of); only the bids are compared over the queue.
+    void follow(nanobind::handle requests, nanobind::handle bids, nanobind::handle joined,
+                nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of);
+    nanobind::list order() const;
+    FactoredRound factored(const std::vector<double>& alpha);
+    const QueueTree& tree() const { return tree_; }
+
+private:
+    // What is kept of a request in a slot: what `update` compares.
+    struct Held {
+        nanobind::object request;
+        nanobind::object source;  // its tokens as given; None: writeable, placed again every round
+        int64_t rid = 0;
+        double bid = 0.0;
+        int64_t cached = 0;
+    };
+    // A request about to join, checked, not yet given a slot.
+    struct Fresh {
+        nanobind::object request, source;
+        Joining joining;
+    };
+
+    QueueTree tree_;
+    bool costed_;
+    nanobind::object validate_;
+    PyTypeObject* ndarray_type_;  // numpy.ndarray, which lives as long as the interpreter
+    std::vector<Held> held_;  // by slot; request unset: a free slot
+    std::vector<int32_t> free_;
+    std::unordered_map<PyObject*, int32_t> slot_of_;  // by request identity
+    std::unordered_map<int64_t, int32_t> by_rid_;
+
+    int32_t slot(PyObject* request) const;
+    // The prompts of `fresh` when validate_requests' fast path takes each request as it is (a
+    // float bid finite and >= 0, an int id seen once, a non-empty int64 numpy array); else unset.
+    nanobind::object plain(const std::vector<PyObject*>& fresh) const;
+    std::vector<Fresh> fresh_blocks(const std::vector<PyObject*>& fresh, const std::vector<PyObject*>& bids,
+                                    const std::vector<int64_t>& lens, const std::vector<int32_t>& gone);
+    Fresh new_block(PyObject* request, nanobind::handle tokens, double bid, int64_t cached);
+    void place(const std::vector<int32_t>& gone, std::vector<Fresh>& added, const std::vector<int32_t>& rebid);
+    nanobind::list requests(const std::vector<int32_t>& slots) const;  // the requests in `slots`
+};
+
+}  // namespace auction_core

@@ -1,0 +1,161 @@
+"""Benchmark: one radix-auction admission round as the engine asks it, on each core.
+
+    python -m experiments.bench.auction_round [--env RadixAuction-v1] [--steps 3000] [--warmup 300] [--repeats 3]
+
+In one process, the cores in turn (`core_speed.in_turn`), medians of `--repeats`:
+
+- the round alone: the `WaitingRound`s an env's engine passed its radix auction in `--warmup` +
+  `--steps` steps with seeded random actions, recorded once (queue, multipliers, budgets left,
+  changes and cached lengths copied) and replayed on a fresh auction of each core as the engine
+  and the market ask it: `admit`, then for a round the market charged, `charges` with the
+  recorded arguments (rounds per second, and microseconds per round);
+- the env: its steps per second with the same actions (`core_speed.steps_per_second`).
+
+Both cores decide the same rounds bit for bit (tests/test_core_allocator.py), so the replays do
+the same work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from dataclasses import dataclass, replace
+
+import gymnasium as gym
+
+import auction_gym  # noqa: F401  (registers the environments)
+from auction_gym import core
+from auction_gym.mechanism.base import AuctionRound
+from auction_gym.policy import AdmissionPolicy, WaitingRound
+
+from . import Table
+from .core_speed import available, in_turn, steps_per_second
+
+
+@dataclass
+class Recorded:
+    """The auctions (class and settings; an env's reset makes a new one) and their rounds: each
+    round's auction (numbered as first seen) and `WaitingRound` arguments (the cache left out: a
+    round with its cached lengths never reads it), and the `charges` calls the market made on each
+    round's decision."""
+
+    auctions: list[tuple[type, tuple]]
+    rounds: list[tuple]
+    charged: dict[int, list[tuple]]
+
+
+def record(env_id: str, steps: int, seed: int = 0) -> Recorded:
+    """The rounds the engine of `env_id` passed its auction in `steps` random-action steps."""
+    recorded = Recorded([], [], {})
+    number: dict[int, int] = {}
+    of_decision: dict[int, int] = {}
+    admit, charges = AdmissionPolicy.admit, AuctionRound.charges
+
+    def admit_recorded(self, round_):
+        if id(self) not in number:
+            number[id(self)] = len(recorded.auctions)
+            recorded.auctions.append((type(self), (self.cost_model, self.request_overhead, self.tie_break)))
+        changes = round_.changes
+        kept = None if changes is None else replace(changes, length_of=dict(changes.length_of))
+        lens = dict(zip(round_.queue, round_.prefix_lens))
+        rounds = recorded.rounds
+        rounds.append((number[id(self)], list(round_.queue), _copy(round_.multipliers), _copy(round_.remaining),
+                       kept, lens))
+        order, decision = admit(self, round_)
+        of_decision[id(decision)] = len(rounds) - 1
+        return order, decision
+
+    def charges_recorded(self, admitted, per_bidder, seconds_per_unit):
+        recorded.charged.setdefault(of_decision[id(self)], []).append((list(admitted), list(per_bidder), seconds_per_unit))
+        return charges(self, admitted, per_bidder, seconds_per_unit)
+
+    env = gym.make(env_id)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    AdmissionPolicy.admit, AuctionRound.charges = admit_recorded, charges_recorded
+    try:
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+    finally:
+        AdmissionPolicy.admit, AuctionRound.charges = admit, charges
+    return recorded
+
+
+def _copy(values):
+    return None if values is None else list(values)
+
+
+def replay(on: str, recorded: Recorded) -> float:
+    """Seconds of the recorded rounds (and their charges) replayed on a fresh auction of core `on`."""
+    with core.use(on):
+        auctions = [kind(*settings) for kind, settings in recorded.auctions]
+    rounds = [(auctions[a], WaitingRound(q, None, m, b, c, lens)) for a, q, m, b, c, lens in recorded.rounds]
+    charged = recorded.charged
+    gc.collect()
+    gc.freeze()  # the recording is no garbage: collections skip it, as an engine's have no such heap
+    try:
+        start = time.perf_counter()
+        for k, (auction, round_) in enumerate(rounds):
+            _, decision = auction.admit(round_)
+            for args in charged.get(k, ()):
+                decision.charges(*args)
+        return time.perf_counter() - start
+    finally:
+        gc.unfreeze()
+
+
+def measure(env_id: str, steps: int, warmup: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Per core: rounds per second and microseconds per round of the recorded rounds, and the env's
+    steps per second, medians of `repeats`; under "rounds", how many and how many charged."""
+    cores = available()
+    recorded = record(env_id, warmup + steps)
+    n = len(recorded.rounds)
+    round_s = in_turn(lambda on: replay(on, recorded), repeats, cores)
+    env_sps = in_turn(lambda on: steps_per_second(on, warmup, steps, env_id), repeats, cores)
+    out = {on: {"rounds_per_s": n / statistics.median(round_s[on]),
+                "round_us": statistics.median(round_s[on]) / n * 1e6,
+                "env_steps_per_s": statistics.median(env_sps[on])} for on in cores}
+    out["rounds"] = {"rounds": n, "charged": len(recorded.charged)}
+    return out
+
+
+def table(quick: bool) -> Table:
+    """RadixAuction-v1's rounds and steps: 3,000 steps after 300, median of 3 (quick: 300 after 30, one run)."""
+    steps, warmup, repeats = (300, 30, 1) if quick else (3000, 300, 3)
+    m = measure("RadixAuction-v1", steps, warmup, repeats)
+    cores = [c for c in core.CORES if c in m]
+    both = len(cores) == 2
+    rows = []
+    for label, key, fmt, per_second in (
+        ("a round (admit, and charges when charged), rounds per s", "rounds_per_s", "{:,.0f}", True),
+        ("a round, us", "round_us", "{:.1f}", False),
+        ("RadixAuction-v1, steps per s", "env_steps_per_s", "{:,.0f}", True),
+    ):
+        py, cc = (m[c][key] for c in core.CORES) if both else (m[cores[0]][key], None)
+        speedup = [f"{cc / py if per_second else py / cc:.2f}x"] if both else []
+        rows.append((label, *(fmt.format(m[c][key]) for c in cores), *speedup))
+    notes = [f"{steps:,} steps after {warmup} warm-up, median of {repeats}; the cores in turn in one process.",
+             f"Rounds replayed: {m['rounds']['rounds']:,}, of which the market charged {m['rounds']['charged']:,}."]
+    return Table(("figure", *cores, *(["compiled's speed-up"] if both else [])), rows, notes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="RadixAuction-v1")
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    m = measure(args.env, args.steps, args.warmup, args.repeats)
+    for on in (c for c in core.CORES if c in m):
+        print(f"{on:>9}  rounds/s {m[on]['rounds_per_s']:9.0f}  us/round {m[on]['round_us']:7.1f}  "
+              f"{args.env} steps/s {m[on]['env_steps_per_s']:8.0f}")
+    print(f"{m['rounds']['rounds']} rounds replayed, {m['rounds']['charged']} charged")
+
+
+if __name__ == "__main__":
+    main()
