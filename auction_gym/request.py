@@ -119,20 +119,26 @@ class Request:
             )
 
     @classmethod
-    def _unchecked(
-        cls, *, id: int, bidder: int, tokens: np.ndarray, bid: float, output_len: int, arrival: float,
-        value: float, urgency: float, output_tokens: np.ndarray | None, kind: str, max_new_tokens: int,
-    ) -> Request:
-        """A request from fields a workload generator has already put in their checked form (read-only
-        int64 token arrays of non-negative ids, Python ints and finite floats in range), without
+    def _unchecked_many(
+        cls, *, first_id: int, bidder: Sequence[int], tokens: Sequence[np.ndarray], bid: Sequence[float],
+        output_len: Sequence[int], arrival: Sequence[float], value: Sequence[float], urgency: Sequence[float],
+        output_tokens: Sequence[np.ndarray | None], kind: Sequence[str], max_new_tokens: Sequence[int],
+    ) -> list[Request]:
+        """Requests `first_id`, `first_id` + 1, ... from one sequence per field (equally long), whose
+        values a workload generator has already put in their checked form (read-only int64 token
+        arrays of non-negative ids, Python ints and finite floats in range), without
         `__post_init__`'s checks, which would otherwise cost a generated request as much as drawing
         it. The generators' tests rebuild their requests through the checked constructor. Every
         field is a keyword: ten of them in a row would be easy to misplace."""
-        r = object.__new__(cls)
-        r.id, r.bidder, r.tokens, r.bid, r.output_len = id, bidder, tokens, bid, output_len
-        r.arrival, r.value, r.urgency, r.output_tokens, r.kind = arrival, value, urgency, output_tokens, kind
-        r.max_new_tokens = max_new_tokens
-        return r
+        new, made = object.__new__, []
+        append = made.append
+        for fields in zip(range(first_id, first_id + len(tokens)), bidder, tokens, bid, output_len, arrival, value,
+                          urgency, output_tokens, kind, max_new_tokens, strict=True):
+            r = new(cls)
+            (r.id, r.bidder, r.tokens, r.bid, r.output_len, r.arrival, r.value, r.urgency, r.output_tokens, r.kind,
+             r.max_new_tokens) = fields
+            append(r)
+        return made
 
     @property
     def prompt_len(self) -> int:

@@ -86,7 +86,7 @@ def test_agentic_benchmark_call_and_determinism():
 
 
 def assert_pass_request_checks(reqs: list[Request]) -> None:
-    """The generator builds requests without Request's checks (Request._unchecked); the checked
+    """The generator builds requests without Request's checks (Request._unchecked_many); the checked
     constructor must take every one of them as it is."""
     names = [f.name for f in dataclasses.fields(Request)]
     for r in reqs:

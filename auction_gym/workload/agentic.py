@@ -9,14 +9,15 @@ shapes and draws in full: docs/environment.md, "Workloads".
 
 from __future__ import annotations
 
-import itertools
+import bisect
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Iterator
 
 import numpy as np
 
 from ..request import Request
-from .classes import CLASSES, checked_class_mix, checked_max_new_tokens, normalize_mix
+from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, normalize_mix
 
 SHAPES = ("session", "fanout", "rollout", "urgent")
 
@@ -172,7 +173,8 @@ class _Generator:
         systems = self.tokens(b * cfg.system_prompt_len).reshape(b, -1)
         with_tools = np.concatenate([systems, self.tokens(b * cfg.tool_defs_len).reshape(b, -1)], 1)
         self.systems, self.with_tools = list(_frozen(systems)), list(_frozen(with_tools))
-        self.session_classes, session_class_p = normalize_mix(cfg.session_class_mix, "session_class_mix")
+        session_classes, session_class_p = normalize_mix(cfg.session_class_mix, "session_class_mix")
+        self.session_classes = ClassMix(session_classes)
         self.session_class_cdf = np.cumsum(session_class_p)
         self.shape_names, shape_p = normalize_mix(cfg.shape_mix, "shape_mix")
         if cfg.bidder_heterogeneity > 0:
@@ -186,11 +188,13 @@ class _Generator:
         sizes = _expected_episode_sizes(cfg)
         mean_size = float(np.mean(bidder_mix @ np.array([sizes[s] for s in self.shape_names])))
         # Poisson episode starts by thinning a process at the peak rate.
+        self.bursty = cfg.burst_period > 0 and cfg.burst_duration > 0
         self.peak = (max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0) * (1.0 + cfg.wave_amplitude)
         self.gap_scale = mean_size / (cfg.rate * self.peak)
         self.t = 0.0
-        self.index = itertools.count()
-        """Generation indices, drawn by each request as it is generated (ties of arrival go in this order)."""
+        self.cap = {name: c.output_max if cfg.max_new_tokens is None else int(cfg.max_new_tokens)
+                    for name, c in CLASSES.items()}
+        """Each class's max_new_tokens (AgenticConfig.max_new_tokens), as Python ints."""
 
     def tokens(self, n: int) -> np.ndarray:
         return self.rng.integers(0, self.cfg.vocab_size, n, dtype=np.int64)
@@ -200,13 +204,14 @@ class _Generator:
         return np.maximum(self.rng.poisson(mean, n), 1)
 
     def chunk(self, horizon: float) -> list[tuple]:
-        """The requests of the next `CHUNK` candidate episodes that start before `horizon`, as
-        (arrival, generation index, bidder, prompt, reply, kind, urgency, value, output_len); after
-        it, `self.t` is the last candidate start, before which no later chunk has a request."""
+        """The requests of the next `CHUNK` candidate episodes that start before `horizon`, in the
+        order they are drawn, as drafts (arrival, bidder, prompt, reply, kind, urgency, value,
+        output_len, max_new_tokens); after it, `self.t` is the last candidate start, before which no
+        later chunk has a request."""
         cfg, rng, n = self.cfg, self.rng, self.CHUNK
-        starts = self.t + np.cumsum(rng.exponential(self.gap_scale, n))
+        starts = self.t + rng.exponential(self.gap_scale, n).cumsum()
         self.t = float(starts[-1])
-        rate = np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0)
+        rate = np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0) if self.bursty else 1.0
         if cfg.wave_amplitude > 0:
             rate = rate * wave_shape(starts, cfg)
         accepted = (rng.random(n) * self.peak < rate) & (starts < horizon)
@@ -224,45 +229,40 @@ class _Generator:
     def urgent(self, starts: list[float], bidders: list[int], shape: str) -> list[tuple]:
         n = len(starts)
         w, v, out = CLASSES["urgent"].sample(self.rng, n)
-        ends = np.cumsum(self.lengths(self.cfg.urgent_query_len, n)).tolist()
-        query, index = self.tokens(ends[-1]), self.index
+        ends = self.lengths(self.cfg.urgent_query_len, n).cumsum().tolist()
+        query, systems, cap = self.tokens(ends[-1]), self.systems, self.cap["urgent"]
         return [
-            (t, next(index), b, _frozen(np.concatenate([self.systems[b], query[a:e]])), None, "urgent", wi, vi, oi)
+            (t, b, _frozen(np.concatenate((systems[b], query[a:e]))), None, "urgent", wi, vi, oi, cap)
             for t, b, a, e, wi, vi, oi in zip(starts, bidders, [0] + ends[:-1], ends, w.tolist(), v.tolist(),
                                                out.tolist())
         ]
 
     def sessions(self, starts: list[float], bidders: list[int], shape: str) -> list[tuple]:
-        cfg, rng, n = self.cfg, self.rng, len(starts)
-        classes = np.minimum(np.searchsorted(self.session_class_cdf, rng.random(n), side="right"),
-                             len(self.session_classes) - 1)
+        cfg, rng, n, classes = self.cfg, self.rng, len(starts), self.session_classes
+        which = np.minimum(np.searchsorted(self.session_class_cdf, rng.random(n), side="right"),
+                           len(classes.names) - 1)
         turns = np.minimum(rng.geometric(1.0 / cfg.session_turns, n), cfg.max_session_turns)
-        turn_class = np.repeat(classes, turns)
         m = int(turns.sum())
-        z = rng.standard_normal((3, m))
-        w, v, out = np.empty(m), np.empty(m), np.empty(m, dtype=np.int64)
-        for k, name in enumerate(self.session_classes):
-            of_class = turn_class == k
-            if of_class.any():
-                w[of_class], v[of_class], out[of_class] = CLASSES[name].from_normals(z[:, of_class])
-        think = rng.exponential(cfg.think_time, m) if cfg.think_time > 0 else np.zeros(m)
+        w, v, out = classes.from_normals(np.repeat(which, turns), rng.standard_normal((3, m)))
+        gaps = rng.exponential(cfg.think_time, m).tolist() if cfg.think_time > 0 else [0.0] * m
         user = self.lengths(cfg.user_turn_len, m)
         # Each turn adds its user message then its reply; a session's turns are consecutive draws.
-        drawn = np.cumsum(user + out)  # tokens drawn up to the end of each turn
+        drawn = (user + out).cumsum()  # tokens drawn up to the end of each turn
         tokens = self.tokens(int(drawn[-1]))
         # Python lists of the whole chunk, read by index (hot path: every session).
-        users, outs, gaps, drawn = user.tolist(), out.tolist(), think.tolist(), drawn.tolist()
-        w, v, drafts, index = w.tolist(), v.tolist(), [], self.index
-        first, offset = 0, 0
-        for t, b, c, count in zip(starts, bidders, classes.tolist(), turns.tolist()):
+        users, outs, drawn, w, v = user.tolist(), out.tolist(), drawn.tolist(), w.tolist(), v.tolist()
+        drafts, first, offset = [], 0, 0
+        append = drafts.append
+        for t, b, c, count in zip(starts, bidders, which.tolist(), turns.tolist()):
             prefix, stop = self.with_tools[b], first + count
             session = _frozen(np.concatenate((prefix, tokens[offset:drawn[stop - 1]])))
-            kind, end = self.session_classes[c], prefix.size
+            kind, end = classes.names[c], prefix.size
+            cap = self.cap[kind]
             for j in range(first, stop):
                 if j > first:  # turn k arrives an exponential think time after turn k-1 arrives
                     t += gaps[j]
                 a, o = end + users[j], outs[j]
-                drafts.append((t, next(index), b, session[:a], session[a:a + o], kind, w[j], v[j], o))
+                append((t, b, session[:a], session[a:a + o], kind, w[j], v[j], o, cap))
                 end = a + o
             first, offset = stop, drawn[stop - 1]
         return drafts
@@ -273,9 +273,9 @@ class _Generator:
         lo, hi = cfg.fanout_width
         widths = (rng.integers(lo, hi + 1, n) if shape == "fanout" else np.full(n, cfg.rollouts)).tolist()
         w, v, out = (x.tolist() for x in CLASSES[kind].sample(rng, sum(widths)))
-        ctx, branch = cfg.context_len, cfg.branch_len
+        ctx, branch, cap = cfg.context_len, cfg.branch_len, self.cap[kind]
         tokens = self.tokens(sum(ctx + width * branch for width in widths))
-        drafts, first, offset, index = [], 0, 0, self.index
+        drafts, first, offset = [], 0, 0
         for t, b, width in zip(starts, bidders, widths):
             # One row per branch: sys + tools, the shared context, then the branch's own suffix.
             prefix = self.with_tools[b]
@@ -284,7 +284,7 @@ class _Generator:
             prompts[:, :prefix.size] = prefix
             prompts[:, prefix.size:prefix.size + ctx] = own[:ctx]
             prompts[:, prefix.size + ctx:] = own[ctx:].reshape(width, branch)
-            drafts += [(t, next(index), b, p, None, kind, w[first + j], v[first + j], out[first + j])
+            drafts += [(t, b, p, None, kind, w[first + j], v[first + j], out[first + j], cap)
                        for j, p in enumerate(_frozen(prompts))]
             first, offset = first + width, offset + own.size
         return drafts
@@ -323,26 +323,28 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
     gen = _Generator(cfg, seed)
     horizon = np.inf if cfg.num_requests is not None else cfg.duration
     limit = cfg.num_requests if cfg.num_requests is not None else np.inf
-    # Drawn requests not yet yielded, sorted by (arrival, generation index): the order of the whole
-    # workload (a session's turns and a fan-out's branches in generation order when they arrive
-    # together). One sort per chunk, in C, of a sorted run plus the chunk, rather than a heap push
-    # and pop per request.
+    # Drafts not yet yielded, sorted by arrival, equal arrivals in the order drawn (a session's turns
+    # and a fan-out's branches in generation order when they arrive together): the order of the
+    # whole workload. One stable sort per chunk, in C, of a sorted run plus the chunk (drawn after
+    # it), rather than a heap push and pop per request.
     ready: list[tuple] = []
     emitted = 0
-    # Each class's max_new_tokens (AgenticConfig.max_new_tokens), as Python ints.
-    cap = {name: c.output_max if cfg.max_new_tokens is None else int(cfg.max_new_tokens)
-           for name, c in CLASSES.items()}
     while emitted < limit:
         ready += gen.chunk(horizon)
-        ready.sort()
-        bound, first = min(gen.t, horizon), emitted
-        for t, _, bidder, prompt, reply, kind, w, v, out in ready:
-            if t >= bound or emitted >= limit:
-                break
+        ready.sort(key=_ARRIVAL)
+        # No later chunk has a request before gen.t.
+        k = min(bisect.bisect_left(ready, min(gen.t, horizon), key=_ARRIVAL), limit - emitted)
+        if k:
+            t, bidder, prompt, reply, kind, w, v, out, cap = zip(*ready[:k])
+            del ready[:k]
             # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
-            yield Request._unchecked(id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t,
-                                     value=v, urgency=w, output_tokens=reply, kind=kind, max_new_tokens=cap[kind])
-            emitted += 1
-        del ready[:emitted - first]
+            yield from Request._unchecked_many(
+                first_id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t, value=v,
+                urgency=w, output_tokens=reply, kind=kind, max_new_tokens=cap)
+            emitted += k
         if gen.t >= horizon:
             break
+
+
+_ARRIVAL = itemgetter(0)
+"""A draft's arrival (`_Generator.chunk`)."""

@@ -57,15 +57,36 @@ class RequestClass:
         self, z: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`sample`'s result from its standard normal draws `z`, shape (3, size): urgency from z[0],
-        horizon from z[1], output length from z[2] (`output_lens`)."""
-        w = self.urgency_median * np.exp(self.urgency_sigma * z[0])
-        h = self.horizon_median * np.exp(self.horizon_sigma * z[1])
-        return w, w * h, self.output_lens(z[2])
+        horizon from z[1], output length from z[2] (rounded, clipped to [1, output_max], int64)."""
+        return _from_normals(self.urgency_median, self.urgency_sigma, self.horizon_median, self.horizon_sigma,
+                             self.output_median, self.output_sigma, self.output_max, z)
 
-    def output_lens(self, z: np.ndarray) -> np.ndarray:
-        """Output lengths (int64) from standard normals `z`."""
-        out = np.rint(self.output_median * np.exp(self.output_sigma * z))
-        return out.clip(1, self.output_max).astype(np.int64)
+
+_PARAMETERS = ("urgency_median", "urgency_sigma", "horizon_median", "horizon_sigma", "output_median",
+               "output_sigma", "output_max")
+"""The fields of RequestClass that its draws depend on, in `_from_normals`' order (`ClassMix`)."""
+
+
+def _from_normals(urgency_median, urgency_sigma, horizon_median, horizon_sigma, output_median, output_sigma,
+                  output_max, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`RequestClass.from_normals` of parameters that are scalars (one class) or arrays (one
+    request's class each): the same arithmetic element by element, so the same floats either way."""
+    w = urgency_median * np.exp(urgency_sigma * z[0])
+    h = horizon_median * np.exp(horizon_sigma * z[1])
+    out = np.rint(output_median * np.exp(output_sigma * z[2]))
+    return w, w * h, np.minimum(np.maximum(out, 1), output_max).astype(np.int64)
+
+
+class ClassMix:
+    """Draws of requests of several classes at once: request i is of class `names[which[i]]`."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self._parameters = np.array([[getattr(CLASSES[n], p) for n in names] for p in _PARAMETERS])
+
+    def from_normals(self, which: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each request's `RequestClass.from_normals` (its class's) from its column of `z`, in one pass."""
+        return _from_normals(*self._parameters[:, which], z)
 
 
 URGENT = RequestClass("urgent", 10.0, 0.5, 3.0, 0.5, 32.0, 0.6, 256)
