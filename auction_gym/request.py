@@ -37,6 +37,13 @@ def as_tokens(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.nd
 _min = np.minimum.reduce
 
 
+def read_only(arr: np.ndarray) -> np.ndarray:
+    """Mark `arr` read-only (so are views of it) and return it: an int64 array so marked is what
+    `Request` takes without a copy."""
+    arr.setflags(write=False)
+    return arr
+
+
 def token_view(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.ndarray:
     """`tokens` for reading: an int64 1-D array is used as is (no copy, no O(n) range check), so
     hot paths can take `Request.tokens`, which the constructor validated, for free; anything else

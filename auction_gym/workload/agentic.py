@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..request import Request
+from ..request import Request, read_only
 from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, normalize_mix
 
 SHAPES = ("session", "fanout", "rollout", "urgent")
@@ -172,7 +172,7 @@ class _Generator:
         b = cfg.num_bidders
         systems = self.tokens(b * cfg.system_prompt_len).reshape(b, -1)
         with_tools = np.concatenate([systems, self.tokens(b * cfg.tool_defs_len).reshape(b, -1)], 1)
-        self.systems, self.with_tools = list(_frozen(systems)), list(_frozen(with_tools))
+        self.systems, self.with_tools = list(read_only(systems)), list(read_only(with_tools))
         session_classes, session_class_p = normalize_mix(cfg.session_class_mix, "session_class_mix")
         self.session_classes = ClassMix(session_classes)
         self.session_class_cdf = np.cumsum(session_class_p)
@@ -232,7 +232,7 @@ class _Generator:
         ends = self.lengths(self.cfg.urgent_query_len, n).cumsum().tolist()
         query, systems, cap = self.tokens(ends[-1]), self.systems, self.cap["urgent"]
         return [
-            (t, b, _frozen(np.concatenate((systems[b], query[a:e]))), None, "urgent", wi, vi, oi, cap)
+            (t, b, read_only(np.concatenate((systems[b], query[a:e]))), None, "urgent", wi, vi, oi, cap)
             for t, b, a, e, wi, vi, oi in zip(starts, bidders, [0] + ends[:-1], ends, w.tolist(), v.tolist(),
                                                out.tolist())
         ]
@@ -255,7 +255,7 @@ class _Generator:
         append = drafts.append
         for t, b, c, count in zip(starts, bidders, which.tolist(), turns.tolist()):
             prefix, stop = self.with_tools[b], first + count
-            session = _frozen(np.concatenate((prefix, tokens[offset:drawn[stop - 1]])))
+            session = read_only(np.concatenate((prefix, tokens[offset:drawn[stop - 1]])))
             kind, end = classes.names[c], prefix.size
             cap = self.cap[kind]
             for j in range(first, stop):
@@ -285,15 +285,9 @@ class _Generator:
             prompts[:, prefix.size:prefix.size + ctx] = own[:ctx]
             prompts[:, prefix.size + ctx:] = own[ctx:].reshape(width, branch)
             drafts += [(t, b, p, None, kind, w[first + j], v[first + j], out[first + j], cap)
-                       for j, p in enumerate(_frozen(prompts))]
+                       for j, p in enumerate(read_only(prompts))]
             first, offset = first + width, offset + own.size
         return drafts
-
-
-def _frozen(arr: np.ndarray) -> np.ndarray:
-    """Mark `arr` read-only (so are views of it) and return it."""
-    arr.setflags(write=False)
-    return arr
 
 
 def agentic_workload(config: AgenticConfig | None = None, seed: int = 0) -> list[Request]:

@@ -17,7 +17,7 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from ..request import Request
+from ..request import Request, read_only
 from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix, checked_max_new_tokens
 
 _MASK64 = (1 << 64) - 1
@@ -119,9 +119,8 @@ def _parse(
     cls = CLASSES[class_names[min(int(np.searchsorted(class_cdf, rng.random(), side="right")),
                                   len(class_names) - 1)]]
     w, v, _ = cls.sample(rng, 1)
-    tokens.flags.writeable = False  # taken by Request without a copy
     return Request(
-        id=index, bidder=bidder, tokens=tokens, bid=float(w[0]), output_len=output_length,
+        id=index, bidder=bidder, tokens=read_only(tokens), bid=float(w[0]), output_len=output_length,
         arrival=ts / 1000.0 * time_scale, value=float(v[0]), urgency=float(w[0]), kind=cls.name,
         max_new_tokens=max_new_tokens,
     )

@@ -14,9 +14,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..request import Request
+from ..request import Request, read_only
 from .agentic import check_bursts, in_burst
-from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix, checked_max_new_tokens
+from .classes import DEFAULT_CLASS_MIX, ClassMix, checked_class_mix, checked_max_new_tokens
 
 CHUNK = 256
 """Requests drawn at a time (a fixed size, so the stream does not depend on how far it is read)."""
@@ -105,12 +105,11 @@ def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
     n, groups = cfg.num_requests, cfg.num_groups
     system_lens = _lengths(rng, cfg.system_prompt_len, cfg.range_ratio, groups)
     systems = [rng.integers(0, cfg.vocab_size, int(k), dtype=np.int64) for k in system_lens]
-    group_of = rng.permutation(np.repeat(np.arange(groups), cfg.prompts_per_group))
+    group_of = rng.permutation(np.repeat(np.arange(groups), cfg.prompts_per_group)).tolist()
     names, p = checked_class_mix(cfg.class_mix)
-    cdf = np.cumsum(p)
+    cdf, classes = np.cumsum(p), ClassMix(names)
     peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
     t, emitted = 0.0, 0
-    cap = None if cfg.max_new_tokens is None else int(cfg.max_new_tokens)
     while emitted < n:
         # Arrivals by thinning a Poisson process at the peak rate; the other draws are per request.
         gaps = rng.exponential(1.0 / (cfg.rate * peak), CHUNK)
@@ -124,17 +123,16 @@ def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
         q_lens = _lengths(rng, cfg.question_len, cfg.range_ratio, m)
         outs = _lengths(rng, cfg.output_len, cfg.range_ratio, m).tolist()
         questions = rng.integers(0, cfg.vocab_size, int(q_lens.sum()), dtype=np.int64)
-        classes = np.minimum(np.searchsorted(cdf, rng.random(m), side="right"), len(names) - 1).tolist()
-        z = rng.standard_normal((3, m))
-        ends = np.cumsum(q_lens).tolist()
-        for k, (arrival, end, out, c) in enumerate(zip(arrivals, ends, outs, classes)):
-            g = int(group_of[emitted])
-            cls = CLASSES[names[c]]
-            w, v, _ = cls.from_normals(z[:, k : k + 1])
-            prompt = np.concatenate([systems[g], questions[end - int(q_lens[k]) : end]])
-            prompt.flags.writeable = False  # taken by Request without a copy
-            yield Request(
-                id=emitted, bidder=g % cfg.num_bidders, tokens=prompt, bid=float(w[0]), output_len=out,
-                arrival=arrival, value=float(v[0]), urgency=float(w[0]), kind=cls.name, max_new_tokens=cap,
-            )
-            emitted += 1
+        which = np.minimum(np.searchsorted(cdf, rng.random(m), side="right"), len(names) - 1)
+        w, v, _ = classes.from_normals(which, rng.standard_normal((3, m)))
+        ends = q_lens.cumsum().tolist()
+        own = group_of[emitted:emitted + m]
+        prompts = [read_only(np.concatenate((systems[g], questions[a:e])))
+                   for g, a, e in zip(own, [0] + ends[:-1], ends)]
+        # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
+        yield from Request._unchecked_many(
+            first_id=emitted, bidder=[g % cfg.num_bidders for g in own],
+            tokens=prompts, bid=w.tolist(), output_len=outs, arrival=arrivals, value=v.tolist(), urgency=w.tolist(),
+            output_tokens=[None] * m, kind=[names[c] for c in which.tolist()],
+            max_new_tokens=outs if cfg.max_new_tokens is None else [int(cfg.max_new_tokens)] * m)
+        emitted += m
