@@ -120,6 +120,11 @@ BENCHES: tuple[Bench, ...] = (
           "The torch engine's kernels (tiny model, one thread on the CPU): prefill with 90% of the prompt cached "
           "against none cached, prefill tokens per second, decode steps of a batch.",
           "experiments.bench.torch_engine:table", requires=("torch",)),
+    Bench("workload", "Generating the workloads",
+          "Requests generated per second by RadixAuction-v1's episode streams, the agentic workload's defaults and "
+          "the shared-prefix workload, each read to its end; the agentic generator's construction; and "
+          "RadixAuction-v1's steps per second with zero actions and its reset's milliseconds.",
+          "experiments.bench.workload:table"),
 )
 
 
