@@ -192,6 +192,8 @@ class _Generator:
         self.peak = (max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0) * (1.0 + cfg.wave_amplitude)
         self.gap_scale = mean_size / (cfg.rate * self.peak)
         self.t = 0.0
+        self.horizon = np.inf if cfg.num_requests is not None else cfg.duration
+        """The workload's end: no request arrives at or after it."""
         self.cap = {name: c.output_max if cfg.max_new_tokens is None else int(cfg.max_new_tokens)
                     for name, c in CLASSES.items()}
         """Each class's max_new_tokens (AgenticConfig.max_new_tokens), as Python ints."""
@@ -203,18 +205,21 @@ class _Generator:
         """n Poisson(mean) lengths, at least 1."""
         return np.maximum(self.rng.poisson(mean, n), 1)
 
-    def chunk(self, horizon: float) -> list[tuple]:
-        """The requests of the next `CHUNK` candidate episodes that start before `horizon`, in the
+    def chunk(self) -> list[tuple]:
+        """The requests of the next `CHUNK` candidate episodes that arrive before `horizon`, in the
         order they are drawn, as drafts (arrival, bidder, prompt, reply, kind, urgency, value,
         output_len, max_new_tokens); after it, `self.t` is the last candidate start, before which no
         later chunk has a request."""
-        cfg, rng, n = self.cfg, self.rng, self.CHUNK
+        cfg, rng, n, horizon = self.cfg, self.rng, self.CHUNK, self.horizon
         starts = self.t + rng.exponential(self.gap_scale, n).cumsum()
         self.t = float(starts[-1])
-        rate = np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0) if self.bursty else 1.0
+        # 1.0 * x is x: without bursts the rate is the wave's multiplier alone (or 1).
+        rate = np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0) if self.bursty else None
         if cfg.wave_amplitude > 0:
-            rate = rate * wave_shape(starts, cfg)
-        accepted = (rng.random(n) * self.peak < rate) & (starts < horizon)
+            rate = wave_shape(starts, cfg) if rate is None else rate * wave_shape(starts, cfg)
+        accepted = rng.random(n) * self.peak < (1.0 if rate is None else rate)
+        if horizon < np.inf:
+            accepted &= starts < horizon
         bidders = rng.integers(cfg.num_bidders, size=n)
         u = rng.random(n)
         shapes = np.minimum((u[:, None] >= self.bidder_cdf[bidders]).sum(axis=1), len(self.shape_names) - 1)
@@ -245,25 +250,25 @@ class _Generator:
         m = int(turns.sum())
         w, v, out = classes.from_normals(np.repeat(which, turns), rng.standard_normal((3, m)))
         gaps = rng.exponential(cfg.think_time, m).tolist() if cfg.think_time > 0 else [0.0] * m
-        user = self.lengths(cfg.user_turn_len, m)
         # Each turn adds its user message then its reply; a session's turns are consecutive draws.
-        drawn = (user + out).cumsum()  # tokens drawn up to the end of each turn
-        tokens = self.tokens(int(drawn[-1]))
         # Python lists of the whole chunk, read by index (hot path: every session).
-        users, outs, drawn, w, v = user.tolist(), out.tolist(), drawn.tolist(), w.tolist(), v.tolist()
-        drafts, first, offset = [], 0, 0
+        drawn = (self.lengths(cfg.user_turn_len, m) + out).cumsum().tolist()  # tokens drawn up to each turn's end
+        tokens = self.tokens(drawn[-1])
+        outs, w, v = out.tolist(), w.tolist(), v.tolist()
+        drafts, first, offset, horizon = [], 0, 0, self.horizon
         append = drafts.append
         for t, b, c, count in zip(starts, bidders, which.tolist(), turns.tolist()):
             prefix, stop = self.with_tools[b], first + count
             session = read_only(np.concatenate((prefix, tokens[offset:drawn[stop - 1]])))
-            kind, end = classes.names[c], prefix.size
+            kind, base = classes.names[c], prefix.size - offset  # turn j's reply ends at base + drawn[j]
             cap = self.cap[kind]
             for j in range(first, stop):
                 if j > first:  # turn k arrives an exponential think time after turn k-1 arrives
                     t += gaps[j]
-                a, o = end + users[j], outs[j]
-                append((t, b, session[:a], session[a:a + o], kind, w[j], v[j], o, cap))
-                end = a + o
+                    if t >= horizon:  # drawn all the same, so that later draws stay where they are
+                        break
+                o, end = outs[j], base + drawn[j]
+                append((t, b, session[:end - o], session[end - o:end], kind, w[j], v[j], o, cap))
             first, offset = stop, drawn[stop - 1]
         return drafts
 
@@ -315,7 +320,6 @@ def agentic_stream(num_bidders: int, seed: int, **fields: Any) -> Iterator[Reque
 
 def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
     gen = _Generator(cfg, seed)
-    horizon = np.inf if cfg.num_requests is not None else cfg.duration
     limit = cfg.num_requests if cfg.num_requests is not None else np.inf
     # Drafts not yet yielded, sorted by arrival, equal arrivals in the order drawn (a session's turns
     # and a fan-out's branches in generation order when they arrive together): the order of the
@@ -324,10 +328,10 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
     ready: list[tuple] = []
     emitted = 0
     while emitted < limit:
-        ready += gen.chunk(horizon)
+        ready += gen.chunk()
         ready.sort(key=_ARRIVAL)
         # No later chunk has a request before gen.t.
-        k = min(bisect.bisect_left(ready, min(gen.t, horizon), key=_ARRIVAL), limit - emitted)
+        k = min(bisect.bisect_left(ready, min(gen.t, gen.horizon), key=_ARRIVAL), limit - emitted)
         if k:
             t, bidder, prompt, reply, kind, w, v, out, cap = zip(*ready[:k])
             del ready[:k]
@@ -336,7 +340,7 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
                 first_id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t, value=v,
                 urgency=w, output_tokens=reply, kind=kind, max_new_tokens=cap)
             emitted += k
-        if gen.t >= horizon:
+        if gen.t >= gen.horizon:
             break
 
 
