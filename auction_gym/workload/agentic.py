@@ -183,10 +183,10 @@ class _Generator:
             bidder_mix = np.zeros((b, len(self.shape_names)))
             bidder_mix[:, pos] = rng.dirichlet(cfg.bidder_heterogeneity * shape_p[pos], b)
         else:
-            bidder_mix = np.tile(shape_p, (b, 1))
+            bidder_mix = np.full((b, len(shape_p)), shape_p)
         self.bidder_cdf = np.cumsum(bidder_mix, axis=1)
         sizes = _expected_episode_sizes(cfg)
-        mean_size = float(np.mean(bidder_mix @ np.array([sizes[s] for s in self.shape_names])))
+        mean_size = float((bidder_mix @ np.array([sizes[s] for s in self.shape_names])).sum() / b)  # their mean
         # Poisson episode starts by thinning a process at the peak rate.
         self.bursty = cfg.burst_period > 0 and cfg.burst_duration > 0
         self.peak = (max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0) * (1.0 + cfg.wave_amplitude)
