@@ -138,10 +138,16 @@ def check_bursts(cfg) -> None:
         raise ValueError("burst_duration must not exceed burst_period")
 
 
+def has_bursts(cfg) -> bool:
+    """Whether `cfg`, any workload configuration with `burst_period` and `burst_duration`, has
+    burst windows."""
+    return cfg.burst_period > 0 and cfg.burst_duration > 0
+
+
 def in_burst(t: np.ndarray | float, cfg) -> np.ndarray | bool:
     """Whether time(s) `t` fall inside a burst window of `cfg` (always False without bursts); `cfg`
     is any workload configuration with `burst_period` and `burst_duration`."""
-    if cfg.burst_period <= 0 or cfg.burst_duration <= 0:
+    if not has_bursts(cfg):
         return np.zeros(np.shape(t), dtype=bool) if np.ndim(t) else False
     return np.mod(t, cfg.burst_period) < cfg.burst_duration
 
@@ -188,7 +194,7 @@ class _Generator:
         sizes = _expected_episode_sizes(cfg)
         mean_size = float((bidder_mix @ np.array([sizes[s] for s in self.shape_names])).sum() / b)  # their mean
         # Poisson episode starts by thinning a process at the peak rate.
-        self.bursty = cfg.burst_period > 0 and cfg.burst_duration > 0
+        self.bursty = has_bursts(cfg)
         self.peak = (max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0) * (1.0 + cfg.wave_amplitude)
         self.gap_scale = mean_size / (cfg.rate * self.peak)
         self.t = 0.0

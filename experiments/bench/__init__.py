@@ -122,7 +122,7 @@ BENCHES: tuple[Bench, ...] = (
           "experiments.bench.torch_engine:table", requires=("torch",)),
     Bench("workload", "Generating the workloads",
           "Requests generated per second by RadixAuction-v1's episode streams, the agentic workload's defaults and "
-          "the shared-prefix workload, each read to its end; the agentic generator's construction; and "
+          "the shared-prefix workload, each read to its end; the start of a v1 episode's stream; and "
           "RadixAuction-v1's steps per second with zero actions and its reset's milliseconds.",
           "experiments.bench.workload:table"),
 )
