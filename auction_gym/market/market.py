@@ -133,12 +133,11 @@ class Market:
         self.busy_time = 0.0
         self.admitted_total = 0
         truthful = [1.0] * n
-        # An engine that plays a round's iterations in one call (the compiled one) does; any other
-        # is stepped here, one iteration at a time, with the same result.
+        # An engine that plays a round's iterations in one call (the compiled one) does, unless its
+        # `step` was replaced; any other is stepped here, one iteration at a time, with the same result.
         self._play_round = getattr(self.engine, "play_round", None)
-        warm_up = getattr(self.engine, "warm_up", None)
-        if warm_up is not None:
-            self.busy_time, self.admitted_total = warm_up(float(cfg.warmup), truthful, 0.0, 0)
+        if self._play_round is not None and self._plays_own_steps():
+            self.busy_time, self.admitted_total = self.engine.warm_up(float(cfg.warmup), truthful, 0.0, 0)
         else:
             while self.engine.now < cfg.warmup and self._advance(truthful, None) is not None:
                 pass
@@ -231,7 +230,7 @@ class Market:
     def _play(self, report: RoundReport, multipliers: list[float], remaining: list[float]) -> None:
         """The round's engine iterations, up to one that admits or the workload's end: fills the
         report's `admitted`, `decision`, `finished` and `exhausted`."""
-        if self._play_round is not None:
+        if self._play_round is not None and self._plays_own_steps():
             report.admitted, report.decision, report.finished, self.busy_time, self.admitted_total, dry = (
                 self._play_round(multipliers, remaining, self.busy_time, self.admitted_total))
         else:
@@ -247,6 +246,11 @@ class Market:
         if dry:
             self.exhausted = report.exhausted = True
             self._check_anything_ran()
+
+    def _plays_own_steps(self) -> bool:
+        """Whether the engine's `step` is still the one its `play_round` and `warm_up` run."""
+        engine = self.engine
+        return engine.step is engine.compiled_step
 
     def _advance(self, multipliers: list[float], remaining: list[float] | None) -> Iteration | None:
         """One engine iteration with the round's `multipliers` and budgets left (None: no budget
