@@ -98,7 +98,8 @@ class Market:
     Constructed on the compiled core (`auction_gym.core.active()`), the loops over requests and
     bidders of `_accrued` and `observations` run compiled (`_core.LatencyAccrual`,
     `_core.ObservationRows`), bit for bit the Python below, which runs wherever the compiled code
-    declines an input (docs/design.md section 8).
+    declines an input (docs/design.md section 8); on the compiled engine a round's iterations, and
+    the warm-up's, run in one call (`_play`).
 
     With `replicas` > 1 every replica runs its own policy over its own queue; a round is one
     admission by any replica, charged from the round that replica's auction decided. Budgets are
@@ -250,7 +251,7 @@ class Market:
     def _plays_own_steps(self) -> bool:
         """Whether the engine's `step` is still the one its `play_round` and `warm_up` run."""
         engine = self.engine
-        return engine.step is engine.compiled_step
+        return engine.step is getattr(engine, "compiled_step", None)
 
     def _advance(self, multipliers: list[float], remaining: list[float] | None) -> Iteration | None:
         """One engine iteration with the round's `multipliers` and budgets left (None: no budget
