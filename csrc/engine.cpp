@@ -20,38 +20,47 @@ Engine::Engine(nb::handle scheduler_, nb::handle config_, nb::handle cache_, nb:
       arrivals(std::move(records)), future(config) {}
 
 nb::object Engine::step(nb::handle multipliers, nb::handle remaining) {
-    const Python &py = python();
-    nb::list rejected = let_in_arrivals();
-    double start = now;
-    int64_t queue_len = int64_t(nb::len(queue.requests));
-    if (queue_len || chunked) {
+    Step s = iterate(multipliers, remaining);
+    if (!s.kind) return nb::none();
+    return python().iteration(s.kind, s.start, s.end, s.queue_len, s.admitted, s.finished, s.rejected, s.done,
+                              s.resumed, s.retracted, 0, s.decision, nb::list());
+}
+
+Step Engine::iterate(nb::handle multipliers, nb::handle remaining) {
+    Step s;
+    s.rejected = let_in_arrivals();
+    s.start = now;
+    s.queue_len = int64_t(nb::len(queue.requests));
+    if (s.queue_len || chunked) {
         std::vector<Admission> batch;
         nb::object decision = schedule_prefill(batch, multipliers, remaining);
         if (!batch.empty()) {
-            nb::list admitted, resumed;
-            run_prefill(batch, admitted, resumed);
-            nb::list finished = retire(pop_finished());
-            return py.iteration("prefill", start, now, queue_len, admitted, finished, rejected, 1, resumed, nb::list(),
-                                0, decision, nb::list());
+            run_prefill(batch, s.admitted, s.resumed);
+            s.finished = retire(pop_finished());
+            s.kind = "prefill";
+            s.end = now;
+            s.decision = decision;
+            return s;
         }
     }
     if (!running.empty()) {
-        nb::list retracted = make_room();
-        nb::list finished;
-        int64_t done = decode(nb::len(retracted) > 0, finished);
-        return py.iteration("decode", start, now, queue_len, nb::list(), finished, rejected, done, nb::list(),
-                            retracted, 0, nb::none(), nb::list());
+        s.retracted = make_room();
+        s.done = decode(nb::len(s.retracted) > 0, s.finished);
+        s.kind = "decode";
+        s.end = now;
+        return s;
     }
     if (!config.oracle) future.ratio = future.init;  // SGLang resets the ratio when it idles
     double next = arrivals.next_time();
     if (std::isinf(next)) {
-        if (nb::len(rejected) == 0) return nb::none();
-        return py.iteration("idle", start, start, queue_len, nb::list(), nb::list(), rejected, 1, nb::list(),
-                            nb::list(), 0, nb::none(), nb::list());
+        if (nb::len(s.rejected)) s.kind = "idle";
+        s.end = s.start;
+        return s;
     }
     now = std::max(now, next);
-    return py.iteration("idle", start, now, queue_len, nb::list(), nb::list(), rejected, 1, nb::list(), nb::list(),
-                        0, nb::none(), nb::list());
+    s.kind = "idle";
+    s.end = now;
+    return s;
 }
 
 nb::list Engine::let_in_arrivals() {

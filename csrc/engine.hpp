@@ -209,12 +209,32 @@ struct Run {
 };
 using RunPtr = std::shared_ptr<Run>;
 
+// One iteration as `step` reports it (state.Iteration's fields), before it is made a Python object;
+// `kind` is null where the workload ran dry (`step` answers None).
+struct Step {
+    const char *kind = nullptr;
+    double start = 0, end = 0;
+    int64_t queue_len = 0, done = 1;
+    nb::list admitted, finished, rejected, resumed, retracted;
+    nb::object decision = nb::none();
+};
+
+// What the market adds up over its iterations (market.py's `Market._advance`): the busy seconds
+// and the admissions behind seconds_per_unit.
+struct RoundTally {
+    double busy_time;
+    int64_t admitted_total;
+    void add(const Step &s);
+};
+
 // ServingEngine + SimEngine with the rules of `config.reservation` (the priority preemption left out:
 // the facade keeps the Python engine for it).
 class Engine {
 public:
     Engine(nb::handle scheduler, nb::handle config, nb::handle cache, nb::handle waiting_prefixes, nb::dict records);
     nb::object step(nb::handle multipliers, nb::handle remaining);
+    nb::tuple play_round(nb::handle multipliers, nb::handle remaining, double busy_time, int64_t admitted_total);
+    nb::tuple warm_up(double until, nb::handle multipliers, double busy_time, int64_t admitted_total);
     nb::list in_system() const;
     nb::list running_requests() const;
     // The Python objects it holds, for the garbage collector (a policy or a lazily read workload
@@ -241,6 +261,7 @@ public:
     int64_t reserved = 0;
 
 private:
+    Step iterate(nb::handle multipliers, nb::handle remaining);
     nb::list let_in_arrivals();
     // Admission
     double room();

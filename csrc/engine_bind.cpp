@@ -46,6 +46,13 @@ void bind_engine(nb::module_ &m) {
              nb::arg("config"), nb::arg("cache"), nb::arg("waiting_prefixes"), nb::arg("records"))
         .def("step", &Engine::step, nb::arg("multipliers").none() = nb::none(),
              nb::arg("remaining").none() = nb::none())
+        .def("play_round", &Engine::play_round, nb::arg("multipliers"), nb::arg("remaining").none(),
+             nb::arg("busy_time"), nb::arg("admitted_total"),
+             "Iterations until one admits or the workload runs dry: (admitted, decision, finished, busy_time, "
+             "admitted_total, ran_dry).")
+        .def("warm_up", &Engine::warm_up, nb::arg("until"), nb::arg("multipliers"), nb::arg("busy_time"),
+             nb::arg("admitted_total"),
+             "Iterations without budgets while the clock is before `until`: (busy_time, admitted_total).")
         .def("in_system", &Engine::in_system)
         .def_prop_ro("arrivals", [](Engine &e) -> Arrivals & { return e.arrivals; }, nb::rv_policy::reference_internal)
         .def_prop_ro("waiting", [](const Engine &e) { return e.queue.requests; })

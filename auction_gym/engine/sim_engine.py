@@ -116,7 +116,10 @@ class CompiledSimEngine(SimEngine):
     round, with the same `WaitingRound`. It offers what the engine's users read (`step`, `submit`,
     `run`, `metrics`, `records`, `waiting`, `in_system`, `now`, `cache`, `reserved`, `used_tokens`,
     `active_tokens`, `new_token_ratio`, `waiting_prefixes`, `arrivals`), not the Python engine's
-    internals (`queue`, `rules`, `_chunked`); its `running` lists requests, not `Running` records."""
+    internals (`queue`, `rules`, `_chunked`); its `running` lists requests, not `Running` records.
+    For the market it also runs a round's iterations, or the warm-up's, in one call (`play_round`,
+    `warm_up`: `Market._play`, `Market.reset`), those its own `step` runs (`compiled_step`: a caller
+    that replaced `step` is stepped through it instead)."""
 
     def __init__(self, scheduler: AdmissionPolicy | str = "fcfs", config: EngineConfig | None = None,
                  rules: None = None) -> None:
@@ -130,8 +133,10 @@ class CompiledSimEngine(SimEngine):
         self.records = {}
         self._core = core.compiled_module().Engine(self.scheduler, self.config, self.cache, self._prefixes, self.records)
         # The compiled methods themselves, not Python ones that call them: `step` runs every iteration.
-        self.step = self._core.step
+        self.step = self.compiled_step = self._core.step
         self.in_system = self._core.in_system
+        self.play_round = self._core.play_round
+        self.warm_up = self._core.warm_up
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
         self._core.arrivals.submit(requests)

@@ -98,7 +98,8 @@ class Market:
     Constructed on the compiled core (`auction_gym.core.active()`), the loops over requests and
     bidders of `_accrued` and `observations` run compiled (`_core.LatencyAccrual`,
     `_core.ObservationRows`), bit for bit the Python below, which runs wherever the compiled code
-    declines an input (docs/design.md section 8).
+    declines an input (docs/design.md section 8); on the compiled engine a round's iterations, and
+    the warm-up's, run in one call (`_play`).
 
     With `replicas` > 1 every replica runs its own policy over its own queue; a round is one
     admission by any replica, charged from the round that replica's auction decided. Budgets are
@@ -133,8 +134,14 @@ class Market:
         self.busy_time = 0.0
         self.admitted_total = 0
         truthful = [1.0] * n
-        while self.engine.now < cfg.warmup and self._advance(truthful, None) is not None:
-            pass
+        # An engine that plays a round's iterations in one call (the compiled one) does, unless its
+        # `step` was replaced; any other is stepped here, one iteration at a time, with the same result.
+        self._play_round = getattr(self.engine, "play_round", None)
+        if self._play_round is not None and self._plays_own_steps():
+            self.busy_time, self.admitted_total = self.engine.warm_up(float(cfg.warmup), truthful, 0.0, 0)
+        else:
+            while self.engine.now < cfg.warmup and self._advance(truthful, None) is not None:
+                pass
         self.round = 0
         self._episode_start = self.engine.now
         self._accrued_to: dict[int, float] = {}
@@ -203,16 +210,7 @@ class Market:
         remaining = [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
         # Positional, every default given (hot path); payments and utility are replaced below.
         report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
-        while True:
-            it = self._advance(alpha_now, remaining)
-            if it is None:
-                self.exhausted = report.exhausted = True
-                self._check_anything_ran()
-                break
-            report.finished += it.finished
-            if it.admitted:  # a prefill that only continues a chunk or resumes is not a round
-                report.admitted, report.decision = it.admitted, it.decision
-                break
+        self._play(report, alpha_now, remaining)
         report.time = self.engine.now
         if self.accrue_latency_cost:
             report.latency_cost = self._accrued(report)
@@ -229,6 +227,31 @@ class Market:
         else:  # nothing charged (most rounds): x - 0.0 and x + 0.0 are x (spend is never -0.0)
             report.utility = np.array(utility)
         return report
+
+    def _play(self, report: RoundReport, multipliers: list[float], remaining: list[float]) -> None:
+        """The round's engine iterations, up to one that admits or the workload's end: fills the
+        report's `admitted`, `decision`, `finished` and `exhausted`."""
+        if self._play_round is not None and self._plays_own_steps():
+            report.admitted, report.decision, report.finished, self.busy_time, self.admitted_total, dry = (
+                self._play_round(multipliers, remaining, self.busy_time, self.admitted_total))
+        else:
+            while True:
+                it = self._advance(multipliers, remaining)
+                if it is None:
+                    dry = True
+                    break
+                report.finished += it.finished
+                if it.admitted:  # a prefill that only continues a chunk or resumes is not a round
+                    report.admitted, report.decision, dry = it.admitted, it.decision, False
+                    break
+        if dry:
+            self.exhausted = report.exhausted = True
+            self._check_anything_ran()
+
+    def _plays_own_steps(self) -> bool:
+        """Whether the engine's `step` is still the one its `play_round` and `warm_up` run."""
+        engine = self.engine
+        return engine.step is getattr(engine, "compiled_step", None)
 
     def _advance(self, multipliers: list[float], remaining: list[float] | None) -> Iteration | None:
         """One engine iteration with the round's `multipliers` and budgets left (None: no budget
