@@ -1,10 +1,12 @@
 // A market's round over the queue tree in one call (RoundTree::market_round, round_tree.hpp): what
 // policy.round_bids, WaitingRound.prefix_lens, TreeAllocator.allocate and CompiledQueueTree.factored
 // do in Python, for the plain inputs only, so the bids are the same float products bit for bit.
+#include "round_tree.hpp"
+
+#include <structmember.h>
+
 #include <cmath>
 #include <limits>
-
-#include "round_tree.hpp"
 
 namespace nb = nanobind;
 
@@ -12,12 +14,32 @@ namespace auction_core {
 
 namespace {
 
-// o.name, or unset (the error cleared) when it cannot be read: the Python path then raises it.
-nb::object field(PyObject* o, PyObject* name) {
-    nb::object v = nb::steal(PyObject_GetAttr(o, name));
-    if (!v.is_valid()) PyErr_Clear();
-    return v;
-}
+// A field of the queue's requests, read as PyObject_GetAttr reads it: for the class of the first
+// request, when that resolves the name to an object slot (Request is a slots dataclass), straight
+// from the slot; otherwise by name. Unset (no error) when it cannot be read: the Python path then
+// raises the error.
+struct Field {
+    PyObject* name;
+    PyTypeObject* type = nullptr;
+    Py_ssize_t offset = -1;
+
+    Field(PyObject* name, PyTypeObject* t) : name(name), type(t) {
+        PyObject* d = t->tp_getattro == PyObject_GenericGetAttr ? _PyType_Lookup(t, name) : nullptr;
+        if (d != nullptr && Py_TYPE(d) == &PyMemberDescr_Type) {
+            const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
+            if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED)) offset = m->offset;
+        }
+    }
+    nb::object of(PyObject* o) const {
+        if (offset >= 0 && Py_TYPE(o) == type) {
+            PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + offset);
+            return v == nullptr ? nb::object() : nb::borrow(v);
+        }
+        nb::object v = nb::steal(PyObject_GetAttr(o, name));
+        if (!v.is_valid()) PyErr_Clear();
+        return v;
+    }
+};
 
 bool plain_multiplier(PyObject* a) {
     return PyFloat_CheckExact(a) && 0.0 <= PyFloat_AS_DOUBLE(a) &&
@@ -49,8 +71,10 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
     static PyObject* const bidder_name = PyUnicode_InternFromString("bidder");
     static PyObject* const urgency_name = PyUnicode_InternFromString("urgency");
     out.queued.assign(alpha.size(), 0);
+    if (n == 0) return true;
+    const Field bidder_of(bidder_name, Py_TYPE(queue[0])), urgency_of(urgency_name, Py_TYPE(queue[0]));
     for (Py_ssize_t i = 0; i < n; ++i) {
-        nb::object bidder = field(queue[i], bidder_name), urgency = field(queue[i], urgency_name);
+        nb::object bidder = bidder_of.of(queue[i]), urgency = urgency_of.of(queue[i]);
         if (!bidder.is_valid() || !urgency.is_valid() || !PyLong_CheckExact(bidder.ptr()) ||
             !PyFloat_CheckExact(urgency.ptr()))
             return false;
