@@ -14,6 +14,8 @@ import pytest
 from auction_gym import Request, core
 from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.base import AuctionRound
+from auction_gym.mechanism.compiled_tree import CompiledQueueTree
+from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
 from auction_gym.mechanism.radix_auction import _ROUND_LAYERS, CompiledRound
 from auction_gym.policy import QueueDelta, WaitingRound
 from auction_gym.radix_cache import RadixCache
@@ -165,3 +167,31 @@ def test_charges_with_counts_that_are_not_ints_are_the_rules():
     exact = decision.charges([0, 1], [1, 1], 0.25)
     assert exact and decision.charges([0, 1], [1.0, 1.0], 0.25) == exact
     assert AuctionRound.charges(decision, [0, 1], [1, 1], 0.25) == exact
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_prompts_of_every_layout_join_alike(follow):
+    """Prompts read through the buffer protocol or converted: a read-only or writeable int64 array,
+    a strided view, another byte order, another int type, a list; both trees hold them alike."""
+    base = np.arange(12, dtype=np.int64) % 3
+    writeable = base[:5].copy()
+    prompts = [np.asarray(base[:4]), writeable, base[::2], base[1:6].astype(">i8"), base[:3].astype(np.int32),
+               [0, 1, 2, 0], np.ascontiguousarray(base[2:9])]
+    prompts[0].flags.writeable = False
+    queue = [Request(k, k % 2, [0], urgency=float(k + 1)) for k in range(len(prompts))]
+    for r, p in zip(queue, prompts):
+        r.tokens = p
+    lens = {r: 0 for r in queue}
+    trees = [IncrementalQueueTree(1.0, True, True), CompiledQueueTree(1.0, True, True)]
+    urgencies = [r.urgency for r in queue]
+    for tree in trees:
+        if follow:
+            tree.update([], [], [])
+            tree.update(queue, urgencies, [0] * len(queue), QueueDelta(list(queue), [], [], lens))
+        else:
+            tree.update(queue, urgencies, [0] * len(queue))
+    writeable[0] = 2  # placed again next round, as the Python tree does
+    for tree in trees:
+        tree.update(queue, urgencies, [0] * len(queue))
+    assert [r.id for r in trees[1].order()] == [r.id for r in trees[0].order()]
+    assert trees[1].node_stats() == trees[0].node_stats()
