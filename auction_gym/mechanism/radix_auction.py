@@ -19,7 +19,7 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound
+from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
 from ..radix_cache import RadixCache
 from ..request import Request
 from .allocator import OrderedRound, TreeAllocator
@@ -134,21 +134,41 @@ class RadixTreeAuction(AuctionMechanism):
                                         cache_ties=self.cache_ties)
         """The engine's rounds of two requests or more (allocator.py)."""
         cls = type(self)
-        self._compiled_rounds = self._allocator.compiled and all(
-            getattr(cls, layer) is getattr(RadixTreeAuction, layer) for layer in _ROUND_LAYERS)
-        """Whether `admit` may decide a market's round in one compiled call (decided once)."""
+        self._own_layers = all(getattr(cls, layer) is getattr(RadixTreeAuction, layer) for layer in _ROUND_LAYERS)
+        """Whether `admit` may stand in for the layers (decided once): a round of one request."""
+        self._compiled_rounds = self._own_layers and self._allocator.compiled
+        """Whether `admit` may decide a market's round in one compiled call."""
 
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
         """`AdmissionPolicy.admit`. On the compiled core, a market's round of two requests or more
         that follows the engine's changes is decided in one compiled call (docs/design.md section 8),
         with the same order, bids and allocation as `decide_round`'s, unless this class overrides a
         layer that call stands in for (`_ROUND_LAYERS`)."""
+        if self._own_layers and len(round.queue) == 1:
+            decision = self._lone_round(round)
+            return list(decision.allocation.admission), decision
         if self._compiled_rounds and round.multipliers is not None and round.changes is not None \
                 and len(round.queue) > 1:
             decision = self._market_round(round)
             if decision is not None:
                 return list(decision.allocation.admission), decision
         return AdmissionPolicy.admit(self, round)
+
+    def _lone_round(self, round: WaitingRound) -> AuctionRound:
+        """`decide_round` of a round of one request (over half the rounds of the default scenario),
+        without the layers between: the same checks in the same order, and the same round."""
+        requests = list(round.queue)
+        bids = round_bids(requests, round.multipliers)
+        lens = round.prefix_lens if self.cost_model == "tokens" else None
+        self._allocator.skip(round.changes)
+        last = self._last  # an engine asks again after a round that admitted nothing
+        if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
+            return AuctionRound(self.pricing, requests, bids, lens, last[3])
+        validate_requests(requests, self._memo.held)
+        check_bids(requests, bids)  # the round's bid, which in a market is not the request's
+        allocation = OrderedRound(requests, bids, lens, list(requests))
+        self._last = requests, bids, lens, allocation
+        return AuctionRound(self.pricing, requests, bids, lens, allocation)
 
     def _market_round(self, round: WaitingRound) -> AuctionRound | None:
         """`decide_round` of a market's round in one compiled call (`TreeAllocator.market_round`);
