@@ -77,7 +77,14 @@ nb::dict charges(const FactoredRound& round, const std::vector<int64_t>& per_bid
             }
             p = 0.0;
         }
-        if (p != 0.0) due[nb::int_(i)] = p * double(per_bidder[i]) / double(round.queued[i]) * seconds_per_unit;
+        if (p == 0.0) continue;
+        // q_i as AuctionRound.charges counts it; 0 only for a bidder changed since it joined the tree
+        const int64_t queued = size_t(i) < round.queued.size() ? round.queued[i] : 0;
+        if (queued == 0) {
+            PyErr_SetString(PyExc_ZeroDivisionError, "float division by zero");
+            throw nb::python_error();
+        }
+        due[nb::int_(i)] = p * double(per_bidder[i]) / double(queued) * seconds_per_unit;
     }
     return due;
 }
