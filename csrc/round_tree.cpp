@@ -132,12 +132,13 @@ bool int64_vector(PyTypeObject* ndarray_type, nb::handle o, Int64Vector& out) {
     return int64;
 }
 
-// The tokens of a request's prompt: a view of a read-only array, kept alive by a reference (released
-// with the GIL held: the tree changes and is freed only in calls from Python); a copy of another.
-std::shared_ptr<const Tokens> prompt(PyTypeObject* ndarray_type, nb::handle array, bool writeable) {
+// The tokens of a request's prompt `array` (`v` its data when an int64 vector, else null): a view
+// of a read-only array, kept alive by a reference (released with the GIL held: the tree changes and
+// is freed only in calls from Python); a copy of another.
+std::shared_ptr<const Tokens> prompt(nb::handle array, bool writeable, const Int64Vector* vector) {
     auto t = std::make_shared<Tokens>();
-    Int64Vector v;
-    if (int64_vector(ndarray_type, array, v)) {
+    if (vector != nullptr) {
+        const Int64Vector& v = *vector;
         t->n = size_t(v.n);
         if (!writeable && v.stride == Py_ssize_t(sizeof(int64_t))) {
             t->ptr = v.data;
@@ -229,11 +230,12 @@ RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, doub
     }
     // A prompt that could change in place is placed again every round (without a delta).
     Int64Vector v;
-    const bool writeable = int64_vector(ndarray_type_, tokens, v) ? v.writeable
-                                                                  : nb::cast<bool>(tokens.attr("flags").attr("writeable"));
+    const bool vector = int64_vector(ndarray_type_, tokens, v);
+    const bool writeable = vector ? v.writeable : nb::cast<bool>(tokens.attr("flags").attr("writeable"));
     nb::object source = writeable ? nb::none() : attr(request, TOKENS);
     const int64_t owner = as_int64(attr(request, BIDDER).ptr());
-    return Fresh{nb::borrow(request), source, Joining{-1, id, owner, prompt(ndarray_type_, tokens, writeable), bid, cached}};
+    return Fresh{nb::borrow(request), source,
+                 Joining{-1, id, owner, prompt(tokens, writeable, vector ? &v : nullptr), bid, cached}};
 }
 
 std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject*>& fresh,
