@@ -195,3 +195,9 @@ def test_prompts_of_every_layout_join_alike(follow):
         tree.update(queue, urgencies, [0] * len(queue))
     assert [r.id for r in trees[1].order()] == [r.id for r in trees[0].order()]
     assert trees[1].node_stats() == trees[0].node_stats()
+
+
+def test_the_unit_cost_model_rounds_go_through_the_layers():
+    with core.use("compiled"):
+        unit, tokens = RadixTreeAuction("unit"), RadixTreeAuction("tokens")
+    assert unit._own_layers and not unit._compiled_rounds and tokens._compiled_rounds

@@ -136,8 +136,9 @@ class RadixTreeAuction(AuctionMechanism):
         cls = type(self)
         self._own_layers = all(getattr(cls, layer) is getattr(RadixTreeAuction, layer) for layer in _ROUND_LAYERS)
         """Whether `admit` may stand in for the layers (decided once): a round of one request."""
-        self._compiled_rounds = self._own_layers and self._allocator.compiled
-        """Whether `admit` may decide a market's round in one compiled call."""
+        self._compiled_rounds = self._own_layers and self._allocator.compiled and self.cost_model == "tokens"
+        """Whether `admit` may decide a market's round in one compiled call (under "unit" the layers
+        compare the queues, reading no changes)."""
 
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
         """`AdmissionPolicy.admit`. On the compiled core, a market's round of two requests or more
@@ -159,8 +160,8 @@ class RadixTreeAuction(AuctionMechanism):
         without the layers between: the same checks in the same order, and the same round."""
         requests = list(round.queue)
         bids = round_bids(requests, round.multipliers)
-        lens = round.prefix_lens if self.cost_model == "tokens" else None
-        self._allocator.skip(round.changes)
+        lens, changes = (round.prefix_lens, round.changes) if self.cost_model == "tokens" else (None, None)
+        self._allocator.skip(changes)
         last = self._last  # an engine asks again after a round that admitted nothing
         if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
             return AuctionRound(self.pricing, requests, bids, lens, last[3])
