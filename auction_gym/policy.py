@@ -106,6 +106,11 @@ class WaitingRound:
         self._lens: list[int] | None = None
 
     @property
+    def length_of(self) -> Mapping[Request, int] | None:
+        """Each waiting request's cached prefix length as the engine matched it (None: not given)."""
+        return self._length_of
+
+    @property
     def prefix_lens(self) -> list[int]:
         """Each request's longest cached prefix of its whole prompt (tokens), in queue order;
         computed once per round, on first use (a policy that reads no cache never pays for it)."""

@@ -3,6 +3,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+
 #include "bindings.hpp"
 #include "incremental_tree.hpp"
 #include "payments.hpp"
@@ -49,6 +51,44 @@ std::vector<double> payments(const FactoredRound& round, const std::vector<int64
     return vcg_payments(round.a, priced, PY_VERSION_HEX >= 0x030C0000);
 }
 
+// AuctionRound.charges of a round market_round decided: bidder i, with per_bidder[i] of its requests
+// admitted out of queued[i], pays its VCG payment (clipped as RadixTreeAuction.payments clips,
+// `rounding` of the round's cost) x a_i / q_i x seconds_per_unit; those paying 0 left out.
+nb::dict charges(const FactoredRound& round, const std::vector<int64_t>& per_bidder, double seconds_per_unit,
+                 double rounding) {
+    const std::vector<int64_t>& owners = round.a.leaf_owner;
+    std::vector<int64_t> priced;
+    for (size_t i = 0; i < per_bidder.size(); ++i)
+        if (per_bidder[i] && std::find(owners.begin(), owners.end(), int64_t(i)) != owners.end())
+            priced.push_back(int64_t(i));
+    nb::dict due;
+    const bool lone = std::all_of(owners.begin(), owners.end(), [&](int64_t o) { return o == owners[0]; });
+    if (lone || priced.empty()) return due;  // a lone bidder delays nobody else
+    const std::vector<double> pay = payments(round, priced);
+    const double floor = -rounding * std::max(round.a.f[0], 1.0);
+    for (size_t k = 0; k < priced.size(); ++k) {
+        double p = pay[k];
+        const int64_t i = priced[k];
+        if (p < 0) {
+            if (p < floor) {
+                nb::object shown = nb::steal(PyFloat_FromDouble(p));
+                PyErr_Format(PyExc_AssertionError, "negative VCG payment %R for bidder %lld", shown.ptr(), (long long)i);
+                throw nb::python_error();
+            }
+            p = 0.0;
+        }
+        if (p == 0.0) continue;
+        // q_i as AuctionRound.charges counts it; 0 only for a bidder changed since it joined the tree
+        const int64_t queued = size_t(i) < round.queued.size() ? round.queued[i] : 0;
+        if (queued == 0) {
+            PyErr_SetString(PyExc_ZeroDivisionError, "float division by zero");
+            throw nb::python_error();
+        }
+        due[nb::int_(i)] = p * double(per_bidder[i]) / double(queued) * seconds_per_unit;
+    }
+    return due;
+}
+
 nb::list node_stats(const RoundTree& tree) {
     nb::list out;
     for (const auto& st : tree.tree().node_stats())
@@ -65,7 +105,9 @@ void bind_allocator(nb::module_& m) {
         .def_prop_ro("cost", [](const FactoredRound& r) { return r.a.f[0]; }, "F of the root, in money.")
         .def_prop_ro("leaf_owner", [](const FactoredRound& r) { return r.a.leaf_owner; }, "The bidder of each leaf.")
         .def("payments", &payments,
-             "The VCG payments of `priced` (bidders in the round) before the rounding clip, in their order.");
+             "The VCG payments of `priced` (bidders in the round) before the rounding clip, in their order.")
+        .def("charges", &charges, nb::arg("per_bidder"), nb::arg("seconds_per_unit"), nb::arg("rounding"),
+             "AuctionRound.charges of a round decided by RoundTree.market_round.");
     nb::class_<RoundTree>(m, "RoundTree",
                           "The radix auction's queue tree kept across rounds (mechanism/incremental_tree.py), "
                           "the requests held by slot.")
@@ -76,6 +118,9 @@ void bind_allocator(nb::module_& m) {
         .def("follow", &RoundTree::follow, nb::arg("requests"), nb::arg("bids"), nb::arg("joined"), nb::arg("left"),
              nb::arg("rematched"), nb::arg("length_of"),
              "IncrementalQueueTree._follow: the queue brought from the tree's by its reported changes.")
+        .def("market_round", &RoundTree::market_round, nb::arg("requests"), nb::arg("multipliers"),
+             nb::arg("joined"), nb::arg("left"), nb::arg("rematched"), nb::arg("length_of"), nb::arg("lens_of").none(),
+             "A market's round in one call: (bids, cached lengths, FactoredRound), or None for inputs not plain.")
         .def("order", &RoundTree::order, "The requests in the depth-first Smith order.")
         .def("factored", &RoundTree::factored, "The round over the skeleton with multipliers `alpha`.")
         .def("node_stats", &node_stats, "(depth, S, P, tie, request ids attached) of every node below the root.");

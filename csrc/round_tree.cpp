@@ -108,24 +108,56 @@ bool length_differs(int64_t old, PyObject* length) {
     return ne;
 }
 
-// The tokens of a request's prompt: a view of a read-only array, kept alive by a reference (released
-// with the GIL held: the tree changes and is freed only in calls from Python); a copy of another.
-std::shared_ptr<const Tokens> prompt(nb::handle array, bool writeable) {
-    TokenArray a;
-    const bool as_is = nb::try_cast<TokenArray>(array, a, false);  // else converted, so copied
-    if (!as_is) a = nb::cast<TokenArray>(array);
+// A 1-d int64 numpy array's data as the buffer protocol gives it, read without a DLPack export
+// (which costs more than the rest of a request's joining the tree); false (nothing raised) for
+// any other object, which nanobind's conversion then takes.
+struct Int64Vector {
+    const int64_t* data = nullptr;
+    Py_ssize_t n = 0, stride = 0;  // stride in bytes
+    bool writeable = false;
+};
+
+bool int64_vector(PyTypeObject* ndarray_type, nb::handle o, Int64Vector& out) {
+    if (Py_TYPE(o.ptr()) != ndarray_type) return false;
+    Py_buffer view;
+    if (PyObject_GetBuffer(o.ptr(), &view, PyBUF_RECORDS_RO) != 0) {
+        PyErr_Clear();
+        return false;
+    }
+    const char* f = view.format;
+    const bool int64 = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
+                       (f[0] == 'l' || f[0] == 'q');
+    if (int64) out = Int64Vector{static_cast<const int64_t*>(view.buf), view.shape[0], view.strides[0], !view.readonly};
+    PyBuffer_Release(&view);
+    return int64;
+}
+
+// The tokens of a request's prompt `array` (`v` its data when an int64 vector, else null): a view
+// of a read-only array, kept alive by a reference (released with the GIL held: the tree changes and
+// is freed only in calls from Python); a copy of another.
+std::shared_ptr<const Tokens> prompt(nb::handle array, bool writeable, const Int64Vector* vector) {
     auto t = std::make_shared<Tokens>();
-    t->n = a.shape(0);
-    if (as_is && !writeable && a.stride(0) == 1) {
-        t->ptr = a.data();
-        t->owner = std::shared_ptr<const void>(array.inc_ref().ptr(), [](const void* o) {
-            Py_DECREF(static_cast<PyObject*>(const_cast<void*>(o)));
-        });
+    if (vector != nullptr) {
+        const Int64Vector& v = *vector;
+        t->n = size_t(v.n);
+        if (!writeable && v.stride == Py_ssize_t(sizeof(int64_t))) {
+            t->ptr = v.data;
+            t->owner = std::shared_ptr<const void>(array.inc_ref().ptr(), [](const void* o) {
+                Py_DECREF(static_cast<PyObject*>(const_cast<void*>(o)));
+            });
+            return t;
+        }
+        t->copy.resize(t->n);
+        const char* at = reinterpret_cast<const char*>(v.data);
+        for (size_t i = 0; i < t->n; ++i) t->copy[i] = *reinterpret_cast<const int64_t*>(at + Py_ssize_t(i) * v.stride);
+        t->ptr = t->copy.data();
         return t;
     }
-    auto v = a.view();
+    TokenArray a = nb::cast<TokenArray>(array);  // converted, so copied
+    t->n = a.shape(0);
+    auto view = a.view();
     t->copy.resize(t->n);
-    for (size_t i = 0; i < t->n; ++i) t->copy[i] = v(i);
+    for (size_t i = 0; i < t->n; ++i) t->copy[i] = view(i);
     t->ptr = t->copy.data();
     return t;
 }
@@ -181,8 +213,8 @@ nb::object RoundTree::plain(const std::vector<PyObject*>& fresh) const {
         int overflow = 0;
         const long long id = PyLong_AsLongLongAndOverflow(rid.ptr(), &overflow);
         if (overflow || !seen.insert(id).second) return nb::object();
-        TokenArray a;
-        if (!nb::try_cast<TokenArray>(t, a, false) || a.shape(0) == 0) return nb::object();
+        Int64Vector v;
+        if (!int64_vector(ndarray_type_, t, v) || v.n == 0) return nb::object();
         tokens.append(t);
     }
     return tokens;
@@ -197,10 +229,13 @@ RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, doub
         raised();
     }
     // A prompt that could change in place is placed again every round (without a delta).
-    const bool writeable = nb::cast<bool>(tokens.attr("flags").attr("writeable"));
+    Int64Vector v;
+    const bool vector = int64_vector(ndarray_type_, tokens, v);
+    const bool writeable = vector ? v.writeable : nb::cast<bool>(tokens.attr("flags").attr("writeable"));
     nb::object source = writeable ? nb::none() : attr(request, TOKENS);
     const int64_t owner = as_int64(attr(request, BIDDER).ptr());
-    return Fresh{nb::borrow(request), source, Joining{-1, id, owner, prompt(tokens, writeable), bid, cached}};
+    return Fresh{nb::borrow(request), source,
+                 Joining{-1, id, owner, prompt(tokens, writeable, vector ? &v : nullptr), bid, cached}};
 }
 
 std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject*>& fresh,

@@ -17,6 +17,7 @@ namespace auction_core {
 struct FactoredRound {
     Factored a;
     nanobind::list admission;
+    std::vector<int64_t> queued;  // each bidder's requests in the queue (market_round's rounds)
 };
 
 class RoundTree {
@@ -31,6 +32,15 @@ public:
     // length_of); only the bids are compared over the queue.
     void follow(nanobind::handle requests, nanobind::handle bids, nanobind::handle joined,
                 nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of);
+    // A market's round in one call (radix_auction.RadixTreeAuction.admit on the compiled core):
+    // the bids alpha[bidder] x urgency and the cached lengths (of `lens_of`) read over the queue,
+    // the tree brought to it by its changes (`follow`, given the urgencies), the round decided over
+    // the skeleton: (bids, lens or None, FactoredRound). None, with nothing changed, when an input
+    // is not of the plain kinds (exact floats, int bidders in range, a length for every request),
+    // which the Python layers handle and refuse with their own errors.
+    nanobind::object market_round(nanobind::handle requests, nanobind::handle multipliers, nanobind::handle joined,
+                                  nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of,
+                                  nanobind::handle lens_of);
     nanobind::list order() const;
     FactoredRound factored(const std::vector<double>& alpha);
     const QueueTree& tree() const { return tree_; }

@@ -12,12 +12,12 @@ inputs made. docs/economic-model.md section 3 says why and at what cost.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..policy import QueueDelta
 from ..request import Request
 from .base import Allocation
-from .compiled_tree import queue_tree
+from .compiled_tree import CompiledQueueTree, queue_tree
 from .factored import FactoredAllocation
 
 if TYPE_CHECKING:
@@ -72,6 +72,30 @@ class TreeAllocator:
         """Whether the tree holds the queue of the last round (so that round's changes lead on)."""
         self._skipped: list[QueueDelta] = []
         """The changes of the rounds since the tree's, decided without it."""
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the tree is the compiled core's (so `market_round` can decide a round)."""
+        return isinstance(self._tree, CompiledQueueTree)
+
+    def market_round(
+        self, requests: list[Request], multipliers: Sequence[float], changes: QueueDelta,
+        lens_of: Mapping[Request, int] | None,
+    ) -> tuple[list[float], list[int] | None, Any] | None:
+        """`allocate` of a market's round of two requests or more on the compiled core, with its bids
+        and cached lengths (of `lens_of`) read in the same compiled call: (bids, lens, the compiled
+        round), or None, with nothing changed, when the tree is not following the queue or the call
+        does not take the inputs as they are (`CompiledQueueTree.market_round`)."""
+        if not self._following:
+            return None
+        skipped = self._skipped
+        delta = QueueDelta.combine([*skipped, changes]) if skipped else changes
+        self._following, self._skipped = False, []
+        decided = self._tree.market_round(requests, multipliers, delta, lens_of)
+        self._following = True
+        if decided is None:
+            self._skipped = skipped
+        return decided
 
     def skip(self, changes: QueueDelta | None) -> None:
         """A round decided without the tree (a lone request, or inputs unchanged): keep its

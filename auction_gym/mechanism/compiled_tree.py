@@ -16,7 +16,7 @@ stats, factored allocations and the payments read from them are the same bit for
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from .. import core
 from ..policy import QueueDelta
@@ -58,6 +58,21 @@ class CompiledQueueTree(IncrementalQueueTree):
 
     def _follow(self, requests: Sequence[Request], bids: list[object], delta: QueueDelta) -> None:
         self._tree.follow(requests, bids, delta.joined, delta.left, delta.rematched, delta.length_of)
+
+    def market_round(
+        self, requests: list[Request], multipliers: Sequence[float], delta: QueueDelta,
+        lens_of: Mapping[Request, int] | None,
+    ) -> tuple[list[float], list[int] | None, Any] | None:
+        """`update` by `delta` and `factored` in one call, with the round's bids (multipliers[bidder] x
+        urgency) and cached lengths (of `lens_of`) read there: (bids, lens, the compiled round). None,
+        with nothing changed, for inputs the compiled call does not take as they are (which the
+        Python layers then check and refuse with their own errors)."""
+        try:
+            return self._tree.market_round(requests, multipliers, delta.joined, delta.left, delta.rematched,
+                                           delta.length_of, lens_of)
+        except (TypeError, ValueError):
+            validate_requests(requests)  # names the culprit
+            raise
 
     def order(self) -> list[Request]:
         return self._tree.order()

@@ -19,11 +19,11 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..policy import QueueDelta
+from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
 from ..radix_cache import RadixCache
 from ..request import Request
 from .allocator import OrderedRound, TreeAllocator
-from .base import AuctionMechanism, Cached
+from .base import AuctionMechanism, AuctionRound, Cached
 from .factored import FactoredAllocation
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
@@ -92,6 +92,26 @@ class RadixAllocation:
 Decided = RadixAllocation | OrderedRound | FactoredAllocation
 """What `RadixTreeAuction` decides a round with."""
 
+_ROUND_LAYERS = ("decides", "decide_round", "_round", "_decide", "_skip", "pricing", "payments", "full")
+"""The layers `RadixTreeAuction.admit`'s compiled path stands in for: a subclass that overrides one
+of them has its rounds decided through them."""
+
+
+@dataclass(eq=False, slots=True)
+class CompiledRound(AuctionRound):
+    """A market's round decided in one compiled call (`RadixTreeAuction.admit`), whose charges are
+    one more: the same values as `AuctionRound.charges`, bit for bit."""
+
+    def charges(
+        self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float
+    ) -> dict[int, float]:
+        if self._outcome_cache is None:
+            try:
+                return self.allocation.compiled.charges(per_bidder, seconds_per_unit, ROUNDING)
+            except TypeError:  # counts that are not ints: the Python rule takes them
+                pass
+        return AuctionRound.charges(self, admitted, per_bidder, seconds_per_unit)
+
 
 class RadixTreeAuction(AuctionMechanism):
     """Welfare-maximal order over the depth-first range of the queue's radix tree, VCG payments.
@@ -113,6 +133,58 @@ class RadixTreeAuction(AuctionMechanism):
         self._allocator = TreeAllocator(self.request_work, costed=self.cost_model == "tokens",
                                         cache_ties=self.cache_ties)
         """The engine's rounds of two requests or more (allocator.py)."""
+        cls = type(self)
+        self._own_layers = all(getattr(cls, layer) is getattr(RadixTreeAuction, layer) for layer in _ROUND_LAYERS)
+        """Whether `admit` may stand in for the layers (decided once): a round of one request."""
+        self._compiled_rounds = self._own_layers and self._allocator.compiled and self.cost_model == "tokens"
+        """Whether `admit` may decide a market's round in one compiled call (under "unit" the layers
+        compare the queues, reading no changes)."""
+
+    def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
+        """`AdmissionPolicy.admit`. On the compiled core, a market's round of two requests or more
+        that follows the engine's changes is decided in one compiled call (docs/design.md section 8),
+        with the same order, bids and allocation as `decide_round`'s, unless this class overrides a
+        layer that call stands in for (`_ROUND_LAYERS`)."""
+        if self._own_layers and len(round.queue) == 1:
+            decision = self._lone_round(round)
+            return list(decision.allocation.admission), decision
+        if self._compiled_rounds and round.multipliers is not None and round.changes is not None \
+                and len(round.queue) > 1:
+            decision = self._market_round(round)
+            if decision is not None:
+                return list(decision.allocation.admission), decision
+        return AdmissionPolicy.admit(self, round)
+
+    def _lone_round(self, round: WaitingRound) -> AuctionRound:
+        """`decide_round` of a round of one request (over half the rounds of the default scenario),
+        without the layers between: the same checks in the same order, and the same round."""
+        requests = list(round.queue)
+        bids = round_bids(requests, round.multipliers)
+        lens, changes = (round.prefix_lens, round.changes) if self.cost_model == "tokens" else (None, None)
+        self._allocator.skip(changes)
+        last = self._last  # an engine asks again after a round that admitted nothing
+        if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
+            return AuctionRound(self.pricing, requests, bids, lens, last[3])
+        validate_requests(requests, self._memo.held)
+        check_bids(requests, bids)  # the round's bid, which in a market is not the request's
+        allocation = OrderedRound(requests, bids, lens, list(requests))
+        self._last = requests, bids, lens, allocation
+        return AuctionRound(self.pricing, requests, bids, lens, allocation)
+
+    def _market_round(self, round: WaitingRound) -> AuctionRound | None:
+        """`decide_round` of a market's round in one compiled call (`TreeAllocator.market_round`);
+        None, with nothing changed, when that call does not take the round's inputs."""
+        requests = list(round.queue)
+        decided = self._allocator.market_round(requests, round.multipliers, round.changes, round.length_of)
+        if decided is None:
+            return None
+        bids, lens, compiled = decided
+        last = self._last  # an engine asks again after a round that admitted nothing
+        if last is not None and requests == last[0] and bids == last[1] and lens == last[2]:
+            return AuctionRound(self.pricing, requests, bids, lens, last[3])
+        allocation = FactoredAllocation.of_compiled(requests, bids, lens, self.request_work, compiled)
+        self._last = requests, bids, lens, allocation
+        return CompiledRound(self.pricing, requests, bids, lens, allocation)
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,

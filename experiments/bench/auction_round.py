@@ -28,7 +28,8 @@ import gymnasium as gym
 import auction_gym  # noqa: F401  (registers the environments)
 from auction_gym import core
 from auction_gym.mechanism.base import AuctionRound
-from auction_gym.policy import AdmissionPolicy, WaitingRound
+from auction_gym.mechanism.radix_auction import CompiledRound, RadixTreeAuction
+from auction_gym.policy import WaitingRound
 
 from . import Table
 from .core_speed import available, in_turn, steps_per_second
@@ -47,41 +48,63 @@ class Recorded:
 
 
 def record(env_id: str, steps: int, seed: int = 0) -> Recorded:
-    """The rounds the engine of `env_id` passed its auction in `steps` random-action steps."""
+    """The rounds the engine of `env_id` (a radix auction's env) passed its auction in `steps`
+    random-action steps, recorded at the methods the engine and the market call."""
     recorded = Recorded([], [], {})
     number: dict[int, int] = {}
     of_decision: dict[int, int] = {}
-    admit, charges = AdmissionPolicy.admit, AuctionRound.charges
+    inside: list[bool] = []  # a recorded call made from another (a fast path falling back) is not one more
 
-    def admit_recorded(self, round_):
-        if id(self) not in number:
-            number[id(self)] = len(recorded.auctions)
-            recorded.auctions.append((type(self), (self.cost_model, self.request_overhead, self.tie_break)))
-        changes = round_.changes
-        kept = None if changes is None else replace(changes, length_of=dict(changes.length_of))
-        lens = dict(zip(round_.queue, round_.prefix_lens))
-        rounds = recorded.rounds
-        rounds.append((number[id(self)], list(round_.queue), _copy(round_.multipliers), _copy(round_.remaining),
-                       kept, lens))
-        order, decision = admit(self, round_)
-        of_decision[id(decision)] = len(rounds) - 1
-        return order, decision
+    def admitting(admit):
+        def admit_recorded(self, round_):
+            if inside:
+                return admit(self, round_)
+            if id(self) not in number:
+                number[id(self)] = len(recorded.auctions)
+                recorded.auctions.append((type(self), (self.cost_model, self.request_overhead, self.tie_break)))
+            changes = round_.changes
+            kept = None if changes is None else replace(changes, length_of=dict(changes.length_of))
+            lens = dict(zip(round_.queue, round_.prefix_lens))
+            rounds = recorded.rounds
+            rounds.append((number[id(self)], list(round_.queue), _copy(round_.multipliers), _copy(round_.remaining),
+                           kept, lens))
+            inside.append(True)
+            try:
+                order, decision = admit(self, round_)
+            finally:
+                inside.pop()
+            of_decision[id(decision)] = len(rounds) - 1
+            return order, decision
+        return admit_recorded
 
-    def charges_recorded(self, admitted, per_bidder, seconds_per_unit):
-        recorded.charged.setdefault(of_decision[id(self)], []).append((list(admitted), list(per_bidder), seconds_per_unit))
-        return charges(self, admitted, per_bidder, seconds_per_unit)
+    def charging(charges):
+        def charges_recorded(self, admitted, per_bidder, seconds_per_unit):
+            if not inside:
+                recorded.charged.setdefault(of_decision[id(self)], []).append(
+                    (list(admitted), list(per_bidder), seconds_per_unit))
+            inside.append(True)
+            try:
+                return charges(self, admitted, per_bidder, seconds_per_unit)
+            finally:
+                inside.pop()
+        return charges_recorded
 
     env = gym.make(env_id)
     env.reset(seed=seed)
     env.action_space.seed(seed)
-    AdmissionPolicy.admit, AuctionRound.charges = admit_recorded, charges_recorded
+    patches = [(RadixTreeAuction, "admit", admitting), (AuctionRound, "charges", charging),
+               (CompiledRound, "charges", charging)]
+    kept = [(cls, name, cls.__dict__[name]) for cls, name, _ in patches]
+    for cls, name, wrap in patches:
+        setattr(cls, name, wrap(getattr(cls, name)))
     try:
         for _ in range(steps):
             _, _, terminated, truncated, _ = env.step(env.action_space.sample())
             if terminated or truncated:
                 env.reset()
     finally:
-        AdmissionPolicy.admit, AuctionRound.charges = admit, charges
+        for cls, name, method in kept:
+            setattr(cls, name, method)
     return recorded
 
 

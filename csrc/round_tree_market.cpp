@@ -1,0 +1,126 @@
+// A market's round over the queue tree in one call (RoundTree::market_round, round_tree.hpp): what
+// policy.round_bids, WaitingRound.prefix_lens, TreeAllocator.allocate and CompiledQueueTree.factored
+// do in Python, for the plain inputs only, so the bids are the same float products bit for bit.
+#include "round_tree.hpp"
+
+#include <structmember.h>
+
+#include <cmath>
+#include <limits>
+
+namespace nb = nanobind;
+
+namespace auction_core {
+
+namespace {
+
+// A field of the queue's requests, read as PyObject_GetAttr reads it: for the class of the first
+// request, when that resolves the name to an object slot (Request is a slots dataclass), straight
+// from the slot; otherwise by name. Unset (no error) when it cannot be read: the Python path then
+// raises the error.
+struct Field {
+    PyObject* name;
+    PyTypeObject* type = nullptr;
+    Py_ssize_t offset = -1;
+
+    Field(PyObject* name, PyTypeObject* t) : name(name), type(t) {
+        PyObject* d = t->tp_getattro == PyObject_GenericGetAttr ? _PyType_Lookup(t, name) : nullptr;
+        if (d != nullptr && Py_TYPE(d) == &PyMemberDescr_Type) {
+            const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
+            if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED)) offset = m->offset;
+        }
+    }
+    nb::object of(PyObject* o) const {
+        if (offset >= 0 && Py_TYPE(o) == type) {
+            PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + offset);
+            return v == nullptr ? nb::object() : nb::borrow(v);
+        }
+        nb::object v = nb::steal(PyObject_GetAttr(o, name));
+        if (!v.is_valid()) PyErr_Clear();
+        return v;
+    }
+};
+
+bool plain_multiplier(PyObject* a) {
+    return PyFloat_CheckExact(a) && 0.0 <= PyFloat_AS_DOUBLE(a) &&
+           PyFloat_AS_DOUBLE(a) < std::numeric_limits<double>::infinity();
+}
+
+// The list of the new references in `items`, which it steals.
+nb::list steal_list(std::vector<PyObject*>& items) {
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(items.size())));
+    for (size_t k = 0; k < items.size(); ++k) PyList_SET_ITEM(out.ptr(), Py_ssize_t(k), items[k]);
+    items.clear();
+    return out;
+}
+
+// What a round reads over its queue: each request's urgency, bid and cached length (new
+// references), and each bidder's requests.
+struct Reading {
+    std::vector<PyObject*> urgency, bids, lens;
+    std::vector<int64_t> queued;
+    ~Reading() {
+        for (auto* v : {&urgency, &bids, &lens})
+            for (PyObject* o : *v) Py_DECREF(o);
+    }
+};
+
+// False (nothing raised) at the first input that is not plain.
+bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>& alpha, nb::handle lens_of,
+                Reading& out) {
+    static PyObject* const bidder_name = PyUnicode_InternFromString("bidder");
+    static PyObject* const urgency_name = PyUnicode_InternFromString("urgency");
+    out.queued.assign(alpha.size(), 0);
+    if (n == 0) return true;
+    const Field bidder_of(bidder_name, Py_TYPE(queue[0])), urgency_of(urgency_name, Py_TYPE(queue[0]));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        nb::object bidder = bidder_of.of(queue[i]), urgency = urgency_of.of(queue[i]);
+        if (!bidder.is_valid() || !urgency.is_valid() || !PyLong_CheckExact(bidder.ptr()) ||
+            !PyFloat_CheckExact(urgency.ptr()))
+            return false;
+        const long b = PyLong_AsLong(bidder.ptr());
+        if (b < 0 || size_t(b) >= alpha.size()) {
+            PyErr_Clear();
+            return false;
+        }
+        if (lens_of.is_valid()) {
+            PyObject* c = PyObject_GetItem(lens_of.ptr(), queue[i]);
+            if (c == nullptr) {
+                PyErr_Clear();
+                return false;
+            }
+            out.lens.push_back(c);
+        }
+        ++out.queued[b];
+        out.bids.push_back(PyFloat_FromDouble(alpha[b] * PyFloat_AS_DOUBLE(urgency.ptr())));
+        out.urgency.push_back(urgency.release().ptr());
+    }
+    return true;
+}
+
+}  // namespace
+
+nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, nb::handle joined, nb::handle left,
+                                   nb::handle rematched, nb::handle length_of, nb::handle lens_of) {
+    const auto sequence = [](nb::handle o) { return PyList_CheckExact(o.ptr()) || PyTuple_CheckExact(o.ptr()); };
+    if (!PyList_CheckExact(requests.ptr()) || !sequence(multipliers)) return nb::none();
+    std::vector<double> alpha(PySequence_Fast_GET_SIZE(multipliers.ptr()));
+    for (size_t i = 0; i < alpha.size(); ++i) {
+        PyObject* a = PySequence_Fast_GET_ITEM(multipliers.ptr(), Py_ssize_t(i));
+        if (!plain_multiplier(a)) return nb::none();  // round_bids refuses it, or multiplies another type
+        alpha[i] = PyFloat_AS_DOUBLE(a);
+    }
+    if (costed_ && lens_of.is_none()) return nb::none();  // the lengths are read from the cache
+    Reading read;
+    PyObject* const* queue = PySequence_Fast_ITEMS(requests.ptr());
+    if (!read_queue(queue, PyList_GET_SIZE(requests.ptr()), alpha, costed_ ? lens_of : nb::handle(), read))
+        return nb::none();
+    nb::list urgency = steal_list(read.urgency), bids = steal_list(read.bids);
+    nb::object lens = costed_ ? nb::object(steal_list(read.lens)) : nb::none();
+    follow(requests, urgency, joined, left, rematched, length_of);
+    FactoredRound round = factored(alpha);
+    round.queued = std::move(read.queued);
+    return nb::make_tuple(bids, lens, nb::cast(std::move(round), nb::rv_policy::move));
+}
+
+}  // namespace auction_core

@@ -1,0 +1,203 @@
+"""The radix auction's round in one compiled call (`RadixTreeAuction.admit` on the compiled core,
+csrc/round_tree_market.cpp) against the layered path and the Python core: the same orders, bids,
+cached lengths, costs and charges bit for bit over an env's recorded rounds; engaged only for the
+built-in layers (a subclass's override is called); inputs the call does not take go through the
+layers, which raise their own errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from auction_gym import Request, core
+from auction_gym.mechanism import RadixTreeAuction
+from auction_gym.mechanism.base import AuctionRound
+from auction_gym.mechanism.compiled_tree import CompiledQueueTree
+from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
+from auction_gym.mechanism.radix_auction import _ROUND_LAYERS, CompiledRound
+from auction_gym.policy import QueueDelta, WaitingRound
+from auction_gym.radix_cache import RadixCache
+from experiments.bench.auction_round import Recorded, record
+
+pytestmark = pytest.mark.skipif(core.compiled_module() is None,
+                                reason="the compiled core (auction_gym._core) is not built")
+
+_recorded: dict[str, Recorded] = {}
+
+
+def _rounds(env_id: str) -> Recorded:
+    if env_id not in _recorded:
+        _recorded[env_id] = record(env_id, 160)
+    return _recorded[env_id]
+
+
+def _replay(kind: type, on: str, recorded: Recorded) -> tuple[list[tuple], list[AuctionRound]]:
+    """What each recorded round decides and charges, replayed on fresh auctions of `kind` on core `on`."""
+    with core.use(on):
+        auctions = [kind(*settings) for _, settings in recorded.auctions]
+    seen, decisions = [], []
+    for k, (a, queue, multipliers, remaining, changes, lens) in enumerate(recorded.rounds):
+        order, decision = auctions[a].admit(WaitingRound(queue, None, multipliers, remaining, changes, lens))
+        charged = [{i: p.hex() for i, p in decision.charges(*args).items()} for args in recorded.charged.get(k, ())]
+        cost = None if decision.allocation is None else decision.allocation.cost.hex()
+        seen.append(([r.id for r in order], [b.hex() for b in decision.bids], decision.prefix_lens, cost, charged))
+        decisions.append(decision)
+    return seen, decisions
+
+
+def _layered(name: str) -> type:
+    """A RadixTreeAuction subclass overriding layer `name` with one that counts its calls."""
+    calls = [0]
+    if name == "pricing":
+        def pricing(self):
+            calls[0] += 1
+            return RadixTreeAuction.pricing.fget(self)
+        member: object = property(pricing)
+    else:
+        def member(self, *args, **kwargs):
+            calls[0] += 1
+            return getattr(RadixTreeAuction, name)(self, *args, **kwargs)
+    return type(f"Over{name}", (RadixTreeAuction,), {name: member, "calls": calls})
+
+
+@pytest.mark.parametrize("env_id", ["RadixAuction-v1", "RadixAuction-v2"])
+def test_one_call_rounds_match_the_layers_and_the_python_core(env_id):
+    recorded = _rounds(env_id)
+    fast, decisions = _replay(RadixTreeAuction, "compiled", recorded)
+    engaged = sum(type(d) is CompiledRound for d in decisions)
+    multi = sum(len(q) > 1 for _, q, *_ in recorded.rounds)
+    assert engaged >= multi - 2 and engaged > 50  # all but a round without changes to follow
+    assert any(args for args in recorded.charged.values())
+    layered, decisions = _replay(_layered("_decide"), "compiled", recorded)
+    assert not any(type(d) is CompiledRound for d in decisions)
+    assert fast == layered
+    assert fast == _replay(RadixTreeAuction, "python", recorded)[0]
+
+
+@pytest.mark.parametrize("layer", [name for name in _ROUND_LAYERS if name != "decides"])
+def test_an_overridden_layer_is_called(layer):
+    recorded = _rounds("RadixAuction-v1")
+    kind = _layered(layer)
+    with core.use("compiled"):
+        assert RadixTreeAuction()._compiled_rounds and not kind()._compiled_rounds
+    seen, decisions = _replay(kind, "compiled", recorded)
+    assert not any(type(d) is CompiledRound for d in decisions)
+    assert kind.calls[0] > 0 or layer == "_skip"  # called for an empty queue or a round asked again only
+    assert seen == _replay(RadixTreeAuction, "compiled", recorded)[0]
+
+
+def test_the_python_core_has_no_compiled_rounds():
+    with core.use("python"):
+        assert not RadixTreeAuction()._compiled_rounds
+
+
+def _market(kind: type = RadixTreeAuction) -> tuple[RadixTreeAuction, list[Request], QueueDelta, dict]:
+    """An auction of `kind` following a first round of five requests of two bidders, that round's
+    queue, no changes since, and its cached lengths."""
+    rng = np.random.default_rng(0)
+    queue = [Request(k, k % 2, rng.integers(0, 3, 4).tolist(), urgency=float(k + 1)) for k in range(5)]
+    lens = {r: 0 for r in queue}
+    with core.use("compiled"):
+        auction = kind(tie_break="request_id")
+    first = QueueDelta(list(queue), [], [], lens)
+    auction.admit(WaitingRound(queue, None, [1.0, 0.5], None, first, lens))
+    return auction, queue, QueueDelta([], [], [], lens), lens
+
+
+def _outcome(call) -> tuple:
+    try:
+        order, decision = call()
+    except (IndexError, KeyError, TypeError, ValueError) as error:
+        return type(error), str(error)
+    return [r.id for r in order], [repr(b) for b in decision.bids], type(decision)
+
+
+@pytest.mark.parametrize("case", ["numpy", "int_alpha", "int_urgency", "nan", "negative", "tuple", "bidder",
+                                  "length", "no_lengths"])
+def test_inputs_the_call_does_not_take_go_through_the_layers(case):
+    """The layered path raises or decides as the Python core does, and the tree follows on alike."""
+    outcomes = []
+    for kind in (RadixTreeAuction, _layered("_decide")):
+        auction, queue, delta, lens = _market(kind)
+        alpha: object = [1.0, 0.5]
+        length_of: object = lens
+        if case == "numpy":
+            alpha = np.array([1.0, 0.5])
+        elif case == "int_alpha":
+            alpha = [1, 2]
+        elif case == "int_urgency":
+            queue[1].urgency = 3
+        elif case in ("nan", "negative"):
+            alpha = [1.0, math.nan if case == "nan" else -1.0]
+        elif case == "tuple":
+            alpha = (2.0, 0.5)
+        elif case == "bidder":
+            queue[2].bidder = 5
+        elif case == "length":
+            length_of = {r: 0 for r in queue[1:]}
+        else:
+            length_of = None
+        round_ = WaitingRound(queue, RadixCache(), alpha, None, delta, length_of)
+        outcomes.append(_outcome(lambda: auction.admit(round_)))
+        queue[1].urgency, queue[2].bidder = 2.0, 0
+        outcomes.append(_outcome(lambda: auction.admit(WaitingRound(queue[:4], None, [0.5, 1.0], None,
+                                                                    QueueDelta([], [queue[4]], [], lens), lens))))
+    fast, layered = outcomes[:2], outcomes[2:]
+    assert [o[:2] for o in fast] == [o[:2] for o in layered]
+    assert fast[1][2] is CompiledRound  # the round after: the tree followed on
+
+
+def test_the_call_refuses_a_bad_prompt_as_the_layers_do():
+    auction, queue, _, lens = _market()
+    bad = Request(99, 0, [1, 2], urgency=1.0)
+    bad.tokens = np.zeros(0, dtype=np.int64)
+    lens = {**lens, bad: 0}
+    with pytest.raises(ValueError, match="request 99: empty token sequence"):
+        auction.admit(WaitingRound(queue + [bad], None, [1.0, 0.5], None, QueueDelta([bad], [], [], lens), lens))
+    order, decision = auction.admit(WaitingRound(queue, None, [1.0, 0.5], None, None, lens))
+    assert sorted(r.id for r in order) == [0, 1, 2, 3, 4] and type(decision) is AuctionRound
+
+
+def test_charges_with_counts_that_are_not_ints_are_the_rules():
+    auction, queue, delta, lens = _market()
+    _, decision = auction.admit(WaitingRound(queue, None, [0.5, 1.0], None, delta, lens))
+    assert type(decision) is CompiledRound
+    exact = decision.charges([0, 1], [1, 1], 0.25)
+    assert exact and decision.charges([0, 1], [1.0, 1.0], 0.25) == exact
+    assert AuctionRound.charges(decision, [0, 1], [1, 1], 0.25) == exact
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_prompts_of_every_layout_join_alike(follow):
+    """Prompts read through the buffer protocol or converted: a read-only or writeable int64 array,
+    a strided view, another byte order, another int type, a list; both trees hold them alike."""
+    base = np.arange(12, dtype=np.int64) % 3
+    writeable = base[:5].copy()
+    prompts = [np.asarray(base[:4]), writeable, base[::2], base[1:6].astype(">i8"), base[:3].astype(np.int32),
+               [0, 1, 2, 0], np.ascontiguousarray(base[2:9])]
+    prompts[0].flags.writeable = False
+    queue = [Request(k, k % 2, [0], urgency=float(k + 1)) for k in range(len(prompts))]
+    for r, p in zip(queue, prompts):
+        r.tokens = p
+    lens = {r: 0 for r in queue}
+    trees = [IncrementalQueueTree(1.0, True, True), CompiledQueueTree(1.0, True, True)]
+    urgencies = [r.urgency for r in queue]
+    for tree in trees:
+        if follow:
+            tree.update([], [], [])
+            tree.update(queue, urgencies, [0] * len(queue), QueueDelta(list(queue), [], [], lens))
+        else:
+            tree.update(queue, urgencies, [0] * len(queue))
+    writeable[0] = 2  # placed again next round, as the Python tree does
+    for tree in trees:
+        tree.update(queue, urgencies, [0] * len(queue))
+    assert [r.id for r in trees[1].order()] == [r.id for r in trees[0].order()]
+    assert trees[1].node_stats() == trees[0].node_stats()
+
+
+def test_the_unit_cost_model_rounds_go_through_the_layers():
+    with core.use("compiled"):
+        unit, tokens = RadixTreeAuction("unit"), RadixTreeAuction("tokens")
+    assert unit._own_layers and not unit._compiled_rounds and tokens._compiled_rounds
