@@ -1,5 +1,6 @@
 // The compiled radix cache's eviction order: radix_eviction.py's EvictionOrder, line for line, with
 // heapq's algorithms, so both heaps hold the same entries in the same places as Python's lists.
+#include "heapq.hpp"
 #include "radix_cache.hpp"
 
 #include <algorithm>
@@ -13,47 +14,11 @@ bool less(const Entry &a, const Entry &b) {
     return std::tie(a.priority, a.time, a.serial) < std::tie(b.priority, b.time, b.serial);
 }
 
-void sift_down(std::vector<Entry> &heap, std::size_t start, std::size_t pos) {  // heapq._siftdown
-    Entry item = std::move(heap[pos]);
-    while (pos > start) {
-        std::size_t parent = (pos - 1) >> 1;
-        if (!less(item, heap[parent])) break;
-        heap[pos] = std::move(heap[parent]);
-        pos = parent;
-    }
-    heap[pos] = std::move(item);
-}
-
-void sift_up(std::vector<Entry> &heap, std::size_t pos) {  // heapq._siftup
-    std::size_t end = heap.size(), start = pos, child = 2 * pos + 1;
-    Entry item = std::move(heap[pos]);
-    while (child < end) {
-        std::size_t right = child + 1;
-        if (right < end && !less(heap[child], heap[right])) child = right;
-        heap[pos] = std::move(heap[child]);
-        pos = child;
-        child = 2 * pos + 1;
-    }
-    heap[pos] = std::move(item);
-    sift_down(heap, start, pos);
-}
-
 }  // namespace
 
-void heap_push(std::vector<Entry> &heap, Entry entry) {
-    heap.push_back(std::move(entry));
-    sift_down(heap, 0, heap.size() - 1);
-}
+void heap_push(std::vector<Entry> &heap, Entry entry) { heapq::heappush(heap, std::move(entry), less); }
 
-Entry heap_pop(std::vector<Entry> &heap) {
-    Entry last = std::move(heap.back());
-    heap.pop_back();
-    if (heap.empty()) return last;
-    Entry top = std::move(heap[0]);
-    heap[0] = std::move(last);
-    sift_up(heap, 0);
-    return top;
-}
+Entry heap_pop(std::vector<Entry> &heap) { return heapq::heappop(heap, less); }
 
 void RadixCache::reset_order() {
     round_start = 0;
@@ -173,7 +138,7 @@ void RadixCache::rebuild_heap() {
         if (node->wait >= 0 && !waits) touched.push_back(node);
     }
     for (auto *h : {&heap, &wait_heap})  // heapq.heapify
-        for (std::size_t i = h->size() / 2; i-- > 0;) sift_up(*h, i);
+        heapq::heapify(*h, less);
     waited_touched = std::move(touched);
 }
 
