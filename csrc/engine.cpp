@@ -203,6 +203,7 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     if (n != m)
         throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
                                  " returned " + std::to_string(n) + " of " + std::to_string(m) + " requests");
+    check_permutation(ordered);
     // in_batch.behind: the held ones at the end, in queue order. Nothing changes the order while
     // admission reads it, so the policy's own is read where none is held (Python reads a copy).
     nb::object out = ordered;
@@ -216,6 +217,15 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     }
     if (nb::cast<bool>(scheduler.attr("sorts_in_place"))) queue.reorder(out);  // SGLang keeps it for the next round
     return out;
+}
+
+// A request ordered twice would be admitted twice: refused, as the Python engine refuses it.
+void Engine::check_permutation(nb::handle ordered) const {
+    std::unordered_set<PyObject *> seen;
+    for (nb::handle r : ordered)
+        if (!queue.waits(r) || !seen.insert(r.ptr()).second)
+            throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
+                                     " returned an order that is not a permutation of the waiting queue");
 }
 
 std::unordered_set<int64_t> Engine::in_batch_deprioritized(nb::handle waiting) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -94,6 +95,7 @@ class WaitingQueue {
 public:
     WaitingQueue();
     ReqPtr of(nb::handle r) const;  // a waiting request's state, by its object
+    bool waits(nb::handle r) const { return by_object.count(r.ptr()) > 0; }
     const int64_t *tokens(const Req &r, int64_t &size, nb::object &array) const;
     std::string head(const Req &r, int64_t n, bool &shorter) const;
     void arrive(const std::vector<ReqPtr> &arrived, const std::vector<int64_t> &needs);
@@ -233,6 +235,7 @@ private:
                                 nb::handle multipliers, nb::handle remaining);
     bool fit(const ReqPtr &r, int64_t budget, int64_t charged, bool later, Admission &adm, int64_t &output);
     nb::object order(nb::handle multipliers, nb::handle remaining, nb::object &decision);
+    void check_permutation(nb::handle ordered) const;
     std::unordered_set<int64_t> in_batch_deprioritized(nb::handle waiting);
     void run_prefill(std::vector<Admission> &batch, nb::list &admitted, nb::list &resumed);
     void start_running(Admission &adm, const NodePtr &node);
@@ -281,7 +284,6 @@ private:
     int64_t steps = 0, context = 0, promised = 0;
     std::optional<Admission> chunked;
     std::optional<int64_t> blocked;
-    bool sorts_in_place;
 };
 
 // The running batch's heap of completion steps orders by (done_at, request id), a unique key.

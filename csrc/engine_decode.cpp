@@ -186,7 +186,9 @@ void Engine::protect_prompt(NodePtr node, const Req &r, int64_t priority) {
 }
 
 void Engine::remove_running(const RunPtr &run) {
-    running.erase(std::find(running.begin(), running.end(), run));
+    auto found = std::find(running.begin(), running.end(), run);
+    if (found == running.end()) throw std::logic_error("request " + std::to_string(run->r->id) + " is not running");
+    running.erase(found);
 }
 
 // The rules (rules.py)

@@ -99,6 +99,7 @@ void FutureOutput::add(int64_t rid, int64_t remaining, int64_t step) {
 void FutureOutput::remove(int64_t rid, int64_t step) {
     settle(step);
     auto found = where.find(rid);
+    if (found == where.end()) throw std::logic_error("request " + std::to_string(rid) + " is not running");
     auto [key, is_clipped] = found->second;
     where.erase(found);
     if (is_clipped) {

@@ -228,3 +228,28 @@ def test_an_engine_in_a_reference_cycle_is_collected() -> None:
     del engine
     gc.collect()
     assert ref() is None
+
+
+def both_engines(scheduler=lambda: "fcfs", config=None) -> list[SimEngine]:
+    """The compiled engine and the Python one on the same compiled cache, each with its own policy."""
+    with core.use("compiled"):
+        return [CompiledSimEngine(scheduler(), config), PythonSimEngine(scheduler(), config)]
+
+
+class Repeats(AdmissionPolicy):
+    """A broken policy: its order names the first waiting request for every place."""
+
+    name = "repeats"
+
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        return [round.queue[0]] * len(round.queue)
+
+
+def test_an_order_that_is_not_a_permutation_is_refused() -> None:
+    """A request ordered twice would be admitted twice (the compiled engine read freed state):
+    both engines refuse the order with the same error, before admitting anything."""
+    for engine in both_engines(Repeats):
+        engine.submit([Request(i, 0, np.arange(i, i + 4), output_len=3) for i in range(3)])
+        with pytest.raises(RuntimeError, match="scheduler 'repeats' returned an order that is not a permutation"):
+            engine.step()
+        assert len(engine.waiting) == 3 and not engine.running

@@ -380,6 +380,10 @@ class ServingEngine(Replay):
         order, decision = self.scheduler.admit(round_)
         if len(order) != len(waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
+        ordered = set(map(id, order))  # by identity, as the queue removes them
+        if len(ordered) != len(waiting) or not ordered.issuperset(map(id, waiting)):
+            raise RuntimeError(f"scheduler {self.scheduler.name!r} returned an order that is not a permutation "
+                               "of the waiting queue")
         order = behind(order, waiting, held)
         if self.scheduler.sorts_in_place:
             self.queue.reorder(order)  # SGLang's list keeps this order for the next round
