@@ -38,8 +38,10 @@ using heapq::heappush;
 
 // A request as the engine reads it: its attributes, read once when it is submitted.
 struct Req {
-    nb::object obj, tokens, output_tokens;  // tokens: read-only int64; output_tokens: or None
-    const int64_t *data = nullptr;
+    // tokens and output_tokens (or None) as contiguous int64 arrays, read in place where they are
+    // (a copy kept here where not): data and output point into them.
+    nb::object obj, tokens, output_tokens;
+    const int64_t *data = nullptr, *output = nullptr;
     int64_t id = 0, prompt_len = 0, output_len = 0, max_new_tokens = 0;
     double arrival = 0;
 };
@@ -249,8 +251,8 @@ private:
     int64_t steps_until(double dt, int64_t batch, double a) const;
     std::vector<RunPtr> pop_finished();
     nb::list retire(const std::vector<RunPtr> &done);
-    nb::object output_tokens(const Req &r) const;
-    void cache_finished(const Run &run);
+    nb::object output_tokens(const Req &r, const int64_t *&data) const;
+    void cache_finished(const Run &run, const nb::object &output, const int64_t *out);
     void protect_prompt(NodePtr node, const Req &r, int64_t priority);
     void remove_running(const RunPtr &run);
     // The rules (rules.py): SGLang's, or the oracle's where `config.oracle`

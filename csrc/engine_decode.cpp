@@ -70,14 +70,14 @@ void Engine::forget(const std::vector<int64_t> &gone) {
 void Engine::retract(const RunPtr &run, int64_t still_running) {
     const Req &r = *run->r;
     int64_t step = steps, generated = run->generated(step);
+    const int64_t *out;
+    nb::object output = output_tokens(r, out);  // before any change: it may raise
     reserved -= run->held + left(*run, step, step);
     context -= r.prompt_len + generated;
     cache->unlock(run->node);
     remove_running(run);
     add_to(run->record, "retractions", 1);
-    nb::object output = output_tokens(r);
     std::vector<int64_t> tokens(r.data, r.data + r.prompt_len);
-    const int64_t *out = array_data(output);
     tokens.insert(tokens.end(), out, out + generated);
     queue.put_back(run->r, array_of(std::move(tokens)), smallest_need(r, generated, run->cap));
     make_free(still_running * config.retract_decode_steps);
@@ -135,12 +135,16 @@ std::vector<RunPtr> Engine::pop_finished() {
 
 nb::list Engine::retire(const std::vector<RunPtr> &done) {
     nb::list ids;
-    for (const RunPtr &run : done) {
+    std::vector<std::pair<nb::object, const int64_t *>> outputs(done.size());
+    for (std::size_t i = 0; i < done.size(); ++i)  // before any change: it may raise
+        outputs[i].first = output_tokens(*done[i]->r, outputs[i].second);
+    for (std::size_t i = 0; i < done.size(); ++i) {
+        const RunPtr &run = done[i];
         const Req &r = *run->r;
         // The memory is released before the insert that fills it, so the insert fits.
         reserved -= run->held + left(*run, run->done_at, steps);
         context -= r.prompt_len + r.output_len;
-        cache_finished(*run);
+        cache_finished(*run, outputs[i].first, outputs[i].second);
         protect_prompt(run->node, r, run->priority);
         cache->unlock(run->node);
         run->record.attr("finish") = now;
@@ -150,20 +154,23 @@ nb::list Engine::retire(const std::vector<RunPtr> &done) {
     return ids;
 }
 
-nb::object Engine::output_tokens(const Req &r) const {
-    if (!r.output_tokens.is_none()) return r.output_tokens;
+nb::object Engine::output_tokens(const Req &r, const int64_t *&data) const {
+    if (!r.output_tokens.is_none()) {
+        data = r.output;
+        return r.output_tokens;
+    }
     // serving_engine.synthetic_output: ids from 2**40 up, distinct per request
     int64_t start = (int64_t(1) << 40) + (r.id << 24);
     std::vector<int64_t> out(std::size_t(r.output_len));
     for (int64_t i = 0; i < r.output_len; ++i) out[std::size_t(i)] = start + i;
-    return array_of(std::move(out));
+    nb::object array = array_of(std::move(out));
+    data = array_data(array);
+    return array;
 }
 
-void Engine::cache_finished(const Run &run) {
+void Engine::cache_finished(const Run &run, const nb::object &output, const int64_t *out) {
     const Req &r = *run.r;
     const NodePtr &node = run.node;
-    nb::object output = output_tokens(r);
-    const int64_t *out = array_data(output);
     int64_t out_len = r.output_len - 1;  // bar the last output token (never computed)
     if (!node->alive) throw nb::value_error("extend from an evicted node");
     int64_t skip = node->depth - r.prompt_len;

@@ -291,6 +291,7 @@ ReqPtr Arrivals::read(nb::handle obj) {
     r->output_len = nb::cast<int64_t>(obj.attr("output_len"));
     r->max_new_tokens = nb::cast<int64_t>(obj.attr("max_new_tokens"));
     r->output_tokens = obj.attr("output_tokens");
+    if (!r->output_tokens.is_none()) r->output = data_of(r->output_tokens);
     return r;
 }
 

@@ -253,3 +253,22 @@ def test_an_order_that_is_not_a_permutation_is_refused() -> None:
         with pytest.raises(RuntimeError, match="scheduler 'repeats' returned an order that is not a permutation"):
             engine.step()
         assert len(engine.waiting) == 3 and not engine.running
+
+
+def finished_records(engine: SimEngine) -> dict:
+    """Every record's fields after the engine ran its workload to the end."""
+    engine.run()
+    return {rid: record_tuple(rec) for rid, rec in engine.records.items()}
+
+
+def test_a_strided_reply_is_read_as_the_python_engine_reads_it() -> None:
+    """A read-only reply that is a strided view (every other token of a frozen array) is cached as
+    its tokens, not refused mid-retirement."""
+    base = np.arange(100, 140)
+    base.flags.writeable = False
+    runs = []
+    for engine in both_engines():
+        engine.submit([Request(i, 0, np.arange(i, i + 6), output_len=20, output_tokens=base[i % 2::2])
+                       for i in range(2)])
+        runs.append((finished_records(engine), cache_state(engine.cache)))
+    assert runs[0] == runs[1]
