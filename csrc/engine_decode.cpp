@@ -111,7 +111,8 @@ int64_t Engine::decode_limit() {
 
 int64_t Engine::steps_until(double dt, int64_t batch, double a) const {
     if (dt <= 0) return 1;
-    if (std::isinf(dt)) return int64_t(1) << 62;
+    const int64_t never = int64_t(1) << 62;  // Python's bound too: a count past it never ends
+    if (std::isinf(dt)) return never;
     double q = config.decode_per_context_token * double(batch);
     // T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding.
     double k_real;
@@ -121,9 +122,9 @@ int64_t Engine::steps_until(double dt, int64_t batch, double a) const {
         double b = a - q / 2;
         k_real = std::ceil((-b + std::sqrt(b * b + 2 * q * dt)) / q);
     }
-    int64_t k = std::max(int64_t(k_real), int64_t(1));
+    int64_t k = k_real < double(never) ? std::max(int64_t(k_real), int64_t(1)) : never;
     while (k > 1 && config.decode_steps_after(a, k - 1, batch) >= dt) --k;
-    while (config.decode_steps_after(a, k, batch) < dt) ++k;
+    while (k < never && config.decode_steps_after(a, k, batch) < dt) ++k;
     return k;
 }
 

@@ -272,3 +272,17 @@ def test_a_strided_reply_is_read_as_the_python_engine_reads_it() -> None:
                        for i in range(2)])
         runs.append((finished_records(engine), cache_state(engine.cache)))
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("later", [1e18, 1e300])
+def test_an_arrival_far_ahead_bounds_the_decode_count(later: float) -> None:
+    """Decoding until an arrival further off than 2**62 steps counts 2**62 of them at most (no
+    step count past it in either engine: the compiled one overflowed, the Python one counted down
+    one at a time); the running request's finish comes first either way."""
+    config = EngineConfig(cost_model=CostModel(decode_per_context_token=0.0))
+    runs = []
+    for engine in both_engines(config=config):
+        engine.submit([Request(0, 0, np.arange(4), output_len=5), Request(1, 0, np.arange(4, 8), arrival=later)])
+        runs.append(finished_records(engine))
+        assert engine.records[1].admit == later  # admitted when it arrived
+    assert runs[0] == runs[1]

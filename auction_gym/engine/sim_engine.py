@@ -73,11 +73,13 @@ class SimEngine(ServingEngine):
 
     def _steps_until(self, dt: float, batch: int, a: float) -> int:
         """Fewest decode steps (>= 1) of `batch` requests, the first taking `a` seconds
-        (`CostModel.decode_time`), whose total time reaches `dt` seconds; a huge number if never."""
+        (`CostModel.decode_time`), whose total time reaches `dt` seconds; a huge number (2**62) if
+        never or later than that many steps, where counting one step at a time would not end."""
         if dt <= 0:
             return 1
+        never = 2**62
         if math.isinf(dt):
-            return 2**62
+            return never
         cost = self.cost
         q = cost.decode_per_context_token * batch
         # T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding.
@@ -86,10 +88,10 @@ class SimEngine(ServingEngine):
         else:
             b = a - q / 2
             k = math.ceil((-b + math.sqrt(b * b + 2 * q * dt)) / q)
-        k = max(k, 1)
+        k = min(max(k, 1), never)
         while k > 1 and cost.decode_steps_after(a, k - 1, batch) >= dt:
             k -= 1
-        while cost.decode_steps_after(a, k, batch) < dt:
+        while k < never and cost.decode_steps_after(a, k, batch) < dt:
             k += 1
         return k
 
