@@ -185,6 +185,13 @@ def test_compiled_engine_is_chosen_where_it_runs() -> None:
         assert type(SimEngine("fcfs")) is CompiledSimEngine
         assert type(SimEngine("fcfs", EngineConfig(priority_preemption=True))) is SimEngine
         assert type(PythonSimEngine("fcfs")) is PythonSimEngine
+        # counts the compiled engine cannot hold as 64-bit ints: an integral float, one past 64 bits
+        for config in (EngineConfig(kv_capacity_tokens=10000.0), EngineConfig(max_running_requests=2**63),
+                       EngineConfig(chunked_prefill_size=512.0)):
+            engine = SimEngine("fcfs", config)
+            assert type(engine) is SimEngine
+            engine.run([Request(0, 0, np.arange(4), output_len=3)])
+            assert engine.records[0].finish > 0
     with core.use("python"):
         assert type(SimEngine("fcfs")) is SimEngine
 

@@ -102,13 +102,27 @@ class PythonSimEngine(SimEngine):
     cache and waiting prefixes of the active core."""
 
 
+# The config's counts, which the compiled engine holds as 64-bit ints.
+COUNTS = ("kv_capacity_tokens", "max_prefill_tokens", "max_running_requests", "page_size", "clip_max_new_tokens",
+          "retract_decode_steps", "in_batch_check_threshold", "in_batch_deprioritize_threshold",
+          "new_token_ratio_decay_steps")
+
+
 def supports(config: EngineConfig | None) -> bool:
     """Whether the compiled engine runs `config`: the built-in rule sets and config types, without
-    priority preemption (those keep the Python engine)."""
+    priority preemption, with every count an int within 64 bits (the others keep the Python engine,
+    which also takes a count given as an integral float, or a larger one)."""
     if config is None:
         return True
     return (type(config) is EngineConfig and type(config.cost_model) is CostModel and not config.priority_preemption
-            and RULES.get(config.reservation) in (SGLangRules, OracleRules))
+            and RULES.get(config.reservation) in (SGLangRules, OracleRules) and _counts_fit(config))
+
+
+def _counts_fit(config: EngineConfig) -> bool:
+    counts = [getattr(config, name) for name in COUNTS]
+    if config.chunked_prefill_size is not None:
+        counts.append(config.chunked_prefill_size)
+    return all(isinstance(n, int) and -2**63 <= n < 2**63 for n in counts)
 
 
 class CompiledSimEngine(SimEngine):
