@@ -161,9 +161,15 @@ nb::object Engine::output_tokens(const Req &r, const int64_t *&data) const {
         return r.output_tokens;
     }
     // serving_engine.synthetic_output: ids from 2**40 up, distinct per request
-    int64_t start = (int64_t(1) << 40) + (r.id << 24);
+    __int128 start = (__int128(1) << 40) + __int128(r.id) * (int64_t(1) << 24);
+    if (start < INT64_MIN || start > INT64_MAX) {  // where numpy's arange refuses the start
+        PyErr_SetString(PyExc_OverflowError, ("request " + std::to_string(r.id) +
+                                              ": its synthetic reply starts past int64").c_str());
+        throw nb::python_error();
+    }
     std::vector<int64_t> out(std::size_t(r.output_len));
-    for (int64_t i = 0; i < r.output_len; ++i) out[std::size_t(i)] = start + i;
+    for (int64_t i = 0; i < r.output_len; ++i)  // wrapping past int64's end, as numpy's does
+        out[std::size_t(i)] = int64_t(uint64_t(int64_t(start)) + uint64_t(i));
     nb::object array = array_of(std::move(out));
     data = array_data(array);
     return array;

@@ -293,3 +293,20 @@ def test_an_arrival_far_ahead_bounds_the_decode_count(later: float) -> None:
         runs.append(finished_records(engine))
         assert engine.records[1].admit == later  # admitted when it arrived
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("rid", [2**39 - 2**16, 2**39, -(2**39) - 2**16, -(2**40)])
+def test_a_synthetic_reply_past_int64_raises_overflow(rid: int) -> None:
+    """The made-up reply of a request without output_tokens starts at 2**40 + (id << 24): where that
+    start is past int64, both engines raise OverflowError when it finishes (numpy's arange
+    refuses it; the compiled engine's arithmetic overflowed); elsewhere both run it."""
+    fits = -(2**63) <= 2**40 + (rid << 24) < 2**63
+    runs = []
+    for engine in both_engines():
+        engine.submit(Request(rid, 0, np.arange(4), output_len=3))
+        if fits:
+            runs.append((finished_records(engine), cache_state(engine.cache)))
+        else:
+            with pytest.raises(OverflowError):
+                engine.run()
+    assert not runs or runs[0] == runs[1]
