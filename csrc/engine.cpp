@@ -215,7 +215,7 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
             if (held_back.count(queue.of(r)->id)) behind.append(r);
         out = behind;
     }
-    if (nb::cast<bool>(scheduler.attr("sorts_in_place"))) queue.reorder(out);  // SGLang keeps it for the next round
+    if (truthy(scheduler.attr("sorts_in_place"))) queue.reorder(out);  // SGLang keeps it for the next round
     return out;
 }
 
@@ -230,7 +230,7 @@ void Engine::check_permutation(nb::handle ordered) const {
 
 std::unordered_set<int64_t> Engine::in_batch_deprioritized(nb::handle waiting) {
     std::unordered_set<int64_t> out;
-    if (!config.in_batch || !nb::cast<bool>(scheduler.attr("in_batch_deprioritizes")(nb::len(waiting)))) return out;
+    if (!config.in_batch || !truthy(scheduler.attr("in_batch_deprioritizes")(nb::len(waiting)))) return out;
     // in_batch.deprioritized: the requests with few cached tokens whose head an earlier one has
     nb::dict length_of = prefixes->matcher.length_of;
     std::unordered_set<std::string> heads;

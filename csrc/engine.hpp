@@ -294,6 +294,13 @@ inline bool by_done(const std::pair<std::pair<int64_t, int64_t>, RunPtr> &a,
     return a.first < b.first;
 }
 
+// `o`'s truth as Python's `if o:` takes it (1, numpy's bool, None), not only a bool's.
+inline bool truthy(nb::handle o) {
+    int t = PyObject_IsTrue(o.ptr());
+    if (t < 0) throw nb::python_error();
+    return t != 0;
+}
+
 // A record's count `field` grown by `n`.
 inline void add_to(nb::handle record, const char *field, int64_t n) {
     record.attr(field) = nb::cast<int64_t>(record.attr(field)) + n;

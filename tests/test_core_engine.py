@@ -310,3 +310,24 @@ def test_a_synthetic_reply_past_int64_raises_overflow(rid: int) -> None:
             with pytest.raises(OverflowError):
                 engine.run()
     assert not runs or runs[0] == runs[1]
+
+
+class Truthy(LongestFirst):
+    """A policy whose flags are truthy values that are not bools, as Python's `if` reads them."""
+
+    name = "truthy"
+    sorts_in_place = 1
+
+    def in_batch_deprioritizes(self, waiting: int):
+        return np.bool_(True) if waiting > 2 else None
+
+
+def test_a_policy_flag_is_read_by_its_truth() -> None:
+    config = EngineConfig(in_batch_prefix_caching=True, in_batch_check_threshold=64,
+                          in_batch_deprioritize_threshold=4, max_prefill_tokens=16)
+    runs = []
+    for engine in both_engines(Truthy, config):
+        engine.submit([Request(i, 0, np.concatenate([np.arange(8), np.arange(i, i + 4)]), output_len=3)
+                       for i in range(5)])
+        runs.append((finished_records(engine), cache_state(engine.cache)))
+    assert runs[0] == runs[1]
