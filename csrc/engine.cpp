@@ -68,7 +68,7 @@ nb::list Engine::let_in_arrivals() {
     std::vector<ReqPtr> arrived;
     for (const ReqPtr &r : arrivals.due(now)) {
         if (r->output_len > config.output_room(r->prompt_len)) {
-            record(*r).attr("rejected") = config_object.attr("rejection")(r->prompt_len, r->output_len);
+            record(*r).attr("rejected") = config_object.attr("rejection")(r->prompt_len, r->obj.attr("output_len"));
             rejected.append(r->id);
         } else {
             arrived.push_back(r);

@@ -26,6 +26,16 @@ const int64_t *data_of(nb::object &array) {
     return view.data();
 }
 
+// An int as a 64-bit one, those beyond held at int64's ends: a request's output_len and cap, which
+// only enter min and comparisons, where a larger one acts as int64's end does (the rejection,
+// which reports the output_len, reads the request's own).
+int64_t saturated(nb::handle o) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    return overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : int64_t(v);
+}
+
 }  // namespace
 
 const Python &python() {
@@ -288,8 +298,8 @@ ReqPtr Arrivals::read(nb::handle obj) {
     r->tokens = obj.attr("tokens");
     r->data = data_of(r->tokens);
     r->prompt_len = int64_t(nb::len(r->tokens));
-    r->output_len = nb::cast<int64_t>(obj.attr("output_len"));
-    r->max_new_tokens = nb::cast<int64_t>(obj.attr("max_new_tokens"));
+    r->output_len = saturated(obj.attr("output_len"));
+    r->max_new_tokens = saturated(obj.attr("max_new_tokens"));
     r->output_tokens = obj.attr("output_tokens");
     if (!r->output_tokens.is_none()) r->output = data_of(r->output_tokens);
     return r;

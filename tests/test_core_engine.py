@@ -331,3 +331,15 @@ def test_a_policy_flag_is_read_by_its_truth() -> None:
                        for i in range(5)])
         runs.append((finished_records(engine), cache_state(engine.cache)))
     assert runs[0] == runs[1]
+
+
+def test_request_counts_past_int64_run_as_in_python() -> None:
+    """A cap past int64 only bounds the output (the config's room binds); an output_len past it
+    is rejected, the rejection counting it as given."""
+    runs = []
+    for engine in both_engines():
+        engine.submit([Request(0, 0, np.arange(4), output_len=3, max_new_tokens=2**64),
+                       Request(1, 0, np.arange(4, 8), output_len=2**64)])
+        runs.append(finished_records(engine))
+        assert f"prompt + output = {2**64 + 4} tokens" in engine.records[1].rejected
+    assert runs[0] == runs[1]
