@@ -41,9 +41,8 @@ def stepped(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def without_calls(self, scheduler):
         engine = make_engine(self, scheduler)
-        for name in ("play_round", "warm_up"):
-            if name in vars(engine):
-                delattr(engine, name)
+        if isinstance(engine, CompiledSimEngine):
+            engine.play_round = engine.warm_up = None  # the market reads None as lacking them
         return engine
 
     monkeypatch.setattr(MarketConfig, "make_engine", without_calls)
@@ -127,3 +126,40 @@ def test_a_replaced_step_is_stepped_through():
         market.engine.step = step
         admitted = sum(len(market.step([1.0] * market.n).admitted) for _ in range(20))
     assert kinds.count("prefill") >= 20 and len(kinds) > 20 and admitted >= 20
+
+
+class CountingEngine(CompiledSimEngine):
+    """A compiled engine whose subclass overrides `step` (and nothing the market calls besides)."""
+
+    steps = 0
+
+    def step(self, multipliers=None, remaining=None):
+        self.steps += 1
+        return super().step(multipliers, remaining)
+
+
+def test_a_subclass_step_is_not_shadowed(monkeypatch):
+    """A subclass's `step` is the engine's step, and the market steps through it, as it does for a
+    replaced one (the compiled one bound over it on the instance)."""
+    make_engine = MarketConfig.make_engine
+    monkeypatch.setattr(MarketConfig, "make_engine",
+                        lambda self, sched: CountingEngine(sched, make_engine(self, sched).config))
+    with core.use("compiled"):
+        market = Market(MarketConfig(horizon=5))
+        market.reset(0)
+        assert type(market.engine) is CountingEngine and not market._plays_own_steps()
+        warm = market.engine.steps
+        assert warm > 0
+        for _ in range(5):
+            market.step([1.0] * market.n)
+        assert market.engine.steps > warm + 5
+        plain = CompiledSimEngine("fcfs")
+        assert plain.step is plain.compiled_step
+
+
+def test_what_the_compiled_engine_was_built_with_is_read_only():
+    with core.use("compiled"):
+        engine = CompiledSimEngine("fcfs")
+    for name in ("scheduler", "config", "records"):
+        with pytest.raises(AttributeError):
+            setattr(engine, name, getattr(engine, name))

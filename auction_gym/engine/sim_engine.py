@@ -135,24 +135,47 @@ class CompiledSimEngine(SimEngine):
     internals (`queue`, `rules`, `_chunked`); its `running` lists requests, not `Running` records.
     For the market it also runs a round's iterations, or the warm-up's, in one call (`play_round`,
     `warm_up`: `Market._play`, `Market.reset`), those its own `step` runs (`compiled_step`: a caller
-    that replaced `step` is stepped through it instead)."""
+    that replaced `step`, or a subclass that overrides it, is stepped through it instead). Its
+    `scheduler`, `config` and `records` are read-only: the compiled engine holds those it was built with."""
 
     def __init__(self, scheduler: AdmissionPolicy | str = "fcfs", config: EngineConfig | None = None,
                  rules: None = None) -> None:
         if rules is not None or not supports(config) or core.active() != "compiled":
             raise ValueError("the compiled engine runs the configs `supports` accepts, on the compiled core")
-        self.scheduler = as_policy(scheduler)
-        self.config = config or EngineConfig()
-        self.cost = self.config.cost_model
-        self.cache = RadixCache(page_size=self.config.page_size, eviction_policy=self.config.radix_eviction_policy)
+        self._scheduler = as_policy(scheduler)
+        self._config = config or EngineConfig()
+        self.cost = self._config.cost_model
+        self.cache = RadixCache(page_size=self._config.page_size, eviction_policy=self._config.radix_eviction_policy)
         self._prefixes = WaitingPrefixes()
-        self.records = {}
-        self._core = core.compiled_module().Engine(self.scheduler, self.config, self.cache, self._prefixes, self.records)
-        # The compiled methods themselves, not Python ones that call them: `step` runs every iteration.
-        self.step = self.compiled_step = self._core.step
-        self.in_system = self._core.in_system
-        self.play_round = self._core.play_round
-        self.warm_up = self._core.warm_up
+        self._records: dict = {}
+        self._core = core.compiled_module().Engine(self._scheduler, self._config, self.cache, self._prefixes,
+                                                   self._records)
+        self.compiled_step = self._core.step
+        # The compiled methods themselves, not Python ones that call them (`step` runs every
+        # iteration), where a subclass has not overridden them.
+        for name in ("step", "in_system", "play_round", "warm_up"):
+            if getattr(type(self), name) is getattr(CompiledSimEngine, name):
+                setattr(self, name, self.compiled_step if name == "step" else getattr(self._core, name))
+
+    # What the compiled engine was built with, which it holds: read-only, as replacing one would
+    # change nothing it runs.
+    scheduler = property(lambda self: self._scheduler, doc="Its admission policy.")
+    config = property(lambda self: self._config, doc="Its config.")
+    records = property(lambda self: self._records, doc="Its requests' records, by id.")
+
+    def step(self, multipliers: Any = None, remaining: Any = None) -> Any:
+        return self._core.step(multipliers, remaining)
+
+    def in_system(self) -> list[Request]:
+        return self._core.in_system()
+
+    def play_round(self, multipliers: Any, remaining: Any, busy_time: float, admitted_total: int) -> tuple:
+        """The iterations up to one that admits, or the workload's end, in one call (`Market._play`)."""
+        return self._core.play_round(multipliers, remaining, busy_time, admitted_total)
+
+    def warm_up(self, until: float, multipliers: Any, busy_time: float, admitted_total: int) -> tuple:
+        """The iterations while the clock is before `until`, in one call (`Market.reset`)."""
+        return self._core.warm_up(until, multipliers, busy_time, admitted_total)
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
         self._core.arrivals.submit(requests)
