@@ -223,6 +223,7 @@ public:
     FutureOutput future;
     double now = 0;
     int64_t reserved = 0;
+    RoundTally tally{0, 0};  // the last play_round's or warm_up's, as far as it ran
 
 private:
     Step iterate(nb::handle multipliers, nb::handle remaining);

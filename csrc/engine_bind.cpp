@@ -53,6 +53,9 @@ void bind_engine(nb::module_ &m) {
         .def("warm_up", &Engine::warm_up, nb::arg("until"), nb::arg("multipliers"), nb::arg("busy_time"),
              nb::arg("admitted_total"),
              "Iterations without budgets while the clock is before `until`: (busy_time, admitted_total).")
+        .def_prop_ro("tally", [](const Engine &e) { return nb::make_tuple(e.tally.busy_time, e.tally.admitted_total); },
+                     "(busy_time, admitted_total) after the last play_round's or warm_up's iterations, as far "
+                     "as they ran (one may raise).")
         .def("in_system", &Engine::in_system)
         .def_prop_ro("arrivals", [](Engine &e) -> Arrivals & { return e.arrivals; }, nb::rv_policy::reference_internal)
         .def_prop_ro("waiting", [](const Engine &e) { return e.queue.requests; })

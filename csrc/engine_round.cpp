@@ -14,8 +14,10 @@ void RoundTally::add(const Step &s) {
     }
 }
 
+// The tally is the engine's, added to as each iteration ends: where one raises, what those before it
+// added is left for the market to read (`tally`), as its own loop would have added it.
 nb::tuple Engine::play_round(nb::handle multipliers, nb::handle remaining, double busy_time, int64_t admitted_total) {
-    RoundTally tally{busy_time, admitted_total};
+    tally = RoundTally{busy_time, admitted_total};
     nb::list finished;
     while (true) {
         Step s = iterate(multipliers, remaining);
@@ -29,7 +31,7 @@ nb::tuple Engine::play_round(nb::handle multipliers, nb::handle remaining, doubl
 }
 
 nb::tuple Engine::warm_up(double until, nb::handle multipliers, double busy_time, int64_t admitted_total) {
-    RoundTally tally{busy_time, admitted_total};
+    tally = RoundTally{busy_time, admitted_total};
     while (now < until) {
         Step s = iterate(multipliers, nb::none());
         if (!s.kind) break;

@@ -163,3 +163,47 @@ def test_what_the_compiled_engine_was_built_with_is_read_only():
     for name in ("scheduler", "config", "records"):
         with pytest.raises(AttributeError):
             setattr(engine, name, getattr(engine, name))
+
+
+class Breaks(Exception):
+    pass
+
+
+def failing_on_third_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Markets made from now on get a policy (first come, first served) that raises on its 3rd round."""
+
+    def make_scheduler(self):
+        fcfs, rounds = make_scheduler_of(self), []
+
+        def order_round(round):
+            rounds.append(1)
+            if len(rounds) == 3:
+                raise Breaks
+            return type(fcfs).order_round(fcfs, round)
+
+        fcfs.order_round = order_round
+        return fcfs
+
+    make_scheduler_of = MarketConfig.make_scheduler
+    monkeypatch.setattr(MarketConfig, "make_scheduler", make_scheduler)
+
+
+@pytest.mark.parametrize("warmup", [0.0, 30.0])
+def test_a_raising_round_keeps_the_tally_of_the_iterations_before_it(warmup, monkeypatch):
+    """The busy time and admissions of the iterations before one that raises are the market's,
+    in the warm-up or a round, with the round call as with the loop."""
+    config = MarketConfig(mechanism="fcfs", horizon=10, warmup=warmup, workload="agentic")
+    failing_on_third_round(monkeypatch)
+    tallies = []
+    for loop in (False, True):
+        if loop:
+            stepped(monkeypatch)
+        with core.use("compiled"):
+            market = Market(config)
+            with pytest.raises(Breaks):
+                market.reset(0)
+                for _ in range(10):
+                    market.step([1.0] * market.n)
+        assert (market._play_round is None) is loop
+        tallies.append((market.busy_time, market.admitted_total, market.engine.now))
+    assert tallies[0] == tallies[1] and tallies[0][1] == 2

@@ -169,6 +169,12 @@ class CompiledSimEngine(SimEngine):
     def in_system(self) -> list[Request]:
         return self._core.in_system()
 
+    @property
+    def tally(self) -> tuple[float, int]:
+        """(busy_time, admitted_total) after the last `play_round`'s or `warm_up`'s iterations, as
+        far as they ran: where one raised, the market keeps those before it."""
+        return self._core.tally
+
     def play_round(self, multipliers: Any, remaining: Any, busy_time: float, admitted_total: int) -> tuple:
         """The iterations up to one that admits, or the workload's end, in one call (`Market._play`)."""
         return self._core.play_round(multipliers, remaining, busy_time, admitted_total)

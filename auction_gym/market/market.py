@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -138,7 +138,7 @@ class Market:
         # `step` was replaced; any other is stepped here, one iteration at a time, with the same result.
         self._play_round = getattr(self.engine, "play_round", None)
         if self._play_round is not None and self._plays_own_steps():
-            self.busy_time, self.admitted_total = self.engine.warm_up(float(cfg.warmup), truthful, 0.0, 0)
+            self.busy_time, self.admitted_total = self._in_one_call(self.engine.warm_up, float(cfg.warmup), truthful)
         else:
             while self.engine.now < cfg.warmup and self._advance(truthful, None) is not None:
                 pass
@@ -233,7 +233,7 @@ class Market:
         report's `admitted`, `decision`, `finished` and `exhausted`."""
         if self._play_round is not None and self._plays_own_steps():
             report.admitted, report.decision, report.finished, self.busy_time, self.admitted_total, dry = (
-                self._play_round(multipliers, remaining, self.busy_time, self.admitted_total))
+                self._in_one_call(self._play_round, multipliers, remaining))
         else:
             while True:
                 it = self._advance(multipliers, remaining)
@@ -247,6 +247,15 @@ class Market:
         if dry:
             self.exhausted = report.exhausted = True
             self._check_anything_ran()
+
+    def _in_one_call(self, call: Callable[..., tuple], *args: Any) -> tuple:
+        """The engine's `play_round` or `warm_up` with the busy time and admissions so far; where an
+        iteration raises, those of the iterations before it are kept, as the loop keeps them."""
+        try:
+            return call(*args, self.busy_time, self.admitted_total)
+        except BaseException:
+            self.busy_time, self.admitted_total = self.engine.tally
+            raise
 
     def _plays_own_steps(self) -> bool:
         """Whether the engine's `step` is still the one its `play_round` and `warm_up` run."""
