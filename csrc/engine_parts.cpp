@@ -318,13 +318,13 @@ void Arrivals::advance_source() {
     ReqPtr prev = lookahead;
     nb::handle it = source;
     PyObject *next = PyIter_Next(it.ptr());
-    if (!next) {
-        if (PyErr_Occurred()) throw nb::python_error();
+    if (!next && PyErr_Occurred()) throw nb::python_error();
+    nb::object obj = nb::steal(next);
+    if (!next || obj.is_none()) {  // a None ends the workload, as Python's next(source, None) reads it
         lookahead = nullptr;
         source = nb::none();
         return;
     }
-    nb::object obj = nb::steal(next);
     lookahead = read(obj);
     if (prev && lookahead->arrival < prev->arrival) {
         nb::str msg = nb::str("request {}: lazily read workloads must be sorted by arrival ({} after {})")

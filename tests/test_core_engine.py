@@ -343,3 +343,14 @@ def test_request_counts_past_int64_run_as_in_python() -> None:
         runs.append(finished_records(engine))
         assert f"prompt + output = {2**64 + 4} tokens" in engine.records[1].rejected
     assert runs[0] == runs[1]
+
+
+def test_a_lazy_workload_ends_at_a_none() -> None:
+    """A lazily read workload that yields None ends there (the requests after it are not read)."""
+    runs = []
+    for engine in both_engines():
+        engine.submit(iter([Request(0, 0, np.arange(4), output_len=3), None,
+                            Request(1, 0, np.arange(4, 8), output_len=3, arrival=1.0)]))
+        runs.append(finished_records(engine))
+        assert list(engine.records) == [0]
+    assert runs[0] == runs[1]
