@@ -297,6 +297,7 @@ void Engine::release() {
     scheduler = nb::none();
     arrivals.records = nb::dict();
     arrivals.source = arrivals.upstream = nb::none();
+    queue.requests = nb::list();  // visited by the collector too: a waiting request may hold the engine
 }
 
 nb::list Engine::in_system() const {

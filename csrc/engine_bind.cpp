@@ -22,6 +22,7 @@ int traverse(PyObject *self, visitproc visit, void *arg) {
 }
 
 int clear(PyObject *self) {
+    if (!nb::inst_ready(self)) return 0;  // not constructed: nothing held
     nb::inst_ptr<Engine>(self)->release();
     return 0;
 }
