@@ -2,8 +2,9 @@
 // iteration, admission, retraction, decode), rules.py (SGLangRules, OracleRules, FutureOutput),
 // queue.py (WaitingQueue), arrivals.py and in_batch.py operation for operation, on the compiled
 // radix cache and waiting prefixes (docs/engine.md section 8). The Python modules' docstrings state
-// the semantics; this follows their code, name for name. Python objects (requests, records,
-// iterations, the policy's order and decision) are what the Python engine's are.
+// the semantics; this follows their code, name for name. The Python objects it makes or hands on
+// (requests, records, iterations, the policy's order and decision) are what the Python engine's
+// are; its running batch is read as a list of requests, not of the Python engine's `Running` records.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -309,7 +310,7 @@ inline void add_to(nb::handle record, const char *field, int64_t n) {
 
 // Python objects of the package the engine makes or calls, looked up once.
 struct Python {
-    nb::object iteration, waiting_round, decision_priority, concatenate, record_of, request, sequence;
+    nb::object iteration, waiting_round, decision_priority, record_of, request, sequence;
 };
 const Python &python();
 

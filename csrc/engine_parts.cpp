@@ -16,7 +16,8 @@ using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::dev
 
 const auto by_pair = [](const std::pair<int64_t, int64_t> &a, const std::pair<int64_t, int64_t> &b) { return a < b; };
 
-// A read-only contiguous int64 array's data (a request's tokens as `Request` keeps them).
+// A 1-D int64 array's data, read in place where it is contiguous (read-only or not), else from a
+// contiguous copy that replaces `array`, which the caller keeps alive.
 const int64_t *data_of(nb::object &array) {
     TokenArray view;
     if (!nb::try_cast(array, view, false)) {
@@ -45,9 +46,8 @@ const Python &python() {
         nb::module_ base = nb::module_::import_("auction_gym.scheduler.base");
         nb::module_ records = nb::module_::import_("auction_gym.engine.records");
         nb::module_ request = nb::module_::import_("auction_gym.request");
-        nb::module_ np = nb::module_::import_("numpy");
         return new Python{state.attr("Iteration"), policy.attr("WaitingRound"), base.attr("decision_priority"),
-                          np.attr("concatenate"), records.attr("RequestRecord").attr("of"), request.attr("Request"),
+                          records.attr("RequestRecord").attr("of"), request.attr("Request"),
                           nb::module_::import_("collections.abc").attr("Sequence")};
     }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
     return *py;
