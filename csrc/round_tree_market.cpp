@@ -111,13 +111,18 @@ nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, 
         alpha[i] = PyFloat_AS_DOUBLE(a);
     }
     if (costed_ && lens_of.is_none()) return nb::none();  // the lengths are read from the cache
+    // The queue as a tuple of this call's own, read and followed: reading it calls back into Python
+    // (a field by name, a mapping's __getitem__), which could change the caller's list and free the
+    // requests read from it.
+    nb::object queue = nb::steal(PyList_AsTuple(requests.ptr()));
+    if (!queue.is_valid()) throw nb::python_error();
     Reading read;
-    PyObject* const* queue = PySequence_Fast_ITEMS(requests.ptr());
-    if (!read_queue(queue, PyList_GET_SIZE(requests.ptr()), alpha, costed_ ? lens_of : nb::handle(), read))
+    if (!read_queue(PySequence_Fast_ITEMS(queue.ptr()), PyTuple_GET_SIZE(queue.ptr()), alpha,
+                    costed_ ? lens_of : nb::handle(), read))
         return nb::none();
     nb::list urgency = steal_list(read.urgency), bids = steal_list(read.bids);
     nb::object lens = costed_ ? nb::object(steal_list(read.lens)) : nb::none();
-    follow(requests, urgency, joined, left, rematched, length_of);
+    follow(queue, urgency, joined, left, rematched, length_of);
     FactoredRound round = factored(alpha);
     round.queued = std::move(read.queued);
     return nb::make_tuple(bids, lens, nb::cast(std::move(round), nb::rv_policy::move));

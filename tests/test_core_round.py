@@ -191,3 +191,39 @@ def test_a_prompt_the_tree_reads_outlives_its_request_and_goes_with_the_tree():
     del trees, t, b
     gc.collect()
     assert [ref() for ref in kept] == [None, None]
+
+
+class _Emptying:
+    """A bid that, as it is converted, empties the lists it was given (the queue the tree is
+    reading), so that the requests that join are left with no holder but the tree."""
+
+    def __init__(self, value: float, lists: list[list]) -> None:
+        self.value, self.lists = value, lists
+
+    def __float__(self) -> float:
+        for items in self.lists:
+            items.clear()
+        gc.collect()
+        return self.value
+
+
+@pytest.mark.parametrize("reported", [False, True])
+def test_a_queue_emptied_by_a_callback_is_read_as_it_was_given(reported):
+    """A round's inputs are read as they were when the call began, whatever a callback does to the
+    caller's lists meanwhile: the compiled tree holds what the Python tree holds, and reads no
+    request freed under it."""
+    trees = _trees()
+    held = Request(1, 0, [1, 2, 3], bid=1.0)
+    for t in trees:
+        t.update([held], [1.0], [0])
+    for t in trees:
+        queue = [held] + [Request(k, k % BIDDERS, [1, 2, k], bid=1.0) for k in range(2, 7)]
+        joined = queue[1:]
+        bids: list[object] = [1.0, _Emptying(2.5, [queue, joined])] + [float(k) for k in range(4)]
+        delta = QueueDelta(joined=joined, left=[], rematched=[], length_of={r: 0 for r in queue})
+        t.update(queue, bids, [0] * 6, delta if reported else None)
+        del queue, joined, bids, delta
+        gc.collect()
+    py, cc = trees
+    assert [(r.id, r.bidder) for r in cc.order()] == [(r.id, r.bidder) for r in py.order()]
+    assert len(py.order()) == 6 and cc.node_stats() == py.node_stats()

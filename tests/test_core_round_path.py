@@ -201,3 +201,30 @@ def test_the_unit_cost_model_rounds_go_through_the_layers():
     with core.use("compiled"):
         unit, tokens = RadixTreeAuction("unit"), RadixTreeAuction("tokens")
     assert unit._own_layers and not unit._compiled_rounds and tokens._compiled_rounds
+
+
+class _EmptyingLengths(dict):
+    """Cached lengths whose first lookup empties the queue the round is reading."""
+
+    def __init__(self, lens: dict, queue: list) -> None:
+        super().__init__(lens)
+        self.queue = queue
+
+    def __getitem__(self, request):
+        self.queue.clear()
+        return super().__getitem__(request)
+
+
+def test_a_queue_emptied_by_a_callback_is_read_as_it_was_given_in_one_call():
+    """The one-call round reads the queue as it was when the call began, whatever a lookup of its
+    cached lengths does to the caller's list meanwhile."""
+    decided = []
+    for emptying in (False, True):
+        tree = CompiledQueueTree(1.0, costed=True)
+        queue = [Request(k, k % 2, [1, 2, k % 3, k], urgency=float(k + 1)) for k in range(5)]
+        lens = {r: k % 2 for k, r in enumerate(queue)}
+        lens_of = _EmptyingLengths(lens, queue) if emptying else lens
+        bids, cached, round_ = tree.market_round(queue, [1.0, 0.5], QueueDelta(list(lens), [], [], lens), lens_of)
+        decided.append((bids, cached, [r.id for r in round_.admission]))
+        assert len(queue) == (0 if emptying else 5)
+    assert decided[1] == decided[0]

@@ -1,6 +1,7 @@
 """The queue tree kept across rounds on the compiled core (`auction_gym.core`): the tree, the
 round's changes found and applied, what is read from it and the VCG payments of the rounds decided
-over it run in C++ (csrc/round_tree.cpp, incremental_tree.cpp, factored.cpp, payments.cpp).
+over it run in C++ (csrc/round_tree.cpp, round_tree_checks.cpp, incremental_tree.cpp, factored.cpp,
+payments.cpp).
 
 `CompiledQueueTree.update` is one call into C++: the compiled tree holds the requests (by slot,
 with what `IncrementalQueueTree.update` compares: bid, cached length, prompt), compares the bids

@@ -21,7 +21,9 @@ import argparse
 import gc
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import gymnasium as gym
 
@@ -50,62 +52,82 @@ class Recorded:
 def record(env_id: str, steps: int, seed: int = 0) -> Recorded:
     """The rounds the engine of `env_id` (a radix auction's env) passed its auction in `steps`
     random-action steps, recorded at the methods the engine and the market call."""
-    recorded = Recorded([], [], {})
-    number: dict[int, int] = {}
-    of_decision: dict[int, int] = {}
-    inside: list[bool] = []  # a recorded call made from another (a fast path falling back) is not one more
-
-    def admitting(admit):
-        def admit_recorded(self, round_):
-            if inside:
-                return admit(self, round_)
-            if id(self) not in number:
-                number[id(self)] = len(recorded.auctions)
-                recorded.auctions.append((type(self), (self.cost_model, self.request_overhead, self.tie_break)))
-            changes = round_.changes
-            kept = None if changes is None else replace(changes, length_of=dict(changes.length_of))
-            lens = dict(zip(round_.queue, round_.prefix_lens))
-            rounds = recorded.rounds
-            rounds.append((number[id(self)], list(round_.queue), _copy(round_.multipliers), _copy(round_.remaining),
-                           kept, lens))
-            inside.append(True)
-            try:
-                order, decision = admit(self, round_)
-            finally:
-                inside.pop()
-            of_decision[id(decision)] = len(rounds) - 1
-            return order, decision
-        return admit_recorded
-
-    def charging(charges):
-        def charges_recorded(self, admitted, per_bidder, seconds_per_unit):
-            if not inside:
-                recorded.charged.setdefault(of_decision[id(self)], []).append(
-                    (list(admitted), list(per_bidder), seconds_per_unit))
-            inside.append(True)
-            try:
-                return charges(self, admitted, per_bidder, seconds_per_unit)
-            finally:
-                inside.pop()
-        return charges_recorded
-
+    recorder = _Recorder()
     env = gym.make(env_id)
     env.reset(seed=seed)
     env.action_space.seed(seed)
-    patches = [(RadixTreeAuction, "admit", admitting), (AuctionRound, "charges", charging),
-               (CompiledRound, "charges", charging)]
-    kept = [(cls, name, cls.__dict__[name]) for cls, name, _ in patches]
-    for cls, name, wrap in patches:
-        setattr(cls, name, wrap(getattr(cls, name)))
-    try:
+    with _patched([(RadixTreeAuction, "admit", recorder.admitting), (AuctionRound, "charges", recorder.charging),
+                   (CompiledRound, "charges", recorder.charging)]):
         for _ in range(steps):
             _, _, terminated, truncated, _ = env.step(env.action_space.sample())
             if terminated or truncated:
                 env.reset()
+    return recorder.recorded
+
+
+@contextmanager
+def _patched(patches: list[tuple[type, str, Callable]]):
+    """Each (class, name, wrap) of `patches`: the class's method `name` replaced by `wrap` of it
+    while the block runs, the class's own restored after."""
+    kept = [(cls, name, cls.__dict__[name]) for cls, name, _ in patches]
+    for cls, name, wrap in patches:
+        setattr(cls, name, wrap(getattr(cls, name)))
+    try:
+        yield
     finally:
         for cls, name, method in kept:
             setattr(cls, name, method)
-    return recorded
+
+
+class _Recorder:
+    """What `record` keeps of the calls to the methods it wraps."""
+
+    def __init__(self) -> None:
+        self.recorded = Recorded([], [], {})
+        self.number: dict[int, int] = {}  # an auction's number, by its id
+        self.of_decision: dict[int, int] = {}  # the round a decision was made in, by its id
+        self.inside: list[bool] = []  # a recorded call made from another (a fast path falling back) is not one more
+
+    def admitting(self, admit: Callable) -> Callable:
+        def admit_recorded(auction, round_):
+            if self.inside:
+                return admit(auction, round_)
+            self._keep(auction, round_)
+            with self._within():
+                order, decision = admit(auction, round_)
+            self.of_decision[id(decision)] = len(self.recorded.rounds) - 1
+            return order, decision
+        return admit_recorded
+
+    def charging(self, charges: Callable) -> Callable:
+        def charges_recorded(decision, admitted, per_bidder, seconds_per_unit):
+            if not self.inside:
+                self.recorded.charged.setdefault(self.of_decision[id(decision)], []).append(
+                    (list(admitted), list(per_bidder), seconds_per_unit))
+            with self._within():
+                return charges(decision, admitted, per_bidder, seconds_per_unit)
+        return charges_recorded
+
+    def _keep(self, auction: RadixTreeAuction, round_: WaitingRound) -> None:
+        """`round_` of `auction` recorded: the auction numbered when first seen, the round's
+        changes and cached lengths copied (the engine changes its own in place)."""
+        recorded = self.recorded
+        if id(auction) not in self.number:
+            self.number[id(auction)] = len(recorded.auctions)
+            recorded.auctions.append((type(auction), (auction.cost_model, auction.request_overhead, auction.tie_break)))
+        changes = round_.changes
+        kept = None if changes is None else replace(changes, length_of=dict(changes.length_of))
+        lens = dict(zip(round_.queue, round_.prefix_lens))
+        recorded.rounds.append((self.number[id(auction)], list(round_.queue), _copy(round_.multipliers),
+                                _copy(round_.remaining), kept, lens))
+
+    @contextmanager
+    def _within(self):
+        self.inside.append(True)
+        try:
+            yield
+        finally:
+            self.inside.pop()
 
 
 def _copy(values):
