@@ -291,9 +291,7 @@ class AuctionMechanism(AdmissionPolicy):
     ) -> AuctionRound:
         """The round over `requests`. An engine asks again after a round that admitted nothing
         (memory was short); when the round's inputs are unchanged the allocation is reused."""
-        last = self._last
-        if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
-            allocation = last[3]
+        if (allocation := self._unchanged(requests, bids, lens)) is not None:
             self._skip(changes)
         elif requests:
             allocation = self._decide(requests, bids, lens, cache, multipliers, changes)
@@ -303,6 +301,14 @@ class AuctionMechanism(AdmissionPolicy):
             self._skip(changes)
             self._last = requests, bids, lens, allocation
         return AuctionRound(self.pricing, requests, bids, lens, allocation)
+
+    def _unchanged(self, requests: list[Request], bids: list[float], lens: list[int] | None) -> Allocation | None:
+        """The last round's allocation when this round's inputs are the same (None otherwise, or when
+        the last round's queue was empty)."""
+        last = self._last
+        if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
+            return last[3]
+        return None
 
     def __repr__(self) -> str:
         return (

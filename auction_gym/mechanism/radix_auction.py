@@ -19,7 +19,7 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
+from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound
 from ..radix_cache import RadixCache
 from ..request import Request
 from .allocator import OrderedRound, TreeAllocator
@@ -135,41 +135,22 @@ class RadixTreeAuction(AuctionMechanism):
         """The engine's rounds of two requests or more (allocator.py)."""
         cls = type(self)
         self._own_layers = all(getattr(cls, layer) is getattr(RadixTreeAuction, layer) for layer in _ROUND_LAYERS)
-        """Whether `admit` may stand in for the layers (decided once): a round of one request."""
+        """Whether this class overrides none of the layers the compiled path stands in for (decided once)."""
         self._compiled_rounds = self._own_layers and self._allocator.compiled and self.cost_model == "tokens"
-        """Whether `admit` may decide a market's round in one compiled call (under "unit" the layers
-        compare the queues, reading no changes)."""
+        """Whether `admit` may decide a market's round in one compiled call, standing in for the layers
+        (decided once; under "unit" the layers compare the queues, reading no changes)."""
 
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
         """`AdmissionPolicy.admit`. On the compiled core, a market's round of two requests or more
         that follows the engine's changes is decided in one compiled call (docs/design.md section 8),
         with the same order, bids and allocation as `decide_round`'s, unless this class overrides a
         layer that call stands in for (`_ROUND_LAYERS`)."""
-        if self._own_layers and len(round.queue) == 1:
-            decision = self._lone_round(round)
-            return list(decision.allocation.admission), decision
         if self._compiled_rounds and round.multipliers is not None and round.changes is not None \
                 and len(round.queue) > 1:
             decision = self._market_round(round)
             if decision is not None:
                 return list(decision.allocation.admission), decision
         return AdmissionPolicy.admit(self, round)
-
-    def _lone_round(self, round: WaitingRound) -> AuctionRound:
-        """`decide_round` of a round of one request (over half the rounds of the default scenario),
-        without the layers between: the same checks in the same order, and the same round."""
-        requests = list(round.queue)
-        bids = round_bids(requests, round.multipliers)
-        lens, changes = (round.prefix_lens, round.changes) if self.cost_model == "tokens" else (None, None)
-        self._allocator.skip(changes)
-        last = self._last  # an engine asks again after a round that admitted nothing
-        if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
-            return AuctionRound(self.pricing, requests, bids, lens, last[3])
-        validate_requests(requests, self._memo.held)
-        check_bids(requests, bids)  # the round's bid, which in a market is not the request's
-        allocation = OrderedRound(requests, bids, lens, list(requests))
-        self._last = requests, bids, lens, allocation
-        return AuctionRound(self.pricing, requests, bids, lens, allocation)
 
     def _market_round(self, round: WaitingRound) -> AuctionRound | None:
         """`decide_round` of a market's round in one compiled call (`TreeAllocator.market_round`);
@@ -179,9 +160,8 @@ class RadixTreeAuction(AuctionMechanism):
         if decided is None:
             return None
         bids, lens, compiled = decided
-        last = self._last  # an engine asks again after a round that admitted nothing
-        if last is not None and requests == last[0] and bids == last[1] and lens == last[2]:
-            return AuctionRound(self.pricing, requests, bids, lens, last[3])
+        if (last := self._unchanged(requests, bids, lens)) is not None:
+            return AuctionRound(self.pricing, requests, bids, lens, last)
         allocation = FactoredAllocation.of_compiled(requests, bids, lens, self.request_work, compiled)
         self._last = requests, bids, lens, allocation
         return CompiledRound(self.pricing, requests, bids, lens, allocation)
