@@ -16,6 +16,12 @@ from .rules import RULES
 RESERVATIONS = tuple(RULES)
 """The built-in rule sets (`EngineConfig.reservation`; `rules.RULES` holds them and any added)."""
 
+COUNTS = {"kv_capacity_tokens": 1, "max_prefill_tokens": 1, "max_running_requests": 1, "page_size": 1,
+          "clip_max_new_tokens": 1, "new_token_ratio_decay_steps": 1, "retract_decode_steps": 0,
+          "in_batch_check_threshold": 0, "in_batch_deprioritize_threshold": 1}
+"""`EngineConfig`'s counts, each with the least it may be (`chunked_prefill_size`, which may be
+None, is checked apart)."""
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -78,10 +84,7 @@ class EngineConfig:
     first, then least recently used; `radix_cache.EVICTION_POLICIES`)."""
 
     def __post_init__(self) -> None:
-        for name, least in (("kv_capacity_tokens", 1), ("max_prefill_tokens", 1), ("max_running_requests", 1),
-                            ("page_size", 1), ("clip_max_new_tokens", 1), ("new_token_ratio_decay_steps", 1),
-                            ("retract_decode_steps", 0), ("in_batch_check_threshold", 0),
-                            ("in_batch_deprioritize_threshold", 1)):
+        for name, least in COUNTS.items():
             check_count(name, getattr(self, name), least)
         if self.chunked_prefill_size is not None:
             check_count("chunked_prefill_size", self.chunked_prefill_size, self.page_size)

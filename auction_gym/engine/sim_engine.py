@@ -18,7 +18,7 @@ from ..policy import AdmissionPolicy
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..waiting_prefixes import WaitingPrefixes
-from .config import EngineConfig
+from .config import COUNTS, EngineConfig
 from .cost_model import CostModel
 from .rules import RULES, EngineRules, OracleRules, SGLangRules
 from .serving_engine import Admission, ServingEngine, as_policy
@@ -102,12 +102,6 @@ class PythonSimEngine(SimEngine):
     cache and waiting prefixes of the active core."""
 
 
-# The config's counts, which the compiled engine holds as 64-bit ints.
-COUNTS = ("kv_capacity_tokens", "max_prefill_tokens", "max_running_requests", "page_size", "clip_max_new_tokens",
-          "retract_decode_steps", "in_batch_check_threshold", "in_batch_deprioritize_threshold",
-          "new_token_ratio_decay_steps")
-
-
 def supports(config: EngineConfig | None) -> bool:
     """Whether the compiled engine runs `config`: the built-in rule sets and config types, without
     priority preemption, with every count an int within 64 bits (the others keep the Python engine,
@@ -119,7 +113,7 @@ def supports(config: EngineConfig | None) -> bool:
 
 
 def _counts_fit(config: EngineConfig) -> bool:
-    counts = [getattr(config, name) for name in COUNTS]
+    counts = [getattr(config, name) for name in COUNTS]  # the compiled engine holds them as 64-bit ints
     if config.chunked_prefill_size is not None:
         counts.append(config.chunked_prefill_size)
     return all(isinstance(n, int) and -2**63 <= n < 2**63 for n in counts)
