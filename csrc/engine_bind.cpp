@@ -4,34 +4,11 @@
 
 #include "bindings.hpp"
 #include "engine.hpp"
+#include "gc_slots.hpp"
 
 namespace nb = nanobind;
 using engine::Arrivals;
 using engine::Engine;
-
-namespace {
-
-int traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    if (!nb::inst_ready(self)) return 0;
-    int out = 0;
-    nb::inst_ptr<Engine>(self)->for_each_object([&](nb::handle o) {
-        if (!out && o.ptr()) out = visit(o.ptr(), arg);
-    });
-    return out;
-}
-
-int clear(PyObject *self) {
-    if (!nb::inst_ready(self)) return 0;  // not constructed: nothing held
-    nb::inst_ptr<Engine>(self)->release();
-    return 0;
-}
-
-PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void *>(traverse)},
-                       {Py_tp_clear, reinterpret_cast<void *>(clear)},
-                       {0, nullptr}};
-
-}  // namespace
 
 void bind_engine(nb::module_ &m) {
     nb::class_<Arrivals>(m, "EngineArrivals", "The compiled engine's arrivals (engine.arrivals.Arrivals's read API).")
@@ -42,7 +19,7 @@ void bind_engine(nb::module_ &m) {
         .def("pending_requests", &Arrivals::pending_requests)
         .def_rw("upstream", &Arrivals::upstream, nb::arg("upstream").none());
     nb::class_<Engine>(m, "Engine", "The compiled simulated engine (serving_engine.ServingEngine + SimEngine).",
-                      nb::type_slots(slots))
+                      nb::type_slots(gc_slots<Engine>))
         .def(nb::init<nb::handle, nb::handle, nb::handle, nb::handle, nb::dict>(), nb::arg("scheduler"),
              nb::arg("config"), nb::arg("cache"), nb::arg("waiting_prefixes"), nb::arg("records"))
         .def("step", &Engine::step, nb::arg("multipliers").none() = nb::none(),

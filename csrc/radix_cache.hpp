@@ -131,6 +131,10 @@ public:
 
     int64_t page_size;
     nb::object on_evict;
+    // The one Python object it holds, which may hold it back (`on_evict`, say a bound method of its
+    // owner): the garbage collector sees it as it sees a Python cache's (gc_slots.hpp).
+    template <class F> void for_each_object(F &&f) const { f(on_evict); }
+    void release() { on_evict = nb::none(); }
     bool by_priority;
     NodePtr root;
     int64_t evictable_size = 0, protected_size = 0, node_count = 0, tick = 0;

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "bindings.hpp"
+#include "gc_slots.hpp"
 #include "radix_cache.hpp"
 
 namespace nb = nanobind;
@@ -132,25 +133,6 @@ void bind_node(nb::module_ &m) {
         });
 }
 
-
-// The cache holds one Python object that may hold the cache back (`on_evict`, say a bound method
-// of its owner): the garbage collector sees it through these, as it sees a Python cache's.
-int cache_traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    if (!nb::inst_ready(self)) return 0;
-    Py_VISIT(nb::inst_ptr<RadixCache>(self)->on_evict.ptr());
-    return 0;
-}
-
-int cache_clear(PyObject *self) {
-    nb::inst_ptr<RadixCache>(self)->on_evict = nb::none();
-    return 0;
-}
-
-PyType_Slot cache_slots[] = {{Py_tp_traverse, reinterpret_cast<void *>(cache_traverse)},
-                             {Py_tp_clear, reinterpret_cast<void *>(cache_clear)},
-                             {0, nullptr}};
-
 // What reads the tree: matches, the version and its log of changes, child keys.
 void bind_matching(nb::class_<RadixCache> &cls) {
     cls
@@ -246,7 +228,7 @@ void bind_inspection(nb::class_<RadixCache> &cls) {
 
 void bind_cache(nb::module_ &m) {
     nb::class_<RadixCache> cls(m, "RadixCache", "The compiled radix cache (radix_cache.RadixCache's API and results).",
-                               nb::type_slots(cache_slots), nb::is_weak_referenceable());
+                               nb::type_slots(gc_slots<RadixCache>), nb::is_weak_referenceable());
     cls.def("__init__",
              [](RadixCache *self, int64_t page_size, nb::object on_evict, const std::string &policy) {
                  new (self) RadixCache(page_size, std::move(on_evict), policy == "priority");

@@ -2,6 +2,7 @@
 // auction_gym/prefix_matcher.py's PrefixMatcher and waiting_prefixes.py's WaitingPrefixes.
 
 #include "bindings.hpp"
+#include "gc_slots.hpp"
 #include "waiting_prefixes.hpp"
 
 namespace nb = nanobind;
@@ -10,30 +11,10 @@ using radix::WaitingPrefixes;
 
 namespace {
 
-// What the garbage collector sees of a matcher or a WaitingPrefixes: the Python objects it holds.
-template <class T> int traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    if (!nb::inst_ready(self)) return 0;
-    int out = 0;
-    nb::inst_ptr<T>(self)->for_each_object([&](nb::handle o) {
-        if (!out && o.ptr()) out = visit(o.ptr(), arg);
-    });
-    return out;
-}
-
-template <class T> int clear(PyObject *self) {
-    nb::inst_ptr<T>(self)->release();
-    return 0;
-}
-
-template <class T> PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void *>(traverse<T>)},
-                                          {Py_tp_clear, reinterpret_cast<void *>(clear<T>)},
-                                          {0, nullptr}};
-
 void bind_matcher(nb::module_ &m) {
     nb::class_<PrefixMatcher>(m, "PrefixMatcher",
                               "The compiled prefix matcher (prefix_matcher.PrefixMatcher's API and results).",
-                              nb::type_slots(slots<PrefixMatcher>))
+                              nb::type_slots(gc_slots<PrefixMatcher>))
         .def(nb::init<bool, bool>(), nb::arg("split") = false, nb::arg("whole_prompt") = false)
         .def("update", &PrefixMatcher::update, nb::arg("queue"), nb::arg("cache"),
              nb::arg("changes").none() = nb::none())
@@ -53,7 +34,7 @@ void bind_matcher(nb::module_ &m) {
 void bind_waiting(nb::module_ &m) {
     nb::class_<WaitingPrefixes>(m, "WaitingPrefixes",
                                 "The compiled waiting prefixes (waiting_prefixes.WaitingPrefixes's API and results).",
-                                nb::type_slots(slots<WaitingPrefixes>))
+                                nb::type_slots(gc_slots<WaitingPrefixes>))
         .def(nb::init<>())
         .def("refresh", &WaitingPrefixes::refresh, nb::arg("waiting"), nb::arg("cache"),
              nb::arg("changes").none() = nb::none())
