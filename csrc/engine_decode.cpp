@@ -8,19 +8,11 @@
 #include <unordered_set>
 
 #include "engine.hpp"
+#include "token_array.hpp"
 
 namespace engine {
 
 namespace {
-
-// A read-only int64 array holding `tokens` (a reply the workload does not know, or a sequence the
-// engine put together): the cache may keep a view of it as an edge's tokens.
-nb::object array_of(std::vector<int64_t> tokens) {
-    auto *owned = new std::vector<int64_t>(std::move(tokens));
-    nb::capsule owner(owned, [](void *p) noexcept { delete static_cast<std::vector<int64_t> *>(p); });
-    size_t shape[1] = {owned->size()};
-    return nb::cast(nb::ndarray<nb::numpy, const int64_t, nb::ndim<1>>(owned->data(), 1, shape, owner));
-}
 
 const int64_t *array_data(nb::handle array) {
     return nb::cast<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>>(array, false).data();

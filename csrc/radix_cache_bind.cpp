@@ -14,6 +14,7 @@
 #include "bindings.hpp"
 #include "gc_slots.hpp"
 #include "radix_cache.hpp"
+#include "token_array.hpp"
 
 namespace nb = nanobind;
 using radix::Key;
@@ -77,13 +78,6 @@ nb::object key_object(const Key &key) {
         return nb::int_(token);
     }
     return nb::bytes(key.data(), key.size());
-}
-
-nb::object array_of(std::vector<int64_t> tokens) {
-    auto *owned = new std::vector<int64_t>(std::move(tokens));
-    nb::capsule owner(owned, [](void *p) noexcept { delete static_cast<std::vector<int64_t> *>(p); });
-    size_t shape[1] = {owned->size()};
-    return nb::cast(nb::ndarray<nb::numpy, const int64_t, nb::ndim<1>>(owned->data(), 1, shape, owner));
 }
 
 nb::object entry_key(const radix::Entry &entry, bool by_priority) {
