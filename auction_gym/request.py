@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from numbers import Integral
 from operator import attrgetter
 from typing import Callable, Sequence
 
@@ -90,6 +91,9 @@ class Request:
 
     def __post_init__(self) -> None:
         # Called once per request of every workload, so the checks are written out rather than looped.
+        rid = self.id
+        if isinstance(rid, bool) or not isinstance(rid, Integral) or not -2**63 <= rid < 2**63:
+            raise ValueError(f"request id must be an int within 64 bits (the engines key their state by it), got {rid!r}")
         try:
             self.tokens = as_tokens(self.tokens)
             if self.output_tokens is not None:

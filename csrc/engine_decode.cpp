@@ -106,15 +106,16 @@ int64_t Engine::steps_until(double dt, int64_t batch, double a) const {
     const int64_t never = int64_t(1) << 62;  // Python's bound too: a count past it never ends
     if (std::isinf(dt)) return never;
     double q = config.decode_per_context_token * double(batch);
-    // T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding.
-    double k_real;
+    // T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding. A root
+    // beyond `never` (free steps, or so cheap that it overflows to inf) is `never`.
+    double root;
     if (q == 0) {
-        k_real = std::ceil(dt / a);
+        root = a > 0 ? dt / a : INFINITY;
     } else {
         double b = a - q / 2;
-        k_real = std::ceil((-b + std::sqrt(b * b + 2 * q * dt)) / q);
+        root = (-b + std::sqrt(b * b + 2 * q * dt)) / q;
     }
-    int64_t k = k_real < double(never) ? std::max(int64_t(k_real), int64_t(1)) : never;
+    int64_t k = root < double(never) ? std::max(int64_t(std::ceil(root)), int64_t(1)) : never;
     while (k > 1 && config.decode_steps_after(a, k - 1, batch) >= dt) --k;
     while (k < never && config.decode_steps_after(a, k, batch) < dt) ++k;
     return k;

@@ -295,6 +295,23 @@ def test_an_arrival_far_ahead_bounds_the_decode_count(later: float) -> None:
     assert runs[0] == runs[1]
 
 
+@pytest.mark.parametrize("decode", [{"decode_base": 1e-320}, {"decode_per_request": 1e-320},
+                                    {"decode_per_request": 1e-320, "decode_per_context_token": 1e-320}])
+def test_nearly_free_decode_steps_run_alike(decode: dict) -> None:
+    """A decode step so cheap (the config refuses a free one) that the step count to the next
+    arrival overflows a float decodes on to the next finish in both engines (the Python one
+    rounded an infinite count before)."""
+    zero = {"decode_base": 0.0, "decode_per_request": 0.0, "decode_per_context_token": 0.0,
+            "decode_per_request_to_knee": 0.0}
+    config = EngineConfig(cost_model=CostModel(**{**zero, **decode}))
+    runs = []
+    for engine in both_engines(config=config):
+        engine.submit([Request(0, 0, np.arange(4), output_len=5), Request(1, 0, np.arange(4, 8), arrival=3.0)])
+        runs.append(finished_records(engine))
+        assert engine.records[0].finish < 3.0 <= engine.records[1].admit
+    assert runs[0] == runs[1]
+
+
 @pytest.mark.parametrize("rid", [2**39 - 2**16, 2**39, -(2**39) - 2**16, -(2**40)])
 def test_a_synthetic_reply_past_int64_raises_overflow(rid: int) -> None:
     """The made-up reply of a request without output_tokens starts at 2**40 + (id << 24): where that

@@ -136,7 +136,8 @@ def test_a_request_id_beyond_int64_is_refused_by_the_compiled_tree(reported):
     tree = CompiledQueueTree(1.0, costed=True, cache_ties=False)
     a = Request(1, 0, [1, 2], bid=1.0)
     tree.update([a], [1.0], [0])
-    huge = Request(1 << 63, 1, [1, 3], bid=1.0)
+    huge = Request(2, 1, [1, 3], bid=1.0)
+    huge.id = 1 << 63  # past the constructor's check, which refuses it too
     delta = QueueDelta(joined=[huge], left=[], rematched=[], length_of={a: 0, huge: 0}) if reported else None
     with pytest.raises(ValueError, match=f"request {1 << 63}: the compiled core holds request ids within int64"):
         tree.update([a, huge], [1.0, 1.0], [0, 0], delta)

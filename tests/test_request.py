@@ -1,4 +1,4 @@
-"""Tests of Request's checks of its token counts: output_len and max_new_tokens (the client's cap)."""
+"""Tests of Request's checks: its id, and its token counts (output_len and max_new_tokens, the client's cap)."""
 
 from __future__ import annotations
 
@@ -29,3 +29,15 @@ def test_max_new_tokens_below_output_len_or_not_an_int_raises(cap):
 def test_output_len_not_a_positive_int_raises(out):
     with pytest.raises(ValueError, match=r"request 3: output_len must be"):
         Request(3, 0, [1, 2], output_len=out)
+
+
+@pytest.mark.parametrize("rid", [0, -5, 2**63 - 1, -(2**63), np.int64(7), np.uint64(2**63 - 1)])
+def test_an_id_within_64_bits_is_taken(rid):
+    assert Request(rid, 0, [1, 2]).id == rid
+
+
+@pytest.mark.parametrize("rid", [2**63, -(2**63) - 1, 2**70, np.uint64(2**63), True, 3.0, "3", None])
+def test_an_id_that_is_not_an_int_within_64_bits_raises(rid):
+    """Both engines key their state by int64 ids; a larger one failed deep inside either."""
+    with pytest.raises(ValueError, match=r"request id must be an int within 64 bits"):
+        Request(rid, 0, [1, 2])

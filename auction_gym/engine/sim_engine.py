@@ -82,13 +82,14 @@ class SimEngine(ServingEngine):
             return never
         cost = self.cost
         q = cost.decode_per_context_token * batch
-        # T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding.
+        # T(k) = a k + q k (k - 1) / 2 is increasing; solve T(k) = dt, then fix rounding. A root
+        # beyond `never` (free steps, or so cheap that it overflows to inf) is `never`.
         if q == 0:
-            k = math.ceil(dt / a)
+            root = dt / a if a > 0 else math.inf
         else:
             b = a - q / 2
-            k = math.ceil((-b + math.sqrt(b * b + 2 * q * dt)) / q)
-        k = min(max(k, 1), never)
+            root = (-b + math.sqrt(b * b + 2 * q * dt)) / q
+        k = max(math.ceil(root), 1) if root < never else never
         while k > 1 and cost.decode_steps_after(a, k - 1, batch) >= dt:
             k -= 1
         while k < never and cost.decode_steps_after(a, k, batch) < dt:
