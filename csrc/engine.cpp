@@ -6,11 +6,27 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
 
 #include "engine.hpp"
 
 namespace engine {
+
+void HeadSet::clear(std::size_t most) {
+    std::size_t size = 16;
+    while (size < 2 * most) size *= 2;
+    slots.assign(size, Slot{});
+}
+
+bool HeadSet::insert(std::string_view bytes, std::size_t hash) {
+    for (std::size_t i = hash & (slots.size() - 1);; i = (i + 1) & (slots.size() - 1)) {
+        Slot &slot = slots[i];
+        if (!slot.used) {
+            slot = Slot{bytes, hash, true};
+            return false;
+        }
+        if (slot.hash == hash && slot.bytes == bytes) return true;
+    }
+}
 
 
 Engine::Engine(nb::handle scheduler_, nb::handle config_, nb::handle cache_, nb::handle prefixes_, nb::dict records)
@@ -246,17 +262,15 @@ bool Engine::in_batch_deprioritized(nb::handle waiting) {
         !truthy(call_method(scheduler, python().names.in_batch_deprioritizes, nb::int_(nb::len(waiting)))))
         return false;
     const radix::PrefixMatcher &matcher = prefixes->matcher;
-    std::unordered_set<std::string_view> heads;
-    std::vector<nb::object> arrays;  // the heads' tokens, alive while the heads are read
+    heads.clear(nb::len(waiting));
     bool any = false;
     for (nb::handle obj : waiting) {
         Req *r = queue.find(obj);
         if (matcher.length(r->id) > config.in_batch_check) continue;
-        nb::object array;
-        std::optional<std::string_view> h = queue.head(*r, config.in_batch_threshold, array);
+        std::optional<std::string_view> h = queue.head(*r, config.in_batch_threshold);
         if (!h) continue;  // too short to share enough with anything
-        arrays.push_back(std::move(array));
-        if (!heads.insert(*h).second) {
+        if (!r->head_hash) r->head_hash = std::hash<std::string_view>()(*h);
+        if (heads.insert(*h, *r->head_hash)) {
             r->held_in = rounds;
             any = true;
         }

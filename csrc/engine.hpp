@@ -16,7 +16,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "radix_cache.hpp"
@@ -51,6 +50,9 @@ struct Req {
     // The last admission round (Engine::rounds) that ordered it and that held it back (in_batch):
     // marks that save a round's sets of the waiting requests.
     uint64_t ordered_in = 0, held_in = 0;
+    // The hash of its in-batch head (WaitingQueue::head), taken once while it waits: its tokens
+    // and the config's threshold do not change meanwhile.
+    std::optional<std::size_t> head_hash;
 };
 using ReqPtr = std::shared_ptr<Req>;
 
@@ -105,8 +107,10 @@ public:
     WaitingQueue();
     ReqPtr of(nb::handle r) const;  // a waiting request's state, by its object
     Req *find(nb::handle r) const;  // the same, or null where `r` does not wait
+    // What `r` waits to compute, as the array it is read from (which the queue keeps alive while
+    // `r` waits) and its data.
     const int64_t *tokens(const Req &r, int64_t &size, nb::object &array) const;
-    std::optional<std::string_view> head(const Req &r, int64_t n, nb::object &array) const;
+    std::optional<std::string_view> head(const Req &r, int64_t n) const;
     void arrive(const std::vector<ReqPtr> &arrived, const std::vector<int64_t> &needs);
     void put_back(const ReqPtr &r, nb::object tokens, int64_t need);
     nb::object take_changes();
@@ -121,7 +125,12 @@ private:
     void join(const ReqPtr &r);
     void set_need(int64_t rid, int64_t n);
     std::vector<std::pair<int64_t, int64_t>> heap;  // min-heap of (need, id), with stale entries
-    std::unordered_map<int64_t, nb::object> resume;
+    struct Resumed {  // what a retracted request recomputes: its array and that array's data
+        nb::object array;
+        const int64_t *data;
+        int64_t size;
+    };
+    std::unordered_map<int64_t, Resumed> resume;
     std::unordered_map<PyObject *, ReqPtr> by_object;
     int64_t joins = 0;
     nb::dict joined_since;  // Request -> None, in joining order
@@ -201,6 +210,22 @@ struct RoundTally {
     double busy_time;
     int64_t admitted_total;
     void add(const Step &s);
+};
+
+// The heads an in-batch check has seen (in_batch.deprioritized's set), by their hashes: open
+// addressing over a table the engine keeps, so a round allocates nothing.
+class HeadSet {
+public:
+    void clear(std::size_t most);
+    bool insert(std::string_view bytes, std::size_t hash);  // whether it was there before
+
+private:
+    struct Slot {
+        std::string_view bytes;
+        std::size_t hash = 0;
+        bool used = false;
+    };
+    std::vector<Slot> slots;
 };
 
 // ServingEngine + SimEngine with the rules of `config.reservation` (the priority preemption left out:
@@ -300,6 +325,7 @@ private:
     uint64_t rounds = 0;  // admission rounds so far: the current one's mark on its requests
     std::optional<Admission> chunked;
     std::optional<int64_t> blocked;
+    HeadSet heads;
 };
 
 // The running batch's heap of completion steps orders by (done_at, request id), a unique key.

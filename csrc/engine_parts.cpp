@@ -174,15 +174,16 @@ const int64_t *WaitingQueue::tokens(const Req &r, int64_t &size, nb::object &arr
         size = r.prompt_len;
         return r.data;
     }
-    array = found->second;
-    size = int64_t(nb::len(array));
-    return data_of(array);
+    array = found->second.array;
+    size = found->second.size;
+    return found->second.data;
 }
 
-// in_batch.prompt_head: the bytes of `r`'s first `n` tokens, in `array`, which the caller keeps
-// alive while it reads them; none where the prompt is shorter.
-std::optional<std::string_view> WaitingQueue::head(const Req &r, int64_t n, nb::object &array) const {
+// in_batch.prompt_head: the bytes of `r`'s first `n` tokens, read where the queue keeps them; none
+// where it has fewer.
+std::optional<std::string_view> WaitingQueue::head(const Req &r, int64_t n) const {
     int64_t size;
+    nb::object array;
     const int64_t *data = tokens(r, size, array);
     if (size < n) return std::nullopt;
     return std::string_view(reinterpret_cast<const char *>(data), std::size_t(n) * 8);
@@ -199,7 +200,9 @@ void WaitingQueue::arrive(const std::vector<ReqPtr> &arrived, const std::vector<
 }
 
 void WaitingQueue::put_back(const ReqPtr &r, nb::object tokens, int64_t need) {
-    resume[r->id] = std::move(tokens);
+    const int64_t *data = data_of(tokens);
+    int64_t size = int64_t(nb::len(tokens));
+    resume[r->id] = Resumed{std::move(tokens), data, size};
     requests.append(r->obj);
     join(r);
     set_need(r->id, need);
@@ -247,6 +250,7 @@ int64_t WaitingQueue::smallest_need() {
 }
 
 void WaitingQueue::join(const ReqPtr &r) {
+    r->head_hash.reset();  // a retracted request waits with its output so far: another head
     joined[r->id] = ++joins;
     by_object[r->obj.ptr()] = r;
     if (left_since.contains(r->obj))
