@@ -333,11 +333,11 @@ ReqPtr Arrivals::read(nb::handle obj) {
     return r;
 }
 
-ReqPtr Arrivals::record(nb::handle obj) {
+ReqPtr Arrivals::record(nb::handle obj, ReqPtr read_already) {
     nb::object rid = obj.attr(python().names.id);
     if (records.contains(rid)) throw nb::value_error(("request " + nb::cast<std::string>(nb::str(rid)) +
                                                       ": duplicate request id").c_str());
-    ReqPtr r = read(obj);
+    ReqPtr r = read_already ? std::move(read_already) : read(obj);
     records[rid] = python().record_of(obj);
     return r;
 }
@@ -359,7 +359,7 @@ void Arrivals::advance_source() {
                           .format(lookahead->id, lookahead->arrival, prev->arrival);
         throw nb::value_error(msg.c_str());
     }
-    lookahead = record(obj);
+    lookahead = record(obj, lookahead);
 }
 
 }  // namespace engine
