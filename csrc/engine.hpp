@@ -161,7 +161,7 @@ private:
         return a.arrival < b.arrival || (a.arrival == b.arrival && a.id < b.id);
     };
     static ReqPtr read(nb::handle r);
-    ReqPtr record(nb::handle r, ReqPtr read_already = nullptr);  // `read_already`: read(r), where made
+    ReqPtr record(nb::handle r, ReqPtr read_already = nullptr);  // read_already: read(r), where the caller made it
     void advance_source();
     std::vector<Entry> heap;
     ReqPtr lookahead;
