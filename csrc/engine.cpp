@@ -246,12 +246,17 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
 // A request ordered twice would be admitted twice: refused, as the Python engine refuses it. The
 // order has as many requests as the queue: all distinct and waiting, it is a permutation of it.
 void Engine::check_permutation(nb::handle ordered) {
-    for (nb::handle r : ordered) {
+    auto mark = [&](nb::handle r) {
         Req *q = queue.find(r);
         if (!q || q->ordered_in == rounds)
             throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
                                      " returned an order that is not a permutation of the waiting queue");
         q->ordered_in = rounds;
+    };
+    if (PyList_CheckExact(ordered.ptr())) {  // read in place: nothing here runs Python
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i) mark(PyList_GET_ITEM(ordered.ptr(), i));
+    } else {
+        for (nb::handle r : ordered) mark(r);
     }
 }
 

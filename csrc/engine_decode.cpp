@@ -15,6 +15,7 @@ namespace engine {
 namespace {
 
 const int64_t *array_data(nb::handle array) {
+    if (const int64_t *data = pycall::int64_buffer(array)) return data;
     return nb::cast<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>>(array, false).data();
 }
 

@@ -19,6 +19,7 @@ const auto by_pair = [](const std::pair<int64_t, int64_t> &a, const std::pair<in
 // A 1-D int64 array's data, read in place where it is contiguous (read-only or not), else from a
 // contiguous copy that replaces `array`, which the caller keeps alive.
 const int64_t *data_of(nb::object &array) {
+    if (const int64_t *data = pycall::int64_buffer(array)) return data;
     TokenArray view;
     if (!nb::try_cast(array, view, false)) {
         array = nb::module_::import_("numpy").attr("ascontiguousarray")(array);
@@ -35,6 +36,23 @@ int64_t saturated(nb::handle o) {
     long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
     if (v == -1 && PyErr_Occurred()) throw nb::python_error();
     return overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : int64_t(v);
+}
+
+// list.remove(r) where `r` and the items before it are Requests, which equal only themselves
+// (eq=False): found by identity, without list.remove's comparisons; false, changing nothing, where
+// another object comes first (list.remove, which compares it, decides).
+bool remove_request(nb::list &requests, nb::handle r) {
+    PyTypeObject *request = reinterpret_cast<PyTypeObject *>(python().request.ptr());
+    if (Py_TYPE(r.ptr()) != request) return false;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(requests.ptr()); ++i) {
+        PyObject *item = PyList_GET_ITEM(requests.ptr(), i);
+        if (item == r.ptr()) {
+            if (PyList_SetSlice(requests.ptr(), i, i + 1, nullptr) != 0) throw nb::python_error();
+            return true;
+        }
+        if (Py_TYPE(item) != request) return false;
+    }
+    return false;
 }
 
 }  // namespace
@@ -219,7 +237,7 @@ void WaitingQueue::reorder(nb::handle order) { requests = nb::list(order); }
 
 void WaitingQueue::remove(const std::vector<ReqPtr> &taken) {
     if (taken.size() == 1) {
-        call_method(requests, python().names.remove, taken[0]->obj);
+        if (!remove_request(requests, taken[0]->obj)) call_method(requests, python().names.remove, taken[0]->obj);
     } else if (!taken.empty()) {
         std::vector<PyObject *> gone;  // by identity: waiting requests have distinct ids
         for (const ReqPtr &r : taken) gone.push_back(r->obj.ptr());

@@ -172,13 +172,18 @@ std::vector<int64_t> PrefixMatcher::affected(std::size_t from) const {
 
 void PrefixMatcher::peek(nb::handle request, const NodePtr &start) {
     nb::object tokens = request.attr(python().tokens);
-    TokenArray array;
-    if (!nb::try_cast(tokens, array, false)) {
-        tokens = python().contiguous(python().token_view(tokens));
-        array = nb::cast<TokenArray>(tokens, false);
+    int64_t n = 0;
+    const int64_t *data = pycall::int64_buffer(tokens, &n);
+    TokenArray array;  // where read by the cast, alive while its data is read
+    if (!data) {
+        if (!nb::try_cast(tokens, array, false)) {
+            tokens = python().contiguous(python().token_view(tokens));
+            array = nb::cast<TokenArray>(tokens, false);
+        }
+        data = array.data();
+        n = static_cast<int64_t>(array.shape(0));
     }
-    const int64_t n = static_cast<int64_t>(array.shape(0));
-    Tokens view{array.data(), whole_prompt ? n : std::max<int64_t>(n - 1, 0), tokens};
+    Tokens view{data, whole_prompt ? n : std::max<int64_t>(n - 1, 0), tokens};
     const int64_t rid = id_of(request);
     const int64_t nodes = cache->node_count;  // a peek adds nodes only by splitting
     auto [length, node] = cache->peek(view, start, split);
