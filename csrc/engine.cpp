@@ -6,11 +6,27 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
 
 #include "engine.hpp"
 
 namespace engine {
+
+void HeadSet::clear(std::size_t most) {
+    std::size_t size = 16;
+    while (size < 2 * most) size *= 2;
+    slots.assign(size, Slot{});
+}
+
+bool HeadSet::insert(std::string_view bytes, std::size_t hash) {
+    for (std::size_t i = hash & (slots.size() - 1);; i = (i + 1) & (slots.size() - 1)) {
+        Slot &slot = slots[i];
+        if (!slot.used) {
+            slot = Slot{bytes, hash, true};
+            return false;
+        }
+        if (slot.hash == hash && slot.bytes == bytes) return true;
+    }
+}
 
 
 Engine::Engine(nb::handle scheduler_, nb::handle config_, nb::handle cache_, nb::handle prefixes_, nb::dict records)
@@ -21,9 +37,13 @@ Engine::Engine(nb::handle scheduler_, nb::handle config_, nb::handle cache_, nb:
 
 nb::object Engine::step(nb::handle multipliers, nb::handle remaining) {
     Step s = iterate(multipliers, remaining);
-    if (!s.kind) return nb::none();
-    return python().iteration(s.kind, s.start, s.end, s.queue_len, s.admitted, s.finished, s.rejected, s.done,
-                              s.resumed, s.retracted, 0, s.decision, nb::list());
+    if (s.kind == Kind::none) return nb::none();
+    const Python &py = python();
+    nb::handle kind = s.kind == Kind::prefill ? py.names.prefill : s.kind == Kind::decode ? py.names.decode
+                                                                                           : py.names.idle;
+    return py.iteration(kind, s.start, s.end, s.queue_len, list_of(s.admitted), list_of(s.finished),
+                        list_of(s.rejected), s.done, list_of(s.resumed), list_of(s.retracted), 0, s.decision,
+                        nb::list());
 }
 
 Step Engine::iterate(nb::handle multipliers, nb::handle remaining) {
@@ -37,7 +57,7 @@ Step Engine::iterate(nb::handle multipliers, nb::handle remaining) {
         if (!batch.empty()) {
             run_prefill(batch, s.admitted, s.resumed);
             s.finished = retire(pop_finished());
-            s.kind = "prefill";
+            s.kind = Kind::prefill;
             s.end = now;
             s.decision = decision;
             return s;
@@ -45,31 +65,33 @@ Step Engine::iterate(nb::handle multipliers, nb::handle remaining) {
     }
     if (!running.empty()) {
         s.retracted = make_room();
-        s.done = decode(nb::len(s.retracted) > 0, s.finished);
-        s.kind = "decode";
+        s.done = decode(!s.retracted.empty(), s.finished);
+        s.kind = Kind::decode;
         s.end = now;
         return s;
     }
     if (!config.oracle) future.ratio = future.init;  // SGLang resets the ratio when it idles
     double next = arrivals.next_time();
     if (std::isinf(next)) {
-        if (nb::len(s.rejected)) s.kind = "idle";
+        if (!s.rejected.empty()) s.kind = Kind::idle;
         s.end = s.start;
         return s;
     }
     now = std::max(now, next);
-    s.kind = "idle";
+    s.kind = Kind::idle;
     s.end = now;
     return s;
 }
 
-nb::list Engine::let_in_arrivals() {
-    nb::list rejected;
+Ids Engine::let_in_arrivals() {
+    Ids rejected;
     std::vector<ReqPtr> arrived;
     for (const ReqPtr &r : arrivals.due(now)) {
         if (r->output_len > config.output_room(r->prompt_len)) {
-            record(*r).attr("rejected") = config_object.attr("rejection")(r->prompt_len, r->obj.attr("output_len"));
-            rejected.append(r->id);
+            const Names &name = python().names;
+            record(*r).attr(name.rejected) =
+                config_object.attr("rejection")(r->prompt_len, r->obj.attr(name.output_len));
+            rejected.push_back(r->id);
         } else {
             arrived.push_back(r);
         }
@@ -191,12 +213,14 @@ bool Engine::fit(const ReqPtr &r, int64_t budget, int64_t charged, bool later, A
 }
 
 nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::object &decision) {
+    const Python &py = python();
+    ++rounds;
     nb::list waiting = queue.requests;
     nb::object changes = prefixes->refresh(waiting, cache_object, queue.take_changes());
-    nb::object round = python().waiting_round(waiting, cache_object, multipliers, remaining, changes,
-                                              prefixes->matcher.length_of);
-    std::unordered_set<int64_t> held_back = in_batch_deprioritized(waiting);
-    nb::object got = scheduler.attr("admit")(round);
+    nb::object round = py.waiting_round(waiting, cache_object, multipliers, remaining, changes,
+                                        prefixes->matcher.length_of);
+    bool holds = in_batch_deprioritized(waiting);
+    nb::object got = call_method(scheduler, py.names.admit, round);
     nb::object ordered = got[0];
     decision = got[1];
     std::size_t n = nb::len(ordered), m = nb::len(waiting);
@@ -207,45 +231,59 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     // in_batch.behind: the held ones at the end, in queue order. Nothing changes the order while
     // admission reads it, so the policy's own is read where none is held (Python reads a copy).
     nb::object out = ordered;
-    if (!held_back.empty()) {
+    if (holds) {
         nb::list behind;
         for (nb::handle r : ordered)
-            if (!held_back.count(queue.of(r)->id)) behind.append(r);
+            if (queue.find(r)->held_in != rounds) behind.append(r);
         for (nb::handle r : waiting)
-            if (held_back.count(queue.of(r)->id)) behind.append(r);
+            if (queue.find(r)->held_in == rounds) behind.append(r);
         out = behind;
     }
-    if (truthy(scheduler.attr("sorts_in_place"))) queue.reorder(out);  // SGLang keeps it for the next round
+    if (truthy(scheduler.attr(py.names.sorts_in_place))) queue.reorder(out);  // SGLang keeps it for the next round
     return out;
 }
 
-// A request ordered twice would be admitted twice: refused, as the Python engine refuses it.
-void Engine::check_permutation(nb::handle ordered) const {
-    std::unordered_set<PyObject *> seen;
-    for (nb::handle r : ordered)
-        if (!queue.waits(r) || !seen.insert(r.ptr()).second)
+// A request ordered twice would be admitted twice: refused, as the Python engine refuses it. The
+// order has as many requests as the queue: all distinct and waiting, it is a permutation of it.
+void Engine::check_permutation(nb::handle ordered) {
+    auto mark = [&](nb::handle r) {
+        Req *q = queue.find(r);
+        if (!q || q->ordered_in == rounds)
             throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
                                      " returned an order that is not a permutation of the waiting queue");
-}
-
-std::unordered_set<int64_t> Engine::in_batch_deprioritized(nb::handle waiting) {
-    std::unordered_set<int64_t> out;
-    if (!config.in_batch || !truthy(scheduler.attr("in_batch_deprioritizes")(nb::len(waiting)))) return out;
-    // in_batch.deprioritized: the requests with few cached tokens whose head an earlier one has
-    nb::dict length_of = prefixes->matcher.length_of;
-    std::unordered_set<std::string> heads;
-    for (nb::handle obj : waiting) {
-        if (nb::cast<int64_t>(length_of[obj]) > config.in_batch_check) continue;
-        ReqPtr r = queue.of(obj);
-        bool shorter;
-        std::string h = queue.head(*r, config.in_batch_threshold, shorter);
-        if (shorter) continue;  // too short to share enough with anything
-        if (!heads.insert(std::move(h)).second) out.insert(r->id);
+        q->ordered_in = rounds;
+    };
+    if (PyList_CheckExact(ordered.ptr())) {  // read in place: nothing here runs Python
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i) mark(PyList_GET_ITEM(ordered.ptr(), i));
+    } else {
+        for (nb::handle r : ordered) mark(r);
     }
-    return out;
 }
 
-void Engine::run_prefill(std::vector<Admission> &batch, nb::list &admitted, nb::list &resumed) {
+// in_batch.deprioritized: marks the requests with few cached tokens whose head an earlier one has
+// (`held_in`); whether it marked any.
+bool Engine::in_batch_deprioritized(nb::handle waiting) {
+    if (!config.in_batch ||
+        !truthy(call_method(scheduler, python().names.in_batch_deprioritizes, nb::int_(nb::len(waiting)))))
+        return false;
+    const radix::PrefixMatcher &matcher = prefixes->matcher;
+    heads.clear(nb::len(waiting));
+    bool any = false;
+    for (nb::handle obj : waiting) {
+        Req *r = queue.find(obj);
+        if (matcher.length(r->id) > config.in_batch_check) continue;
+        std::optional<std::string_view> h = queue.head(*r, config.in_batch_threshold);
+        if (!h) continue;  // too short to share enough with anything
+        if (!r->head_hash) r->head_hash = std::hash<std::string_view>()(*h);
+        if (heads.insert(*h, *r->head_hash)) {
+            r->held_in = rounds;
+            any = true;
+        }
+    }
+    return any;
+}
+
+void Engine::run_prefill(std::vector<Admission> &batch, Ids &admitted, Ids &resumed) {
     double start = now;
     int64_t new_tokens = 0;
     double attention = 0;
@@ -255,18 +293,19 @@ void Engine::run_prefill(std::vector<Admission> &batch, nb::list &admitted, nb::
         attention += double(extend) * (double(adm.cached) + double(extend) / 2);
     }
     now += config.prefill_time(new_tokens, attention);
+    const Names &name = python().names;
     for (Admission &adm : batch) {
         const Req &r = *adm.r;
         nb::object rec = record(r);
         if (adm.first) {
-            (adm.generated ? resumed : admitted).append(r.id);
+            (adm.generated ? resumed : admitted).push_back(r.id);
             if (!adm.generated) {
-                rec.attr("admit") = start;
-                rec.attr("cached_tokens") = adm.cached;
+                rec.attr(name.admit) = start;
+                rec.attr(name.cached_tokens) = adm.cached;
             }
         }
         int64_t extend = adm.extend();
-        add_to(rec, "computed_tokens", extend);
+        add_to(rec, name.computed_tokens, extend);
         NodePtr node = cache->insert(radix::Tokens{adm.data, adm.end, adm.tokens}, nb::none(), adm.node, 0,
                                      adm.priority).second;
         cache->move_lock(adm.node, node);
@@ -287,7 +326,7 @@ void Engine::start_running(Admission &adm, const NodePtr &node) {
     auto run = std::make_shared<Run>(Run{adm.r, record(r), node, steps + r.output_len - emitted, adm.end - node->depth + adm.held,
                                          steps, emitted, adm.cap, adm.priority, adm.joined});
     promised -= joined_rule(r, adm.generated, adm.cap, emitted, steps);
-    if (!adm.generated) run->record.attr("first_token") = now;
+    if (!adm.generated) run->record.attr(python().names.first_token) = now;
     heappush(finishing, {{run->done_at, r.id}, run}, by_done);
     context += adm.size + 1;
     running.push_back(run);

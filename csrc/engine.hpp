@@ -14,12 +14,13 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "radix_cache.hpp"
 #include "heapq.hpp"
+#include "py_calls.hpp"
 #include "waiting_prefixes.hpp"
 
 namespace engine {
@@ -33,6 +34,7 @@ inline int64_t floordiv(int64_t a, int64_t b) {
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+using pycall::call_method;
 using heapq::heapify;
 using heapq::heappop;
 using heapq::heappush;
@@ -45,6 +47,12 @@ struct Req {
     const int64_t *data = nullptr, *output = nullptr;
     int64_t id = 0, prompt_len = 0, output_len = 0, max_new_tokens = 0;
     double arrival = 0;
+    // The last admission round (Engine::rounds) that ordered it and that held it back (in_batch):
+    // marks that save a round's sets of the waiting requests.
+    uint64_t ordered_in = 0, held_in = 0;
+    // The hash of its in-batch head (WaitingQueue::head), taken once while it waits: its tokens
+    // and the config's threshold do not change meanwhile.
+    std::optional<std::size_t> head_hash;
 };
 using ReqPtr = std::shared_ptr<Req>;
 
@@ -98,9 +106,11 @@ class WaitingQueue {
 public:
     WaitingQueue();
     ReqPtr of(nb::handle r) const;  // a waiting request's state, by its object
-    bool waits(nb::handle r) const { return by_object.count(r.ptr()) > 0; }
+    Req *find(nb::handle r) const;  // the same, or null where `r` does not wait
+    // What `r` waits to compute, as the array it is read from (which the queue keeps alive while
+    // `r` waits) and its data.
     const int64_t *tokens(const Req &r, int64_t &size, nb::object &array) const;
-    std::string head(const Req &r, int64_t n, bool &shorter) const;
+    std::optional<std::string_view> head(const Req &r, int64_t n) const;
     void arrive(const std::vector<ReqPtr> &arrived, const std::vector<int64_t> &needs);
     void put_back(const ReqPtr &r, nb::object tokens, int64_t need);
     nb::object take_changes();
@@ -115,7 +125,12 @@ private:
     void join(const ReqPtr &r);
     void set_need(int64_t rid, int64_t n);
     std::vector<std::pair<int64_t, int64_t>> heap;  // min-heap of (need, id), with stale entries
-    std::unordered_map<int64_t, nb::object> resume;
+    struct Resumed {  // what a retracted request recomputes: its array and that array's data
+        nb::object array;
+        const int64_t *data;
+        int64_t size;
+    };
+    std::unordered_map<int64_t, Resumed> resume;
     std::unordered_map<PyObject *, ReqPtr> by_object;
     int64_t joins = 0;
     nb::dict joined_since;  // Request -> None, in joining order
@@ -146,7 +161,7 @@ private:
         return a.arrival < b.arrival || (a.arrival == b.arrival && a.id < b.id);
     };
     static ReqPtr read(nb::handle r);
-    ReqPtr record(nb::handle r);
+    ReqPtr record(nb::handle r, ReqPtr read_already = nullptr);  // read_already: read(r), where the caller made it
     void advance_source();
     std::vector<Entry> heap;
     ReqPtr lookahead;
@@ -174,13 +189,18 @@ struct Run {
 };
 using RunPtr = std::shared_ptr<Run>;
 
-// One iteration as `step` reports it (state.Iteration's fields), before it is made a Python object;
-// `kind` is null where the workload ran dry (`step` answers None).
+// An iteration's kind: `none` where the workload ran dry (`step` answers None).
+enum class Kind { none, prefill, decode, idle };
+
+using Ids = std::vector<int64_t>;
+
+// One iteration as `step` reports it (state.Iteration's fields), before it is made a Python object
+// (the market's calls make none, and lists only of what they return).
 struct Step {
-    const char *kind = nullptr;
+    Kind kind = Kind::none;
     double start = 0, end = 0;
     int64_t queue_len = 0, done = 1;
-    nb::list admitted, finished, rejected, resumed, retracted;
+    Ids admitted, finished, rejected, resumed, retracted;
     nb::object decision = nb::none();
 };
 
@@ -190,6 +210,22 @@ struct RoundTally {
     double busy_time;
     int64_t admitted_total;
     void add(const Step &s);
+};
+
+// The heads an in-batch check has seen (in_batch.deprioritized's set), by their hashes: open
+// addressing over a table the engine keeps, so a round allocates nothing.
+class HeadSet {
+public:
+    void clear(std::size_t most);
+    bool insert(std::string_view bytes, std::size_t hash);  // whether it was there before
+
+private:
+    struct Slot {
+        std::string_view bytes;
+        std::size_t hash = 0;
+        bool used = false;
+    };
+    std::vector<Slot> slots;
 };
 
 // ServingEngine + SimEngine with the rules of `config.reservation` (the priority preemption left out:
@@ -228,7 +264,7 @@ public:
 
 private:
     Step iterate(nb::handle multipliers, nb::handle remaining);
-    nb::list let_in_arrivals();
+    Ids let_in_arrivals();
     // Admission
     double room();
     void make_free(int64_t tokens);
@@ -239,20 +275,20 @@ private:
                                 nb::handle multipliers, nb::handle remaining);
     bool fit(const ReqPtr &r, int64_t budget, int64_t charged, bool later, Admission &adm, int64_t &output);
     nb::object order(nb::handle multipliers, nb::handle remaining, nb::object &decision);
-    void check_permutation(nb::handle ordered) const;
-    std::unordered_set<int64_t> in_batch_deprioritized(nb::handle waiting);
-    void run_prefill(std::vector<Admission> &batch, nb::list &admitted, nb::list &resumed);
+    void check_permutation(nb::handle ordered);
+    bool in_batch_deprioritized(nb::handle waiting);
+    void run_prefill(std::vector<Admission> &batch, Ids &admitted, Ids &resumed);
     void start_running(Admission &adm, const NodePtr &node);
     // Decode and retraction
     int64_t free_and_evictable() const { return config.kv_capacity_tokens - cache->protected_size - reserved; }
-    nb::list make_room();
+    Ids make_room();
     void forget(const std::vector<int64_t> &gone);
     void retract(const RunPtr &run, int64_t still_running);
-    int64_t decode(bool retracted, nb::list &finished);
+    int64_t decode(bool retracted, Ids &finished);
     int64_t decode_limit();
     int64_t steps_until(double dt, int64_t batch, double a) const;
     std::vector<RunPtr> pop_finished();
-    nb::list retire(const std::vector<RunPtr> &done);
+    Ids retire(const std::vector<RunPtr> &done);
     nb::object output_tokens(const Req &r, const int64_t *&data) const;
     void cache_finished(const Run &run, const nb::object &output, const int64_t *out);
     void protect_prompt(NodePtr node, const Req &r, int64_t priority);
@@ -286,8 +322,10 @@ private:
     std::vector<RunPtr> running;
     std::vector<std::pair<std::pair<int64_t, int64_t>, RunPtr>> finishing;  // min-heap on (done_at, id)
     int64_t steps = 0, context = 0, promised = 0;
+    uint64_t rounds = 0;  // admission rounds so far: the current one's mark on its requests
     std::optional<Admission> chunked;
     std::optional<int64_t> blocked;
+    HeadSet heads;
 };
 
 // The running batch's heap of completion steps orders by (done_at, request id), a unique key.
@@ -303,15 +341,26 @@ inline bool truthy(nb::handle o) {
     return t != 0;
 }
 
-// A record's count `field` grown by `n`.
-inline void add_to(nb::handle record, const char *field, int64_t n) {
+// A record's count `field` (an interned name) grown by `n`.
+inline void add_to(nb::handle record, nb::handle field, int64_t n) {
     record.attr(field) = nb::cast<int64_t>(record.attr(field)) + n;
 }
 
-// Python objects of the package the engine makes or calls, looked up once.
+// The names the engine reads and writes every round or iteration, interned once (py_calls.hpp).
+struct Names {
+    nb::str admit, sorts_in_place, in_batch_deprioritizes, remove, id, arrival, tokens, output_len,
+        max_new_tokens, output_tokens, rejected, cached_tokens, computed_tokens, first_token, finish,
+        retractions, prefill, decode, idle;
+};
+
+// Python objects of the package the engine makes or calls, and the names, looked up once.
 struct Python {
     nb::object iteration, waiting_round, decision_priority, record_of, request, sequence;
+    Names names;
 };
 const Python &python();
+
+// `ids` as a Python list of ints.
+nb::list list_of(const Ids &ids);
 
 }  // namespace engine

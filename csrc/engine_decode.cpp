@@ -15,13 +15,14 @@ namespace engine {
 namespace {
 
 const int64_t *array_data(nb::handle array) {
+    if (const int64_t *data = pycall::int64_buffer(array)) return data;
     return nb::cast<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>>(array, false).data();
 }
 
 }  // namespace
 
-nb::list Engine::make_room() {
-    nb::list retracted;
+Ids Engine::make_room() {
+    Ids retracted;
     if (free_and_evictable() >= decode_tokens(int64_t(running.size()))) return retracted;
     int64_t step = steps;
     std::vector<RunPtr> keep(running);
@@ -29,17 +30,15 @@ nb::list Engine::make_room() {
         int64_t ga = a->generated(step), gb = b->generated(step);
         return ga > gb || (ga == gb && -a->r->prompt_len > -b->r->prompt_len);
     });
-    std::vector<int64_t> gone;
-    while (keep.size() > 1 && (gone.empty() || free_and_evictable() < decode_tokens(int64_t(keep.size())))) {
+    while (keep.size() > 1 && (retracted.empty() || free_and_evictable() < decode_tokens(int64_t(keep.size())))) {
         RunPtr run = keep.back();
         keep.pop_back();
         retract(run, int64_t(keep.size()));
-        gone.push_back(run->r->id);
-        retracted.append(run->r->id);
+        retracted.push_back(run->r->id);
     }
     if (free_and_evictable() < decode_tokens(int64_t(keep.size())))
         throw std::runtime_error("a lone running request does not fit: kv_capacity_tokens admission check is wrong");
-    forget(gone);
+    forget(retracted);
     if (!config.oracle) {  // SGLang re-estimates the ratio as if every request left runs retract_decode_steps more
         int64_t emitted = 0, caps = 0, n = int64_t(keep.size());
         for (const RunPtr &run : keep) {
@@ -68,14 +67,14 @@ void Engine::retract(const RunPtr &run, int64_t still_running) {
     context -= r.prompt_len + generated;
     cache->unlock(run->node);
     remove_running(run);
-    add_to(run->record, "retractions", 1);
+    add_to(run->record, python().names.retractions, 1);
     std::vector<int64_t> tokens(r.data, r.data + r.prompt_len);
     tokens.insert(tokens.end(), out, out + generated);
     queue.put_back(run->r, array_of(std::move(tokens)), smallest_need(r, generated, run->cap));
     make_free(still_running * config.retract_decode_steps);
 }
 
-int64_t Engine::decode(bool retracted, nb::list &finished) {
+int64_t Engine::decode(bool retracted, Ids &finished) {
     int64_t n = int64_t(running.size());
     // SimEngine._execute_decode
     double first = config.decode_time(n, context);  // one step's time, which every count below starts from
@@ -127,8 +126,8 @@ std::vector<RunPtr> Engine::pop_finished() {
     return done;
 }
 
-nb::list Engine::retire(const std::vector<RunPtr> &done) {
-    nb::list ids;
+Ids Engine::retire(const std::vector<RunPtr> &done) {
+    Ids ids;
     std::vector<std::pair<nb::object, const int64_t *>> outputs(done.size());
     for (std::size_t i = 0; i < done.size(); ++i)  // before any change: it may raise
         outputs[i].first = output_tokens(*done[i]->r, outputs[i].second);
@@ -141,10 +140,10 @@ nb::list Engine::retire(const std::vector<RunPtr> &done) {
         cache_finished(*run, outputs[i].first, outputs[i].second);
         protect_prompt(run->node, r, run->priority);
         cache->unlock(run->node);
-        run->record.attr("finish") = now;
+        run->record.attr(python().names.finish) = now;
         remove_running(run);
     }
-    for (const RunPtr &run : done) ids.append(run->r->id);
+    for (const RunPtr &run : done) ids.push_back(run->r->id);
     return ids;
 }
 

@@ -19,6 +19,7 @@ const auto by_pair = [](const std::pair<int64_t, int64_t> &a, const std::pair<in
 // A 1-D int64 array's data, read in place where it is contiguous (read-only or not), else from a
 // contiguous copy that replaces `array`, which the caller keeps alive.
 const int64_t *data_of(nb::object &array) {
+    if (const int64_t *data = pycall::int64_buffer(array)) return data;
     TokenArray view;
     if (!nb::try_cast(array, view, false)) {
         array = nb::module_::import_("numpy").attr("ascontiguousarray")(array);
@@ -37,6 +38,23 @@ int64_t saturated(nb::handle o) {
     return overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : int64_t(v);
 }
 
+// list.remove(r) where `r` and the items before it are Requests, which equal only themselves
+// (eq=False): found by identity, without list.remove's comparisons; false, changing nothing, where
+// another object comes first (list.remove, which compares it, decides).
+bool remove_request(nb::list &requests, nb::handle r) {
+    PyTypeObject *request = reinterpret_cast<PyTypeObject *>(python().request.ptr());
+    if (Py_TYPE(r.ptr()) != request) return false;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(requests.ptr()); ++i) {
+        PyObject *item = PyList_GET_ITEM(requests.ptr(), i);
+        if (item == r.ptr()) {
+            if (PyList_SetSlice(requests.ptr(), i, i + 1, nullptr) != 0) throw nb::python_error();
+            return true;
+        }
+        if (Py_TYPE(item) != request) return false;
+    }
+    return false;
+}
+
 }  // namespace
 
 const Python &python() {
@@ -46,11 +64,27 @@ const Python &python() {
         nb::module_ base = nb::module_::import_("auction_gym.scheduler.base");
         nb::module_ records = nb::module_::import_("auction_gym.engine.records");
         nb::module_ request = nb::module_::import_("auction_gym.request");
+        auto name = pycall::interned;
+        Names names{name("admit"), name("sorts_in_place"), name("in_batch_deprioritizes"), name("remove"),
+                    name("id"), name("arrival"), name("tokens"), name("output_len"), name("max_new_tokens"),
+                    name("output_tokens"), name("rejected"), name("cached_tokens"), name("computed_tokens"),
+                    name("first_token"), name("finish"), name("retractions"), name("prefill"), name("decode"),
+                    name("idle")};
         return new Python{state.attr("Iteration"), policy.attr("WaitingRound"), base.attr("decision_priority"),
                           records.attr("RequestRecord").attr("of"), request.attr("Request"),
-                          nb::module_::import_("collections.abc").attr("Sequence")};
+                          nb::module_::import_("collections.abc").attr("Sequence"), std::move(names)};
     }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
     return *py;
+}
+
+nb::list list_of(const Ids &ids) {
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(ids.size())));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        PyObject *id = PyLong_FromLongLong(ids[i]);
+        if (!id) throw nb::python_error();
+        PyList_SET_ITEM(out.ptr(), Py_ssize_t(i), id);
+    }
+    return out;
 }
 
 Config::Config(nb::handle c) {
@@ -146,6 +180,11 @@ ReqPtr WaitingQueue::of(nb::handle r) const {
     return found->second;
 }
 
+Req *WaitingQueue::find(nb::handle r) const {
+    auto found = by_object.find(r.ptr());
+    return found == by_object.end() ? nullptr : found->second.get();
+}
+
 const int64_t *WaitingQueue::tokens(const Req &r, int64_t &size, nb::object &array) const {
     auto found = resume.find(r.id);
     if (found == resume.end()) {
@@ -153,17 +192,19 @@ const int64_t *WaitingQueue::tokens(const Req &r, int64_t &size, nb::object &arr
         size = r.prompt_len;
         return r.data;
     }
-    array = found->second;
-    size = int64_t(nb::len(array));
-    return data_of(array);
+    array = found->second.array;
+    size = found->second.size;
+    return found->second.data;
 }
 
-std::string WaitingQueue::head(const Req &r, int64_t n, bool &shorter) const {
+// in_batch.prompt_head: the bytes of `r`'s first `n` tokens, read where the queue keeps them; none
+// where it has fewer.
+std::optional<std::string_view> WaitingQueue::head(const Req &r, int64_t n) const {
     int64_t size;
     nb::object array;
     const int64_t *data = tokens(r, size, array);
-    shorter = size < n;
-    return shorter ? std::string() : std::string(reinterpret_cast<const char *>(data), std::size_t(n) * 8);
+    if (size < n) return std::nullopt;
+    return std::string_view(reinterpret_cast<const char *>(data), std::size_t(n) * 8);
 }
 
 void WaitingQueue::arrive(const std::vector<ReqPtr> &arrived, const std::vector<int64_t> &needs) {
@@ -177,7 +218,9 @@ void WaitingQueue::arrive(const std::vector<ReqPtr> &arrived, const std::vector<
 }
 
 void WaitingQueue::put_back(const ReqPtr &r, nb::object tokens, int64_t need) {
-    resume[r->id] = std::move(tokens);
+    const int64_t *data = data_of(tokens);
+    int64_t size = int64_t(nb::len(tokens));
+    resume[r->id] = Resumed{std::move(tokens), data, size};
     requests.append(r->obj);
     join(r);
     set_need(r->id, need);
@@ -194,13 +237,14 @@ void WaitingQueue::reorder(nb::handle order) { requests = nb::list(order); }
 
 void WaitingQueue::remove(const std::vector<ReqPtr> &taken) {
     if (taken.size() == 1) {
-        requests.attr("remove")(taken[0]->obj);
+        if (!remove_request(requests, taken[0]->obj)) call_method(requests, python().names.remove, taken[0]->obj);
     } else if (!taken.empty()) {
-        std::unordered_set<PyObject *> gone;  // by identity: waiting requests have distinct ids
-        for (const ReqPtr &r : taken) gone.insert(r->obj.ptr());
+        std::vector<PyObject *> gone;  // by identity: waiting requests have distinct ids
+        for (const ReqPtr &r : taken) gone.push_back(r->obj.ptr());
+        std::sort(gone.begin(), gone.end());
         nb::list kept;
         for (nb::handle r : requests)
-            if (!gone.count(r.ptr())) kept.append(r);
+            if (!std::binary_search(gone.begin(), gone.end(), r.ptr())) kept.append(r);
         requests = kept;
     }
     for (const ReqPtr &r : taken) {
@@ -224,6 +268,7 @@ int64_t WaitingQueue::smallest_need() {
 }
 
 void WaitingQueue::join(const ReqPtr &r) {
+    r->head_hash.reset();  // a retracted request waits with its output so far: another head
     joined[r->id] = ++joins;
     by_object[r->obj.ptr()] = r;
     if (left_since.contains(r->obj))
@@ -291,25 +336,26 @@ std::vector<ReqPtr> Arrivals::due(double now) {
 }
 
 ReqPtr Arrivals::read(nb::handle obj) {
+    const Names &name = python().names;
     auto r = std::make_shared<Req>();
     r->obj = nb::borrow(obj);
-    r->id = nb::cast<int64_t>(obj.attr("id"));
-    r->arrival = nb::cast<double>(obj.attr("arrival"));
-    r->tokens = obj.attr("tokens");
+    r->id = nb::cast<int64_t>(obj.attr(name.id));
+    r->arrival = nb::cast<double>(obj.attr(name.arrival));
+    r->tokens = obj.attr(name.tokens);
     r->data = data_of(r->tokens);
     r->prompt_len = int64_t(nb::len(r->tokens));
-    r->output_len = saturated(obj.attr("output_len"));
-    r->max_new_tokens = saturated(obj.attr("max_new_tokens"));
-    r->output_tokens = obj.attr("output_tokens");
+    r->output_len = saturated(obj.attr(name.output_len));
+    r->max_new_tokens = saturated(obj.attr(name.max_new_tokens));
+    r->output_tokens = obj.attr(name.output_tokens);
     if (!r->output_tokens.is_none()) r->output = data_of(r->output_tokens);
     return r;
 }
 
-ReqPtr Arrivals::record(nb::handle obj) {
-    nb::object rid = obj.attr("id");
+ReqPtr Arrivals::record(nb::handle obj, ReqPtr read_already) {
+    nb::object rid = obj.attr(python().names.id);
     if (records.contains(rid)) throw nb::value_error(("request " + nb::cast<std::string>(nb::str(rid)) +
                                                       ": duplicate request id").c_str());
-    ReqPtr r = read(obj);
+    ReqPtr r = read_already ? std::move(read_already) : read(obj);
     records[rid] = python().record_of(obj);
     return r;
 }
@@ -331,7 +377,7 @@ void Arrivals::advance_source() {
                           .format(lookahead->id, lookahead->arrival, prev->arrival);
         throw nb::value_error(msg.c_str());
     }
-    lookahead = record(obj);
+    lookahead = record(obj, lookahead);
 }
 
 }  // namespace engine

@@ -1,16 +1,14 @@
 // The market's engine iterations in one call (auction_gym/market/market.py's `Market.step` and
 // `Market.reset` loops over `Market._advance`, docs/engine.md section 8): the same iterations, and
 // the busy time and admissions added up with the same double operations in the same order.
-#include <string_view>
-
 #include "engine.hpp"
 
 namespace engine {
 
 void RoundTally::add(const Step &s) {
-    if (std::string_view(s.kind) != "idle") {
+    if (s.kind != Kind::idle) {
         busy_time += s.end - s.start;
-        admitted_total += int64_t(nb::len(s.admitted));
+        admitted_total += int64_t(s.admitted.size());
     }
 }
 
@@ -18,15 +16,17 @@ void RoundTally::add(const Step &s) {
 // added is left for the market to read (`tally`), as its own loop would have added it.
 nb::tuple Engine::play_round(nb::handle multipliers, nb::handle remaining, double busy_time, int64_t admitted_total) {
     tally = RoundTally{busy_time, admitted_total};
-    nb::list finished;
+    Ids finished;
     while (true) {
         Step s = iterate(multipliers, remaining);
-        if (!s.kind) return nb::make_tuple(nb::list(), nb::none(), finished, tally.busy_time, tally.admitted_total, true);
+        if (s.kind == Kind::none)
+            return nb::make_tuple(nb::list(), nb::none(), list_of(finished), tally.busy_time, tally.admitted_total,
+                                  true);
         tally.add(s);
-        for (nb::handle rid : s.finished) finished.append(rid);
-        if (nb::len(s.admitted))  // a prefill that only continues a chunk or resumes is not a round
-            return nb::make_tuple(s.admitted, s.decision, finished, tally.busy_time, tally.admitted_total,
-                                  false);
+        finished.insert(finished.end(), s.finished.begin(), s.finished.end());
+        if (!s.admitted.empty())  // a prefill that only continues a chunk or resumes is not a round
+            return nb::make_tuple(list_of(s.admitted), s.decision, list_of(finished), tally.busy_time,
+                                  tally.admitted_total, false);
     }
 }
 
@@ -34,7 +34,7 @@ nb::tuple Engine::warm_up(double until, nb::handle multipliers, double busy_time
     tally = RoundTally{busy_time, admitted_total};
     while (now < until) {
         Step s = iterate(multipliers, nb::none());
-        if (!s.kind) break;
+        if (s.kind == Kind::none) break;
         tally.add(s);
     }
     return nb::make_tuple(tally.busy_time, tally.admitted_total);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "py_calls.hpp"
 #include "waiting_prefixes.hpp"
 
 namespace radix {
@@ -14,19 +15,28 @@ using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::dev
 
 struct Python {
     nb::object sorted, fcfs_key, token_view, contiguous;
+    nb::str id, tokens, update, discard;  // interned: read for every request a round matches
 };
 
 const Python &python() {
     static const Python *py = [] {
+        auto name = pycall::interned;
         return new Python{nb::module_::import_("builtins").attr("sorted"),
                           nb::module_::import_("auction_gym.request").attr("fcfs_key"),
                           nb::module_::import_("auction_gym.request").attr("token_view"),
-                          nb::module_::import_("numpy").attr("ascontiguousarray")};
+                          nb::module_::import_("numpy").attr("ascontiguousarray"),
+                          name("id"), name("tokens"), name("update"), name("discard")};
     }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
     return *py;
 }
 
-int64_t id_of(nb::handle request) { return nb::cast<int64_t>(request.attr("id")); }
+}  // namespace
+
+nb::handle id_name() { return python().id; }
+
+int64_t id_of(nb::handle request) { return nb::cast<int64_t>(request.attr(python().id)); }
+
+namespace {
 
 void del_item(nb::dict &dict, nb::handle key) {
     if (PyDict_DelItem(dict.ptr(), key.ptr()) != 0) throw nb::python_error();
@@ -46,6 +56,12 @@ RadixCache *compiled_cache(nb::handle cache, const char *who) {
 
 nb::object sorted_by_arrival(nb::handle requests) {
     return python().sorted(requests, nb::arg("key") = python().fcfs_key);
+}
+
+std::size_t size_of(nb::handle requests) {
+    Py_ssize_t n = PyObject_Length(requests.ptr());
+    if (n < 0) throw nb::python_error();
+    return std::size_t(n);
 }
 
 PrefixMatcher::PrefixMatcher(bool split, bool whole_prompt)
@@ -78,11 +94,12 @@ nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handl
         left_objs = changes[1];
         objs = nb::steal(PyNumber_InPlaceSubtract(objs.ptr(), left_objs.ptr()));
         if (!objs) throw nb::python_error();
-        objs.attr("update")(joined_objs);
+        if (size_of(joined_objs)) pycall::call_method(objs, python().update, joined_objs);
     }
     std::unordered_set<int64_t> gone;
     for (nb::handle r : left_objs) gone.insert(id_of(r));
-    nb::object fresh = sorted_by_arrival(joined_objs);  // sorted: splits and ties deterministic
+    // sorted: splits and ties deterministic (an empty one has nothing to sort)
+    nb::object fresh = size_of(joined_objs) ? sorted_by_arrival(joined_objs) : nb::list();
     std::vector<int64_t> stale;
     if (known) {
         for (int64_t rid : affected(from))
@@ -116,7 +133,7 @@ nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handl
         if (held.count(rid)) {
             // A second object under an id that still waits (a caller's error, which the engine and
             // the auctions' checks reject): ignored until the first one leaves.
-            objs.attr("discard")(r);
+            pycall::call_method(objs, python().discard, r);
             continue;
         }
         requests[nb::int_(rid)] = r;
@@ -154,14 +171,19 @@ std::vector<int64_t> PrefixMatcher::affected(std::size_t from) const {
 }
 
 void PrefixMatcher::peek(nb::handle request, const NodePtr &start) {
-    nb::object tokens = request.attr("tokens");
-    TokenArray array;
-    if (!nb::try_cast(tokens, array, false)) {
-        tokens = python().contiguous(python().token_view(tokens));
-        array = nb::cast<TokenArray>(tokens, false);
+    nb::object tokens = request.attr(python().tokens);
+    int64_t n = 0;
+    const int64_t *data = pycall::int64_buffer(tokens, &n);
+    TokenArray array;  // where read by the cast, alive while its data is read
+    if (!data) {
+        if (!nb::try_cast(tokens, array, false)) {
+            tokens = python().contiguous(python().token_view(tokens));
+            array = nb::cast<TokenArray>(tokens, false);
+        }
+        data = array.data();
+        n = static_cast<int64_t>(array.shape(0));
     }
-    const int64_t n = static_cast<int64_t>(array.shape(0));
-    Tokens view{array.data(), whole_prompt ? n : std::max<int64_t>(n - 1, 0), tokens};
+    Tokens view{data, whole_prompt ? n : std::max<int64_t>(n - 1, 0), tokens};
     const int64_t rid = id_of(request);
     const int64_t nodes = cache->node_count;  // a peek adds nodes only by splitting
     auto [length, node] = cache->peek(view, start, split);
@@ -171,7 +193,7 @@ void PrefixMatcher::peek(nb::handle request, const NodePtr &start) {
     match[nb::int_(rid)] = nb::make_tuple(length, node);
     length_of[request] = length;
     hanging[node.get()][next].insert(rid);
-    held[rid] = Held{std::move(node), std::move(next)};
+    held[rid] = Held{std::move(node), std::move(next), length};
 }
 
 NodePtr PrefixMatcher::forget(int64_t rid) {

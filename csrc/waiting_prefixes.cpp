@@ -62,7 +62,8 @@ nb::object WaitingPrefixes::refresh(nb::handle waiting, nb::handle cache_arg, nb
     nb::list unranked;
     for (nb::handle rid : matcher.added)
         if (!rank.count(nb::cast<int64_t>(rid))) unranked.append(matcher.requests[rid]);
-    for (nb::handle r : sorted_by_arrival(unranked)) rank[nb::cast<int64_t>(r.attr("id"))] = next_rank++;
+    if (nb::len(unranked))
+        for (nb::handle r : sorted_by_arrival(unranked)) rank[id_of(r)] = next_rank++;
     for (nb::handle rid : matcher.added) {
         int64_t id = nb::cast<int64_t>(rid);
         mark(id, matcher.node_of(id));
@@ -85,7 +86,7 @@ nb::object WaitingPrefixes::lengths(nb::handle queue, nb::handle cache_arg) {
     // the one it refreshed, which saves that pass.
     if (!queue.is(refreshed))
         for (nb::handle r : queue) {
-            PyObject *got = PyDict_GetItemWithError(requests.ptr(), r.attr("id").ptr());
+            PyObject *got = PyDict_GetItemWithError(requests.ptr(), r.attr(id_name()).ptr());
             if (got != r.ptr()) {
                 if (!got && PyErr_Occurred()) throw nb::python_error();
                 return nb::none();
@@ -114,7 +115,7 @@ nb::object WaitingPrefixes::delta_since(int64_t since) const {
 }
 
 NodePtr WaitingPrefixes::start(nb::handle request, int64_t limit) const {
-    nb::object rid = request.attr("id");
+    nb::object rid = request.attr(id_name());
     PyObject *got = PyDict_GetItemWithError(matcher.requests.ptr(), rid.ptr());
     if (got != request.ptr()) {
         if (!got && PyErr_Occurred()) throw nb::python_error();

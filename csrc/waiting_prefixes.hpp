@@ -31,6 +31,7 @@ public:
 
     nb::dict update(nb::handle queue, nb::handle cache, nb::handle changes);
     const NodePtr &node_of(int64_t rid) const { return held.at(rid).node; }  // where its match ends
+    int64_t length(int64_t rid) const { return held.at(rid).length; }      // its `length_of`
     // The Python objects it holds, for the garbage collector (a cache's `on_evict` may hold it
     // back): `release` lets go of them, as a Python object's tp_clear does.
     template <class F> void for_each_object(F &&f) const {
@@ -51,6 +52,7 @@ private:
     struct Held {
         NodePtr node;
         Key next;
+        int64_t length;
     };
     std::vector<int64_t> affected(std::size_t from) const;
     void peek(nb::handle request, const NodePtr &start);
@@ -100,6 +102,10 @@ private:
     std::unordered_map<const Node *, std::set<int64_t>> ranks_at;
     std::deque<nb::object> deltas;  // (joined, left, rematched) tuples, the latest last
 };
+
+// "id", interned (py_calls.hpp), and a request's id read by it.
+nb::handle id_name();
+int64_t id_of(nb::handle request);
 
 // `requests` sorted by `request.fcfs_key`, by Python's own sort (stable, as the reference sorts).
 nb::object sorted_by_arrival(nb::handle requests);

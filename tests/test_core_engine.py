@@ -371,3 +371,66 @@ def test_a_lazy_workload_ends_at_a_none() -> None:
         runs.append(finished_records(engine))
         assert list(engine.records) == [0]
     assert runs[0] == runs[1]
+
+
+class Outsider(AdmissionPolicy):
+    """A broken policy: its order puts a request that does not wait in the first place."""
+
+    name = "outsider"
+
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        return [Request(99, 0, np.arange(4), output_len=3)] + list(round.queue)[1:]
+
+
+def test_an_order_holding_a_request_that_does_not_wait_is_refused() -> None:
+    for engine in both_engines(Outsider):
+        engine.submit([Request(i, 0, np.arange(i, i + 4), output_len=3) for i in range(3)])
+        with pytest.raises(RuntimeError, match="scheduler 'outsider' returned an order that is not a permutation"):
+            engine.step()
+        assert [r.id for r in engine.waiting] == [0, 1, 2] and not engine.running
+
+
+class Fickle(LongestFirst):
+    """A policy whose flags change from round to round, and that raises in one round: the engine
+    reads them every round, as the Python engine does, and a raising round leaves both alike."""
+
+    name = "fickle"
+
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        self.rounds += 1
+        if self.rounds == 4:
+            raise KeyError("fickle")
+        self.sorts_in_place = self.rounds % 3 != 0
+        return super().order_round(round) if self.rounds % 2 else list(round.queue)[::-1]
+
+    def in_batch_deprioritizes(self, waiting: int) -> bool:
+        return self.rounds % 4 < 2
+
+
+def test_flags_read_every_round_and_a_raising_round_run_as_in_python() -> None:
+    config = EngineConfig(in_batch_prefix_caching=True, in_batch_check_threshold=64, in_batch_deprioritize_threshold=4,
+                          max_prefill_tokens=24, chunked_prefill_size=None)
+    rng = np.random.default_rng(7)
+    heads = [rng.integers(0, 50, 6) for _ in range(3)]
+    requests = [Request(i, 0, np.concatenate([heads[i % 3], rng.integers(0, 50, int(rng.integers(2, 9)))]),
+                        output_len=int(rng.integers(1, 6)), arrival=0.001 * (i // 4)) for i in range(24)]
+    engines = both_engines(Fickle, config)
+    steps = []
+    for engine in engines:
+        engine.submit(requests)
+        seen = []
+        for _ in range(500):
+            try:
+                it = engine.step()
+            except KeyError:
+                seen.append("raised")
+                continue
+            if it is None:
+                break
+            seen.append((it.kind, it.admitted, it.finished, [r.id for r in engine.waiting]))
+        assert all(rec.finish > 0 for rec in engine.records.values())
+        steps.append((seen, {rid: record_tuple(rec) for rid, rec in engine.records.items()}))
+    assert steps[0] == steps[1] and "raised" in steps[0][0]

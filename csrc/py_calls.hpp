@@ -1,0 +1,44 @@
+// Python attribute names, method calls and token arrays as the compiled core's hot loops read
+// them: a name made from a C string at each lookup is a fresh string to hash and compare, a method
+// called through `attr` a bound method made and dropped, and a nanobind ndarray cast allocates.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace pycall {
+
+namespace nb = nanobind;
+
+// `s` as an interned Python string, which attribute lookups compare by identity.
+inline nb::str interned(const char *s) { return nb::steal<nb::str>(PyUnicode_InternFromString(s)); }
+
+// `self.name(arg)`, without a bound method made for the call.
+inline nb::object call_method(nb::handle self, nb::handle name, nb::handle arg) {
+    PyObject *args[2] = {self.ptr(), arg.ptr()};
+    PyObject *out = PyObject_VectorcallMethod(name.ptr(), args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    if (!out) throw nb::python_error();
+    return nb::steal(out);
+}
+
+// The data of `array` where it is a 1-D contiguous buffer of native int64 (a numpy token array, as
+// requests hold them), read through the buffer protocol; null for any other, which the caller's
+// nanobind cast reads (a subset of what that cast takes, read at the same address); `size`, where
+// given, is set to its length. The data lives as long as `array`.
+inline const int64_t *int64_buffer(nb::handle array, int64_t *size = nullptr) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
+        PyErr_Clear();
+        return nullptr;
+    }
+    bool native = view.format && (std::strcmp(view.format, "l") == 0 || std::strcmp(view.format, "q") == 0);
+    bool fits = native && view.ndim == 1 && view.itemsize == 8 && (view.shape[0] <= 1 || view.strides[0] == 8);
+    const int64_t *data = fits ? static_cast<const int64_t *>(view.buf) : nullptr;
+    if (fits && size) *size = int64_t(view.shape[0]);
+    PyBuffer_Release(&view);
+    return data;
+}
+
+}  // namespace pycall
