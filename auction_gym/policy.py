@@ -239,6 +239,13 @@ class AdmissionPolicy:
         return adopted
 
 
+def unpack_admission(reply: Any) -> tuple[Sequence[Request], Decision | None]:
+    """An `admit` reply as both engines take it, `order, decision = reply` (the compiled engine
+    calls this for any reply but a tuple of two, so that it raises what Python raises)."""
+    order, decision = reply
+    return order, decision
+
+
 class _Adopted(AdmissionPolicy):
     """A policy written to the older protocol behind the declared interface; `AdmissionPolicy.adopt`
     sets what it declares."""

@@ -221,8 +221,9 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
                                         prefixes->matcher.length_of);
     bool holds = in_batch_deprioritized(waiting);
     nb::object got = call_method(scheduler, py.names.admit, round);
-    nb::object ordered = got[0];
-    decision = got[1];
+    if (!PyTuple_CheckExact(got.ptr()) || PyTuple_GET_SIZE(got.ptr()) != 2) got = py.unpack_admission(got);
+    nb::object ordered = nb::borrow(PyTuple_GET_ITEM(got.ptr(), 0));
+    decision = nb::borrow(PyTuple_GET_ITEM(got.ptr(), 1));
     std::size_t n = nb::len(ordered), m = nb::len(waiting);
     if (n != m)
         throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +

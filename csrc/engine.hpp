@@ -355,7 +355,7 @@ struct Names {
 
 // Python objects of the package the engine makes or calls, and the names, looked up once.
 struct Python {
-    nb::object iteration, waiting_round, decision_priority, record_of, request, sequence;
+    nb::object iteration, waiting_round, unpack_admission, decision_priority, record_of, request, sequence;
     Names names;
 };
 const Python &python();

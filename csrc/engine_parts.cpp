@@ -70,7 +70,8 @@ const Python &python() {
                     name("output_tokens"), name("rejected"), name("cached_tokens"), name("computed_tokens"),
                     name("first_token"), name("finish"), name("retractions"), name("prefill"), name("decode"),
                     name("idle")};
-        return new Python{state.attr("Iteration"), policy.attr("WaitingRound"), base.attr("decision_priority"),
+        return new Python{state.attr("Iteration"), policy.attr("WaitingRound"), policy.attr("unpack_admission"),
+                          base.attr("decision_priority"),
                           records.attr("RequestRecord").attr("of"), request.attr("Request"),
                           nb::module_::import_("collections.abc").attr("Sequence"), std::move(names)};
     }();  // never freed: it may outlive the interpreter's teardown of the modules it holds

@@ -329,6 +329,34 @@ def test_a_synthetic_reply_past_int64_raises_overflow(rid: int) -> None:
     assert not runs or runs[0] == runs[1]
 
 
+class Replies(AdmissionPolicy):
+    """A policy whose `admit` replies with `reply(order)` in place of the pair (order, None)."""
+
+    name = "replies"
+
+    def __init__(self, reply) -> None:
+        self.reply = reply
+
+    def admit(self, round: WaitingRound):
+        return self.reply(list(round.queue))
+
+
+@pytest.mark.parametrize("reply", [lambda order: [order, None], lambda order: iter((order, None)),
+                                   lambda order: (order, None, None), lambda order: (order,), lambda order: 7])
+def test_an_admit_reply_is_unpacked_as_python_unpacks_it(reply) -> None:
+    """A reply that is not a tuple of two is unpacked as `order, decision = reply` unpacks it: any
+    iterable of two runs, anything else raises Python's own error in both engines (the compiled
+    one read its first two items, whatever it was)."""
+    outcomes = []
+    for engine in both_engines(lambda: Replies(reply)):
+        engine.submit([Request(i, 0, np.arange(i, i + 4), output_len=3) for i in range(3)])
+        try:
+            outcomes.append(finished_records(engine))
+        except (TypeError, ValueError) as e:
+            outcomes.append((type(e), str(e)))
+    assert outcomes[0] == outcomes[1]
+
+
 class Truthy(LongestFirst):
     """A policy whose flags are truthy values that are not bools, as Python's `if` reads them."""
 

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..policy import AdmissionPolicy, Decision, WaitingRound
+from ..policy import AdmissionPolicy, Decision, WaitingRound, unpack_admission
 from ..radix_cache import MatchResult, RadixCache, TreeNode
 from ..registry import make_scheduler
 from ..request import Request
@@ -377,7 +377,7 @@ class ServingEngine(Replay):
         changes = prefixes.refresh(waiting, cache, self.queue.take_changes())
         round_ = WaitingRound(waiting, cache, multipliers, remaining, changes, prefixes.length_of)
         held = self._in_batch_deprioritized(round_)
-        order, decision = self.scheduler.admit(round_)
+        order, decision = unpack_admission(self.scheduler.admit(round_))
         if len(order) != len(waiting):
             raise RuntimeError(f"scheduler {self.scheduler.name!r} returned {len(order)} of {len(waiting)} requests")
         ordered = set(map(id, order))  # by identity, as the queue removes them
