@@ -53,17 +53,66 @@ bool read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out) {
     return int64;
 }
 
-// Python's bytes order of two prompts' buffers: memcmp over the shorter, then the shorter first.
-bool bytes_less(const Prompt& a, const Prompt& b) {
-    const int c = std::memcmp(a.ptr, b.ptr, std::min(a.n, b.n) * sizeof(int64_t));
-    return c < 0 || (c == 0 && a.n < b.n);
+// The first token at or after `from` where two prompts differ (or the shorter one's end): whole
+// blocks are compared by memcmp, which runs vectorised, as prompts share long prefixes.
+size_t mismatch(const Prompt& a, const Prompt& b, size_t from) {
+    constexpr size_t block = 64;
+    const size_t m = std::min(a.n, b.n);
+    size_t i = from;
+    while (i + block <= m && std::memcmp(a.ptr + i, b.ptr + i, block * sizeof(int64_t)) == 0) i += block;
+    while (i < m && a.ptr[i] == b.ptr[i]) ++i;
+    return i;
 }
 
-int64_t common_prefix_len(const Prompt& a, const Prompt& b) {
-    const size_t m = std::min(a.n, b.n);
-    size_t i = 0;
-    while (i < m && a.ptr[i] == b.ptr[i]) ++i;
-    return int64_t(i);
+// Whether `a` comes no later than `b` in Python's bytes order of their buffers (memcmp over the
+// shorter, then the shorter first), given that they agree on their first `from` tokens; and
+// their common prefix. The first differing token decides by its bytes in memory order: a
+// little-endian int64's, compared as the byte-swapped unsigned value.
+std::pair<bool, size_t> bytes_order(const Prompt& a, const Prompt& b, size_t from) {
+    const size_t i = mismatch(a, b, from);
+    if (i == std::min(a.n, b.n)) return {a.n <= b.n, i};
+    uint64_t x, y;
+    std::memcpy(&x, a.ptr + i, sizeof x);
+    std::memcpy(&y, b.ptr + i, sizeof y);
+    if (x != y && std::memcmp(&x, &y, sizeof x) < 0) return {true, i};
+    return {false, i};
+}
+
+// A stable merge sort of the prompts `idx[lo, hi)` by their bytes that also gives each one's
+// common prefix with the one before it (`lcp`, 0 for the first), comparing a pair only past the
+// prefix both share with the last one placed (Ng and Kakehi's merge by longest common prefixes):
+// sorted prompts sharing most of their tokens are compared about once each, not at every level.
+// A stable sort has one result, so it is sorted()'s; `tmp_*` are scratch of the same size.
+void lcp_sort(const std::vector<Prompt>& p, size_t* idx, size_t* lcp, size_t lo, size_t hi, size_t* tmp_idx,
+              size_t* tmp_lcp) {
+    if (hi - lo < 2) {
+        lcp[lo] = 0;
+        return;
+    }
+    const size_t mid = lo + (hi - lo) / 2;
+    lcp_sort(p, idx, lcp, lo, mid, tmp_idx, tmp_lcp);
+    lcp_sort(p, idx, lcp, mid, hi, tmp_idx, tmp_lcp);
+    // ha, hb: the common prefix of each run's head with the last one placed
+    size_t i = lo, j = mid, k = lo, ha = 0, hb = 0;
+    while (i < mid && j < hi) {
+        bool left = ha > hb;
+        if (ha == hb) {
+            const auto [first, shared] = bytes_order(p[idx[i]], p[idx[j]], ha);
+            left = first;
+            (left ? hb : ha) = shared;
+        }
+        if (left) {
+            tmp_idx[k] = idx[i], tmp_lcp[k++] = ha;
+            if (++i < mid) ha = lcp[i];
+        } else {
+            tmp_idx[k] = idx[j], tmp_lcp[k++] = hb;
+            if (++j < hi) hb = lcp[j];
+        }
+    }
+    for (size_t first = k; i < mid; ++i, ++k) tmp_idx[k] = idx[i], tmp_lcp[k] = k == first ? ha : lcp[i];
+    for (size_t first = k; j < hi; ++j, ++k) tmp_idx[k] = idx[j], tmp_lcp[k] = k == first ? hb : lcp[j];
+    std::copy(tmp_idx + lo, tmp_idx + hi, idx + lo);
+    std::copy(tmp_lcp + lo, tmp_lcp + hi, lcp + lo);
 }
 
 // queue_tree._Open: a node on the rightmost root path whose subtree is not complete.
@@ -137,14 +186,12 @@ struct Closed {
 // no edge work.
 ScratchTree build(const std::vector<Prompt>& prompts, const std::vector<int64_t>& cached) {
     const size_t n = prompts.size();
-    std::vector<size_t> ranked(n);
+    std::vector<size_t> ranked(n), lcp(n), tmp_idx(n), tmp_lcp(n);
     std::iota(ranked.begin(), ranked.end(), size_t(0));
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [&](size_t a, size_t b) { return bytes_less(prompts[a], prompts[b]); });
+    lcp_sort(prompts, ranked.data(), lcp.data(), 0, n, tmp_idx.data(), tmp_lcp.data());
     // shared[k]: common prefix of the k-th prompt with the one before (0 for the first, -1 after the last)
-    std::vector<int64_t> shared(n + 1, 0);
-    for (size_t k = 1; k < n; ++k) shared[k] = common_prefix_len(prompts[ranked[k - 1]], prompts[ranked[k]]);
-    shared[n] = -1;
+    std::vector<int64_t> shared(lcp.begin(), lcp.end());
+    shared.push_back(-1);
     const bool costed = !cached.empty();
     Closed closed{ScratchTree{}, costed};
     closed.t.req_node.assign(n, 0);
