@@ -66,16 +66,11 @@ size_t mismatch(const Prompt& a, const Prompt& b, size_t from) {
 
 // Whether `a` comes no later than `b` in Python's bytes order of their buffers (memcmp over the
 // shorter, then the shorter first), given that they agree on their first `from` tokens; and
-// their common prefix. The first differing token decides by its bytes in memory order: a
-// little-endian int64's, compared as the byte-swapped unsigned value.
+// their common prefix. The first token that differs decides by its bytes in memory order.
 std::pair<bool, size_t> bytes_order(const Prompt& a, const Prompt& b, size_t from) {
     const size_t i = mismatch(a, b, from);
     if (i == std::min(a.n, b.n)) return {a.n <= b.n, i};
-    uint64_t x, y;
-    std::memcpy(&x, a.ptr + i, sizeof x);
-    std::memcpy(&y, b.ptr + i, sizeof y);
-    if (x != y && std::memcmp(&x, &y, sizeof x) < 0) return {true, i};
-    return {false, i};
+    return {std::memcmp(a.ptr + i, b.ptr + i, sizeof(int64_t)) < 0, i};
 }
 
 // A stable merge sort of the prompts `idx[lo, hi)` by their bytes that also gives each one's
@@ -224,7 +219,8 @@ ScratchTree build(const std::vector<Prompt>& prompts, const std::vector<int64_t>
     return std::move(closed).tree();
 }
 
-// The cached lengths of `lens` when each is a Python int in [0, 2^63); false for anything else.
+// The cached lengths of `lens` when each is an int (or bool) in [0, 2^63); false for anything else
+// (an int subclass may compare its own way).
 bool read_lens(nb::handle lens, size_t n, std::vector<int64_t>& out) {
     nb::object seq = nb::steal(PySequence_Fast(lens.ptr(), "cached lengths"));
     if (!seq.is_valid()) {
@@ -235,7 +231,7 @@ bool read_lens(nb::handle lens, size_t n, std::vector<int64_t>& out) {
     PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
     out.resize(n);
     for (size_t i = 0; i < n; ++i) {
-        if (!PyLong_Check(items[i])) return false;
+        if (!PyLong_CheckExact(items[i]) && !PyBool_Check(items[i])) return false;
         int overflow = 0;
         const long long v = PyLong_AsLongLongAndOverflow(items[i], &overflow);
         if (overflow != 0 || v < 0) return false;

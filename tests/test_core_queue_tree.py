@@ -72,7 +72,7 @@ def _python_tree(tokens: list, prefix_lens: list[int] | None) -> QueueTree:
 @pytest.mark.parametrize("costed", [True, False])
 def test_compiled_tree_is_the_python_tree(seed, costed):
     rng = np.random.default_rng(seed)
-    tokens = _queue(rng, int(rng.choice([1, 2, 3, 8, 30])))
+    tokens = _queue(rng, int(rng.choice([1, 2, 3, 8, 30, 200])))
     lens = _cached(rng, tokens) if costed else None
     with core.use("compiled"):
         tree = build_queue_tree(tokens, lens)
