@@ -159,7 +159,7 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     """
     if not snapshots:
         return dict.fromkeys(names, math.nan)
-    schedulers = {p: split_policy(p, cost_model) for p in names}
+    mechanisms = {p: split_policy(p, cost_model) for p in names}
     picks = np.linspace(0, len(snapshots) - 1, min(limit, len(snapshots))).round().astype(int)
     totals = dict.fromkeys(names, 0.0)
     for k in picks:
@@ -168,7 +168,7 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
         tree = build_queue_tree([r.tokens for r in queue], None if cost_model == "unit" else prefix_lens)
         position = {id(r): i for i, r in enumerate(queue)}
         urgency = [r.urgency for r in queue]
-        for policy, (mechanism, model) in schedulers.items():
+        for policy, (mechanism, model) in mechanisms.items():
             cache = RadixCache()
             for r, cached in snapshots[k]:
                 if cached:
