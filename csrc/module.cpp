@@ -12,4 +12,5 @@ NB_MODULE(_core, m) {
     bind_market_books(m);
     bind_waiting_prefixes(m);
     bind_engine(m);
+    bind_queue_tree(m);
 }

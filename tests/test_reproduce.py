@@ -98,3 +98,28 @@ def test_the_paper_policies_by_default_and_every_mechanism_on_request():
     every = {r["policy"] for r in run_sweep(tiny, 1, None, "tokens", progress=False, every=True)}
     assert paper == {"fcfs", "lpm", "klpm", "dfs_weight", "strict_vcg", "radix_vcg", "radix_vcg/unit"}
     assert every == {*mechanism_names(), "radix_vcg/unit"} and paper < every
+
+
+@pytest.mark.parametrize("model", ["tokens", "unit"])
+def test_model_welfare_of_a_policy_alone_and_on_either_core(model):
+    """Each snapshot's tree is built once for every policy: a policy's model welfare is what it is
+    when measured alone, and the same on both cores (the compiled tree and its completion times)."""
+    from auction_gym import core
+    from experiments.commands.reproduce import replay, replay_config, snapshot_welfare
+
+    tiny = Sweep({"agentic": SweepGrid((15_000,), (1.0,), {**AGENTIC, "duration": 5.0})})
+    snapshots: list = []
+    replay(replay_config("agentic", 15_000, 40.0, tiny, "fcfs", None, model), 0, snapshots)
+    assert len(snapshots) > 20 and max(map(len, snapshots)) > 5
+    names = policies(model)
+    together = {}
+    for which in core.CORES:
+        if which == "compiled" and core.compiled_module() is None:
+            pytest.skip("the compiled core (auction_gym._core) is not built")
+        with core.use(which):
+            together[which] = snapshot_welfare(snapshots, names, 30, model)
+    assert together["python"] == together["compiled"]
+    assert len(set(together["python"].values())) > 2  # the policies' orders differ
+    for name in names:
+        with core.use("python"):
+            assert snapshot_welfare(snapshots, (name,), 30, model) == {name: together["python"][name]}

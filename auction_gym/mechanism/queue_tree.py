@@ -10,11 +10,12 @@ section 3 ("The queue's tree").
 from __future__ import annotations
 
 from bisect import insort
-from dataclasses import dataclass
-from typing import Container, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Container, Iterable, Sequence
 
 import numpy as np
 
+from ..core import active, compiled_module
 from ..radix_cache import RadixCache
 from ..request import as_tokens
 
@@ -37,6 +38,9 @@ class QueueTree:
     """The node request r is attached to."""
     req_work: list[float]
     """Uncached tokens on request r's own edge below its node (0 if it ends there)."""
+    compiled: Any = field(default=None, repr=False)
+    """The compiled core's copy of these lists (`auction_gym._core.ScratchTree`), on which
+    `completion_times` runs; None for a tree built in Python."""
 
     @property
     def n_nodes(self) -> int:
@@ -232,7 +236,8 @@ def build_queue_tree(
 ) -> QueueTree:
     """Build the queue's radix tree; `prefix_lens` None means no edge work ("unit" cost model).
 
-    `memo` is the caller's `TokenMemo`, kept from round to round; without one nothing is reused.
+    `memo` is the caller's `TokenMemo`, kept from round to round; without one nothing is reused,
+    and on the compiled core the compiled builder makes the same lists (`_compiled_tree`).
 
     The requests are visited in sorted order, keeping the open nodes: the rightmost root path of
     the tree built so far, depths strictly increasing, above a sentinel at depth -1. A node is
@@ -244,6 +249,8 @@ def build_queue_tree(
         work = 0.0 if prefix_lens is None else float(len(tokens[0]) - min(len(tokens[0]), prefix_lens[0]))
         return QueueTree(parent=[-1], depth=[0], children=[[]], attached=[[0]], edge_work=[0.0], req_node=[0],
                          req_work=[work])
+    if memo is None and (built := _compiled_tree(tokens, prefix_lens)) is not None:
+        return built
     ranked, lcps = (memo or TokenMemo()).sort(tokens)
     # shared[k]: common prefix of the k-th sequence with the one before (0 for the first; -1 after
     # the last, which closes every node).
@@ -281,13 +288,25 @@ def build_queue_tree(
     return closed.tree(req_work)
 
 
+def _compiled_tree(tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None) -> QueueTree | None:
+    """The tree of two requests or more built by the compiled core, when it is the active core
+    (`auction_gym.core`) and takes the inputs as they are (non-empty int64 arrays, cached lengths
+    ints >= 0): a fresh `TokenMemo`'s stable sort by the prompts' bytes, then the same walk. None
+    otherwise, for the Python builder, which raises the errors of inputs it cannot take."""
+    module = compiled_module() if active() == "compiled" else None
+    built = None if module is None else module.build_queue_tree(tokens, prefix_lens)
+    return None if built is None else QueueTree(*built.lists(), compiled=built)
+
+
 def completion_times(tree: QueueTree, order: Sequence[int], request_work: float) -> list[float]:
     """C_r of each request (indexed like the queue) when served in `order` (request indices).
 
     C_k = (uncached tokens of all prefixes of the first k requests) + k * request_work: serving a
     request first computes its own edge and the edges on its node's root path that no earlier
-    request covered. O(n + V).
+    request covered. O(n + V); in C++ for a tree the compiled core built, when it takes `order`.
     """
+    if tree.compiled is not None and (done := tree.compiled.completion_times(order, request_work)) is not None:
+        return done
     done = [0.0] * len(order)
     clock = 0.0
     if not any(tree.edge_work) and not any(tree.req_work):  # no edge work: skip the walks

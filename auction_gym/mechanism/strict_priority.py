@@ -35,6 +35,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..core import active
 from ..request import Request
 from .base import AuctionMechanism, Cached
 from .queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
@@ -61,6 +62,7 @@ class StrictAllocation:
     """Cached prefix length per request under "tokens"; None under "unit"."""
     request_work: float
     memo: TokenMemo | None = field(default=None, repr=False)
+    """The auction's memo on the Python core; None on the compiled one, whose builder keeps none."""
 
     @property
     def admission(self) -> list[Request]:
@@ -111,9 +113,12 @@ class StrictPriorityAuction(AuctionMechanism):
         rank = [0] * n
         for k, r in enumerate(order):
             rank[r] = k
+        # The compiled builder may attach equal prompts in another order than the memo's, which
+        # neither the completion times nor the payments (`_first_requests`) read.
+        memo = None if active() == "compiled" else self._memo
         return StrictAllocation(
             requests=requests, bids=bids, order=order, rank=rank, tokens=tokens, prefix_lens=lens,
-            request_work=self.request_work, memo=self._memo,
+            request_work=self.request_work, memo=memo,
         )
 
     def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:

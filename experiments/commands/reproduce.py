@@ -146,32 +146,37 @@ def replay(config: MarketConfig, seed: int, snapshots: list | None = None) -> di
             "revenue": revenue, "finished": m.finished}
 
 
-def snapshot_welfare(snapshots: list, policy: str, limit: int, cost_model: str = "tokens") -> float:
-    """Mean over queue snapshots of W = -sum_r w_r x C_r under `policy`'s order, with C from the
-    auctions' `cost_model` ("unit": C_k = k; "tokens": uncached prefix tokens of the first k
-    requests + k, docs/design.md section 3).
+def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
+                     cost_model: str = "tokens") -> dict[str, float]:
+    """Per policy of `names`, the mean over queue snapshots of W = -sum_r w_r x C_r under its
+    order, with C from the auctions' `cost_model` ("unit": C_k = k; "tokens": uncached prefix
+    tokens of the first k requests + k, docs/design.md section 3).
 
-    Each snapshot is rebuilt as a cache holding exactly each request's cached prefix, which gives
-    every request the match it had (cache-aware policies order by those), without touching the run.
+    Each snapshot is rebuilt, for each policy, as a cache holding exactly each request's cached
+    prefix, which gives every request the match it had (cache-aware policies order by those),
+    without touching the run. The queue's tree, which C reads, is the same for every policy, so it
+    is built once per snapshot.
     """
     if not snapshots:
-        return math.nan
-    mechanism, model = split_policy(policy, cost_model)
+        return dict.fromkeys(names, math.nan)
+    mechanisms = {p: split_policy(p, cost_model) for p in names}
     picks = np.linspace(0, len(snapshots) - 1, min(limit, len(snapshots))).round().astype(int)
-    total = 0.0
+    totals = dict.fromkeys(names, 0.0)
     for k in picks:
         queue = [r for r, _ in snapshots[k]]
-        cache = RadixCache()
-        for r, cached in snapshots[k]:
-            if cached:
-                cache.insert(r.tokens[:cached])
-        order, _ = admission_order(make_scheduler(mechanism, model), queue, cache)
+        prefix_lens = [cached for _, cached in snapshots[k]]
+        tree = build_queue_tree([r.tokens for r in queue], None if cost_model == "unit" else prefix_lens)
         position = {id(r): i for i, r in enumerate(queue)}
-        prefix_lens = None if cost_model == "unit" else [cached for _, cached in snapshots[k]]
-        tree = build_queue_tree([r.tokens for r in queue], prefix_lens)
-        done = completion_times(tree, [position[id(r)] for r in order], 1.0)
-        total -= sum(r.urgency * c for r, c in zip(queue, done))
-    return total / len(picks)
+        urgency = [r.urgency for r in queue]
+        for policy, (mechanism, model) in mechanisms.items():
+            cache = RadixCache()
+            for r, cached in snapshots[k]:
+                if cached:
+                    cache.insert(r.tokens[:cached])
+            order, _ = admission_order(make_scheduler(mechanism, model), queue, cache)
+            done = completion_times(tree, [position[id(r)] for r in order], 1.0)
+            totals[policy] -= sum(w * c for w, c in zip(urgency, done))
+    return {p: total / len(picks) for p, total in totals.items()}
 
 
 def capacity(workload: str, kv: int, sweep: Sweep, trace: Path | None, seed: int) -> float:
@@ -209,7 +214,7 @@ def run_point(workload: str, kv: int, load: float, setting: float, seed: int, sw
         row.update(workload=workload, policy=policy, load=load, kv_capacity=kv, seed=seed)
         rows.append(row)
         tick()
-    welfare = {p: snapshot_welfare(snapshots, p, sweep.max_snapshots, cost_model) for p in names}
+    welfare = snapshot_welfare(snapshots, names, sweep.max_snapshots, cost_model)
     realized = {r["policy"]: r["realized_welfare"] for r in rows}
     for row in rows:
         row["model_welfare"] = welfare[row["policy"]]

@@ -1,0 +1,178 @@
+"""The queue's tree built from scratch by the compiled core against `build_queue_tree` on the
+Python core (a fresh `TokenMemo`'s stable sort), and `completion_times` over it.
+
+Random queues with deep shared prefixes, equal prompts held by distinct arrays, prompts that are
+prefixes of others, tokens whose byte order is not their numeric order, and cached lengths of every
+kind (none, inside an edge, at a node, the whole prompt, beyond it), under both cost models: every
+list of the tree, and the completion times of random orders, must be the same bit for bit (floats
+by their hex form). Inputs the compiled builder does not take go to the Python one on either core.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from auction_gym import Request, core
+from auction_gym.mechanism import StrictPriorityAuction
+from auction_gym.mechanism.queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
+
+pytestmark = pytest.mark.skipif(core.compiled_module() is None,
+                                reason="the compiled core (auction_gym._core) is not built")
+
+LISTS = ("parent", "depth", "children", "attached", "edge_work", "req_node", "req_work")
+HEADS = ([7, 7, 7, 7, 7, 7], [1, 256, 1, 256, 1], [255, 2**63 - 1, 2**40], [5])
+"""Shared heads: 256 sorts before 1, and 2**63 - 1 after 2**40, by their (little-endian) bytes."""
+
+
+def _bits(x: object) -> object:
+    """`x` with every float as its hex form (exact, sign of zero included), lists kept."""
+    if isinstance(x, float):
+        return x.hex()
+    if isinstance(x, list):
+        return [_bits(v) for v in x]
+    return x
+
+
+def _lists(tree: QueueTree) -> dict[str, object]:
+    return {name: _bits(getattr(tree, name)) for name in LISTS}
+
+
+def _queue(rng: np.random.Generator, n: int) -> list[np.ndarray]:
+    """Cuts of shared heads plus short tails, read-only as `Request.tokens` are; some prompts
+    repeat an earlier one's tokens in an array of their own, some are an earlier one's prefix."""
+    tokens: list[np.ndarray] = []
+    for _ in range(n):
+        kind = rng.integers(4)
+        if kind == 0 and tokens:
+            t = np.array(tokens[rng.integers(len(tokens))])  # equal prompt, distinct array
+        elif kind == 1 and tokens:
+            earlier = tokens[rng.integers(len(tokens))]
+            t = np.array(earlier[: rng.integers(1, len(earlier) + 1)])  # a prefix of another
+        else:
+            head = HEADS[rng.integers(len(HEADS))]
+            tail = [int(v) for v in rng.integers(0, 3, size=rng.integers(0, 4))]
+            t = np.array(head[: rng.integers(0, len(head) + 1)] + tail or [1], dtype=np.int64)
+        t.flags.writeable = False
+        tokens.append(t)
+    return tokens
+
+
+def _cached(rng: np.random.Generator, tokens: list[np.ndarray]) -> list[int]:
+    """Per prompt: nothing, part of it, all of it, or more than its length cached."""
+    return [int(rng.choice([0, rng.integers(0, len(t) + 1), len(t), len(t) + 3])) for t in tokens]
+
+
+def _python_tree(tokens: list, prefix_lens: list[int] | None) -> QueueTree:
+    with core.use("python"):
+        return build_queue_tree(tokens, prefix_lens)
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("costed", [True, False])
+def test_compiled_tree_is_the_python_tree(seed, costed):
+    rng = np.random.default_rng(seed)
+    tokens = _queue(rng, int(rng.choice([1, 2, 3, 8, 30, 200])))
+    lens = _cached(rng, tokens) if costed else None
+    with core.use("compiled"):
+        tree = build_queue_tree(tokens, lens)
+    assert (tree.compiled is not None) == (len(tokens) > 1)  # a lone request needs no sort
+    reference = _python_tree(tokens, lens)
+    assert reference.compiled is None
+    assert _lists(tree) == _lists(reference)
+    for work in (1.0, 0.0, 0.3):
+        order = [int(r) for r in rng.permutation(len(tokens))]
+        assert _bits(completion_times(tree, order, work)) == _bits(completion_times(reference, order, work))
+
+
+def test_equal_prompts_are_attached_in_queue_order():
+    """A stable sort: arrays with the same tokens keep their queue order, as sorted() gives."""
+    tokens = [np.array(t, dtype=np.int64) for t in ([3, 4], [1, 2], [3, 4], [1, 2], [3, 4])]
+    with core.use("compiled"):
+        tree = build_queue_tree(tokens, [0, 1, 2, 0, 2])
+    assert tree.compiled is not None
+    assert sorted(tree.attached, key=len)[-2:] == [[1, 3], [0, 2, 4]]
+    assert _lists(tree) == _lists(_python_tree(tokens, [0, 1, 2, 0, 2]))
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: a[::2],  # strided
+    lambda a: np.array(a),  # writeable
+])
+def test_arrays_read_in_place_or_copied(make):
+    rng = np.random.default_rng(5)
+    tokens = [make(np.repeat(t, 2)) for t in _queue(rng, 12)]
+    lens = _cached(rng, tokens)
+    with core.use("compiled"):
+        tree = build_queue_tree(tokens, lens)
+    assert tree.compiled is not None
+    assert _lists(tree) == _lists(_python_tree(tokens, lens))
+
+
+def _outcome(which: str, tokens: list, lens: list) -> tuple[bool, object]:
+    """(built by the compiled core, the lists) of the tree on core `which`, or the error raised."""
+    with core.use(which):
+        try:
+            tree = build_queue_tree(tokens, lens)
+        except (AttributeError, IndexError, ValueError) as e:
+            return False, type(e)
+    return tree.compiled is not None, _lists(tree)
+
+
+@pytest.mark.parametrize("tokens,lens", [
+    ([[1, 2], [1, 3]], [0, 1]),  # prompts that are lists (which the Python builder refuses)
+    ([np.array([1, 2], dtype=np.int32), np.array([1, 3], dtype=np.int32)], [0, 1]),
+    ([np.array([1, 2]), np.array([1, 3])], [np.int64(1), 0]),  # a length not an int
+    ([np.array([1, 2]), np.array([1, 3])], [-1, 0]),
+    ([np.array([1, 2]), np.array([1, 3]), np.array([1])], [1, 1]),  # a length short
+    ([np.array([1, 2]), np.array([], dtype=np.int64)], [0, 0]),  # an empty prompt
+])
+def test_inputs_it_declines_go_to_the_python_builder(tokens, lens):
+    compiled = _outcome("compiled", tokens, lens)
+    assert compiled == (False, _outcome("python", tokens, lens)[1])
+
+
+def test_an_order_it_declines_is_walked_in_python():
+    rng = np.random.default_rng(3)
+    tokens = _queue(rng, 10)
+    lens = _cached(rng, tokens)
+    with core.use("compiled"):
+        tree = build_queue_tree(tokens, lens)
+    reference = _python_tree(tokens, lens)
+    order = rng.permutation(len(tokens))  # numpy ints
+    assert tree.compiled.completion_times(order, 1.0) is None
+    assert _bits(completion_times(tree, order, 1.0)) == _bits(completion_times(reference, order, 1.0))
+    with pytest.raises(IndexError):
+        completion_times(tree, [0, 1, 99], 1.0)
+
+
+def test_a_memo_keeps_the_python_builder():
+    """A caller's memo is updated by the Python builder on either core (its `held` ids)."""
+    tokens = _queue(np.random.default_rng(1), 6)
+    memo = TokenMemo()
+    with core.use("compiled"):
+        tree = build_queue_tree(tokens, None, memo)
+    assert tree.compiled is None
+    assert all(id(t) in memo.held for t in tokens)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_strict_priority_without_its_memo_on_the_compiled_core(seed):
+    """Strict priority builds its tree with its memo on the Python core and with the compiled
+    builder (no memo) on the compiled one; the memo may attach equal prompts in another order,
+    which neither its completion times nor its payments read."""
+    rng = np.random.default_rng(seed)
+    pool = [Request(i, int(rng.integers(3)), t, bid=float(rng.choice([0.0, 1.0, 2.5])))
+            for i, t in enumerate(_queue(rng, 60))]
+    auctions = {which: StrictPriorityAuction() for which in core.CORES}
+    for _ in range(8):  # rounds that keep part of the queue, so the memo has ranks to keep
+        picks = sorted(rng.choice(len(pool), size=int(rng.integers(2, 25)), replace=False))
+        queue = [pool[k] for k in picks]
+        lens = _cached(rng, [r.tokens for r in queue])
+        seen = {}
+        for which, auction in auctions.items():
+            with core.use(which):
+                alloc = auction.allocate(queue, prefix_lens=lens)
+                seen[which] = (alloc.order, _bits(alloc.completion), _bits(auction.payments(alloc)))
+                assert (alloc.tree.compiled is not None) == (which == "compiled")
+        assert seen["python"] == seen["compiled"]
