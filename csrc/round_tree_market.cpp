@@ -46,6 +46,17 @@ bool plain_multiplier(PyObject* a) {
            PyFloat_AS_DOUBLE(a) < std::numeric_limits<double>::infinity();
 }
 
+// What a round reads over its queue: each request's urgency and bid, its cached length (a new
+// reference), and each bidder's requests.
+struct Reading {
+    std::vector<double> urgency, bids;
+    std::vector<PyObject*> lens;
+    std::vector<int64_t> queued;
+    ~Reading() {
+        for (PyObject* o : lens) Py_DECREF(o);
+    }
+};
+
 // The list of the new references in `items`, which it steals.
 nb::list steal_list(std::vector<PyObject*>& items) {
     nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(items.size())));
@@ -54,17 +65,6 @@ nb::list steal_list(std::vector<PyObject*>& items) {
     return out;
 }
 
-// What a round reads over its queue: each request's urgency, bid and cached length (new
-// references), and each bidder's requests.
-struct Reading {
-    std::vector<PyObject*> urgency, bids, lens;
-    std::vector<int64_t> queued;
-    ~Reading() {
-        for (auto* v : {&urgency, &bids, &lens})
-            for (PyObject* o : *v) Py_DECREF(o);
-    }
-};
-
 // False (nothing raised) at the first input that is not plain.
 bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>& alpha, nb::handle lens_of,
                 Reading& out) {
@@ -72,6 +72,9 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
     static PyObject* const urgency_name = PyUnicode_InternFromString("urgency");
     out.queued.assign(alpha.size(), 0);
     if (n == 0) return true;
+    out.urgency.reserve(size_t(n));
+    out.bids.reserve(size_t(n));
+    out.lens.reserve(lens_of.is_valid() ? size_t(n) : 0);
     const Field bidder_of(bidder_name, Py_TYPE(queue[0])), urgency_of(urgency_name, Py_TYPE(queue[0]));
     for (Py_ssize_t i = 0; i < n; ++i) {
         nb::object bidder = bidder_of.of(queue[i]), urgency = urgency_of.of(queue[i]);
@@ -92,8 +95,9 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
             out.lens.push_back(c);
         }
         ++out.queued[b];
-        out.bids.push_back(PyFloat_FromDouble(alpha[b] * PyFloat_AS_DOUBLE(urgency.ptr())));
-        out.urgency.push_back(urgency.release().ptr());
+        const double u = PyFloat_AS_DOUBLE(urgency.ptr());
+        out.bids.push_back(alpha[b] * u);
+        out.urgency.push_back(u);
     }
     return true;
 }
@@ -120,12 +124,13 @@ nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, 
     if (!read_queue(PySequence_Fast_ITEMS(queue.ptr()), PyTuple_GET_SIZE(queue.ptr()), alpha,
                     costed_ ? lens_of : nb::handle(), read))
         return nb::none();
-    nb::list urgency = steal_list(read.urgency), bids = steal_list(read.bids);
     nb::object lens = costed_ ? nb::object(steal_list(read.lens)) : nb::none();
-    follow(queue, urgency, joined, left, rematched, length_of);
+    follow_bids(queue, round_inputs::QueueBids(read.urgency), joined, left, rematched, length_of);
     FactoredRound round = factored(alpha);
     round.queued = std::move(read.queued);
-    return nb::make_tuple(bids, lens, nb::cast(std::move(round), nb::rv_policy::move));
+    round.bids = std::move(read.bids);
+    round.lens = std::move(lens);
+    return nb::cast(std::move(round), nb::rv_policy::move);
 }
 
 }  // namespace auction_core
