@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "payments.hpp"
+#include "short_sort.hpp"
 
 namespace auction_core {
 
@@ -65,7 +66,7 @@ size_t bisect_keys(const std::vector<SortKey>& keys, const SortKey& key) {
 
 double interaction_after_change(double g, const NodeIndex& index, std::vector<Leaving> leaving,
                                 std::vector<Entering> entering) {
-    std::stable_sort(leaving.begin(), leaving.end(), [](const Leaving& a, const Leaving& b) {
+    stable_sort_short(leaving.begin(), leaving.end(), [](const Leaving& a, const Leaving& b) {
         if (a.rank != b.rank) return a.rank < b.rank;
         if (a.s != b.s) return a.s < b.s;
         return a.p < b.p;
@@ -82,7 +83,7 @@ double interaction_after_change(double g, const NodeIndex& index, std::vector<Le
     }
     g -= strip;
     double before_y = 0.0;
-    std::stable_sort(entering.begin(), entering.end(), entering_less);
+    stable_sort_short(entering.begin(), entering.end(), entering_less);
     for (const Entering& y : entering) {
         const size_t at = bisect_keys(index.keys, y.key);
         const size_t j = size_t(std::lower_bound(ranks.begin(), ranks.end(), int64_t(at)) - ranks.begin());

@@ -65,6 +65,15 @@ nb::list steal_list(std::vector<PyObject*>& items) {
     return out;
 }
 
+// mapping[key] as a new reference (null, an error set or not, where Python raises): a dict's item
+// found without the generic subscript.
+PyObject* looked_up(PyObject* mapping, PyObject* key) {
+    if (!PyDict_CheckExact(mapping)) return PyObject_GetItem(mapping, key);
+    PyObject* value = PyDict_GetItemWithError(mapping, key);
+    Py_XINCREF(value);
+    return value;
+}
+
 // False (nothing raised) at the first input that is not plain.
 bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>& alpha, nb::handle lens_of,
                 Reading& out) {
@@ -87,7 +96,7 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
             return false;
         }
         if (lens_of.is_valid()) {
-            PyObject* c = PyObject_GetItem(lens_of.ptr(), queue[i]);
+            PyObject* c = looked_up(lens_of.ptr(), queue[i]);
             if (c == nullptr) {
                 PyErr_Clear();
                 return false;
