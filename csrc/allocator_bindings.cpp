@@ -135,6 +135,9 @@ void bind_allocator(nb::module_& m) {
         .def("market_round", &RoundTree::market_round, nb::arg("requests"), nb::arg("multipliers"),
              nb::arg("joined"), nb::arg("left"), nb::arg("rematched"), nb::arg("length_of"), nb::arg("lens_of").none(),
              "A market's round in one call: its FactoredRound, or None for inputs not plain.")
+        .def("lone_round", &RoundTree::lone_round, nb::arg("requests"), nb::arg("multipliers"),
+             nb::arg("lens_of").none(),
+             "A market's round of one request: ([bid], [cached length]) of plain inputs, or None.")
         .def("order", &RoundTree::order, "The requests in the depth-first Smith order.")
         .def("factored", &RoundTree::factored, "The round over the skeleton with multipliers `alpha`.")
         .def("node_stats", &node_stats, "(depth, S, P, tie, request ids attached) of every node below the root.");

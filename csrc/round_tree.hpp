@@ -46,6 +46,11 @@ public:
     nanobind::object market_round(nanobind::handle requests, nanobind::handle multipliers, nanobind::handle joined,
                                   nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of,
                                   nanobind::handle lens_of);
+    // What policy.round_bids, WaitingRound.prefix_lens, validation.validate_requests and check_bids
+    // find for a market's round of one request (radix_auction.RadixTreeAuction._lone_round): ([bid],
+    // [cached length]) when they would take its inputs as they are; None, nothing raised, otherwise.
+    nanobind::object lone_round(nanobind::handle requests, nanobind::handle multipliers,
+                                nanobind::handle lens_of) const;
     nanobind::list order() const;
     FactoredRound factored(const std::vector<double>& alpha);
     const QueueTree& tree() const { return tree_; }

@@ -113,6 +113,42 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
 
 }  // namespace
 
+nb::object RoundTree::lone_round(nb::handle requests, nb::handle multipliers, nb::handle lens_of) const {
+    static PyObject* const bidder_name = PyUnicode_InternFromString("bidder");
+    static PyObject* const urgency_name = PyUnicode_InternFromString("urgency");
+    const auto sequence = [](nb::handle o) { return PyList_CheckExact(o.ptr()) || PyTuple_CheckExact(o.ptr()); };
+    if (!PyList_CheckExact(requests.ptr()) || PyList_GET_SIZE(requests.ptr()) != 1 || !sequence(multipliers) ||
+        lens_of.is_none())
+        return nb::none();
+    const Py_ssize_t bidders = PySequence_Fast_GET_SIZE(multipliers.ptr());
+    for (Py_ssize_t i = 0; i < bidders; ++i)
+        if (!plain_multiplier(PySequence_Fast_GET_ITEM(multipliers.ptr(), i))) return nb::none();
+    nb::object request = nb::borrow(PyList_GET_ITEM(requests.ptr(), 0));
+    const Field bidder_of(bidder_name, Py_TYPE(request.ptr())), urgency_of(urgency_name, Py_TYPE(request.ptr()));
+    nb::object bidder = bidder_of.of(request.ptr()), urgency = urgency_of.of(request.ptr());
+    if (!bidder.is_valid() || !urgency.is_valid() || !PyLong_CheckExact(bidder.ptr()) ||
+        !PyFloat_CheckExact(urgency.ptr()))
+        return nb::none();
+    const long b = PyLong_AsLong(bidder.ptr());
+    if (b < 0 || b >= bidders) {
+        PyErr_Clear();
+        return nb::none();
+    }
+    const double bid = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(multipliers.ptr(), b)) * PyFloat_AS_DOUBLE(urgency.ptr());
+    if (!(0.0 <= bid && bid < std::numeric_limits<double>::infinity())) return nb::none();  // check_bids refuses it
+    nb::object length = nb::steal(looked_up(lens_of.ptr(), request.ptr()));
+    if (!length.is_valid()) {
+        PyErr_Clear();
+        return nb::none();
+    }
+    std::vector<PyObject*> one{request.ptr()};
+    if (!plain(one).is_valid()) return nb::none();  // validate_requests checks it
+    nb::list bids, lens;
+    bids.append(nb::float_(bid));
+    lens.append(length);
+    return nb::make_tuple(bids, lens);
+}
+
 nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, nb::handle joined, nb::handle left,
                                    nb::handle rematched, nb::handle length_of, nb::handle lens_of) {
     const auto sequence = [](nb::handle o) { return PyList_CheckExact(o.ptr()) || PyTuple_CheckExact(o.ptr()); };

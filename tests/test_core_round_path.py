@@ -250,6 +250,7 @@ def _lone_and_again(kind: type, on: str) -> list[tuple]:
         ([queue[3]], [0.5, -1.0], QueueDelta([], [], [], lens), lens),
         ([queue[3]], [0.5, 2.0], QueueDelta([], [], [], {}), {}),
         ([queue[3]], [0.5, 2.0], None, lens),
+        ([queue[3]], np.array([0.5, 3.0]), QueueDelta([], [], [], lens), lens),  # taken by the checks
         ([empty], [0.5, 2.0], QueueDelta([empty], [queue[3]], [], {empty: 0}), {empty: 0}),
         ([queue[3], queue[0]], [1.0, 0.5], QueueDelta([queue[0]], [empty], [], lens), lens),
         ([queue[2]], [1.0, 0.5], QueueDelta([queue[2]], [queue[3], queue[0]], [], lens), lens),
@@ -277,8 +278,8 @@ def test_lone_rounds_match_the_layers_and_the_python_core():
     fast = _lone_and_again(RadixTreeAuction, "compiled")
     assert fast == _lone_and_again(_layered("_decide"), "compiled")
     assert fast == _lone_and_again(RadixTreeAuction, "python")
-    assert [type(s[0]) for s in fast] == [list, list, list, type, type, type, list, type, list, list, list]
-    assert [s[4] for s in fast if type(s[0]) is list] == [False, True, False, False, False, False, False]
+    assert [type(s[0]) for s in fast] == [list, list, list, type, type, type, list, list, type, list, list, list]
+    assert [s[4] for s in fast if type(s[0]) is list] == [False, True, False, False, False, False, False, False]
     assert fast[-1][3]  # the round of two after the lone rounds charges
 
 

@@ -97,6 +97,14 @@ class TreeAllocator:
             self._skipped = skipped
         return decided
 
+    def lone_round(
+        self, requests: list[Request], multipliers: Sequence[float], lens_of: Mapping[Request, int] | None,
+    ) -> tuple[list[float], list[int]] | None:
+        """The bids and cached lengths of a market's round of one request read on the compiled core
+        (`CompiledQueueTree.lone_round`), whose inputs then need no checks; None where the round's
+        own checks must read them."""
+        return self._tree.lone_round(requests, multipliers, lens_of)
+
     def skip(self, changes: QueueDelta | None) -> None:
         """A round decided without the tree (a lone request, or inputs unchanged): keep its
         `changes` for the next round that uses it (None: not known, so that one compares queues)."""

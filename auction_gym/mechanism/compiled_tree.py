@@ -76,6 +76,14 @@ class CompiledQueueTree(IncrementalQueueTree):
             validate_requests(requests)  # names the culprit
             raise
 
+    def lone_round(
+        self, requests: list[Request], multipliers: Sequence[float], lens_of: Mapping[Request, int] | None,
+    ) -> tuple[list[float], list[int]] | None:
+        """The bids and cached lengths (of `lens_of`) of a market's round of one request, read in one
+        call, when the checks of a lone round (`policy.round_bids`, `validate_requests`,
+        `check_bids`) take its inputs as they are; None, nothing raised, otherwise."""
+        return self._tree.lone_round(requests, multipliers, lens_of)
+
     def order(self) -> list[Request]:
         return self._tree.order()
 

@@ -188,17 +188,22 @@ class RadixTreeAuction(AuctionMechanism):
 
     def _lone_round(self, round: WaitingRound) -> AuctionRound:
         """`decide_round` of a market's round of one request (over half the rounds of the default
-        scenario), its layers written out: the same checks in the same order, the round's changes
-        kept for the tree's next round, the last allocation reused when the inputs are the same."""
+        scenario), its layers written out: the same checks in the same order (of plain inputs made in
+        one compiled call, `TreeAllocator.lone_round`), the round's changes kept for the tree's next
+        round, the last allocation reused when the inputs are the same."""
         requests = list(round.queue)
-        bids = round_bids(requests, round.multipliers)
-        lens = round.prefix_lens
+        read = self._allocator.lone_round(requests, round.multipliers, round.length_of)
+        if read is None:
+            bids, lens = round_bids(requests, round.multipliers), round.prefix_lens
+        else:
+            bids, lens = read
         allocation = self._unchanged(requests, bids, lens)
         self._allocator.skip(round.changes)
         if allocation is not None:
             return LoneRound(self.pricing, requests, bids, lens, allocation)
-        validate_requests(requests, self._memo.held)
-        check_bids(requests, bids)
+        if read is None:  # read in one call: checked there
+            validate_requests(requests, self._memo.held)
+            check_bids(requests, bids)
         self._last = LoneRound(self.pricing, requests, bids, lens, OrderedRound(requests, bids, lens, list(requests)))
         return self._last
 
