@@ -230,10 +230,11 @@ def test_a_queue_emptied_by_a_callback_is_read_as_it_was_given_in_one_call():
     assert decided[1] == decided[0]
 
 
-def _lone_and_again(kind: type, on: str) -> list[tuple]:
+def _lone_and_again(kind: type, on: str, kinds: list[type] | None = None) -> list[tuple]:
     """What a market's rounds of one request decide, charge or raise on an auction of `kind` (core
     `on`) that followed a round of five, with a round of two after them that follows the changes the
-    lone rounds kept; and whether a round asked again with the same inputs reused the allocation."""
+    lone rounds kept; and whether a round asked again with the same inputs reused the allocation.
+    The type of each decision is appended to `kinds`."""
     rng = np.random.default_rng(1)
     queue = [Request(k, k % 2, rng.integers(0, 3, 4).tolist(), urgency=float(k + 1)) for k in range(5)]
     lens = {r: k % 3 for k, r in enumerate(queue)}
@@ -263,6 +264,8 @@ def _lone_and_again(kind: type, on: str) -> list[tuple]:
         except (KeyError, ValueError) as error:
             seen.append((type(error), str(error)))
             continue
+        if kinds is not None:
+            kinds.append(type(decision))
         charged = decision.charges([r.id for r in order[:1]], [1, 1], 0.25)
         reused = last is not None and decision.allocation is last.allocation
         seen.append(([r.id for r in order], [b.hex() for b in decision.bids], decision.prefix_lens,
@@ -281,6 +284,13 @@ def test_lone_rounds_match_the_layers_and_the_python_core():
     assert [type(s[0]) for s in fast] == [list, list, list, type, type, type, list, list, type, list, list, list]
     assert [s[4] for s in fast if type(s[0]) is list] == [False, True, False, False, False, False, False, False]
     assert fast[-1][3]  # the round of two after the lone rounds charges
+
+
+@pytest.mark.parametrize("layer", [name for name in _ROUND_LAYERS if name != "decides"])
+def test_an_overridden_layer_decides_the_lone_rounds(layer):
+    kinds: list[type] = []
+    assert _lone_and_again(_layered(layer), "compiled", kinds) == _lone_and_again(RadixTreeAuction, "compiled")
+    assert kinds and not {LoneRound, CompiledRound} & set(kinds)
 
 
 def test_lone_and_one_call_rounds_are_engaged():
