@@ -167,9 +167,9 @@ class AuctionMechanism(AdmissionPolicy):
         self._matcher = PrefixMatcher(whole_prompt=True)
         self._lent: Any = None  # what `attach_waiting_prefixes` lent, and its refresh last read
         self._lent_serial: int | None = None
-        # The round last decided (its inputs and allocation), for an engine that asks again with
-        # the same inputs.
-        self._last: AuctionRound | None = None
+        # The inputs and allocation of the round last decided, for an engine that asks again
+        # with the same inputs; bids None: the allocation's (a compiled round's, made on first use).
+        self._last: tuple[list[Request], list[float] | None, list[int] | None, Allocation | None] | None = None
         self._pricing: AuctionMechanism | None = None
 
     @property
@@ -293,23 +293,25 @@ class AuctionMechanism(AdmissionPolicy):
         (memory was short); when the round's inputs are unchanged the allocation is reused."""
         if (allocation := self._unchanged(requests, bids, lens)) is not None:
             self._skip(changes)
-            return AuctionRound(self.pricing, requests, bids, lens, allocation)
-        if requests:
+        elif requests:
             allocation = self._decide(requests, bids, lens, cache, multipliers, changes)
+            self._last = requests, bids, lens, allocation
         else:
+            allocation = None
             self._skip(changes)
-        self._last = AuctionRound(self.pricing, requests, bids, lens, allocation)
-        return self._last
+            self._last = requests, bids, lens, allocation
+        return AuctionRound(self.pricing, requests, bids, lens, allocation)
 
     def _unchanged(self, requests: list[Request], bids: list[float], lens: list[int] | None) -> Allocation | None:
         """The last round's allocation when this round's inputs are the same (None otherwise, or when
         the last round's queue was empty). A queue of another length has other inputs (one bid and
-        one length per request), so the last round's bids are not read then (a compiled round makes
-        them on first use)."""
+        one length per request), so the last round's bids are not read then."""
         last = self._last
-        if last is not None and len(requests) == len(last.requests) and bids == last.bids \
-                and requests == last.requests and lens == last.prefix_lens:
-            return last.allocation
+        if last is None or len(requests) != len(last[0]):
+            return None
+        kept = last[3].bids if last[1] is None else last[1]
+        if bids == kept and requests == last[0] and lens == last[2]:
+            return last[3]
         return None
 
     def __repr__(self) -> str:

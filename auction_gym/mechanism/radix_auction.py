@@ -114,7 +114,7 @@ class CompiledRound(AuctionRound):
         return decided
 
     def __getattr__(self, name: str) -> object:
-        # Called only for a slot not set yet: the bids, read from the allocation now.
+        # Called only for a slot not set yet: the bids, the allocation's (made a list there now).
         if name != "bids":
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         self.bids = self.allocation.bids
@@ -141,6 +141,14 @@ class LoneRound(AuctionRound):
         self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float
     ) -> dict[int, float]:
         return {}
+
+
+def _bids_differ(compiled: object, last: tuple) -> bool:
+    """Whether the bids of a round `compiled` decided (`RoundTree.market_round`) differ from those
+    of the `last` round (`AuctionMechanism._last`), found without making either a list where the
+    last round was decided so too and nobody made its bids a list (else False: `_unchanged` says)."""
+    allocation = last[3]
+    return last[1] is None and "bids" not in allocation.__dict__ and not compiled.same_bids(allocation.compiled)
 
 
 class RadixTreeAuction(AuctionMechanism):
@@ -199,13 +207,13 @@ class RadixTreeAuction(AuctionMechanism):
             bids, lens = read
         allocation = self._unchanged(requests, bids, lens)
         self._allocator.skip(round.changes)
-        if allocation is not None:
-            return LoneRound(self.pricing, requests, bids, lens, allocation)
-        if read is None:  # read in one call: checked there
-            validate_requests(requests, self._memo.held)
-            check_bids(requests, bids)
-        self._last = LoneRound(self.pricing, requests, bids, lens, OrderedRound(requests, bids, lens, list(requests)))
-        return self._last
+        if allocation is None:
+            if read is None:  # read in one call: checked there
+                validate_requests(requests, self._memo.held)
+                check_bids(requests, bids)
+            allocation = OrderedRound(requests, bids, lens, list(requests))
+            self._last = requests, bids, lens, allocation
+        return LoneRound(self.pricing, requests, bids, lens, allocation)
 
     def _market_round(self, round: WaitingRound) -> AuctionRound | None:
         """`decide_round` of a market's round in one compiled call (`TreeAllocator.market_round`);
@@ -216,13 +224,13 @@ class RadixTreeAuction(AuctionMechanism):
             return None
         lens = compiled.prefix_lens
         last = self._last
-        if last is not None and len(last.requests) == len(requests):  # else `_unchanged` reads no bids
+        if last is not None and len(last[0]) == len(requests) and not _bids_differ(compiled, last):
             bids = compiled.bids
             if (kept := self._unchanged(requests, bids, lens)) is not None:
                 return AuctionRound(self.pricing, requests, bids, lens, kept)
         allocation = FactoredAllocation.of_compiled(requests, None, lens, self.request_work, compiled)
-        self._last = CompiledRound.of(self.pricing, requests, lens, allocation)
-        return self._last
+        self._last = requests, None, lens, allocation
+        return CompiledRound.of(self.pricing, requests, lens, allocation)
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
