@@ -117,7 +117,7 @@ void bind_allocator(nb::module_& m) {
         .def_prop_ro("leaf_owner", [](const FactoredRound& r) { return r.a.leaf_owner; }, "The bidder of each leaf.")
         .def_prop_ro("bids", &bids, "Each request's bid in a round market_round decided (a new list).")
         .def("same_bids", [](const FactoredRound& r, const FactoredRound& other) { return r.bids == other.bids; },
-             nb::arg("other"), "Whether the bids of two rounds market_round decided are equal, as Python's == of their lists.")
+             nb::arg("other"), "Whether two rounds market_round decided bid alike, as == of their bids' lists.")
         .def_ro("prefix_lens", &FactoredRound::lens,
                 "Each request's cached length in a round market_round decided (None when not costed).")
         .def("payments", &payments,

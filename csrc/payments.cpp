@@ -121,7 +121,8 @@ public:
         const std::vector<int64_t> none;
         for (int64_t v : affected) {
             const NodeIndex& index = index_of(v);
-            const auto found = std::find_if(leaving.begin(), leaving.end(), [v](const auto& top) { return top.first == v; });
+            const auto found =
+                std::find_if(leaving.begin(), leaving.end(), [v](const auto& top) { return top.first == v; });
             const std::vector<int64_t>& out = found == leaving.end() ? none : found->second;
             const std::vector<Changed> back = std::move(entering_at(v));
             std::vector<Leaving> gone;

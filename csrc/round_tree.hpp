@@ -36,13 +36,13 @@ public:
     // IncrementalQueueTree._follow: the queue's reported changes (QueueDelta's lists and
     // length_of); only the bids are compared over the queue.
     void follow(nanobind::handle requests, nanobind::handle bids, nanobind::handle joined,
-                     nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of);
+                nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of);
     // A market's round in one call (radix_auction.RadixTreeAuction.admit on the compiled core):
     // the bids alpha[bidder] x urgency and the cached lengths (of `lens_of`) read over the queue,
     // the tree brought to it by its changes (`follow`, given the urgencies), the round decided over
-    // the skeleton: the FactoredRound, with its bids and lengths. None, with nothing changed, when an input
-    // is not of the plain kinds (exact floats, int bidders in range, a length for every request),
-    // which the Python layers handle and refuse with their own errors.
+    // the skeleton: the FactoredRound, with its bids and lengths. None, with nothing changed, when
+    // an input is not of the plain kinds (exact floats, int bidders in range, a length for every
+    // request), which the Python layers handle and refuse with their own errors.
     nanobind::object market_round(nanobind::handle requests, nanobind::handle multipliers, nanobind::handle joined,
                                   nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of,
                                   nanobind::handle lens_of);

@@ -134,8 +134,9 @@ nb::object RoundTree::lone_round(nb::handle requests, nb::handle multipliers, nb
         PyErr_Clear();
         return nb::none();
     }
-    const double bid = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(multipliers.ptr(), b)) * PyFloat_AS_DOUBLE(urgency.ptr());
-    if (!(0.0 <= bid && bid < std::numeric_limits<double>::infinity())) return nb::none();  // check_bids refuses it
+    const double alpha = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(multipliers.ptr(), b));
+    const double bid = alpha * PyFloat_AS_DOUBLE(urgency.ptr());
+    if (!(0.0 <= bid && bid < std::numeric_limits<double>::infinity())) return nb::none();  // check_bids refuses
     nb::object length = nb::steal(looked_up(lens_of.ptr(), request.ptr()));
     if (!length.is_valid()) {
         PyErr_Clear();
