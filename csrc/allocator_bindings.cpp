@@ -89,6 +89,17 @@ nb::dict charges(const FactoredRound& round, const std::vector<int64_t>& per_bid
     return due;
 }
 
+nb::list bids(const FactoredRound& round) {
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(round.bids.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    for (size_t k = 0; k < round.bids.size(); ++k) {
+        PyObject* b = PyFloat_FromDouble(round.bids[k]);
+        if (b == nullptr) throw nb::python_error();
+        PyList_SET_ITEM(out.ptr(), Py_ssize_t(k), b);
+    }
+    return out;
+}
+
 nb::list node_stats(const RoundTree& tree) {
     nb::list out;
     for (const auto& st : tree.tree().node_stats())
@@ -104,6 +115,11 @@ void bind_allocator(nb::module_& m) {
         .def_ro("admission", &FactoredRound::admission, "The requests in the order decided.")
         .def_prop_ro("cost", [](const FactoredRound& r) { return r.a.f[0]; }, "F of the root, in money.")
         .def_prop_ro("leaf_owner", [](const FactoredRound& r) { return r.a.leaf_owner; }, "The bidder of each leaf.")
+        .def_prop_ro("bids", &bids, "Each request's bid in a round market_round decided (a new list).")
+        .def("same_bids", [](const FactoredRound& r, const FactoredRound& other) { return r.bids == other.bids; },
+             nb::arg("other"), "Whether two rounds market_round decided bid alike, as == of their bids' lists.")
+        .def_ro("prefix_lens", &FactoredRound::lens,
+                "Each request's cached length in a round market_round decided (None when not costed).")
         .def("payments", &payments,
              "The VCG payments of `priced` (bidders in the round) before the rounding clip, in their order.")
         .def("charges", &charges, nb::arg("per_bidder"), nb::arg("seconds_per_unit"), nb::arg("rounding"),
@@ -120,7 +136,10 @@ void bind_allocator(nb::module_& m) {
              "IncrementalQueueTree._follow: the queue brought from the tree's by its reported changes.")
         .def("market_round", &RoundTree::market_round, nb::arg("requests"), nb::arg("multipliers"),
              nb::arg("joined"), nb::arg("left"), nb::arg("rematched"), nb::arg("length_of"), nb::arg("lens_of").none(),
-             "A market's round in one call: (bids, cached lengths, FactoredRound), or None for inputs not plain.")
+             "A market's round in one call: its FactoredRound, or None for inputs not plain.")
+        .def("lone_round", &RoundTree::lone_round, nb::arg("requests"), nb::arg("multipliers"),
+             nb::arg("lens_of").none(),
+             "A market's round of one request: ([bid], [cached length]) of plain inputs, or None.")
         .def("order", &RoundTree::order, "The requests in the depth-first Smith order.")
         .def("factored", &RoundTree::factored, "The round over the skeleton with multipliers `alpha`.")
         .def("node_stats", &node_stats, "(depth, S, P, tie, request ids attached) of every node below the root.");

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "incremental_tree.hpp"
+#include "short_sort.hpp"
 
 namespace auction_core {
 
@@ -46,7 +47,7 @@ void QueueTree::append_zero(Block* b, std::vector<int32_t>& out) {
         auto& [v, i] = path.back();
         if (!v->zero_valid) {
             v->zero_sorted = v->blocks;
-            std::stable_sort(v->zero_sorted.begin(), v->zero_sorted.end(), [](const Block* x, const Block* y) {
+            stable_sort_short(v->zero_sorted.begin(), v->zero_sorted.end(), [](const Block* x, const Block* y) {
                 const bool xw = x->p != 0, yw = y->p != 0;
                 return xw != yw ? yw : x->tie < y->tie;
             });
@@ -73,7 +74,7 @@ void tree_stats(Factored& a) {
         std::vector<int64_t> blocks = a.children[v];
         for (int64_t r : a.attached[v]) blocks.push_back(int64_t(nn) + r);
         if (blocks.empty()) throw std::invalid_argument("a skeleton node without blocks (an empty queue)");
-        std::stable_sort(blocks.begin(), blocks.end(),
+        stable_sort_short(blocks.begin(), blocks.end(),
                          [&a](int64_t x, int64_t y) { return key_less(a.key[x], a.key[y]); });
         double work = 0.0, inter = 0.0, bid_sum = 0.0, internal = 0.0;
         Tie tie = a.tie[blocks.front()];
@@ -173,6 +174,7 @@ Factored QueueTree::factored(const std::vector<double>& alpha) {
     a.sum_f.assign(nn, 0.0);
     tree_stats(a);
     a.leaf_order = depth_first(a);
+    a.admission.reserve(reqs_.size());  // the slots, at least the requests held
     for (int64_t k : a.leaf_order) {
         if (scale[k] > 0)
             append_flat(leaves[k], a.admission);

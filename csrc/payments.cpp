@@ -3,12 +3,11 @@
 // with the Python code's operations in its order.
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <stdexcept>
 #include <tuple>
-#include <unordered_map>
 
 #include "payments.hpp"
+#include "short_sort.hpp"
 
 namespace auction_core {
 
@@ -65,7 +64,7 @@ size_t bisect_keys(const std::vector<SortKey>& keys, const SortKey& key) {
 
 double interaction_after_change(double g, const NodeIndex& index, std::vector<Leaving> leaving,
                                 std::vector<Entering> entering) {
-    std::stable_sort(leaving.begin(), leaving.end(), [](const Leaving& a, const Leaving& b) {
+    stable_sort_short(leaving.begin(), leaving.end(), [](const Leaving& a, const Leaving& b) {
         if (a.rank != b.rank) return a.rank < b.rank;
         if (a.s != b.s) return a.s < b.s;
         return a.p < b.p;
@@ -82,7 +81,7 @@ double interaction_after_change(double g, const NodeIndex& index, std::vector<Le
     }
     g -= strip;
     double before_y = 0.0;
-    std::stable_sort(entering.begin(), entering.end(), entering_less);
+    stable_sort_short(entering.begin(), entering.end(), entering_less);
     for (const Entering& y : entering) {
         const size_t at = bisect_keys(index.keys, y.key);
         const size_t j = size_t(std::lower_bound(ranks.begin(), ranks.end(), int64_t(at)) - ranks.begin());
@@ -102,8 +101,6 @@ public:
     // The optimal cost without one bidder, given its top blocks grouped by parent node (in the order
     // the nodes were met) as radix_auction._cost_without takes them.
     double cost_without(const std::vector<std::pair<int64_t, std::vector<int64_t>>>& leaving) {
-        std::unordered_map<int64_t, const std::vector<int64_t>*> out_of;
-        for (const auto& [v, blocks] : leaving) out_of[v] = &blocks;
         std::vector<int64_t> affected;  // children before parents
         if (leaving.size() == 1) {
             for (int64_t v = leaving.front().first; v >= 0; v = a_.parent[v]) affected.push_back(v);
@@ -114,13 +111,20 @@ public:
             for (int64_t v = int64_t(nn_) - 1; v >= 0; --v)
                 if (seen[v]) affected.push_back(v);
         }
-        std::map<int64_t, std::vector<Changed>> entering;
+        // The changed children coming back to each affected node (a round has few: a list, searched).
+        std::vector<std::pair<int64_t, std::vector<Changed>>> entering;
+        const auto entering_at = [&entering](int64_t v) -> std::vector<Changed>& {
+            for (auto& [u, changed] : entering)
+                if (u == v) return changed;
+            return entering.emplace_back(v, std::vector<Changed>{}).second;
+        };
         const std::vector<int64_t> none;
         for (int64_t v : affected) {
             const NodeIndex& index = index_of(v);
-            auto found = out_of.find(v);
-            const std::vector<int64_t>& out = found == out_of.end() ? none : *found->second;
-            const std::vector<Changed>& back = entering[v];
+            const auto found =
+                std::find_if(leaving.begin(), leaving.end(), [v](const auto& top) { return top.first == v; });
+            const std::vector<int64_t>& out = found == leaving.end() ? none : found->second;
+            const std::vector<Changed> back = std::move(entering_at(v));
             std::vector<Leaving> gone;
             for (int64_t b : out) gone.push_back({pos_[b], a_.s[b], a_.p[b]});
             std::vector<Entering> coming;
@@ -128,7 +132,7 @@ public:
                 gone.push_back({pos_[c.child], a_.s[c.child], a_.p[c.child]});
                 coming.push_back({block_key(c.s, c.p, a_.tie[c.child]), c.s, c.p});
             }
-            const double inter = interaction_after_change(a_.g[v], index, gone, coming);
+            const double inter = interaction_after_change(a_.g[v], index, std::move(gone), std::move(coming));
             double internal = a_.sum_f[v] - sum_of(a_.f, out);
             for (const Changed& c : back) internal += c.f - a_.f[c.child];
             if (v == 0) return internal + inter;
@@ -139,7 +143,7 @@ public:
                 work += c.p - a_.p[c.child];
             }
             const double e = a_.edge_work[v];
-            entering[a_.parent[v]].push_back({v, bid_sum, e + work, e * bid_sum + internal + inter});
+            entering_at(a_.parent[v]).push_back({v, bid_sum, e + work, e * bid_sum + internal + inter});
         }
         throw std::logic_error("the root is an ancestor of every removed block");
     }
@@ -207,13 +211,17 @@ std::vector<double> vcg_payments(const Factored& a, const std::vector<int64_t>& 
     // Per bidder, its top blocks grouped by parent node, in each node's sorted order.
     const size_t nn = a.parent.size();
     const int64_t mixed = -1;  // index into `bidders` of a block's owner; -1: more than one
-    std::map<int64_t, int64_t> bidder_index;
+    std::vector<int64_t> bidders;  // in order of first leaf; a round has few, so searched
+    const auto index_of = [&bidders](int64_t bidder) {
+        return int64_t(std::find(bidders.begin(), bidders.end(), bidder) - bidders.begin());
+    };
     std::vector<int64_t> owner(a.s.size(), mixed);
     for (size_t k = 0; k < a.leaf_owner.size(); ++k) {
-        auto it = bidder_index.emplace(a.leaf_owner[k], int64_t(bidder_index.size())).first;
-        owner[nn + k] = it->second;
+        const int64_t i = index_of(a.leaf_owner[k]);
+        if (i == int64_t(bidders.size())) bidders.push_back(a.leaf_owner[k]);
+        owner[nn + k] = i;
     }
-    std::vector<std::vector<std::pair<int64_t, std::vector<int64_t>>>> tops(bidder_index.size());
+    std::vector<std::vector<std::pair<int64_t, std::vector<int64_t>>>> tops(bidders.size());
     for (size_t v = nn; v-- > 0;) {
         const auto& blocks = a.sorted_blocks[v];
         bool one = true;
@@ -233,9 +241,9 @@ std::vector<double> vcg_payments(const Factored& a, const std::vector<int64_t>& 
     const double cost = a.f[0];
     std::vector<double> out;
     for (int64_t bidder : priced) {
-        auto it = bidder_index.find(bidder);
-        if (it == bidder_index.end()) throw std::invalid_argument("a priced bidder without a request in the round");
-        const double without = pricing.cost_without(tops[it->second]);
+        const int64_t i = index_of(bidder);
+        if (i == int64_t(bidders.size())) throw std::invalid_argument("a priced bidder without a request in the round");
+        const double without = pricing.cost_without(tops[i]);
         out.push_back((cost - pricing.own_cost(bidder)) - without);
     }
     return out;

@@ -4,6 +4,7 @@
 // checks of the requests that join: round_tree_checks.cpp.
 #include "round_tree.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <tuple>
 #include <unordered_set>
@@ -37,14 +38,6 @@ struct Items {
     PyObject* operator[](Py_ssize_t i) const { return item[i]; }
 };
 
-// Python's `old != new` for a kept float bid and the round's bid.
-bool bid_differs(double old, PyObject* bid) {
-    if (PyFloat_Check(bid)) return old != PyFloat_AS_DOUBLE(bid);
-    nb::object kept = nb::steal(PyFloat_FromDouble(old));
-    const int ne = PyObject_RichCompareBool(kept.ptr(), bid, Py_NE);
-    if (ne < 0) raised();
-    return ne;
-}
 
 // Python's `old != new` for a kept cached length and the round's.
 bool length_differs(int64_t old, PyObject* length) {
@@ -65,29 +58,50 @@ int64_t cached_length(nb::handle length_of, PyObject* request) {
     return as_int64(c.ptr());
 }
 
-// The requests of the queue the tree does not hold, with their bids and cached lengths (0 when not
-// costed); AssertionError unless they are the requests reported as joined.
+// The requests of the queue the tree does not hold, with their positions in it and cached lengths
+// (0 when not costed); AssertionError unless they are the requests reported as joined.
 struct Arrivals {
-    std::vector<PyObject*> requests, bids;
+    std::vector<PyObject*> requests;
+    std::vector<Py_ssize_t> at;
     std::vector<int64_t> lens;
 };
 
-Arrivals arrivals(const Items& queue, const Items& bid, const std::vector<int32_t>& known, const Items& joins,
-                  nb::handle length_of, bool costed) {
+Arrivals arrivals(const Items& queue, const std::vector<int32_t>& known, const Items& joins, nb::handle length_of,
+                  bool costed) {
     Arrivals fresh;
     for (Py_ssize_t i = 0; i < queue.n; ++i)
         if (known[i] < 0) {
             fresh.requests.push_back(queue[i]);
-            fresh.bids.push_back(bid[i]);
+            fresh.at.push_back(i);
         }
-    const std::unordered_set<PyObject*> reported(joins.item, joins.item + joins.n),
-        found(fresh.requests.begin(), fresh.requests.end());
+    // As sets (a round has few): sorted, without repeats.
+    std::vector<PyObject*> reported(joins.item, joins.item + joins.n), found(fresh.requests);
+    for (auto* v : {&reported, &found}) {
+        std::sort(v->begin(), v->end());
+        v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
     if (reported != found) raise(PyExc_AssertionError, "the requests reported as joined are not the queue's new ones");
     for (PyObject* r : fresh.requests) fresh.lens.push_back(costed ? cached_length(length_of, r) : 0);
     return fresh;
 }
 
 }  // namespace
+
+bool QueueBids::differs(Py_ssize_t i, double old) const {
+    if (read_ != nullptr) return old != read_[i];
+    PyObject* bid = given_[i];
+    if (PyFloat_Check(bid)) return old != PyFloat_AS_DOUBLE(bid);
+    nb::object kept = nb::steal(PyFloat_FromDouble(old));
+    const int ne = PyObject_RichCompareBool(kept.ptr(), bid, Py_NE);
+    if (ne < 0) raised();
+    return ne;
+}
+
+double QueueBids::checked(Py_ssize_t i, PyObject* rid) const {
+    if (read_ == nullptr) return checked_bid(given_[i], rid);
+    nb::object bid = nb::steal(PyFloat_FromDouble(read_[i]));
+    return checked_bid(bid.ptr(), rid);
+}
 
 RoundTree::RoundTree(double request_work, bool costed, bool cache_ties, nb::object validate)
     : tree_(request_work, costed, cache_ties), costed_(costed), validate_(std::move(validate)),
@@ -100,7 +114,13 @@ int32_t RoundTree::slot(PyObject* request) const {
 
 void RoundTree::follow(nb::handle requests, nb::handle bids, nb::handle joined, nb::handle left,
                        nb::handle rematched, nb::handle length_of) {
-    const Items queue(requests), bid(bids), joins(joined), leaves(left), again(rematched);
+    const Items bid(bids);
+    follow_bids(requests, QueueBids(bid.item, bid.n), joined, left, rematched, length_of);
+}
+
+void RoundTree::follow_bids(nb::handle requests, const QueueBids& bid, nb::handle joined, nb::handle left,
+                       nb::handle rematched, nb::handle length_of) {
+    const Items queue(requests), joins(joined), leaves(left), again(rematched);
     std::vector<int32_t> gone;
     for (Py_ssize_t k = 0; k < leaves.n; ++k) {
         gone.push_back(slot(leaves[k]));
@@ -108,19 +128,18 @@ void RoundTree::follow(nb::handle requests, nb::handle bids, nb::handle joined, 
     }
     if (Py_ssize_t(slot_of_.size()) - leaves.n + joins.n != queue.n)
         raise(PyExc_AssertionError, "the queue's changes do not lead from the tree's queue to this one");
-    if (bid.n != queue.n) raise(PyExc_ValueError, "one bid per request in the queue");
+    if (bid.size() != queue.n) raise(PyExc_ValueError, "one bid per request in the queue");
     std::vector<int32_t> known(queue.n);
     for (Py_ssize_t i = 0; i < queue.n; ++i) known[i] = slot(queue[i]);
     std::vector<Fresh> added;
     if (joins.n) {
-        const Arrivals fresh = arrivals(queue, bid, known, joins, length_of, costed_);
-        added = fresh_blocks(fresh.requests, fresh.bids, fresh.lens, gone);
+        const Arrivals fresh = arrivals(queue, known, joins, length_of, costed_);
+        added = fresh_blocks(fresh.requests, bid, fresh.at, fresh.lens, gone);
     }
     std::vector<std::pair<int32_t, double>> rebid;
     for (Py_ssize_t i = 0; i < queue.n; ++i) {
         const int32_t s = known[i];
-        if (s >= 0 && bid_differs(held_[s].bid, bid[i]))
-            rebid.emplace_back(s, checked_bid(bid[i], attr(queue[i], ID).ptr()));
+        if (s >= 0 && bid.differs(i, held_[s].bid)) rebid.emplace_back(s, bid.checked(i, attr(queue[i], ID).ptr()));
     }
     std::vector<std::pair<int32_t, int64_t>> recached;
     for (Py_ssize_t k = 0; costed_ && k < again.n; ++k) {
@@ -157,19 +176,22 @@ void RoundTree::update(nb::handle requests, nb::handle bids, nb::handle lens) {
     const std::unordered_set<PyObject*> present(queue.item, queue.item + queue.n);
     if (Py_ssize_t(present.size()) != queue.n) raise(PyExc_ValueError, "the same request twice in the queue");
     std::vector<int32_t> known(queue.n), gone;
-    std::vector<PyObject*> fresh, fresh_bids;
+    std::vector<PyObject*> fresh;
+    std::vector<Py_ssize_t> fresh_at;
     std::vector<int64_t> fresh_lens;
     for (Py_ssize_t i = 0; i < queue.n; ++i) {
         known[i] = slot(queue[i]);
         if (known[i] < 0) {
             fresh.push_back(queue[i]);
-            fresh_bids.push_back(bid[i]);
+            fresh_at.push_back(i);
             fresh_lens.push_back(length ? as_int64((*length)[i]) : 0);
         }
     }
     for (int32_t s = 0; s < int32_t(held_.size()); ++s)
         if (held_[s].request.is_valid() && !present.count(held_[s].request.ptr())) gone.push_back(s);
-    std::vector<Fresh> added = fresh.empty() ? std::vector<Fresh>() : fresh_blocks(fresh, fresh_bids, fresh_lens, gone);
+    const QueueBids bids_given(bid.item, bid.n);
+    std::vector<Fresh> added =
+        fresh.empty() ? std::vector<Fresh>() : fresh_blocks(fresh, bids_given, fresh_at, fresh_lens, gone);
     std::vector<int32_t> stale;  // its prompt was replaced (or may change in place): placed again
     std::vector<std::tuple<int32_t, double, int64_t>> changed;
     for (Py_ssize_t i = 0; i < queue.n; ++i) {
@@ -178,8 +200,8 @@ void RoundTree::update(nb::handle requests, nb::handle bids, nb::handle lens) {
         const Held& h = held_[s];
         if (h.source.ptr() != attr(queue[i], TOKENS).ptr()) stale.push_back(s);
         PyObject* c = length ? (*length)[i] : nullptr;
-        if (bid_differs(h.bid, bid[i]) || (c && length_differs(h.cached, c)))
-            changed.emplace_back(s, checked_bid(bid[i], attr(queue[i], ID).ptr()), c ? as_int64(c) : 0);
+        if (bids_given.differs(i, h.bid) || (c && length_differs(h.cached, c)))
+            changed.emplace_back(s, bids_given.checked(i, attr(queue[i], ID).ptr()), c ? as_int64(c) : 0);
     }
     std::vector<nb::object> replaced;
     for (int32_t s : stale) {

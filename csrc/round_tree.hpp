@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "incremental_tree.hpp"
+#include "round_tree_inputs.hpp"
 
 namespace auction_core {
 
@@ -17,7 +18,11 @@ namespace auction_core {
 struct FactoredRound {
     Factored a;
     nanobind::list admission;
-    std::vector<int64_t> queued;  // each bidder's requests in the queue (market_round's rounds)
+    // A round market_round decided: each bidder's requests in the queue, each request's bid (made a
+    // Python list only when read) and the cached lengths (a list, or None when not costed).
+    std::vector<int64_t> queued;
+    std::vector<double> bids;
+    nanobind::object lens = nanobind::none();
 };
 
 class RoundTree {
@@ -35,12 +40,17 @@ public:
     // A market's round in one call (radix_auction.RadixTreeAuction.admit on the compiled core):
     // the bids alpha[bidder] x urgency and the cached lengths (of `lens_of`) read over the queue,
     // the tree brought to it by its changes (`follow`, given the urgencies), the round decided over
-    // the skeleton: (bids, lens or None, FactoredRound). None, with nothing changed, when an input
-    // is not of the plain kinds (exact floats, int bidders in range, a length for every request),
-    // which the Python layers handle and refuse with their own errors.
+    // the skeleton: the FactoredRound, with its bids and lengths. None, with nothing changed, when
+    // an input is not of the plain kinds (exact floats, int bidders in range, a length for every
+    // request), which the Python layers handle and refuse with their own errors.
     nanobind::object market_round(nanobind::handle requests, nanobind::handle multipliers, nanobind::handle joined,
                                   nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of,
                                   nanobind::handle lens_of);
+    // What policy.round_bids, WaitingRound.prefix_lens, validation.validate_requests and check_bids
+    // find for a market's round of one request (radix_auction.RadixTreeAuction._lone_round): ([bid],
+    // [cached length]) when they would take its inputs as they are; None, nothing raised, otherwise.
+    nanobind::object lone_round(nanobind::handle requests, nanobind::handle multipliers,
+                                nanobind::handle lens_of) const;
     nanobind::list order() const;
     FactoredRound factored(const std::vector<double>& alpha);
     const QueueTree& tree() const { return tree_; }
@@ -73,8 +83,12 @@ private:
     // The prompts of `fresh` when validate_requests' fast path takes each request as it is (a
     // float bid finite and >= 0, an int id seen once, a non-empty int64 numpy array); else unset.
     nanobind::object plain(const std::vector<PyObject*>& fresh) const;
-    std::vector<Fresh> fresh_blocks(const std::vector<PyObject*>& fresh, const std::vector<PyObject*>& bids,
-                                    const std::vector<int64_t>& lens, const std::vector<int32_t>& gone);
+    // Blocks of the requests `fresh` that join, at positions `at` of the queue whose bids are `bid`.
+    std::vector<Fresh> fresh_blocks(const std::vector<PyObject*>& fresh, const round_inputs::QueueBids& bid,
+                                    const std::vector<Py_ssize_t>& at, const std::vector<int64_t>& lens,
+                                    const std::vector<int32_t>& gone);
+    void follow_bids(nanobind::handle requests, const round_inputs::QueueBids& bid, nanobind::handle joined,
+                     nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of);
     Fresh new_block(PyObject* request, nanobind::handle tokens, double bid, int64_t cached);
     void place(const std::vector<int32_t>& gone, std::vector<Fresh>& added, const std::vector<int32_t>& rebid);
     nanobind::list requests(const std::vector<int32_t>& slots) const;  // the requests in `slots`

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
-#include <unordered_set>
 
 #include "round_tree.hpp"
 #include "round_tree_inputs.hpp"
@@ -129,7 +128,8 @@ std::shared_ptr<const Tokens> prompt(nb::handle array, bool writeable, const Int
 
 nb::object RoundTree::plain(const std::vector<PyObject*>& fresh) const {
     nb::list tokens;
-    std::unordered_set<int64_t> seen;
+    std::vector<int64_t> seen;  // sorted: a round has few requests that join, so no hash set to allocate
+    seen.reserve(fresh.size());
     for (PyObject* r : fresh) {
         nb::object bid = attr(r, BID), rid = attr(r, ID), t = attr(r, TOKENS);
         if (!PyFloat_Check(bid.ptr()) || !(0.0 <= PyFloat_AS_DOUBLE(bid.ptr()) &&
@@ -138,7 +138,9 @@ nb::object RoundTree::plain(const std::vector<PyObject*>& fresh) const {
         if (!PyLong_CheckExact(rid.ptr()) || Py_TYPE(t.ptr()) != ndarray_type_) return nb::object();
         int overflow = 0;
         const long long id = PyLong_AsLongLongAndOverflow(rid.ptr(), &overflow);
-        if (overflow || !seen.insert(id).second) return nb::object();
+        const auto at = std::lower_bound(seen.begin(), seen.end(), id);
+        if (overflow || (at != seen.end() && *at == id)) return nb::object();
+        seen.insert(at, id);
         Int64Vector v;
         if (!int64_vector(ndarray_type_, t, v) || v.n == 0) return nb::object();
         tokens.append(t);
@@ -164,8 +166,8 @@ RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, doub
                  Joining{-1, id, owner, prompt(tokens, writeable, vector ? &v : nullptr), bid, cached}};
 }
 
-std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject*>& fresh,
-                                                      const std::vector<PyObject*>& bids,
+std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject*>& fresh, const QueueBids& bid,
+                                                      const std::vector<Py_ssize_t>& at,
                                                       const std::vector<int64_t>& lens,
                                                       const std::vector<int32_t>& gone) {
     nb::object tokens = plain(fresh);
@@ -185,7 +187,7 @@ std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject
             PyErr_Format(PyExc_ValueError, "request %S: duplicate request id in the queue", rid.ptr());
             raised();
         }
-        const double b = checked_bid(bids[k], rid.ptr());
+        const double b = bid.checked(at[k], rid.ptr());
         nb::object t = tokens[k];
         added.push_back(new_block(fresh[k], t, b, lens[k]));
     }

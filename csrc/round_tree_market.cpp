@@ -46,6 +46,17 @@ bool plain_multiplier(PyObject* a) {
            PyFloat_AS_DOUBLE(a) < std::numeric_limits<double>::infinity();
 }
 
+// What a round reads over its queue: each request's urgency and bid, its cached length (a new
+// reference), and each bidder's requests.
+struct Reading {
+    std::vector<double> urgency, bids;
+    std::vector<PyObject*> lens;
+    std::vector<int64_t> queued;
+    ~Reading() {
+        for (PyObject* o : lens) Py_DECREF(o);
+    }
+};
+
 // The list of the new references in `items`, which it steals.
 nb::list steal_list(std::vector<PyObject*>& items) {
     nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(items.size())));
@@ -54,16 +65,14 @@ nb::list steal_list(std::vector<PyObject*>& items) {
     return out;
 }
 
-// What a round reads over its queue: each request's urgency, bid and cached length (new
-// references), and each bidder's requests.
-struct Reading {
-    std::vector<PyObject*> urgency, bids, lens;
-    std::vector<int64_t> queued;
-    ~Reading() {
-        for (auto* v : {&urgency, &bids, &lens})
-            for (PyObject* o : *v) Py_DECREF(o);
-    }
-};
+// mapping[key] as a new reference (null, an error set or not, where Python raises): a dict's item
+// found without the generic subscript.
+PyObject* looked_up(PyObject* mapping, PyObject* key) {
+    if (!PyDict_CheckExact(mapping)) return PyObject_GetItem(mapping, key);
+    PyObject* value = PyDict_GetItemWithError(mapping, key);
+    Py_XINCREF(value);
+    return value;
+}
 
 // False (nothing raised) at the first input that is not plain.
 bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>& alpha, nb::handle lens_of,
@@ -72,6 +81,9 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
     static PyObject* const urgency_name = PyUnicode_InternFromString("urgency");
     out.queued.assign(alpha.size(), 0);
     if (n == 0) return true;
+    out.urgency.reserve(size_t(n));
+    out.bids.reserve(size_t(n));
+    out.lens.reserve(lens_of.is_valid() ? size_t(n) : 0);
     const Field bidder_of(bidder_name, Py_TYPE(queue[0])), urgency_of(urgency_name, Py_TYPE(queue[0]));
     for (Py_ssize_t i = 0; i < n; ++i) {
         nb::object bidder = bidder_of.of(queue[i]), urgency = urgency_of.of(queue[i]);
@@ -84,7 +96,7 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
             return false;
         }
         if (lens_of.is_valid()) {
-            PyObject* c = PyObject_GetItem(lens_of.ptr(), queue[i]);
+            PyObject* c = looked_up(lens_of.ptr(), queue[i]);
             if (c == nullptr) {
                 PyErr_Clear();
                 return false;
@@ -92,13 +104,51 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
             out.lens.push_back(c);
         }
         ++out.queued[b];
-        out.bids.push_back(PyFloat_FromDouble(alpha[b] * PyFloat_AS_DOUBLE(urgency.ptr())));
-        out.urgency.push_back(urgency.release().ptr());
+        const double u = PyFloat_AS_DOUBLE(urgency.ptr());
+        out.bids.push_back(alpha[b] * u);
+        out.urgency.push_back(u);
     }
     return true;
 }
 
 }  // namespace
+
+nb::object RoundTree::lone_round(nb::handle requests, nb::handle multipliers, nb::handle lens_of) const {
+    static PyObject* const bidder_name = PyUnicode_InternFromString("bidder");
+    static PyObject* const urgency_name = PyUnicode_InternFromString("urgency");
+    const auto sequence = [](nb::handle o) { return PyList_CheckExact(o.ptr()) || PyTuple_CheckExact(o.ptr()); };
+    if (!PyList_CheckExact(requests.ptr()) || PyList_GET_SIZE(requests.ptr()) != 1 || !sequence(multipliers) ||
+        lens_of.is_none())
+        return nb::none();
+    const Py_ssize_t bidders = PySequence_Fast_GET_SIZE(multipliers.ptr());
+    for (Py_ssize_t i = 0; i < bidders; ++i)
+        if (!plain_multiplier(PySequence_Fast_GET_ITEM(multipliers.ptr(), i))) return nb::none();
+    nb::object request = nb::borrow(PyList_GET_ITEM(requests.ptr(), 0));
+    const Field bidder_of(bidder_name, Py_TYPE(request.ptr())), urgency_of(urgency_name, Py_TYPE(request.ptr()));
+    nb::object bidder = bidder_of.of(request.ptr()), urgency = urgency_of.of(request.ptr());
+    if (!bidder.is_valid() || !urgency.is_valid() || !PyLong_CheckExact(bidder.ptr()) ||
+        !PyFloat_CheckExact(urgency.ptr()))
+        return nb::none();
+    const long b = PyLong_AsLong(bidder.ptr());
+    if (b < 0 || b >= bidders) {
+        PyErr_Clear();
+        return nb::none();
+    }
+    const double alpha = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(multipliers.ptr(), b));
+    const double bid = alpha * PyFloat_AS_DOUBLE(urgency.ptr());
+    if (!(0.0 <= bid && bid < std::numeric_limits<double>::infinity())) return nb::none();  // check_bids refuses
+    nb::object length = nb::steal(looked_up(lens_of.ptr(), request.ptr()));
+    if (!length.is_valid()) {
+        PyErr_Clear();
+        return nb::none();
+    }
+    std::vector<PyObject*> one{request.ptr()};
+    if (!plain(one).is_valid()) return nb::none();  // validate_requests checks it
+    nb::list bids, lens;
+    bids.append(nb::float_(bid));
+    lens.append(length);
+    return nb::make_tuple(bids, lens);
+}
 
 nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, nb::handle joined, nb::handle left,
                                    nb::handle rematched, nb::handle length_of, nb::handle lens_of) {
@@ -120,12 +170,13 @@ nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, 
     if (!read_queue(PySequence_Fast_ITEMS(queue.ptr()), PyTuple_GET_SIZE(queue.ptr()), alpha,
                     costed_ ? lens_of : nb::handle(), read))
         return nb::none();
-    nb::list urgency = steal_list(read.urgency), bids = steal_list(read.bids);
     nb::object lens = costed_ ? nb::object(steal_list(read.lens)) : nb::none();
-    follow(queue, urgency, joined, left, rematched, length_of);
+    follow_bids(queue, round_inputs::QueueBids(read.urgency), joined, left, rematched, length_of);
     FactoredRound round = factored(alpha);
     round.queued = std::move(read.queued);
-    return nb::make_tuple(bids, lens, nb::cast(std::move(round), nb::rv_policy::move));
+    round.bids = std::move(read.bids);
+    round.lens = std::move(lens);
+    return nb::cast(std::move(round), nb::rv_policy::move);
 }
 
 }  // namespace auction_core

@@ -16,7 +16,7 @@ from auction_gym.mechanism import RadixTreeAuction
 from auction_gym.mechanism.base import AuctionRound
 from auction_gym.mechanism.compiled_tree import CompiledQueueTree
 from auction_gym.mechanism.incremental_tree import IncrementalQueueTree
-from auction_gym.mechanism.radix_auction import _ROUND_LAYERS, CompiledRound
+from auction_gym.mechanism.radix_auction import _ROUND_LAYERS, CompiledRound, LoneRound
 from auction_gym.policy import QueueDelta, WaitingRound
 from auction_gym.radix_cache import RadixCache
 from experiments.bench.auction_round import Recorded, record
@@ -224,7 +224,83 @@ def test_a_queue_emptied_by_a_callback_is_read_as_it_was_given_in_one_call():
         queue = [Request(k, k % 2, [1, 2, k % 3, k], urgency=float(k + 1)) for k in range(5)]
         lens = {r: k % 2 for k, r in enumerate(queue)}
         lens_of = _EmptyingLengths(lens, queue) if emptying else lens
-        bids, cached, round_ = tree.market_round(queue, [1.0, 0.5], QueueDelta(list(lens), [], [], lens), lens_of)
-        decided.append((bids, cached, [r.id for r in round_.admission]))
+        round_ = tree.market_round(queue, [1.0, 0.5], QueueDelta(list(lens), [], [], lens), lens_of)
+        decided.append((round_.bids, round_.prefix_lens, [r.id for r in round_.admission]))
         assert len(queue) == (0 if emptying else 5)
     assert decided[1] == decided[0]
+
+
+def _lone_and_again(kind: type, on: str, kinds: list[type] | None = None) -> list[tuple]:
+    """What a market's rounds of one request decide, charge or raise on an auction of `kind` (core
+    `on`) that followed a round of five, with a round of two after them that follows the changes the
+    lone rounds kept; and whether a round asked again with the same inputs reused the allocation.
+    The type of each decision is appended to `kinds`."""
+    rng = np.random.default_rng(1)
+    queue = [Request(k, k % 2, rng.integers(0, 3, 4).tolist(), urgency=float(k + 1)) for k in range(5)]
+    lens = {r: k % 3 for k, r in enumerate(queue)}
+    with core.use(on):
+        auction = kind(tie_break="request_id")
+    auction.admit(WaitingRound(queue, None, [1.0, 0.5], None, QueueDelta(list(queue), [], [], lens), lens))
+    empty = Request(9, 0, [1], urgency=1.0)
+    empty.tokens = np.zeros(0, dtype=np.int64)
+    rounds = [
+        ([queue[3]], [0.5, 2.0], QueueDelta([], [queue[k] for k in (0, 1, 2, 4)], [], lens), lens),
+        ([queue[3]], [0.5, 2.0], QueueDelta([], [], [], lens), lens),  # asked again: reused
+        ([queue[3]], [0.5, 3.0], QueueDelta([], [], [], lens), lens),
+        ([queue[3]], [0.5, math.nan], QueueDelta([], [], [], lens), lens),
+        ([queue[3]], [0.5, -1.0], QueueDelta([], [], [], lens), lens),
+        ([queue[3]], [0.5, 2.0], QueueDelta([], [], [], {}), {}),
+        ([queue[3]], [0.5, 2.0], None, lens),
+        ([queue[3]], np.array([0.5, 3.0]), QueueDelta([], [], [], lens), lens),  # taken by the checks
+        ([empty], [0.5, 2.0], QueueDelta([empty], [queue[3]], [], {empty: 0}), {empty: 0}),
+        ([queue[3], queue[0]], [1.0, 0.5], QueueDelta([queue[0]], [empty], [], lens), lens),
+        ([queue[2]], [1.0, 0.5], QueueDelta([queue[2]], [queue[3], queue[0]], [], lens), lens),
+        ([queue[2], queue[1]], [1.0, 0.5], QueueDelta([queue[1]], [], [], lens), lens),
+    ]
+    seen, last = [], None
+    for waiting, alpha, delta, length_of in rounds:
+        try:
+            order, decision = auction.admit(WaitingRound(waiting, None, alpha, None, delta, length_of))
+        except (KeyError, ValueError) as error:
+            seen.append((type(error), str(error)))
+            continue
+        if kinds is not None:
+            kinds.append(type(decision))
+        charged = decision.charges([r.id for r in order[:1]], [1, 1], 0.25)
+        reused = last is not None and decision.allocation is last.allocation
+        seen.append(([r.id for r in order], [b.hex() for b in decision.bids], decision.prefix_lens,
+                     {i: p.hex() for i, p in charged.items()}, reused))
+        last = decision
+    return seen
+
+
+def test_lone_rounds_match_the_layers_and_the_python_core():
+    """A market's round of one request decided without the layers: the same orders, bids, cached
+    lengths, charges (none), errors and reuse as the layers and the Python core, and the tree
+    follows on from the changes it kept."""
+    fast = _lone_and_again(RadixTreeAuction, "compiled")
+    assert fast == _lone_and_again(_layered("_decide"), "compiled")
+    assert fast == _lone_and_again(RadixTreeAuction, "python")
+    assert [type(s[0]) for s in fast] == [list, list, list, type, type, type, list, list, type, list, list, list]
+    assert [s[4] for s in fast if type(s[0]) is list] == [False, True, False, False, False, False, False, False]
+    assert fast[-1][3]  # the round of two after the lone rounds charges
+
+
+@pytest.mark.parametrize("layer", [name for name in _ROUND_LAYERS if name != "decides"])
+def test_an_overridden_layer_decides_the_lone_rounds(layer):
+    kinds: list[type] = []
+    assert _lone_and_again(_layered(layer), "compiled", kinds) == _lone_and_again(RadixTreeAuction, "compiled")
+    assert kinds and not {LoneRound, CompiledRound} & set(kinds)
+
+
+def test_lone_and_one_call_rounds_are_engaged():
+    auction, queue, delta, lens = _market()
+    _, lone = auction.admit(WaitingRound(queue[:1], None, [1.0, 0.5], None,
+                                         QueueDelta([], queue[1:], [], lens), lens))
+    assert type(lone) is LoneRound and lone.charges([0], [1, 0], 0.25) == {}
+    _, again = auction.admit(WaitingRound(queue[:2], None, [1.0, 0.5], None, QueueDelta([queue[1]], [], [], lens),
+                                          lens))
+    assert type(again) is CompiledRound
+    _, asked = auction.admit(WaitingRound(queue[:2], None, [1.0, 0.5], None, QueueDelta([], [], [], lens), lens))
+    assert type(asked) is AuctionRound and asked.allocation is again.allocation
+    assert asked.bids == again.bids == [1.0, 1.0]

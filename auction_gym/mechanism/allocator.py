@@ -81,11 +81,11 @@ class TreeAllocator:
     def market_round(
         self, requests: list[Request], multipliers: Sequence[float], changes: QueueDelta,
         lens_of: Mapping[Request, int] | None,
-    ) -> tuple[list[float], list[int] | None, Any] | None:
+    ) -> Any:
         """`allocate` of a market's round of two requests or more on the compiled core, with its bids
-        and cached lengths (of `lens_of`) read in the same compiled call: (bids, lens, the compiled
-        round), or None, with nothing changed, when the tree is not following the queue or the call
-        does not take the inputs as they are (`CompiledQueueTree.market_round`)."""
+        and cached lengths (of `lens_of`) read in the same compiled call: the compiled round, which
+        holds them, or None, with nothing changed, when the tree is not following the queue or the
+        call does not take the inputs as they are (`CompiledQueueTree.market_round`)."""
         if not self._following:
             return None
         skipped = self._skipped
@@ -96,6 +96,14 @@ class TreeAllocator:
         if decided is None:
             self._skipped = skipped
         return decided
+
+    def lone_round(
+        self, requests: list[Request], multipliers: Sequence[float], lens_of: Mapping[Request, int] | None,
+    ) -> tuple[list[float], list[int]] | None:
+        """The bids and cached lengths of a market's round of one request read on the compiled core
+        (`CompiledQueueTree.lone_round`), whose inputs then need no checks; None where the round's
+        own checks must read them."""
+        return self._tree.lone_round(requests, multipliers, lens_of)
 
     def skip(self, changes: QueueDelta | None) -> None:
         """A round decided without the tree (a lone request, or inputs unchanged): keep its

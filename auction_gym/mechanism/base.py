@@ -168,8 +168,8 @@ class AuctionMechanism(AdmissionPolicy):
         self._lent: Any = None  # what `attach_waiting_prefixes` lent, and its refresh last read
         self._lent_serial: int | None = None
         # The inputs and allocation of the round last decided, for an engine that asks again
-        # with the same inputs.
-        self._last: tuple[list[Request], list[float], list[int] | None, Allocation | None] | None = None
+        # with the same inputs; bids None: the allocation's (a compiled round's, made on first use).
+        self._last: tuple[list[Request], list[float] | None, list[int] | None, Allocation | None] | None = None
         self._pricing: AuctionMechanism | None = None
 
     @property
@@ -304,9 +304,13 @@ class AuctionMechanism(AdmissionPolicy):
 
     def _unchanged(self, requests: list[Request], bids: list[float], lens: list[int] | None) -> Allocation | None:
         """The last round's allocation when this round's inputs are the same (None otherwise, or when
-        the last round's queue was empty)."""
+        the last round's queue was empty). A queue of another length has other inputs (one bid and
+        one length per request), so the last round's bids are not read then."""
         last = self._last
-        if last is not None and bids == last[1] and requests == last[0] and lens == last[2]:
+        if last is None or len(requests) != len(last[0]):
+            return None
+        kept = last[3].bids if last[1] is None else last[1]
+        if bids == kept and requests == last[0] and lens == last[2]:
             return last[3]
         return None
 

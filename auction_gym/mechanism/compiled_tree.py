@@ -63,17 +63,26 @@ class CompiledQueueTree(IncrementalQueueTree):
     def market_round(
         self, requests: list[Request], multipliers: Sequence[float], delta: QueueDelta,
         lens_of: Mapping[Request, int] | None,
-    ) -> tuple[list[float], list[int] | None, Any] | None:
+    ) -> Any:
         """`update` by `delta` and `factored` in one call, with the round's bids (multipliers[bidder] x
-        urgency) and cached lengths (of `lens_of`) read there: (bids, lens, the compiled round). None,
-        with nothing changed, for inputs the compiled call does not take as they are (which the
-        Python layers then check and refuse with their own errors)."""
+        urgency) and cached lengths (of `lens_of`) read there: the compiled round
+        (`_core.FactoredRound`), whose `bids` and `prefix_lens` they are. None, with nothing changed,
+        for inputs the compiled call does not take as they are (which the Python layers then check
+        and refuse with their own errors)."""
         try:
             return self._tree.market_round(requests, multipliers, delta.joined, delta.left, delta.rematched,
                                            delta.length_of, lens_of)
         except (TypeError, ValueError):
             validate_requests(requests)  # names the culprit
             raise
+
+    def lone_round(
+        self, requests: list[Request], multipliers: Sequence[float], lens_of: Mapping[Request, int] | None,
+    ) -> tuple[list[float], list[int]] | None:
+        """The bids and cached lengths (of `lens_of`) of a market's round of one request, read in one
+        call, when the checks of a lone round (`policy.round_bids`, `validate_requests`,
+        `check_bids`) take its inputs as they are; None, nothing raised, otherwise."""
+        return self._tree.lone_round(requests, multipliers, lens_of)
 
     def order(self) -> list[Request]:
         return self._tree.order()

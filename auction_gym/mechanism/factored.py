@@ -80,13 +80,16 @@ class FactoredAllocation:
     _start: list[float] | None = None
 
     @classmethod
-    def of_compiled(cls, requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
+    def of_compiled(cls, requests: list[Request], bids: list[float] | None, prefix_lens: list[int] | None,
                     request_work: float, compiled: Any) -> FactoredAllocation:
         """The round `compiled` (`auction_gym._core.FactoredRound`) decided over the queue `requests`:
         its admission order and cost now, its other fields read from it on first use (most rounds
-        read only the order, and the payments, which `compiled` computes)."""
+        read only the order, and the payments, which `compiled` computes); `bids` None: those
+        `compiled` read itself (`RoundTree.market_round`), made a list on first use too."""
         a = cls.__new__(cls)
-        a.requests, a.bids, a.prefix_lens, a.request_work = requests, bids, prefix_lens, request_work
+        a.requests, a.prefix_lens, a.request_work = requests, prefix_lens, request_work
+        if bids is not None:
+            a.bids = bids
         a.compiled, a.admission, a.cost = compiled, compiled.admission, compiled.cost
         return a
 
@@ -95,8 +98,8 @@ class FactoredAllocation:
         compiled = self.__dict__.get("compiled")
         if compiled is None or name not in _FROM_COMPILED:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        if name == "leaf_owner":  # what the payments read
-            self.leaf_owner = compiled.leaf_owner
+        if name in ("leaf_owner", "bids"):  # what the payments read; the round's bids
+            self.__dict__[name] = getattr(compiled, name)
         else:
             (parent, children, attached, edge_work, leaf_node, self.leaf_owner, self.s, self.p, self.f, self.tie,
              self.key, self.sorted_blocks, self.g, self.sum_f, self.leaf_order) = compiled.fields()
@@ -152,7 +155,7 @@ class FactoredAllocation:
 
 
 _FROM_COMPILED = frozenset(
-    ("tree", "leaf_owner", "s", "p", "f", "tie", "key", "sorted_blocks", "g", "sum_f", "leaf_order"))
+    ("bids", "tree", "leaf_owner", "s", "p", "f", "tie", "key", "sorted_blocks", "g", "sum_f", "leaf_order"))
 """The fields a round decided on the compiled core reads from it on first use (`of_compiled`)."""
 
 

@@ -19,7 +19,7 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound
+from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
 from ..radix_cache import RadixCache
 from ..request import Request
 from .allocator import OrderedRound, TreeAllocator
@@ -100,7 +100,25 @@ of them has its rounds decided through them."""
 @dataclass(eq=False, slots=True)
 class CompiledRound(AuctionRound):
     """A market's round decided in one compiled call (`RadixTreeAuction.admit`), whose charges are
-    one more: the same values as `AuctionRound.charges`, bit for bit."""
+    one more: the same values as `AuctionRound.charges`, bit for bit. Its bids, which a market's
+    step does not read, are made a list on first use (`of`)."""
+
+    @classmethod
+    def of(cls, pricing: AuctionMechanism, requests: list[Request], prefix_lens: list[int] | None,
+           allocation: FactoredAllocation) -> CompiledRound:
+        """The round `allocation` (`FactoredAllocation.of_compiled`) decided, its bids left unset."""
+        decided = cls.__new__(cls)
+        decided.pricing, decided.requests, decided.prefix_lens, decided.allocation = (
+            pricing, requests, prefix_lens, allocation)
+        decided._outcome_cache = decided._queued = None
+        return decided
+
+    def __getattr__(self, name: str) -> object:
+        # Called only for a slot not set yet: the bids, the allocation's (made a list there now).
+        if name != "bids":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.bids = self.allocation.bids
+        return self.bids
 
     def charges(
         self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float
@@ -111,6 +129,26 @@ class CompiledRound(AuctionRound):
             except TypeError:  # counts that are not ints: the Python rule takes them
                 pass
         return AuctionRound.charges(self, admitted, per_bidder, seconds_per_unit)
+
+
+@dataclass(eq=False, slots=True)
+class LoneRound(AuctionRound):
+    """A market's round of one request decided without the layers (`RadixTreeAuction.admit`): a
+    lone bidder delays nobody, so it charges nothing, as `AuctionRound.charges` finds (its payment
+    is 0 whether or not the outcome was read)."""
+
+    def charges(
+        self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float
+    ) -> dict[int, float]:
+        return {}
+
+
+def _bids_differ(compiled: object, last: tuple) -> bool:
+    """Whether the bids of a round `compiled` decided (`RoundTree.market_round`) differ from those
+    of the `last` round (`AuctionMechanism._last`), found without making either a list where the
+    last round was decided so too and nobody made its bids a list (else False: `_unchanged` says)."""
+    allocation = last[3]
+    return last[1] is None and "bids" not in allocation.__dict__ and not compiled.same_bids(allocation.compiled)
 
 
 class RadixTreeAuction(AuctionMechanism):
@@ -143,28 +181,56 @@ class RadixTreeAuction(AuctionMechanism):
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
         """`AdmissionPolicy.admit`. On the compiled core, a market's round of two requests or more
         that follows the engine's changes is decided in one compiled call (docs/design.md section 8),
-        with the same order, bids and allocation as `decide_round`'s, unless this class overrides a
-        layer that call stands in for (`_ROUND_LAYERS`)."""
-        if self._compiled_rounds and round.multipliers is not None and round.changes is not None \
-                and len(round.queue) > 1:
-            decision = self._market_round(round)
+        and a round of one request without the layers, with the same order, bids and allocation as
+        `decide_round`'s, unless this class overrides a layer they stand in for (`_ROUND_LAYERS`)."""
+        if self._compiled_rounds and round.multipliers is not None:
+            waiting = len(round.queue)
+            decision = None
+            if waiting == 1:
+                decision = self._lone_round(round)
+            elif waiting > 1 and round.changes is not None:
+                decision = self._market_round(round)
             if decision is not None:
                 return list(decision.allocation.admission), decision
         return AdmissionPolicy.admit(self, round)
+
+    def _lone_round(self, round: WaitingRound) -> AuctionRound:
+        """`decide_round` of a market's round of one request (about a third of RadixAuction-v1's
+        rounds), its layers written out: the same checks in the same order (of plain inputs made in
+        one compiled call, `TreeAllocator.lone_round`), the round's changes kept for the tree's next
+        round, the last allocation reused when the inputs are the same."""
+        requests = list(round.queue)
+        read = self._allocator.lone_round(requests, round.multipliers, round.length_of)
+        if read is None:
+            bids, lens = round_bids(requests, round.multipliers), round.prefix_lens
+        else:
+            bids, lens = read
+        allocation = self._unchanged(requests, bids, lens)
+        self._allocator.skip(round.changes)
+        if allocation is None:
+            if read is None:  # else the compiled call checked them
+                validate_requests(requests, self._memo.held)
+                check_bids(requests, bids)
+            allocation = OrderedRound(requests, bids, lens, list(requests))
+            self._last = requests, bids, lens, allocation
+        return LoneRound(self.pricing, requests, bids, lens, allocation)
 
     def _market_round(self, round: WaitingRound) -> AuctionRound | None:
         """`decide_round` of a market's round in one compiled call (`TreeAllocator.market_round`);
         None, with nothing changed, when that call does not take the round's inputs."""
         requests = list(round.queue)
-        decided = self._allocator.market_round(requests, round.multipliers, round.changes, round.length_of)
-        if decided is None:
+        compiled = self._allocator.market_round(requests, round.multipliers, round.changes, round.length_of)
+        if compiled is None:
             return None
-        bids, lens, compiled = decided
-        if (last := self._unchanged(requests, bids, lens)) is not None:
-            return AuctionRound(self.pricing, requests, bids, lens, last)
-        allocation = FactoredAllocation.of_compiled(requests, bids, lens, self.request_work, compiled)
-        self._last = requests, bids, lens, allocation
-        return CompiledRound(self.pricing, requests, bids, lens, allocation)
+        lens = compiled.prefix_lens
+        last = self._last
+        if last is not None and len(last[0]) == len(requests) and not _bids_differ(compiled, last):
+            bids = compiled.bids
+            if (kept := self._unchanged(requests, bids, lens)) is not None:
+                return AuctionRound(self.pricing, requests, bids, lens, kept)
+        allocation = FactoredAllocation.of_compiled(requests, None, lens, self.request_work, compiled)
+        self._last = requests, None, lens, allocation
+        return CompiledRound.of(self.pricing, requests, lens, allocation)
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,

@@ -30,7 +30,7 @@ import gymnasium as gym
 import auction_gym  # noqa: F401  (registers the environments)
 from auction_gym import core
 from auction_gym.mechanism.base import AuctionRound
-from auction_gym.mechanism.radix_auction import CompiledRound, RadixTreeAuction
+from auction_gym.mechanism.radix_auction import CompiledRound, LoneRound, RadixTreeAuction
 from auction_gym.policy import WaitingRound
 
 from . import Table
@@ -57,7 +57,7 @@ def record(env_id: str, steps: int, seed: int = 0) -> Recorded:
     env.reset(seed=seed)
     env.action_space.seed(seed)
     with _patched([(RadixTreeAuction, "admit", recorder.admitting), (AuctionRound, "charges", recorder.charging),
-                   (CompiledRound, "charges", recorder.charging)]):
+                   (CompiledRound, "charges", recorder.charging), (LoneRound, "charges", recorder.charging)]):
         for _ in range(steps):
             _, _, terminated, truncated, _ = env.step(env.action_space.sample())
             if terminated or truncated:
