@@ -14,6 +14,7 @@ from typing import Sequence
 
 from ..policy import AdmissionPolicy, WaitingRound, round_bids
 from ..request import Request
+from .held import HeldChoices
 from .posted_round import PostedRound
 
 TIER_RATIOS: dict[str, float] = {"flex": 0.5, "standard": 1.0, "priority": 1.8}
@@ -27,6 +28,8 @@ SECONDS_PER_REQUEST = 0.069
 rate of 14.5 requests/s, `MarketConfig.served_rate`): the wait one request ahead adds."""
 INSIDE = ("fcfs", "lpm")
 """The orders inside a tier."""
+_MARGIN = 1 - 2**-26
+"""The share of a budget left within which a bidder's bills need no walk (`ServiceTiers._stepped_down`)."""
 
 
 def check_prices(prices: Sequence[float]) -> tuple[float, ...]:
@@ -35,6 +38,11 @@ def check_prices(prices: Sequence[float]) -> tuple[float, ...]:
     if not values or not all(0.0 < p < math.inf for p in values) or any(a >= b for a, b in zip(values, values[1:])):
         raise ValueError(f"tier prices must be finite, > 0 and strictly increasing, got {list(prices)}")
     return values
+
+
+def _ahead(counts: list[int]) -> list[int]:
+    """The requests in tiers >= k, for each k, of `counts` per tier."""
+    return [sum(counts[j:]) for j in range(len(counts))]
 
 
 def best_tier(
@@ -80,55 +88,89 @@ class ServiceTiers(AdmissionPolicy):
         if not (isinstance(seconds_per_request, (int, float)) and 0.0 < seconds_per_request < math.inf):
             raise ValueError(f"seconds_per_request must be finite and > 0, got {seconds_per_request!r}")
         self.inside, self.seconds_per_request = inside, float(seconds_per_request)
-        self._tier: dict[int, int] = {}  # request id -> the tier it bought, while it waits
+        self._held = HeldChoices(len(self.prices), self.prices)  # the tiers bought, while they wait
 
     def decide_round(self, round: WaitingRound) -> PostedRound:
         """The round over `queue`: new requests buy their tiers, each bidder's budget left
         (`remaining`, one per bidder; None: no budget binds) steps down what it cannot cover, then
-        tiers high to low, each in its inside order; bills for the paying requests."""
-        queue, remaining = round.queue, round.remaining
-        bids = round_bids(queue, round.multipliers)
-        tiers, ahead = self._buy(queue, bids, remaining)
-        rank = list(range(len(queue)))
+        tiers high to low, each in its inside order; bills for the paying requests. The tiers held
+        follow the queue's changes (held.py), so a round's Python steps are its changes and bidders."""
+        queue, remaining, multipliers = round.queue, round.remaining, round.multipliers
+        round_bids((), multipliers)  # checks the multipliers before what is held moves
+        held = self._held
+        new = held.follow(queue, round.changes, multipliers is None, round.cache)
+        counts, unpaid = held.paying(multipliers)
+        ahead = self._buy(new, round_bids(new, multipliers), counts, unpaid, remaining)
+        inside = queue
         if self.inside == "lpm":
-            negated = [-n for n in round.prefix_lens]
-            rank.sort(key=negated.__getitem__)
-        paying = [tiers[i] if bids[i] > 0 else -1 for i in range(len(queue))]
+            lens = round.prefix_lens
+            inside = list(map(queue.__getitem__, sorted(range(len(queue)), key=lens.__getitem__, reverse=True)))
+        changed = dict.fromkeys(unpaid, -1)
         if remaining is not None:
-            paying = self._within_budgets(queue, bids, paying, ahead, rank, remaining)
-        rank.sort(key=lambda i: -paying[i])  # stable: the inside order within a tier
-        bills = {queue[i].id: (queue[i].bidder, self.prices[paying[i]] * queue[i].prompt_len)
-                 for i in range(len(queue)) if paying[i] >= 0}
-        return PostedRound([queue[i] for i in rank], bills, self.prices)
+            changed.update(self._stepped_down(inside, multipliers, ahead, remaining, changed))
+        rank, bills = held.rank, dict(held.bills)
+        if changed:
+            rank = {**rank, **changed}
+            for r, k in changed.items():
+                if k >= 0:
+                    bills[r.id] = (r.bidder, self.prices[k] * r.prompt_len)
+                else:
+                    bills.pop(r.id, None)
+        # Stable: the inside order within a tier, the unpaid (-1) last.
+        return PostedRound(sorted(inside, key=rank.__getitem__, reverse=True), bills, self.prices)
 
     def _buy(
-        self, queue: Sequence[Request], bids: list[float], remaining: Sequence[float] | None
-    ) -> tuple[list[int], list[int]]:
-        """Each request's tier (kept if bought before, else bought now by the best response among
-        the tiers its bidder's budget left covers, in queue order, so a request sees those that
-        came before it), and the paying requests waiting in tiers >= k, for each k, after it."""
-        held, tiers = self._tier, []
-        self._tier = kept = {}
-        counts = [0] * len(self.prices)
-        for r, b in zip(queue, bids):
-            k = held.get(r.id)
-            if k is not None and b > 0:
+        self, new: list[Request], bids: list[float], counts: list[int], unpaid: list[Request],
+        remaining: Sequence[float] | None,
+    ) -> list[int]:
+        """The `new` requests buy their tiers by the best response among the tiers their bidder's
+        budget left covers, in queue order, so a request sees those that came before it; `counts`:
+        the paying requests held per tier, updated as they buy. Those that weigh but bid 0 join
+        `unpaid`. Returns the paying requests waiting in tiers >= k, for each k, after them."""
+        held = self._held
+        for r, b in zip(new, bids):
+            k = -1
+            if b > 0:
+                budget = math.inf if remaining is None else remaining[r.bidder]
+                k = best_tier(b, r.prompt_len, _ahead(counts), self.prices, self.seconds_per_request, budget)
+            if k >= 0:
                 counts[k] += 1
-        for r, b in zip(queue, bids):
-            k = held.get(r.id)
-            if k is None:
-                k = -1
-                if b > 0:
-                    ahead = [sum(counts[j:]) for j in range(len(counts))]
-                    budget = math.inf if remaining is None else remaining[r.bidder]
-                    k = best_tier(b, r.prompt_len, ahead, self.prices, self.seconds_per_request, budget)
-                if k >= 0:
-                    counts[k] += 1
-                else:  # bid 0, or no tier covered: the cheapest, unpaid while it is not covered
-                    k = 0
-            kept[r.id] = k
-            tiers.append(k)
-        return tiers, [sum(counts[j:]) for j in range(len(counts))]
+            else:  # bid 0, or no tier covered: the cheapest, unpaid while it is not covered
+                k = 0
+            held.hold(r, k)
+            if not b > 0 and held.rank[r] >= 0:
+                unpaid.append(r)
+        return _ahead(counts)
+
+    def _stepped_down(
+        self, inside: list[Request], multipliers: Sequence[float] | None, ahead: list[int],
+        remaining: Sequence[float], unpaid: dict[Request, int],
+    ) -> dict[Request, int]:
+        """The paying requests whose tier their bidder's budget left steps down (-1: unpaid), by
+        `_within_budgets` over each bidder that its bills might exceed; `inside`: the queue in the
+        inside order, `unpaid`: those that bid 0. A bidder whose bills of the tiers held sum to
+        within its budget left by more than the rounding of as many subtractions as it has
+        requests is covered request by request (that margin holds for fewer than 2^25 requests)."""
+        binding = {}
+        for b, m, tokens, every_one_bids in self._held.bidders(multipliers):
+            if m == 0:
+                continue  # none of its requests bids: nothing billed
+            total = sum(p * t for p, t in zip(self.prices, tokens))
+            if not (every_one_bids and total <= remaining[b] * _MARGIN and total < math.inf):
+                binding[b] = []
+        if not binding:
+            return {}
+        for r in inside:
+            walked = binding.get(r.bidder)
+            if walked is not None:
+                walked.append(r)
+        rank, out = self._held.rank, {}
+        for walked in binding.values():
+            paying = [unpaid.get(r, rank[r]) for r in walked]
+            tiers = self._within_budgets(walked, round_bids(walked, multipliers), paying, ahead,
+                                         list(range(len(walked))), remaining)
+            out.update((r, k) for r, k, was in zip(walked, tiers, paying) if k != was)
+        return out
 
     def _within_budgets(
         self, queue: Sequence[Request], bids: list[float], paying: list[int], ahead: list[int],

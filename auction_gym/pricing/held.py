@@ -1,0 +1,175 @@
+"""What a posted-price design's waiting requests hold, followed from round to round by the queue's changes.
+
+A posted-price design (tiers.py, congestion.py) keeps the choice each request bought while it waits,
+and each round needs, per choice, how many of the paying requests (bid > 0) hold it, and each
+request's class in the order. `HeldChoices` follows the queue by the changes the engine reports
+(`WaitingRound.changes`), or by comparing request ids without them, and keeps per bidder the count
+and prompt tokens per choice of its requests that bid when their bidder's multiplier does, so a
+round costs its changes and its bidders in Python steps, plus C-level passes to order the queue.
+
+A request's bid is its bidder's multiplier x its urgency in a market, its own `bid` in a replay
+(`policy.round_bids`); this module calls what the multiplier scales its weight. A bidder whose
+multiplier times the least weight it holds is > 0 has every request bidding (rounding is
+monotone), so only a bidder at multiplier 0, or one whose products may underflow, is looked at
+request by request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter, is_
+from typing import Sequence
+
+from ..policy import QueueDelta
+from ..request import Request
+
+_ID = attrgetter("id")
+
+
+@dataclass(eq=False, slots=True)
+class _Bidder:
+    """One bidder's held requests that weigh > 0, with their counts and prompt tokens per choice."""
+
+    members: dict[Request, None]
+    count: list[int]
+    tokens: list[int]
+    least: float = float("inf")
+    """The least weight held since the bidder's first request (a bound: it never rises on a removal)."""
+
+
+@dataclass(eq=False, slots=True)
+class HeldChoices:
+    """The choices the requests of the last round's queue hold; see the module docstring.
+
+    Args:
+        choices: how many choices there are (0 to choices - 1).
+        prices: each choice's price per prompt token, when fixed: `bills` then holds each weighed
+            request's bill at its choice.
+    """
+
+    choices: int
+    prices: Sequence[float] | None = None
+    choice: dict[int, int] = field(default_factory=dict)
+    """Request id -> the choice it holds."""
+    rank: dict[Request, int] = field(default_factory=dict)
+    """Request -> its class when its bidder's multiplier is > 0: its choice if it weighs > 0, else -1."""
+    bills: dict[int, tuple[int, float]] = field(default_factory=dict)
+    """Request id -> (its bidder, its price x prompt tokens), for the requests that weigh > 0 (with `prices`)."""
+    request: dict[int, Request] = field(default_factory=dict)
+    _holding: list[dict[Request, None]] = field(default_factory=list)  # per choice, those that weigh > 0
+    _bidders: dict[int, _Bidder] = field(default_factory=dict)
+    _replay: bool = False
+    _cache: object = None
+
+    def weight(self, r: Request) -> float:
+        """What the round's multiplier scales into `r`'s bid: its own bid in a replay."""
+        return r.bid if self._replay else r.urgency
+
+    def follow(self, queue: Sequence[Request], changes: QueueDelta | None, replay: bool, cache: object) -> list[Request]:
+        """Drop the requests that left since the last round and return those new in `queue`, in
+        its order, for the caller to `hold`. `changes` are trusted when they lead from the last
+        round's queue to this one (sizes, members, the new ones at the queue's end, the same
+        `cache`); otherwise the ids are compared. `replay`: whether bids are the requests' own."""
+        if replay != self._replay:  # another weight: every class and count changes with it
+            self._replay = replay
+            for r in list(self.request.values()):
+                self.hold(r, self.drop(r))
+        same_engine, self._cache = cache is self._cache, cache
+        if changes is not None and same_engine and self._leads_to(queue, changes):
+            for r in changes.left:
+                self.drop(r)
+            return list(changes.joined)
+        return self._compare(queue)
+
+    def _leads_to(self, queue: Sequence[Request], changes: QueueDelta) -> bool:
+        request, left, joined = self.request, changes.left, changes.joined
+        if len(request) - len(left) + len(joined) != len(queue):
+            return False
+        if not all(request.get(r.id) is r for r in left) or any(r.id in request for r in joined):
+            return False
+        return all(map(is_, queue[len(queue) - len(joined):], joined))
+
+    def _compare(self, queue: Sequence[Request]) -> list[Request]:
+        request, new = self.request, []
+        present = set(map(_ID, queue))
+        for r in [r for rid, r in request.items() if rid not in present]:
+            self.drop(r)
+        for r in queue:
+            held = request.get(r.id)
+            if held is None:
+                new.append(r)
+            elif held is not r:  # another object under a held id holds what the id held
+                self.hold(r, self.drop(held))
+        return new
+
+    def hold(self, r: Request, k: int) -> None:
+        """`r` (not held) holds choice `k`."""
+        self.request[r.id], self.choice[r.id] = r, k
+        w = self.weight(r)
+        if not w > 0:
+            self.rank[r] = -1
+            return
+        self.rank[r] = k
+        if not self._holding:
+            self._holding = [{} for _ in range(self.choices)]
+        self._holding[k][r] = None
+        if self.prices is not None:
+            self.bills[r.id] = (r.bidder, self.prices[k] * r.prompt_len)
+        bidder = self._bidders.get(r.bidder)
+        if bidder is None:
+            bidder = self._bidders[r.bidder] = _Bidder({}, [0] * self.choices, [0] * self.choices)
+        bidder.members[r] = None
+        bidder.count[k] += 1
+        bidder.tokens[k] += r.prompt_len
+        bidder.least = min(bidder.least, w)
+
+    def drop(self, r: Request) -> int:
+        """Forget held `r`; returns the choice it held."""
+        k = self.choice.pop(r.id)
+        del self.request[r.id]
+        if self.rank.pop(r) < 0:
+            return k
+        self.bills.pop(r.id, None)
+        del self._holding[k][r]
+        bidder = self._bidders[r.bidder]
+        del bidder.members[r]
+        if not bidder.members:
+            del self._bidders[r.bidder]
+            return k
+        bidder.count[k] -= 1
+        bidder.tokens[k] -= r.prompt_len
+        return k
+
+    def paying(self, multipliers: Sequence[float] | None) -> tuple[list[int], list[Request]]:
+        """The held requests bidding > 0 in a round at `multipliers`, counted per choice, and the
+        held ones that weigh > 0 and bid 0 (their bidder's multiplier is 0, or the product underflows)."""
+        counts, unpaid = [0] * self.choices, []
+        for b, bidder in self._bidders.items():
+            m = 1.0 if multipliers is None else multipliers[b]
+            if m * bidder.least > 0:
+                for k, c in enumerate(bidder.count):
+                    counts[k] += c
+                continue
+            for r in bidder.members:
+                if m * self.weight(r) > 0:
+                    counts[self.rank[r]] += 1
+                else:
+                    unpaid.append(r)
+        return counts, unpaid
+
+    def bidders(self, multipliers: Sequence[float] | None) -> list[tuple[int, float, list[int], bool]]:
+        """(bidder, its multiplier, its prompt tokens per choice, whether each of its requests that
+        weighs > 0 bids > 0) for each bidder holding such a request, at `multipliers`."""
+        out = []
+        for b, bidder in self._bidders.items():
+            m = 1.0 if multipliers is None else multipliers[b]
+            out.append((b, m, bidder.tokens, m * bidder.least > 0))
+        return out
+
+    def holding(self, k: int, unpaid: Sequence[Request]) -> list[Request]:
+        """The held requests that hold choice `k` and bid > 0, given the round's `unpaid`."""
+        held = self._holding[k] if self._holding else {}
+        if not unpaid:
+            return list(held)
+        skip = set(unpaid)
+        return [r for r in held if r not in skip]
