@@ -17,6 +17,7 @@ which `RoundReport.decision` carries: that is the price path (`radix-auction mar
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from operator import attrgetter
 
 from ..policy import AdmissionPolicy, WaitingRound, round_bids
@@ -24,7 +25,7 @@ from .held import HeldChoices
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
 
-_ID, _BIDDER, _PROMPT_LEN = attrgetter("id"), attrgetter("bidder"), attrgetter("prompt_len")
+_ID = attrgetter("id")
 
 
 class CongestionPricing(AdmissionPolicy):
@@ -83,8 +84,9 @@ class CongestionPricing(AdmissionPolicy):
         if unpaid:
             rank = {**rank, **dict.fromkeys(unpaid, -1)}
         order = sorted(queue, key=rank.__getitem__, reverse=True)  # stable: FCFS in a class, the unpaid last
-        priority = held.holding(1, unpaid)
-        bills = dict(zip(map(_ID, priority), zip(map(_BIDDER, priority), map(price.__mul__, map(_PROMPT_LEN, priority)))))
+        bills = {}
+        for b, lengths in held.lengths(1, multipliers):
+            bills.update(zip(map(_ID, lengths), zip(repeat(b), map(price.__mul__, lengths.values()))))
         utilization = bought / len(queue) if queue else 0.0
         self.price = max(self.floor, price * (1 + self.eta * (utilization - self.target)))
         return PostedRound(order, bills, (price,))

@@ -28,11 +28,14 @@ _ID = attrgetter("id")
 
 @dataclass(eq=False, slots=True)
 class _Bidder:
-    """One bidder's held requests that weigh > 0, with their counts and prompt tokens per choice."""
+    """One bidder's held requests that weigh > 0: per choice, their count, prompt tokens and each
+    one's prompt tokens; with fixed prices, each one's bill."""
 
     members: dict[Request, None]
     count: list[int]
     tokens: list[int]
+    lens: list[dict[Request, int]]
+    bills: dict[int, tuple[int, float]] = field(default_factory=dict)
     least: float = float("inf")
     """The least weight held since the bidder's first request (a bound: it never rises on a removal)."""
 
@@ -43,8 +46,7 @@ class HeldChoices:
 
     Args:
         choices: how many choices there are (0 to choices - 1).
-        prices: each choice's price per prompt token, when fixed: `bills` then holds each weighed
-            request's bill at its choice.
+        prices: each choice's price per prompt token, when fixed (`bills` then answers).
     """
 
     choices: int
@@ -53,10 +55,7 @@ class HeldChoices:
     """Request id -> the choice it holds."""
     rank: dict[Request, int] = field(default_factory=dict)
     """Request -> its class when its bidder's multiplier is > 0: its choice if it weighs > 0, else -1."""
-    bills: dict[int, tuple[int, float]] = field(default_factory=dict)
-    """Request id -> (its bidder, its price x prompt tokens), for the requests that weigh > 0 (with `prices`)."""
     request: dict[int, Request] = field(default_factory=dict)
-    _holding: list[dict[Request, None]] = field(default_factory=list)  # per choice, those that weigh > 0
     _bidders: dict[int, _Bidder] = field(default_factory=dict)
     _replay: bool = False
     _cache: object = None
@@ -110,17 +109,17 @@ class HeldChoices:
             self.rank[r] = -1
             return
         self.rank[r] = k
-        if not self._holding:
-            self._holding = [{} for _ in range(self.choices)]
-        self._holding[k][r] = None
-        if self.prices is not None:
-            self.bills[r.id] = (r.bidder, self.prices[k] * r.prompt_len)
         bidder = self._bidders.get(r.bidder)
         if bidder is None:
-            bidder = self._bidders[r.bidder] = _Bidder({}, [0] * self.choices, [0] * self.choices)
+            n = self.choices
+            bidder = self._bidders[r.bidder] = _Bidder({}, [0] * n, [0] * n, [{} for _ in range(n)])
+        length = r.prompt_len
         bidder.members[r] = None
         bidder.count[k] += 1
-        bidder.tokens[k] += r.prompt_len
+        bidder.tokens[k] += length
+        bidder.lens[k][r] = length
+        if self.prices is not None:
+            bidder.bills[r.id] = (r.bidder, self.prices[k] * length)
         bidder.least = min(bidder.least, w)
 
     def drop(self, r: Request) -> int:
@@ -129,15 +128,14 @@ class HeldChoices:
         del self.request[r.id]
         if self.rank.pop(r) < 0:
             return k
-        self.bills.pop(r.id, None)
-        del self._holding[k][r]
         bidder = self._bidders[r.bidder]
         del bidder.members[r]
         if not bidder.members:
             del self._bidders[r.bidder]
             return k
         bidder.count[k] -= 1
-        bidder.tokens[k] -= r.prompt_len
+        bidder.tokens[k] -= bidder.lens[k].pop(r)
+        bidder.bills.pop(r.id, None)
         return k
 
     def paying(self, multipliers: Sequence[float] | None) -> tuple[list[int], list[Request]]:
@@ -149,27 +147,47 @@ class HeldChoices:
             if m * bidder.least > 0:
                 for k, c in enumerate(bidder.count):
                     counts[k] += c
-                continue
-            for r in bidder.members:
-                if m * self.weight(r) > 0:
-                    counts[self.rank[r]] += 1
-                else:
-                    unpaid.append(r)
+            elif m == 0:
+                unpaid.extend(bidder.members)
+            else:
+                for r in bidder.members:
+                    if m * self.weight(r) > 0:
+                        counts[self.rank[r]] += 1
+                    else:
+                        unpaid.append(r)
         return counts, unpaid
 
-    def bidders(self, multipliers: Sequence[float] | None) -> list[tuple[int, float, list[int], bool]]:
-        """(bidder, its multiplier, its prompt tokens per choice, whether each of its requests that
-        weighs > 0 bids > 0) for each bidder holding such a request, at `multipliers`."""
+    def bidders(self, multipliers: Sequence[float] | None) -> list[tuple[int, float, list[int]]]:
+        """(bidder, its multiplier, the prompt tokens per choice of its requests that weigh > 0)
+        for each bidder holding such a request, at `multipliers`."""
+        if multipliers is None:
+            return [(b, 1.0, bidder.tokens) for b, bidder in self._bidders.items()]
+        return [(b, multipliers[b], bidder.tokens) for b, bidder in self._bidders.items()]
+
+    def members(self, b: int) -> dict[Request, None]:
+        """Bidder `b`'s held requests that weigh > 0 (read-only)."""
+        return self._bidders[b].members
+
+    def bills(self, multipliers: Sequence[float] | None) -> dict[int, tuple[int, float]]:
+        """Request id -> (its bidder, its price x prompt tokens at the choice it holds), for the
+        held requests bidding > 0 at `multipliers` (a new dict; with fixed prices)."""
+        bills: dict[int, tuple[int, float]] = {}
+        for b, bidder in self._bidders.items():
+            m = 1.0 if multipliers is None else multipliers[b]
+            if m * bidder.least > 0:
+                bills.update(bidder.bills)
+            elif m != 0:
+                bills.update((r.id, bidder.bills[r.id]) for r in bidder.members if m * self.weight(r) > 0)
+        return bills
+
+    def lengths(self, k: int, multipliers: Sequence[float] | None) -> list[tuple[int, dict[Request, int]]]:
+        """(bidder, its requests holding choice `k` and bidding > 0 at `multipliers` -> their
+        prompt tokens) for each bidder with a request bidding > 0 (the dicts read-only)."""
         out = []
         for b, bidder in self._bidders.items():
             m = 1.0 if multipliers is None else multipliers[b]
-            out.append((b, m, bidder.tokens, m * bidder.least > 0))
+            if m * bidder.least > 0:
+                out.append((b, bidder.lens[k]))
+            elif m != 0:
+                out.append((b, {r: n for r, n in bidder.lens[k].items() if m * self.weight(r) > 0}))
         return out
-
-    def holding(self, k: int, unpaid: Sequence[Request]) -> list[Request]:
-        """The held requests that hold choice `k` and bid > 0, given the round's `unpaid`."""
-        held = self._holding[k] if self._holding else {}
-        if not unpaid:
-            return list(held)
-        skip = set(unpaid)
-        return [r for r in held if r not in skip]

@@ -105,17 +105,17 @@ class ServiceTiers(AdmissionPolicy):
         if self.inside == "lpm":
             lens = round.prefix_lens
             inside = list(map(queue.__getitem__, sorted(range(len(queue)), key=lens.__getitem__, reverse=True)))
-        changed = dict.fromkeys(unpaid, -1)
-        if remaining is not None:
-            changed.update(self._stepped_down(inside, multipliers, ahead, remaining, changed))
-        rank, bills = held.rank, dict(held.bills)
-        if changed:
-            rank = {**rank, **changed}
-            for r, k in changed.items():
+        rank, bills = held.rank, held.bills(multipliers)
+        if unpaid:
+            rank = {**rank, **dict.fromkeys(unpaid, -1)}
+        stepped = {} if remaining is None else self._stepped_down(inside, multipliers, ahead, remaining, rank)
+        if stepped:
+            rank = {**rank, **stepped}
+            for r, k in stepped.items():
                 if k >= 0:
                     bills[r.id] = (r.bidder, self.prices[k] * r.prompt_len)
                 else:
-                    bills.pop(r.id, None)
+                    del bills[r.id]
         # Stable: the inside order within a tier, the unpaid (-1) last.
         return PostedRound(sorted(inside, key=rank.__getitem__, reverse=True), bills, self.prices)
 
@@ -144,29 +144,23 @@ class ServiceTiers(AdmissionPolicy):
 
     def _stepped_down(
         self, inside: list[Request], multipliers: Sequence[float] | None, ahead: list[int],
-        remaining: Sequence[float], unpaid: dict[Request, int],
+        remaining: Sequence[float], rank: dict[Request, int],
     ) -> dict[Request, int]:
         """The paying requests whose tier their bidder's budget left steps down (-1: unpaid), by
         `_within_budgets` over each bidder that its bills might exceed; `inside`: the queue in the
-        inside order, `unpaid`: those that bid 0. A bidder whose bills of the tiers held sum to
-        within its budget left by more than the rounding of as many subtractions as it has
-        requests is covered request by request (that margin holds for fewer than 2^25 requests)."""
-        binding = {}
-        for b, m, tokens, every_one_bids in self._held.bidders(multipliers):
+        inside order, `rank`: each request's tier bought (-1: it bids 0). A bidder whose bills of
+        the tiers held (paying or not) sum to within its budget left by more than the rounding of
+        as many subtractions as it has requests covers every bill (the margin holds for fewer
+        than 2^25 requests)."""
+        held, out = self._held, {}
+        for b, m, tokens in held.bidders(multipliers):
             if m == 0:
                 continue  # none of its requests bids: nothing billed
             total = sum(p * t for p, t in zip(self.prices, tokens))
-            if not (every_one_bids and total <= remaining[b] * _MARGIN and total < math.inf):
-                binding[b] = []
-        if not binding:
-            return {}
-        for r in inside:
-            walked = binding.get(r.bidder)
-            if walked is not None:
-                walked.append(r)
-        rank, out = self._held.rank, {}
-        for walked in binding.values():
-            paying = [unpaid.get(r, rank[r]) for r in walked]
+            if total <= remaining[b] * _MARGIN and total < math.inf:
+                continue
+            walked = list(filter(held.members(b).__contains__, inside))
+            paying = list(map(rank.__getitem__, walked))
             tiers = self._within_budgets(walked, round_bids(walked, multipliers), paying, ahead,
                                          list(range(len(walked))), remaining)
             out.update((r, k) for r, k, was in zip(walked, tiers, paying) if k != was)
