@@ -223,3 +223,11 @@ def test_changes_that_do_not_lead_from_the_last_round_are_not_followed():
     clone = Request(requests[6].id, (requests[6].bidder + 1) % BIDDERS, np.zeros(50, dtype=np.int64), urgency=2.0)
     third = WaitingRound([requests[5], clone, *requests[7:30]], None, multipliers, remaining)
     _same(policy.decide_round(third), reference.decide_round(third))
+    # Changes that say a request left that did not wait.
+    fourth = WaitingRound([requests[5], clone, *requests[7:29], requests[0]], None, multipliers, remaining,
+                          QueueDelta([requests[0]], [requests[1]], [], {}))
+    _same(policy.decide_round(fourth), reference.decide_round(fourth))
+    # Changes that say a request joined that waited.
+    fifth = WaitingRound([requests[5], clone, *requests[7:30], requests[0]], None, multipliers, remaining,
+                         QueueDelta([requests[0]], [], [], {}))
+    _same(policy.decide_round(fifth), reference.decide_round(fifth))

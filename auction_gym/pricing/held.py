@@ -84,7 +84,7 @@ class HeldChoices:
         request, left, joined = self.request, changes.left, changes.joined
         if len(request) - len(left) + len(joined) != len(queue):
             return False
-        if not all(request.get(r.id) is r for r in left) or any(r.id in request for r in joined):
+        if not all(map(is_, map(request.get, map(_ID, left)), left)) or any(map(request.__contains__, map(_ID, joined))):
             return False
         return all(map(is_, queue[len(queue) - len(joined):], joined))
 

@@ -40,11 +40,6 @@ def check_prices(prices: Sequence[float]) -> tuple[float, ...]:
     return values
 
 
-def _ahead(counts: list[int]) -> list[int]:
-    """The requests in tiers >= k, for each k, of `counts` per tier."""
-    return [sum(counts[j:]) for j in range(len(counts))]
-
-
 def best_tier(
     bid: float, prompt_len: int, ahead: Sequence[int], prices: Sequence[float], seconds: float,
     budget: float = math.inf,
@@ -125,29 +120,30 @@ class ServiceTiers(AdmissionPolicy):
     ) -> list[int]:
         """The `new` requests buy their tiers by the best response among the tiers their bidder's
         budget left covers, in queue order, so a request sees those that came before it; `counts`:
-        the paying requests held per tier, updated as they buy. Those that weigh but bid 0 join
+        the paying requests held per tier. Those that weigh but bid 0 join
         `unpaid`. Returns the paying requests waiting in tiers >= k, for each k, after them."""
-        held = self._held
+        held, ahead = self._held, [sum(counts[j:]) for j in range(len(counts))]
         for r, b in zip(new, bids):
             k = -1
             if b > 0:
                 budget = math.inf if remaining is None else remaining[r.bidder]
-                k = best_tier(b, r.prompt_len, _ahead(counts), self.prices, self.seconds_per_request, budget)
+                k = best_tier(b, r.prompt_len, ahead, self.prices, self.seconds_per_request, budget)
             if k >= 0:
-                counts[k] += 1
+                for j in range(k + 1):
+                    ahead[j] += 1
             else:  # bid 0, or no tier covered: the cheapest, unpaid while it is not covered
                 k = 0
             held.hold(r, k)
             if not b > 0 and held.rank[r] >= 0:
                 unpaid.append(r)
-        return _ahead(counts)
+        return ahead
 
     def _stepped_down(
         self, inside: list[Request], multipliers: Sequence[float] | None, ahead: list[int],
         remaining: Sequence[float], rank: dict[Request, int],
     ) -> dict[Request, int]:
         """The paying requests whose tier their bidder's budget left steps down (-1: unpaid), by
-        `_within_budgets` over each bidder that its bills might exceed; `inside`: the queue in the
+        `_walk` over each bidder that its bills might exceed; `inside`: the queue in the
         inside order, `rank`: each request's tier bought (-1: it bids 0). A bidder whose bills of
         the tiers held (paying or not) sum to within its budget left by more than the rounding of
         as many subtractions as it has requests covers every bill (the margin holds for fewer
@@ -161,34 +157,30 @@ class ServiceTiers(AdmissionPolicy):
                 continue
             walked = list(filter(held.members(b).__contains__, inside))
             paying = list(map(rank.__getitem__, walked))
-            tiers = self._within_budgets(walked, round_bids(walked, multipliers), paying, ahead,
-                                         list(range(len(walked))), remaining)
+            tiers = self._walk(walked, round_bids(walked, multipliers), paying, ahead, remaining[b])
             out.update((r, k) for r, k, was in zip(walked, tiers, paying) if k != was)
         return out
 
-    def _within_budgets(
-        self, queue: Sequence[Request], bids: list[float], paying: list[int], ahead: list[int],
-        inside: list[int], remaining: Sequence[float],
-    ) -> list[int]:
-        """Each request's tier in this round (-1: unpaid) when each bidder's requests are billed
-        in the round's order out of its budget left (step 2 of the module docstring). `paying`:
-        the tiers bought (-1 for bid 0); `inside`: the request indices in the inside order."""
-        prices, tiers, left = self.prices, list(paying), list(remaining)
-        place = [0] * len(queue)
-        for position, i in enumerate(inside):
-            place[i] = position
+    def _walk(self, walked: list[Request], bids: list[float], paying: list[int], ahead: list[int], left: float) -> list[int]:
+        """Each of one bidder's requests' tier in this round (-1: unpaid) when they are billed out
+        of its budget `left` (step 2 of the module docstring): tiers high to low, each in the
+        inside order (`walked`'s), a request its bill does not fit stepping down to the best tier
+        that the rest covers, where it is billed in that tier's turn. `paying`: the tiers bought
+        (-1: it bids 0)."""
+        prices, tiers = self.prices, list(paying)
         turns: list[list[int]] = [[] for _ in prices]  # each tier's requests, walked in its turn
-        for i in inside:
-            if tiers[i] >= 0:
-                turns[tiers[i]].append(i)
+        for i, k in enumerate(paying):
+            if k >= 0:
+                turns[k].append(i)
         for k in range(len(prices) - 1, -1, -1):
-            for i in sorted(turns[k], key=place.__getitem__):  # those stepped down merge in order
-                r = queue[i]
-                bill = prices[k] * r.prompt_len
-                if bill <= left[r.bidder]:
-                    left[r.bidder] -= bill
+            turns[k].sort()  # those stepped down merge in the inside order
+            for i in turns[k]:
+                length = walked[i].prompt_len
+                bill = prices[k] * length
+                if bill <= left:
+                    left -= bill
                     continue
-                j = best_tier(bids[i], r.prompt_len, ahead[:k], prices[:k], self.seconds_per_request, left[r.bidder])
+                j = best_tier(bids[i], length, ahead[:k], prices[:k], self.seconds_per_request, left)
                 tiers[i] = j
                 if j >= 0:
                     turns[j].append(i)
