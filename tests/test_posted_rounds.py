@@ -10,7 +10,8 @@ import random
 import numpy as np
 import pytest
 
-from auction_gym import Request
+from auction_gym import Request, make_scheduler
+from auction_gym.market import Market, MarketConfig
 from auction_gym.policy import QueueDelta, WaitingRound, round_bids
 from auction_gym.pricing import CongestionPricing, ServiceTiers
 from auction_gym.pricing.posted_round import PostedRound
@@ -231,3 +232,29 @@ def test_changes_that_do_not_lead_from_the_last_round_are_not_followed():
     fifth = WaitingRound([requests[5], clone, *requests[7:30], requests[0]], None, multipliers, remaining,
                          QueueDelta([requests[0]], [], [], {}))
     _same(policy.decide_round(fifth), reference.decide_round(fifth))
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm", "congestion"])
+def test_an_engines_rounds_match_the_rounds_decided_from_scratch(mechanism, monkeypatch):
+    """Over a paced episode whose budgets bind, every round the engine asks for (with the changes
+    it reports, on either core) is the round the reference decides from scratch."""
+    cls = type(make_scheduler(mechanism))
+    decide, references = cls.decide_round, {}
+    followed = []
+
+    def shadowed(self, round_):
+        reference = references.setdefault(id(self), (ReferenceCongestion if mechanism == "congestion"
+                                                      else ReferenceTiers)(self))
+        got = decide(self, round_)
+        _same(got, reference.decide_round(round_))
+        followed.append(round_.changes is not None)
+        return got
+
+    monkeypatch.setattr(cls, "decide_round", shadowed)
+    market = Market(MarketConfig(mechanism=mechanism, horizon=60, warmup=2.0, budget_per_round=3e-5))
+    market.reset(4)
+    rng = np.random.default_rng(1)
+    while not market.done:
+        market.step(rng.choice([0.0, 0.5, 2.0, 4.0], size=market.n))
+    assert sum(followed) > 50 and not all(followed)
