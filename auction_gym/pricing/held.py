@@ -27,9 +27,9 @@ _ID = attrgetter("id")
 
 
 @dataclass(eq=False, slots=True)
-class _Bidder:
+class Holding:
     """One bidder's held requests that weigh > 0: per choice, their count, prompt tokens and each
-    one's prompt tokens; with fixed prices, each one's bill."""
+    one's prompt tokens; with fixed prices, each one's bill. Read-only outside `HeldChoices`."""
 
     members: dict[Request, None]
     count: list[int]
@@ -38,6 +38,12 @@ class _Bidder:
     bills: dict[int, tuple[int, float]] = field(default_factory=dict)
     least: float = float("inf")
     """The least weight held since the bidder's first request (a bound: it never rises on a removal)."""
+    shortest: int = 2**63
+    """The fewest prompt tokens held since the bidder's first request (a bound, as `least`)."""
+
+    def all_bid(self, m: float) -> bool:
+        """Whether each of these requests bids > 0 at multiplier `m`."""
+        return m * self.least > 0
 
 
 @dataclass(eq=False, slots=True)
@@ -56,7 +62,7 @@ class HeldChoices:
     rank: dict[Request, int] = field(default_factory=dict)
     """Request -> its class when its bidder's multiplier is > 0: its choice if it weighs > 0, else -1."""
     request: dict[int, Request] = field(default_factory=dict)
-    _bidders: dict[int, _Bidder] = field(default_factory=dict)
+    _bidders: dict[int, Holding] = field(default_factory=dict)
     _replay: bool = False
     _cache: object = None
 
@@ -112,7 +118,7 @@ class HeldChoices:
         bidder = self._bidders.get(r.bidder)
         if bidder is None:
             n = self.choices
-            bidder = self._bidders[r.bidder] = _Bidder({}, [0] * n, [0] * n, [{} for _ in range(n)])
+            bidder = self._bidders[r.bidder] = Holding({}, [0] * n, [0] * n, [{} for _ in range(n)])
         length = r.prompt_len
         bidder.members[r] = None
         bidder.count[k] += 1
@@ -121,6 +127,7 @@ class HeldChoices:
         if self.prices is not None:
             bidder.bills[r.id] = (r.bidder, self.prices[k] * length)
         bidder.least = min(bidder.least, w)
+        bidder.shortest = min(bidder.shortest, length)
 
     def drop(self, r: Request) -> int:
         """Forget held `r`; returns the choice it held."""
@@ -144,7 +151,7 @@ class HeldChoices:
         counts, unpaid = [0] * self.choices, []
         for b, bidder in self._bidders.items():
             m = 1.0 if multipliers is None else multipliers[b]
-            if m * bidder.least > 0:
+            if bidder.all_bid(m):
                 for k, c in enumerate(bidder.count):
                     counts[k] += c
             elif m == 0:
@@ -157,24 +164,27 @@ class HeldChoices:
                         unpaid.append(r)
         return counts, unpaid
 
-    def bidders(self, multipliers: Sequence[float] | None) -> list[tuple[int, float, list[int]]]:
-        """(bidder, its multiplier, the prompt tokens per choice of its requests that weigh > 0)
-        for each bidder holding such a request, at `multipliers`."""
+    def holding(self, b: int) -> Holding:
+        """What bidder `b` holds (it holds a request that weighs > 0)."""
+        return self._bidders[b]
+
+    def bidders(self, multipliers: Sequence[float] | None) -> list[tuple[int, float, Holding]]:
+        """(bidder, its multiplier at `multipliers`, what it holds) for each bidder holding a
+        request that weighs > 0."""
         if multipliers is None:
-            return [(b, 1.0, bidder.tokens) for b, bidder in self._bidders.items()]
-        return [(b, multipliers[b], bidder.tokens) for b, bidder in self._bidders.items()]
+            return [(b, 1.0, bidder) for b, bidder in self._bidders.items()]
+        return [(b, multipliers[b], bidder) for b, bidder in self._bidders.items()]
 
-    def members(self, b: int) -> dict[Request, None]:
-        """Bidder `b`'s held requests that weigh > 0 (read-only)."""
-        return self._bidders[b].members
-
-    def bills(self, multipliers: Sequence[float] | None) -> dict[int, tuple[int, float]]:
+    def bills(self, multipliers: Sequence[float] | None, unpaid: set[int]) -> dict[int, tuple[int, float]]:
         """Request id -> (its bidder, its price x prompt tokens at the choice it holds), for the
-        held requests bidding > 0 at `multipliers` (a new dict; with fixed prices)."""
+        held requests bidding > 0 at `multipliers` but those of the bidders in `unpaid` (a new
+        dict; with fixed prices)."""
         bills: dict[int, tuple[int, float]] = {}
         for b, bidder in self._bidders.items():
+            if b in unpaid:
+                continue
             m = 1.0 if multipliers is None else multipliers[b]
-            if m * bidder.least > 0:
+            if bidder.all_bid(m):
                 bills.update(bidder.bills)
             elif m != 0:
                 bills.update((r.id, bidder.bills[r.id]) for r in bidder.members if m * self.weight(r) > 0)
@@ -186,7 +196,7 @@ class HeldChoices:
         out = []
         for b, bidder in self._bidders.items():
             m = 1.0 if multipliers is None else multipliers[b]
-            if m * bidder.least > 0:
+            if bidder.all_bid(m):
                 out.append((b, bidder.lens[k]))
             elif m != 0:
                 out.append((b, {r: n for r, n in bidder.lens[k].items() if m * self.weight(r) > 0}))

@@ -100,12 +100,15 @@ class ServiceTiers(AdmissionPolicy):
         if self.inside == "lpm":
             lens = round.prefix_lens
             inside = list(map(queue.__getitem__, sorted(range(len(queue)), key=lens.__getitem__, reverse=True)))
-        rank, bills = held.rank, held.bills(multipliers)
+        rank = held.rank
         if unpaid:
             rank = {**rank, **dict.fromkeys(unpaid, -1)}
-        stepped = {} if remaining is None else self._stepped_down(inside, multipliers, ahead, remaining, rank)
-        if stepped:
+        out, stepped = (set(), {}) if remaining is None else self._stepped_down(inside, multipliers, ahead, remaining, rank)
+        bills = held.bills(multipliers, out)
+        if out or stepped:
             rank = {**rank, **stepped}
+            for b in out:
+                rank.update(dict.fromkeys(held.holding(b).members, -1))
             for r, k in stepped.items():
                 if k >= 0:
                     bills[r.id] = (r.bidder, self.prices[k] * r.prompt_len)
@@ -141,25 +144,30 @@ class ServiceTiers(AdmissionPolicy):
     def _stepped_down(
         self, inside: list[Request], multipliers: Sequence[float] | None, ahead: list[int],
         remaining: Sequence[float], rank: dict[Request, int],
-    ) -> dict[Request, int]:
-        """The paying requests whose tier their bidder's budget left steps down (-1: unpaid), by
-        `_walk` over each bidder that its bills might exceed; `inside`: the queue in the
-        inside order, `rank`: each request's tier bought (-1: it bids 0). A bidder whose bills of
-        the tiers held (paying or not) sum to within its budget left by more than the rounding of
-        as many subtractions as it has requests covers every bill (the margin holds for fewer
-        than 2^25 requests)."""
-        held, out = self._held, {}
-        for b, m, tokens in held.bidders(multipliers):
+    ) -> tuple[set[int], dict[Request, int]]:
+        """The bidders whose budget left covers none of their bills (every request of theirs unpaid
+        this round), and the paying requests of the others whose tier their budget left steps down
+        (-1: unpaid), by `_walk` over each bidder that its bills might exceed; `inside`: the queue
+        in the inside order, `rank`: each request's tier bought (-1: it bids 0). A bidder whose
+        bills of the tiers held (paying or not) sum to within its budget left by more than the
+        rounding of as many subtractions as it has requests covers every bill (the margin holds
+        for fewer than 2^25 requests)."""
+        out, stepped, cheapest = set(), {}, self.prices[0]
+        for b, m, holding in self._held.bidders(multipliers):
             if m == 0:
                 continue  # none of its requests bids: nothing billed
-            total = sum(p * t for p, t in zip(self.prices, tokens))
-            if total <= remaining[b] * _MARGIN and total < math.inf:
+            left = remaining[b]
+            total = sum(p * t for p, t in zip(self.prices, holding.tokens))
+            if total <= left * _MARGIN and total < math.inf:
                 continue
-            walked = list(filter(held.members(b).__contains__, inside))
+            if cheapest * holding.shortest > left:
+                out.add(b)  # each paying request fails its turn, and best_tier then finds no tier
+                continue
+            walked = list(filter(holding.members.__contains__, inside))
             paying = list(map(rank.__getitem__, walked))
-            tiers = self._walk(walked, round_bids(walked, multipliers), paying, ahead, remaining[b])
-            out.update((r, k) for r, k, was in zip(walked, tiers, paying) if k != was)
-        return out
+            tiers = self._walk(walked, round_bids(walked, multipliers), paying, ahead, left)
+            stepped.update((r, k) for r, k, was in zip(walked, tiers, paying) if k != was)
+        return out, stepped
 
     def _walk(self, walked: list[Request], bids: list[float], paying: list[int], ahead: list[int], left: float) -> list[int]:
         """Each of one bidder's requests' tier in this round (-1: unpaid) when they are billed out
