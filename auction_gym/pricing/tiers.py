@@ -10,6 +10,7 @@ never exceed that budget. The rules in full: docs/markets.md ("The best response
 from __future__ import annotations
 
 import math
+from operator import mul
 from typing import Sequence
 
 from ..policy import AdmissionPolicy, WaitingRound, round_bids
@@ -89,7 +90,8 @@ class ServiceTiers(AdmissionPolicy):
         """The round over `queue`: new requests buy their tiers, each bidder's budget left
         (`remaining`, one per bidder; None: no budget binds) steps down what it cannot cover, then
         tiers high to low, each in its inside order; bills for the paying requests. The tiers held
-        follow the queue's changes (held.py), so a round's Python steps are its changes and bidders."""
+        follow the queue's changes (held.py), so a round's Python steps are its changes, its
+        bidders and the requests of a bidder whose budget left may not cover its bills."""
         queue, remaining, multipliers = round.queue, round.remaining, round.multipliers
         round_bids((), multipliers)  # checks the multipliers before what is held moves
         held = self._held
@@ -123,8 +125,8 @@ class ServiceTiers(AdmissionPolicy):
     ) -> list[int]:
         """The `new` requests buy their tiers by the best response among the tiers their bidder's
         budget left covers, in queue order, so a request sees those that came before it; `counts`:
-        the paying requests held per tier. Those that weigh but bid 0 join
-        `unpaid`. Returns the paying requests waiting in tiers >= k, for each k, after them."""
+        the paying requests held per tier. Those that weigh but bid 0 join `unpaid`. Returns the
+        paying requests waiting in tiers >= k, for each k, after them."""
         held, ahead = self._held, [sum(counts[j:]) for j in range(len(counts))]
         for r, b in zip(new, bids):
             k = -1
@@ -157,7 +159,7 @@ class ServiceTiers(AdmissionPolicy):
             if m == 0:
                 continue  # none of its requests bids: nothing billed
             left = remaining[b]
-            total = sum(p * t for p, t in zip(self.prices, holding.tokens))
+            total = sum(map(mul, self.prices, holding.tokens))
             if total <= left * _MARGIN and total < math.inf:
                 continue
             if cheapest * holding.shortest > left:
