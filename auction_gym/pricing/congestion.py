@@ -17,10 +17,15 @@ which `RoundReport.decision` carries: that is the price path (`radix-auction mar
 from __future__ import annotations
 
 import math
+from itertools import repeat
+from operator import attrgetter
 
 from ..policy import AdmissionPolicy, WaitingRound, round_bids
+from .held import HeldChoices
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
+
+_ID = attrgetter("id")
 
 
 class CongestionPricing(AdmissionPolicy):
@@ -55,32 +60,36 @@ class CongestionPricing(AdmissionPolicy):
             raise ValueError(f"seconds_per_request must be finite and > 0, got {seconds_per_request!r}")
         self.price, self.eta, self.target, self.floor = float(price), float(eta), float(target), float(floor)
         self.seconds_per_request = float(seconds_per_request)
-        self._priority: dict[int, bool] = {}  # request id -> whether it bought priority, while it waits
+        self._held = HeldChoices(2)  # request -> 1 if it bought priority, else 0, while it waits
 
     def decide_round(self, round: WaitingRound) -> PostedRound:
         """The round at this round's price: new requests choose, priority first, bills for the
-        paying priority requests; then the price moves for the next round."""
-        price, queue = self.price, round.queue
-        bids = round_bids(queue, round.multipliers)
-        held, self._priority = self._priority, {}
-        paying = sum(1 for r, b in zip(queue, bids) if b > 0 and r.id in held)  # ahead in standard
-        bought = sum(1 for r, b in zip(queue, bids) if b > 0 and held.get(r.id))  # ahead in priority
-        classes = []  # 2 priority, 1 standard, 0 not paying
-        for r, b in zip(queue, bids):
-            chosen = held.get(r.id)
-            if chosen is None:
-                chosen = b > 0 and best_tier(b, r.prompt_len, (paying, bought), (0.0, price),
-                                             self.seconds_per_request) == 1
-                paying += b > 0
-                bought += chosen
-            self._priority[r.id] = chosen
-            classes.append(0 if b <= 0 else 2 if chosen else 1)
-        rank = sorted(range(len(queue)), key=lambda i: -classes[i])  # stable: FCFS in a class
-        bills = {queue[i].id: (queue[i].bidder, price * queue[i].prompt_len)
-                 for i in range(len(queue)) if classes[i] == 2}
+        paying priority requests; then the price moves for the next round. The choices held follow
+        the queue's changes (held.py), so a round's Python steps are its changes and bidders."""
+        price, queue, multipliers = self.price, round.queue, round.multipliers
+        round_bids((), multipliers)  # checks the multipliers before what is held moves
+        held = self._held
+        new = held.follow(queue, round.changes, multipliers is None, round.cache)
+        (paying, bought), unpaid = held.paying(multipliers)  # those held in standard, in priority
+        paying += bought  # ahead in standard
+        for r, b in zip(new, round_bids(new, multipliers)):
+            chosen = b > 0 and best_tier(b, r.prompt_len, (paying, bought), (0.0, price),
+                                         self.seconds_per_request) == 1
+            paying += b > 0
+            bought += chosen
+            held.hold(r, int(chosen))
+            if not b > 0 and held.rank[r] >= 0:
+                unpaid.append(r)
+        rank = held.rank
+        if unpaid:
+            rank = {**rank, **dict.fromkeys(unpaid, -1)}
+        order = sorted(queue, key=rank.__getitem__, reverse=True)  # stable: FCFS in a class, the unpaid last
+        bills = {}
+        for b, lengths in held.lengths(1, multipliers):
+            bills.update(zip(map(_ID, lengths), zip(repeat(b), map(price.__mul__, lengths.values()))))
         utilization = bought / len(queue) if queue else 0.0
         self.price = max(self.floor, price * (1 + self.eta * (utilization - self.target)))
-        return PostedRound([queue[i] for i in rank], bills, (price,))
+        return PostedRound(order, bills, (price,))
 
     def __repr__(self) -> str:
         return f"CongestionPricing(price={self.price}, eta={self.eta}, target={self.target})"

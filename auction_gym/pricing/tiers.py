@@ -10,10 +10,12 @@ never exceed that budget. The rules in full: docs/markets.md ("The best response
 from __future__ import annotations
 
 import math
+from operator import mul
 from typing import Sequence
 
 from ..policy import AdmissionPolicy, WaitingRound, round_bids
 from ..request import Request
+from .held import HeldChoices
 from .posted_round import PostedRound
 
 TIER_RATIOS: dict[str, float] = {"flex": 0.5, "standard": 1.0, "priority": 1.8}
@@ -27,6 +29,8 @@ SECONDS_PER_REQUEST = 0.069
 rate of 14.5 requests/s, `MarketConfig.served_rate`): the wait one request ahead adds."""
 INSIDE = ("fcfs", "lpm")
 """The orders inside a tier."""
+_MARGIN = 1 - 2**-26
+"""The share of a budget left within which a bidder's bills need no walk (`ServiceTiers._stepped_down`)."""
 
 
 def check_prices(prices: Sequence[float]) -> tuple[float, ...]:
@@ -80,79 +84,113 @@ class ServiceTiers(AdmissionPolicy):
         if not (isinstance(seconds_per_request, (int, float)) and 0.0 < seconds_per_request < math.inf):
             raise ValueError(f"seconds_per_request must be finite and > 0, got {seconds_per_request!r}")
         self.inside, self.seconds_per_request = inside, float(seconds_per_request)
-        self._tier: dict[int, int] = {}  # request id -> the tier it bought, while it waits
+        self._held = HeldChoices(len(self.prices), self.prices)  # the tiers bought, while they wait
 
     def decide_round(self, round: WaitingRound) -> PostedRound:
         """The round over `queue`: new requests buy their tiers, each bidder's budget left
         (`remaining`, one per bidder; None: no budget binds) steps down what it cannot cover, then
-        tiers high to low, each in its inside order; bills for the paying requests."""
-        queue, remaining = round.queue, round.remaining
-        bids = round_bids(queue, round.multipliers)
-        tiers, ahead = self._buy(queue, bids, remaining)
-        rank = list(range(len(queue)))
+        tiers high to low, each in its inside order; bills for the paying requests. The tiers held
+        follow the queue's changes (held.py), so a round's Python steps are its changes, its
+        bidders and the requests of a bidder whose budget left may not cover its bills."""
+        queue, remaining, multipliers = round.queue, round.remaining, round.multipliers
+        round_bids((), multipliers)  # checks the multipliers before what is held moves
+        held = self._held
+        new = held.follow(queue, round.changes, multipliers is None, round.cache)
+        counts, unpaid = held.paying(multipliers)
+        ahead = self._buy(new, round_bids(new, multipliers), counts, unpaid, remaining)
+        inside = queue
         if self.inside == "lpm":
-            negated = [-n for n in round.prefix_lens]
-            rank.sort(key=negated.__getitem__)
-        paying = [tiers[i] if bids[i] > 0 else -1 for i in range(len(queue))]
-        if remaining is not None:
-            paying = self._within_budgets(queue, bids, paying, ahead, rank, remaining)
-        rank.sort(key=lambda i: -paying[i])  # stable: the inside order within a tier
-        bills = {queue[i].id: (queue[i].bidder, self.prices[paying[i]] * queue[i].prompt_len)
-                 for i in range(len(queue)) if paying[i] >= 0}
-        return PostedRound([queue[i] for i in rank], bills, self.prices)
+            lens = round.prefix_lens
+            inside = list(map(queue.__getitem__, sorted(range(len(queue)), key=lens.__getitem__, reverse=True)))
+        rank = held.rank
+        if unpaid:
+            rank = {**rank, **dict.fromkeys(unpaid, -1)}
+        out, stepped = (set(), {}) if remaining is None else self._stepped_down(inside, multipliers, ahead, remaining, rank)
+        bills = held.bills(multipliers, out)
+        if out or stepped:
+            rank = {**rank, **stepped}
+            for b in out:
+                rank.update(dict.fromkeys(held.holding(b).members, -1))
+            for r, k in stepped.items():
+                if k >= 0:
+                    bills[r.id] = (r.bidder, self.prices[k] * r.prompt_len)
+                else:
+                    del bills[r.id]
+        # Stable: the inside order within a tier, the unpaid (-1) last.
+        return PostedRound(sorted(inside, key=rank.__getitem__, reverse=True), bills, self.prices)
 
     def _buy(
-        self, queue: Sequence[Request], bids: list[float], remaining: Sequence[float] | None
-    ) -> tuple[list[int], list[int]]:
-        """Each request's tier (kept if bought before, else bought now by the best response among
-        the tiers its bidder's budget left covers, in queue order, so a request sees those that
-        came before it), and the paying requests waiting in tiers >= k, for each k, after it."""
-        held, tiers = self._tier, []
-        self._tier = kept = {}
-        counts = [0] * len(self.prices)
-        for r, b in zip(queue, bids):
-            k = held.get(r.id)
-            if k is not None and b > 0:
-                counts[k] += 1
-        for r, b in zip(queue, bids):
-            k = held.get(r.id)
-            if k is None:
-                k = -1
-                if b > 0:
-                    ahead = [sum(counts[j:]) for j in range(len(counts))]
-                    budget = math.inf if remaining is None else remaining[r.bidder]
-                    k = best_tier(b, r.prompt_len, ahead, self.prices, self.seconds_per_request, budget)
-                if k >= 0:
-                    counts[k] += 1
-                else:  # bid 0, or no tier covered: the cheapest, unpaid while it is not covered
-                    k = 0
-            kept[r.id] = k
-            tiers.append(k)
-        return tiers, [sum(counts[j:]) for j in range(len(counts))]
-
-    def _within_budgets(
-        self, queue: Sequence[Request], bids: list[float], paying: list[int], ahead: list[int],
-        inside: list[int], remaining: Sequence[float],
+        self, new: list[Request], bids: list[float], counts: list[int], unpaid: list[Request],
+        remaining: Sequence[float] | None,
     ) -> list[int]:
-        """Each request's tier in this round (-1: unpaid) when each bidder's requests are billed
-        in the round's order out of its budget left (step 2 of the module docstring). `paying`:
-        the tiers bought (-1 for bid 0); `inside`: the request indices in the inside order."""
-        prices, tiers, left = self.prices, list(paying), list(remaining)
-        place = [0] * len(queue)
-        for position, i in enumerate(inside):
-            place[i] = position
+        """The `new` requests buy their tiers by the best response among the tiers their bidder's
+        budget left covers, in queue order, so a request sees those that came before it; `counts`:
+        the paying requests held per tier. Those that weigh but bid 0 join `unpaid`. Returns the
+        paying requests waiting in tiers >= k, for each k, after them."""
+        held, ahead = self._held, [sum(counts[j:]) for j in range(len(counts))]
+        for r, b in zip(new, bids):
+            k = -1
+            if b > 0:
+                budget = math.inf if remaining is None else remaining[r.bidder]
+                k = best_tier(b, r.prompt_len, ahead, self.prices, self.seconds_per_request, budget)
+            if k >= 0:
+                for j in range(k + 1):
+                    ahead[j] += 1
+            else:  # bid 0, or no tier covered: the cheapest, unpaid while it is not covered
+                k = 0
+            held.hold(r, k)
+            if not b > 0 and held.rank[r] >= 0:
+                unpaid.append(r)
+        return ahead
+
+    def _stepped_down(
+        self, inside: list[Request], multipliers: Sequence[float] | None, ahead: list[int],
+        remaining: Sequence[float], rank: dict[Request, int],
+    ) -> tuple[set[int], dict[Request, int]]:
+        """The bidders whose budget left covers none of their bills (every request of theirs unpaid
+        this round), and the paying requests of the others whose tier their budget left steps down
+        (-1: unpaid), by `_walk` over each bidder that its bills might exceed; `inside`: the queue
+        in the inside order, `rank`: each request's tier bought (-1: it bids 0). A bidder whose
+        bills of the tiers held (paying or not) sum to within its budget left by more than the
+        rounding of as many subtractions as it has requests covers every bill (the margin holds
+        for fewer than 2^25 requests)."""
+        out, stepped, cheapest = set(), {}, self.prices[0]
+        for b, m, holding in self._held.bidders(multipliers):
+            if m == 0:
+                continue  # none of its requests bids: nothing billed
+            left = remaining[b]
+            total = sum(map(mul, self.prices, holding.tokens))
+            if total <= left * _MARGIN and total < math.inf:
+                continue
+            if cheapest * holding.shortest > left:
+                out.add(b)  # each paying request fails its turn, and best_tier then finds no tier
+                continue
+            walked = list(filter(holding.members.__contains__, inside))
+            paying = list(map(rank.__getitem__, walked))
+            tiers = self._walk(walked, round_bids(walked, multipliers), paying, ahead, left)
+            stepped.update((r, k) for r, k, was in zip(walked, tiers, paying) if k != was)
+        return out, stepped
+
+    def _walk(self, walked: list[Request], bids: list[float], paying: list[int], ahead: list[int], left: float) -> list[int]:
+        """Each of one bidder's requests' tier in this round (-1: unpaid) when they are billed out
+        of its budget `left` (step 2 of the module docstring): tiers high to low, each in the
+        inside order (`walked`'s), a request its bill does not fit stepping down to the best tier
+        that the rest covers, where it is billed in that tier's turn. `paying`: the tiers bought
+        (-1: it bids 0)."""
+        prices, tiers = self.prices, list(paying)
         turns: list[list[int]] = [[] for _ in prices]  # each tier's requests, walked in its turn
-        for i in inside:
-            if tiers[i] >= 0:
-                turns[tiers[i]].append(i)
+        for i, k in enumerate(paying):
+            if k >= 0:
+                turns[k].append(i)
         for k in range(len(prices) - 1, -1, -1):
-            for i in sorted(turns[k], key=place.__getitem__):  # those stepped down merge in order
-                r = queue[i]
-                bill = prices[k] * r.prompt_len
-                if bill <= left[r.bidder]:
-                    left[r.bidder] -= bill
+            turns[k].sort()  # those stepped down merge in the inside order
+            for i in turns[k]:
+                length = walked[i].prompt_len
+                bill = prices[k] * length
+                if bill <= left:
+                    left -= bill
                     continue
-                j = best_tier(bids[i], r.prompt_len, ahead[:k], prices[:k], self.seconds_per_request, left[r.bidder])
+                j = best_tier(bids[i], length, ahead[:k], prices[:k], self.seconds_per_request, left)
                 tiers[i] = j
                 if j >= 0:
                     turns[j].append(i)

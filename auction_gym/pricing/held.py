@@ -1,0 +1,203 @@
+"""What a posted-price design's waiting requests hold, followed from round to round by the queue's changes.
+
+A posted-price design (tiers.py, congestion.py) keeps the choice each request bought while it waits,
+and each round needs, per choice, how many of the paying requests (bid > 0) hold it, and each
+request's class in the order. `HeldChoices` follows the queue by the changes the engine reports
+(`WaitingRound.changes`), or by comparing request ids without them, and keeps per bidder the count
+and prompt tokens per choice of its requests that bid when their bidder's multiplier does, so a
+round costs its changes and its bidders in Python steps, plus C-level passes to order the queue.
+
+A request's bid is its bidder's multiplier x its urgency in a market, its own `bid` in a replay
+(`policy.round_bids`); this module calls what the multiplier scales its weight. A bidder whose
+multiplier times the least weight it holds is > 0 has every request bidding (rounding is
+monotone), so only a bidder at multiplier 0, or one whose products may underflow, is looked at
+request by request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter, is_
+from typing import Sequence
+
+from ..policy import QueueDelta
+from ..request import Request
+
+_ID = attrgetter("id")
+
+
+@dataclass(eq=False, slots=True)
+class Holding:
+    """One bidder's held requests that weigh > 0: per choice, their count, prompt tokens and each
+    one's prompt tokens; with fixed prices, each one's bill. Read-only outside `HeldChoices`."""
+
+    members: dict[Request, None]
+    count: list[int]
+    tokens: list[int]
+    lens: list[dict[Request, int]]
+    bills: dict[int, tuple[int, float]] = field(default_factory=dict)
+    least: float = float("inf")
+    """The least weight held since the bidder's first request (a bound: it never rises on a removal)."""
+    shortest: int = 2**63
+    """The fewest prompt tokens held since the bidder's first request (a bound, as `least`)."""
+
+    def all_bid(self, m: float) -> bool:
+        """Whether each of these requests bids > 0 at multiplier `m`."""
+        return m * self.least > 0
+
+
+@dataclass(eq=False, slots=True)
+class HeldChoices:
+    """The choices the requests of the last round's queue hold; see the module docstring.
+
+    Args:
+        choices: how many choices there are (0 to choices - 1).
+        prices: each choice's price per prompt token, when fixed (`bills` then answers).
+    """
+
+    choices: int
+    prices: Sequence[float] | None = None
+    choice: dict[int, int] = field(default_factory=dict)
+    """Request id -> the choice it holds."""
+    rank: dict[Request, int] = field(default_factory=dict)
+    """Request -> its class when its bidder's multiplier is > 0: its choice if it weighs > 0, else -1."""
+    request: dict[int, Request] = field(default_factory=dict)
+    _bidders: dict[int, Holding] = field(default_factory=dict)
+    _replay: bool = False
+    _cache: object = None
+
+    def weight(self, r: Request) -> float:
+        """What the round's multiplier scales into `r`'s bid: its own bid in a replay."""
+        return r.bid if self._replay else r.urgency
+
+    def follow(self, queue: Sequence[Request], changes: QueueDelta | None, replay: bool, cache: object) -> list[Request]:
+        """Drop the requests that left since the last round and return those new in `queue`, in
+        its order, for the caller to `hold`. `changes` are trusted when they lead from the last
+        round's queue to this one (sizes, members, the new ones at the queue's end, the same
+        `cache`); otherwise the ids are compared. `replay`: whether bids are the requests' own."""
+        if replay != self._replay:  # another weight: every class and count changes with it
+            self._replay = replay
+            for r in list(self.request.values()):
+                self.hold(r, self.drop(r))
+        same_engine, self._cache = cache is self._cache, cache
+        if changes is not None and same_engine and self._leads_to(queue, changes):
+            for r in changes.left:
+                self.drop(r)
+            return list(changes.joined)
+        return self._compare(queue)
+
+    def _leads_to(self, queue: Sequence[Request], changes: QueueDelta) -> bool:
+        request, left, joined = self.request, changes.left, changes.joined
+        if len(request) - len(left) + len(joined) != len(queue):
+            return False
+        if not all(map(is_, map(request.get, map(_ID, left)), left)) or any(map(request.__contains__, map(_ID, joined))):
+            return False
+        return all(map(is_, queue[len(queue) - len(joined):], joined))
+
+    def _compare(self, queue: Sequence[Request]) -> list[Request]:
+        request, new = self.request, []
+        present = set(map(_ID, queue))
+        for r in [r for rid, r in request.items() if rid not in present]:
+            self.drop(r)
+        for r in queue:
+            held = request.get(r.id)
+            if held is None:
+                new.append(r)
+            elif held is not r:  # another object under a held id holds what the id held
+                self.hold(r, self.drop(held))
+        return new
+
+    def hold(self, r: Request, k: int) -> None:
+        """`r` (not held) holds choice `k`."""
+        self.request[r.id], self.choice[r.id] = r, k
+        w = self.weight(r)
+        if not w > 0:
+            self.rank[r] = -1
+            return
+        self.rank[r] = k
+        bidder = self._bidders.get(r.bidder)
+        if bidder is None:
+            n = self.choices
+            bidder = self._bidders[r.bidder] = Holding({}, [0] * n, [0] * n, [{} for _ in range(n)])
+        length = r.prompt_len
+        bidder.members[r] = None
+        bidder.count[k] += 1
+        bidder.tokens[k] += length
+        bidder.lens[k][r] = length
+        if self.prices is not None:
+            bidder.bills[r.id] = (r.bidder, self.prices[k] * length)
+        bidder.least = min(bidder.least, w)
+        bidder.shortest = min(bidder.shortest, length)
+
+    def drop(self, r: Request) -> int:
+        """Forget held `r`; returns the choice it held."""
+        k = self.choice.pop(r.id)
+        del self.request[r.id]
+        if self.rank.pop(r) < 0:
+            return k
+        bidder = self._bidders[r.bidder]
+        del bidder.members[r]
+        if not bidder.members:
+            del self._bidders[r.bidder]
+            return k
+        bidder.count[k] -= 1
+        bidder.tokens[k] -= bidder.lens[k].pop(r)
+        bidder.bills.pop(r.id, None)
+        return k
+
+    def paying(self, multipliers: Sequence[float] | None) -> tuple[list[int], list[Request]]:
+        """The held requests bidding > 0 in a round at `multipliers`, counted per choice, and the
+        held ones that weigh > 0 and bid 0 (their bidder's multiplier is 0, or the product underflows)."""
+        counts, unpaid = [0] * self.choices, []
+        for b, bidder in self._bidders.items():
+            m = 1.0 if multipliers is None else multipliers[b]
+            if bidder.all_bid(m):
+                for k, c in enumerate(bidder.count):
+                    counts[k] += c
+            elif m == 0:
+                unpaid.extend(bidder.members)
+            else:
+                for r in bidder.members:
+                    if m * self.weight(r) > 0:
+                        counts[self.rank[r]] += 1
+                    else:
+                        unpaid.append(r)
+        return counts, unpaid
+
+    def holding(self, b: int) -> Holding:
+        """What bidder `b` holds (it holds a request that weighs > 0)."""
+        return self._bidders[b]
+
+    def bidders(self, multipliers: Sequence[float] | None) -> list[tuple[int, float, Holding]]:
+        """(bidder, its multiplier at `multipliers`, what it holds) for each bidder holding a
+        request that weighs > 0."""
+        if multipliers is None:
+            return [(b, 1.0, bidder) for b, bidder in self._bidders.items()]
+        return [(b, multipliers[b], bidder) for b, bidder in self._bidders.items()]
+
+    def bills(self, multipliers: Sequence[float] | None, unpaid: set[int]) -> dict[int, tuple[int, float]]:
+        """Request id -> (its bidder, its price x prompt tokens at the choice it holds), for the
+        held requests bidding > 0 at `multipliers` but those of the bidders in `unpaid` (a new
+        dict; with fixed prices)."""
+        bills: dict[int, tuple[int, float]] = {}
+        for b, bidder in self._bidders.items():
+            if b in unpaid:
+                continue
+            m = 1.0 if multipliers is None else multipliers[b]
+            if bidder.all_bid(m):
+                bills.update(bidder.bills)
+            elif m != 0:
+                bills.update((r.id, bidder.bills[r.id]) for r in bidder.members if m * self.weight(r) > 0)
+        return bills
+
+    def lengths(self, k: int, multipliers: Sequence[float] | None) -> list[tuple[int, dict[Request, int]]]:
+        """(bidder, its requests holding choice `k` and bidding > 0 at `multipliers` -> their
+        prompt tokens) for each bidder with a request bidding > 0 (the dicts read-only)."""
+        out = []
+        for b, bidder in self._bidders.items():
+            m = 1.0 if multipliers is None else multipliers[b]
+            if bidder.all_bid(m):
+                out.append((b, bidder.lens[k]))
+            elif m != 0:
+                out.append((b, {r: n for r, n in bidder.lens[k].items() if m * self.weight(r) > 0}))
+        return out

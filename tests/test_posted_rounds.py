@@ -1,0 +1,260 @@
+"""The posted-price designs' rounds, which follow the queue's changes, against a from-scratch
+reference that rescans the whole queue every round (the designs' earlier code, kept here): the same
+orders, bills, prices and tiers, bit for bit, over random queues, budgets and multipliers."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from auction_gym import Request, make_scheduler
+from auction_gym.market import Market, MarketConfig
+from auction_gym.policy import QueueDelta, WaitingRound, round_bids
+from auction_gym.pricing import CongestionPricing, ServiceTiers
+from auction_gym.pricing.posted_round import PostedRound
+from auction_gym.pricing.tiers import TiersLPM, best_tier
+
+
+class ReferenceTiers:
+    """Service tiers decided from scratch each round (the held tiers by request id)."""
+
+    def __init__(self, policy: ServiceTiers) -> None:
+        self.prices, self.inside, self.seconds = policy.prices, policy.inside, policy.seconds_per_request
+        self._tier: dict[int, int] = {}
+
+    def decide_round(self, round: WaitingRound) -> PostedRound:
+        queue, remaining = round.queue, round.remaining
+        bids = round_bids(queue, round.multipliers)
+        tiers, ahead = self._buy(queue, bids, remaining)
+        rank = list(range(len(queue)))
+        if self.inside == "lpm":
+            negated = [-n for n in round.prefix_lens]
+            rank.sort(key=negated.__getitem__)
+        paying = [tiers[i] if bids[i] > 0 else -1 for i in range(len(queue))]
+        if remaining is not None:
+            paying = self._within_budgets(queue, bids, paying, ahead, rank, remaining)
+        rank.sort(key=lambda i: -paying[i])
+        bills = {queue[i].id: (queue[i].bidder, self.prices[paying[i]] * queue[i].prompt_len)
+                 for i in range(len(queue)) if paying[i] >= 0}
+        return PostedRound([queue[i] for i in rank], bills, self.prices)
+
+    def _buy(self, queue, bids, remaining):
+        held, tiers = self._tier, []
+        self._tier = kept = {}
+        counts = [0] * len(self.prices)
+        for r, b in zip(queue, bids):
+            k = held.get(r.id)
+            if k is not None and b > 0:
+                counts[k] += 1
+        for r, b in zip(queue, bids):
+            k = held.get(r.id)
+            if k is None:
+                k = -1
+                if b > 0:
+                    ahead = [sum(counts[j:]) for j in range(len(counts))]
+                    budget = math.inf if remaining is None else remaining[r.bidder]
+                    k = best_tier(b, r.prompt_len, ahead, self.prices, self.seconds, budget)
+                if k >= 0:
+                    counts[k] += 1
+                else:
+                    k = 0
+            kept[r.id] = k
+            tiers.append(k)
+        return tiers, [sum(counts[j:]) for j in range(len(counts))]
+
+    def _within_budgets(self, queue, bids, paying, ahead, inside, remaining):
+        prices, tiers, left = self.prices, list(paying), list(remaining)
+        place = [0] * len(queue)
+        for position, i in enumerate(inside):
+            place[i] = position
+        turns: list[list[int]] = [[] for _ in prices]
+        for i in inside:
+            if tiers[i] >= 0:
+                turns[tiers[i]].append(i)
+        for k in range(len(prices) - 1, -1, -1):
+            for i in sorted(turns[k], key=place.__getitem__):
+                r = queue[i]
+                bill = prices[k] * r.prompt_len
+                if bill <= left[r.bidder]:
+                    left[r.bidder] -= bill
+                    continue
+                j = best_tier(bids[i], r.prompt_len, ahead[:k], prices[:k], self.seconds, left[r.bidder])
+                tiers[i] = j
+                if j >= 0:
+                    turns[j].append(i)
+        return tiers
+
+
+class ReferenceCongestion:
+    """Congestion pricing decided from scratch each round (the held choices by request id)."""
+
+    def __init__(self, policy: CongestionPricing) -> None:
+        self.price, self.eta, self.target, self.floor = policy.price, policy.eta, policy.target, policy.floor
+        self.seconds = policy.seconds_per_request
+        self._priority: dict[int, bool] = {}
+
+    def decide_round(self, round: WaitingRound) -> PostedRound:
+        price, queue = self.price, round.queue
+        bids = round_bids(queue, round.multipliers)
+        held, self._priority = self._priority, {}
+        paying = sum(1 for r, b in zip(queue, bids) if b > 0 and r.id in held)
+        bought = sum(1 for r, b in zip(queue, bids) if b > 0 and held.get(r.id))
+        classes = []
+        for r, b in zip(queue, bids):
+            chosen = held.get(r.id)
+            if chosen is None:
+                chosen = b > 0 and best_tier(b, r.prompt_len, (paying, bought), (0.0, price), self.seconds) == 1
+                paying += b > 0
+                bought += chosen
+            self._priority[r.id] = chosen
+            classes.append(0 if b <= 0 else 2 if chosen else 1)
+        rank = sorted(range(len(queue)), key=lambda i: -classes[i])
+        bills = {queue[i].id: (queue[i].bidder, price * queue[i].prompt_len)
+                 for i in range(len(queue)) if classes[i] == 2}
+        utilization = bought / len(queue) if queue else 0.0
+        self.price = max(self.floor, price * (1 + self.eta * (utilization - self.target)))
+        return PostedRound([queue[i] for i in rank], bills, (price,))
+
+
+BIDDERS = 4
+
+
+def _request(rid: int, rng: random.Random, tiny: bool) -> Request:
+    urgency = rng.choice([0.0, 1e-30 if tiny else 0.5, rng.uniform(0.01, 3.0), rng.uniform(0.01, 3.0)])
+    return Request(rid, rng.randrange(BIDDERS), np.zeros(rng.randint(1, 3000), dtype=np.int64),
+                   bid=rng.choice([0.0, rng.uniform(0.01, 3.0)]), urgency=urgency)
+
+
+def _multipliers(rng: random.Random, tiny: bool) -> list[float] | None:
+    if rng.random() < 0.1:
+        return None  # a replay: each request bids its own bid
+    return [rng.choice([0.0, 1e-300 if tiny else 1.0, rng.uniform(0.0, 2.0), rng.uniform(0.0, 2.0)])
+            for _ in range(BIDDERS)]
+
+
+def _remaining(rng: random.Random, scale: float) -> list[float] | None:
+    if rng.random() < 0.15:
+        return None
+    return [rng.choice([0.0, math.inf, rng.uniform(0.0, scale), rng.uniform(0.0, scale * 20)]) for _ in range(BIDDERS)]
+
+
+def _rounds(seed: int, rounds: int, scale: float, tiny: bool = False):
+    """Random rounds as an engine passes them: arrivals at the queue's end, departures, retractions
+    (back at the end, some within one round's changes), changes sometimes not given; every request's
+    cached prefix length drawn anew each round."""
+    rng = random.Random(seed)
+    queue: list[Request] = []
+    gone: list[Request] = []
+    next_id = 0
+    for _ in range(rounds):
+        before = list(queue)
+        for _ in range(rng.choice([0, 0, 1, 2, 5, 20])):
+            if queue and rng.random() < 0.5:
+                gone.append(queue.pop(rng.randrange(len(queue))))
+        if gone and rng.random() < 0.2:
+            queue.append(gone.pop(rng.randrange(len(gone))))  # retracted: at the end
+        for _ in range(rng.choice([0, 1, 1, 2, 3, 8])):
+            queue.append(_request(next_id, rng, tiny))
+            next_id += 1
+        then, now = set(before), set(queue)
+        joined = [r for r in queue if r not in then]
+        if rng.random() < 0.2:
+            rng.shuffle(joined)  # changes need not list the new requests in queue order
+        delta = QueueDelta(joined, [r for r in before if r not in now], [],
+                           {r: rng.randrange(0, r.prompt_len + 1) for r in queue})
+        changes = delta if rng.random() < 0.9 else None
+        yield WaitingRound(list(queue), None, _multipliers(rng, tiny), _remaining(rng, scale), changes,
+                           delta.length_of)
+
+
+def _same(got: PostedRound, want: PostedRound) -> None:
+    assert [r.id for r in got.order] == [r.id for r in want.order]
+    assert all(a is b for a, b in zip(got.order, want.order))
+    assert got.bills == want.bills
+    assert got.prices == want.prices
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("make", [lambda: ServiceTiers(), lambda: TiersLPM(),
+                                  lambda: ServiceTiers(1e-4, (0.2, 1.0, 1.7, 4.0), "lpm", 0.3),
+                                  lambda: ServiceTiers(1e306)])  # bills that overflow
+@pytest.mark.parametrize("scale", [1e-3, 1.0])
+def test_tier_rounds_match_the_rounds_decided_from_scratch(seed, make, scale):
+    policy = make()
+    reference, stepped = ReferenceTiers(policy), 0
+    for round_ in _rounds(seed, 150, scale, tiny=seed % 3 == 0):
+        got, want = policy.decide_round(round_), reference.decide_round(round_)
+        _same(got, want)
+        stepped += round_.remaining is not None and len(want.bills) < sum(
+            b > 0 for b in round_bids(round_.queue, round_.multipliers))
+    assert stepped > 0 or scale == 1.0  # the small budgets bind in some rounds
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_congestion_rounds_match_the_rounds_decided_from_scratch(seed):
+    policy = CongestionPricing(price=1e-4, eta=0.3)
+    reference = ReferenceCongestion(policy)
+    for round_ in _rounds(seed, 150, 1.0, tiny=seed % 3 == 0):
+        got, want = policy.decide_round(round_), reference.decide_round(round_)
+        _same(got, want)
+        assert policy.price == reference.price
+
+
+def test_changes_that_do_not_lead_from_the_last_round_are_not_followed():
+    """A round whose changes are relative to another queue (a policy shared, or called outside the
+    engine in between) is decided by comparing ids, as the reference decides it."""
+    rng = random.Random(7)
+    requests = [_request(i, rng, False) for i in range(30)]
+    policy = ServiceTiers()
+    reference = ReferenceTiers(policy)
+    multipliers, remaining = [1.0] * BIDDERS, [1e-3] * BIDDERS
+    first = WaitingRound(requests[:20], None, multipliers, remaining)
+    _same(policy.decide_round(first), reference.decide_round(first))
+    wrong = QueueDelta(requests[20:25], requests[:2], [], {})  # leads from a queue it never saw
+    second = WaitingRound(requests[5:30], None, multipliers, remaining, wrong)
+    _same(policy.decide_round(second), reference.decide_round(second))
+    # Changes from another engine's queue (another cache) that look as if they lead on.
+    other = WaitingRound([requests[0], *requests[7:30]], object(), multipliers, remaining,
+                         QueueDelta([], requests[5:6], [], {}))
+    _same(policy.decide_round(other), reference.decide_round(other))
+    # Another object under a held id holds what the id held.
+    clone = Request(requests[6].id, (requests[6].bidder + 1) % BIDDERS, np.zeros(50, dtype=np.int64), urgency=2.0)
+    third = WaitingRound([requests[5], clone, *requests[7:30]], None, multipliers, remaining)
+    _same(policy.decide_round(third), reference.decide_round(third))
+    # Changes that say a request left that did not wait.
+    fourth = WaitingRound([requests[5], clone, *requests[7:29], requests[0]], None, multipliers, remaining,
+                          QueueDelta([requests[0]], [requests[1]], [], {}))
+    _same(policy.decide_round(fourth), reference.decide_round(fourth))
+    # Changes that say a request joined that waited.
+    fifth = WaitingRound([requests[5], clone, *requests[7:30], requests[0]], None, multipliers, remaining,
+                         QueueDelta([requests[0]], [], [], {}))
+    _same(policy.decide_round(fifth), reference.decide_round(fifth))
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm", "congestion"])
+def test_an_engines_rounds_match_the_rounds_decided_from_scratch(mechanism, monkeypatch):
+    """Over a paced episode whose budgets bind, every round the engine asks for (with the changes
+    it reports, on either core) is the round the reference decides from scratch."""
+    cls = type(make_scheduler(mechanism))
+    decide, references = cls.decide_round, {}
+    followed = []
+
+    def shadowed(self, round_):
+        reference = references.setdefault(id(self), (ReferenceCongestion if mechanism == "congestion"
+                                                      else ReferenceTiers)(self))
+        got = decide(self, round_)
+        _same(got, reference.decide_round(round_))
+        followed.append(round_.changes is not None)
+        return got
+
+    monkeypatch.setattr(cls, "decide_round", shadowed)
+    market = Market(MarketConfig(mechanism=mechanism, horizon=60, warmup=2.0, budget_per_round=3e-5))
+    market.reset(4)
+    rng = np.random.default_rng(1)
+    while not market.done:
+        market.step(rng.choice([0.0, 0.5, 2.0, 4.0], size=market.n))
+    assert sum(followed) > 50 and not all(followed)
