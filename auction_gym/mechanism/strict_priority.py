@@ -129,9 +129,12 @@ class StrictPriorityAuction(AuctionMechanism):
         total = list(accumulate((bids[r] for r in order), initial=0.0))  # bids at ranks < k
         ranks: dict[int, list[int]] = {}
         cum: dict[int, list[float]] = {}
+        place = [0] * n  # request r is the place[r]-th of its bidder's in the order
         for k, r in enumerate(order):
             i = requests[r].bidder
-            ranks.setdefault(i, []).append(k)
+            own = ranks.setdefault(i, [])
+            place[r] = len(own)
+            own.append(k)
             cum.setdefault(i, [0.0]).append(cum[i][-1] + bids[r])
 
         def others_between(i: int, a: int, c: int) -> float:
@@ -139,7 +142,11 @@ class StrictPriorityAuction(AuctionMechanism):
             own = cum[i][bisect_left(ranks[i], c)] - cum[i][bisect_left(ranks[i], a + 1)]
             return (total[c] - total[a + 1]) - own
 
-        pay = {i: overhead * sum(others_between(i, k, n) for k in ks) for i, ks in ranks.items()}
+        # others_between(i, k, n) of each of bidder i's ranks k, its j-th: the bisections give m
+        # (every rank is below n) and j + 1 (ranks are distinct and ascending), so no search.
+        after = {i: [(total[n] - total[k + 1]) - (cum[i][len(ks)] - cum[i][j + 1]) for j, k in enumerate(ks)]
+                 for i, ks in ranks.items()}
+        pay = {i: overhead * sum(tails) for i, tails in after.items()}
         if tree is not None:
             for v, (a, i, c) in enumerate(_first_requests(tree, requests, rank)):
                 if tree.edge_work[v] > 0:
@@ -147,7 +154,7 @@ class StrictPriorityAuction(AuctionMechanism):
             for r, e in enumerate(tree.req_work):  # own edges: nobody else reaches them
                 if e > 0:
                     i = requests[r].bidder
-                    pay[i] += e * others_between(i, rank[r], n)
+                    pay[i] += e * after[i][place[r]]
         for i, p in pay.items():
             if p < -ROUNDING * max(alloc.cost, 1.0):
                 raise AssertionError(f"negative strict-priority payment {p} for bidder {i}")
