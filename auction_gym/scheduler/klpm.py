@@ -48,21 +48,23 @@ class KLPM(AdmissionPolicy):
         self._last = ids
         match = self._matcher.update(queue, cache)
         by_arrival = sorted(queue, key=fcfs_key)
-        by_match = sorted(by_arrival, key=lambda r: -match[r.id][0])  # stable: ties by arrival
+        longer = [-match[r.id][0] for r in by_arrival]
+        by_match = sorted(range(len(by_arrival)), key=longer.__getitem__)  # stable: ties by arrival
+        # Both lists name requests by their place in `by_arrival`; `taken` marks the places picked.
         out: list[Request] = []
-        taken: set[int] = set()
+        taken = [False] * len(by_arrival)
         oldest = longest = 0
-        phase = self._phase
-        while len(out) < len(by_arrival):
+        phase, k = self._phase, self.k
+        for _ in by_arrival:
             if phase == 0:
-                while by_arrival[oldest].id in taken:
+                while taken[oldest]:
                     oldest += 1
-                pick = by_arrival[oldest]
+                pick = oldest
             else:
-                while by_match[longest].id in taken:
+                while taken[by_match[longest]]:
                     longest += 1
                 pick = by_match[longest]
-            out.append(pick)
-            taken.add(pick.id)
-            phase = (phase + 1) % self.k
+            out.append(by_arrival[pick])
+            taken[pick] = True
+            phase = (phase + 1) % k
         return out
