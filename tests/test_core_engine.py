@@ -462,3 +462,29 @@ def test_flags_read_every_round_and_a_raising_round_run_as_in_python() -> None:
         assert all(rec.finish > 0 for rec in engine.records.values())
         steps.append((seen, {rid: record_tuple(rec) for rid, rec in engine.records.items()}))
     assert steps[0] == steps[1] and "raised" in steps[0][0]
+
+
+class Swapper(AdmissionPolicy):
+    """A broken policy: it puts a request of its own in the waiting list the round hands it, and
+    orders the requests that waited."""
+
+    name = "swapper"
+    in_batch = True
+
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        order = list(round.queue)
+        round.queue[0] = Request(99, 0, np.arange(50, 54), output_len=3)
+        return order
+
+
+def test_a_waiting_list_the_policy_changed_is_refused() -> None:
+    """The order is compared with the waiting list as the policy left it, as Python compares it:
+    refused in both engines (the compiled one read the list's stranger as a request it held), and
+    the next round raises rather than reading it."""
+    config = EngineConfig(in_batch_prefix_caching=True, in_batch_check_threshold=64, in_batch_deprioritize_threshold=2)
+    for engine in both_engines(Swapper, config):
+        engine.submit([Request(i, 0, np.array([1, 2, 3, 4 + i]), output_len=3) for i in range(3)])
+        with pytest.raises(RuntimeError, match="scheduler 'swapper' returned an order that is not a permutation"):
+            engine.step()
+        with pytest.raises((KeyError, RuntimeError)):
+            engine.step()
