@@ -234,8 +234,8 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     nb::object out = ordered;
     if (holds) {
         nb::list behind;
-        for (nb::handle r : ordered)
-            if (queue.find(r)->held_in != rounds) behind.append(r);
+        for (nb::handle r : ordered)  // `of`: an order other than a list may read otherwise a second time
+            if (queue.of(r)->held_in != rounds) behind.append(r);
         for (nb::handle r : waiting)
             if (queue.find(r)->held_in == rounds) behind.append(r);
         out = behind;
