@@ -234,10 +234,12 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     nb::object out = ordered;
     if (holds) {
         nb::list behind;
-        for (nb::handle r : ordered)  // `of`: an order other than a list may read otherwise a second time
+        // `of`, not `find`: reading an order other than a list runs Python code, which may read
+        // otherwise the second time or change the waiting list.
+        for (nb::handle r : ordered)
             if (queue.of(r)->held_in != rounds) behind.append(r);
         for (nb::handle r : waiting)
-            if (queue.find(r)->held_in == rounds) behind.append(r);
+            if (queue.of(r)->held_in == rounds) behind.append(r);
         out = behind;
     }
     if (truthy(scheduler.attr(py.names.sorts_in_place))) queue.reorder(out);  // SGLang keeps it for the next round

@@ -491,10 +491,11 @@ def test_a_waiting_list_the_policy_changed_is_refused() -> None:
 
 
 class Flip:
-    """An order that is not a list, read otherwise the second time: a stranger in the first place."""
+    """An order that is not a list, read otherwise the second time: a stranger in the first place
+    (and, with `waiting`, in that list's too)."""
 
-    def __init__(self, requests: list[Request]) -> None:
-        self.requests, self.reads = requests, 0
+    def __init__(self, requests: list[Request], waiting: list[Request] | None = None) -> None:
+        self.requests, self.waiting, self.reads = requests, waiting, 0
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -503,22 +504,31 @@ class Flip:
         self.reads += 1
         if self.reads == 1:
             return iter(self.requests)
-        return iter([Request(99, 0, np.arange(50, 54), output_len=3), *self.requests[1:]])
+        stranger = Request(99, 0, np.arange(50, 54), output_len=3)
+        if self.waiting is not None:
+            self.waiting[0] = stranger
+            return iter(self.requests)
+        return iter([stranger, *self.requests[1:]])
 
 
 class Flipper(AdmissionPolicy):
     name = "flipper"
     in_batch = True
 
+    def __init__(self, waiting_too: bool = False) -> None:
+        self.waiting_too = waiting_too
+
     def admit(self, round: WaitingRound):
-        return Flip(list(round.queue)), None
+        return Flip(list(round.queue), round.queue if self.waiting_too else None), None
 
 
-def test_an_order_read_otherwise_the_second_time_raises() -> None:
+@pytest.mark.parametrize("waiting_too", [False, True])
+def test_an_order_read_otherwise_the_second_time_raises(waiting_too: bool) -> None:
     """With requests held back by the in-batch rule the order is read again after its check: a
-    stranger then raises in both engines (the compiled one read it as a request it held)."""
+    stranger then, in it or in the waiting list, raises in both engines (the compiled one read it
+    as a request it held)."""
     config = EngineConfig(in_batch_prefix_caching=True, in_batch_check_threshold=64, in_batch_deprioritize_threshold=2)
-    for engine in both_engines(Flipper, config):
+    for engine in both_engines(lambda: Flipper(waiting_too), config):
         engine.submit([Request(i, 0, np.array([1, 2, 3, 4 + i]), output_len=3) for i in range(3)])
         with pytest.raises((KeyError, RuntimeError)):
             engine.step()
