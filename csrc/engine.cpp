@@ -228,16 +228,18 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     if (n != m)
         throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
                                  " returned " + std::to_string(n) + " of " + std::to_string(m) + " requests");
-    check_permutation(ordered);
+    check_permutation(ordered, waiting);
     // in_batch.behind: the held ones at the end, in queue order. Nothing changes the order while
     // admission reads it, so the policy's own is read where none is held (Python reads a copy).
     nb::object out = ordered;
     if (holds) {
         nb::list behind;
+        // `of`, not `find`: reading an order other than a list runs Python code, which may read
+        // otherwise the second time or change the waiting list.
         for (nb::handle r : ordered)
-            if (queue.find(r)->held_in != rounds) behind.append(r);
+            if (queue.of(r)->held_in != rounds) behind.append(r);
         for (nb::handle r : waiting)
-            if (queue.find(r)->held_in == rounds) behind.append(r);
+            if (queue.of(r)->held_in == rounds) behind.append(r);
         out = behind;
     }
     if (truthy(scheduler.attr(py.names.sorts_in_place))) queue.reorder(out);  // SGLang keeps it for the next round
@@ -246,18 +248,26 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
 
 // A request ordered twice would be admitted twice: refused, as the Python engine refuses it. The
 // order has as many requests as the queue: all distinct and waiting, it is a permutation of it.
-void Engine::check_permutation(nb::handle ordered) {
+// Python compares it with the waiting list as the policy left it (the round hands the policy that
+// list), so each request there must be one ordered too.
+void Engine::check_permutation(nb::handle ordered, nb::handle waiting) {
+    auto refuse = [&]() {
+        throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
+                                 " returned an order that is not a permutation of the waiting queue");
+    };
     auto mark = [&](nb::handle r) {
         Req *q = queue.find(r);
-        if (!q || q->ordered_in == rounds)
-            throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
-                                     " returned an order that is not a permutation of the waiting queue");
+        if (!q || q->ordered_in == rounds) refuse();
         q->ordered_in = rounds;
     };
     if (PyList_CheckExact(ordered.ptr())) {  // read in place: nothing here runs Python
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i) mark(PyList_GET_ITEM(ordered.ptr(), i));
     } else {
         for (nb::handle r : ordered) mark(r);
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {
+        const Req *q = queue.find(PyList_GET_ITEM(waiting.ptr(), i));
+        if (!q || q->ordered_in != rounds) refuse();
     }
 }
 
@@ -272,6 +282,10 @@ bool Engine::in_batch_deprioritized(nb::handle waiting) {
     bool any = false;
     for (nb::handle obj : waiting) {
         Req *r = queue.find(obj);
+        if (!r) {  // an object a policy put in the waiting list: Python's read of its cached length raises
+            nb::object(matcher.length_of[obj]);
+            throw std::runtime_error("a waiting request the engine does not hold");
+        }
         if (matcher.length(r->id) > config.in_batch_check) continue;
         std::optional<std::string_view> h = queue.head(*r, config.in_batch_threshold);
         if (!h) continue;  // too short to share enough with anything

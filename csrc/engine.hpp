@@ -275,7 +275,7 @@ private:
                                 nb::handle multipliers, nb::handle remaining);
     bool fit(const ReqPtr &r, int64_t budget, int64_t charged, bool later, Admission &adm, int64_t &output);
     nb::object order(nb::handle multipliers, nb::handle remaining, nb::object &decision);
-    void check_permutation(nb::handle ordered);
+    void check_permutation(nb::handle ordered, nb::handle waiting);
     bool in_batch_deprioritized(nb::handle waiting);
     void run_prefill(std::vector<Admission> &batch, Ids &admitted, Ids &resumed);
     void start_running(Admission &adm, const NodePtr &node);

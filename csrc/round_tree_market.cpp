@@ -30,6 +30,8 @@ struct Field {
             if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED)) offset = m->offset;
         }
     }
+    // Whether a request of `type` has it read from its slot, running no Python code.
+    bool in_slot() const { return offset >= 0; }
     nb::object of(PyObject* o) const {
         if (offset >= 0 && Py_TYPE(o) == type) {
             PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + offset);
@@ -125,6 +127,9 @@ nb::object RoundTree::lone_round(nb::handle requests, nb::handle multipliers, nb
         if (!plain_multiplier(PySequence_Fast_GET_ITEM(multipliers.ptr(), i))) return nb::none();
     nb::object request = nb::borrow(PyList_GET_ITEM(requests.ptr(), 0));
     const Field bidder_of(bidder_name, Py_TYPE(request.ptr())), urgency_of(urgency_name, Py_TYPE(request.ptr()));
+    // The multipliers are read in place after the fields: Python code reading a field (a
+    // subclass's property) could change them meanwhile, so such a request goes to Python.
+    if (!bidder_of.in_slot() || !urgency_of.in_slot()) return nb::none();
     nb::object bidder = bidder_of.of(request.ptr()), urgency = urgency_of.of(request.ptr());
     if (!bidder.is_valid() || !urgency.is_valid() || !PyLong_CheckExact(bidder.ptr()) ||
         !PyFloat_CheckExact(urgency.ptr()))

@@ -462,3 +462,75 @@ def test_flags_read_every_round_and_a_raising_round_run_as_in_python() -> None:
         assert all(rec.finish > 0 for rec in engine.records.values())
         steps.append((seen, {rid: record_tuple(rec) for rid, rec in engine.records.items()}))
     assert steps[0] == steps[1] and "raised" in steps[0][0]
+
+
+class Swapper(AdmissionPolicy):
+    """A broken policy: it puts a request of its own in the waiting list the round hands it, and
+    orders the requests that waited."""
+
+    name = "swapper"
+    in_batch = True
+
+    def order_round(self, round: WaitingRound) -> list[Request]:
+        order = list(round.queue)
+        round.queue[0] = Request(99, 0, np.arange(50, 54), output_len=3)
+        return order
+
+
+def test_a_waiting_list_the_policy_changed_is_refused() -> None:
+    """The order is compared with the waiting list as the policy left it, as Python compares it:
+    refused in both engines (the compiled one read the list's stranger as a request it held), and
+    the next round raises rather than reading it."""
+    config = EngineConfig(in_batch_prefix_caching=True, in_batch_check_threshold=64, in_batch_deprioritize_threshold=2)
+    for engine in both_engines(Swapper, config):
+        engine.submit([Request(i, 0, np.array([1, 2, 3, 4 + i]), output_len=3) for i in range(3)])
+        with pytest.raises(RuntimeError, match="scheduler 'swapper' returned an order that is not a permutation"):
+            engine.step()
+        with pytest.raises((KeyError, RuntimeError)):
+            engine.step()
+
+
+class Flip:
+    """An order that is not a list, read otherwise the second time: a stranger in the first place
+    (and, with `waiting`, in that list's too)."""
+
+    def __init__(self, requests: list[Request], waiting: list[Request] | None = None) -> None:
+        self.requests, self.waiting, self.reads = requests, waiting, 0
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    def __iter__(self):
+        self.reads += 1
+        if self.reads == 1:
+            return iter(self.requests)
+        stranger = Request(99, 0, np.arange(50, 54), output_len=3)
+        if self.waiting is not None:
+            self.waiting[0] = stranger
+            return iter(self.requests)
+        return iter([stranger, *self.requests[1:]])
+
+
+class Flipper(AdmissionPolicy):
+    name = "flipper"
+    in_batch = True
+
+    def __init__(self, waiting_too: bool = False) -> None:
+        self.waiting_too = waiting_too
+
+    def admit(self, round: WaitingRound):
+        return Flip(list(round.queue), round.queue if self.waiting_too else None), None
+
+
+@pytest.mark.parametrize("waiting_too", [False, True])
+def test_an_order_read_otherwise_the_second_time_raises(waiting_too: bool) -> None:
+    """With requests held back by the in-batch rule the order is read again after its check: a
+    stranger then, in it or in the waiting list, raises in both engines by the next round (the
+    Python one admits the round a stranger joins the waiting list; the compiled one read it as a
+    request it held)."""
+    config = EngineConfig(in_batch_prefix_caching=True, in_batch_check_threshold=64, in_batch_deprioritize_threshold=2)
+    for engine in both_engines(lambda: Flipper(waiting_too), config):
+        engine.submit([Request(i, 0, np.array([1, 2, 3, 4 + i]), output_len=3) for i in range(3)])
+        with pytest.raises((KeyError, RuntimeError)):
+            engine.step()
+            engine.step()

@@ -10,6 +10,8 @@ by their hex form). Inputs the compiled builder does not take go to the Python o
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pytest
 
@@ -144,6 +146,24 @@ def test_an_order_it_declines_is_walked_in_python():
     assert _bits(completion_times(tree, order, 1.0)) == _bits(completion_times(reference, order, 1.0))
     with pytest.raises(IndexError):
         completion_times(tree, [0, 1, 99], 1.0)
+
+
+def test_a_request_work_that_is_not_a_float_is_walked_in_python():
+    """Python adds a request_work that is not a float by its own type's rules (a numpy float32
+    rounds each sum to float32, a Decimal raises): the compiled walk, which makes it a double,
+    leaves it to Python."""
+    rng = np.random.default_rng(4)
+    tokens = _queue(rng, 8)
+    lens = _cached(rng, tokens)
+    with core.use("compiled"):
+        tree = build_queue_tree(tokens, lens)
+    reference = _python_tree(tokens, lens)
+    order = list(range(len(tokens)))
+    work = np.float32(0.1)
+    assert completion_times(tree, order, work) == completion_times(reference, order, work)
+    assert {type(c) for c in completion_times(tree, order, work)} == {np.float32}
+    with pytest.raises(TypeError):
+        completion_times(tree, order, Decimal(1))
 
 
 def test_a_memo_keeps_the_python_builder():

@@ -304,3 +304,45 @@ def test_lone_and_one_call_rounds_are_engaged():
     _, asked = auction.admit(WaitingRound(queue[:2], None, [1.0, 0.5], None, QueueDelta([], [], [], lens), lens))
     assert type(asked) is AuctionRound and asked.allocation is again.allocation
     assert asked.bids == again.bids == [1.0, 1.0]
+
+
+_SHRINKING_BIDDER = """
+import numpy as np
+from auction_gym import Request, core
+from auction_gym.mechanism import RadixTreeAuction
+from auction_gym.policy import WaitingRound
+
+class Shrinking(Request):
+    # Its bidder read empties the round's multipliers, as Python code the lone round calls may.
+    __slots__ = ()
+
+    @property
+    def bidder(self):
+        multipliers.clear()
+        return 0
+
+    @bidder.setter
+    def bidder(self, value):
+        pass
+
+with core.use("compiled"):
+    auction = RadixTreeAuction()
+multipliers = [1.0] * 4096
+r = Shrinking(1, 0, np.arange(1, 9, dtype=np.int64), bid=1.0)
+try:
+    auction.admit(WaitingRound([r], None, multipliers, None, None, {r: 0}))
+except IndexError:
+    print("IndexError")
+"""
+
+
+def test_a_lone_round_reads_its_multiplier_after_python_code_ran():
+    """A lone round's bidder read may run Python code (a Request subclass's property) that changes
+    the multipliers: the compiled call reads what it checked before, or declines, and the round
+    raises what Python raises (IndexError), rather than reading past the list's end."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _SHRINKING_BIDDER], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "IndexError"

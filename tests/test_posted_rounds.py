@@ -258,3 +258,20 @@ def test_an_engines_rounds_match_the_rounds_decided_from_scratch(mechanism, monk
     while not market.done:
         market.step(rng.choice([0.0, 0.5, 2.0, 4.0], size=market.n))
     assert sum(followed) > 50 and not all(followed)
+
+
+@pytest.mark.parametrize("make", [ServiceTiers, lambda: CongestionPricing(price=1e-4)])
+def test_changes_whose_sizes_balance_but_miss_a_request_are_not_followed(make):
+    """Changes from a queue the policy never saw whose counts add up to this queue's size, with
+    the left one held and the joined one last: one request waits that neither the last round held
+    nor the changes name, and one the last round held is gone unnamed. Decided by comparing ids."""
+    rng = random.Random(3)
+    requests = [_request(i, rng, False) for i in range(25)]
+    policy = make()
+    reference = (ReferenceCongestion if isinstance(policy, CongestionPricing) else ReferenceTiers)(policy)
+    multipliers, remaining = [1.0] * BIDDERS, [1e-3] * BIDDERS
+    first = WaitingRound(requests[:20], None, multipliers, remaining)
+    _same(policy.decide_round(first), reference.decide_round(first))
+    queue = [*requests[1:19], requests[21], requests[20]]  # requests[19] gone, requests[21] new: unnamed
+    second = WaitingRound(queue, None, multipliers, remaining, QueueDelta([requests[20]], [requests[0]], [], {}))
+    _same(policy.decide_round(second), reference.decide_round(second))

@@ -303,9 +303,11 @@ def completion_times(tree: QueueTree, order: Sequence[int], request_work: float)
 
     C_k = (uncached tokens of all prefixes of the first k requests) + k * request_work: serving a
     request first computes its own edge and the edges on its node's root path that no earlier
-    request covered. O(n + V); in C++ for a tree the compiled core built, when it takes `order`.
+    request covered. O(n + V); in C++ for a tree the compiled core built, when it takes `order`
+    and `request_work` is a float (another type adds by its own rules here).
     """
-    if tree.compiled is not None and (done := tree.compiled.completion_times(order, request_work)) is not None:
+    if tree.compiled is not None and type(request_work) is float \
+            and (done := tree.compiled.completion_times(order, request_work)) is not None:
         return done
     done = [0.0] * len(order)
     clock = 0.0

@@ -92,6 +92,13 @@ class HeldChoices:
             return False
         if not all(map(is_, map(request.get, map(_ID, left)), left)) or any(map(request.__contains__, map(_ID, joined))):
             return False
+        # The sizes can balance while a request waits that neither side names: the requests before
+        # the joined ones must be exactly those held but not left.
+        stayed, gone = queue[:len(queue) - len(joined)], set(map(_ID, left))
+        if len(gone) != len(left) or not gone.isdisjoint(map(_ID, stayed)):
+            return False
+        if not all(map(is_, map(request.get, map(_ID, stayed)), stayed)):
+            return False
         return all(map(is_, queue[len(queue) - len(joined):], joined))
 
     def _compare(self, queue: Sequence[Request]) -> list[Request]:
