@@ -103,9 +103,8 @@ def policies(cost_model: str, every: bool = False) -> tuple[str, ...]:
 CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
-QUICK_WALL_TIME = "about 24 s on 2 idle cores"
-"""`--quick`'s wall time, quoted by --help (2 jobs; about 30 s while another process keeps one core
-busy)."""
+QUICK_WALL_TIME = "about 8 s on 2 idle cores (about 20 s on the Python core)"
+"""`--quick`'s wall time on the compiled core, quoted by --help (2 jobs)."""
 
 
 def split_policy(policy: str, cost_model: str) -> tuple[str, str]:
