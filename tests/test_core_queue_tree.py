@@ -134,14 +134,19 @@ def test_inputs_it_declines_go_to_the_python_builder(tokens, lens):
     assert compiled == (False, _outcome("python", tokens, lens)[1])
 
 
-def test_an_order_it_declines_is_walked_in_python():
-    rng = np.random.default_rng(3)
-    tokens = _queue(rng, 10)
+def _both_trees(seed: int, n: int) -> tuple[QueueTree, QueueTree]:
+    """A random queue of `n` with cached lengths: its compiled tree and the Python builder's."""
+    rng = np.random.default_rng(seed)
+    tokens = _queue(rng, n)
     lens = _cached(rng, tokens)
     with core.use("compiled"):
         tree = build_queue_tree(tokens, lens)
-    reference = _python_tree(tokens, lens)
-    order = rng.permutation(len(tokens))  # numpy ints
+    return tree, _python_tree(tokens, lens)
+
+
+def test_an_order_it_declines_is_walked_in_python():
+    tree, reference = _both_trees(3, 10)
+    order = np.random.default_rng(3).permutation(10)  # numpy ints
     assert tree.compiled.completion_times(order, 1.0) is None
     assert _bits(completion_times(tree, order, 1.0)) == _bits(completion_times(reference, order, 1.0))
     with pytest.raises(IndexError):
@@ -152,13 +157,8 @@ def test_a_request_work_that_is_not_a_float_is_walked_in_python():
     """Python adds a request_work that is not a float by its own type's rules (a numpy float32
     rounds each sum to float32, a Decimal raises): the compiled walk, which makes it a double,
     leaves it to Python."""
-    rng = np.random.default_rng(4)
-    tokens = _queue(rng, 8)
-    lens = _cached(rng, tokens)
-    with core.use("compiled"):
-        tree = build_queue_tree(tokens, lens)
-    reference = _python_tree(tokens, lens)
-    order = list(range(len(tokens)))
+    tree, reference = _both_trees(4, 8)
+    order = list(range(8))
     work = np.float32(0.1)
     assert completion_times(tree, order, work) == completion_times(reference, order, work)
     assert {type(c) for c in completion_times(tree, order, work)} == {np.float32}

@@ -22,6 +22,7 @@ from test_engine_sglang import OneStep, _workload
 from auction_gym import RadixCache, Request
 from auction_gym.engine import EngineConfig, SimEngine
 from auction_gym.engine.preemption import preemption_victims
+from auction_gym.engine.sim_engine import PythonSimEngine
 from auction_gym.pricing.posted_round import PostedRound
 from auction_gym.scheduler.base import decision_priority
 from auction_gym.scheduler.priority import priority_level
@@ -87,6 +88,34 @@ def test_no_preemption_at_the_threshold_or_when_off(config):
 def test_a_policy_without_priorities_never_preempts():
     engine, its = _run(ONE_SLOT, _pair(30), scheduler="fcfs")
     assert not any(it.preempted for it in its) and engine.records[1].admit >= engine.records[0].finish
+
+
+class _RefusesOnce(PythonSimEngine):
+    """The Python engine, whose first fit of request 1 fails, as when memory stops a request after
+    its round preempted for it."""
+
+    refused = False
+
+    def _fit(self, r, *args):
+        if r.id == 1 and not self.refused:
+            self.refused = True
+            return None
+        return super()._fit(r, *args)
+
+
+def test_a_preemption_whose_round_admits_nothing_is_reported_and_the_engine_goes_on():
+    """The round preempts the running request for the urgent one, which then does not fit: the
+    iteration that runs instead reports the preemption (it was dropped), and the engine goes on
+    with both requests waiting (it ended with nothing running and nothing to arrive)."""
+    engine = _RefusesOnce("sglang_priority", ONE_SLOT)
+    engine.submit(_pair(11))
+    its = []
+    while (it := engine.step()) is not None:
+        its.append(it)
+    preempting = [it for it in its if it.preempted]
+    assert len(preempting) == 1 and preempting[0].preempted == [0] and not preempting[0].admitted
+    assert [i for it in its for i in it.resumed] == [0], "the preempted request resumes once"
+    assert sorted(i for it in its for i in it.finished) == [0, 1]
 
 
 @dataclass

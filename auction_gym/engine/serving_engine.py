@@ -168,6 +168,7 @@ class ServingEngine(Replay):
         budgets (`WaitingRound.remaining`); None in a replay, where no budget binds."""
         rejected = self._let_in_arrivals()
         start, queue_len = self.now, len(self.queue.requests)
+        preempted: list[int] = []  # reported by the iteration that runs, admitted or not
         if queue_len or self._chunked is not None:
             batch, decision, preempted = self._schedule_prefill(multipliers, remaining)
             if batch:
@@ -179,13 +180,16 @@ class ServingEngine(Replay):
         if self.running:
             retracted = self._make_room()
             steps, finished = self._decode(retracted=bool(retracted))
-            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, [], retracted)
+            return Iteration("decode", start, self.now, queue_len, [], finished, rejected, steps, [], retracted,
+                             0, None, preempted)
         self.rules.idled()
         nxt = self.arrivals.next_time()
         if math.isinf(nxt):
-            return None if not rejected else Iteration("idle", start, start, queue_len, rejected=rejected)
+            if not rejected and not preempted:
+                return None
+            return Iteration("idle", start, start, queue_len, rejected=rejected, preempted=preempted)
         self.now = max(self.now, nxt)
-        return Iteration("idle", start, self.now, queue_len, rejected=rejected)
+        return Iteration("idle", start, self.now, queue_len, rejected=rejected, preempted=preempted)
 
     def _let_in_arrivals(self) -> list[int]:
         # Everything let in now arrived after everything already waiting: appended in FCFS order.

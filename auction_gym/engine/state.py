@@ -38,8 +38,9 @@ class Iteration:
     `AuctionRound`, a posted-price design's or a priority order's `PostedRound`), which the market
     charges from; None for a policy that only orders, and for an iteration that asked no scheduler."""
     preempted: list[int] = field(default_factory=list)
-    """Running requests this prefill iteration sent back to the waiting queue for a waiting request
-    of higher priority (`EngineConfig.priority_preemption`)."""
+    """Running requests this iteration's admission round sent back to the waiting queue for a waiting
+    request of higher priority (`EngineConfig.priority_preemption`); where that round then admitted
+    nothing (memory stopped the request), the decode or idle iteration that ran reports them."""
 
 
 @dataclass(slots=True, eq=False)
