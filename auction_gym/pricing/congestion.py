@@ -80,9 +80,7 @@ class CongestionPricing(AdmissionPolicy):
             held.hold(r, int(chosen))
             if not b > 0 and held.rank[r] >= 0:
                 unpaid.append(r)
-        rank = held.rank
-        if unpaid:
-            rank = {**rank, **dict.fromkeys(unpaid, -1)}
+        rank = held.ranks(unpaid)
         order = sorted(queue, key=rank.__getitem__, reverse=True)  # stable: FCFS in a class, the unpaid last
         bills = {}
         for b, lengths in held.lengths(1, multipliers):

@@ -156,8 +156,7 @@ class HeldChoices:
         """The held requests bidding > 0 in a round at `multipliers`, counted per choice, and the
         held ones that weigh > 0 and bid 0 (their bidder's multiplier is 0, or the product underflows)."""
         counts, unpaid = [0] * self.choices, []
-        for b, bidder in self._bidders.items():
-            m = 1.0 if multipliers is None else multipliers[b]
+        for _, m, bidder in self.bidders(multipliers):
             if bidder.all_bid(m):
                 for k, c in enumerate(bidder.count):
                     counts[k] += c
@@ -170,6 +169,11 @@ class HeldChoices:
                     else:
                         unpaid.append(r)
         return counts, unpaid
+
+    def ranks(self, unpaid: list[Request]) -> dict[Request, int]:
+        """Each held request's class in a round where `unpaid` (held, weighing > 0) bid 0: `rank`,
+        with those at -1 (`rank` itself, not a copy, when none are)."""
+        return {**self.rank, **dict.fromkeys(unpaid, -1)} if unpaid else self.rank
 
     def holding(self, b: int) -> Holding:
         """What bidder `b` holds (it holds a request that weighs > 0)."""
@@ -187,10 +191,9 @@ class HeldChoices:
         held requests bidding > 0 at `multipliers` but those of the bidders in `unpaid` (a new
         dict; with fixed prices)."""
         bills: dict[int, tuple[int, float]] = {}
-        for b, bidder in self._bidders.items():
+        for b, m, bidder in self.bidders(multipliers):
             if b in unpaid:
                 continue
-            m = 1.0 if multipliers is None else multipliers[b]
             if bidder.all_bid(m):
                 bills.update(bidder.bills)
             elif m != 0:
@@ -201,8 +204,7 @@ class HeldChoices:
         """(bidder, its requests holding choice `k` and bidding > 0 at `multipliers` -> their
         prompt tokens) for each bidder with a request bidding > 0 (the dicts read-only)."""
         out = []
-        for b, bidder in self._bidders.items():
-            m = 1.0 if multipliers is None else multipliers[b]
+        for b, m, bidder in self.bidders(multipliers):
             if bidder.all_bid(m):
                 out.append((b, bidder.lens[k]))
             elif m != 0:

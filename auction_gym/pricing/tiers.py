@@ -102,9 +102,7 @@ class ServiceTiers(AdmissionPolicy):
         if self.inside == "lpm":
             lens = round.prefix_lens
             inside = list(map(queue.__getitem__, sorted(range(len(queue)), key=lens.__getitem__, reverse=True)))
-        rank = held.rank
-        if unpaid:
-            rank = {**rank, **dict.fromkeys(unpaid, -1)}
+        rank = held.ranks(unpaid)
         out, stepped = (set(), {}) if remaining is None else self._stepped_down(inside, multipliers, ahead, remaining, rank)
         bills = held.bills(multipliers, out)
         if out or stepped:
