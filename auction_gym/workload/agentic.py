@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from functools import partial
 from operator import itemgetter
 from typing import Any, Iterator
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..request import Request, read_only
 from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, normalize_mix
+from .compiled import compiled_draws
 
 SHAPES = ("session", "fanout", "rollout", "urgent")
 
@@ -324,8 +326,19 @@ def agentic_stream(num_bidders: int, seed: int, **fields: Any) -> Iterator[Reque
     return iter_agentic(AgenticConfig(num_bidders=num_bidders, **fields), seed)
 
 
-def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
+def _chunks(cfg: AgenticConfig, seed: int) -> _Generator:
+    """The generator of `seed`'s chunks: `_Generator`, or after its first draws its compiled twin
+    (`compiled.compiled_draws`), which draws the same chunks."""
     gen = _Generator(cfg, seed)
+    module = compiled_draws(gen.rng)
+    if module is None:
+        return gen
+    wave = partial(wave_shape, cfg=cfg) if cfg.wave_amplitude > 0 else None
+    return module.AgenticChunks(gen, wave, {name: c.from_normals for name, c in CLASSES.items()})
+
+
+def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
+    gen = _chunks(cfg, seed)
     limit = cfg.num_requests if cfg.num_requests is not None else np.inf
     # Drafts not yet yielded, sorted by arrival, equal arrivals in the order drawn (a session's turns
     # and a fan-out's branches in generation order when they arrive together): the order of the

@@ -1,0 +1,35 @@
+"""Which draws a workload generator makes: numpy's calls from Python (the reference), or the same
+draws from C++, the extension module `auction_gym._workload` (docs/design.md section 8).
+
+The C++ draws call numpy's own random library on the Python generator's state, so they give the
+same numbers only with the numpy they were built against and on a plain `numpy.random.Generator`;
+they run where the compiled core is active (`core.active()`), the extension imports and both hold.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from types import ModuleType
+
+import numpy as np
+
+from .. import core
+
+
+@cache
+def _module() -> ModuleType | None:
+    """`auction_gym._workload` where it imports and was built against this numpy, else None."""
+    try:
+        module = importlib.import_module(f"{core.__package__}._workload")
+    except ImportError:
+        return None
+    return module if module.NUMPY_VERSION == np.__version__ else None
+
+
+def compiled_draws(rng: np.random.Generator) -> ModuleType | None:
+    """The extension that draws on `rng` as its own methods would, or None where the Python
+    generator draws (the module docstring's conditions)."""
+    if type(rng) is not np.random.Generator or core.active() != "compiled":
+        return None
+    return _module()

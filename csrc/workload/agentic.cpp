@@ -1,0 +1,317 @@
+// The agentic workload's chunks (auction_gym/workload/agentic.py, `_Generator.chunk`) drawn in C++,
+// draw for draw the Python generator's, on its numpy Generator (docs/design.md section 8).
+//
+// Built from a Python `_Generator` after its own draws (the bidders' prefixes and shape mixes), it
+// draws every later chunk: the same numpy draws in the same order (numpy_draws.hpp) and the same
+// drafts, down to their types and memory (a session's turns views of one read-only array, a
+// fan-out's prompts rows of one matrix). What numpy computes with its own exp and cos (the load
+// curve, the classes' urgencies, values and output lengths) it leaves to the same Python functions,
+// called on the same arrays, since numpy's vectorized exp and cos may differ from libm's in the last
+// bit; the rest is sums, comparisons, fmod (exact) and integer arithmetic.
+#include "numpy_draws.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <nanobind/stl/string.h>
+
+namespace workload {
+
+namespace {
+
+// A Python number as numpy's draws take a scalar parameter (PyFloat_AsDouble), and as Python's
+// arithmetic uses it.
+double as_double(nb::handle x) {
+    double v = PyFloat_AsDouble(x.ptr());
+    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    return v;
+}
+
+enum Shape { SESSION, FANOUT, ROLLOUT, URGENT };
+
+Shape shape_of(const std::string &name) {
+    if (name == "session") return SESSION;
+    if (name == "fanout") return FANOUT;
+    if (name == "rollout") return ROLLOUT;
+    if (name == "urgent") return URGENT;
+    throw nb::value_error("unknown episode shape");
+}
+
+// A class's draws read back from its `from_normals`: urgencies, values, output lengths.
+struct ClassDraws {
+    nb::object w, v, out;
+    const double *urgency, *value;
+    const int64_t *output;
+};
+
+ClassDraws class_draws(nb::handle from_normals, nb::handle z, nb::handle which = nb::handle()) {
+    nb::object drawn = which.is_valid() ? from_normals(which, z) : from_normals(z);
+    ClassDraws d{as_array(drawn[0], NPY_FLOAT64), as_array(drawn[1], NPY_FLOAT64), as_array(drawn[2], NPY_INT64),
+                 nullptr, nullptr, nullptr};
+    d.urgency = data_of<double>(d.w);
+    d.value = data_of<double>(d.v);
+    d.output = data_of<int64_t>(d.out);
+    return d;
+}
+
+// Standard normals of shape (3, n), as `standard_normal((3, n))` draws them.
+nb::object normals(Draws &draws, int64_t n) {
+    npy_intp dims[2] = {3, npy_intp(n)};
+    nb::object z = new_array(2, dims, NPY_FLOAT64);
+    draws.normal(data_of<double>(z), 3 * n);
+    return z;
+}
+
+class AgenticChunks {
+public:
+    AgenticChunks(nb::handle gen, nb::object wave, nb::dict class_normals)
+        : draws_(gen.attr("rng")), wave_(std::move(wave)), class_normals_(std::move(class_normals)) {
+        nb::object cfg = gen.attr("cfg");
+        chunk_ = nb::cast<int64_t>(gen.attr("CHUNK"));
+        num_bidders_ = nb::cast<int64_t>(cfg.attr("num_bidders"));
+        vocab_ = nb::cast<int64_t>(cfg.attr("vocab_size"));
+        gap_scale_ = as_double(gen.attr("gap_scale"));
+        peak_ = as_double(gen.attr("peak"));
+        t_ = as_double(gen.attr("t"));
+        horizon_ = as_double(gen.attr("horizon"));
+        bursty_ = nb::cast<bool>(gen.attr("bursty"));
+        burst_period_ = as_double(cfg.attr("burst_period"));
+        burst_duration_ = as_double(cfg.attr("burst_duration"));
+        burst_factor_ = as_double(cfg.attr("burst_factor"));
+        for (nb::handle name : gen.attr("shape_names")) shapes_.push_back(shape_of(nb::cast<std::string>(name)));
+        nb::object cdf = as_array(gen.attr("bidder_cdf"), NPY_FLOAT64);
+        bidder_cdf_.assign(data_of<double>(cdf), data_of<double>(cdf) + num_bidders_ * int64_t(shapes_.size()));
+        for (nb::handle p : gen.attr("systems")) systems_.push_back(tokens_of(p));
+        for (nb::handle p : gen.attr("with_tools")) with_tools_.push_back(tokens_of(p));
+        caps_ = nb::borrow<nb::dict>(gen.attr("cap"));
+        nb::object mix = gen.attr("session_classes");
+        mix_normals_ = mix.attr("from_normals");
+        for (nb::handle name : mix.attr("names")) session_kinds_.push_back(nb::borrow(name));
+        nb::object class_cdf = as_array(gen.attr("session_class_cdf"), NPY_FLOAT64);
+        class_cdf_.assign(data_of<double>(class_cdf), data_of<double>(class_cdf) + session_kinds_.size());
+        turn_p_ = 1.0 / as_double(cfg.attr("session_turns"));
+        max_turns_ = nb::cast<int64_t>(cfg.attr("max_session_turns"));
+        think_time_ = as_double(cfg.attr("think_time"));
+        turn_mean_ = as_double(cfg.attr("user_turn_len"));
+        query_mean_ = as_double(cfg.attr("urgent_query_len"));
+        nb::object width = cfg.attr("fanout_width");
+        width_lo_ = nb::cast<int64_t>(width[0]);
+        width_hi_ = nb::cast<int64_t>(width[1]);
+        rollouts_ = nb::cast<int64_t>(cfg.attr("rollouts"));
+        context_ = nb::cast<int64_t>(cfg.attr("context_len"));
+        branch_ = nb::cast<int64_t>(cfg.attr("branch_len"));
+    }
+
+    double t() const { return t_; }
+    double horizon() const { return horizon_; }
+
+    // `_Generator.chunk`: the drafts of the next chunk's accepted episodes, in the order drawn.
+    nb::list chunk() {
+        const int64_t n = chunk_;
+        std::vector<double> starts(n), accept(n), u(n);
+        std::vector<int64_t> bidders(n);
+        draws_.exponential(starts.data(), n, gap_scale_);
+        for (int64_t i = 1; i < n; ++i) starts[i] = starts[i - 1] + starts[i];  // numpy's cumsum
+        for (int64_t i = 0; i < n; ++i) starts[i] = t_ + starts[i];
+        t_ = starts[n - 1];
+        std::vector<double> rate = rates(starts);
+        draws_.uniform(accept.data(), n);
+        std::vector<char> accepted(n);
+        for (int64_t i = 0; i < n; ++i) {
+            accepted[i] = accept[i] * peak_ < (rate.empty() ? 1.0 : rate[i]);
+            if (horizon_ < INFINITY) accepted[i] = accepted[i] && starts[i] < horizon_;
+        }
+        draws_.integers(bidders.data(), n, 0, num_bidders_);
+        draws_.uniform(u.data(), n);
+        const int64_t s = int64_t(shapes_.size());
+        std::vector<int64_t> shape(n);
+        for (int64_t i = 0; i < n; ++i) {
+            const double *cdf = &bidder_cdf_[bidders[i] * s];
+            int64_t past = 0;
+            for (int64_t k = 0; k < s; ++k) past += u[i] >= cdf[k];
+            shape[i] = std::min(past, s - 1);
+        }
+        nb::list drafts;
+        for (int64_t k = 0; k < s; ++k) {
+            std::vector<double> at;
+            std::vector<int64_t> by;
+            for (int64_t i = 0; i < n; ++i) {
+                if (accepted[i] && shape[i] == k) {
+                    at.push_back(starts[i]);
+                    by.push_back(bidders[i]);
+                }
+            }
+            if (at.empty()) continue;
+            if (shapes_[k] == SESSION) sessions(drafts, at, by);
+            else if (shapes_[k] == URGENT) urgent(drafts, at, by);
+            else branches(drafts, at, by, shapes_[k]);
+        }
+        return drafts;
+    }
+
+private:
+    // Each candidate start's rate multiplier, or none where it is 1 throughout (`_Generator.chunk`).
+    std::vector<double> rates(const std::vector<double> &starts) {
+        std::vector<double> rate;
+        if (bursty_) {
+            for (double t : starts) rate.push_back(std::fmod(t, burst_period_) < burst_duration_ ? burst_factor_ : 1.0);
+        }
+        if (wave_.is_none()) return rate;
+        nb::object at = new_array(npy_intp(starts.size()), NPY_FLOAT64);
+        std::copy(starts.begin(), starts.end(), data_of<double>(at));
+        nb::object shaped = as_array(wave_(at), NPY_FLOAT64);
+        const double *wave = data_of<double>(shaped);
+        if (rate.empty()) return std::vector<double>(wave, wave + starts.size());
+        for (size_t i = 0; i < rate.size(); ++i) rate[i] = rate[i] * wave[i];
+        return rate;
+    }
+
+    std::vector<int64_t> tokens(int64_t n) {
+        std::vector<int64_t> out(n);
+        draws_.integers(out.data(), n, 0, vocab_);
+        return out;
+    }
+
+    nb::object cap(nb::handle kind) { return caps_[kind]; }
+
+    void urgent(nb::list &drafts, const std::vector<double> &starts, const std::vector<int64_t> &bidders) {
+        const int64_t n = int64_t(starts.size());
+        nb::str kind("urgent");
+        ClassDraws c = class_draws(class_normals_[kind], normals(draws_, n));
+        std::vector<int64_t> ends(n);
+        draws_.lengths(ends.data(), n, query_mean_);
+        for (int64_t i = 1; i < n; ++i) ends[i] += ends[i - 1];
+        std::vector<int64_t> query = tokens(ends[n - 1]);
+        nb::object limit = cap(kind);
+        for (int64_t i = 0; i < n; ++i) {
+            const Tokens &system = systems_[bidders[i]];
+            const int64_t a = i ? ends[i - 1] : 0;
+            nb::object prompt = new_array(system.size + ends[i] - a, NPY_INT64);
+            int64_t *p = std::copy(system.data, system.data + system.size, data_of<int64_t>(prompt));
+            std::copy(query.begin() + a, query.begin() + ends[i], p);
+            drafts.append(draft({py_float(starts[i]), py_int(bidders[i]), sealed(prompt), nb::none(), kind,
+                                 py_float(c.urgency[i]), py_float(c.value[i]), py_int(c.output[i]), limit}));
+        }
+    }
+
+    void sessions(nb::list &drafts, const std::vector<double> &starts, const std::vector<int64_t> &bidders) {
+        const int64_t n = int64_t(starts.size()), classes = int64_t(session_kinds_.size());
+        std::vector<double> u(n);
+        draws_.uniform(u.data(), n);
+        std::vector<int64_t> turns(n);
+        draws_.geometric(turns.data(), n, turn_p_);
+        int64_t m = 0;
+        nb::object which = new_array(npy_intp(n), NPY_INT64);
+        int64_t *c = data_of<int64_t>(which);
+        for (int64_t i = 0; i < n; ++i) {
+            // searchsorted(cdf, u, side="right"): the entries <= u, the cdf being sorted.
+            c[i] = std::min(int64_t(std::upper_bound(class_cdf_.begin(), class_cdf_.end(), u[i]) - class_cdf_.begin()),
+                            classes - 1);
+            turns[i] = std::min(turns[i], max_turns_);
+            m += turns[i];
+        }
+        nb::object repeated = new_array(npy_intp(m), NPY_INT64);
+        for (int64_t i = 0, j = 0; i < n; j += turns[i++]) std::fill_n(data_of<int64_t>(repeated) + j, turns[i], c[i]);
+        ClassDraws d = class_draws(mix_normals_, normals(draws_, m), repeated);
+        std::vector<double> gaps(m, 0.0);
+        if (think_time_ > 0) draws_.exponential(gaps.data(), m, think_time_);
+        std::vector<int64_t> drawn(m);  // tokens drawn up to each turn's end: its user message, then its reply
+        draws_.lengths(drawn.data(), m, turn_mean_);
+        for (int64_t j = 0; j < m; ++j) drawn[j] = (j ? drawn[j - 1] : 0) + drawn[j] + d.output[j];
+        std::vector<int64_t> tokens_drawn = tokens(drawn[m - 1]);
+        for (int64_t i = 0, first = 0, offset = 0; i < n; ++i) {
+            const int64_t stop = first + turns[i];
+            const Tokens &prefix = with_tools_[bidders[i]];
+            nb::object session = new_array(prefix.size + drawn[stop - 1] - offset, NPY_INT64);
+            int64_t *s = data_of<int64_t>(session);
+            std::copy(tokens_drawn.begin() + offset, tokens_drawn.begin() + drawn[stop - 1],
+                      std::copy(prefix.data, prefix.data + prefix.size, s));
+            sealed(session);
+            nb::handle kind = session_kinds_[c[i]];
+            nb::object limit = cap(kind), bidder = py_int(bidders[i]);
+            double t = starts[i];
+            for (int64_t j = first; j < stop; ++j) {
+                if (j > first) {  // turn k arrives an exponential think time after turn k-1 arrives
+                    t += gaps[j];
+                    if (t >= horizon_) break;
+                }
+                const int64_t o = d.output[j], end = prefix.size - offset + drawn[j];
+                drafts.append(draft({py_float(t), bidder, view(session, s, end - o), view(session, s + end - o, o),
+                                     kind, py_float(d.urgency[j]), py_float(d.value[j]), py_int(o), limit}));
+            }
+            first = stop;
+            offset = drawn[stop - 1];
+        }
+    }
+
+    void branches(nb::list &drafts, const std::vector<double> &starts, const std::vector<int64_t> &bidders,
+                  Shape shape) {
+        const int64_t n = int64_t(starts.size());
+        nb::str kind(shape == FANOUT ? "interactive" : "background");
+        std::vector<int64_t> widths(n, rollouts_);
+        if (shape == FANOUT) draws_.integers(widths.data(), n, width_lo_, width_hi_ + 1);
+        int64_t total = 0, size = 0;
+        for (int64_t w : widths) {
+            total += w;
+            size += context_ + w * branch_;
+        }
+        ClassDraws d = class_draws(class_normals_[kind], normals(draws_, total));
+        std::vector<int64_t> drawn = tokens(size);
+        nb::object limit = cap(kind);
+        for (int64_t i = 0, first = 0, offset = 0; i < n; ++i) {
+            // One row per branch: sys + tools, the shared context, then the branch's own suffix.
+            const Tokens &prefix = with_tools_[bidders[i]];
+            const int64_t row = prefix.size + context_ + branch_;
+            npy_intp dims[2] = {npy_intp(widths[i]), npy_intp(row)};
+            nb::object prompts = new_array(2, dims, NPY_INT64);
+            int64_t *p = data_of<int64_t>(prompts);
+            const int64_t *own = drawn.data() + offset;
+            for (int64_t j = 0; j < widths[i]; ++j) {
+                int64_t *r = std::copy(prefix.data, prefix.data + prefix.size, p + j * row);
+                r = std::copy(own, own + context_, r);
+                std::copy(own + context_ + j * branch_, own + context_ + (j + 1) * branch_, r);
+            }
+            sealed(prompts);
+            nb::object bidder = py_int(bidders[i]), at = py_float(starts[i]);
+            for (int64_t j = 0; j < widths[i]; ++j) {
+                const int64_t k = first + j;
+                drafts.append(draft({at, bidder, view(prompts, p + j * row, row), nb::none(), kind,
+                                     py_float(d.urgency[k]), py_float(d.value[k]), py_int(d.output[k]), limit}));
+            }
+            first += widths[i];
+            offset += context_ + widths[i] * branch_;
+        }
+    }
+
+    Draws draws_;
+    nb::object wave_;
+    nb::dict class_normals_, caps_;
+    int64_t chunk_, num_bidders_, vocab_;
+    double gap_scale_, peak_, t_, horizon_;
+    bool bursty_;
+    double burst_period_, burst_duration_, burst_factor_;
+    std::vector<Shape> shapes_;
+    std::vector<double> bidder_cdf_;
+    std::vector<Tokens> systems_, with_tools_;
+    nb::object mix_normals_;
+    std::vector<nb::object> session_kinds_;
+    std::vector<double> class_cdf_;
+    double turn_p_;
+    int64_t max_turns_;
+    double think_time_, turn_mean_, query_mean_;
+    int64_t width_lo_, width_hi_, rollouts_, context_, branch_;
+};
+
+}  // namespace
+
+void bind_agentic(nb::module_ &m) {
+    nb::class_<AgenticChunks>(m, "AgenticChunks")
+        .def(nb::init<nb::handle, nb::object, nb::dict>(), nb::arg("generator"), nb::arg("wave").none(),
+             nb::arg("class_normals"))
+        .def("chunk", &AgenticChunks::chunk)
+        .def_prop_ro("t", &AgenticChunks::t)
+        .def_prop_ro("horizon", &AgenticChunks::horizon);
+}
+
+}  // namespace workload

@@ -1,0 +1,17 @@
+// auction_gym._workload: the workloads' draws in C++, numpy's draws on the same generator state
+// (docs/design.md section 8). Its own module, beside the compiled core: it is built against one
+// numpy (NUMPY_VERSION, checked at import by auction_gym/workload/compiled.py) and runs only there.
+#define WORKLOAD_IMPORTS_NUMPY
+#include "numpy_draws.hpp"
+
+namespace workload {
+void bind_agentic(nb::module_ &m);  // agentic.cpp
+}
+
+NB_MODULE(_workload, m) {
+    m.doc() = "The workloads' draws in C++, draw for draw numpy's on the same generator.";
+    nanobind::set_leak_warnings(false);
+    if (_import_array() < 0) throw nanobind::python_error();
+    m.attr("NUMPY_VERSION") = NUMPY_BUILD_VERSION;
+    workload::bind_agentic(m);
+}

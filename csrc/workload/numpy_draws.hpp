@@ -1,0 +1,140 @@
+// numpy's Generator draws, made in C++ on the generator's own bit generator state: each draw calls
+// the C function of numpy's random library (libnpyrandom.a, linked in) that the Generator method
+// calls for an array, in the same order, so Python and C++ draws interleave on one state and give
+// numpy's numbers. Also the numpy arrays the workload hands to Python, made through numpy's C API.
+//
+// What each Generator method calls (numpy's _generator.pyx, _common.pyx, _bounded_integers.pyx):
+// random(n) random_standard_uniform_fill; standard_normal(shape) random_standard_normal_fill over
+// the shape in C order; exponential(scale, n) random_exponential per element; poisson(lam, n)
+// random_poisson and geometric(p, n) random_geometric per element; integers(low, high, n) (int64,
+// Lemire's method) random_bounded_uint64_fill(low, high - 1 - low), one call for the whole array.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+// One table of numpy's C API for the module, filled at its import (module.cpp).
+#define NPY_NO_DEPRECATED_API NPY_1_23_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL auction_gym_workload_ARRAY_API
+#ifndef WORKLOAD_IMPORTS_NUMPY
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+#include <numpy/random/distributions.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace workload {
+
+namespace nb = nanobind;
+
+// The draws of one numpy Generator, on its bit generator's state (held while drawing).
+class Draws {
+public:
+    explicit Draws(nb::handle generator)
+        : generator_(nb::borrow(generator)), bit_generator_(generator.attr("bit_generator")) {
+        nb::object capsule = bit_generator_.attr("capsule");
+        state_ = static_cast<bitgen_t *>(PyCapsule_GetPointer(capsule.ptr(), "BitGenerator"));
+        if (!state_) throw nb::python_error();
+    }
+
+    void uniform(double *out, int64_t n) { random_standard_uniform_fill(state_, n, out); }
+    void normal(double *out, int64_t n) { random_standard_normal_fill(state_, n, out); }
+    void exponential(double *out, int64_t n, double scale) {
+        for (int64_t i = 0; i < n; ++i) out[i] = random_exponential(state_, scale);
+    }
+    // poisson(mean, n) raised to at least 1, as the workloads' lengths are.
+    void lengths(int64_t *out, int64_t n, double mean) {
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t k = random_poisson(state_, mean);
+            out[i] = k < 1 ? 1 : k;
+        }
+    }
+    void geometric(int64_t *out, int64_t n, double p) {
+        for (int64_t i = 0; i < n; ++i) out[i] = random_geometric(state_, p);
+    }
+    // integers(low, high, n): uniform in [low, high).
+    void integers(int64_t *out, int64_t n, int64_t low, int64_t high) {
+        if (n > 0) {
+            random_bounded_uint64_fill(state_, uint64_t(low), uint64_t(high - 1 - low), n, false,
+                                       reinterpret_cast<uint64_t *>(out));
+        }
+    }
+
+private:
+    nb::object generator_, bit_generator_;
+    bitgen_t *state_;
+};
+
+// A new numpy array of `dims` (C order) of `type`, owning its data.
+inline nb::object new_array(int ndim, const npy_intp *dims, int type) {
+    PyObject *a = PyArray_SimpleNew(ndim, const_cast<npy_intp *>(dims), type);
+    if (!a) throw nb::python_error();
+    return nb::steal(a);
+}
+
+inline nb::object new_array(npy_intp n, int type) { return new_array(1, &n, type); }
+
+template <typename T>
+T *data_of(nb::handle array) {
+    return static_cast<T *>(PyArray_DATA(reinterpret_cast<PyArrayObject *>(array.ptr())));
+}
+
+inline nb::object sealed(nb::object array) {
+    PyArray_CLEARFLAGS(reinterpret_cast<PyArrayObject *>(array.ptr()), NPY_ARRAY_WRITEABLE);
+    return array;
+}
+
+// A read-only 1-D int64 view of `n` elements at `data` inside `base` (an array owning its data),
+// as numpy's slice of `base` is: its base is `base`.
+inline nb::object view(nb::handle base, int64_t *data, npy_intp n) {
+    PyObject *v = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(NPY_INT64), 1, &n, nullptr, data,
+                                       NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, nullptr);
+    if (!v) throw nb::python_error();
+    Py_INCREF(base.ptr());
+    if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject *>(v), base.ptr()) < 0) {
+        Py_DECREF(v);
+        throw nb::python_error();
+    }
+    return nb::steal(v);
+}
+
+// `obj` as a C-contiguous array of `type` (itself where it is one): what a Python function handed back.
+inline nb::object as_array(nb::handle obj, int type) {
+    PyObject *a = PyArray_FROM_OTF(obj.ptr(), type, NPY_ARRAY_IN_ARRAY);
+    if (!a) throw nb::python_error();
+    return nb::steal(a);
+}
+
+// A read-only 1-D int64 array (a bidder's prefix), checked once; its data lives as long as it does.
+struct Tokens {
+    nb::object array;
+    const int64_t *data;
+    npy_intp size;
+};
+
+inline Tokens tokens_of(nb::handle obj) {
+    auto *a = reinterpret_cast<PyArrayObject *>(obj.ptr());
+    if (!PyArray_Check(obj.ptr()) || PyArray_TYPE(a) != NPY_INT64 || PyArray_NDIM(a) != 1 ||
+        !PyArray_IS_C_CONTIGUOUS(a)) {
+        throw nb::type_error("a prefix must be a contiguous 1-D int64 array");
+    }
+    return {nb::borrow(obj), static_cast<const int64_t *>(PyArray_DATA(a)), PyArray_DIM(a, 0)};
+}
+
+inline nb::object py_float(double x) { return nb::steal(PyFloat_FromDouble(x)); }
+inline nb::object py_int(int64_t x) { return nb::steal(PyLong_FromLongLong(x)); }
+
+// Python's tuple of `items`, each reference taken.
+inline nb::object draft(std::initializer_list<nb::handle> items) {
+    PyObject *t = PyTuple_New(Py_ssize_t(items.size()));
+    if (!t) throw nb::python_error();
+    Py_ssize_t i = 0;
+    for (nb::handle h : items) {
+        Py_INCREF(h.ptr());
+        PyTuple_SET_ITEM(t, i++, h.ptr());
+    }
+    return nb::steal(t);
+}
+
+}  // namespace workload
