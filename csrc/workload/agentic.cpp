@@ -103,6 +103,7 @@ public:
         branch_ = nb::cast<int64_t>(cfg.attr("branch_len"));
     }
 
+    nb::object rng() const { return draws_.generator(); }
     double t() const { return t_; }
     double horizon() const { return horizon_; }
 
@@ -310,6 +311,7 @@ void bind_agentic(nb::module_ &m) {
         .def(nb::init<nb::handle, nb::object, nb::dict>(), nb::arg("generator"), nb::arg("wave").none(),
              nb::arg("class_normals"))
         .def("chunk", &AgenticChunks::chunk)
+        .def_prop_ro("rng", &AgenticChunks::rng)
         .def_prop_ro("t", &AgenticChunks::t)
         .def_prop_ro("horizon", &AgenticChunks::horizon);
 }

@@ -38,6 +38,8 @@ public:
         if (!state_) throw nb::python_error();
     }
 
+    nb::object generator() const { return generator_; }
+
     void uniform(double *out, int64_t n) { random_standard_uniform_fill(state_, n, out); }
     void normal(double *out, int64_t n) { random_standard_normal_fill(state_, n, out); }
     void exponential(double *out, int64_t n, double scale) {

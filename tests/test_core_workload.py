@@ -1,0 +1,120 @@
+"""The workloads' compiled draws (auction_gym._workload, `workload/compiled.py`) against the Python
+generator they stand in for: every field of every request, its type, and which requests' arrays
+share memory, for random configurations, read partly and fully."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from auction_gym import core
+from auction_gym.workload import compiled
+from auction_gym.workload.agentic import AgenticConfig, _chunks, _Generator, iter_agentic
+
+pytestmark = pytest.mark.skipif(compiled._module() is None, reason="auction_gym._workload is not built here")
+
+FIELDS = ("id", "bidder", "bid", "output_len", "arrival", "value", "urgency", "kind", "max_new_tokens")
+
+
+def _random_config(draw: random.Random) -> AgenticConfig:
+    shapes = [s for s in ("session", "fanout", "rollout", "urgent") if draw.random() < 0.7] or ["urgent"]
+    lo = draw.randint(1, 4)
+    return AgenticConfig(
+        num_bidders=draw.randint(1, 6), rate=draw.choice([5.0, 20.0, 60.0]),
+        duration=draw.choice([5.0, 25.0, 60.0]), num_requests=draw.choice([None, None, None, 0, 37, 700]),
+        burst_period=draw.choice([0.0, 4.0, 9.0]), burst_factor=draw.choice([0.5, 3.0]),
+        burst_duration=draw.choice([0.0, 1.5, 4.0]), wave_amplitude=draw.choice([0.0, 0.4, 0.9]),
+        wave_period=draw.choice([7.0, 30.0]), wave_offset=draw.choice([0.0, 3.5]),
+        vocab_size=draw.choice([2, 1000, 2**33]), system_prompt_len=draw.randint(1, 40),
+        tool_defs_len=draw.randint(1, 40), user_turn_len=draw.randint(1, 40), urgent_query_len=draw.randint(1, 30),
+        context_len=draw.randint(1, 50), branch_len=draw.randint(1, 20),
+        shape_mix={s: draw.choice([0.0, 0.3, 1.0]) for s in shapes} | {shapes[0]: 1.0},
+        bidder_heterogeneity=draw.choice([0.0, 0.5, 10.0]),
+        session_class_mix=draw.choice([{"interactive": 0.85, "background": 0.15}, {"background": 1.0},
+                                       {"urgent": 1.0, "interactive": 2.0, "background": 0.0}]),
+        session_turns=draw.choice([1.0, 2.5, 6]), max_session_turns=draw.randint(1, 12),
+        think_time=draw.choice([0.0, 0.7, 5.0]), fanout_width=(lo, lo + draw.randint(0, 4)),
+        rollouts=draw.randint(1, 9), max_new_tokens=draw.choice([None, 5000]))
+
+
+def _sharing(requests) -> list[tuple[int, int]]:
+    """Each request's prompt and reply as the index of the first array seen with the same memory
+    owner: the requests' memory sharing, comparable across two runs."""
+    owners: dict[int, int] = {}
+    shared = []
+    for r in requests:
+        pair = []
+        for arr in (r.tokens, r.output_tokens):
+            owner = arr if arr is None or arr.base is None else arr.base
+            pair.append(owners.setdefault(id(owner), len(owners)) if owner is not None else -1)
+        shared.append(tuple(pair))
+    return shared
+
+
+def _assert_same(expected, got) -> None:
+    assert len(got) == len(expected)
+    for a, b in zip(expected, got):
+        for name in FIELDS:
+            x, y = getattr(a, name), getattr(b, name)
+            assert type(x) is type(y) and x == y, (a.id, name, x, y)
+        for x, y in ((a.tokens, b.tokens), (a.output_tokens, b.output_tokens)):
+            if x is None:
+                assert y is None
+                continue
+            assert y.dtype == x.dtype and y.flags.writeable is x.flags.writeable is False
+            assert np.array_equal(x, y), a.id
+    assert _sharing(got) == _sharing(expected)
+
+
+def _both(cfg: AgenticConfig, seed: int, limit: int | None):
+    def read(which):
+        with core.use(which):
+            return list(itertools.islice(iter_agentic(cfg, seed), limit))
+    return read("python"), read("compiled")
+
+
+@pytest.mark.parametrize("case", range(60))
+def test_compiled_agentic_draws_are_the_python_draws(case):
+    draw = random.Random(case)
+    cfg = _random_config(draw)
+    limit = draw.choice([None, None, None, 1, 60])
+    _assert_same(*_both(cfg, draw.randint(0, 2**32), limit))
+
+
+def test_compiled_chunks_leave_the_generator_where_the_python_chunks_do():
+    cfg = AgenticConfig(burst_period=5.0, wave_amplitude=0.5, shape_mix={"session": 1, "fanout": 1, "urgent": 1})
+    python = _Generator(cfg, 3)
+    with core.use("compiled"):
+        chunks = _chunks(cfg, 3)
+    assert type(chunks) is not _Generator
+    for _ in range(5):
+        assert [d[:2] + d[4:] for d in chunks.chunk()] == [d[:2] + d[4:] for d in python.chunk()]
+        assert chunks.t == python.t and chunks.horizon == python.horizon
+    # The C++ draws moved numpy's generator as far as the Python draws did.
+    assert chunks.rng.bit_generator.state == python.rng.bit_generator.state
+
+
+@pytest.mark.parametrize("which", core.CORES)
+def test_the_python_core_and_a_foreign_numpy_draw_in_python(which, monkeypatch):
+    cfg = AgenticConfig(duration=10.0)
+    with core.use(which):
+        assert (type(_chunks(cfg, 0)) is _Generator) == (which == "python")
+        monkeypatch.setattr(compiled._module(), "NUMPY_VERSION", "0.0.0")
+        compiled._module.cache_clear()
+        try:
+            assert type(_chunks(cfg, 0)) is _Generator
+        finally:
+            monkeypatch.undo()
+            compiled._module.cache_clear()
+
+
+def test_a_generator_subclass_draws_in_python():
+    class Mine(np.random.Generator):
+        pass
+
+    with core.use("compiled"):
+        assert compiled.compiled_draws(Mine(np.random.PCG64(0))) is None
+        assert compiled.compiled_draws(np.random.default_rng(0)) is not None
