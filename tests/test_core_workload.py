@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from auction_gym import core
-from auction_gym.workload import compiled
+from auction_gym.workload import compiled, shared_prefix
 from auction_gym.workload.agentic import AgenticConfig, _chunks, _Generator, iter_agentic
+from auction_gym.workload.shared_prefix import SharedPrefixConfig, iter_shared_prefix
 
 pytestmark = pytest.mark.skipif(compiled._module() is None, reason="auction_gym._workload is not built here")
 
@@ -38,6 +39,18 @@ def _random_config(draw: random.Random) -> AgenticConfig:
         session_turns=draw.choice([1.0, 2.5, 6]), max_session_turns=draw.randint(1, 12),
         think_time=draw.choice([0.0, 0.7, 5.0]), fanout_width=(lo, lo + draw.randint(0, 4)),
         rollouts=draw.randint(1, 9), max_new_tokens=draw.choice([None, 5000]))
+
+
+def _random_shared_config(draw: random.Random) -> SharedPrefixConfig:
+    return SharedPrefixConfig(
+        num_groups=draw.randint(1, 20), prompts_per_group=draw.randint(1, 30),
+        system_prompt_len=draw.randint(1, 300), question_len=draw.randint(1, 60), output_len=draw.randint(1, 300),
+        range_ratio=draw.choice([1.0, 0.5, 0.01]), rate=draw.choice([1.0, 8.0, 100.0]),
+        burst_period=draw.choice([0.0, 3.0]), burst_factor=draw.choice([0.5, 4.0]),
+        burst_duration=draw.choice([0.0, 1.0, 3.0]), num_bidders=draw.randint(1, 9),
+        vocab_size=draw.choice([2, 32000, 2**40]),
+        class_mix=draw.choice([{"urgent": 0.1, "interactive": 0.6, "background": 0.3}, {"background": 1.0}]),
+        max_new_tokens=draw.choice([None, 300]))
 
 
 def _sharing(requests) -> list[tuple[int, int]]:
@@ -69,10 +82,10 @@ def _assert_same(expected, got) -> None:
     assert _sharing(got) == _sharing(expected)
 
 
-def _both(cfg: AgenticConfig, seed: int, limit: int | None):
+def _both(stream, cfg, seed: int, limit: int | None):
     def read(which):
         with core.use(which):
-            return list(itertools.islice(iter_agentic(cfg, seed), limit))
+            return list(itertools.islice(stream(cfg, seed), limit))
     return read("python"), read("compiled")
 
 
@@ -81,7 +94,15 @@ def test_compiled_agentic_draws_are_the_python_draws(case):
     draw = random.Random(case)
     cfg = _random_config(draw)
     limit = draw.choice([None, None, None, 1, 60])
-    _assert_same(*_both(cfg, draw.randint(0, 2**32), limit))
+    _assert_same(*_both(iter_agentic, cfg, draw.randint(0, 2**32), limit))
+
+
+@pytest.mark.parametrize("case", range(30))
+def test_compiled_shared_prefix_draws_are_the_python_draws(case):
+    draw = random.Random(case)
+    cfg = _random_shared_config(draw)
+    limit = draw.choice([None, None, 1, 60])
+    _assert_same(*_both(iter_shared_prefix, cfg, draw.randint(0, 2**32), limit))
 
 
 def test_compiled_chunks_leave_the_generator_where_the_python_chunks_do():
@@ -94,6 +115,21 @@ def test_compiled_chunks_leave_the_generator_where_the_python_chunks_do():
         assert [d[:2] + d[4:] for d in chunks.chunk()] == [d[:2] + d[4:] for d in python.chunk()]
         assert chunks.t == python.t and chunks.horizon == python.horizon
     # The C++ draws moved numpy's generator as far as the Python draws did.
+    assert chunks.rng.bit_generator.state == python.rng.bit_generator.state
+
+
+def test_compiled_shared_prefix_chunks_leave_the_generator_where_the_python_chunks_do():
+    cfg = SharedPrefixConfig(num_groups=8, prompts_per_group=200, range_ratio=0.3, burst_period=2.0)
+    python = shared_prefix._Chunks(cfg, 4)
+    with core.use("compiled"):
+        chunks = shared_prefix._chunks(cfg, 4)
+    assert type(chunks) is not shared_prefix._Chunks
+    emitted = 0
+    while emitted < cfg.num_requests:
+        got, expected = chunks.chunk(emitted), python.chunk(emitted)
+        assert [x for i, x in enumerate(got) if i != 2] == [x for i, x in enumerate(expected) if i != 2]
+        assert chunks.t == python.t
+        emitted += len(got[0])
     assert chunks.rng.bit_generator.state == python.rng.bit_generator.state
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ..request import Request, read_only
 from .agentic import check_bursts, in_burst
 from .classes import DEFAULT_CLASS_MIX, ClassMix, checked_class_mix, checked_max_new_tokens
+from .compiled import compiled_draws
 
 CHUNK = 256
 """Requests drawn at a time (a fixed size, so the stream does not depend on how far it is read)."""
@@ -100,39 +101,68 @@ def shared_prefix_stream(num_bidders: int, seed: int, **fields: Any) -> Iterator
     return iter_shared_prefix(SharedPrefixConfig(num_bidders=num_bidders, **fields), seed)
 
 
-def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
-    rng = np.random.default_rng(seed)
-    n, groups = cfg.num_requests, cfg.num_groups
-    system_lens = _lengths(rng, cfg.system_prompt_len, cfg.range_ratio, groups)
-    systems = [rng.integers(0, cfg.vocab_size, int(k), dtype=np.int64) for k in system_lens]
-    group_of = rng.permutation(np.repeat(np.arange(groups), cfg.prompts_per_group)).tolist()
-    names, p = checked_class_mix(cfg.class_mix)
-    cdf, classes = np.cumsum(p), ClassMix(names)
-    peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
-    t, emitted = 0.0, 0
-    while emitted < n:
+class _Chunks:
+    """Draws the workload `CHUNK` candidate arrivals at a time, each kind of draw for the whole chunk
+    in one call; `chunk` returns the next accepted requests' fields."""
+
+    def __init__(self, cfg: SharedPrefixConfig, seed: int) -> None:
+        self.cfg = cfg
+        self.rng = rng = np.random.default_rng(seed)
+        groups = cfg.num_groups
+        system_lens = _lengths(rng, cfg.system_prompt_len, cfg.range_ratio, groups)
+        self.systems = [rng.integers(0, cfg.vocab_size, int(k), dtype=np.int64) for k in system_lens]
+        """Each group's system prompt."""
+        self.group_of = rng.permutation(np.repeat(np.arange(groups), cfg.prompts_per_group)).tolist()
+        """Each request's group, by id."""
+        self.names, p = checked_class_mix(cfg.class_mix)
+        self.cdf, self.classes = np.cumsum(p), ClassMix(self.names)
+        self.peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
+        self.gap_scale = 1.0 / (cfg.rate * self.peak)
+        self.t = 0.0
+
+    def chunk(self, emitted: int) -> tuple[list, ...]:
+        """The fields of the requests from id `emitted` on that the next chunk accepts (none, or up
+        to the workload's last): arrivals, bidders, prompts (read-only), output lengths, urgencies,
+        values, kinds."""
+        cfg, rng = self.cfg, self.rng
         # Arrivals by thinning a Poisson process at the peak rate; the other draws are per request.
-        gaps = rng.exponential(1.0 / (cfg.rate * peak), CHUNK)
-        starts = t + np.cumsum(gaps)
-        t = float(starts[-1])
-        keep = rng.random(CHUNK) * peak < np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0)
-        arrivals = starts[keep].tolist()[: n - emitted]
+        starts = self.t + np.cumsum(rng.exponential(self.gap_scale, CHUNK))
+        self.t = float(starts[-1])
+        keep = rng.random(CHUNK) * self.peak < np.where(in_burst(starts, cfg), cfg.burst_factor, 1.0)
+        arrivals = starts[keep].tolist()[: cfg.num_requests - emitted]
         m = len(arrivals)
         if m == 0:
-            continue
+            return ([],) * 7
         q_lens = _lengths(rng, cfg.question_len, cfg.range_ratio, m)
         outs = _lengths(rng, cfg.output_len, cfg.range_ratio, m).tolist()
         questions = rng.integers(0, cfg.vocab_size, int(q_lens.sum()), dtype=np.int64)
-        which = np.minimum(np.searchsorted(cdf, rng.random(m), side="right"), len(names) - 1)
-        w, v, _ = classes.from_normals(which, rng.standard_normal((3, m)))
+        which = np.minimum(np.searchsorted(self.cdf, rng.random(m), side="right"), len(self.names) - 1)
+        w, v, _ = self.classes.from_normals(which, rng.standard_normal((3, m)))
         ends = q_lens.cumsum().tolist()
-        own = group_of[emitted:emitted + m]
-        prompts = [read_only(np.concatenate((systems[g], questions[a:e])))
+        own = self.group_of[emitted:emitted + m]
+        prompts = [read_only(np.concatenate((self.systems[g], questions[a:e])))
                    for g, a, e in zip(own, [0] + ends[:-1], ends)]
+        return (arrivals, [g % cfg.num_bidders for g in own], prompts, outs, w.tolist(), v.tolist(),
+                [self.names[c] for c in which.tolist()])
+
+
+def _chunks(cfg: SharedPrefixConfig, seed: int) -> _Chunks:
+    """The drawer of `seed`'s chunks: `_Chunks`, or after its first draws its compiled twin
+    (`compiled.compiled_draws`), which draws the same chunks."""
+    gen = _Chunks(cfg, seed)
+    module = compiled_draws(gen.rng)
+    return gen if module is None else module.SharedPrefixChunks(gen)
+
+
+def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
+    gen = _chunks(cfg, seed)
+    emitted = 0
+    while emitted < cfg.num_requests:
+        arrivals, bidders, prompts, outs, w, v, kinds = gen.chunk(emitted)
+        m = len(arrivals)
         # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
         yield from Request._unchecked_many(
-            first_id=emitted, bidder=[g % cfg.num_bidders for g in own],
-            tokens=prompts, bid=w.tolist(), output_len=outs, arrival=arrivals, value=v.tolist(), urgency=w.tolist(),
-            output_tokens=[None] * m, kind=[names[c] for c in which.tolist()],
+            first_id=emitted, bidder=bidders, tokens=prompts, bid=w, output_len=outs, arrival=arrivals, value=v,
+            urgency=w, output_tokens=[None] * m, kind=kinds,
             max_new_tokens=outs if cfg.max_new_tokens is None else [int(cfg.max_new_tokens)] * m)
         emitted += m

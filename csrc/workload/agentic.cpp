@@ -20,14 +20,6 @@ namespace workload {
 
 namespace {
 
-// A Python number as numpy's draws take a scalar parameter (PyFloat_AsDouble), and as Python's
-// arithmetic uses it.
-double as_double(nb::handle x) {
-    double v = PyFloat_AsDouble(x.ptr());
-    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
-    return v;
-}
-
 enum Shape { SESSION, FANOUT, ROLLOUT, URGENT };
 
 Shape shape_of(const std::string &name) {
@@ -36,31 +28,6 @@ Shape shape_of(const std::string &name) {
     if (name == "rollout") return ROLLOUT;
     if (name == "urgent") return URGENT;
     throw nb::value_error("unknown episode shape");
-}
-
-// A class's draws read back from its `from_normals`: urgencies, values, output lengths.
-struct ClassDraws {
-    nb::object w, v, out;
-    const double *urgency, *value;
-    const int64_t *output;
-};
-
-ClassDraws class_draws(nb::handle from_normals, nb::handle z, nb::handle which = nb::handle()) {
-    nb::object drawn = which.is_valid() ? from_normals(which, z) : from_normals(z);
-    ClassDraws d{as_array(drawn[0], NPY_FLOAT64), as_array(drawn[1], NPY_FLOAT64), as_array(drawn[2], NPY_INT64),
-                 nullptr, nullptr, nullptr};
-    d.urgency = data_of<double>(d.w);
-    d.value = data_of<double>(d.v);
-    d.output = data_of<int64_t>(d.out);
-    return d;
-}
-
-// Standard normals of shape (3, n), as `standard_normal((3, n))` draws them.
-nb::object normals(Draws &draws, int64_t n) {
-    npy_intp dims[2] = {3, npy_intp(n)};
-    nb::object z = new_array(2, dims, NPY_FLOAT64);
-    draws.normal(data_of<double>(z), 3 * n);
-    return z;
 }
 
 class AgenticChunks {

@@ -6,6 +6,7 @@
 
 namespace workload {
 void bind_agentic(nb::module_ &m);  // agentic.cpp
+void bind_shared_prefix(nb::module_ &m);  // shared_prefix.cpp
 }
 
 NB_MODULE(_workload, m) {
@@ -14,4 +15,5 @@ NB_MODULE(_workload, m) {
     if (_import_array() < 0) throw nanobind::python_error();
     m.attr("NUMPY_VERSION") = NUMPY_BUILD_VERSION;
     workload::bind_agentic(m);
+    workload::bind_shared_prefix(m);
 }

@@ -139,4 +139,37 @@ inline nb::object draft(std::initializer_list<nb::handle> items) {
     return nb::steal(t);
 }
 
+// A Python number as numpy's draws take a scalar parameter (PyFloat_AsDouble), and as Python's
+// arithmetic uses it.
+inline double as_double(nb::handle x) {
+    double v = PyFloat_AsDouble(x.ptr());
+    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    return v;
+}
+
+// A class's draws read back from its `from_normals`: urgencies, values, output lengths.
+struct ClassDraws {
+    nb::object w, v, out;
+    const double *urgency, *value;
+    const int64_t *output;
+};
+
+inline ClassDraws class_draws(nb::handle from_normals, nb::handle z, nb::handle which = nb::handle()) {
+    nb::object drawn = which.is_valid() ? from_normals(which, z) : from_normals(z);
+    ClassDraws d{as_array(drawn[0], NPY_FLOAT64), as_array(drawn[1], NPY_FLOAT64), as_array(drawn[2], NPY_INT64),
+                 nullptr, nullptr, nullptr};
+    d.urgency = data_of<double>(d.w);
+    d.value = data_of<double>(d.v);
+    d.output = data_of<int64_t>(d.out);
+    return d;
+}
+
+// Standard normals of shape (3, n), as `standard_normal((3, n))` draws them.
+inline nb::object normals(Draws &draws, int64_t n) {
+    npy_intp dims[2] = {3, npy_intp(n)};
+    nb::object z = new_array(2, dims, NPY_FLOAT64);
+    draws.normal(data_of<double>(z), 3 * n);
+    return z;
+}
+
 }  // namespace workload

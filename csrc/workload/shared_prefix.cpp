@@ -1,0 +1,121 @@
+// The shared-prefix workload's chunks (auction_gym/workload/shared_prefix.py, `_Chunks.chunk`)
+// drawn in C++, draw for draw the Python's, on its numpy Generator (docs/design.md section 8).
+//
+// Built from a Python `_Chunks` after its own draws (the groups' system prompts and order), it draws
+// every chunk: the same numpy draws in the same order (numpy_draws.hpp) and the same fields, the
+// classes' urgencies and values left to the same Python `from_normals` (numpy's own exp).
+#include "numpy_draws.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace workload {
+
+namespace {
+
+class SharedPrefixChunks {
+public:
+    explicit SharedPrefixChunks(nb::handle gen) : draws_(gen.attr("rng")) {
+        nb::object cfg = gen.attr("cfg");
+        chunk_ = nb::cast<int64_t>(nb::module_::import_("auction_gym.workload.shared_prefix").attr("CHUNK"));
+        num_requests_ = nb::cast<int64_t>(cfg.attr("num_requests"));
+        num_bidders_ = nb::cast<int64_t>(cfg.attr("num_bidders"));
+        vocab_ = nb::cast<int64_t>(cfg.attr("vocab_size"));
+        ratio_ = as_double(cfg.attr("range_ratio"));
+        question_ = nb::cast<int64_t>(cfg.attr("question_len"));
+        output_ = nb::cast<int64_t>(cfg.attr("output_len"));
+        burst_period_ = as_double(cfg.attr("burst_period"));
+        burst_duration_ = as_double(cfg.attr("burst_duration"));
+        burst_factor_ = as_double(cfg.attr("burst_factor"));
+        bursty_ = burst_period_ > 0 && burst_duration_ > 0;  // agentic.has_bursts
+        gap_scale_ = as_double(gen.attr("gap_scale"));
+        peak_ = as_double(gen.attr("peak"));
+        t_ = as_double(gen.attr("t"));
+        for (nb::handle p : gen.attr("systems")) systems_.push_back(tokens_of(p));
+        for (nb::handle g : gen.attr("group_of")) group_of_.push_back(nb::cast<int64_t>(g));
+        for (nb::handle name : gen.attr("names")) names_.push_back(nb::borrow(name));
+        nb::object cdf = as_array(gen.attr("cdf"), NPY_FLOAT64);
+        cdf_.assign(data_of<double>(cdf), data_of<double>(cdf) + names_.size());
+        from_normals_ = gen.attr("classes").attr("from_normals");
+    }
+
+    nb::object rng() const { return draws_.generator(); }
+    double t() const { return t_; }
+
+    // `_Chunks.chunk`: arrivals, bidders, prompts, output lengths, urgencies, values, kinds.
+    nb::tuple chunk(int64_t emitted) {
+        std::vector<double> starts(chunk_), u(chunk_), arrivals;
+        draws_.exponential(starts.data(), chunk_, gap_scale_);
+        for (int64_t i = 1; i < chunk_; ++i) starts[i] = starts[i - 1] + starts[i];  // numpy's cumsum
+        for (double &s : starts) s = t_ + s;
+        t_ = starts[chunk_ - 1];
+        draws_.uniform(u.data(), chunk_);
+        for (int64_t i = 0; i < chunk_; ++i) {
+            const bool burst = bursty_ && std::fmod(starts[i], burst_period_) < burst_duration_;
+            if (u[i] * peak_ < (burst ? burst_factor_ : 1.0)) arrivals.push_back(starts[i]);
+        }
+        arrivals.resize(std::min(int64_t(arrivals.size()), num_requests_ - emitted));
+        const int64_t m = int64_t(arrivals.size());
+        nb::list at, bidders, prompts, outs, w, v, kinds;
+        if (m == 0) return nb::make_tuple(at, bidders, prompts, outs, w, v, kinds);
+        std::vector<int64_t> ends = lengths(question_, m), out = lengths(output_, m);
+        for (int64_t i = 1; i < m; ++i) ends[i] += ends[i - 1];
+        std::vector<int64_t> questions(ends[m - 1]);
+        draws_.integers(questions.data(), ends[m - 1], 0, vocab_);
+        std::vector<double> r(m);
+        draws_.uniform(r.data(), m);
+        nb::object which = new_array(npy_intp(m), NPY_INT64);
+        int64_t *c = data_of<int64_t>(which);
+        for (int64_t i = 0; i < m; ++i) {  // searchsorted(cdf, r, side="right"), the cdf being sorted
+            c[i] = std::min(int64_t(std::upper_bound(cdf_.begin(), cdf_.end(), r[i]) - cdf_.begin()),
+                            int64_t(names_.size()) - 1);
+        }
+        ClassDraws d = class_draws(from_normals_, normals(draws_, m), which);
+        for (int64_t i = 0; i < m; ++i) {
+            const int64_t g = group_of_[emitted + i], a = i ? ends[i - 1] : 0;
+            const Tokens &system = systems_[g];
+            nb::object prompt = new_array(system.size + ends[i] - a, NPY_INT64);
+            std::copy(questions.begin() + a, questions.begin() + ends[i],
+                      std::copy(system.data, system.data + system.size, data_of<int64_t>(prompt)));
+            at.append(py_float(arrivals[i]));
+            bidders.append(py_int(g % num_bidders_));
+            prompts.append(sealed(prompt));
+            outs.append(py_int(out[i]));
+            w.append(py_float(d.urgency[i]));
+            v.append(py_float(d.value[i]));
+            kinds.append(names_[c[i]]);
+        }
+        return nb::make_tuple(at, bidders, prompts, outs, w, v, kinds);
+    }
+
+private:
+    // `_lengths`: n lengths uniform in [max(int(full x ratio), 1), full], or `full` without a range.
+    std::vector<int64_t> lengths(int64_t full, int64_t n) {
+        std::vector<int64_t> out(n, full);
+        if (ratio_ < 1) draws_.integers(out.data(), n, std::max(int64_t(double(full) * ratio_), int64_t(1)), full + 1);
+        return out;
+    }
+
+    Draws draws_;
+    int64_t chunk_, num_requests_, num_bidders_, vocab_, question_, output_;
+    double ratio_, burst_period_, burst_duration_, burst_factor_;
+    bool bursty_;
+    double gap_scale_, peak_, t_;
+    std::vector<Tokens> systems_;
+    std::vector<int64_t> group_of_;
+    std::vector<nb::object> names_;
+    std::vector<double> cdf_;
+    nb::object from_normals_;
+};
+
+}  // namespace
+
+void bind_shared_prefix(nb::module_ &m) {
+    nb::class_<SharedPrefixChunks>(m, "SharedPrefixChunks")
+        .def(nb::init<nb::handle>(), nb::arg("generator"))
+        .def("chunk", &SharedPrefixChunks::chunk, nb::arg("emitted"))
+        .def_prop_ro("rng", &SharedPrefixChunks::rng)
+        .def_prop_ro("t", &SharedPrefixChunks::t);
+}
+
+}  // namespace workload
