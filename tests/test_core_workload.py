@@ -154,3 +154,26 @@ def test_a_generator_subclass_draws_in_python():
     with core.use("compiled"):
         assert compiled.compiled_draws(Mine(np.random.PCG64(0))) is None
         assert compiled.compiled_draws(np.random.default_rng(0)) is not None
+
+
+@pytest.mark.parametrize("fields", [
+    {"vocab_size": np.int64(1000)}, {"context_len": 50.0}, {"burst_period": np.float64(4.0)}, {"num_bidders": True},
+    {"max_session_turns": 3.0, "think_time": 0}])
+def test_numbers_the_compiled_draws_decline_draw_in_python(fields):
+    cfg = AgenticConfig(duration=20.0, shape_mix={"session": 1, "fanout": 1, "urgent": 1}, **fields)
+    try:
+        with core.use("python"):
+            expected = list(iter_agentic(cfg, 1))
+    except (TypeError, ValueError) as python_error:
+        with core.use("compiled"), pytest.raises(type(python_error)):
+            list(iter_agentic(cfg, 1))
+        return
+    with core.use("compiled"):
+        assert type(_chunks(cfg, 1)) is _Generator
+        _assert_same(expected, list(iter_agentic(cfg, 1)))
+
+
+def test_a_plain_config_is_drawn_compiled():
+    with core.use("compiled"):
+        assert type(_chunks(AgenticConfig(burst_period=3, duration=20), 1)) is not _Generator
+        assert type(shared_prefix._chunks(SharedPrefixConfig(), 1)) is not shared_prefix._Chunks

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..request import Request, read_only
 from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, normalize_mix
-from .compiled import compiled_draws
+from .compiled import compiled_twin
 
 SHAPES = ("session", "fanout", "rollout", "urgent")
 
@@ -328,13 +328,11 @@ def agentic_stream(num_bidders: int, seed: int, **fields: Any) -> Iterator[Reque
 
 def _chunks(cfg: AgenticConfig, seed: int) -> _Generator:
     """The generator of `seed`'s chunks: `_Generator`, or after its first draws its compiled twin
-    (`compiled.compiled_draws`), which draws the same chunks."""
+    (`compiled.compiled_twin`), which draws the same chunks."""
     gen = _Generator(cfg, seed)
-    module = compiled_draws(gen.rng)
-    if module is None:
-        return gen
     wave = partial(wave_shape, cfg=cfg) if cfg.wave_amplitude > 0 else None
-    return module.AgenticChunks(gen, wave, {name: c.from_normals for name, c in CLASSES.items()})
+    normals = {name: c.from_normals for name, c in CLASSES.items()}
+    return compiled_twin(gen, lambda module: module.AgenticChunks(gen, wave, normals))
 
 
 def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:

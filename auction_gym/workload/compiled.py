@@ -3,7 +3,8 @@ draws from C++, the extension module `auction_gym._workload` (docs/design.md sec
 
 The C++ draws call numpy's own random library on the Python generator's state, so they give the
 same numbers only with the numpy they were built against and on a plain `numpy.random.Generator`;
-they run where the compiled core is active (`core.active()`), the extension imports and both hold.
+they run where the compiled core is active (`core.active()`), the extension imports and both hold,
+and where the configuration's numbers are plain Python ints and floats (the twin declines others).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import importlib
 from functools import cache
 from types import ModuleType
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from .. import core
+
+G = TypeVar("G")
 
 
 @cache
@@ -33,3 +37,16 @@ def compiled_draws(rng: np.random.Generator) -> ModuleType | None:
     if type(rng) is not np.random.Generator or core.active() != "compiled":
         return None
     return _module()
+
+
+def compiled_twin(gen: G, build: Callable[[ModuleType], Any]) -> G | Any:
+    """`build(module)`, the compiled twin of the Python generator `gen` (which draws the same
+    chunks), or `gen` itself where the compiled draws do not run or the twin declines its
+    configuration (a TypeError, raised before any draw)."""
+    module = compiled_draws(gen.rng)
+    if module is None:
+        return gen
+    try:
+        return build(module)
+    except TypeError:
+        return gen

@@ -15,9 +15,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..request import Request, read_only
-from .agentic import check_bursts, in_burst
+from .agentic import check_bursts, has_bursts, in_burst
 from .classes import DEFAULT_CLASS_MIX, ClassMix, checked_class_mix, checked_max_new_tokens
-from .compiled import compiled_draws
+from .compiled import compiled_twin
 
 CHUNK = 256
 """Requests drawn at a time (a fixed size, so the stream does not depend on how far it is read)."""
@@ -116,6 +116,8 @@ class _Chunks:
         """Each request's group, by id."""
         self.names, p = checked_class_mix(cfg.class_mix)
         self.cdf, self.classes = np.cumsum(p), ClassMix(self.names)
+        self.bursty = has_bursts(cfg)
+        """Whether the arrival rate has burst windows."""
         self.peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
         self.gap_scale = 1.0 / (cfg.rate * self.peak)
         self.t = 0.0
@@ -148,10 +150,9 @@ class _Chunks:
 
 def _chunks(cfg: SharedPrefixConfig, seed: int) -> _Chunks:
     """The drawer of `seed`'s chunks: `_Chunks`, or after its first draws its compiled twin
-    (`compiled.compiled_draws`), which draws the same chunks."""
+    (`compiled.compiled_twin`), which draws the same chunks."""
     gen = _Chunks(cfg, seed)
-    module = compiled_draws(gen.rng)
-    return gen if module is None else module.SharedPrefixChunks(gen)
+    return compiled_twin(gen, lambda module: module.SharedPrefixChunks(gen))
 
 
 def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:

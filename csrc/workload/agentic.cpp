@@ -35,14 +35,14 @@ public:
     AgenticChunks(nb::handle gen, nb::object wave, nb::dict class_normals)
         : draws_(gen.attr("rng")), wave_(std::move(wave)), class_normals_(std::move(class_normals)) {
         nb::object cfg = gen.attr("cfg");
-        chunk_ = nb::cast<int64_t>(gen.attr("CHUNK"));
-        num_bidders_ = nb::cast<int64_t>(cfg.attr("num_bidders"));
-        vocab_ = nb::cast<int64_t>(cfg.attr("vocab_size"));
+        chunk_ = exact_int(gen.attr("CHUNK"));
+        num_bidders_ = exact_int(cfg.attr("num_bidders"));
+        vocab_ = exact_int(cfg.attr("vocab_size"));
         gap_scale_ = as_double(gen.attr("gap_scale"));
         peak_ = as_double(gen.attr("peak"));
         t_ = as_double(gen.attr("t"));
         horizon_ = as_double(gen.attr("horizon"));
-        bursty_ = nb::cast<bool>(gen.attr("bursty"));
+        bursty_ = PyObject_IsTrue(gen.attr("bursty").ptr()) == 1;
         burst_period_ = as_double(cfg.attr("burst_period"));
         burst_duration_ = as_double(cfg.attr("burst_duration"));
         burst_factor_ = as_double(cfg.attr("burst_factor"));
@@ -58,16 +58,16 @@ public:
         nb::object class_cdf = as_array(gen.attr("session_class_cdf"), NPY_FLOAT64);
         class_cdf_.assign(data_of<double>(class_cdf), data_of<double>(class_cdf) + session_kinds_.size());
         turn_p_ = 1.0 / as_double(cfg.attr("session_turns"));
-        max_turns_ = nb::cast<int64_t>(cfg.attr("max_session_turns"));
+        max_turns_ = exact_int(cfg.attr("max_session_turns"));
         think_time_ = as_double(cfg.attr("think_time"));
         turn_mean_ = as_double(cfg.attr("user_turn_len"));
         query_mean_ = as_double(cfg.attr("urgent_query_len"));
         nb::object width = cfg.attr("fanout_width");
-        width_lo_ = nb::cast<int64_t>(width[0]);
-        width_hi_ = nb::cast<int64_t>(width[1]);
-        rollouts_ = nb::cast<int64_t>(cfg.attr("rollouts"));
-        context_ = nb::cast<int64_t>(cfg.attr("context_len"));
-        branch_ = nb::cast<int64_t>(cfg.attr("branch_len"));
+        width_lo_ = exact_int(width[0]);
+        width_hi_ = exact_int(width[1]);
+        rollouts_ = exact_int(cfg.attr("rollouts"));
+        context_ = exact_int(cfg.attr("context_len"));
+        branch_ = exact_int(cfg.attr("branch_len"));
     }
 
     nb::object rng() const { return draws_.generator(); }

@@ -119,7 +119,7 @@ inline Tokens tokens_of(nb::handle obj) {
     auto *a = reinterpret_cast<PyArrayObject *>(obj.ptr());
     if (!PyArray_Check(obj.ptr()) || PyArray_TYPE(a) != NPY_INT64 || PyArray_NDIM(a) != 1 ||
         !PyArray_IS_C_CONTIGUOUS(a)) {
-        throw nb::type_error("a prefix must be a contiguous 1-D int64 array");
+        throw nb::type_error("declined: a prefix that is not a contiguous 1-D int64 array");
     }
     return {nb::borrow(obj), static_cast<const int64_t *>(PyArray_DATA(a)), PyArray_DIM(a, 0)};
 }
@@ -139,11 +139,28 @@ inline nb::object draft(std::initializer_list<nb::handle> items) {
     return nb::steal(t);
 }
 
-// A Python number as numpy's draws take a scalar parameter (PyFloat_AsDouble), and as Python's
-// arithmetic uses it.
+// The configuration's numbers are read only where they are exact Python ints and floats, whose
+// arithmetic here is Python's and numpy's; any other (a numpy scalar, a bool, an int past 64 bits)
+// is declined with a TypeError, before any draw, and the Python generator draws instead.
+inline int64_t exact_int(nb::handle x) {
+    int overflow = 0;
+    long long v = PyLong_CheckExact(x.ptr()) ? PyLong_AsLongLongAndOverflow(x.ptr(), &overflow) : 0;
+    if (!PyLong_CheckExact(x.ptr()) || overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        throw nb::type_error("declined: not an int within 64 bits");
+    }
+    return v;
+}
+
+// An exact float or int as numpy's draws take a scalar parameter (PyFloat_AsDouble), and as
+// Python's arithmetic uses it.
 inline double as_double(nb::handle x) {
+    if (!PyFloat_CheckExact(x.ptr()) && !PyLong_CheckExact(x.ptr())) throw nb::type_error("declined: not a number");
     double v = PyFloat_AsDouble(x.ptr());
-    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        throw nb::type_error("declined: an int too large for a float");
+    }
     return v;
 }
 

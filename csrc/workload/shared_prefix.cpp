@@ -17,22 +17,22 @@ class SharedPrefixChunks {
 public:
     explicit SharedPrefixChunks(nb::handle gen) : draws_(gen.attr("rng")) {
         nb::object cfg = gen.attr("cfg");
-        chunk_ = nb::cast<int64_t>(nb::module_::import_("auction_gym.workload.shared_prefix").attr("CHUNK"));
-        num_requests_ = nb::cast<int64_t>(cfg.attr("num_requests"));
-        num_bidders_ = nb::cast<int64_t>(cfg.attr("num_bidders"));
-        vocab_ = nb::cast<int64_t>(cfg.attr("vocab_size"));
+        chunk_ = exact_int(nb::module_::import_("auction_gym.workload.shared_prefix").attr("CHUNK"));
+        num_requests_ = exact_int(cfg.attr("num_requests"));
+        num_bidders_ = exact_int(cfg.attr("num_bidders"));
+        vocab_ = exact_int(cfg.attr("vocab_size"));
         ratio_ = as_double(cfg.attr("range_ratio"));
-        question_ = nb::cast<int64_t>(cfg.attr("question_len"));
-        output_ = nb::cast<int64_t>(cfg.attr("output_len"));
+        question_ = exact_int(cfg.attr("question_len"));
+        output_ = exact_int(cfg.attr("output_len"));
         burst_period_ = as_double(cfg.attr("burst_period"));
         burst_duration_ = as_double(cfg.attr("burst_duration"));
         burst_factor_ = as_double(cfg.attr("burst_factor"));
-        bursty_ = burst_period_ > 0 && burst_duration_ > 0;  // agentic.has_bursts
+        bursty_ = PyObject_IsTrue(gen.attr("bursty").ptr()) == 1;
         gap_scale_ = as_double(gen.attr("gap_scale"));
         peak_ = as_double(gen.attr("peak"));
         t_ = as_double(gen.attr("t"));
         for (nb::handle p : gen.attr("systems")) systems_.push_back(tokens_of(p));
-        for (nb::handle g : gen.attr("group_of")) group_of_.push_back(nb::cast<int64_t>(g));
+        for (nb::handle g : gen.attr("group_of")) group_of_.push_back(exact_int(g));
         for (nb::handle name : gen.attr("names")) names_.push_back(nb::borrow(name));
         nb::object cdf = as_array(gen.attr("cdf"), NPY_FLOAT64);
         cdf_.assign(data_of<double>(cdf), data_of<double>(cdf) + names_.size());
