@@ -17,6 +17,7 @@ from auction_gym.workload.shared_prefix import SharedPrefixConfig, iter_shared_p
 
 pytestmark = pytest.mark.skipif(compiled._module() is None, reason="auction_gym._workload is not built here")
 
+FLAGS = ("C_CONTIGUOUS", "F_CONTIGUOUS", "OWNDATA", "WRITEABLE", "ALIGNED")
 FIELDS = ("id", "bidder", "bid", "output_len", "arrival", "value", "urgency", "kind", "max_new_tokens")
 
 
@@ -77,7 +78,8 @@ def _assert_same(expected, got) -> None:
             if x is None:
                 assert y is None
                 continue
-            assert y.dtype == x.dtype and y.flags.writeable is x.flags.writeable is False
+            assert y.dtype == x.dtype and x.flags.writeable is False
+            assert [y.flags[f] for f in FLAGS] == [x.flags[f] for f in FLAGS] and y.strides == x.strides
             assert np.array_equal(x, y), a.id
     assert _sharing(got) == _sharing(expected)
 
