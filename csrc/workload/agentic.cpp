@@ -145,7 +145,7 @@ private:
 
     void urgent(nb::list &drafts, const std::vector<double> &starts, const std::vector<int64_t> &bidders) {
         const int64_t n = int64_t(starts.size());
-        nb::str kind("urgent");
+        nb::handle kind = urgent_;
         ClassDraws c = class_draws(class_normals_[kind], normals(draws_, n));
         std::vector<int64_t> ends(n);
         draws_.lengths(ends.data(), n, query_mean_);
@@ -216,7 +216,7 @@ private:
     void branches(nb::list &drafts, const std::vector<double> &starts, const std::vector<int64_t> &bidders,
                   Shape shape) {
         const int64_t n = int64_t(starts.size());
-        nb::str kind(shape == FANOUT ? "interactive" : "background");
+        nb::handle kind = shape == FANOUT ? interactive_ : background_;
         std::vector<int64_t> widths(n, rollouts_);
         if (shape == FANOUT) draws_.integers(widths.data(), n, width_lo_, width_hi_ + 1);
         int64_t total = 0, size = 0;
@@ -253,6 +253,8 @@ private:
     }
 
     Draws draws_;
+    // The kinds of the shapes that have one class, interned as the Python generator's literals are.
+    nb::object urgent_ = interned("urgent"), interactive_ = interned("interactive"), background_ = interned("background");
     nb::object wave_;
     nb::dict class_normals_, caps_;
     int64_t chunk_, num_bidders_, vocab_;

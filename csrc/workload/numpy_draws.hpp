@@ -124,6 +124,7 @@ inline Tokens tokens_of(nb::handle obj) {
     return {nb::borrow(obj), static_cast<const int64_t *>(PyArray_DATA(a)), PyArray_DIM(a, 0)};
 }
 
+inline nb::object interned(const char *s) { return nb::steal(PyUnicode_InternFromString(s)); }
 inline nb::object py_float(double x) { return nb::steal(PyFloat_FromDouble(x)); }
 inline nb::object py_int(int64_t x) { return nb::steal(PyLong_FromLongLong(x)); }
 
