@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 import pytest
+from test_workload_digest import DIGESTS, WORKLOADS, digest
 
 from auction_gym import core
 from auction_gym.workload import compiled, shared_prefix
@@ -105,6 +106,17 @@ def test_compiled_shared_prefix_draws_are_the_python_draws(case):
     cfg = _random_shared_config(draw)
     limit = draw.choice([None, None, 1, 60])
     _assert_same(*_both(iter_shared_prefix, cfg, draw.randint(0, 2**32), limit))
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(WORKLOADS) if not n.startswith("mooncake")])
+def test_the_pinned_workloads_are_drawn_alike(name):
+    """The digests' workloads (test_workload_digest.py, run on the default core) on both cores."""
+    with core.use("python"):
+        expected = list(WORKLOADS[name]())
+    with core.use("compiled"):
+        got = list(WORKLOADS[name]())
+    assert digest(got) == digest(expected) == (DIGESTS[name], len(expected))
+    _assert_same(expected, got)
 
 
 def test_compiled_chunks_leave_the_generator_where_the_python_chunks_do():
