@@ -117,7 +117,7 @@ class _Chunks:
         self.names, p = checked_class_mix(cfg.class_mix)
         self.cdf, self.classes = np.cumsum(p), ClassMix(self.names)
         self.bursty = has_bursts(cfg)
-        """Whether the arrival rate has burst windows."""
+        """Whether the arrival rate has burst windows (`in_burst` asks again; the compiled twin reads it)."""
         self.peak = max(1.0, cfg.burst_factor) if cfg.burst_period > 0 else 1.0
         self.gap_scale = 1.0 / (cfg.rate * self.peak)
         self.t = 0.0
