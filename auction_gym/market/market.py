@@ -25,10 +25,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import core
-from ..engine import Iteration, rejections
+from ..engine import Iteration, RequestRecord, rejections
 from ..policy import Decision
 from .config import MarketConfig
-from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
+from .observation import EMA, LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
 
 _ROW = (Obs.BUDGET_LEFT, Obs.TIME_LEFT, Obs.SPEND_VS_TARGET, Obs.LAST_SPEND_LOG, Obs.OWN_QUEUED, Obs.OWN_URGENCY,
         Obs.TOTAL_QUEUE, Obs.CLEARING_PRICE, Obs.OWN_LATENCY, Obs.OWN_TTFT, Obs.CACHE_HIT_RATE, Obs.PREV_MULTIPLIER)
@@ -119,6 +119,7 @@ class Market:
         self._rows = None if self._compiled is None else self._compiled.ObservationRows(
             self.n, int(self.config.pacing_rounds), self.config.alpha_max, QUEUE_SCALE, TOTAL_QUEUE_SCALE,
             URGENCY_LOG_SCALE, LATENCY_SCALE, TTFT_SCALE, Obs.LOW.tolist(), self.obs_high.tolist())
+        self._ledger = None if self._compiled is None else self._compiled.RoundLedger(self.n, EMA, RequestRecord)
         self.engine = None
 
     def reset(self, seed: int) -> None:
@@ -214,11 +215,35 @@ class Market:
         report.time = self.engine.now
         if self.accrue_latency_cost:
             report.latency_cost = self._accrued(report)
+        if self._ledger is None or not self._settled(report, spent):
+            self._settle(report, spent)
+        if report.admitted:
+            self.round += 1
+        return report
+
+    def _settled(self, report: RoundReport, spent: list[float]) -> bool:
+        """`_settle` in one compiled call (`_core.RoundLedger`); False, nothing changed, where it
+        declines the input."""
+        charged = report.decision is not None and report.admitted
+        settled = self._ledger.settle(report.finished, report.admitted, report.decision, self.engine.records,
+                                      self._budget, spent, self._latency_ema, self._ttft_ema, self.hit_ema,
+                                      self.price_ema, self._seconds_per_unit() if charged else 0.0)
+        if settled is None:
+            return False
+        (report.utility, report.payments, spent_after, report.welfare, report.mean_latency, report.mean_ttft,
+         report.hit_rate, report.capped, self.hit_ema, self.price_ema) = settled
+        self.last_spend = report.payments
+        if spent_after is not None:
+            self.spent = spent_after
+        return True
+
+    def _settle(self, report: RoundReport, spent: list[float]) -> None:
+        """The round's welfare, utilities, charges and moving averages, given each bidder's spend
+        before it: fills the report's and updates the market's."""
         utility = self._account_finished(report)
         payments = [0.0] * self.n
         if report.admitted:
             self._charge(report, spent, payments)
-            self.round += 1
         # The round's arrays, one numpy call each.
         report.payments = self.last_spend = np.array(payments)
         if any(payments):
@@ -226,7 +251,6 @@ class Market:
             self.spent = self.spent + report.payments
         else:  # nothing charged (most rounds): x - 0.0 and x + 0.0 are x (spend is never -0.0)
             report.utility = np.array(utility)
-        return report
 
     def _play(self, report: RoundReport, multipliers: list[float], remaining: list[float]) -> None:
         """The round's engine iterations, up to one that admits or the workload's end: fills the
@@ -338,18 +362,20 @@ class Market:
         self.hit_ema = ema(self.hit_ema, report.hit_rate)
         decided = report.decision  # the round admitted from
         if decided is not None:
-            if self.config.cost_model == "unit":
-                seconds_per_unit = self.busy_time / self.admitted_total
-            else:
-                seconds_per_unit = self.engine.cost.prefill_per_token
             budget = self._budget
-            for i, due in decided.charges(report.admitted, admitted, seconds_per_unit).items():
+            for i, due in decided.charges(report.admitted, admitted, self._seconds_per_unit()).items():
                 left = max(budget[i] - spent[i], 0.0)
                 if due > left:
                     report.capped += (i,)
                     due = left
                 payments[i] = due
         self.price_ema = ema(self.price_ema, sum(payments) / len(report.admitted))
+
+    def _seconds_per_unit(self) -> float:
+        """What a unit of the auction's completion model costs in engine seconds, to charge in money."""
+        if self.config.cost_model == "unit":
+            return self.busy_time / self.admitted_total
+        return self.engine.cost.prefill_per_token
 
     def observations(self) -> np.ndarray:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32: the features of
