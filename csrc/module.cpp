@@ -11,6 +11,7 @@ NB_MODULE(_core, m) {
     bind_allocator(m);
     bind_market_books(m);
     bind_market_round(m);
+    bind_market_pacers(m);
     bind_waiting_prefixes(m);
     bind_engine(m);
     bind_queue_tree(m);
