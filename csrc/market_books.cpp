@@ -23,6 +23,7 @@ namespace nb = nanobind;
 
 namespace {
 
+using market_fields::array_of;
 using market_fields::as_double;
 using market_fields::as_int;
 using market_fields::Field;
@@ -33,12 +34,6 @@ std::vector<double> doubles(nb::handle list, size_t n) {
     if (!PyList_CheckExact(list.ptr()) || static_cast<size_t>(PyList_GET_SIZE(list.ptr())) != n) throw Unsupported{};
     std::vector<double> out(n);
     for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(list.ptr(), i));
-    return out;
-}
-
-nb::list list_of(const std::vector<double> &values) {
-    nb::list out;
-    for (double v : values) out.append(nb::float_(v));
     return out;
 }
 
@@ -83,7 +78,7 @@ public:
             cost[h.bidder] += h.urgency * (end - t);
             it->second = end;
         }
-        return list_of(cost);
+        return array_of(cost);
     }
 
     // The accrual's state as the Python market keeps it, {request id: time}, to go on in Python.
@@ -241,7 +236,7 @@ void bind_market_books(nb::module_ &m) {
         .def(nb::init<size_t, double>(), nb::arg("num_bidders"), nb::arg("episode_start"))
         .def("accrue", &LatencyAccrual::accrue, nb::arg("finished"), nb::arg("records"), nb::arg("in_system"),
              nb::arg("end"),
-             "Each bidder's latency cost accrued up to `end` (a list), or None, changing nothing, for input "
+             "Each bidder's latency cost accrued up to `end` (a float64 array), or None, changing nothing, for input "
              "the Python code must handle.")
         .def("accrued_to", &LatencyAccrual::accrued_to, "{request id: time its accrual last stopped}.");
     nb::class_<ObservationRows>(m, "ObservationRows", "Market.observations' rows, compiled.")

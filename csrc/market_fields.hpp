@@ -4,11 +4,14 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 
 #include <structmember.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace market_fields {
 
@@ -114,6 +117,15 @@ private:
 inline size_t index_of(int64_t bidder, size_t n) {
     if (bidder < 0 || static_cast<uint64_t>(bidder) >= n) throw Unsupported{};  // Python would wrap or raise
     return static_cast<size_t>(bidder);
+}
+
+// A float64 numpy array of `values`, as numpy.array makes one of their list.
+inline nb::object array_of(const std::vector<double> &values) {
+    auto *data = new double[values.size()];
+    std::copy(values.begin(), values.end(), data);
+    nb::capsule owner(data, [](void *p) noexcept { delete[] static_cast<double *>(p); });
+    size_t shape[1] = {values.size()};
+    return nb::cast(nb::ndarray<nb::numpy, double, nb::ndim<1>>(data, 1, shape, owner));
 }
 
 // Python's sum() of floats from 0, as the interpreter the module is built for adds: from 3.12 with

@@ -1,5 +1,6 @@
-// A market round's settlement (auction_gym/market/market.py, `Market._settle`; docs/design.md
-// section 8): the welfare, utilities and latencies of the requests finished in the round
+// A market round's bids and settlement (auction_gym/market/market.py, `Market._bids` and
+// `Market._settle`; docs/design.md section 8): each bidder's multiplier and budget left for the
+// engine's round, then the welfare, utilities and latencies of the requests finished in the round
 // (`Market._account_finished`), the hit rate and the charges capped by the budgets left
 // (`Market._charge`), the moving averages they update, and the round's arrays, in one call.
 //
@@ -23,6 +24,7 @@ namespace nb = nanobind;
 namespace {
 
 using market_fields::as_double;
+using market_fields::array_of;
 using market_fields::as_float;
 using market_fields::as_int;
 using market_fields::Field;
@@ -36,14 +38,6 @@ std::vector<double> doubles_of(nb::handle list, size_t n) {
     std::vector<double> out(n);
     for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(list.ptr(), i));
     return out;
-}
-
-nb::object array_of(const std::vector<double> &values) {
-    auto *data = new double[values.size()];
-    std::copy(values.begin(), values.end(), data);
-    nb::capsule owner(data, [](void *p) noexcept { delete[] static_cast<double *>(p); });
-    size_t shape[1] = {values.size()};
-    return nb::cast(nb::ndarray<nb::numpy, double, nb::ndim<1>>(data, 1, shape, owner));
 }
 
 // What `Market._settle` computes of a round; `charged` whether any payment is not 0.
@@ -83,6 +77,29 @@ public:
         store(latency_ema, s.latency_ema);
         store(ttft_ema, s.ttft_ema);
         return result(s, spent_before);
+    }
+
+    // `Market._bids`: the round's multipliers and budgets left, or None where Python raises.
+    nb::object bids(nb::handle multipliers, nb::handle spent, nb::handle budget) const {
+        std::vector<double> alpha, s, b;
+        try {
+            alpha = doubles_of(multipliers, n_);
+            s = doubles_of(spent, n_);
+            b = doubles_of(budget, n_);
+        } catch (const Unsupported &) {
+            return nb::none();
+        }
+        nb::list alpha_now = nb::steal<nb::list>(PyList_New(static_cast<Py_ssize_t>(n_)));
+        nb::list remaining = nb::steal<nb::list>(PyList_New(static_cast<Py_ssize_t>(n_)));
+        for (size_t i = 0; i < n_; ++i) {
+            if (!(0.0 <= alpha[i] && alpha[i] < INFINITY)) return nb::none();  // NaN fails too
+            bool left = s[i] < b[i];
+            PyObject *a = left ? PyList_GET_ITEM(multipliers.ptr(), static_cast<Py_ssize_t>(i)) : zero_.ptr();
+            Py_INCREF(a);  // the same float objects the Python lists hold
+            PyList_SET_ITEM(alpha_now.ptr(), static_cast<Py_ssize_t>(i), a);
+            PyList_SET_ITEM(remaining.ptr(), static_cast<Py_ssize_t>(i), PyFloat_FromDouble(left ? b[i] - s[i] : 0.0));
+        }
+        return nb::make_tuple(alpha_now, remaining);
     }
 
 private:
@@ -220,6 +237,7 @@ private:
     double weight_;
     nb::object record_type_;
     nb::object charges_name_ = nb::steal(PyUnicode_InternFromString("charges"));
+    nb::object zero_ = nb::float_(0.0);
     Field bidder_{"bidder"}, arrival_{"arrival"}, finish_{"finish"}, first_token_{"first_token"}, value_{"value"},
         urgency_{"urgency"}, cached_{"cached_tokens"}, prompt_{"prompt_len"};  // of the records
 };
@@ -235,5 +253,8 @@ void bind_market_round(nb::module_ &m) {
              nb::arg("hit_ema"), nb::arg("price_ema"), nb::arg("seconds_per_unit"),
              "(utility, payments, spent after or None, welfare, mean latency, mean ttft, hit rate, capped, hit "
              "average, price average), the latency and ttft averages' lists updated; or None, changing nothing, "
-             "for input the Python code must handle.");
+             "for input the Python code must handle.")
+        .def("bids", &RoundLedger::bids, nb::arg("multipliers"), nb::arg("spent"), nb::arg("budget"),
+             "(multipliers, budgets left) of the round, 0 for a bidder out of budget, or None for input the Python "
+             "code must handle (it raises on a multiplier that is not finite and >= 0).");
 }

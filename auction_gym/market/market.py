@@ -202,13 +202,10 @@ class Market:
         alpha = np.array(multipliers, dtype=np.float64)
         if alpha.ndim != 1:
             alpha = alpha.reshape(-1)
-        values = alpha.tolist()
-        if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
-            raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
+        values, spent = alpha.tolist(), self.spent.tolist()
+        bids = None if self._ledger is None else self._ledger.bids(values, spent, self._budget)
+        alpha_now, remaining = self._bids(values, spent, multipliers) if bids is None else bids
         self.alpha = alpha
-        spent = self.spent.tolist()
-        alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
-        remaining = [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
         # Positional, every default given (hot path); payments and utility are replaced below.
         report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
         self._play(report, alpha_now, remaining)
@@ -251,6 +248,14 @@ class Market:
             self.spent = self.spent + report.payments
         else:  # nothing charged (most rounds): x - 0.0 and x + 0.0 are x (spend is never -0.0)
             report.utility = np.array(utility)
+
+    def _bids(self, values: list[float], spent: list[float], multipliers: Any) -> tuple[list[float], list[float]]:
+        """The round's multipliers and budgets left, 0 for a bidder out of budget; ValueError for
+        multipliers (`values`, as given: `multipliers`) that are not finite and >= 0, one per bidder."""
+        if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
+            raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
+        alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
+        return alpha_now, [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
 
     def _play(self, report: RoundReport, multipliers: list[float], remaining: list[float]) -> None:
         """The round's engine iterations, up to one that admits or the workload's end: fills the
@@ -304,7 +309,7 @@ class Market:
         if self._accrual is not None:
             compiled = self._accrual.accrue(report.finished, self.engine.records, self.engine.in_system(), report.time)
             if compiled is not None:
-                return np.array(compiled)
+                return compiled
             # An input only Python handles: the episode goes on in Python from the compiled state.
             self._accrued_to, self._accrual = self._accrual.accrued_to(), None
         end, cost, since = report.time, [0.0] * self.n, self._accrued_to
