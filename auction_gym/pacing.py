@@ -24,7 +24,6 @@ import inspect
 import math
 from array import array
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -50,6 +49,12 @@ class Policy(Protocol):
         episode_start: np.ndarray | None = None,
         deterministic: bool = True,
     ) -> tuple[np.ndarray, Any]: ...
+
+
+_COMPILED_PACERS = None if core.compiled_module() is None else core.compiled_module().Pacers(
+    Obs.BUDGET_LEFT, Obs.TIME_LEFT, Obs.LAST_SPEND_LOG, Obs.PREV_MULTIPLIER)
+"""The built-in pacers compiled over the observation's features (`_core.Pacers`), where the
+extension is built."""
 
 
 class MultiplierPolicy:
@@ -95,17 +100,11 @@ class MultiplierPolicy:
         `tolist` gives a float32 array's rows): what the environments call every step, sparing
         predict's array of the observations and reshapes of the actions."""
         if self._compiled_pacing:
-            compiled = _compiled_pacers()(self._COMPILED, self, rows)
+            compiled = _COMPILED_PACERS(self._COMPILED, self, rows)
             if compiled is not None:
                 return compiled
         # Rounded to float32, the action's dtype, as `predict`'s array is.
         return array("f", [self._alpha(row) for row in rows]).tolist()
-
-
-@cache
-def _compiled_pacers() -> Any:
-    """The compiled pacers over the observation's features (`_core.Pacers`)."""
-    return core.compiled_module().Pacers(Obs.BUDGET_LEFT, Obs.TIME_LEFT, Obs.LAST_SPEND_LOG, Obs.PREV_MULTIPLIER)
 
 
 class Truthful(MultiplierPolicy):

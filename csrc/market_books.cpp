@@ -9,7 +9,6 @@
 // bidder out of range, a division by zero or a log1p out of its domain, where Python raises)
 // makes them answer None without changing anything, and the market runs the Python code instead.
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
 #include <cmath>
@@ -159,15 +158,13 @@ public:
     nb::object rows(nb::handle waiting, nb::handle budget, nb::handle rho, nb::handle spent, nb::handle last_spend,
                     nb::handle latency_ema, nb::handle ttft_ema, nb::handle alpha, int64_t round, double price,
                     double hit) {
-        auto *out = new float[n_ * SIZE];
-        nb::capsule owner(out, [](void *p) noexcept { delete[] static_cast<float *>(p); });
+        std::vector<float> out(n_ * SIZE);
         try {
-            fill(out, waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price, hit);
+            fill(out.data(), waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price, hit);
         } catch (const Unsupported &) {
             return nb::none();
         }
-        size_t shape[2] = {n_, SIZE};
-        return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(out, 2, shape, owner));
+        return array_of(out, shape_, float32_);
     }
 
 private:
@@ -225,6 +222,7 @@ private:
     int64_t T_;
     double alpha_max_, queue_scale_, total_queue_scale_, urgency_log_scale_, latency_scale_, ttft_scale_;
     float low_[SIZE], high_[SIZE];
+    nb::object shape_ = nb::make_tuple(n_, SIZE), float32_ = nb::module_::import_("numpy").attr("float32");
     Field bidder_{"bidder"}, urgency_{"urgency"};  // of the waiting requests
 };
 

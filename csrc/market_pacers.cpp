@@ -30,8 +30,9 @@ struct Features {
     Py_ssize_t budget_left, time_left, last_spend_log, prev_multiplier;
 };
 
-double attribute(nb::handle policy, const char *name) {
-    nb::object value = nb::steal(PyObject_GetAttrString(policy.ptr(), name));
+// A parameter of the pacer (a float, as its constructor stores it), by its interned `name`.
+double attribute(nb::handle policy, PyObject *name) {
+    nb::object value = nb::steal(PyObject_GetAttr(policy.ptr(), name));
     if (!value.is_valid()) {
         PyErr_Clear();
         throw Unsupported{};
@@ -65,20 +66,34 @@ double log_checked(double x) {
     return std::log(x);
 }
 
+// The parameters' names, interned once.
+struct Names {
+    PyObject *alpha, *eta, *lambda_max, *alpha_max, *kp, *ki, *alpha_min;
+};
+
+const Names &names() {
+    static const Names n{PyUnicode_InternFromString("alpha"), PyUnicode_InternFromString("eta"),
+                         PyUnicode_InternFromString("lambda_max"), PyUnicode_InternFromString("alpha_max"),
+                         PyUnicode_InternFromString("kp"), PyUnicode_InternFromString("ki"),
+                         PyUnicode_InternFromString("alpha_min")};  // never freed, as the interpreter's own
+    return n;
+}
+
 class Pacing {
 public:
     Pacing(int kind, nb::handle policy, const Features &f) : kind_(kind), f_(f) {
-        if (kind == FIXED) alpha_ = attribute(policy, "alpha");
+        const Names &name = names();
+        if (kind == FIXED) alpha_ = attribute(policy, name.alpha);
         if (kind == OGD) {
-            eta_ = attribute(policy, "eta");
-            lambda_max_ = attribute(policy, "lambda_max");
-            alpha_max_ = attribute(policy, "alpha_max");
+            eta_ = attribute(policy, name.eta);
+            lambda_max_ = attribute(policy, name.lambda_max);
+            alpha_max_ = attribute(policy, name.alpha_max);
         }
         if (kind == PID) {
-            kp_ = attribute(policy, "kp");
-            ki_ = attribute(policy, "ki");
-            alpha_min_ = attribute(policy, "alpha_min");
-            alpha_max_ = attribute(policy, "alpha_max");
+            kp_ = attribute(policy, name.kp);
+            ki_ = attribute(policy, name.ki);
+            alpha_min_ = attribute(policy, name.alpha_min);
+            alpha_max_ = attribute(policy, name.alpha_max);
         }
         if (kind < TRUTHFUL || kind > PID) throw Unsupported{};
     }
@@ -134,8 +149,12 @@ public:
             std::vector<double> out(static_cast<size_t>(k));
             for (Py_ssize_t i = 0; i < k; ++i)
                 out[static_cast<size_t>(i)] = static_cast<float>(pacing.alpha(PyList_GET_ITEM(rows.ptr(), i)));
-            nb::list multipliers;
-            for (double a : out) multipliers.append(nb::float_(a));
+            nb::list multipliers = nb::steal<nb::list>(PyList_New(k));
+            for (Py_ssize_t i = 0; i < k; ++i) {
+                PyObject *a = PyFloat_FromDouble(out[static_cast<size_t>(i)]);
+                if (!a) throw nb::python_error();
+                PyList_SET_ITEM(multipliers.ptr(), i, a);
+            }
             return multipliers;
         } catch (const Unsupported &) {
             return nb::none();

@@ -11,7 +11,6 @@
 // of no tokens, charges that are not a dict of ints to floats, a decision whose `charges` raises)
 // makes it answer None without changing anything, and the market runs the Python code instead.
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 
 #include <cmath>
 #include <vector>
@@ -97,7 +96,9 @@ public:
             PyObject *a = left ? PyList_GET_ITEM(multipliers.ptr(), static_cast<Py_ssize_t>(i)) : zero_.ptr();
             Py_INCREF(a);  // the same float objects the Python lists hold
             PyList_SET_ITEM(alpha_now.ptr(), static_cast<Py_ssize_t>(i), a);
-            PyList_SET_ITEM(remaining.ptr(), static_cast<Py_ssize_t>(i), PyFloat_FromDouble(left ? b[i] - s[i] : 0.0));
+            PyObject *r = PyFloat_FromDouble(left ? b[i] - s[i] : 0.0);
+            if (!r) throw nb::python_error();
+            PyList_SET_ITEM(remaining.ptr(), static_cast<Py_ssize_t>(i), r);
         }
         return nb::make_tuple(alpha_now, remaining);
     }
@@ -212,7 +213,8 @@ private:
             if (PyFloat_CheckExact(old) && PyFloat_AS_DOUBLE(old) == values[i] &&
                 std::signbit(PyFloat_AS_DOUBLE(old)) == std::signbit(values[i]))
                 continue;  // unchanged: the object stays
-            PyList_SetItem(list.ptr(), static_cast<Py_ssize_t>(i), PyFloat_FromDouble(values[i]));
+            PyObject *value = PyFloat_FromDouble(values[i]);
+            if (!value || PyList_SetItem(list.ptr(), static_cast<Py_ssize_t>(i), value) != 0) throw nb::python_error();
         }
     }
 
