@@ -25,16 +25,10 @@ namespace {
 using market_fields::array_of;
 using market_fields::as_double;
 using market_fields::as_int;
+using market_fields::doubles;
 using market_fields::Field;
 using market_fields::index_of;
 using market_fields::Unsupported;
-
-std::vector<double> doubles(nb::handle list, size_t n) {
-    if (!PyList_CheckExact(list.ptr()) || static_cast<size_t>(PyList_GET_SIZE(list.ptr())) != n) throw Unsupported{};
-    std::vector<double> out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(list.ptr(), i));
-    return out;
-}
 
 // Python's math.log1p, where it answers (it raises on x <= -1: a domain error).
 double log1p_checked(double x) {

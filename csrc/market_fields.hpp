@@ -10,6 +10,8 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <string_view>
 #include <vector>
 
 namespace market_fields {
@@ -116,6 +118,35 @@ private:
 inline size_t index_of(int64_t bidder, size_t n) {
     if (bidder < 0 || static_cast<uint64_t>(bidder) >= n) throw Unsupported{};  // Python would wrap or raise
     return static_cast<size_t>(bidder);
+}
+
+// The `n` numbers of a list as Python's arithmetic reads them, or of a float64 numpy array as its
+// `tolist()` gives them.
+inline std::vector<double> doubles(nb::handle values, size_t n) {
+    static PyObject *ndarray = nb::object(nb::module_::import_("numpy").attr("ndarray")).release().ptr();  // never freed
+    std::vector<double> out(n);
+    PyObject *obj = values.ptr();
+    if (PyList_CheckExact(obj)) {
+        if (static_cast<size_t>(PyList_GET_SIZE(obj)) != n) throw Unsupported{};
+        for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(obj, static_cast<Py_ssize_t>(i)));
+        return out;
+    }
+    if (Py_TYPE(obj) != reinterpret_cast<PyTypeObject *>(ndarray)) throw Unsupported{};
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
+        PyErr_Clear();
+        throw Unsupported{};
+    }
+    bool float64 = view.ndim == 1 && static_cast<size_t>(view.shape[0]) == n && view.itemsize == 8 && view.format &&
+                   (std::string_view(view.format) == "d" || std::string_view(view.format) == "<d" ||
+                    std::string_view(view.format) == "=d");
+    if (float64) {
+        const char *data = static_cast<const char *>(view.buf);
+        for (size_t i = 0; i < n; ++i) std::memcpy(&out[i], data + static_cast<Py_ssize_t>(i) * view.strides[0], 8);
+    }
+    PyBuffer_Release(&view);
+    if (!float64) throw Unsupported{};
+    return out;
 }
 
 // A new numpy array of `shape` and `dtype` (a numpy dtype, or None: float64) holding `values`

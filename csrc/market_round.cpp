@@ -26,18 +26,11 @@ using market_fields::as_double;
 using market_fields::array_of;
 using market_fields::as_float;
 using market_fields::as_int;
+using market_fields::doubles;
 using market_fields::Field;
 using market_fields::index_of;
 using market_fields::PySum;
 using market_fields::Unsupported;
-
-// A list of `n` numbers as Python's arithmetic reads them.
-std::vector<double> doubles_of(nb::handle list, size_t n) {
-    if (!PyList_CheckExact(list.ptr()) || static_cast<size_t>(PyList_GET_SIZE(list.ptr())) != n) throw Unsupported{};
-    std::vector<double> out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(list.ptr(), i));
-    return out;
-}
 
 // What `Market._settle` computes of a round; `charged` whether any payment is not 0.
 struct Settlement {
@@ -61,15 +54,16 @@ public:
         std::vector<double> spent_before;
         try {
             if (!PyList_CheckExact(finished.ptr()) || !PyList_CheckExact(admitted.ptr()) ||
-                !PyDict_CheckExact(records.ptr()))
+                !PyDict_CheckExact(records.ptr()) || !PyList_CheckExact(latency_ema.ptr()) ||
+                !PyList_CheckExact(ttft_ema.ptr()))
                 throw Unsupported{};
-            spent_before = doubles_of(spent, n_);
-            s.latency_ema = doubles_of(latency_ema, n_);
-            s.ttft_ema = doubles_of(ttft_ema, n_);
+            spent_before = doubles(spent, n_);
+            s.latency_ema = doubles(latency_ema, n_);
+            s.ttft_ema = doubles(ttft_ema, n_);
             account_finished(s, finished, records);
             s.payments.assign(n_, 0.0);
             if (PyList_GET_SIZE(admitted.ptr()) > 0)
-                charge(s, admitted, decision, records, doubles_of(budget, n_), spent_before, seconds_per_unit);
+                charge(s, admitted, decision, records, doubles(budget, n_), spent_before, seconds_per_unit);
         } catch (const Unsupported &) {
             return nb::none();
         }
@@ -78,13 +72,17 @@ public:
         return result(s, spent_before);
     }
 
-    // `Market._bids`: the round's multipliers and budgets left, or None where Python raises.
+    // `Market._bids`: (the multipliers as an array, the round's multipliers, budgets left), or None
+    // where Python raises or reads the multipliers its own way (anything but a list of floats).
     nb::object bids(nb::handle multipliers, nb::handle spent, nb::handle budget) const {
         std::vector<double> alpha, s, b;
         try {
-            alpha = doubles_of(multipliers, n_);
-            s = doubles_of(spent, n_);
-            b = doubles_of(budget, n_);
+            if (!PyList_CheckExact(multipliers.ptr())) throw Unsupported{};
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(multipliers.ptr()); ++i)
+                if (!PyFloat_CheckExact(PyList_GET_ITEM(multipliers.ptr(), i))) throw Unsupported{};
+            alpha = doubles(multipliers, n_);
+            s = doubles(spent, n_);
+            b = doubles(budget, n_);
         } catch (const Unsupported &) {
             return nb::none();
         }
@@ -94,13 +92,13 @@ public:
             if (!(0.0 <= alpha[i] && alpha[i] < INFINITY)) return nb::none();  // NaN fails too
             bool left = s[i] < b[i];
             PyObject *a = left ? PyList_GET_ITEM(multipliers.ptr(), static_cast<Py_ssize_t>(i)) : zero_.ptr();
-            Py_INCREF(a);  // the same float objects the Python lists hold
+            Py_INCREF(a);  // the same floats the Python lists hold
             PyList_SET_ITEM(alpha_now.ptr(), static_cast<Py_ssize_t>(i), a);
             PyObject *r = PyFloat_FromDouble(left ? b[i] - s[i] : 0.0);
             if (!r) throw nb::python_error();
             PyList_SET_ITEM(remaining.ptr(), static_cast<Py_ssize_t>(i), r);
         }
-        return nb::make_tuple(alpha_now, remaining);
+        return nb::make_tuple(array_of(alpha), alpha_now, remaining);
     }
 
 private:
@@ -257,6 +255,6 @@ void bind_market_round(nb::module_ &m) {
              "average, price average), the latency and ttft averages' lists updated; or None, changing nothing, "
              "for input the Python code must handle.")
         .def("bids", &RoundLedger::bids, nb::arg("multipliers"), nb::arg("spent"), nb::arg("budget"),
-             "(multipliers, budgets left) of the round, 0 for a bidder out of budget, or None for input the Python "
-             "code must handle (it raises on a multiplier that is not finite and >= 0).");
+             "(the multipliers as an array, the round's multipliers and budgets left, 0 for a bidder out of budget), "
+             "or None for input the Python code must handle (it raises on a multiplier not finite and >= 0).");
 }

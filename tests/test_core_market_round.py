@@ -15,7 +15,7 @@ import pytest
 from auction_gym import core
 from auction_gym.engine import RequestRecord
 from auction_gym.market import Market, MarketConfig, Obs, RoundReport
-from auction_gym.pacing import FixedMultiplier, OGDPacer, PIDPacer, Truthful
+from auction_gym.pacing import _COMPILED_PACERS, FixedMultiplier, OGDPacer, PIDPacer, Truthful
 from tests.test_core_market import same
 
 pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core (auction_gym._core) is not built")
@@ -48,6 +48,9 @@ def test_random_markets_settle_alike_round_by_round(mechanism, cost_model, budge
     config = MarketConfig(mechanism=mechanism, cost_model=cost_model, budget_per_round=budget_per_round,
                           horizon=120, num_bidders=3 + seed % 2)
     markets = market_pair(config, seed)
+    python_calls = []
+    for name in ("_bids", "_settle"):  # on the compiled market, only where its compiled call declines
+        setattr(markets["compiled"], name, lambda *args, name=name: python_calls.append(name))
     rng = np.random.default_rng(seed)
     settled = 0
     while not markets["python"].done:
@@ -57,8 +60,12 @@ def test_random_markets_settle_alike_round_by_round(mechanism, cost_model, budge
             assert same(getattr(reports["python"], name), getattr(reports["compiled"], name)), (name, reports)
         for name in MARKET_STATE:
             assert same(getattr(markets["python"], name), getattr(markets["compiled"], name)), name
+        assert same(markets["python"].observations(), markets["compiled"].observations())
         settled += bool(reports["python"].admitted)
-    assert markets["compiled"].done and settled > 10
+    assert markets["compiled"].done and settled > 10 and not python_calls
+    m = markets["compiled"]  # its observation rows read the market's arrays as they are
+    assert m._rows(m.engine.waiting, m._budget, m._rho, m.spent, m.last_spend, m._latency_ema, m._ttft_ema, m.alpha,
+                   m.round, m.price_ema, m.hit_ema) is not None
     assert markets["compiled"]._ledger is not None and markets["python"]._ledger is None
 
 
@@ -157,6 +164,7 @@ def test_pacers_answer_alike_on_random_rows(make, seed):
     pacers = pacer_pair(make)
     rows = random_rows(np.random.default_rng(seed), 64)
     assert same(pacers["python"].multipliers(rows), pacers["compiled"].multipliers(rows))
+    assert _COMPILED_PACERS(pacers["compiled"]._COMPILED, pacers["compiled"], rows) is not None
 
 
 @pytest.mark.parametrize("row", [

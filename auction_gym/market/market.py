@@ -199,13 +199,9 @@ class Market:
             raise RuntimeError("call reset(seed) before step()")
         if self.done:
             raise RuntimeError("the episode is over; call reset(seed)")
-        alpha = np.array(multipliers, dtype=np.float64)
-        if alpha.ndim != 1:
-            alpha = alpha.reshape(-1)
-        values, spent = alpha.tolist(), self.spent.tolist()
-        bids = None if self._ledger is None else self._ledger.bids(values, spent, self._budget)
-        alpha_now, remaining = self._bids(values, spent, multipliers) if bids is None else bids
-        self.alpha = alpha
+        spent = self.spent  # before the round (the round's charges replace the array)
+        bids = None if self._ledger is None else self._ledger.bids(multipliers, spent, self._budget)
+        self.alpha, alpha_now, remaining = self._bids(multipliers) if bids is None else bids
         # Positional, every default given (hot path); payments and utility are replaced below.
         report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
         self._play(report, alpha_now, remaining)
@@ -213,12 +209,12 @@ class Market:
         if self.accrue_latency_cost:
             report.latency_cost = self._accrued(report)
         if self._ledger is None or not self._settled(report, spent):
-            self._settle(report, spent)
+            self._settle(report, spent.tolist())
         if report.admitted:
             self.round += 1
         return report
 
-    def _settled(self, report: RoundReport, spent: list[float]) -> bool:
+    def _settled(self, report: RoundReport, spent: np.ndarray) -> bool:
         """`_settle` in one compiled call (`_core.RoundLedger`); False, nothing changed, where it
         declines the input."""
         charged = report.decision is not None and report.admitted
@@ -249,13 +245,17 @@ class Market:
         else:  # nothing charged (most rounds): x - 0.0 and x + 0.0 are x (spend is never -0.0)
             report.utility = np.array(utility)
 
-    def _bids(self, values: list[float], spent: list[float], multipliers: Any) -> tuple[list[float], list[float]]:
-        """The round's multipliers and budgets left, 0 for a bidder out of budget; ValueError for
-        multipliers (`values`, as given: `multipliers`) that are not finite and >= 0, one per bidder."""
+    def _bids(self, multipliers: Sequence[float] | np.ndarray) -> tuple[np.ndarray, list[float], list[float]]:
+        """The multipliers as an array, and the round's multipliers and budgets left, 0 for a
+        bidder out of budget; ValueError unless they are one per bidder, finite and >= 0."""
+        alpha = np.array(multipliers, dtype=np.float64)
+        if alpha.ndim != 1:
+            alpha = alpha.reshape(-1)
+        values, spent = alpha.tolist(), self.spent.tolist()
         if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
             raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
         alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
-        return alpha_now, [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
+        return alpha, alpha_now, [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
 
     def _play(self, report: RoundReport, multipliers: list[float], remaining: list[float]) -> None:
         """The round's engine iterations, up to one that admits or the workload's end: fills the
@@ -386,9 +386,9 @@ class Market:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32: the features of
         `observation.FEATURES`, each clipped to [0, its bound]."""
         if self._rows is not None:
-            compiled = self._rows(self.engine.waiting, self._budget, self._rho, self.spent.tolist(),
-                                  self.last_spend.tolist(), self._latency_ema, self._ttft_ema, self.alpha.tolist(),
-                                  self.round, self.price_ema, self.hit_ema)
+            compiled = self._rows(self.engine.waiting, self._budget, self._rho, self.spent, self.last_spend,
+                                  self._latency_ema, self._ttft_ema, self.alpha, self.round, self.price_ema,
+                                  self.hit_ema)
             if compiled is not None:
                 return compiled
         # Built from Python floats: hot path, every step, for a handful of bidders.
