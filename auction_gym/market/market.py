@@ -97,9 +97,10 @@ class Market:
 
     Constructed on the compiled core (`auction_gym.core.active()`), the loops over requests and
     bidders of `_accrued` and `observations` run compiled (`_core.LatencyAccrual`,
-    `_core.ObservationRows`), bit for bit the Python below, which runs wherever the compiled code
-    declines an input (docs/design.md section 8); on the compiled engine a round's iterations, and
-    the warm-up's, run in one call (`_play`).
+    `_core.ObservationRows`), and so do a round's `_bids` and `_settle` (`_core.RoundLedger`), bit
+    for bit the Python below, which runs wherever the compiled code declines an input
+    (docs/design.md section 8); on the compiled engine a round's iterations, and the warm-up's, run
+    in one call (`_play`).
 
     With `replicas` > 1 every replica runs its own policy over its own queue; a round is one
     admission by any replica, charged from the round that replica's auction decided. Budgets are
