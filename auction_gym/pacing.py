@@ -73,7 +73,8 @@ class MultiplierPolicy:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> MultiplierPolicy:
         policy = super().__new__(cls)
-        policy._compiled_pacing = "_COMPILED" in cls.__dict__ and core.active() == "compiled"
+        policy._compiled_pacing = ("_COMPILED" in cls.__dict__ and _COMPILED_PACERS is not None
+                                   and core.active() == "compiled")
         return policy
 
     def _alpha(self, obs: list[float]) -> float:
