@@ -1,14 +1,15 @@
-// What the market's compiled bookkeeping (market_books.cpp, market_round.cpp) reads from Python
-// objects, as the Python code reads it: a value Python would treat otherwise (not an exact float or
-// int, a bidder out of range) throws `Unsupported`, and the caller declines the input.
+// What the market's and the pacers' compiled code (market_books.cpp, market_round.cpp,
+// market_pacers.cpp) reads from Python objects, as the Python code reads it, and the arrays it
+// makes: a value Python would treat otherwise (not an exact float or int, a bidder out of range)
+// throws `Unsupported`, and the caller declines the input.
 #pragma once
 
 #include <nanobind/nanobind.h>
 
 #include <structmember.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string_view>

@@ -22,7 +22,6 @@ namespace nb = nanobind;
 
 namespace {
 
-using market_fields::as_double;
 using market_fields::array_of;
 using market_fields::as_float;
 using market_fields::as_int;
