@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from . import core
 from ._deprecation import deprecated_aliases
 from .action import clip
 from .market.observation import Obs
@@ -50,11 +51,31 @@ class Policy(Protocol):
     ) -> tuple[np.ndarray, Any]: ...
 
 
+_COMPILED_PACERS = None if core.compiled_module() is None else core.compiled_module().Pacers(
+    Obs.BUDGET_LEFT, Obs.TIME_LEFT, Obs.LAST_SPEND_LOG, Obs.PREV_MULTIPLIER)
+"""The built-in pacers compiled over the observation's features (`_core.Pacers`), where the
+extension is built."""
+
+
 class MultiplierPolicy:
     """Base of the built-in policies: their actions are bid multipliers, and depend on the current
     observation alone (so they batch row by row). A subclass defines `_alpha`; `predict` and
     `multipliers` both answer from it, and the environments call `multipliers` for their other
-    bidders (or `predict`, if a subclass overrides it)."""
+    bidders (or `predict`, if a subclass overrides it).
+
+    A built-in constructed on the compiled core computes `multipliers` in one compiled call
+    (`_core.Pacers`), bit for bit its `_alpha`, which runs wherever the compiled code declines an
+    input; a subclass of it, which may redefine `_alpha`, runs its Python (docs/design.md section 8).
+    """
+
+    _COMPILED: int | None = None
+    """The compiled code's number for the class's `_alpha`, given by each built-in itself."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> MultiplierPolicy:
+        policy = super().__new__(cls)
+        policy._compiled_pacing = ("_COMPILED" in cls.__dict__ and _COMPILED_PACERS is not None
+                                   and core.active() == "compiled")
+        return policy
 
     def _alpha(self, obs: list[float]) -> float:
         """The multiplier for one observation."""
@@ -79,12 +100,18 @@ class MultiplierPolicy:
         """`predict`'s multipliers, as Python floats, of observations given as lists of floats (as
         `tolist` gives a float32 array's rows): what the environments call every step, sparing
         predict's array of the observations and reshapes of the actions."""
+        if self._compiled_pacing:
+            compiled = _COMPILED_PACERS(self._COMPILED, self, rows)
+            if compiled is not None:
+                return compiled
         # Rounded to float32, the action's dtype, as `predict`'s array is.
         return array("f", [self._alpha(row) for row in rows]).tolist()
 
 
 class Truthful(MultiplierPolicy):
     """Bid the true urgency: alpha = 1 always. Overspends whenever the budget binds."""
+
+    _COMPILED = 0
 
     def _alpha(self, obs: list[float]) -> float:
         return 1.0
@@ -95,6 +122,8 @@ class Truthful(MultiplierPolicy):
 
 class FixedMultiplier(MultiplierPolicy):
     """Bid alpha x urgency with a constant alpha >= 0."""
+
+    _COMPILED = 1
 
     def __init__(self, alpha: float) -> None:
         if not math.isfinite(alpha) or alpha < 0:
@@ -123,6 +152,8 @@ class OGDPacer(MultiplierPolicy):
         lambda_max: cap on lambda; the smallest multiplier is 1 / (1 + lambda_max).
         alpha_max: the environment's action bound, to decode `prev_multiplier` (scaled by it).
     """
+
+    _COMPILED = 2
 
     def __init__(self, eta: float = 0.02, lambda_max: float = 20.0, alpha_max: float = 2.0) -> None:
         for name, v in (("eta", eta), ("lambda_max", lambda_max), ("alpha_max", alpha_max)):
@@ -162,6 +193,8 @@ class PIDPacer(MultiplierPolicy):
         alpha_min: the smallest multiplier it plays (> 0: the controller works on log alpha).
         alpha_max: the largest multiplier, and the scale of `prev_multiplier`.
     """
+
+    _COMPILED = 3
 
     def __init__(self, kp: float = 0.02, ki: float = 0.05, alpha_min: float = 1e-3, alpha_max: float = 2.0) -> None:
         for name, v in (("kp", kp), ("ki", ki)):

@@ -7,6 +7,8 @@
 void bind_radix_cache(nanobind::module_ &m);  // radix_cache_bind.cpp
 void bind_allocator(nanobind::module_ &m);    // allocator_bindings.cpp
 void bind_market_books(nanobind::module_ &m);  // market_books.cpp
+void bind_market_round(nanobind::module_ &m);  // market_round.cpp
+void bind_market_pacers(nanobind::module_ &m);  // market_pacers.cpp
 void bind_waiting_prefixes(nanobind::module_ &m);  // waiting_prefixes_bind.cpp
 void bind_engine(nanobind::module_ &m);  // engine_bind.cpp
 void bind_queue_tree(nanobind::module_ &m);  // queue_tree.cpp

@@ -9,128 +9,26 @@
 // bidder out of range, a division by zero or a log1p out of its domain, where Python raises)
 // makes them answer None without changing anything, and the market runs the Python code instead.
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
-
-#include <structmember.h>
 
 #include <cmath>
 #include <unordered_map>
 #include <vector>
 
 #include "bindings.hpp"
+#include "market_fields.hpp"
 
 namespace nb = nanobind;
 
 namespace {
 
-// What the Python code would compute differently, or raise on: the caller answers None.
-struct Unsupported {};
-
-// A Python float or int as the double Python's arithmetic would use.
-double as_double(PyObject *value) {
-    if (PyFloat_CheckExact(value)) return PyFloat_AS_DOUBLE(value);
-    if (!PyLong_CheckExact(value)) throw Unsupported{};
-    double x = PyLong_AsDouble(value);
-    if (x == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        throw Unsupported{};
-    }
-    return x;
-}
-
-int64_t as_int(PyObject *value) {
-    if (!PyLong_CheckExact(value)) throw Unsupported{};
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        throw Unsupported{};
-    }
-    return x;
-}
-
-// One attribute of the objects read at one place (the requests' `urgency`, the records' `finish`),
-// read as CPython's specialized interpreter reads a __slots__ field: at its offset in the object,
-// once the object's type is seen to hold it as a slot, and while that type is unchanged (its
-// version tag). Anything else goes through getattr, which would cost several times the loop's work.
-class Field {
-public:
-    explicit Field(const char *name) : name_(PyUnicode_InternFromString(name)) {
-        if (!name_) throw nb::python_error();
-    }
-    Field(const Field &) = delete;
-    Field &operator=(const Field &) = delete;
-    ~Field() { Py_DECREF(name_); }
-
-    double as_double_of(PyObject *obj) { return read(obj, as_double); }
-    int64_t as_int_of(PyObject *obj) { return read(obj, as_int); }
-
-private:
-    template <class Convert>
-    auto read(PyObject *obj, Convert convert) -> decltype(convert(obj)) {
-        PyTypeObject *type = Py_TYPE(obj);
-        if (type != type_ || !current()) learn(type);
-        if (offset_ >= 0) {
-            PyObject *value = *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(obj) + offset_);
-            if (!value) throw Unsupported{};  // an unset slot: Python raises AttributeError
-            return convert(value);
-        }
-        nb::object value = nb::steal(PyObject_GetAttr(obj, name_));
-        if (!value.is_valid()) {  // Python's code raises its own error
-            PyErr_Clear();
-            throw Unsupported{};
-        }
-        return convert(value.ptr());
-    }
-
-    bool current() const {
-#ifdef Py_TPFLAGS_VALID_VERSION_TAG
-        if (!PyType_HasFeature(type_, Py_TPFLAGS_VALID_VERSION_TAG)) return false;
-#endif
-        return version_ != 0 && type_->tp_version_tag == version_;
-    }
-
-    // Where `type` keeps the field: the offset of its slot, else -1 (getattr).
-    void learn(PyTypeObject *type) {
-        type_ = type;
-        offset_ = -1;
-        nb::object descr = nb::steal(PyObject_GetAttr(reinterpret_cast<PyObject *>(type), name_));
-        version_ = type->tp_version_tag;  // tagged by that lookup, where the type can be
-        if (!descr.is_valid()) {
-            PyErr_Clear();
-            return;
-        }
-        if (Py_IS_TYPE(descr.ptr(), &PyMemberDescr_Type) && type->tp_getattro == PyObject_GenericGetAttr) {
-            auto *member = reinterpret_cast<PyMemberDescrObject *>(descr.ptr());
-            if (member->d_member->type == T_OBJECT_EX && PyType_IsSubtype(type, PyDescr_TYPE(member)))
-                offset_ = member->d_member->offset;
-        }
-    }
-
-    PyObject *name_;
-    PyTypeObject *type_ = nullptr;
-    unsigned int version_ = 0;
-    Py_ssize_t offset_ = -1;
-};
-
-size_t index_of(int64_t bidder, size_t n) {
-    if (bidder < 0 || static_cast<uint64_t>(bidder) >= n) throw Unsupported{};  // Python would wrap or raise
-    return static_cast<size_t>(bidder);
-}
-
-std::vector<double> doubles(nb::handle list, size_t n) {
-    if (!PyList_CheckExact(list.ptr()) || static_cast<size_t>(PyList_GET_SIZE(list.ptr())) != n) throw Unsupported{};
-    std::vector<double> out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(list.ptr(), i));
-    return out;
-}
-
-nb::list list_of(const std::vector<double> &values) {
-    nb::list out;
-    for (double v : values) out.append(nb::float_(v));
-    return out;
-}
+using market_fields::array_of;
+using market_fields::as_double;
+using market_fields::as_int;
+using market_fields::doubles;
+using market_fields::Field;
+using market_fields::index_of;
+using market_fields::Unsupported;
 
 // Python's math.log1p, where it answers (it raises on x <= -1: a domain error).
 double log1p_checked(double x) {
@@ -173,7 +71,7 @@ public:
             cost[h.bidder] += h.urgency * (end - t);
             it->second = end;
         }
-        return list_of(cost);
+        return array_of(cost);
     }
 
     // The accrual's state as the Python market keeps it, {request id: time}, to go on in Python.
@@ -254,15 +152,13 @@ public:
     nb::object rows(nb::handle waiting, nb::handle budget, nb::handle rho, nb::handle spent, nb::handle last_spend,
                     nb::handle latency_ema, nb::handle ttft_ema, nb::handle alpha, int64_t round, double price,
                     double hit) {
-        auto *out = new float[n_ * SIZE];
-        nb::capsule owner(out, [](void *p) noexcept { delete[] static_cast<float *>(p); });
+        std::vector<float> out(n_ * SIZE);
         try {
-            fill(out, waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price, hit);
+            fill(out.data(), waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price, hit);
         } catch (const Unsupported &) {
             return nb::none();
         }
-        size_t shape[2] = {n_, SIZE};
-        return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(out, 2, shape, owner));
+        return array_of(out, shape_, float32_);
     }
 
 private:
@@ -320,6 +216,7 @@ private:
     int64_t T_;
     double alpha_max_, queue_scale_, total_queue_scale_, urgency_log_scale_, latency_scale_, ttft_scale_;
     float low_[SIZE], high_[SIZE];
+    nb::object shape_ = nb::make_tuple(n_, SIZE), float32_ = nb::module_::import_("numpy").attr("float32");
     Field bidder_{"bidder"}, urgency_{"urgency"};  // of the waiting requests
 };
 
@@ -331,7 +228,7 @@ void bind_market_books(nb::module_ &m) {
         .def(nb::init<size_t, double>(), nb::arg("num_bidders"), nb::arg("episode_start"))
         .def("accrue", &LatencyAccrual::accrue, nb::arg("finished"), nb::arg("records"), nb::arg("in_system"),
              nb::arg("end"),
-             "Each bidder's latency cost accrued up to `end` (a list), or None, changing nothing, for input "
+             "Each bidder's latency cost accrued up to `end` (a float64 array), or None, changing nothing, for input "
              "the Python code must handle.")
         .def("accrued_to", &LatencyAccrual::accrued_to, "{request id: time its accrual last stopped}.");
     nb::class_<ObservationRows>(m, "ObservationRows", "Market.observations' rows, compiled.")

@@ -10,6 +10,8 @@ NB_MODULE(_core, m) {
     bind_radix_cache(m);
     bind_allocator(m);
     bind_market_books(m);
+    bind_market_round(m);
+    bind_market_pacers(m);
     bind_waiting_prefixes(m);
     bind_engine(m);
     bind_queue_tree(m);

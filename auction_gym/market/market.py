@@ -25,10 +25,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import core
-from ..engine import Iteration, rejections
+from ..engine import Iteration, RequestRecord, rejections
 from ..policy import Decision
 from .config import MarketConfig
-from .observation import LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
+from .observation import EMA, LATENCY_SCALE, QUEUE_SCALE, TOTAL_QUEUE_SCALE, TTFT_SCALE, URGENCY_LOG_SCALE, Obs, ema
 
 _ROW = (Obs.BUDGET_LEFT, Obs.TIME_LEFT, Obs.SPEND_VS_TARGET, Obs.LAST_SPEND_LOG, Obs.OWN_QUEUED, Obs.OWN_URGENCY,
         Obs.TOTAL_QUEUE, Obs.CLEARING_PRICE, Obs.OWN_LATENCY, Obs.OWN_TTFT, Obs.CACHE_HIT_RATE, Obs.PREV_MULTIPLIER)
@@ -97,9 +97,10 @@ class Market:
 
     Constructed on the compiled core (`auction_gym.core.active()`), the loops over requests and
     bidders of `_accrued` and `observations` run compiled (`_core.LatencyAccrual`,
-    `_core.ObservationRows`), bit for bit the Python below, which runs wherever the compiled code
-    declines an input (docs/design.md section 8); on the compiled engine a round's iterations, and
-    the warm-up's, run in one call (`_play`).
+    `_core.ObservationRows`), and so do a round's `_bids` and `_settle` (`_core.RoundLedger`), bit
+    for bit the Python below, which runs wherever the compiled code declines an input
+    (docs/design.md section 8); on the compiled engine a round's iterations, and the warm-up's, run
+    in one call (`_play`).
 
     With `replicas` > 1 every replica runs its own policy over its own queue; a round is one
     admission by any replica, charged from the round that replica's auction decided. Budgets are
@@ -119,6 +120,7 @@ class Market:
         self._rows = None if self._compiled is None else self._compiled.ObservationRows(
             self.n, int(self.config.pacing_rounds), self.config.alpha_max, QUEUE_SCALE, TOTAL_QUEUE_SCALE,
             URGENCY_LOG_SCALE, LATENCY_SCALE, TTFT_SCALE, Obs.LOW.tolist(), self.obs_high.tolist())
+        self._ledger = None if self._compiled is None else self._compiled.RoundLedger(self.n, EMA, RequestRecord)
         self.engine = None
 
     def reset(self, seed: int) -> None:
@@ -198,27 +200,44 @@ class Market:
             raise RuntimeError("call reset(seed) before step()")
         if self.done:
             raise RuntimeError("the episode is over; call reset(seed)")
-        alpha = np.array(multipliers, dtype=np.float64)
-        if alpha.ndim != 1:
-            alpha = alpha.reshape(-1)
-        values = alpha.tolist()
-        if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
-            raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
-        self.alpha = alpha
-        spent = self.spent.tolist()
-        alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
-        remaining = [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
+        spent = self.spent  # before the round (the round's charges replace the array)
+        bids = None if self._ledger is None else self._ledger.bids(multipliers, spent, self._budget)
+        self.alpha, alpha_now, remaining = self._bids(multipliers) if bids is None else bids
         # Positional, every default given (hot path); payments and utility are replaced below.
         report = RoundReport(self.round, self.engine.now, [], [], _NO_BIDDERS, _NO_BIDDERS)
         self._play(report, alpha_now, remaining)
         report.time = self.engine.now
         if self.accrue_latency_cost:
             report.latency_cost = self._accrued(report)
+        if self._ledger is None or not self._settled(report, spent):
+            self._settle(report, spent.tolist())
+        if report.admitted:
+            self.round += 1
+        return report
+
+    def _settled(self, report: RoundReport, spent: np.ndarray) -> bool:
+        """`_settle` in one compiled call (`_core.RoundLedger`); False, nothing changed, where it
+        declines the input."""
+        charged = report.decision is not None and report.admitted
+        settled = self._ledger.settle(report.finished, report.admitted, report.decision, self.engine.records,
+                                      self._budget, spent, self._latency_ema, self._ttft_ema, self.hit_ema,
+                                      self.price_ema, self._seconds_per_unit() if charged else 0.0)
+        if settled is None:
+            return False
+        (report.utility, report.payments, spent_after, report.welfare, report.mean_latency, report.mean_ttft,
+         report.hit_rate, report.capped, self.hit_ema, self.price_ema) = settled
+        self.last_spend = report.payments
+        if spent_after is not None:
+            self.spent = spent_after
+        return True
+
+    def _settle(self, report: RoundReport, spent: list[float]) -> None:
+        """The round's welfare, utilities, charges and moving averages, given each bidder's spend
+        before it: fills the report's and updates the market's."""
         utility = self._account_finished(report)
         payments = [0.0] * self.n
         if report.admitted:
             self._charge(report, spent, payments)
-            self.round += 1
         # The round's arrays, one numpy call each.
         report.payments = self.last_spend = np.array(payments)
         if any(payments):
@@ -226,7 +245,18 @@ class Market:
             self.spent = self.spent + report.payments
         else:  # nothing charged (most rounds): x - 0.0 and x + 0.0 are x (spend is never -0.0)
             report.utility = np.array(utility)
-        return report
+
+    def _bids(self, multipliers: Sequence[float] | np.ndarray) -> tuple[np.ndarray, list[float], list[float]]:
+        """The multipliers as an array, and the round's multipliers and budgets left, 0 for a
+        bidder out of budget; ValueError unless they are one per bidder, finite and >= 0."""
+        alpha = np.array(multipliers, dtype=np.float64)
+        if alpha.ndim != 1:
+            alpha = alpha.reshape(-1)
+        values, spent = alpha.tolist(), self.spent.tolist()
+        if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
+            raise ValueError(f"need {self.n} finite multipliers >= 0, got {multipliers!r}")
+        alpha_now = [a if s < b else 0.0 for a, s, b in zip(values, spent, self._budget)]
+        return alpha, alpha_now, [b - s if s < b else 0.0 for s, b in zip(spent, self._budget)]
 
     def _play(self, report: RoundReport, multipliers: list[float], remaining: list[float]) -> None:
         """The round's engine iterations, up to one that admits or the workload's end: fills the
@@ -280,7 +310,7 @@ class Market:
         if self._accrual is not None:
             compiled = self._accrual.accrue(report.finished, self.engine.records, self.engine.in_system(), report.time)
             if compiled is not None:
-                return np.array(compiled)
+                return compiled
             # An input only Python handles: the episode goes on in Python from the compiled state.
             self._accrued_to, self._accrual = self._accrual.accrued_to(), None
         end, cost, since = report.time, [0.0] * self.n, self._accrued_to
@@ -338,12 +368,8 @@ class Market:
         self.hit_ema = ema(self.hit_ema, report.hit_rate)
         decided = report.decision  # the round admitted from
         if decided is not None:
-            if self.config.cost_model == "unit":
-                seconds_per_unit = self.busy_time / self.admitted_total
-            else:
-                seconds_per_unit = self.engine.cost.prefill_per_token
             budget = self._budget
-            for i, due in decided.charges(report.admitted, admitted, seconds_per_unit).items():
+            for i, due in decided.charges(report.admitted, admitted, self._seconds_per_unit()).items():
                 left = max(budget[i] - spent[i], 0.0)
                 if due > left:
                     report.capped += (i,)
@@ -351,13 +377,19 @@ class Market:
                 payments[i] = due
         self.price_ema = ema(self.price_ema, sum(payments) / len(report.admitted))
 
+    def _seconds_per_unit(self) -> float:
+        """What a unit of the auction's completion model costs in engine seconds, to charge in money."""
+        if self.config.cost_model == "unit":
+            return self.busy_time / self.admitted_total
+        return self.engine.cost.prefill_per_token
+
     def observations(self) -> np.ndarray:
         """Every bidder's observation, shape (num_bidders, Obs.SIZE), float32: the features of
         `observation.FEATURES`, each clipped to [0, its bound]."""
         if self._rows is not None:
-            compiled = self._rows(self.engine.waiting, self._budget, self._rho, self.spent.tolist(),
-                                  self.last_spend.tolist(), self._latency_ema, self._ttft_ema, self.alpha.tolist(),
-                                  self.round, self.price_ema, self.hit_ema)
+            compiled = self._rows(self.engine.waiting, self._budget, self._rho, self.spent, self.last_spend,
+                                  self._latency_ema, self._ttft_ema, self.alpha, self.round, self.price_ema,
+                                  self.hit_ema)
             if compiled is not None:
                 return compiled
         # Built from Python floats: hot path, every step, for a handful of bidders.

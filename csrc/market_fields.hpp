@@ -1,0 +1,197 @@
+// What the market's and the pacers' compiled code (market_books.cpp, market_round.cpp,
+// market_pacers.cpp) reads from Python objects, as the Python code reads it, and the arrays it
+// makes: a value Python would treat otherwise (not an exact float or int, a bidder out of range)
+// throws `Unsupported`, and the caller declines the input.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <structmember.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace market_fields {
+
+namespace nb = nanobind;
+
+// What the Python code would compute differently, or raise on: the caller answers None.
+struct Unsupported {};
+
+// A Python float or int as the double Python's arithmetic would use.
+inline double as_double(PyObject *value) {
+    if (PyFloat_CheckExact(value)) return PyFloat_AS_DOUBLE(value);
+    if (!PyLong_CheckExact(value)) throw Unsupported{};
+    double x = PyLong_AsDouble(value);
+    if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        throw Unsupported{};
+    }
+    return x;
+}
+
+// A Python float's double: where the Python code subtracts or multiplies ints, it does so exactly.
+inline double as_float(PyObject *value) {
+    if (!PyFloat_CheckExact(value)) throw Unsupported{};
+    return PyFloat_AS_DOUBLE(value);
+}
+
+inline int64_t as_int(PyObject *value) {
+    if (!PyLong_CheckExact(value)) throw Unsupported{};
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        throw Unsupported{};
+    }
+    return x;
+}
+
+// One attribute of the objects read at one place (the requests' `urgency`, the records' `finish`),
+// read as CPython's specialized interpreter reads a __slots__ field: at its offset in the object,
+// once the object's type is seen to hold it as a slot, and while that type is unchanged (its
+// version tag). Anything else goes through getattr, which would cost several times the loop's work.
+class Field {
+public:
+    explicit Field(const char *name) : name_(PyUnicode_InternFromString(name)) {
+        if (!name_) throw nb::python_error();
+    }
+    Field(const Field &) = delete;
+    Field &operator=(const Field &) = delete;
+    ~Field() { Py_DECREF(name_); }
+
+    double as_double_of(PyObject *obj) { return read(obj, as_double); }
+    int64_t as_int_of(PyObject *obj) { return read(obj, as_int); }
+    double as_float_of(PyObject *obj) { return read(obj, as_float); }
+
+private:
+    template <class Convert>
+    auto read(PyObject *obj, Convert convert) -> decltype(convert(obj)) {
+        PyTypeObject *type = Py_TYPE(obj);
+        if (type != type_ || !current()) learn(type);
+        if (offset_ >= 0) {
+            PyObject *value = *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(obj) + offset_);
+            if (!value) throw Unsupported{};  // an unset slot: Python raises AttributeError
+            return convert(value);
+        }
+        nb::object value = nb::steal(PyObject_GetAttr(obj, name_));
+        if (!value.is_valid()) {  // Python's code raises its own error
+            PyErr_Clear();
+            throw Unsupported{};
+        }
+        return convert(value.ptr());
+    }
+
+    bool current() const {
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+        if (!PyType_HasFeature(type_, Py_TPFLAGS_VALID_VERSION_TAG)) return false;
+#endif
+        return version_ != 0 && type_->tp_version_tag == version_;
+    }
+
+    // Where `type` keeps the field: the offset of its slot, else -1 (getattr).
+    void learn(PyTypeObject *type) {
+        type_ = type;
+        offset_ = -1;
+        nb::object descr = nb::steal(PyObject_GetAttr(reinterpret_cast<PyObject *>(type), name_));
+        version_ = type->tp_version_tag;  // tagged by that lookup, where the type can be
+        if (!descr.is_valid()) {
+            PyErr_Clear();
+            return;
+        }
+        if (Py_IS_TYPE(descr.ptr(), &PyMemberDescr_Type) && type->tp_getattro == PyObject_GenericGetAttr) {
+            auto *member = reinterpret_cast<PyMemberDescrObject *>(descr.ptr());
+            if (member->d_member->type == T_OBJECT_EX && PyType_IsSubtype(type, PyDescr_TYPE(member)))
+                offset_ = member->d_member->offset;
+        }
+    }
+
+    PyObject *name_;
+    PyTypeObject *type_ = nullptr;
+    unsigned int version_ = 0;
+    Py_ssize_t offset_ = -1;
+};
+
+inline size_t index_of(int64_t bidder, size_t n) {
+    if (bidder < 0 || static_cast<uint64_t>(bidder) >= n) throw Unsupported{};  // Python would wrap or raise
+    return static_cast<size_t>(bidder);
+}
+
+// The `n` numbers of a list as Python's arithmetic reads them, or of a float64 numpy array as its
+// `tolist()` gives them.
+inline std::vector<double> doubles(nb::handle values, size_t n) {
+    static PyObject *ndarray = nb::object(nb::module_::import_("numpy").attr("ndarray")).release().ptr();  // never freed
+    std::vector<double> out(n);
+    PyObject *obj = values.ptr();
+    if (PyList_CheckExact(obj)) {
+        if (static_cast<size_t>(PyList_GET_SIZE(obj)) != n) throw Unsupported{};
+        for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(obj, static_cast<Py_ssize_t>(i)));
+        return out;
+    }
+    if (Py_TYPE(obj) != reinterpret_cast<PyTypeObject *>(ndarray)) throw Unsupported{};
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
+        PyErr_Clear();
+        throw Unsupported{};
+    }
+    bool float64 = view.ndim == 1 && static_cast<size_t>(view.shape[0]) == n && view.itemsize == 8 && view.format &&
+                   (std::string_view(view.format) == "d" || std::string_view(view.format) == "<d" ||
+                    std::string_view(view.format) == "=d");
+    if (float64) {
+        const char *data = static_cast<const char *>(view.buf);
+        for (size_t i = 0; i < n; ++i) std::memcpy(&out[i], data + static_cast<Py_ssize_t>(i) * view.strides[0], 8);
+    }
+    PyBuffer_Release(&view);
+    if (!float64) throw Unsupported{};
+    return out;
+}
+
+// A new numpy array of `shape` and `dtype` (a numpy dtype, or None: float64) holding `values`
+// (of the dtype's C type), made by numpy.empty as numpy.array makes one of a list: its own data,
+// C-contiguous and writeable. A few times cheaper than an array handed over through nanobind.
+template <class T>
+nb::object array_of(const std::vector<T> &values, nb::handle shape, nb::handle dtype = nb::none()) {
+    static PyObject *empty = [] {
+        nb::object f = nb::module_::import_("numpy").attr("empty");
+        return f.release().ptr();  // never freed: it may outlive the interpreter's teardown of numpy
+    }();
+    PyObject *args[2] = {shape.ptr(), dtype.ptr()};
+    nb::object out = nb::steal(PyObject_Vectorcall(empty, args, 2, nullptr));
+    if (!out.is_valid()) throw nb::python_error();
+    Py_buffer view;
+    if (PyObject_GetBuffer(out.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) throw nb::python_error();
+    if (static_cast<size_t>(view.len) != values.size() * sizeof(T)) {
+        PyBuffer_Release(&view);
+        throw nb::value_error("array_of: the array's size is not the values'");
+    }
+    std::copy(values.begin(), values.end(), static_cast<T *>(view.buf));
+    PyBuffer_Release(&view);
+    return out;
+}
+
+inline nb::object array_of(const std::vector<double> &values) {
+    return array_of(values, nb::int_(static_cast<Py_ssize_t>(values.size())));
+}
+
+// Python's sum() of floats from 0, as the interpreter the module is built for adds: from 3.12 with
+// Neumaier's compensation, before it left to right.
+class PySum {
+public:
+    void add(double x) {
+        const double t = total_ + x;
+#if PY_VERSION_HEX >= 0x030C0000
+        c_ += std::fabs(total_) >= std::fabs(x) ? (total_ - t) + x : (x - t) + total_;
+#endif
+        total_ = t;
+    }
+    double value() const { return c_ != 0.0 && std::isfinite(c_) ? total_ + c_ : total_; }
+
+private:
+    double total_ = 0.0, c_ = 0.0;
+};
+
+}  // namespace market_fields
