@@ -66,7 +66,8 @@ from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.registry import mechanism_names
-from auction_gym.scheduler import admission_order, make_scheduler
+from auction_gym.policy import AdmissionPolicy, WaitingRound
+from auction_gym.scheduler import make_scheduler
 from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
@@ -152,10 +153,12 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     order, with C from the auctions' `cost_model` ("unit": C_k = k; "tokens": uncached prefix
     tokens of the first k requests + k, docs/design.md section 3).
 
-    Each snapshot is rebuilt, for each policy, as a cache holding exactly each request's cached
-    prefix, which gives every request the match it had (cache-aware policies order by those),
-    without touching the run. The queue's tree, which C reads, is the same for every policy, so it
-    is built once per snapshot.
+    Each snapshot is rebuilt as a cache holding exactly each request's cached prefix, which gives
+    every request the match it had (cache-aware policies order by those), without touching the
+    run. What every policy reads is built once per snapshot and shared: the queue's tree, which C
+    reads, and the round (`WaitingRound`: the cache and the prefix lengths read from it), which a
+    policy only reads (it never inserts, locks or evicts; DFS-weight's matcher may split an edge,
+    which changes no match). Each policy is built fresh per snapshot, so none carries state over.
     """
     if not snapshots:
         return dict.fromkeys(names, math.nan)
@@ -166,15 +169,16 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
         queue = [r for r, _ in snapshots[k]]
         prefix_lens = [cached for _, cached in snapshots[k]]
         tree = build_queue_tree([r.tokens for r in queue], None if cost_model == "unit" else prefix_lens)
-        position = {id(r): i for i, r in enumerate(queue)}
+        position = {r: i for i, r in enumerate(queue)}  # requests hash by identity
         urgency = [r.urgency for r in queue]
+        cache = RadixCache()
+        for r, cached in snapshots[k]:
+            if cached:
+                cache.insert(r.tokens[:cached])
+        waiting = WaitingRound(queue, cache)
         for policy, (mechanism, model) in mechanisms.items():
-            cache = RadixCache()
-            for r, cached in snapshots[k]:
-                if cached:
-                    cache.insert(r.tokens[:cached])
-            order, _ = admission_order(make_scheduler(mechanism, model), queue, cache)
-            done = completion_times(tree, [position[id(r)] for r in order], 1.0)
+            order, _ = AdmissionPolicy.adopt(make_scheduler(mechanism, model)).admit(waiting)
+            done = completion_times(tree, list(map(position.__getitem__, order)), 1.0)
             totals[policy] -= sum(map(operator.mul, urgency, done))  # w x C, added in queue order
     return {p: total / len(picks) for p, total in totals.items()}
 
