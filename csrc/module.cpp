@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
     bind_queue_tree(m);
     bind_strict_priority(m);
     bind_klpm(m);
+    bind_dfs_weight(m);
 }

@@ -65,8 +65,8 @@ import numpy as np
 from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
-from auction_gym.registry import mechanism_names
 from auction_gym.policy import AdmissionPolicy, WaitingRound
+from auction_gym.registry import mechanism_names
 from auction_gym.scheduler import make_scheduler
 from auction_gym.workload import get_workload
 
