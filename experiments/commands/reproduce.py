@@ -66,6 +66,7 @@ from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.policy import AdmissionPolicy, WaitingRound
+from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.registry import mechanism_names
 from auction_gym.scheduler import make_scheduler
 from auction_gym.workload import get_workload
@@ -134,13 +135,16 @@ def replay(config: MarketConfig, seed: int, snapshots: list | None = None) -> di
     market.reset(seed)
     ones = np.ones(config.num_bidders)
     revenue = welfare = 0.0
+    # Each waiting request's cached prefix of all but its last token (what the engine can reuse),
+    # re-matched only where the cache changed since the round before: it only reads the cache.
+    matcher = None if snapshots is None else PrefixMatcher()
     while not market.done:
         report = market.step(ones)
         revenue += report.revenue
         welfare += report.welfare
-        if snapshots is not None and market.engine.waiting:
-            cache = market.engine.cache
-            snapshots.append([(r, cache.prefix_len(r.tokens[:-1])) for r in market.engine.waiting])
+        if matcher is not None and (waiting := market.engine.waiting):
+            matcher.update(waiting, market.engine.cache)
+            snapshots.append(list(zip(waiting, map(matcher.length_of.__getitem__, waiting))))
     m = market.engine.metrics()
     return {"mean_latency": m.mean_latency, "p99_latency": m.p99_latency, "mean_ttft": m.mean_ttft,
             "hit_rate": m.hit_rate, "throughput": m.throughput_rps, "realized_welfare": welfare,
