@@ -91,22 +91,22 @@ full one 1,000. The tokens take most of the memory: about 110 KB a line for the 
 (13,700 tokens on average)."""
 
 
-def _parse(line: str, index: int, **parse_args) -> Request:
-    """The request of one trace line (a new `Request` each call: a run may change its own)."""
+def _parse(line: str, index: int, *, time_scale: float, **parse_args) -> Request:
+    """The request of one trace line (a new `Request` each call: a run may change its own), its
+    arrival on the `time_scale` of the run (a sweep over load replays the lines on several)."""
     ts, tokens, output_length, bidder, kind, w, v = _derive(line, index, **parse_args)
     return Request(
-        id=index, bidder=bidder, tokens=tokens, bid=w, output_len=output_length, arrival=ts, value=v,
-        urgency=w, kind=kind, max_new_tokens=parse_args["max_new_tokens"],
+        id=index, bidder=bidder, tokens=tokens, bid=w, output_len=output_length, arrival=ts / 1000.0 * time_scale,
+        value=v, urgency=w, kind=kind, max_new_tokens=parse_args["max_new_tokens"],
     )
 
 
 @functools.lru_cache(maxsize=PARSED_LINES)
 def _derive(
-    line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, time_scale: float,
-    block_size: int, vocab_size: int | None, class_names: tuple[str, ...], class_cdf: tuple[float, ...],
+    line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, block_size: int, vocab_size: int | None, class_names: tuple[str, ...], class_cdf: tuple[float, ...],
     max_new_tokens: int | None,
 ) -> tuple:
-    """What a line gives its request: (arrival, read-only tokens, output length, bidder, class,
+    """What a line gives its request: (timestamp, read-only tokens, output length, bidder, class,
     urgency, value); ValueError for a malformed line (a failure is not kept)."""
     try:
         obj = json.loads(line)
@@ -140,7 +140,7 @@ def _derive(
     cls = CLASSES[class_names[min(int(np.searchsorted(class_cdf, rng.random(), side="right")),
                                   len(class_names) - 1)]]
     w, v, _ = cls.sample(rng, 1)
-    return ts / 1000.0 * time_scale, read_only(tokens), output_length, bidder, cls.name, float(w[0]), float(v[0])
+    return ts, read_only(tokens), output_length, bidder, cls.name, float(w[0]), float(v[0])
 
 
 def iter_mooncake(
