@@ -14,6 +14,6 @@ NB_MODULE(_core, m) {
     bind_engine(m);
     bind_queue_tree(m);
     bind_strict_priority(m);
-    bind_klpm(m);
+    bind_lpm_orders(m);
     bind_dfs_weight(m);
 }

@@ -1,6 +1,6 @@
 """The baseline policies' compiled paths against their Python reference: strict priority's checks,
-order and payments (`csrc/strict_priority.cpp`), k-LPM's cycle (`klpm.cpp`) and DFS-weight's walk
-(`dfs_weight.cpp`).
+order and payments (`csrc/strict_priority.cpp`), LPM's sort and k-LPM's cycle (`lpm_orders.cpp`) and
+DFS-weight's walk (`dfs_weight.cpp`).
 
 Random queues with ties in every key (bids, cached lengths, arrivals), bidders with several
 requests, prompts sharing deep prefixes, and rounds that follow one another over a cache that
@@ -18,6 +18,7 @@ import pytest
 from auction_gym import RadixCache, Request, core, make_scheduler
 from auction_gym.mechanism import StrictPriorityAuction
 from auction_gym.mechanism.strict_priority import _closed_form, _compiled_payments
+from auction_gym.policy import WaitingRound
 from auction_gym.request import read_only
 
 pytestmark = pytest.mark.skipif(core.compiled_module() is None,
@@ -147,3 +148,20 @@ def test_compiled_orders_are_the_python_code_on_the_compiled_cache(name, seed, m
     assert taken and all(taken)
     monkeypatch.setattr(f"{module}.compiled_module", lambda: None)
     assert _policy_rounds("compiled", name, seed) == with_call
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_lpm_with_the_engines_lengths_is_the_python_sort(seed):
+    """A round with the engine's cached lengths (`length_of`, many ties): the compiled sort, and
+    the order on the compiled core, are the Python core's."""
+    rng = np.random.default_rng(seed)
+    queue = _queue(rng, int(rng.choice([1, 2, 9, 60])))
+    length_of = {r: int(rng.integers(0, 4)) for r in queue}
+    orders = []
+    for which in core.CORES:
+        with core.use(which):
+            policy = make_scheduler("lpm")
+        orders.append([r.id for r in policy.admit(WaitingRound(queue, RadixCache(), length_of=length_of))[0]])
+    assert orders[0] == orders[1]
+    assert [r.id for r in core.compiled_module().lpm_order(queue, length_of)] == orders[0]
+    assert core.compiled_module().lpm_order(queue, {**length_of, queue[0]: 1.0}) is None  # Python's to sort

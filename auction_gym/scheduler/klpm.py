@@ -10,7 +10,7 @@ The cycle runs over admissions, not rounds: a round's order continues the cycle 
 round's admissions left it (the requests that left the queue since the last round were admitted,
 since the engine removes a request from the queue only by admitting it). LPM picks are by longest
 cached prefix, ties by arrival (as `lpm`); matching does not refresh LRU times (`prefix_matcher`).
-On the compiled core the cycle runs in C++ (`csrc/klpm.cpp`), this module's loop staying the
+On the compiled core the cycle runs in C++ (`csrc/lpm_orders.cpp`), this module's loop staying the
 reference and the fallback (docs/design.md section 8).
 """
 
