@@ -103,8 +103,8 @@ def _parse(line: str, index: int, *, time_scale: float, **parse_args) -> Request
 
 @functools.lru_cache(maxsize=PARSED_LINES)
 def _derive(
-    line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, block_size: int, vocab_size: int | None, class_names: tuple[str, ...], class_cdf: tuple[float, ...],
-    max_new_tokens: int | None,
+    line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, block_size: int,
+    vocab_size: int | None, class_names: tuple[str, ...], class_cdf: tuple[float, ...], max_new_tokens: int | None,
 ) -> tuple:
     """What a line gives its request: (timestamp, read-only tokens, output length, bidder, class,
     urgency, value); ValueError for a malformed line (a failure is not kept)."""
