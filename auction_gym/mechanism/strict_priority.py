@@ -34,7 +34,6 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
-from types import ModuleType
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -67,8 +66,8 @@ class StrictAllocation:
     request_work: float
     memo: TokenMemo | None = field(default=None, repr=False)
     """The auction's memo on the Python core; None on the compiled one, whose builder keeps none."""
-    core: ModuleType | None = field(default=None, repr=False)
-    """The compiled core the auction was built on (its payments run there); None on the Python core."""
+    compiled: bool = False
+    """Whether the auction was built on the compiled core (its payments run there)."""
 
     @property
     def admission(self) -> list[Request]:
@@ -106,7 +105,7 @@ class StrictPriorityAuction(AuctionMechanism):
     def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0,
                  tie_break: str = "cached_prefix") -> None:
         super().__init__(cost_model, request_overhead, tie_break)
-        self._core = compiled_module() if active() == "compiled" else None
+        self._compiled = active() == "compiled"  # a flag, not the module: the auction stays copyable
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
@@ -114,7 +113,7 @@ class StrictPriorityAuction(AuctionMechanism):
     ) -> StrictAllocation:
         """Order a non-empty queue by bid (ties by cached prefix under `cache_ties`, then by
         arrival, then id) and cost it."""
-        requests, core = list(requests), self._core
+        requests, core = list(requests), compiled_module() if self._compiled else None
         plain = None if core is None else core.plain_requests(requests)
         tokens, own = validate_requests(requests, self._memo.held) if plain is None else plain
         bids = own if bids is None else [float(b) for b in bids]
@@ -133,7 +132,7 @@ class StrictPriorityAuction(AuctionMechanism):
         # neither the completion times nor the payments (`_first_requests`) read.
         return StrictAllocation(
             requests=requests, bids=bids, order=order, rank=rank, tokens=tokens, prefix_lens=lens,
-            request_work=self.request_work, memo=None if core is not None else self._memo, core=core,
+            request_work=self.request_work, memo=None if self._compiled else self._memo, compiled=self._compiled,
         )
 
     def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
@@ -152,12 +151,12 @@ class StrictPriorityAuction(AuctionMechanism):
 def _compiled_payments(alloc: StrictAllocation) -> dict[int, float] | None:
     """`_closed_form` in C++ (`csrc/strict_priority.cpp`), for an allocation made on the compiled
     core whose tree, if any, the compiled builder made; None where it does not run."""
-    if alloc.core is None:
+    if not alloc.compiled:
         return None
     tree = alloc.tree
     if tree is not None and tree.compiled is None:
         return None
-    paid = alloc.core.strict_payments(
+    paid = compiled_module().strict_payments(
         None if tree is None else tree.compiled, alloc.requests, alloc.bids, alloc.order, alloc.request_work)
     return None if paid is None else dict(zip(*paid))
 

@@ -30,12 +30,12 @@ class DFSWeight(AdmissionPolicy):
 
     def __init__(self) -> None:
         self._matcher = PrefixMatcher(split=True, whole_prompt=True)  # SGLang matches the whole prompt
-        self._core = compiled_module() if active() == "compiled" else None
+        self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def order_round(self, round: WaitingRound) -> list[Request]:
         queue, cache = round.queue, round.cache
         match = self._matcher.update(queue, cache)
-        if self._core is not None and (out := self._core.dfs_order(queue, match, cache.root)) is not None:
+        if self._compiled and (out := compiled_module().dfs_order(queue, match, cache.root)) is not None:
             return out
         hanging: dict[TreeNode, list[Request]] = defaultdict(list)
         for r in queue:

@@ -43,7 +43,7 @@ class KLPM(AdmissionPolicy):
         self._matcher = PrefixMatcher()
         self._phase = 0  # position in the cycle of the next admission: 0 = the oldest's turn
         self._last: set[int] = set()
-        self._core = compiled_module() if active() == "compiled" else None
+        self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def order_round(self, round: WaitingRound) -> list[Request]:
         queue, cache = round.queue, round.cache
@@ -52,7 +52,7 @@ class KLPM(AdmissionPolicy):
         self._last = ids
         match = self._matcher.update(queue, cache)
         by_arrival = sorted(queue, key=fcfs_key)
-        if self._core is not None and (out := self._core.klpm_order(by_arrival, match, self._phase, self.k)) is not None:
+        if self._compiled and (out := compiled_module().klpm_order(by_arrival, match, self._phase, self.k)) is not None:
             return out
         longer = [-match[r.id][0] for r in by_arrival]
         by_match = sorted(range(len(by_arrival)), key=longer.__getitem__)  # stable: ties by arrival

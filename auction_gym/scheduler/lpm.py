@@ -46,7 +46,7 @@ class LPM(AdmissionPolicy):
         if fcfs_above is not None and not (is_int(fcfs_above) and fcfs_above >= 0):
             raise ValueError(f"fcfs_above must be None or an int >= 0, got {fcfs_above!r}")
         self.fcfs_above = None if fcfs_above is None else int(fcfs_above)
-        self._core = compiled_module() if active() == "compiled" else None
+        self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def in_batch_deprioritizes(self, waiting: int) -> bool:
         """Whether SGLang's in-batch prefix check reorders a queue of `waiting` requests: yes, as
@@ -57,8 +57,8 @@ class LPM(AdmissionPolicy):
         queue = round.queue
         if not self._matches(len(queue)):
             return list(queue)  # SGLang's `fcfs` branch: no match, no sort
-        if self._core is not None and round.length_of is not None \
-                and (out := self._core.lpm_order(queue, round.length_of)) is not None:
+        if self._compiled and round.length_of is not None \
+                and (out := compiled_module().lpm_order(queue, round.length_of)) is not None:
             return out
         negated = [-n for n in round.prefix_lens]
         return [queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)]  # stable
