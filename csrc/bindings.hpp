@@ -12,3 +12,6 @@ void bind_market_pacers(nanobind::module_ &m);  // market_pacers.cpp
 void bind_waiting_prefixes(nanobind::module_ &m);  // waiting_prefixes_bind.cpp
 void bind_engine(nanobind::module_ &m);  // engine_bind.cpp
 void bind_queue_tree(nanobind::module_ &m);  // queue_tree.cpp
+void bind_strict_priority(nanobind::module_ &m);  // strict_priority.cpp
+void bind_lpm_orders(nanobind::module_ &m);  // lpm_orders.cpp
+void bind_dfs_weight(nanobind::module_ &m);  // dfs_weight.cpp

@@ -15,4 +15,7 @@ NB_MODULE(_core, m) {
     bind_waiting_prefixes(m);
     bind_engine(m);
     bind_queue_tree(m);
+    bind_strict_priority(m);
+    bind_lpm_orders(m);
+    bind_dfs_weight(m);
 }

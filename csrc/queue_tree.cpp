@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "queue_tree.hpp"
 
 namespace nb = nanobind;
+
+using auction_core::ScratchTree;
 
 namespace {
 
@@ -116,20 +119,6 @@ struct Open {
     std::vector<int64_t> children, attached;
     int64_t reach = 0;
     explicit Open(int64_t d) : depth(d) {}
-};
-
-// The tree of a queue, its lists as queue_tree.QueueTree's.
-struct ScratchTree {
-    std::vector<int64_t> parent, depth;
-    std::vector<std::vector<int64_t>> children, attached;
-    std::vector<double> edge_work;
-    std::vector<int64_t> req_node;
-    std::vector<double> req_work;
-
-    nb::tuple lists() const {
-        return nb::make_tuple(parent, depth, children, attached, edge_work, req_node, req_work);
-    }
-    nb::object completion_times(nb::handle order, double request_work) const;
 };
 
 // queue_tree._Closed: the nodes numbered as they close, the root last.
@@ -263,6 +252,8 @@ nb::object build_queue_tree(nb::handle tokens, nb::handle prefix_lens) {
     return nb::cast(build(prompts, cached));
 }
 
+}  // namespace
+
 // completion_times(tree, order, request_work) over this tree; None when `order` holds something
 // other than ints indexing both the requests and `order` itself (Python's errors then).
 nb::object ScratchTree::completion_times(nb::handle order, double request_work) const {
@@ -307,8 +298,6 @@ nb::object ScratchTree::completion_times(nb::handle order, double request_work) 
     }
     return nb::cast(done);
 }
-
-}  // namespace
 
 void bind_queue_tree(nb::module_& m) {
     nb::class_<ScratchTree>(m, "ScratchTree", "A queue's radix tree built from scratch (mechanism/queue_tree.py).")

@@ -377,6 +377,27 @@ def test_mooncake_max_new_tokens_argument(tmp_path, slice_records):
         next(it)
 
 
+def test_mooncake_lines_read_again_give_new_requests_with_the_runs_time_scale(slice_records):
+    """A line read again (its derivation kept) gives a new Request, equal field for field to a
+    first read's, its arrival on the new read's time scale."""
+    first = load_mooncake(SLICE, limit=50)
+    again = load_mooncake(SLICE, limit=50, time_scale=3.0)
+    assert not set(map(id, first)) & set(map(id, again))
+    assert [r.arrival for r in again] == [rec["timestamp"] / 1000.0 * 3.0 for rec in slice_records[:50]]
+    for a, b in zip(first, again):
+        assert (a.id, a.bidder, a.kind, a.urgency, a.value, a.output_len) == (
+            b.id, b.bidder, b.kind, b.urgency, b.value, b.output_len)
+        assert np.array_equal(a.tokens, b.tokens) and not b.tokens.flags.writeable
+
+
+def test_mooncake_malformed_line_raises_at_every_read(tmp_path):
+    path = tmp_path / "broken_trace.jsonl"
+    path.write_text("\n".join([GOOD, "not json"]) + "\n")
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"broken_trace\.jsonl: line 2\b"):
+            load_mooncake(path)
+
+
 GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}'
 
 

@@ -47,6 +47,23 @@ class QueueTree:
         return len(self.parent)
 
 
+_LISTS = ("parent", "depth", "children", "attached", "edge_work", "req_node", "req_work")
+
+
+class _ScratchLists(QueueTree):
+    """A tree the compiled builder made, its lists read out of the C++ copy on first use: the
+    completion times and strict priority's payments run on the copy and read none of them."""
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _LISTS:
+            raise AttributeError(name)
+        self.__dict__.update(zip(_LISTS, self.compiled.lists()))
+        return self.__dict__[name]
+
+
 def cached_prefix_lengths(
     tokens: Sequence[np.ndarray], cached: RadixCache | Iterable[Sequence[int]] | None
 ) -> list[int]:
@@ -295,7 +312,7 @@ def _compiled_tree(tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | No
     otherwise, for the Python builder, which raises the errors of inputs it cannot take."""
     module = compiled_module() if active() == "compiled" else None
     built = None if module is None else module.build_queue_tree(tokens, prefix_lens)
-    return None if built is None else QueueTree(*built.lists(), compiled=built)
+    return None if built is None else _ScratchLists(built)
 
 
 def completion_times(tree: QueueTree, order: Sequence[int], request_work: float) -> list[float]:

@@ -21,6 +21,9 @@ other request reaches.
 Under "unit" this is sum over others' r of b_r x (number of i's requests ahead of r), and the strict
 order is welfare-optimal over all orders, so this is exact VCG over all orders.
 Cost: O(n log n) for the sort and the rank look-ups, plus O(n + V) for the tree under "tokens".
+On the compiled core the queue's checks, the order and the payments run in C++
+(`csrc/strict_priority.cpp`, docs/design.md section 8), this module's code staying the reference
+and the fallback for inputs the compiled calls do not take.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..core import active
+from ..core import active, compiled_module
 from ..request import Request
 from .base import AuctionMechanism, Cached
 from .queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
@@ -63,6 +66,8 @@ class StrictAllocation:
     request_work: float
     memo: TokenMemo | None = field(default=None, repr=False)
     """The auction's memo on the Python core; None on the compiled one, whose builder keeps none."""
+    compiled: bool = False
+    """Whether the auction was built on the compiled core (its payments run there)."""
 
     @property
     def admission(self) -> list[Request]:
@@ -97,69 +102,100 @@ class StrictPriorityAuction(AuctionMechanism):
 
     name = "strict_vcg"
 
+    def __init__(self, cost_model: str = "tokens", request_overhead: float = 1.0,
+                 tie_break: str = "cached_prefix") -> None:
+        super().__init__(cost_model, request_overhead, tie_break)
+        self._compiled = active() == "compiled"  # a flag, not the module: the auction stays copyable
+
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
         bids: Sequence[float] | None = None,
     ) -> StrictAllocation:
         """Order a non-empty queue by bid (ties by cached prefix under `cache_ties`, then by
         arrival, then id) and cost it."""
-        requests = list(requests)
-        tokens, own = validate_requests(requests, self._memo.held)
+        requests, core = list(requests), compiled_module() if self._compiled else None
+        plain = None if core is None else core.plain_requests(requests)
+        tokens, own = validate_requests(requests, self._memo.held) if plain is None else plain
         bids = own if bids is None else [float(b) for b in bids]
         lens = self._prefix_lens(tokens, cached, prefix_lens)
         n = len(requests)
         cached_first = lens if self.cache_ties and lens is not None else [0] * n
-        order = sorted(range(n), key=lambda r: (-bids[r], -cached_first[r], requests[r].arrival, requests[r].id))
-        rank = [0] * n
-        for k, r in enumerate(order):
-            rank[r] = k
+        ranked = None if core is None else core.strict_order(requests, bids, cached_first)
+        if ranked is None:
+            order = sorted(range(n), key=lambda r: (-bids[r], -cached_first[r], requests[r].arrival, requests[r].id))
+            rank = [0] * n
+            for k, r in enumerate(order):
+                rank[r] = k
+        else:
+            order, rank = ranked
         # The compiled builder may attach equal prompts in another order than the memo's, which
         # neither the completion times nor the payments (`_first_requests`) read.
-        memo = None if active() == "compiled" else self._memo
         return StrictAllocation(
             requests=requests, bids=bids, order=order, rank=rank, tokens=tokens, prefix_lens=lens,
-            request_work=self.request_work, memo=memo,
+            request_work=self.request_work, memo=None if self._compiled else self._memo, compiled=self._compiled,
         )
 
     def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """Payments of `bidders` (default: every bidder in the round) by the closed form; all of
         them cost O(n + V) together, so a subset is cut from the whole."""
-        requests, bids, order, rank, tree = alloc.requests, alloc.bids, alloc.order, alloc.rank, alloc.tree
-        n, overhead = len(order), self.request_work
-        total = list(accumulate((bids[r] for r in order), initial=0.0))  # bids at ranks < k
-        ranks: dict[int, list[int]] = {}
-        cum: dict[int, list[float]] = {}
-        place = [0] * n  # request r is the place[r]-th of its bidder's in the order
-        for k, r in enumerate(order):
-            i = requests[r].bidder
-            own = ranks.setdefault(i, [])
-            place[r] = len(own)
-            own.append(k)
-            cum.setdefault(i, [0.0]).append(cum[i][-1] + bids[r])
-
-        def others_between(i: int, a: int, c: int) -> float:
-            """Bids of requests not of bidder i at ranks a < k < c."""
-            own = cum[i][bisect_left(ranks[i], c)] - cum[i][bisect_left(ranks[i], a + 1)]
-            return (total[c] - total[a + 1]) - own
-
-        # others_between(i, k, n) of each of bidder i's ranks k, its j-th: the bisections give m
-        # (every rank is below n) and j + 1 (ranks are distinct and ascending), so no search.
-        after = {i: [(total[n] - total[k + 1]) - (cum[i][len(ks)] - cum[i][j + 1]) for j, k in enumerate(ks)]
-                 for i, ks in ranks.items()}
-        pay = {i: overhead * sum(tails) for i, tails in after.items()}
-        if tree is not None:
-            for v, (a, i, c) in enumerate(_first_requests(tree, requests, rank)):
-                if tree.edge_work[v] > 0:
-                    pay[i] += tree.edge_work[v] * others_between(i, a, c)
-            for r, e in enumerate(tree.req_work):  # own edges: nobody else reaches them
-                if e > 0:
-                    i = requests[r].bidder
-                    pay[i] += e * after[i][place[r]]
+        pay = _compiled_payments(alloc)
+        if pay is None:
+            pay = _closed_form(alloc)
         for i, p in pay.items():
-            if p < -ROUNDING * max(alloc.cost, 1.0):
+            if p < 0.0 and p < -ROUNDING * max(alloc.cost, 1.0):  # the cost only where it is read
                 raise AssertionError(f"negative strict-priority payment {p} for bidder {i}")
             pay[i] = max(p, 0.0)
         return pay if bidders is None else {i: pay.get(i, 0.0) for i in bidders}
+
+
+def _compiled_payments(alloc: StrictAllocation) -> dict[int, float] | None:
+    """`_closed_form` in C++ (`csrc/strict_priority.cpp`), for an allocation made on the compiled
+    core whose tree, if any, the compiled builder made; None where it does not run."""
+    if not alloc.compiled:
+        return None
+    tree = alloc.tree
+    if tree is not None and tree.compiled is None:
+        return None
+    paid = compiled_module().strict_payments(
+        None if tree is None else tree.compiled, alloc.requests, alloc.bids, alloc.order, alloc.request_work)
+    return None if paid is None else dict(zip(*paid))
+
+
+def _closed_form(alloc: StrictAllocation) -> dict[int, float]:
+    """Each bidder's payment in the round by the module docstring's closed form, before the
+    clip at 0 (bidders in the order of their first request)."""
+    requests, bids, order, rank, tree = alloc.requests, alloc.bids, alloc.order, alloc.rank, alloc.tree
+    n, overhead = len(order), alloc.request_work
+    total = list(accumulate((bids[r] for r in order), initial=0.0))  # bids at ranks < k
+    ranks: dict[int, list[int]] = {}
+    cum: dict[int, list[float]] = {}
+    place = [0] * n  # request r is the place[r]-th of its bidder's in the order
+    for k, r in enumerate(order):
+        i = requests[r].bidder
+        own = ranks.setdefault(i, [])
+        place[r] = len(own)
+        own.append(k)
+        cum.setdefault(i, [0.0]).append(cum[i][-1] + bids[r])
+
+    def others_between(i: int, a: int, c: int) -> float:
+        """Bids of requests not of bidder i at ranks a < k < c."""
+        own = cum[i][bisect_left(ranks[i], c)] - cum[i][bisect_left(ranks[i], a + 1)]
+        return (total[c] - total[a + 1]) - own
+
+    # others_between(i, k, n) of each of bidder i's ranks k, its j-th: the bisections give m
+    # (every rank is below n) and j + 1 (ranks are distinct and ascending), so no search.
+    after = {i: [(total[n] - total[k + 1]) - (cum[i][len(ks)] - cum[i][j + 1]) for j, k in enumerate(ks)]
+             for i, ks in ranks.items()}
+    pay = {i: overhead * sum(tails) for i, tails in after.items()}
+    if tree is not None:
+        for v, (a, i, c) in enumerate(_first_requests(tree, requests, rank)):
+            if tree.edge_work[v] > 0:
+                pay[i] += tree.edge_work[v] * others_between(i, a, c)
+        for r, e in enumerate(tree.req_work):  # own edges: nobody else reaches them
+            if e > 0:
+                i = requests[r].bidder
+                pay[i] += e * after[i][place[r]]
+    return pay
 
 
 def _first_requests(

@@ -8,12 +8,15 @@ cache, as SGLang's stable sort of `node.children` keeps it), and a node's own re
 come after its children's, in the queue's order (SGLang's waiting list, which it sorts in place:
 the engine keeps its queue so, `sorts_in_place`); requests with nothing cached hang on the root and come
 last. Only the nodes on paths from those match points to the root are visited, not the whole cache.
+On the compiled core the walk runs in C++ over the compiled cache's nodes (`csrc/dfs_weight.cpp`),
+this module's code staying the reference and the fallback (docs/design.md section 8).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, WaitingRound
 from ..prefix_matcher import PrefixMatcher
 from ..radix_cache import TreeNode
@@ -27,10 +30,13 @@ class DFSWeight(AdmissionPolicy):
 
     def __init__(self) -> None:
         self._matcher = PrefixMatcher(split=True, whole_prompt=True)  # SGLang matches the whole prompt
+        self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def order_round(self, round: WaitingRound) -> list[Request]:
         queue, cache = round.queue, round.cache
         match = self._matcher.update(queue, cache)
+        if self._compiled and (out := compiled_module().dfs_order(queue, match, cache.root)) is not None:
+            return out
         hanging: dict[TreeNode, list[Request]] = defaultdict(list)
         for r in queue:
             hanging[match[r.id][1]].append(r)

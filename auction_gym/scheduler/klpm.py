@@ -10,11 +10,14 @@ The cycle runs over admissions, not rounds: a round's order continues the cycle 
 round's admissions left it (the requests that left the queue since the last round were admitted,
 since the engine removes a request from the queue only by admitting it). LPM picks are by longest
 cached prefix, ties by arrival (as `lpm`); matching does not refresh LRU times (`prefix_matcher`).
+On the compiled core the cycle runs in C++ (`csrc/lpm_orders.cpp`), this module's loop staying the
+reference and the fallback (docs/design.md section 8).
 """
 
 from __future__ import annotations
 
 from .._checks import check_count
+from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, WaitingRound
 from ..prefix_matcher import PrefixMatcher
 from ..request import Request
@@ -40,6 +43,7 @@ class KLPM(AdmissionPolicy):
         self._matcher = PrefixMatcher()
         self._phase = 0  # position in the cycle of the next admission: 0 = the oldest's turn
         self._last: set[int] = set()
+        self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def order_round(self, round: WaitingRound) -> list[Request]:
         queue, cache = round.queue, round.cache
@@ -48,6 +52,8 @@ class KLPM(AdmissionPolicy):
         self._last = ids
         match = self._matcher.update(queue, cache)
         by_arrival = sorted(queue, key=fcfs_key)
+        if self._compiled and (out := compiled_module().klpm_order(by_arrival, match, self._phase, self.k)) is not None:
+            return out
         longer = [-match[r.id][0] for r in by_arrival]
         by_match = sorted(range(len(by_arrival)), key=longer.__getitem__)  # stable: ties by arrival
         # Both lists name requests by their place in `by_arrival`; `taken` marks the places picked.

@@ -14,12 +14,15 @@ applies to its `hrrn`, not to `dfs-weight`), which leaves the list as the last s
 `make_scheduler("lpm", fcfs_above=128)` does that (`SGLANG_FCFS_ABOVE` names the 128). Matching does
 not refresh LRU times (see `prefix_matcher`); keeping what waits warm is `WaitingPrefixes`'s job,
 whose lengths the engine passes with the round (`WaitingRound.prefix_lens`), so a round costs one sort of the queue
-(nearly sorted already: Timsort's O(n) case), not a match of every waiting request.
+(nearly sorted already: Timsort's O(n) case), not a match of every waiting request. On the compiled
+core a round with the engine's lengths is sorted in C++ (`csrc/lpm_orders.cpp`), this module's sort
+staying the reference and the fallback (docs/design.md section 8).
 """
 
 from __future__ import annotations
 
 from .._checks import is_int
+from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, WaitingRound
 from ..request import Request
 
@@ -43,6 +46,7 @@ class LPM(AdmissionPolicy):
         if fcfs_above is not None and not (is_int(fcfs_above) and fcfs_above >= 0):
             raise ValueError(f"fcfs_above must be None or an int >= 0, got {fcfs_above!r}")
         self.fcfs_above = None if fcfs_above is None else int(fcfs_above)
+        self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def in_batch_deprioritizes(self, waiting: int) -> bool:
         """Whether SGLang's in-batch prefix check reorders a queue of `waiting` requests: yes, as
@@ -53,6 +57,9 @@ class LPM(AdmissionPolicy):
         queue = round.queue
         if not self._matches(len(queue)):
             return list(queue)  # SGLang's `fcfs` branch: no match, no sort
+        if self._compiled and round.length_of is not None \
+                and (out := compiled_module().lpm_order(queue, round.length_of)) is not None:
+            return out
         negated = [-n for n in round.prefix_lens]
         return [queue[i] for i in sorted(range(len(queue)), key=negated.__getitem__)]  # stable
 

@@ -4,11 +4,14 @@ A trace line gives arrival, input and output lengths and prefix-block ids, but n
 bid: this loader derives tokens from the block ids (equal blocks, equal tokens), a bidder per
 conversation, and a class with its urgency and value per line (keyed by the line index, so a
 slice draws the same), read lazily and checked line by line (ValueError naming file and line).
+What a line gives is derived once per process (`_derive`, kept for the last `PARSED_LINES` lines),
+so a sweep that replays the same lines run after run reads the JSON and draws the classes once.
 The derivations in full: docs/environment.md, "Workloads".
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -82,11 +85,29 @@ def _field_int(obj: dict, name: str, minimum: int) -> int:
     return v
 
 
-def _parse(
-    line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, time_scale: float,
-    block_size: int, vocab_size: int | None, class_names: list[str], class_cdf: np.ndarray,
-    max_new_tokens: int | None,
-) -> Request:
+PARSED_LINES = 1024
+"""Lines whose derivations `_derive` keeps: a quick `reproduce` replays 300 lines run after run, the
+full one 1,000. The tokens take most of the memory: about 110 KB a line for the slice's prompts
+(13,700 tokens on average)."""
+
+
+def _parse(line: str, index: int, *, time_scale: float, **parse_args) -> Request:
+    """The request of one trace line (a new `Request` each call: a run may change its own), its
+    arrival on the `time_scale` of the run (a sweep over load replays the lines on several)."""
+    ts, tokens, output_length, bidder, kind, w, v = _derive(line, index, **parse_args)
+    return Request(
+        id=index, bidder=bidder, tokens=tokens, bid=w, output_len=output_length, arrival=ts / 1000.0 * time_scale,
+        value=v, urgency=w, kind=kind, max_new_tokens=parse_args["max_new_tokens"],
+    )
+
+
+@functools.lru_cache(maxsize=PARSED_LINES)
+def _derive(
+    line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, block_size: int,
+    vocab_size: int | None, class_names: tuple[str, ...], class_cdf: tuple[float, ...], max_new_tokens: int | None,
+) -> tuple:
+    """What a line gives its request: (timestamp, read-only tokens, output length, bidder, class,
+    urgency, value); ValueError for a malformed line (a failure is not kept)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
@@ -119,11 +140,7 @@ def _parse(
     cls = CLASSES[class_names[min(int(np.searchsorted(class_cdf, rng.random(), side="right")),
                                   len(class_names) - 1)]]
     w, v, _ = cls.sample(rng, 1)
-    return Request(
-        id=index, bidder=bidder, tokens=read_only(tokens), bid=float(w[0]), output_len=output_length,
-        arrival=ts / 1000.0 * time_scale, value=float(v[0]), urgency=float(w[0]), kind=cls.name,
-        max_new_tokens=max_new_tokens,
-    )
+    return ts, read_only(tokens), output_length, bidder, cls.name, float(w[0]), float(v[0])
 
 
 def iter_mooncake(
@@ -160,8 +177,8 @@ def iter_mooncake(
     return _iter_lines(
         os.fspath(path), start, None if limit is None else start + limit,
         num_bidders=num_bidders, seed_key=_splitmix64(seed), seed=seed, time_scale=time_scale,
-        block_size=block_size, vocab_size=vocab_size, class_names=class_names,
-        class_cdf=np.cumsum(class_p), max_new_tokens=cap,
+        block_size=block_size, vocab_size=vocab_size, class_names=tuple(class_names),
+        class_cdf=tuple(np.cumsum(class_p).tolist()), max_new_tokens=cap,
     )
 
 

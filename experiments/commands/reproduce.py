@@ -65,8 +65,10 @@ import numpy as np
 from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
+from auction_gym.policy import AdmissionPolicy, WaitingRound
+from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.registry import mechanism_names
-from auction_gym.scheduler import admission_order, make_scheduler
+from auction_gym.scheduler import make_scheduler
 from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
@@ -103,7 +105,7 @@ def policies(cost_model: str, every: bool = False) -> tuple[str, ...]:
 CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
-QUICK_WALL_TIME = "about 8 s on 2 idle cores (about 20 s on the Python core)"
+QUICK_WALL_TIME = "about 6 s on 2 idle cores (about 16 s on the Python core)"
 """`--quick`'s wall time on the compiled core, quoted by --help (2 jobs)."""
 
 
@@ -133,13 +135,16 @@ def replay(config: MarketConfig, seed: int, snapshots: list | None = None) -> di
     market.reset(seed)
     ones = np.ones(config.num_bidders)
     revenue = welfare = 0.0
+    # Each waiting request's cached prefix of all but its last token (what the engine can reuse),
+    # re-matched only where the cache changed since the round before: it only reads the cache.
+    matcher = None if snapshots is None else PrefixMatcher()
     while not market.done:
         report = market.step(ones)
         revenue += report.revenue
         welfare += report.welfare
-        if snapshots is not None and market.engine.waiting:
-            cache = market.engine.cache
-            snapshots.append([(r, cache.prefix_len(r.tokens[:-1])) for r in market.engine.waiting])
+        if matcher is not None and (waiting := market.engine.waiting):
+            matcher.update(waiting, market.engine.cache)
+            snapshots.append(list(zip(waiting, map(matcher.length_of.__getitem__, waiting))))
     m = market.engine.metrics()
     return {"mean_latency": m.mean_latency, "p99_latency": m.p99_latency, "mean_ttft": m.mean_ttft,
             "hit_rate": m.hit_rate, "throughput": m.throughput_rps, "realized_welfare": welfare,
@@ -152,10 +157,12 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     order, with C from the auctions' `cost_model` ("unit": C_k = k; "tokens": uncached prefix
     tokens of the first k requests + k, docs/design.md section 3).
 
-    Each snapshot is rebuilt, for each policy, as a cache holding exactly each request's cached
-    prefix, which gives every request the match it had (cache-aware policies order by those),
-    without touching the run. The queue's tree, which C reads, is the same for every policy, so it
-    is built once per snapshot.
+    Each snapshot is rebuilt as a cache holding exactly each request's cached prefix, which gives
+    every request the match it had (cache-aware policies order by those), without touching the
+    run. What every policy reads is built once per snapshot and shared: the queue's tree, which C
+    reads, and the round (`WaitingRound`: the cache and the prefix lengths read from it), which a
+    policy only reads (it never inserts, locks or evicts; DFS-weight's matcher may split an edge,
+    which changes no match). Each policy is built fresh per snapshot, so none carries state over.
     """
     if not snapshots:
         return dict.fromkeys(names, math.nan)
@@ -166,15 +173,16 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
         queue = [r for r, _ in snapshots[k]]
         prefix_lens = [cached for _, cached in snapshots[k]]
         tree = build_queue_tree([r.tokens for r in queue], None if cost_model == "unit" else prefix_lens)
-        position = {id(r): i for i, r in enumerate(queue)}
+        position = {r: i for i, r in enumerate(queue)}  # requests hash by identity
         urgency = [r.urgency for r in queue]
+        cache = RadixCache()
+        for r, cached in snapshots[k]:
+            if cached:
+                cache.insert(r.tokens[:cached])
+        waiting = WaitingRound(queue, cache)
         for policy, (mechanism, model) in mechanisms.items():
-            cache = RadixCache()
-            for r, cached in snapshots[k]:
-                if cached:
-                    cache.insert(r.tokens[:cached])
-            order, _ = admission_order(make_scheduler(mechanism, model), queue, cache)
-            done = completion_times(tree, [position[id(r)] for r in order], 1.0)
+            order, _ = AdmissionPolicy.adopt(make_scheduler(mechanism, model)).admit(waiting)
+            done = completion_times(tree, list(map(position.__getitem__, order)), 1.0)
             totals[policy] -= sum(map(operator.mul, urgency, done))  # w x C, added in queue order
     return {p: total / len(picks) for p, total in totals.items()}
 

@@ -1,0 +1,111 @@
+// The longest-prefix orders of a round in C++ (docs/design.md section 8): LPM's (scheduler/lpm.py,
+// a stable sort of the queue by cached length, longest first) and k-LPM's (scheduler/klpm.py,
+// KLPM.order_round's cycle: the queue by arrival, its longest-prefix picks by the same stable sort,
+// one oldest pick then k - 1 longest picks). None, having changed nothing, for an input it does not
+// take as it is; the Python code then runs.
+#include <nanobind/nanobind.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "bindings.hpp"
+
+namespace nb = nanobind;
+
+namespace {
+
+bool exact_int(PyObject* o, int64_t& out) {
+    if (o == nullptr || !PyLong_CheckExact(o)) return false;
+    int overflow = 0;
+    out = int64_t(PyLong_AsLongLongAndOverflow(o, &overflow));
+    return overflow == 0;
+}
+
+// Each request's match length, match[r.id][0] of the matcher's dict; false where that is not an
+// exact int (or not there: Python raises).
+bool match_lengths(PyObject* const* queue, size_t n, PyObject* match, std::vector<int64_t>& out) {
+    static PyObject* const id_name = PyUnicode_InternFromString("id");
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        nb::object rid = nb::steal(PyObject_GetAttr(queue[i], id_name));
+        if (!rid.is_valid() || !PyLong_CheckExact(rid.ptr())) {
+            PyErr_Clear();
+            return false;
+        }
+        PyObject* entry = PyDict_GetItemWithError(match, rid.ptr());  // borrowed
+        if (entry == nullptr || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 1 ||
+            !exact_int(PyTuple_GET_ITEM(entry, 0), out[i])) {
+            PyErr_Clear();
+            return false;
+        }
+    }
+    return true;
+}
+
+// The positions of `length` sorted by -length, stable: ties keep their order.
+std::vector<size_t> longest_first(const std::vector<int64_t>& length) {
+    std::vector<size_t> by_match(length.size());
+    std::iota(by_match.begin(), by_match.end(), size_t(0));
+    std::stable_sort(by_match.begin(), by_match.end(), [&](size_t a, size_t b) { return length[a] > length[b]; });
+    return by_match;
+}
+
+// LPM.order_round's order of `queue` given the engine's `length_of` (request -> cached length).
+nb::object lpm_order(nb::handle queue, nb::handle length_of) {
+    if (!PyList_CheckExact(queue.ptr()) || !PyDict_CheckExact(length_of.ptr())) return nb::none();
+    const size_t n = size_t(PyList_GET_SIZE(queue.ptr()));
+    PyObject* const* items = PySequence_Fast_ITEMS(queue.ptr());
+    std::vector<int64_t> length(n);
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* v = PyDict_GetItemWithError(length_of.ptr(), items[i]);  // borrowed
+        if (v == nullptr || !exact_int(v, length[i])) {
+            PyErr_Clear();
+            return nb::none();
+        }
+    }
+    nb::list out;
+    for (size_t i : longest_first(length)) out.append(nb::handle(items[i]));
+    return out;
+}
+
+// KLPM.order_round's order of `by_arrival` (the queue in FCFS order) given the matcher's `match`
+// (request id -> (length, node)), the cycle's `phase` and `k`.
+nb::object klpm_order(nb::handle by_arrival, nb::handle match, nb::handle phase_in, nb::handle k_in) {
+    int64_t phase = 0, k = 0;
+    if (!PyList_CheckExact(by_arrival.ptr()) || !PyDict_CheckExact(match.ptr()) || !exact_int(phase_in.ptr(), phase) ||
+        !exact_int(k_in.ptr(), k) || k < 1 || phase < 0 || phase >= k)
+        return nb::none();
+    const size_t n = size_t(PyList_GET_SIZE(by_arrival.ptr()));
+    PyObject* const* queue = PySequence_Fast_ITEMS(by_arrival.ptr());
+    std::vector<int64_t> length;
+    if (!match_lengths(queue, n, match.ptr(), length)) return nb::none();
+    const std::vector<size_t> by_match = longest_first(length);  // ties by arrival
+    nb::list out;
+    std::vector<char> taken(n, 0);
+    size_t oldest = 0, longest = 0;
+    for (size_t step = 0; step < n; ++step) {
+        size_t pick;
+        if (phase == 0) {
+            while (taken[oldest]) ++oldest;
+            pick = oldest;
+        } else {
+            while (taken[by_match[longest]]) ++longest;
+            pick = by_match[longest];
+        }
+        out.append(nb::handle(queue[pick]));
+        taken[pick] = 1;
+        phase = (phase + 1) % k;
+    }
+    return out;
+}
+
+}  // namespace
+
+void bind_lpm_orders(nb::module_& m) {
+    m.def("lpm_order", &lpm_order, nb::arg("queue"), nb::arg("length_of"),
+          "LPM.order_round's order of the queue, or None for inputs it does not take.");
+    m.def("klpm_order", &klpm_order, nb::arg("by_arrival"), nb::arg("match"), nb::arg("phase"), nb::arg("k"),
+          "KLPM.order_round's order of the queue by arrival, or None for inputs it does not take.");
+}

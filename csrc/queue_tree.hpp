@@ -1,0 +1,27 @@
+// The queue's radix tree built from scratch (queue_tree.cpp), which strict priority's payments
+// read in place (strict_priority.cpp).
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace auction_core {
+
+// The tree of a queue, its lists as queue_tree.QueueTree's.
+struct ScratchTree {
+    std::vector<int64_t> parent, depth;
+    std::vector<std::vector<int64_t>> children, attached;
+    std::vector<double> edge_work;
+    std::vector<int64_t> req_node;
+    std::vector<double> req_work;
+
+    nanobind::tuple lists() const {
+        return nanobind::make_tuple(parent, depth, children, attached, edge_work, req_node, req_work);
+    }
+    nanobind::object completion_times(nanobind::handle order, double request_work) const;
+};
+
+}  // namespace auction_core

@@ -1,0 +1,261 @@
+// Strict priority's round (mechanism/strict_priority.py) in C++: the queue's checks as
+// validation.validate_requests' fast path makes them, the strict order, and the closed-form
+// payments over the compiled queue tree, with the Python code's operations in its order
+// (docs/design.md section 8). Each returns None, having changed nothing, for an input it does not
+// take as it is; the Python code then handles it and raises its own errors.
+#include <nanobind/nanobind.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+#include <vector>
+
+#include "bindings.hpp"
+#include "py_sum.hpp"
+#include "queue_tree.hpp"
+
+namespace nb = nanobind;
+using auction_core::PySum;
+using auction_core::ScratchTree;
+
+namespace {
+
+// A list or tuple's items (any other sequence copied into a list); invalid, the error cleared,
+// for an object that is not a sequence.
+nb::object items_of(nb::handle seq) {
+    nb::object fast = nb::steal(PySequence_Fast(seq.ptr(), "a sequence"));
+    if (!fast.is_valid()) PyErr_Clear();
+    return fast;
+}
+
+// A request's field by its interned name; invalid, the error cleared, where reading it raises.
+nb::object field(PyObject* request, PyObject* name) {
+    nb::object v = nb::steal(PyObject_GetAttr(request, name));
+    if (!v.is_valid()) PyErr_Clear();
+    return v;
+}
+
+bool exact_int(PyObject* o, int64_t& out) {
+    if (o == nullptr || !PyLong_CheckExact(o)) return false;
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    out = int64_t(v);
+    return overflow == 0;
+}
+
+// An exact float that is not NaN (which Python's tuple comparisons order their own way).
+bool exact_float(PyObject* o, double& out) {
+    if (o == nullptr || !PyFloat_CheckExact(o)) return false;
+    out = PyFloat_AS_DOUBLE(o);
+    return !std::isnan(out);
+}
+
+// Whether `o` is a non-empty 1-d numpy array of native int64: TOKEN_DTYPE, as the fast path checks.
+bool token_array(PyObject* o) {
+    static PyTypeObject* const ndarray_type =
+        (PyTypeObject*)nb::object(nb::module_::import_("numpy").attr("ndarray")).release().ptr();
+    if (Py_TYPE(o) != ndarray_type) return false;
+    Py_buffer view;
+    if (PyObject_GetBuffer(o, &view, PyBUF_RECORDS_RO) != 0) {
+        PyErr_Clear();
+        return false;
+    }
+    const char* f = view.format;
+    const bool ok = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
+                    (f[0] == 'l' || f[0] == 'q') && view.shape[0] > 0;
+    PyBuffer_Release(&view);
+    return ok;
+}
+
+// validate_requests(requests) for a queue its fast path takes as it is (bids exact floats, ids
+// exact ints within int64, none twice, prompts non-empty native int64 arrays): (tokens, bids).
+nb::object plain_requests(nb::handle requests) {
+    static PyObject* const id_name = PyUnicode_InternFromString("id");
+    static PyObject* const bid_name = PyUnicode_InternFromString("bid");
+    static PyObject* const tokens_name = PyUnicode_InternFromString("tokens");
+    nb::object seq = items_of(requests);
+    if (!seq.is_valid()) return nb::none();
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+    PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+    nb::list tokens, bids;
+    std::vector<int64_t> ids(static_cast<size_t>(n), 0);
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        nb::object bid = field(items[k], bid_name), t = field(items[k], tokens_name), rid = field(items[k], id_name);
+        double b = 0.0;
+        if (!exact_float(bid.ptr(), b) || !(0.0 <= b && b < std::numeric_limits<double>::infinity()) ||
+            !exact_int(rid.ptr(), ids[size_t(k)]) || !t.is_valid() || !token_array(t.ptr()))
+            return nb::none();
+        tokens.append(t);
+        bids.append(bid);
+    }
+    std::sort(ids.begin(), ids.end());
+    if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return nb::none();  // Python names it
+    return nb::make_tuple(tokens, bids);
+}
+
+// StrictPriorityAuction.allocate's order: sorted(range(n), key=(-bid, -cached_first, arrival, id)),
+// stable; (order, rank). Bids and arrivals exact floats, not NaN; cached lengths and ids exact ints.
+nb::object strict_order(nb::handle requests, nb::handle bids, nb::handle cached_first) {
+    static PyObject* const id_name = PyUnicode_InternFromString("id");
+    static PyObject* const arrival_name = PyUnicode_InternFromString("arrival");
+    nb::object rs = items_of(requests), bs = items_of(bids), cs = items_of(cached_first);
+    if (!rs.is_valid() || !bs.is_valid() || !cs.is_valid()) return nb::none();
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(rs.ptr());
+    if (PySequence_Fast_GET_SIZE(bs.ptr()) != n || PySequence_Fast_GET_SIZE(cs.ptr()) != n) return nb::none();
+    const size_t count = size_t(n);
+    std::vector<double> bid(count), arrival(count);
+    std::vector<int64_t> cached(count), id(count);
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        const size_t i = size_t(k);
+        PyObject* r = PySequence_Fast_ITEMS(rs.ptr())[k];
+        nb::object at = field(r, arrival_name), rid = field(r, id_name);
+        if (!exact_float(PySequence_Fast_ITEMS(bs.ptr())[k], bid[i]) ||
+            !exact_int(PySequence_Fast_ITEMS(cs.ptr())[k], cached[i]) || !exact_float(at.ptr(), arrival[i]) ||
+            !exact_int(rid.ptr(), id[i]))
+            return nb::none();
+    }
+    std::vector<size_t> order(count);
+    std::iota(order.begin(), order.end(), size_t(0));
+    // -x < -y is x > y, for the floats (no NaN) and the ints alike, so nothing is negated
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        if (bid[a] != bid[b]) return bid[a] > bid[b];
+        if (cached[a] != cached[b]) return cached[a] > cached[b];
+        if (arrival[a] != arrival[b]) return arrival[a] < arrival[b];
+        return id[a] < id[b];
+    });
+    std::vector<size_t> rank(count);
+    for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = k;
+    return nb::make_tuple(nb::cast(order), nb::cast(rank));
+}
+
+// What the closed form reads of a round: each request's bidder (numbered by first appearance in
+// the order) and bid, the order and ranks.
+struct StrictRound {
+    size_t n = 0;
+    std::vector<double> bid;
+    std::vector<size_t> order, rank, who;
+    std::vector<int64_t> bidders;  // the bidders, by first appearance in the order
+
+    bool read(nb::handle requests, nb::handle bids, nb::handle order_seq);
+};
+
+bool StrictRound::read(nb::handle requests, nb::handle bids, nb::handle order_seq) {
+    static PyObject* const bidder_name = PyUnicode_InternFromString("bidder");
+    nb::object rs = items_of(requests), bs = items_of(bids), os = items_of(order_seq);
+    if (!rs.is_valid() || !bs.is_valid() || !os.is_valid()) return false;
+    n = size_t(PySequence_Fast_GET_SIZE(rs.ptr()));
+    if (size_t(PySequence_Fast_GET_SIZE(bs.ptr())) != n || size_t(PySequence_Fast_GET_SIZE(os.ptr())) != n)
+        return false;
+    std::vector<int64_t> owner(n);
+    bid.resize(n);
+    rank.assign(n, n);
+    for (size_t i = 0; i < n; ++i) {
+        nb::object b = field(PySequence_Fast_ITEMS(rs.ptr())[i], bidder_name);
+        if (!exact_int(b.ptr(), owner[i]) || !exact_float(PySequence_Fast_ITEMS(bs.ptr())[i], bid[i])) return false;
+    }
+    order.resize(n);
+    for (size_t k = 0; k < n; ++k) {  // a permutation of the positions, else Python's errors
+        int64_t r = 0;
+        if (!exact_int(PySequence_Fast_ITEMS(os.ptr())[k], r) || r < 0 || size_t(r) >= n || rank[size_t(r)] != n)
+            return false;
+        order[k] = size_t(r);
+        rank[size_t(r)] = k;
+    }
+    std::unordered_map<int64_t, size_t> number;
+    who.resize(n);
+    for (size_t r : order) {
+        auto [at, fresh] = number.emplace(owner[r], bidders.size());
+        if (fresh) bidders.push_back(owner[r]);
+        who[r] = at->second;
+    }
+    return true;
+}
+
+// _first_requests: per node, (rank a of its first request, that request's bidder, rank c of its
+// first request of another bidder, n if none); false for a node without requests (Python raises).
+struct First {
+    size_t a, i, c;
+};
+
+bool first_requests(const ScratchTree& tree, const StrictRound& q, std::vector<First>& first) {
+    const size_t nodes = tree.parent.size();
+    first.assign(nodes, First{q.n, q.n, q.n});
+    for (size_t v = nodes; v-- > 0;) {
+        std::vector<First> items;
+        for (int64_t r : tree.attached[v]) items.push_back(First{q.rank[size_t(r)], q.who[size_t(r)], q.n});
+        for (int64_t c : tree.children[v]) items.push_back(first[size_t(c)]);
+        if (items.empty()) return false;
+        const First& head = *std::min_element(items.begin(), items.end(),
+                                              [](const First& x, const First& y) { return x.a < y.a; });
+        size_t c = std::numeric_limits<size_t>::max();
+        for (const First& t : items) c = std::min(c, t.i != head.i ? t.a : t.c);
+        first[v] = First{head.a, head.i, c};
+    }
+    return true;
+}
+
+// StrictPriorityAuction.payments' closed form before the rounding clip: (bidders, payments), the
+// bidders by first appearance in the order; `tree` None under "unit". `overhead`: request_work.
+nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order,
+                           double overhead) {
+    StrictRound q;
+    if (!q.read(requests, bids, order) || (tree != nullptr && tree->req_work.size() != q.n)) return nb::none();
+    const size_t n = q.n, m = q.bidders.size();
+    std::vector<double> total(n + 1, 0.0);  // bids at ranks < k
+    for (size_t k = 0; k < n; ++k) total[k + 1] = total[k] + q.bid[q.order[k]];
+    std::vector<std::vector<size_t>> ranks(m);
+    std::vector<std::vector<double>> cum(m, std::vector<double>{0.0});
+    std::vector<size_t> place(n);
+    for (size_t k = 0; k < n; ++k) {
+        const size_t r = q.order[k], i = q.who[r];
+        place[r] = ranks[i].size();
+        ranks[i].push_back(k);
+        cum[i].push_back(cum[i].back() + q.bid[r]);
+    }
+    const bool compensated = PY_VERSION_HEX >= 0x030C0000;
+    std::vector<std::vector<double>> after(m);
+    std::vector<double> pay(m);
+    for (size_t i = 0; i < m; ++i) {
+        const std::vector<size_t>& ks = ranks[i];
+        PySum tails(compensated);
+        for (size_t j = 0; j < ks.size(); ++j) {
+            after[i].push_back((total[n] - total[ks[j] + 1]) - (cum[i][ks.size()] - cum[i][j + 1]));
+            tails.add(after[i].back());
+        }
+        pay[i] = overhead * tails.value();
+    }
+    if (tree != nullptr) {
+        std::vector<First> first;
+        if (!first_requests(*tree, q, first)) return nb::none();
+        for (size_t v = 0; v < first.size(); ++v) {
+            const double e = tree->edge_work[v];
+            if (!(e > 0)) continue;
+            const auto [a, i, c] = first[v];
+            const std::vector<size_t>& ks = ranks[i];
+            const size_t hi = size_t(std::lower_bound(ks.begin(), ks.end(), c) - ks.begin());
+            const size_t lo = size_t(std::lower_bound(ks.begin(), ks.end(), a + 1) - ks.begin());
+            const double own = cum[i][hi] - cum[i][lo];
+            pay[i] += e * ((total[c] - total[a + 1]) - own);
+        }
+        for (size_t r = 0; r < n; ++r) {  // own edges: nobody else reaches them
+            const double e = tree->req_work[r];
+            if (e > 0) pay[q.who[r]] += e * after[q.who[r]][place[r]];
+        }
+    }
+    return nb::make_tuple(nb::cast(q.bidders), nb::cast(pay));
+}
+
+}  // namespace
+
+void bind_strict_priority(nb::module_& m) {
+    m.def("plain_requests", &plain_requests, nb::arg("requests"),
+          "validate_requests(requests) for a queue its fast path takes as it is, else None.");
+    m.def("strict_order", &strict_order, nb::arg("requests"), nb::arg("bids"), nb::arg("cached_first"),
+          "Strict priority's (order, rank), or None for inputs it does not take.");
+    m.def("strict_payments", &strict_payments, nb::arg("tree").none(), nb::arg("requests"), nb::arg("bids"),
+          nb::arg("order"), nb::arg("request_work"),
+          "Strict priority's (bidders, payments) before the clip, or None for inputs it does not take.");
+}
