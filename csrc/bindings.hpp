@@ -10,3 +10,4 @@ void bind_market_books(nanobind::module_ &m);  // market_books.cpp
 void bind_waiting_prefixes(nanobind::module_ &m);  // waiting_prefixes_bind.cpp
 void bind_engine(nanobind::module_ &m);  // engine_bind.cpp
 void bind_queue_tree(nanobind::module_ &m);  // queue_tree.cpp
+void bind_posted_book(nanobind::module_ &m);  // posted_book.cpp

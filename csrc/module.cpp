@@ -13,4 +13,5 @@ NB_MODULE(_core, m) {
     bind_waiting_prefixes(m);
     bind_engine(m);
     bind_queue_tree(m);
+    bind_posted_book(m);
 }

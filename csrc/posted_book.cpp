@@ -1,0 +1,587 @@
+// A posted-price design's held choices and its rounds in one call (posted_book.hpp): held.py's
+// HeldChoices.follow, hold, drop and its readers, tiers.py's _buy, _stepped_down and _walk, and
+// congestion.py's round, in their orders. Whether a request bids is its multiplier x weight > 0,
+// which held.py's shortcuts (`Holding.all_bid`, a bidder at multiplier 0) only skip computing.
+#include "posted_book.hpp"
+
+#include <nanobind/stl/vector.h>
+#include <structmember.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+
+#include "bindings.hpp"
+#include "gc_slots.hpp"
+#include "py_calls.hpp"
+
+namespace posted {
+
+namespace {
+
+constexpr double INF = std::numeric_limits<double>::infinity();
+constexpr double MARGIN = 1.0 - 1.0 / double(1 << 26);  // tiers._MARGIN
+constexpr int NONE = INT_MIN;                           // a request not stepped down this round
+
+// The object slots of auction_gym.request.Request that a round reads, read in place for a request
+// of exactly that class (reading them runs no Python code); type null where one is not a slot.
+struct Fields {
+    PyTypeObject* type = nullptr;
+    Py_ssize_t id = -1, bidder = -1, bid = -1, urgency = -1, tokens = -1;
+};
+
+Py_ssize_t slot_offset(PyTypeObject* t, const char* name) {
+    nb::str key = pycall::interned(name);
+    PyObject* d = t->tp_getattro == PyObject_GenericGetAttr ? _PyType_Lookup(t, key.ptr()) : nullptr;
+    if (d == nullptr || Py_TYPE(d) != &PyMemberDescr_Type) return -1;
+    const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
+    return m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) ? m->offset : -1;
+}
+
+const Fields& fields() {
+    static const Fields* f = [] {
+        nb::object request = nb::module_::import_("auction_gym.request").attr("Request");
+        PyTypeObject* t = reinterpret_cast<PyTypeObject*>(request.ptr());
+        Fields out{t, slot_offset(t, "id"), slot_offset(t, "bidder"), slot_offset(t, "bid"),
+                   slot_offset(t, "urgency"), slot_offset(t, "tokens")};
+        if (out.id < 0 || out.bidder < 0 || out.bid < 0 || out.urgency < 0 || out.tokens < 0) out.type = nullptr;
+        return new Fields(out);
+    }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
+    return *f;
+}
+
+PyObject* at_offset(PyObject* o, Py_ssize_t offset) {
+    return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + offset);
+}
+
+// An exact int within int64 (false for any other object, an error cleared).
+bool plain_int(PyObject* o, int64_t& out) {
+    if (o == nullptr || !PyLong_CheckExact(o)) return false;
+    int overflow = 0;
+    out = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) return false;
+    if (out == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+    }
+    return true;
+}
+
+// The id of a Request (false for another object, or an id that is not a plain int).
+bool request_id(PyObject* o, int64_t& id) {
+    const Fields& f = fields();
+    return f.type != nullptr && Py_TYPE(o) == f.type && plain_int(at_offset(o, f.id), id);
+}
+
+// A request's fields as held.py reads them, where each is plain: exact ints, exact floats and an
+// int64 token array (its size is prompt_len).
+bool read_fresh(PyObject* o, Fresh& out) {
+    const Fields& f = fields();
+    if (f.type == nullptr || Py_TYPE(o) != f.type) return false;
+    PyObject *id = at_offset(o, f.id), *bidder = at_offset(o, f.bidder);
+    PyObject *urgency = at_offset(o, f.urgency), *bid = at_offset(o, f.bid), *tokens = at_offset(o, f.tokens);
+    if (!plain_int(id, out.id) || !plain_int(bidder, out.bidder) || urgency == nullptr || bid == nullptr ||
+        tokens == nullptr || !PyFloat_CheckExact(urgency) || !PyFloat_CheckExact(bid))
+        return false;
+    if (pycall::int64_buffer(tokens, &out.length) == nullptr) return false;
+    out.request = o, out.id_obj = id, out.bidder_obj = bidder;
+    out.urgency = PyFloat_AS_DOUBLE(urgency), out.bid = PyFloat_AS_DOUBLE(bid);
+    return true;
+}
+
+// A list or tuple of exact floats as doubles (false for anything else).
+bool plain_floats(nb::handle o, std::vector<double>& out) {
+    if (!PyList_CheckExact(o.ptr()) && !PyTuple_CheckExact(o.ptr())) return false;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o.ptr());
+    out.resize(size_t(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* x = PySequence_Fast_GET_ITEM(o.ptr(), i);
+        if (!PyFloat_CheckExact(x)) return false;
+        out[size_t(i)] = PyFloat_AS_DOUBLE(x);
+    }
+    return true;
+}
+
+// tiers.best_tier over the first `tiers` tiers.
+int best_tier(double bid, int64_t length, const int64_t* ahead, const double* prices, int tiers, double seconds,
+              double budget) {
+    int best = -1;
+    double best_cost = INF;
+    for (int k = 0; k < tiers; ++k) {
+        if (prices[k] * double(length) > budget) break;  // prices increase: no dearer tier is covered either
+        const double cost = bid * double(ahead[k]) * seconds + prices[k] * double(length);
+        if (cost < best_cost) best = k, best_cost = cost;
+    }
+    return best;
+}
+
+nb::object bill(PyObject* bidder, double amount) {
+    nb::object value = nb::steal(PyFloat_FromDouble(amount));
+    if (!value.is_valid()) throw nb::python_error();
+    return nb::make_tuple(nb::handle(bidder), value);
+}
+
+void set_item(nb::dict& d, nb::handle key, nb::handle value) {
+    if (PyDict_SetItem(d.ptr(), key.ptr(), value.ptr()) != 0) throw nb::python_error();
+}
+
+}  // namespace
+
+Book::Book(int choices, std::vector<double> prices, double seconds)
+    : choices_(choices), prices_(std::move(prices)), seconds_(seconds) {}
+
+bool Book::in_range(const Round& r, int64_t bidder) const {
+    return (!r.market || (bidder >= 0 && size_t(bidder) < r.alpha.size())) &&
+           (!r.budgets || (bidder >= 0 && size_t(bidder) < r.left.size()));
+}
+
+// held.py's HeldChoices._leads_to: 1 or 0, or -1 where a request it reads is not plain.
+int Book::leads_to(Round& r, nb::handle joined, nb::handle left) const {
+    if (!PyList_CheckExact(joined.ptr()) || !PyList_CheckExact(left.ptr())) return -1;
+    const Py_ssize_t n = Py_ssize_t(r.queue.size()), j = PyList_GET_SIZE(joined.ptr()), l = PyList_GET_SIZE(left.ptr());
+    if (size_ - l + j != n) return 0;
+    std::vector<int32_t> gone;
+    for (Py_ssize_t i = 0; i < l; ++i) {
+        PyObject* x = PyList_GET_ITEM(left.ptr(), i);
+        int64_t id;
+        if (!request_id(x, id)) return -1;
+        auto it = by_id_.find(id);
+        if (it == by_id_.end() || slots_[size_t(it->second)].request.ptr() != x) return 0;
+        gone.push_back(it->second);
+    }
+    r.fresh.resize(size_t(j));
+    for (Py_ssize_t i = 0; i < j; ++i) {
+        if (!read_fresh(PyList_GET_ITEM(joined.ptr(), i), r.fresh[size_t(i)])) return -1;
+        if (by_id_.count(r.fresh[size_t(i)].id)) return 0;
+    }
+    if (j > n) return 0;
+    std::vector<int32_t> distinct(gone);
+    std::sort(distinct.begin(), distinct.end());
+    if (std::adjacent_find(distinct.begin(), distinct.end()) != distinct.end()) return 0;
+    // Each request before the joined ones held and not left: read along the held order first (an
+    // engine's queue keeps it), by identity from the first that differs.
+    Py_ssize_t i = 0;
+    for (int32_t s = first_; s >= 0 && i < n - j; s = slots_[size_t(s)].next) {
+        if (std::binary_search(distinct.begin(), distinct.end(), s)) continue;
+        if (slots_[size_t(s)].request.ptr() != r.queue[size_t(i)]) break;
+        r.at[size_t(i++)] = s;
+    }
+    for (; i < n - j; ++i) {
+        auto it = by_obj_.find(r.queue[size_t(i)]);
+        if (it == by_obj_.end() || std::binary_search(distinct.begin(), distinct.end(), it->second)) return 0;
+        r.at[size_t(i)] = it->second;
+    }
+    for (Py_ssize_t i = 0; i < j; ++i) {
+        if (r.queue[size_t(n - j + i)] != r.fresh[size_t(i)].request) return 0;
+        r.fresh_at.push_back(int32_t(n - j + i));
+    }
+    r.gone = std::move(gone);
+    return 1;
+}
+
+// held.py's HeldChoices._compare, read: false where a request of the queue is not plain, or
+// two share an id.
+bool Book::compared(Round& r) const {
+    const size_t n = r.queue.size();
+    std::vector<int64_t> ids(n);
+    std::unordered_map<int64_t, int32_t> present;
+    present.reserve(n);
+    for (size_t i = 0; i < n; ++i)
+        if (!request_id(r.queue[i], ids[i]) || !present.emplace(ids[i], int32_t(i)).second) return false;
+    for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next)
+        if (!present.count(slots_[size_t(s)].id)) r.gone.push_back(s);
+    r.fresh.clear();
+    for (size_t i = 0; i < n; ++i) {
+        auto it = by_id_.find(ids[i]);
+        if (it != by_id_.end() && slots_[size_t(it->second)].request.ptr() == r.queue[i]) {
+            r.at[i] = it->second;
+            continue;
+        }
+        Fresh f;
+        if (!read_fresh(r.queue[i], f)) return false;
+        if (it == by_id_.end()) {
+            r.fresh.push_back(f);
+            r.fresh_at.push_back(int32_t(i));
+        } else {
+            r.swap.emplace_back(it->second, f);  // another object under a held id holds what the id held
+        }
+    }
+    return true;
+}
+
+bool Book::read(Round& r, nb::handle queue, nb::handle joined, nb::handle left, nb::handle cache,
+                nb::handle multipliers, nb::handle remaining) {
+    if (fields().type == nullptr || !PyList_CheckExact(queue.ptr())) return false;
+    r.market = !multipliers.is_none();
+    r.budgets = !remaining.is_none();
+    if ((r.market && !plain_floats(multipliers, r.alpha)) || (r.budgets && !plain_floats(remaining, r.left)))
+        return false;
+    // The requests read are kept alive by this call's own tuples: nothing here runs a policy's code,
+    // but an allocation may run the garbage collector's.
+    nb::object copy = nb::steal(PyList_AsTuple(queue.ptr()));
+    if (!copy.is_valid()) throw nb::python_error();
+    r.keep = copy;
+    const Py_ssize_t n = PyTuple_GET_SIZE(copy.ptr());
+    r.queue.assign(&PyTuple_GET_ITEM(copy.ptr(), 0), &PyTuple_GET_ITEM(copy.ptr(), 0) + n);
+    r.at.assign(size_t(n), -1);
+    if (!joined.is_none() && cache.ptr() == cache_.ptr()) {
+        const int follows = leads_to(r, joined, left);
+        if (follows < 0) return false;
+        r.follows = follows == 1;
+    }
+    if (!r.follows) {
+        r.fresh_at.clear();
+        r.at.assign(size_t(n), -1);
+        if (!compared(r)) return false;
+    }
+    for (const Fresh& f : r.fresh)
+        if (!in_range(r, f.bidder)) return false;
+    for (const auto& swapped : r.swap)
+        if (!in_range(r, swapped.second.bidder)) return false;
+    // Every request held may weigh, and be read, once the bids change kind (a replay's own or not).
+    const bool every = r.market == replay_;
+    for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next)
+        if ((every || slots_[size_t(s)].rank >= 0) && !in_range(r, slots_[size_t(s)].bidder)) return false;
+    return true;
+}
+
+void Book::hold(const Fresh& f, int k) {
+    int32_t s;
+    if (free_slots_.empty()) {
+        s = int32_t(slots_.size());
+        slots_.emplace_back();
+    } else {
+        s = free_slots_.back();
+        free_slots_.pop_back();
+    }
+    Slot& x = slots_[size_t(s)];
+    x.request = nb::borrow(f.request), x.id_obj = nb::borrow(f.id_obj), x.bidder_obj = nb::borrow(f.bidder_obj);
+    x.id = f.id, x.bidder = f.bidder, x.length = f.length, x.urgency = f.urgency, x.bid = f.bid;
+    x.choice = k, x.rank = -1, x.cls = -1, x.holding = -1, x.bill = nb::object();
+    x.prev = last_, x.next = -1;
+    (last_ >= 0 ? slots_[size_t(last_)].next : first_) = s;
+    last_ = s, ++size_;
+    by_id_[f.id] = s;
+    by_obj_[f.request] = s;
+    const double w = weight(x);
+    if (!(w > 0)) return;
+    x.rank = k;
+    auto found = holding_of_.find(f.bidder);
+    int32_t h;
+    if (found != holding_of_.end()) {
+        h = found->second;
+    } else {
+        if (free_holdings_.empty()) {
+            h = int32_t(holdings_.size());
+            holdings_.emplace_back();
+        } else {
+            h = free_holdings_.back();
+            free_holdings_.pop_back();
+        }
+        Holding& fresh = holdings_[size_t(h)];
+        fresh = Holding{};
+        fresh.bidder_obj = nb::borrow(f.bidder_obj), fresh.bidder = f.bidder;
+        fresh.count.assign(size_t(choices_), 0), fresh.tokens.assign(size_t(choices_), 0);
+        fresh.prev = hlast_;
+        (hlast_ >= 0 ? holdings_[size_t(hlast_)].next : hfirst_) = h;
+        hlast_ = h;
+        holding_of_[f.bidder] = h;
+    }
+    Holding& b = holdings_[size_t(h)];
+    x.holding = h, x.mprev = b.last, x.mnext = -1;
+    (b.last >= 0 ? slots_[size_t(b.last)].mnext : b.first) = s;
+    b.last = s, ++b.size;
+    ++b.count[size_t(k)];
+    b.tokens[size_t(k)] += f.length;
+    if (!prices_.empty()) x.bill = bill(f.bidder_obj, prices_[size_t(k)] * double(f.length));
+    b.shortest = std::min(b.shortest, f.length);
+}
+
+int Book::drop(int32_t s) {
+    Slot& x = slots_[size_t(s)];
+    const int k = x.choice;
+    (x.prev >= 0 ? slots_[size_t(x.prev)].next : first_) = x.next;
+    (x.next >= 0 ? slots_[size_t(x.next)].prev : last_) = x.prev;
+    --size_;
+    by_id_.erase(x.id);
+    by_obj_.erase(x.request.ptr());
+    if (x.rank >= 0) {
+        Holding& b = holdings_[size_t(x.holding)];
+        (x.mprev >= 0 ? slots_[size_t(x.mprev)].mnext : b.first) = x.mnext;
+        (x.mnext >= 0 ? slots_[size_t(x.mnext)].mprev : b.last) = x.mprev;
+        if (--b.size == 0) {
+            (b.prev >= 0 ? holdings_[size_t(b.prev)].next : hfirst_) = b.next;
+            (b.next >= 0 ? holdings_[size_t(b.next)].prev : hlast_) = b.prev;
+            holding_of_.erase(b.bidder);
+            b.bidder_obj = nb::object();
+            free_holdings_.push_back(x.holding);
+        } else {
+            --b.count[size_t(k)];
+            b.tokens[size_t(k)] -= x.length;
+        }
+    }
+    x.request = x.id_obj = x.bidder_obj = x.bill = nb::object();
+    free_slots_.push_back(s);
+    return k;
+}
+
+// HeldChoices.follow on what `read` found: a change of bid kind holds every request again, then
+// those gone are dropped and another object under a held id takes its place.
+void Book::follow(Round& r, nb::handle cache, bool replay) {
+    if (replay != replay_) {
+        replay_ = replay;
+        std::vector<int32_t> order;
+        for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next) order.push_back(s);
+        for (int32_t s : order) {
+            const Slot& x = slots_[size_t(s)];
+            nb::object request = x.request, id = x.id_obj, bidder = x.bidder_obj;  // alive past the drop
+            Fresh f{request.ptr(), id.ptr(), bidder.ptr(), x.id, x.bidder, x.length, x.urgency, x.bid};
+            const int k = drop(s);
+            hold(f, k);
+        }
+    }
+    cache_ = nb::borrow(cache);
+    for (int32_t s : r.gone) drop(s);
+    for (const auto& swapped : r.swap) hold(swapped.second, drop(swapped.first));
+}
+
+// HeldChoices.paying: each holding's multiplier and each held request's class (-1: it bids 0)
+// this round, and the paying ones per choice.
+std::vector<int64_t> Book::paying(Round& r) {
+    std::vector<int64_t> counts(size_t(choices_), 0);
+    for (int32_t h = hfirst_; h >= 0; h = holdings_[size_t(h)].next) {
+        Holding& b = holdings_[size_t(h)];
+        b.m = r.market ? r.alpha[size_t(b.bidder)] : 1.0;
+        for (int32_t s = b.first; s >= 0; s = slots_[size_t(s)].mnext) {
+            Slot& x = slots_[size_t(s)];
+            x.cls = b.m * weight(x) > 0 ? x.rank : -1;
+            if (x.cls >= 0) ++counts[size_t(x.cls)];
+        }
+    }
+    return counts;
+}
+
+// A new request held with choice `k`, its bid `bid`: its class this round, and its holding's multiplier.
+void Book::hold_new(const Round& r, const Fresh& f, int k, double bid) {
+    hold(f, k);
+    Slot& x = slots_[size_t(last_)];
+    if (x.holding >= 0) holdings_[size_t(x.holding)].m = r.market ? r.alpha[size_t(f.bidder)] : 1.0;
+    x.cls = x.rank >= 0 && bid > 0 ? x.rank : -1;
+}
+
+// ServiceTiers._buy: returns the paying requests waiting in tiers >= k, for each k, after them.
+std::vector<int64_t> Book::buy_tiers(Round& r, std::vector<int64_t> counts) {
+    const int tiers = choices_;
+    std::vector<int64_t> ahead(size_t(tiers), 0);
+    for (int j = 0; j < tiers; ++j)
+        for (int i = j; i < tiers; ++i) ahead[size_t(j)] += counts[size_t(i)];
+    for (const Fresh& f : r.fresh) {
+        const double b = r.market ? r.alpha[size_t(f.bidder)] * f.urgency : f.bid;
+        int k = -1;
+        if (b > 0) {
+            const double budget = r.budgets ? r.left[size_t(f.bidder)] : INF;
+            k = best_tier(b, f.length, ahead.data(), prices_.data(), tiers, seconds_, budget);
+        }
+        if (k >= 0) {
+            for (int j = 0; j <= k; ++j) ++ahead[size_t(j)];
+        } else {  // bid 0, or no tier covered: the cheapest, unpaid while it is not covered
+            k = 0;
+        }
+        hold_new(r, f, k, b);
+    }
+    return ahead;
+}
+
+// The queue's positions in the order inside a tier: the queue's, or the longest cached prefix
+// first (a stable sort, as `sorted(..., reverse=True)` keeps equal keys in order).
+std::vector<int32_t> Book::inside(const Round& r, nb::handle lens) const {
+    std::vector<int32_t> order(r.queue.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+    if (!lens.is_none()) {
+        std::vector<int64_t> len(order.size());
+        for (size_t i = 0; i < len.size(); ++i) plain_int(PyList_GET_ITEM(lens.ptr(), Py_ssize_t(i)), len[i]);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return len[size_t(a)] > len[size_t(b)]; });
+    }
+    return order;
+}
+
+// ServiceTiers._walk for one bidder's requests `walked` (queue positions in the inside order):
+// writes the tier of each whose tier its budget `left` steps down into `stepped` (by slot).
+void Book::walk(const Round& r, const std::vector<int32_t>& walked, const std::vector<int64_t>& ahead, double left,
+                std::vector<int>& stepped) const {
+    const size_t n = walked.size();
+    std::vector<int> paying(n), tiers(n);
+    std::vector<std::vector<size_t>> turns(static_cast<size_t>(choices_));  // each tier's requests, walked in its turn
+    for (size_t i = 0; i < n; ++i) {
+        paying[i] = tiers[i] = slots_[size_t(r.at[size_t(walked[i])])].cls;
+        if (paying[i] >= 0) turns[size_t(paying[i])].push_back(i);
+    }
+    for (int k = choices_ - 1; k >= 0; --k) {
+        std::vector<size_t>& turn = turns[size_t(k)];
+        std::sort(turn.begin(), turn.end());  // those stepped down merge in the inside order
+        for (size_t i : turn) {
+            const Slot& x = slots_[size_t(r.at[size_t(walked[i])])];
+            const double due = prices_[size_t(k)] * double(x.length);
+            if (due <= left) {
+                left -= due;
+                continue;
+            }
+            const int j = best_tier(bid(r, x), x.length, ahead.data(), prices_.data(), k, seconds_, left);
+            tiers[i] = j;
+            if (j >= 0) turns[size_t(j)].push_back(i);
+        }
+    }
+    for (size_t i = 0; i < n; ++i)
+        if (tiers[i] != paying[i]) stepped[size_t(r.at[size_t(walked[i])])] = tiers[i];
+}
+
+// ServiceTiers._stepped_down: marks the holdings whose budget left covers none of their bills
+// (`out`) and writes the stepped-down tiers (`stepped`).
+void Book::step_down(Round& r, const std::vector<int32_t>& order, const std::vector<int64_t>& ahead,
+                     std::vector<char>& out, std::vector<int>& stepped) {
+    std::vector<int32_t> walking;
+    for (int32_t h = hfirst_; h >= 0; h = holdings_[size_t(h)].next) {
+        const Holding& b = holdings_[size_t(h)];
+        if (b.m == 0) continue;  // none of its requests bids: nothing billed
+        const double left = r.left[size_t(b.bidder)];
+        double total = 0.0;
+        for (int k = 0; k < choices_; ++k) total += prices_[size_t(k)] * double(b.tokens[size_t(k)]);
+        if (total <= left * MARGIN && total < INF) continue;
+        if (prices_[0] * double(b.shortest) > left) {
+            out[size_t(h)] = 1;  // each paying request fails its turn, and best_tier then finds no tier
+            continue;
+        }
+        walking.push_back(h);
+    }
+    if (walking.empty()) return;
+    std::vector<std::vector<int32_t>> walked(holdings_.size());
+    for (int32_t pos : order) {
+        const Slot& x = slots_[size_t(r.at[size_t(pos)])];
+        if (x.rank >= 0) walked[size_t(x.holding)].push_back(pos);
+    }
+    for (int32_t h : walking) walk(r, walked[size_t(h)], ahead, r.left[size_t(holdings_[size_t(h)].bidder)], stepped);
+}
+
+// The queue by class, high to low, each in the inside order `order` (a stable sort by class).
+nb::list Book::ordered(const Round& r, const std::vector<int32_t>& order) const {
+    std::vector<size_t> start(size_t(choices_) + 2, 0);  // class c at index choices_ - 1 - c
+    for (int32_t pos : order) ++start[size_t(choices_ - slots_[size_t(r.at[size_t(pos)])].cls)];
+    for (size_t c = 1; c < start.size(); ++c) start[c] += start[c - 1];
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(order.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    for (int32_t pos : order) {
+        const size_t at = start[size_t(choices_ - 1 - slots_[size_t(r.at[size_t(pos)])].cls)]++;
+        PyObject* request = r.queue[size_t(pos)];
+        Py_INCREF(request);
+        PyList_SET_ITEM(out.ptr(), Py_ssize_t(at), request);
+    }
+    return out;
+}
+
+nb::object Book::tiers_round(nb::handle queue, nb::handle joined, nb::handle left, nb::handle cache,
+                             nb::handle multipliers, nb::handle remaining, nb::handle lens) {
+    Round r;
+    if (!read(r, queue, joined, left, cache, multipliers, remaining)) return nb::none();
+    if (!lens.is_none()) {
+        if (!PyList_CheckExact(lens.ptr()) || size_t(PyList_GET_SIZE(lens.ptr())) != r.queue.size()) return nb::none();
+        int64_t v;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lens.ptr()); ++i)
+            if (!plain_int(PyList_GET_ITEM(lens.ptr(), i), v)) return nb::none();
+    }
+    follow(r, cache, !r.market);
+    std::vector<int64_t> ahead = buy_tiers(r, paying(r));
+    for (size_t i = 0; i < r.fresh.size(); ++i) r.at[size_t(r.fresh_at[i])] = by_obj_.at(r.fresh[i].request);
+    for (size_t i = 0; i < r.at.size(); ++i)
+        if (r.at[i] < 0) r.at[i] = by_obj_.at(r.queue[i]);  // another object under a held id
+    const std::vector<int32_t> order = inside(r, lens);
+    std::vector<char> out(holdings_.size(), 0);
+    std::vector<int> stepped(slots_.size(), NONE);
+    if (r.budgets) step_down(r, order, ahead, out, stepped);
+    nb::dict bills;
+    for (int32_t h = hfirst_; h >= 0; h = holdings_[size_t(h)].next) {
+        const Holding& b = holdings_[size_t(h)];
+        for (int32_t s = b.first; s >= 0; s = slots_[size_t(s)].mnext) {
+            Slot& x = slots_[size_t(s)];
+            if (out[size_t(h)]) {
+                x.cls = -1;
+                continue;
+            }
+            if (!(b.m * weight(x) > 0)) continue;
+            const int k = stepped[size_t(s)];
+            if (k == NONE) {
+                set_item(bills, x.id_obj, x.bill);
+            } else {
+                x.cls = k;
+                if (k >= 0) set_item(bills, x.id_obj, bill(x.bidder_obj.ptr(), prices_[size_t(k)] * double(x.length)));
+            }
+        }
+    }
+    return nb::make_tuple(ordered(r, order), bills);
+}
+
+nb::object Book::congestion_round(nb::handle queue, nb::handle joined, nb::handle left, nb::handle cache,
+                                  nb::handle multipliers, double price) {
+    Round r;
+    if (!read(r, queue, joined, left, cache, multipliers, nb::none())) return nb::none();
+    follow(r, cache, !r.market);
+    const std::vector<int64_t> counts = paying(r);
+    int64_t paid = counts[0] + counts[1], bought = counts[1];
+    const double prices[2] = {0.0, price};
+    for (const Fresh& f : r.fresh) {
+        const double b = r.market ? r.alpha[size_t(f.bidder)] * f.urgency : f.bid;
+        int64_t ahead[2] = {paid, bought};
+        const bool chosen = b > 0 && best_tier(b, f.length, ahead, prices, 2, seconds_, INF) == 1;
+        paid += b > 0;
+        bought += chosen;
+        hold_new(r, f, int(chosen), b);
+    }
+    for (size_t i = 0; i < r.fresh.size(); ++i) r.at[size_t(r.fresh_at[i])] = by_obj_.at(r.fresh[i].request);
+    for (size_t i = 0; i < r.at.size(); ++i)
+        if (r.at[i] < 0) r.at[i] = by_obj_.at(r.queue[i]);
+    nb::dict bills;
+    for (int32_t h = hfirst_; h >= 0; h = holdings_[size_t(h)].next) {
+        const Holding& b = holdings_[size_t(h)];
+        for (int32_t s = b.first; s >= 0; s = slots_[size_t(s)].mnext) {
+            const Slot& x = slots_[size_t(s)];
+            if (x.choice == 1 && b.m * weight(x) > 0)
+                set_item(bills, x.id_obj, bill(b.bidder_obj.ptr(), price * double(x.length)));
+        }
+    }
+    std::vector<int32_t> order(r.queue.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+    return nb::make_tuple(ordered(r, order), bills, bought);
+}
+
+nb::tuple Book::held() const {
+    nb::list pairs;
+    for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next)
+        pairs.append(nb::make_tuple(slots_[size_t(s)].request, slots_[size_t(s)].choice));
+    return nb::make_tuple(pairs, replay_, cache_);
+}
+
+void Book::release() {
+    slots_.clear(), free_slots_.clear(), holdings_.clear(), free_holdings_.clear();
+    by_id_.clear(), by_obj_.clear(), holding_of_.clear();
+    first_ = last_ = hfirst_ = hlast_ = -1, size_ = 0;
+    cache_ = nb::none();
+}
+
+}  // namespace posted
+
+void bind_posted_book(nanobind::module_& m) {
+    namespace nb = nanobind;
+    using posted::Book;
+    nb::class_<Book>(m, "PostedBook",
+                     "The choices a posted-price design's waiting requests hold (pricing/held.py) and its "
+                     "rounds over them, for plain inputs.",
+                     nb::type_slots(gc_slots<Book>))
+        .def(nb::init<int, std::vector<double>, double>(), nb::arg("choices"), nb::arg("prices"), nb::arg("seconds"))
+        .def("tiers_round", &Book::tiers_round, nb::arg("queue"), nb::arg("joined").none(), nb::arg("left").none(),
+             nb::arg("cache").none(), nb::arg("multipliers").none(), nb::arg("remaining").none(),
+             nb::arg("lens").none(), "ServiceTiers' round: (order, bills), or None for inputs not plain.")
+        .def("congestion_round", &Book::congestion_round, nb::arg("queue"), nb::arg("joined").none(),
+             nb::arg("left").none(), nb::arg("cache").none(), nb::arg("multipliers").none(), nb::arg("price"),
+             "CongestionPricing's round at `price`: (order, bills, bought), or None for inputs not plain.")
+        .def("held", &Book::held, "([(request, choice)] in the held order, replay, cache): HeldChoices' state.");
+}
