@@ -42,7 +42,8 @@ def priority_level(bid: float) -> int:
     log10(bid)), LOWEST for a bid of 0, and never below LOWEST."""
     if bid <= 0:
         return LOWEST
-    return max(LOWEST, round(LEVELS_PER_DECADE * math.log10(bid)))
+    level = round(LEVELS_PER_DECADE * math.log10(bid))
+    return level if level > LOWEST else LOWEST  # not max(): called for every request of every round
 
 
 class SGLangPriority(AdmissionPolicy):

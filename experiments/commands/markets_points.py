@@ -164,17 +164,23 @@ class _Totals:
         self.finished: list[int] = []
         self.charged = self.capped = 0
         self.all_out_round: int | None = None
+        self._unread = True  # the all-out test not read yet this episode
 
     def add(self, report, market: Market) -> None:
         self.welfare += report.welfare
         self.revenue += report.revenue
         self.bidder0 += float(report.utility[0]) if len(report.utility) else 0.0
         self.finished += report.finished
-        paid = {i for i, p in enumerate(report.payments.tolist()) if p > 0}
+        payments = report.payments.tolist()
+        paid = {i for i, p in enumerate(payments) if p > 0}
         self.charged += len(paid | set(report.capped))
         self.capped += len(report.capped)
-        if self.all_out_round is None and bool(np.all(market.spent >= market.budget * (1 - 1e-9))):
-            self.all_out_round = market.round
+        # Spend moves only in a round that charges (budgets are fixed within an episode): the test
+        # is read again only after one, and in the first round.
+        if self.all_out_round is None and (self._unread or any(payments)):
+            self._unread = False
+            if bool(np.all(market.spent >= market.budget * (1 - 1e-9))):
+                self.all_out_round = market.round
 
     def row(self, market: Market, kinds: dict[int, str]) -> dict:
         records = market.engine.records
