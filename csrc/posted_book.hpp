@@ -23,6 +23,11 @@ struct Fresh {
     double urgency, bid;
 };
 
+// An exact int within int64 (false for any other object, an error cleared).
+bool plain_int(PyObject* o, int64_t& out);
+// A bill: (bidder, amount), a new tuple.
+nb::object bill(PyObject* bidder, double amount);
+
 class Book {
 public:
     // `prices`: each choice's price per prompt token when fixed (tiers), empty otherwise.
