@@ -23,8 +23,6 @@ struct Fresh {
     double urgency, bid;
 };
 
-// An exact int within int64 (false for any other object, an error cleared).
-bool plain_int(PyObject* o, int64_t& out);
 // A bill: (bidder, amount), a new tuple.
 nb::object bill(PyObject* bidder, double amount);
 

@@ -8,8 +8,11 @@
 #include <limits>
 
 #include "posted_book.hpp"
+#include "request_slots.hpp"
 
 namespace posted {
+
+using request_slots::plain_int;
 
 namespace {
 
