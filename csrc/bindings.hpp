@@ -11,3 +11,4 @@ void bind_waiting_prefixes(nanobind::module_ &m);  // waiting_prefixes_bind.cpp
 void bind_engine(nanobind::module_ &m);  // engine_bind.cpp
 void bind_queue_tree(nanobind::module_ &m);  // queue_tree.cpp
 void bind_posted_book(nanobind::module_ &m);  // posted_book.cpp
+void bind_priority_round(nanobind::module_ &m);  // priority_round.cpp

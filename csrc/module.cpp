@@ -14,4 +14,5 @@ NB_MODULE(_core, m) {
     bind_engine(m);
     bind_queue_tree(m);
     bind_posted_book(m);
+    bind_priority_round(m);
 }
