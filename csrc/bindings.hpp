@@ -15,3 +15,5 @@ void bind_queue_tree(nanobind::module_ &m);  // queue_tree.cpp
 void bind_strict_priority(nanobind::module_ &m);  // strict_priority.cpp
 void bind_lpm_orders(nanobind::module_ &m);  // lpm_orders.cpp
 void bind_dfs_weight(nanobind::module_ &m);  // dfs_weight.cpp
+void bind_posted_book(nanobind::module_ &m);  // posted_book.cpp
+void bind_priority_round(nanobind::module_ &m);  // priority_round.cpp

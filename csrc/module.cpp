@@ -18,4 +18,6 @@ NB_MODULE(_core, m) {
     bind_strict_priority(m);
     bind_lpm_orders(m);
     bind_dfs_weight(m);
+    bind_posted_book(m);
+    bind_priority_round(m);
 }

@@ -177,6 +177,7 @@ def _same(got: PostedRound, want: PostedRound) -> None:
     assert got.prices == want.prices
 
 
+@pytest.mark.both_cores
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("make", [lambda: ServiceTiers(), lambda: TiersLPM(),
                                   lambda: ServiceTiers(1e-4, (0.2, 1.0, 1.7, 4.0), "lpm", 0.3),
@@ -193,6 +194,7 @@ def test_tier_rounds_match_the_rounds_decided_from_scratch(seed, make, scale):
     assert stepped > 0 or scale == 1.0  # the small budgets bind in some rounds
 
 
+@pytest.mark.both_cores
 @pytest.mark.parametrize("seed", range(6))
 def test_congestion_rounds_match_the_rounds_decided_from_scratch(seed):
     policy = CongestionPricing(price=1e-4, eta=0.3)
@@ -203,6 +205,7 @@ def test_congestion_rounds_match_the_rounds_decided_from_scratch(seed):
         assert policy.price == reference.price
 
 
+@pytest.mark.both_cores
 def test_changes_that_do_not_lead_from_the_last_round_are_not_followed():
     """A round whose changes are relative to another queue (a policy shared, or called outside the
     engine in between) is decided by comparing ids, as the reference decides it."""
@@ -260,6 +263,7 @@ def test_an_engines_rounds_match_the_rounds_decided_from_scratch(mechanism, monk
     assert sum(followed) > 50 and not all(followed)
 
 
+@pytest.mark.both_cores
 @pytest.mark.parametrize("make", [ServiceTiers, lambda: CongestionPricing(price=1e-4)])
 def test_changes_whose_sizes_balance_but_miss_a_request_are_not_followed(make):
     """Changes from a queue the policy never saw whose counts add up to this queue's size, with

@@ -21,7 +21,7 @@ from itertools import repeat
 from operator import attrgetter
 
 from ..policy import AdmissionPolicy, WaitingRound, round_bids
-from .held import HeldChoices
+from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
 
@@ -61,6 +61,7 @@ class CongestionPricing(AdmissionPolicy):
         self.price, self.eta, self.target, self.floor = float(price), float(eta), float(target), float(floor)
         self.seconds_per_request = float(seconds_per_request)
         self._held = HeldChoices(2)  # request -> 1 if it bought priority, else 0, while it waits
+        self._book = compiled_book(2, None, self.seconds_per_request)
 
     def decide_round(self, round: WaitingRound) -> PostedRound:
         """The round at this round's price: new requests choose, priority first, bills for the
@@ -68,6 +69,8 @@ class CongestionPricing(AdmissionPolicy):
         the queue's changes (held.py), so a round's Python steps are its changes and bidders."""
         price, queue, multipliers = self.price, round.queue, round.multipliers
         round_bids((), multipliers)  # checks the multipliers before what is held moves
+        if self._book is not None and (decided := self._compiled_round(round, price)) is not None:
+            return decided
         held = self._held
         new = held.follow(queue, round.changes, multipliers is None, round.cache)
         (paying, bought), unpaid = held.paying(multipliers)  # those held in standard, in priority
@@ -85,9 +88,26 @@ class CongestionPricing(AdmissionPolicy):
         bills = {}
         for b, lengths in held.lengths(1, multipliers):
             bills.update(zip(map(_ID, lengths), zip(repeat(b), map(price.__mul__, lengths.values()))))
-        utilization = bought / len(queue) if queue else 0.0
-        self.price = max(self.floor, price * (1 + self.eta * (utilization - self.target)))
+        self._move(price, bought, len(queue))
         return PostedRound(order, bills, (price,))
+
+    def _compiled_round(self, round: WaitingRound, price: float) -> PostedRound | None:
+        """The round decided by the compiled book; None, the book handed over to `_held`, for
+        inputs it does not take as they are."""
+        changes = round.changes
+        joined, left = (None, None) if changes is None else (changes.joined, changes.left)
+        got = self._book.congestion_round(round.queue, joined, left, round.cache, round.multipliers, price)
+        if got is None:
+            self._held, self._book = taken_over(self._book, 2, None), None
+            return None
+        order, bills, bought = got
+        self._move(price, bought, len(round.queue))
+        return PostedRound(order, bills, (price,))
+
+    def _move(self, price: float, bought: int, waiting: int) -> None:
+        """The price for the next round, after one at `price` where `bought` of `waiting` requests hold priority."""
+        utilization = bought / waiting if waiting else 0.0
+        self.price = max(self.floor, price * (1 + self.eta * (utilization - self.target)))
 
     def __repr__(self) -> str:
         return f"CongestionPricing(price={self.price}, eta={self.eta}, target={self.target})"

@@ -12,6 +12,10 @@ A request's bid is its bidder's multiplier x its urgency in a market, its own `b
 multiplier times the least weight it holds is > 0 has every request bidding (rounding is
 monotone), so only a bidder at multiplier 0, or one whose products may underflow, is looked at
 request by request.
+
+On the compiled core (`auction_gym.core`) a design keeps what its requests hold in a `PostedBook`
+(`compiled_book`), which decides its rounds in one call each (docs/design.md section 8); at an
+input it does not take as it is, the design goes on in Python from what the book held (`taken_over`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, is_
 from typing import Sequence
 
+from ..core import active, compiled_module
 from ..policy import QueueDelta
 from ..request import Request
 
@@ -210,3 +215,19 @@ class HeldChoices:
             elif m != 0:
                 out.append((b, {r: n for r, n in bidder.lens[k].items() if m * self.weight(r) > 0}))
         return out
+
+
+def compiled_book(choices: int, prices: Sequence[float] | None, seconds: float) -> object | None:
+    """The compiled core's `PostedBook` for a design built on it (`auction_gym.core.active`), else None."""
+    module = compiled_module() if active() == "compiled" else None
+    return None if module is None else module.PostedBook(choices, list(prices or ()), seconds)
+
+
+def taken_over(book: object, choices: int, prices: Sequence[float] | None) -> HeldChoices:
+    """`HeldChoices` holding what `book` held, for a design to go on from in Python: the same
+    choices, so the same rounds (the bills' order in the dict may differ)."""
+    pairs, replay, cache = book.held()
+    held = HeldChoices(choices, prices, _replay=replay, _cache=cache)
+    for r, k in pairs:
+        held.hold(r, k)
+    return held

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..policy import AdmissionPolicy, WaitingRound, round_bids
 from ..request import Request
-from .held import HeldChoices
+from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
 
 TIER_RATIOS: dict[str, float] = {"flex": 0.5, "standard": 1.0, "priority": 1.8}
@@ -85,6 +85,7 @@ class ServiceTiers(AdmissionPolicy):
             raise ValueError(f"seconds_per_request must be finite and > 0, got {seconds_per_request!r}")
         self.inside, self.seconds_per_request = inside, float(seconds_per_request)
         self._held = HeldChoices(len(self.prices), self.prices)  # the tiers bought, while they wait
+        self._book = compiled_book(len(self.prices), self.prices, self.seconds_per_request)
 
     def decide_round(self, round: WaitingRound) -> PostedRound:
         """The round over `queue`: new requests buy their tiers, each bidder's budget left
@@ -94,6 +95,8 @@ class ServiceTiers(AdmissionPolicy):
         bidders and the requests of a bidder whose budget left may not cover its bills."""
         queue, remaining, multipliers = round.queue, round.remaining, round.multipliers
         round_bids((), multipliers)  # checks the multipliers before what is held moves
+        if self._book is not None and (decided := self._compiled_round(round)) is not None:
+            return decided
         held = self._held
         new = held.follow(queue, round.changes, multipliers is None, round.cache)
         counts, unpaid = held.paying(multipliers)
@@ -116,6 +119,18 @@ class ServiceTiers(AdmissionPolicy):
                     del bills[r.id]
         # Stable: the inside order within a tier, the unpaid (-1) last.
         return PostedRound(sorted(inside, key=rank.__getitem__, reverse=True), bills, self.prices)
+
+    def _compiled_round(self, round: WaitingRound) -> PostedRound | None:
+        """The round decided by the compiled book; None, the book handed over to `_held`, for
+        inputs it does not take as they are."""
+        changes = round.changes
+        joined, left = (None, None) if changes is None else (changes.joined, changes.left)
+        lens = round.prefix_lens if self.inside == "lpm" else None
+        got = self._book.tiers_round(round.queue, joined, left, round.cache, round.multipliers, round.remaining, lens)
+        if got is None:
+            self._held, self._book = taken_over(self._book, len(self.prices), self.prices), None
+            return None
+        return PostedRound(got[0], got[1], self.prices)
 
     def _buy(
         self, new: list[Request], bids: list[float], counts: list[int], unpaid: list[Request],

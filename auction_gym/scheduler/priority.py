@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import Sequence
 
+from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, PriorityRound, WaitingRound, round_bids
 from ..request import Request
 
@@ -42,7 +43,8 @@ def priority_level(bid: float) -> int:
     log10(bid)), LOWEST for a bid of 0, and never below LOWEST."""
     if bid <= 0:
         return LOWEST
-    return max(LOWEST, round(LEVELS_PER_DECADE * math.log10(bid)))
+    level = round(LEVELS_PER_DECADE * math.log10(bid))
+    return level if level > LOWEST else LOWEST  # not max(): called for every request of every round
 
 
 class SGLangPriority(AdmissionPolicy):
@@ -62,14 +64,27 @@ class SGLangPriority(AdmissionPolicy):
         if max_priority is not None and (not isinstance(max_priority, int) or max_priority < LOWEST):
             raise ValueError(f"max_priority must be an int >= {LOWEST} or None, got {max_priority!r}")
         self.max_priority = max_priority
+        self._compiled = compiled_module() if active() == "compiled" else None
 
     def decide_round(self, round: WaitingRound) -> PriorityRound:
         """The round over `queue`: higher priority first, the queue's order (FCFS) inside one."""
         queue = round.queue
+        decided = self._compiled_round(round, None)
+        if decided is not None:
+            return decided
         levels = self._levels(queue, round.multipliers)
         # A stable sort, reversed: equal priorities keep the queue's order.
         order = [queue[i] for i in sorted(range(len(queue)), key=levels.__getitem__, reverse=True)]
         return PriorityRound(order, RoundPriorities(queue, levels))
+
+    def _compiled_round(self, round: WaitingRound, lens: list[int] | None) -> PriorityRound | None:
+        """The round the compiled core decides (ordered by priority, then by `lens` longest first
+        when given, stably), for inputs it takes as they are; None otherwise (or on the Python core)."""
+        if self._compiled is None:
+            return None
+        got = self._compiled.priority_round(round.queue, round.multipliers, self.max_priority, lens,
+                                            LEVELS_PER_DECADE, LOWEST)
+        return None if got is None else PriorityRound(got[0], RoundPriorities(round.queue, got[1]))
 
     def _levels(self, queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
         """Each request's priority in the round (`priority_level` of its bid, at most `max_priority`)."""
@@ -91,6 +106,9 @@ class QoSLPM(SGLangPriority):
     def decide_round(self, round: WaitingRound) -> PriorityRound:
         """The round over `queue`: by (-priority, -cached prefix, queue position)."""
         queue = round.queue
+        decided = self._compiled_round(round, round.prefix_lens)
+        if decided is not None:
+            return decided
         levels = self._levels(queue, round.multipliers)
         key = [(-p, -n) for p, n in zip(levels, round.prefix_lens)]
         order = [queue[i] for i in sorted(range(len(queue)), key=key.__getitem__)]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from operator import ge
 
 import numpy as np
 
@@ -118,7 +120,7 @@ def run_point(point: Point, seed: int) -> tuple[dict, list[float]]:
     config = point.config()
     market = Market(config)
     market.reset(seed)
-    kinds = {r.id: r.kind for r in config.make_workload(seed, market.draws)}
+    kinds = _kinds(point.workload, point.load, point.size, seed)
     totals = _Totals()
     play = _Playing(point.bidders, config)
     prices: list[float] = []
@@ -131,6 +133,15 @@ def run_point(point: Point, seed: int) -> tuple[dict, list[float]]:
     row = totals.row(market, kinds)
     row["wall_s"] = time.perf_counter() - t0
     return row, prices
+
+
+@lru_cache(maxsize=32)
+def _kinds(workload: str, load: float, size: int, seed: int) -> dict[int, str]:
+    """Each request's kind in the episode seeded `seed` of the points at `workload`, `load` and
+    `size` (read-only): every design and bidding rule there replays the same requests (a point's
+    config draws no episode parameters), so a process draws them once for all of those points."""
+    config = Point("fcfs", workload, load, size).config()
+    return {r.id: r.kind for r in config.make_workload(seed)}
 
 
 class _Playing:
@@ -164,17 +175,24 @@ class _Totals:
         self.finished: list[int] = []
         self.charged = self.capped = 0
         self.all_out_round: int | None = None
+        self._out_at: list[float] | None = None  # each bidder's spend at which it is out of budget
 
     def add(self, report, market: Market) -> None:
         self.welfare += report.welfare
         self.revenue += report.revenue
         self.bidder0 += float(report.utility[0]) if len(report.utility) else 0.0
         self.finished += report.finished
-        paid = {i for i, p in enumerate(report.payments.tolist()) if p > 0}
-        self.charged += len(paid | set(report.capped))
-        self.capped += len(report.capped)
-        if self.all_out_round is None and bool(np.all(market.spent >= market.budget * (1 - 1e-9))):
-            self.all_out_round = market.round
+        payments, capped = report.payments.tolist(), report.capped
+        paid = [i for i, p in enumerate(payments) if p > 0]
+        self.charged += len(set(paid).union(capped)) if capped else len(paid)
+        self.capped += len(capped)
+        # Spend moves only in a round that charges (budgets are fixed within an episode): the test
+        # is read again only after one, and in the first round, against the budgets' floor.
+        if self.all_out_round is None and (self._out_at is None or any(payments)):
+            if self._out_at is None:
+                self._out_at = (market.budget * (1 - 1e-9)).tolist()
+            if all(map(ge, market.spent.tolist(), self._out_at)):
+                self.all_out_round = market.round
 
     def row(self, market: Market, kinds: dict[int, str]) -> dict:
         records = market.engine.records

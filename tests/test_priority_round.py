@@ -1,0 +1,67 @@
+"""SGLang's priority order and qos_lpm's decided by the compiled core (`_core.priority_round`)
+against the Python code they follow (scheduler/priority.py): the same orders and levels over random
+queues, bids, multipliers and caps; inputs the call does not take go to Python."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from auction_gym import Request, core
+from auction_gym.policy import WaitingRound
+from auction_gym.scheduler.priority import QoSLPM, SGLangPriority
+
+pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core is not built")
+
+BIDDERS = 3
+
+
+def _round(rng: random.Random) -> WaitingRound:
+    tie = 10 ** (rng.randrange(-41, 41, 2) / 20)  # 10 x log10 near a half: round() goes to even
+    weights = [0.0, 1e-300, 5e-324, 1e300, 0.5, tie]
+    queue = [Request(i, rng.randrange(BIDDERS), np.zeros(5, dtype=np.int64),
+                     bid=rng.choice([*weights, rng.uniform(0.0, 20.0), 10 ** rng.uniform(-8, 8)]),
+                     urgency=rng.choice([*weights, rng.uniform(0.0, 20.0), 10 ** rng.uniform(-8, 8)]))
+             for i in range(rng.randint(0, 40))]
+    multipliers = None if rng.random() < 0.2 else [rng.choice([0.0, 1.0, 1e-5, rng.uniform(0, 3)])
+                                                   for _ in range(BIDDERS)]
+    lens = {r: rng.choice([0, 2, 5, rng.randrange(6)]) for r in queue}
+    return WaitingRound(queue, None, multipliers, length_of=lens)
+
+
+def _pair(make):
+    with core.use("python"):
+        python = make()
+    with core.use("compiled"):
+        compiled = make()
+    return python, compiled
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("make", [SGLangPriority, QoSLPM, lambda: SGLangPriority(0), lambda: QoSLPM(-30)])
+def test_compiled_priority_rounds_are_the_python_rounds(seed, make):
+    rng = random.Random(seed)
+    python, compiled = _pair(make)
+    for _ in range(30):
+        round_ = _round(rng)
+        lens = round_.prefix_lens if isinstance(compiled, QoSLPM) else None
+        assert compiled._compiled_round(round_, lens) is not None  # decided in the compiled call
+        got, want = compiled.decide_round(round_), python.decide_round(round_)
+        assert len(got.order) == len(want.order) and all(a is b for a, b in zip(got.order, want.order))
+        assert dict(got.priorities) == dict(want.priorities)
+
+
+@pytest.mark.parametrize("make", [SGLangPriority, QoSLPM])
+def test_inputs_the_call_does_not_take_are_decided_in_python(make):
+    python, compiled = _pair(make)
+    queue = [Request(i, i % 2, np.zeros(5, dtype=np.int64), urgency=1e300) for i in range(4)]
+    ints = WaitingRound(queue, None, [1, 2], length_of={r: 0 for r in queue})  # ints, not floats
+    assert compiled._compiled_round(ints, [0] * 4) is None
+    assert [r.id for r in compiled.decide_round(ints).order] == [r.id for r in python.decide_round(ints).order]
+    overflow = WaitingRound(queue, None, [1e300, 1.0], length_of={r: 0 for r in queue})  # a bid of inf
+    with pytest.raises(OverflowError):
+        python.decide_round(overflow)
+    with pytest.raises(OverflowError):
+        compiled.decide_round(overflow)
