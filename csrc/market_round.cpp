@@ -176,7 +176,7 @@ private:
         for (int64_t c : per_bidder) counts.append(nb::int_(c));
         PyObject *due = PyObject_CallMethodObjArgs(decision.ptr(), charges_name_.ptr(), admitted.ptr(), counts.ptr(),
                                                    nb::float_(seconds_per_unit).ptr(), nullptr);
-        if (!due) {  // the Python code raises it again, from its own call
+        if (!due) {  // Market keeps the error (`_AskedOnce`), which its Python settlement raises
             if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
             PyErr_Clear();
             throw Unsupported{};

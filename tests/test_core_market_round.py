@@ -200,3 +200,25 @@ def test_a_subclass_of_a_pacer_runs_its_python():
     rows = random_rows(np.random.default_rng(4), 8)
     assert not pacer._compiled_pacing
     assert pacer.multipliers(rows) == [np.float32(2.0 * a).item() for a in plain.multipliers(rows)]
+
+
+class CountedCharges(Charges):
+    """Charges that count how often the round asks for them."""
+
+    def __init__(self, due) -> None:
+        super().__init__(due)
+        self.asked = 0
+
+    def charges(self, admitted, per_bidder, seconds_per_unit):
+        self.asked += 1
+        return super().charges(admitted, per_bidder, seconds_per_unit)
+
+
+@pytest.mark.parametrize("due", [{0: 1}, {-1: 0.5}, [(0, 0.5)], ValueError("bad round")])
+def test_a_declined_settlement_asks_the_decision_for_its_charges_once(due):
+    """The compiled settlement asks for the charges before it finds them not plain; the Python
+    settlement it leaves the round to reads that answer, as a decision is asked once a round."""
+    for which in core.CORES:
+        decision = CountedCharges(due)
+        settle(which, {1: record(1, 0)}, decision, [0.0, 0.0])
+        assert decision.asked == 1, which

@@ -48,6 +48,29 @@ def _no_bidders() -> np.ndarray:
     return _NO_BIDDERS
 
 
+class _AskedOnce:
+    """A round's decision whose charges are asked of it once: the compiled settlement asks first,
+    and where it then declines the round, the Python settlement reads the same answer (or error)
+    rather than asking a decision, whose `charges` may keep state, a second time."""
+
+    __slots__ = ("decision", "_answer")
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self._answer: tuple[Any, Exception | None] | None = None
+
+    def charges(self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float) -> Any:
+        if self._answer is None:
+            try:
+                self._answer = (self.decision.charges(admitted, per_bidder, seconds_per_unit), None)
+            except Exception as e:  # what the compiled call leaves to Python, which raises it
+                self._answer = (None, e)
+        due, error = self._answer
+        if error is not None:
+            raise error
+        return due
+
+
 @dataclass
 class RoundReport:
     """What one step did. Per-bidder arrays are indexed by bidder; money in workload units."""
@@ -121,6 +144,7 @@ class Market:
             self.n, int(self.config.pacing_rounds), self.config.alpha_max, QUEUE_SCALE, TOTAL_QUEUE_SCALE,
             URGENCY_LOG_SCALE, LATENCY_SCALE, TTFT_SCALE, Obs.LOW.tolist(), self.obs_high.tolist())
         self._ledger = None if self._compiled is None else self._compiled.RoundLedger(self.n, EMA, RequestRecord)
+        self._asked: _AskedOnce | None = None  # the decision of a round the compiled settlement declined
         self.engine = None
 
     def reset(self, seed: int) -> None:
@@ -219,10 +243,12 @@ class Market:
         """`_settle` in one compiled call (`_core.RoundLedger`); False, nothing changed, where it
         declines the input."""
         charged = report.decision is not None and report.admitted
-        settled = self._ledger.settle(report.finished, report.admitted, report.decision, self.engine.records,
+        decision = None if report.decision is None else _AskedOnce(report.decision)
+        settled = self._ledger.settle(report.finished, report.admitted, decision, self.engine.records,
                                       self._budget, spent, self._latency_ema, self._ttft_ema, self.hit_ema,
                                       self.price_ema, self._seconds_per_unit() if charged else 0.0)
         if settled is None:
+            self._asked = decision
             return False
         (report.utility, report.payments, spent_after, report.welfare, report.mean_latency, report.mean_ttft,
          report.hit_rate, report.capped, self.hit_ema, self.price_ema) = settled
@@ -368,8 +394,9 @@ class Market:
         self.hit_ema = ema(self.hit_ema, report.hit_rate)
         decided = report.decision  # the round admitted from
         if decided is not None:
-            budget = self._budget
-            for i, due in decided.charges(report.admitted, admitted, self._seconds_per_unit()).items():
+            budget, asked, self._asked = self._budget, self._asked, None
+            ask = asked.charges if asked is not None and asked.decision is decided else decided.charges
+            for i, due in ask(report.admitted, admitted, self._seconds_per_unit()).items():
                 left = max(budget[i] - spent[i], 0.0)
                 if due > left:
                     report.capped += (i,)
