@@ -5,6 +5,7 @@ share memory, for random configurations, read partly and fully."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import numpy as np
@@ -172,7 +173,9 @@ def test_a_generator_subclass_draws_in_python():
 
 @pytest.mark.parametrize("fields", [
     {"vocab_size": np.int64(1000)}, {"context_len": 50.0}, {"burst_period": np.float64(4.0)}, {"num_bidders": True},
-    {"max_session_turns": 3.0, "think_time": 0}])
+    {"max_session_turns": 3.0, "think_time": 0},
+    # Poisson means numpy refuses: NaN, infinite, beyond its largest
+    {"user_turn_len": math.nan}, {"urgent_query_len": math.inf}, {"user_turn_len": 1e19}])
 def test_numbers_the_compiled_draws_decline_draw_in_python(fields):
     cfg = AgenticConfig(duration=20.0, shape_mix={"session": 1, "fanout": 1, "urgent": 1}, **fields)
     try:

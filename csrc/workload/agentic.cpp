@@ -60,8 +60,8 @@ public:
         turn_p_ = 1.0 / as_double(cfg.attr("session_turns"));
         max_turns_ = exact_int(cfg.attr("max_session_turns"));
         think_time_ = as_double(cfg.attr("think_time"));
-        turn_mean_ = as_double(cfg.attr("user_turn_len"));
-        query_mean_ = as_double(cfg.attr("urgent_query_len"));
+        turn_mean_ = poisson_mean(cfg.attr("user_turn_len"));
+        query_mean_ = poisson_mean(cfg.attr("urgent_query_len"));
         nb::object width = cfg.attr("fanout_width");
         width_lo_ = exact_int(width[0]);
         width_hi_ = exact_int(width[1]);

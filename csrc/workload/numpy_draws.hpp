@@ -165,6 +165,16 @@ inline double as_double(nb::handle x) {
     return v;
 }
 
+// A Poisson mean numpy's poisson() takes: it raises ValueError for a NaN or negative one and for one
+// above POISSON_LAM_MAX (int64's largest less 10 x its square root, about 9.22e18), where
+// random_poisson would draw regardless. From a little below that bound on, the Python draws, and
+// raises where numpy does.
+inline double poisson_mean(nb::handle x) {
+    const double mean = as_double(x);
+    if (!(mean >= 0.0 && mean <= 9.0e18)) throw nb::type_error("declined: a mean numpy's poisson() refuses");
+    return mean;
+}
+
 // A class's draws read back from its `from_normals`: urgencies, values, output lengths.
 struct ClassDraws {
     nb::object w, v, out;
