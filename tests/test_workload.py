@@ -25,7 +25,7 @@ from auction_gym.workload import (
     load_mooncake,
 )
 from auction_gym.workload.agentic import _expected_episode_sizes, in_burst
-from auction_gym.workload.mooncake import SAMPLE_TRACE
+from auction_gym.workload.mooncake import SAMPLE_TRACE, _derive
 
 SLICE = SAMPLE_TRACE
 
@@ -396,6 +396,27 @@ def test_mooncake_malformed_line_raises_at_every_read(tmp_path):
     for _ in range(2):
         with pytest.raises(ValueError, match=r"broken_trace\.jsonl: line 2\b"):
             load_mooncake(path)
+
+
+@pytest.mark.parametrize("argument,value", [("num_bidders", 8.0), ("block_size", 512.0)])
+def test_mooncake_a_float_argument_reads_alike_before_and_after_the_int(argument, value):
+    """The kept derivations are told apart by type: 8.0 and 8 are equal keys but not equal reads
+    (a float's remainder is a float; a float block size is refused)."""
+    def read(v):
+        try:
+            return [(type(r.bidder), r.bidder, r.tokens.tolist()) for r in load_mooncake(SLICE, limit=5, **{argument: v})]
+        except ValueError as e:
+            return str(e)
+
+    alone = []
+    for v in (value, int(value)):
+        _derive.cache_clear()
+        alone.append(read(v))
+    assert alone[0] != alone[1]
+    _derive.cache_clear()
+    assert [read(value), read(int(value))] == alone
+    _derive.cache_clear()
+    assert [read(int(value)), read(value)] == alone[::-1]
 
 
 GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}'

@@ -101,7 +101,7 @@ def _parse(line: str, index: int, *, time_scale: float, **parse_args) -> Request
     )
 
 
-@functools.lru_cache(maxsize=PARSED_LINES)
+@functools.lru_cache(maxsize=PARSED_LINES, typed=True)  # 8 and 8.0 are equal keys, not equal reads
 def _derive(
     line: str, index: int, *, num_bidders: int, seed_key: int, seed: int, block_size: int,
     vocab_size: int | None, class_names: tuple[str, ...], class_cdf: tuple[float, ...], max_new_tokens: int | None,
