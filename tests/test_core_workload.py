@@ -194,3 +194,19 @@ def test_a_plain_config_is_drawn_compiled():
     with core.use("compiled"):
         assert type(_chunks(AgenticConfig(burst_period=3, duration=20), 1)) is not _Generator
         assert type(shared_prefix._chunks(SharedPrefixConfig(), 1)) is not shared_prefix._Chunks
+
+
+@pytest.mark.parametrize("fields", [
+    {"shape_mix": {"fanout": 1}, "fanout_width": (1, 2**63 - 1)}, {"shape_mix": {"fanout": 1}, "fanout_width": (2**62, 2**62)},
+    {"shape_mix": {"rollout": 1}, "branch_len": 2**62}, {"shape_mix": {"rollout": 1}, "context_len": 2**62}])
+def test_episode_sizes_past_int64_are_drawn_in_python(fields):
+    """A fan-out or rollout whose token count overflows int64 is drawn by the Python generator,
+    which raises numpy's error; the compiled twin's int64 sums would wrap."""
+    cfg = AgenticConfig(num_requests=5, **fields)
+    with core.use("python"), pytest.raises(ValueError) as python_error:
+        list(iter_agentic(cfg, 1))
+    with core.use("compiled"):
+        assert type(_chunks(cfg, 1)) is _Generator
+        with pytest.raises(ValueError) as compiled_error:
+            list(iter_agentic(cfg, 1))
+    assert str(compiled_error.value) == str(python_error.value)

@@ -68,6 +68,14 @@ public:
         rollouts_ = exact_int(cfg.attr("rollouts"));
         context_ = exact_int(cfg.attr("context_len"));
         branch_ = exact_int(cfg.attr("branch_len"));
+        // A chunk's fan-outs and rollouts sum their widths and tokens in int64 (`branches`, which
+        // also draws widths below fanout_width's hi + 1): where a chunk's could overflow, the Python
+        // generator draws, and raises numpy's error.
+        int64_t row = 0, chunk_tokens = 0;
+        if (width_hi_ == INT64_MAX || __builtin_mul_overflow(std::max(width_hi_, rollouts_), branch_, &row) ||
+            __builtin_add_overflow(row, context_, &row) || __builtin_mul_overflow(row, chunk_, &chunk_tokens)) {
+            throw nb::type_error("declined: a chunk's tokens past int64");
+        }
     }
 
     nb::object rng() const { return draws_.generator(); }
