@@ -22,14 +22,23 @@ Py_ssize_t slot_offset(PyTypeObject* t, const char* name) {
 }  // namespace
 
 const Fields& fields() {
-    static const Fields* f = [] {
-        nb::object request = nb::module_::import_("auction_gym.request").attr("Request");
-        PyTypeObject* t = reinterpret_cast<PyTypeObject*>(request.ptr());
-        Fields out{t, slot_offset(t, "id"), slot_offset(t, "bidder"), slot_offset(t, "bid"),
-                   slot_offset(t, "urgency"), slot_offset(t, "tokens")};
-        if (out.id < 0 || out.bidder < 0 || out.bid < 0 || out.urgency < 0 || out.tokens < 0) out.type = nullptr;
-        return new Fields(out);
-    }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
+    // Never freed: they may outlive the interpreter's teardown of the modules they hold.
+    static PyTypeObject* const request = reinterpret_cast<PyTypeObject*>(
+        nb::object(nb::module_::import_("auction_gym.request").attr("Request")).release().ptr());
+    static Fields* const f = new Fields();
+    static unsigned int version = 0;
+    // The offsets hold while the class is unchanged (its version tag): a field made a property, or
+    // replaced, after the import is read as Python reads it, or the call declines.
+    bool unchanged = version != 0 && request->tp_version_tag == version;
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+    unchanged = unchanged && PyType_HasFeature(request, Py_TPFLAGS_VALID_VERSION_TAG);
+#endif
+    if (unchanged) return *f;
+    Fields out{request, slot_offset(request, "id"), slot_offset(request, "bidder"), slot_offset(request, "bid"),
+               slot_offset(request, "urgency"), slot_offset(request, "tokens")};
+    if (out.id < 0 || out.bidder < 0 || out.bid < 0 || out.urgency < 0 || out.tokens < 0) out.type = nullptr;
+    *f = out;
+    version = request->tp_version_tag;  // tagged by the lookups, where the class can be
     return *f;
 }
 

@@ -11,7 +11,8 @@
 namespace request_slots {
 
 // The object slots of auction_gym.request.Request that a round reads, read in place for a request
-// of exactly that class (reading them runs no Python code); type null where one is not a slot.
+// of exactly that class (reading them runs no Python code); type null where one is not a slot, as
+// looked up again whenever the class has changed since (its version tag).
 struct Fields {
     PyTypeObject* type = nullptr;
     Py_ssize_t id = -1, bidder = -1, bid = -1, urgency = -1, tokens = -1;

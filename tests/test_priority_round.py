@@ -65,3 +65,21 @@ def test_inputs_the_call_does_not_take_are_decided_in_python(make):
         python.decide_round(overflow)
     with pytest.raises(OverflowError):
         compiled.decide_round(overflow)
+
+
+@pytest.mark.parametrize("make", [SGLangPriority, QoSLPM])
+@pytest.mark.parametrize("field", ["bid", "urgency"])
+def test_a_field_the_request_class_reads_otherwise_is_read_as_python_reads_it(make, field, monkeypatch):
+    """Request's slots are read at their offsets only while the class keeps them: a field made a
+    property after the first compiled round is read through it, as in Python."""
+    python, compiled = _pair(make)
+    queue = [Request(i, 0, np.zeros(5, dtype=np.int64), bid=10.0 ** i, urgency=10.0 ** i) for i in range(4)]
+    round_ = WaitingRound(queue, None, None if field == "bid" else [1.0], length_of={r: 0 for r in queue})
+    compiled.decide_round(round_)
+    slot = Request.__dict__[field]
+    monkeypatch.setattr(Request, field, property(lambda r: 1.0 / (1.0 + slot.__get__(r))))
+    got, want = compiled.decide_round(round_), python.decide_round(round_)
+    assert [r.id for r in want.order] == [0, 1, 2, 3]
+    assert [r.id for r in got.order] == [0, 1, 2, 3] and dict(got.priorities) == dict(want.priorities)
+    monkeypatch.undo()
+    assert compiled._compiled_round(round_, [0] * 4) is not None  # the slots again, read in place
