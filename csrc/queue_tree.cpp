@@ -37,9 +37,7 @@ bool read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out) {
         PyErr_Clear();
         return false;
     }
-    const char* f = view.format;
-    const bool int64 = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
-                       (f[0] == 'l' || f[0] == 'q') && view.shape[0] > 0;
+    const bool int64 = auction_core::native_tokens(view);
     if (int64) {
         out.n = size_t(view.shape[0]);
         if (view.strides[0] == Py_ssize_t(sizeof(int64_t))) {

@@ -10,6 +10,14 @@
 
 namespace auction_core {
 
+// Whether a buffer is a non-empty 1-d array of native int64 (TOKEN_DTYPE): a prompt the compiled
+// builders read in place; the Python code takes anything else.
+inline bool native_tokens(const Py_buffer& view) {
+    const char* f = view.format;
+    return view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
+           (f[0] == 'l' || f[0] == 'q') && view.shape[0] > 0;
+}
+
 // The tree of a queue, its lists as queue_tree.QueueTree's.
 struct ScratchTree {
     std::vector<int64_t> parent, depth;

@@ -63,9 +63,7 @@ bool token_array(PyObject* o) {
         PyErr_Clear();
         return false;
     }
-    const char* f = view.format;
-    const bool ok = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
-                    (f[0] == 'l' || f[0] == 'q') && view.shape[0] > 0;
+    const bool ok = auction_core::native_tokens(view);
     PyBuffer_Release(&view);
     return ok;
 }
