@@ -66,9 +66,9 @@ def test_strict_priority_is_the_python_reference(seed, cost_model):
     bids = [float(rng.choice([0.0, 0.25, 3.0])) for _ in queue] if seed % 2 else None
     compiled = _strict("compiled", queue, lens, cost_model, bids)
     assert compiled == _strict("python", queue, lens, cost_model, bids)
-    with core.use("compiled"):
+    with core.use("compiled"):  # the tree is built when first read, on the core active then
         alloc = StrictPriorityAuction(cost_model).allocate(queue, prefix_lens=lens, bids=bids)
-    paid = _compiled_payments(alloc)
+        paid = _compiled_payments(alloc)
     assert paid is not None
     assert _bits(paid) == _bits(_closed_form(alloc))
 

@@ -184,7 +184,10 @@ def test_strict_priority_without_its_memo_on_the_compiled_core(seed):
     rng = np.random.default_rng(seed)
     pool = [Request(i, int(rng.integers(3)), t, bid=float(rng.choice([0.0, 1.0, 2.5])))
             for i, t in enumerate(_queue(rng, 60))]
-    auctions = {which: StrictPriorityAuction() for which in core.CORES}
+    auctions = {}
+    for which in core.CORES:
+        with core.use(which):  # the auction keeps the core it was built on
+            auctions[which] = StrictPriorityAuction()
     for _ in range(8):  # rounds that keep part of the queue, so the memo has ranks to keep
         picks = sorted(rng.choice(len(pool), size=int(rng.integers(2, 25)), replace=False))
         queue = [pool[k] for k in picks]
