@@ -15,4 +15,7 @@ fi
 # the compiled core (auction_gym._core) into the checkout when a C++ compiler is found; without one
 # the simulator runs on its Python core (docs/design.md section 8).
 .venv/bin/python -m pip install --quiet -e ".[dev,rllib,tune,docs]"
-.venv/bin/python -c "import auction_gym.core as core; print('auction_gym core:', core.active())"
+# The workloads' compiled draws run only with the numpy they were built against (an isolated build
+# may have used another): say whether they run.
+.venv/bin/python -c "import auction_gym.core as core, numpy as np; from auction_gym.workload.compiled import compiled_draws; \
+print('auction_gym core:', core.active() + ';', 'workload draws:', 'compiled' if compiled_draws(np.random.default_rng()) else 'Python')"

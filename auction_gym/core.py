@@ -67,7 +67,7 @@ def active() -> str:
     if not _fallback_warned:
         _fallback_warned = True
         warnings.warn(
-            "auction_gym._core is not built: the simulator runs on its Python core, about 4x slower a step "
+            "auction_gym._core is not built: the simulator runs on its Python core, about 5x slower a step "
             "than the compiled one (`radix-auction bench --benches cores` measures it)", RuntimeWarning, stacklevel=2)
     return "python"
 
