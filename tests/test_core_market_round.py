@@ -15,6 +15,7 @@ import pytest
 from auction_gym import core
 from auction_gym.engine import RequestRecord
 from auction_gym.market import Market, MarketConfig, Obs, RoundReport
+from auction_gym.market.market import _AskedOnce
 from auction_gym.pacing import _COMPILED_PACERS, FixedMultiplier, OGDPacer, PIDPacer, Truthful
 from tests.test_core_market import same
 
@@ -107,10 +108,11 @@ def settle(which: str, records: dict, decision, spent: list[float]):
     market.reset(0)
     market.engine, market.spent = StubEngine(records), np.array(spent)
     report = RoundReport(0, 1.0, list(records), list(records), decision=decision)
-    compiled = market._ledger is not None and market._settled(report, spent)
+    asked = None if market._ledger is None or decision is None else _AskedOnce(decision)
+    compiled = market._ledger is not None and market._settled(report, spent, asked)
     try:
         if not compiled:
-            market._settle(report, spent)
+            market._settle(report, spent, asked)
     except (AttributeError, ValueError, ZeroDivisionError, IndexError) as e:
         return type(e), compiled
     return [getattr(report, f) for f in REPORT_FIELDS] + [getattr(market, f) for f in MARKET_STATE], compiled

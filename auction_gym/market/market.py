@@ -144,7 +144,6 @@ class Market:
             self.n, int(self.config.pacing_rounds), self.config.alpha_max, QUEUE_SCALE, TOTAL_QUEUE_SCALE,
             URGENCY_LOG_SCALE, LATENCY_SCALE, TTFT_SCALE, Obs.LOW.tolist(), self.obs_high.tolist())
         self._ledger = None if self._compiled is None else self._compiled.RoundLedger(self.n, EMA, RequestRecord)
-        self._asked: _AskedOnce | None = None  # the decision of a round the compiled settlement declined
         self.engine = None
 
     def reset(self, seed: int) -> None:
@@ -233,22 +232,22 @@ class Market:
         report.time = self.engine.now
         if self.accrue_latency_cost:
             report.latency_cost = self._accrued(report)
-        if self._ledger is None or not self._settled(report, spent):
-            self._settle(report, spent.tolist())
+        # Asked of its charges once, whichever settlement reads them (`_AskedOnce`).
+        asked = None if self._ledger is None or report.decision is None else _AskedOnce(report.decision)
+        if self._ledger is None or not self._settled(report, spent, asked):
+            self._settle(report, spent.tolist(), asked)
         if report.admitted:
             self.round += 1
         return report
 
-    def _settled(self, report: RoundReport, spent: np.ndarray) -> bool:
-        """`_settle` in one compiled call (`_core.RoundLedger`); False, nothing changed, where it
-        declines the input."""
+    def _settled(self, report: RoundReport, spent: np.ndarray, asked: _AskedOnce | None) -> bool:
+        """`_settle` in one compiled call (`_core.RoundLedger`), the round's charges read of `asked`
+        (its decision, None where there is none); False, nothing changed, where it declines the input."""
         charged = report.decision is not None and report.admitted
-        decision = None if report.decision is None else _AskedOnce(report.decision)
-        settled = self._ledger.settle(report.finished, report.admitted, decision, self.engine.records,
+        settled = self._ledger.settle(report.finished, report.admitted, asked, self.engine.records,
                                       self._budget, spent, self._latency_ema, self._ttft_ema, self.hit_ema,
                                       self.price_ema, self._seconds_per_unit() if charged else 0.0)
         if settled is None:
-            self._asked = decision
             return False
         (report.utility, report.payments, spent_after, report.welfare, report.mean_latency, report.mean_ttft,
          report.hit_rate, report.capped, self.hit_ema, self.price_ema) = settled
@@ -257,13 +256,14 @@ class Market:
             self.spent = spent_after
         return True
 
-    def _settle(self, report: RoundReport, spent: list[float]) -> None:
+    def _settle(self, report: RoundReport, spent: list[float], asked: _AskedOnce | None = None) -> None:
         """The round's welfare, utilities, charges and moving averages, given each bidder's spend
-        before it: fills the report's and updates the market's."""
+        before it: fills the report's and updates the market's. The charges are read of `asked` where
+        given (the decision the compiled settlement asked already), else of the round's decision."""
         utility = self._account_finished(report)
         payments = [0.0] * self.n
         if report.admitted:
-            self._charge(report, spent, payments)
+            self._charge(report, spent, payments, asked)
         # The round's arrays, one numpy call each.
         report.payments = self.last_spend = np.array(payments)
         if any(payments):
@@ -379,9 +379,10 @@ class Market:
                 self._ttft_ema[i] = ema(self._ttft_ema[i], ttft[i] / count[i])
         return utility
 
-    def _charge(self, report: RoundReport, spent: list[float], payments: list[float]) -> None:
+    def _charge(self, report: RoundReport, spent: list[float], payments: list[float],
+                asked: _AskedOnce | None = None) -> None:
         """Hit rate and clearing price of the round; writes the charges into `payments`, given
-        each bidder's spend before the round."""
+        each bidder's spend before the round (the charges of `asked` where given, `_settle`)."""
         records = self.engine.records
         admitted = [0] * self.n
         cached = prompt = 0
@@ -394,8 +395,8 @@ class Market:
         self.hit_ema = ema(self.hit_ema, report.hit_rate)
         decided = report.decision  # the round admitted from
         if decided is not None:
-            budget, asked, self._asked = self._budget, self._asked, None
-            ask = asked.charges if asked is not None and asked.decision is decided else decided.charges
+            budget = self._budget
+            ask = decided.charges if asked is None else asked.charges
             for i, due in ask(report.admitted, admitted, self._seconds_per_unit()).items():
                 left = max(budget[i] - spent[i], 0.0)
                 if due > left:
