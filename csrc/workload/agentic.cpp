@@ -33,7 +33,8 @@ Shape shape_of(const std::string &name) {
 class AgenticChunks {
 public:
     AgenticChunks(nb::handle gen, nb::object wave, nb::dict class_normals)
-        : draws_(gen.attr("rng")), wave_(std::move(wave)), class_normals_(std::move(class_normals)) {
+        : draws_(gen.attr("rng")), wave_(std::move(wave)), class_normals_(std::move(class_normals)),
+          bursts_(Bursts::of(gen)) {
         nb::object cfg = gen.attr("cfg");
         chunk_ = exact_int(gen.attr("CHUNK"));
         num_bidders_ = exact_int(cfg.attr("num_bidders"));
@@ -42,10 +43,6 @@ public:
         peak_ = as_double(gen.attr("peak"));
         t_ = as_double(gen.attr("t"));
         horizon_ = as_double(gen.attr("horizon"));
-        bursty_ = PyObject_IsTrue(gen.attr("bursty").ptr()) == 1;
-        burst_period_ = as_double(cfg.attr("burst_period"));
-        burst_duration_ = as_double(cfg.attr("burst_duration"));
-        burst_factor_ = as_double(cfg.attr("burst_factor"));
         for (nb::handle name : gen.attr("shape_names")) shapes_.push_back(shape_of(nb::cast<std::string>(name)));
         nb::object cdf = as_array(gen.attr("bidder_cdf"), NPY_FLOAT64);
         bidder_cdf_.assign(data_of<double>(cdf), data_of<double>(cdf) + num_bidders_ * int64_t(shapes_.size()));
@@ -85,12 +82,10 @@ public:
     // `_Generator.chunk`: the drafts of the next chunk's accepted episodes, in the order drawn.
     nb::list chunk() {
         const int64_t n = chunk_;
-        std::vector<double> starts(n), accept(n), u(n);
-        std::vector<int64_t> bidders(n);
-        draws_.exponential(starts.data(), n, gap_scale_);
-        for (int64_t i = 1; i < n; ++i) starts[i] = starts[i - 1] + starts[i];  // numpy's cumsum
-        for (int64_t i = 0; i < n; ++i) starts[i] = t_ + starts[i];
+        const std::vector<double> starts = starts_after(draws_, t_, n, gap_scale_);
         t_ = starts[n - 1];
+        std::vector<double> accept(n), u(n);
+        std::vector<int64_t> bidders(n);
         std::vector<double> rate = rates(starts);
         draws_.uniform(accept.data(), n);
         std::vector<char> accepted(n);
@@ -130,8 +125,8 @@ private:
     // Each candidate start's rate multiplier, or none where it is 1 throughout (`_Generator.chunk`).
     std::vector<double> rates(const std::vector<double> &starts) {
         std::vector<double> rate;
-        if (bursty_) {
-            for (double t : starts) rate.push_back(std::fmod(t, burst_period_) < burst_duration_ ? burst_factor_ : 1.0);
+        if (bursts_.on) {
+            for (double t : starts) rate.push_back(bursts_.rate(t));
         }
         if (wave_.is_none()) return rate;
         nb::object at = new_array(npy_intp(starts.size()), NPY_FLOAT64);
@@ -172,7 +167,7 @@ private:
     }
 
     void sessions(nb::list &drafts, const std::vector<double> &starts, const std::vector<int64_t> &bidders) {
-        const int64_t n = int64_t(starts.size()), classes = int64_t(session_kinds_.size());
+        const int64_t n = int64_t(starts.size());
         std::vector<double> u(n);
         draws_.uniform(u.data(), n);
         std::vector<int64_t> turns(n);
@@ -181,9 +176,7 @@ private:
         nb::object which = new_array(npy_intp(n), NPY_INT64);
         int64_t *c = data_of<int64_t>(which);
         for (int64_t i = 0; i < n; ++i) {
-            // searchsorted(cdf, u, side="right"): the entries <= u, the cdf being sorted.
-            c[i] = std::min(int64_t(std::upper_bound(class_cdf_.begin(), class_cdf_.end(), u[i]) - class_cdf_.begin()),
-                            classes - 1);
+            c[i] = class_of(class_cdf_, u[i]);
             turns[i] = std::min(turns[i], max_turns_);
             m += turns[i];
         }
@@ -267,8 +260,7 @@ private:
     nb::dict class_normals_, caps_;
     int64_t chunk_, num_bidders_, vocab_;
     double gap_scale_, peak_, t_, horizon_;
-    bool bursty_;
-    double burst_period_, burst_duration_, burst_factor_;
+    Bursts bursts_;
     std::vector<Shape> shapes_;
     std::vector<double> bidder_cdf_;
     std::vector<Tokens> systems_, with_tools_;

@@ -21,6 +21,8 @@
 #include <numpy/arrayobject.h>
 #include <numpy/random/distributions.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -173,6 +175,39 @@ inline double poisson_mean(nb::handle x) {
     const double mean = as_double(x);
     if (!(mean >= 0.0 && mean <= 9.0e18)) throw nb::type_error("declined: a mean numpy's poisson() refuses");
     return mean;
+}
+
+// `n` candidate arrival starts after `t`, a Poisson process of mean gap `scale`:
+// t + exponential(scale, n).cumsum(), numpy's cumsum being a sum in order.
+inline std::vector<double> starts_after(Draws &draws, double t, int64_t n, double scale) {
+    std::vector<double> starts(n);
+    draws.exponential(starts.data(), n, scale);
+    for (int64_t i = 1; i < n; ++i) starts[i] = starts[i - 1] + starts[i];
+    for (double &s : starts) s = t + s;
+    return starts;
+}
+
+// A workload's burst windows (`agentic.has_bursts`, `in_burst`), read from a generator's `bursty`
+// and its configuration's burst fields: the arrival rate is `factor` times higher in a window of
+// `duration` at the start of every `period`.
+struct Bursts {
+    bool on;
+    double period, duration, factor;
+
+    static Bursts of(nb::handle generator) {
+        nb::object cfg = generator.attr("cfg");
+        return {PyObject_IsTrue(generator.attr("bursty").ptr()) == 1, as_double(cfg.attr("burst_period")),
+                as_double(cfg.attr("burst_duration")), as_double(cfg.attr("burst_factor"))};
+    }
+
+    // The rate multiplier at a start t >= 0 (whose np.mod is fmod, exact).
+    double rate(double t) const { return on && std::fmod(t, period) < duration ? factor : 1.0; }
+};
+
+// The class a uniform draw `u` picks: searchsorted(cdf, u, side="right") over the sorted `cdf`,
+// capped at the last class (rounding may leave the cdf's end below 1).
+inline int64_t class_of(const std::vector<double> &cdf, double u) {
+    return std::min(int64_t(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin()), int64_t(cdf.size()) - 1);
 }
 
 // A class's draws read back from its `from_normals`: urgencies, values, output lengths.

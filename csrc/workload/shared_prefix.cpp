@@ -15,7 +15,7 @@ namespace {
 
 class SharedPrefixChunks {
 public:
-    explicit SharedPrefixChunks(nb::handle gen) : draws_(gen.attr("rng")) {
+    explicit SharedPrefixChunks(nb::handle gen) : draws_(gen.attr("rng")), bursts_(Bursts::of(gen)) {
         nb::object cfg = gen.attr("cfg");
         chunk_ = exact_int(nb::module_::import_("auction_gym.workload.shared_prefix").attr("CHUNK"));
         num_requests_ = exact_int(cfg.attr("num_requests"));
@@ -24,10 +24,6 @@ public:
         ratio_ = as_double(cfg.attr("range_ratio"));
         question_ = exact_int(cfg.attr("question_len"));
         output_ = exact_int(cfg.attr("output_len"));
-        burst_period_ = as_double(cfg.attr("burst_period"));
-        burst_duration_ = as_double(cfg.attr("burst_duration"));
-        burst_factor_ = as_double(cfg.attr("burst_factor"));
-        bursty_ = PyObject_IsTrue(gen.attr("bursty").ptr()) == 1;
         gap_scale_ = as_double(gen.attr("gap_scale"));
         peak_ = as_double(gen.attr("peak"));
         t_ = as_double(gen.attr("t"));
@@ -44,15 +40,12 @@ public:
 
     // `_Chunks.chunk`: arrivals, bidders, prompts, output lengths, urgencies, values, kinds.
     nb::tuple chunk(int64_t emitted) {
-        std::vector<double> starts(chunk_), u(chunk_), arrivals;
-        draws_.exponential(starts.data(), chunk_, gap_scale_);
-        for (int64_t i = 1; i < chunk_; ++i) starts[i] = starts[i - 1] + starts[i];  // numpy's cumsum
-        for (double &s : starts) s = t_ + s;
+        const std::vector<double> starts = starts_after(draws_, t_, chunk_, gap_scale_);
         t_ = starts[chunk_ - 1];
+        std::vector<double> u(chunk_), arrivals;
         draws_.uniform(u.data(), chunk_);
         for (int64_t i = 0; i < chunk_; ++i) {
-            const bool burst = bursty_ && std::fmod(starts[i], burst_period_) < burst_duration_;
-            if (u[i] * peak_ < (burst ? burst_factor_ : 1.0)) arrivals.push_back(starts[i]);
+            if (u[i] * peak_ < bursts_.rate(starts[i])) arrivals.push_back(starts[i]);
         }
         arrivals.resize(std::min(int64_t(arrivals.size()), num_requests_ - emitted));
         const int64_t m = int64_t(arrivals.size());
@@ -66,10 +59,7 @@ public:
         draws_.uniform(r.data(), m);
         nb::object which = new_array(npy_intp(m), NPY_INT64);
         int64_t *c = data_of<int64_t>(which);
-        for (int64_t i = 0; i < m; ++i) {  // searchsorted(cdf, r, side="right"), the cdf being sorted
-            c[i] = std::min(int64_t(std::upper_bound(cdf_.begin(), cdf_.end(), r[i]) - cdf_.begin()),
-                            int64_t(names_.size()) - 1);
-        }
+        for (int64_t i = 0; i < m; ++i) c[i] = class_of(cdf_, r[i]);
         ClassDraws d = class_draws(from_normals_, normals(draws_, m), which);
         for (int64_t i = 0; i < m; ++i) {
             const int64_t g = group_of_[emitted + i], a = i ? ends[i - 1] : 0;
@@ -98,8 +88,8 @@ private:
 
     Draws draws_;
     int64_t chunk_, num_requests_, num_bidders_, vocab_, question_, output_;
-    double ratio_, burst_period_, burst_duration_, burst_factor_;
-    bool bursty_;
+    Bursts bursts_;
+    double ratio_;
     double gap_scale_, peak_, t_;
     std::vector<Tokens> systems_;
     std::vector<int64_t> group_of_;
