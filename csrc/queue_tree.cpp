@@ -31,14 +31,7 @@ struct Prompt {
 // array's buffer is released at once: the caller's sequence holds the array, and no Python code
 // runs while the tree is built.
 bool read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out) {
-    if (Py_TYPE(o) != ndarray_type) return false;
-    Py_buffer view;
-    if (PyObject_GetBuffer(o, &view, PyBUF_RECORDS_RO) != 0) {
-        PyErr_Clear();
-        return false;
-    }
-    const bool int64 = auction_core::native_tokens(view);
-    if (int64) {
+    return auction_core::with_native_tokens(ndarray_type, o, [&out](const Py_buffer& view) {
         out.n = size_t(view.shape[0]);
         if (view.strides[0] == Py_ssize_t(sizeof(int64_t))) {
             out.ptr = static_cast<const int64_t*>(view.buf);
@@ -49,9 +42,7 @@ bool read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out) {
                 out.copy[i] = *reinterpret_cast<const int64_t*>(at + Py_ssize_t(i) * view.strides[0]);
             out.ptr = out.copy.data();
         }
-    }
-    PyBuffer_Release(&view);
-    return int64;
+    });
 }
 
 // The first token at or after `from` where two prompts differ (or the shorter one's end): whole

@@ -10,12 +10,23 @@
 
 namespace auction_core {
 
-// Whether a buffer is a non-empty 1-d array of native int64 (TOKEN_DTYPE): a prompt the compiled
-// builders read in place; the Python code takes anything else.
-inline bool native_tokens(const Py_buffer& view) {
+// Whether `o` is a numpy array (`ndarray_type`, exactly) whose buffer is non-empty, 1-d and of
+// native int64 (TOKEN_DTYPE): a prompt the compiled code reads in place; the Python code takes
+// anything else. Where it is, `read(view)` reads the buffer before it is released.
+template <typename Read>
+bool with_native_tokens(PyTypeObject* ndarray_type, PyObject* o, Read&& read) {
+    if (Py_TYPE(o) != ndarray_type) return false;
+    Py_buffer view;
+    if (PyObject_GetBuffer(o, &view, PyBUF_RECORDS_RO) != 0) {
+        PyErr_Clear();
+        return false;
+    }
     const char* f = view.format;
-    return view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
-           (f[0] == 'l' || f[0] == 'q') && view.shape[0] > 0;
+    const bool native = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
+                        (f[0] == 'l' || f[0] == 'q') && view.shape[0] > 0;
+    if (native) read(view);
+    PyBuffer_Release(&view);
+    return native;
 }
 
 // The tree of a queue, its lists as queue_tree.QueueTree's.

@@ -57,15 +57,7 @@ bool exact_float(PyObject* o, double& out) {
 bool token_array(PyObject* o) {
     static PyTypeObject* const ndarray_type =
         (PyTypeObject*)nb::object(nb::module_::import_("numpy").attr("ndarray")).release().ptr();
-    if (Py_TYPE(o) != ndarray_type) return false;
-    Py_buffer view;
-    if (PyObject_GetBuffer(o, &view, PyBUF_RECORDS_RO) != 0) {
-        PyErr_Clear();
-        return false;
-    }
-    const bool ok = auction_core::native_tokens(view);
-    PyBuffer_Release(&view);
-    return ok;
+    return auction_core::with_native_tokens(ndarray_type, o, [](const Py_buffer&) {});
 }
 
 // validate_requests(requests) for a queue its fast path takes as it is (bids exact floats, ids
