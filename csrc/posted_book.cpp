@@ -11,6 +11,7 @@
 #include "gc_slots.hpp"
 #include "py_calls.hpp"
 #include "request_slots.hpp"
+#include "slot_pool.hpp"
 
 namespace posted {
 
@@ -167,14 +168,7 @@ bool Book::read(Round& r, nb::handle queue, nb::handle joined, nb::handle left, 
 }
 
 void Book::hold(const Fresh& f, int k) {
-    int32_t s;
-    if (free_slots_.empty()) {
-        s = int32_t(slots_.size());
-        slots_.emplace_back();
-    } else {
-        s = free_slots_.back();
-        free_slots_.pop_back();
-    }
+    const int32_t s = take_slot(slots_, free_slots_);
     Slot& x = slots_[size_t(s)];
     x.request = nb::borrow(f.request), x.id_obj = nb::borrow(f.id_obj), x.bidder_obj = nb::borrow(f.bidder_obj);
     x.id = f.id, x.bidder = f.bidder, x.length = f.length, x.urgency = f.urgency, x.bid = f.bid;
@@ -192,13 +186,7 @@ void Book::hold(const Fresh& f, int k) {
     if (found != holding_of_.end()) {
         h = found->second;
     } else {
-        if (free_holdings_.empty()) {
-            h = int32_t(holdings_.size());
-            holdings_.emplace_back();
-        } else {
-            h = free_holdings_.back();
-            free_holdings_.pop_back();
-        }
+        h = take_slot(holdings_, free_holdings_);
         Holding& fresh = holdings_[size_t(h)];
         fresh = Holding{};
         fresh.bidder_obj = nb::borrow(f.bidder_obj), fresh.bidder = f.bidder;

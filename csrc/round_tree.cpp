@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "round_tree_inputs.hpp"
+#include "slot_pool.hpp"
 
 namespace nb = nanobind;
 
@@ -237,14 +238,7 @@ void RoundTree::place(const std::vector<int32_t>& gone, std::vector<Fresh>& adde
     std::vector<Joining> joins;
     joins.reserve(added.size());
     for (Fresh& f : added) {
-        int32_t s;
-        if (free_.empty()) {
-            s = int32_t(held_.size());
-            held_.emplace_back();
-        } else {
-            s = free_.back();
-            free_.pop_back();
-        }
+        const int32_t s = take_slot(held_, free_);
         f.joining.slot = s;
         held_[s] = Held{f.request, f.source, f.joining.rid, f.joining.bid, f.joining.cached};
         slot_of_[f.request.ptr()] = s;
