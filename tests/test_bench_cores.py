@@ -64,3 +64,14 @@ def test_a_command_whose_cores_wrote_different_outputs_is_a_row_saying_so(monkey
                      "")]
     assert notes[-1] == ("Target: `radix-auction reproduce --quick` wall time at least 4x faster than on the Python "
                          "core: 4.00x, met.")
+
+
+def test_the_reset_floor_is_the_reset_over_the_episode_and_what_it_leaves_of_the_target_step(monkeypatch):
+    seconds = {"python": 0.040, "compiled": 0.004}
+    monkeypatch.setattr(cores, "reset_seconds", lambda which, resets, env_id: seconds[which])
+    row, note = cores._reset_floor(Sizes(steps=1, warm=0, repeats=1, batch_rounds=1, ppo_steps=0,
+                                         ppo_env_steps=0), target_rate=40_000.0)
+    assert row[1:] == ("40.00", "4.00", "10.00x")
+    # 200 rounds an episode: 4 ms / 200 = 20 us a step; 1 / 40,000 s = 25 us, so 5 us are left.
+    assert "200 rounds" in note and "20.0 µs per env step" in note
+    assert "40,000 steps/s per env, 25.0 µs per env step all told, which leaves 5.0 µs" in note

@@ -47,6 +47,24 @@ def steps_per_second(which: str, warm: int, steps: int, env_id: str = "RadixAuct
     return steps / elapsed
 
 
+def reset_seconds(which: str, resets: int, env_id: str = "RadixAuction-v2") -> float:
+    """The wall seconds of one of `env_id`'s resets on core `which` (seeds 1..`resets`, after one
+    untimed reset): the engine's warm-up and the workload's draw, which every episode pays once."""
+    import gymnasium as gym
+
+    import auction_gym  # noqa: F401  (registers the envs)
+
+    with core.use(which):
+        env = gym.make(env_id)
+        env.reset(seed=0)
+        start = time.perf_counter()
+        for seed in range(1, resets + 1):
+            env.reset(seed=seed)
+        elapsed = time.perf_counter() - start
+        env.close()
+    return elapsed / resets
+
+
 def available() -> tuple[str, ...]:
     """The cores that can run here: both, or the Python one when the extension is not built."""
     return core.CORES if core.compiled_module() is not None else ("python",)

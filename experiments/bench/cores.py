@@ -10,7 +10,8 @@ and the median of each core's runs taken, so that a slow stretch of a shared mac
   on RadixAuction-v0, v1 and v2, and on v0's market serving the shared-prefix workload and
   replaying the Mooncake slice the package ships (`SAMPLE_TRACE`);
 - RadixAuction-v1 in batches of N (`env.batched`): the same N episodes played by one env after
-  another and as one `MarketBatch`, per env step;
+  another and as one `MarketBatch`, per env step; and the env's reset, which every episode pays
+  once, with what it leaves of an env step at the batch target's throughput;
 - the env's share of SB3 PPO's step on RadixAuction-v1 (`env.measure`);
 - with `--commands`, whole commands, each in a child process with AUCTION_GYM_CORE set and its
   outputs in a folder of its own: wall time, and whether the two cores wrote the same CSV files
@@ -43,7 +44,7 @@ from auction_gym import core
 from auction_gym.workload import SAMPLE_TRACE
 
 from . import COMMANDS, Table
-from .core_speed import in_turn, steps_per_second
+from .core_speed import in_turn, reset_seconds, steps_per_second
 from .env import BATCH_SIZES, BATCH_WAYS, batched, measure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,9 +128,31 @@ def batch_rows(sizes: Sizes) -> tuple[list[tuple[str, ...]], list[str]]:
             ratio = medians[BATCH_WAYS[2]]["compiled"] / medians[BATCH_WAYS[0]]["python"]
             notes.append(_target(f"{n} envs as one MarketBatch on the compiled core, throughput per env", ratio,
                                  ratio >= 20, "at least 20x the Python core's one env (the same episodes)"))
+            reset_row, reset_note = _reset_floor(sizes, 20 * medians[BATCH_WAYS[0]]["python"])
+            rows.append(reset_row)
+            notes.append(reset_note)
     notes.insert(0, f"Batches: {sizes.batch_rounds} rounds per env from seeds 0..N-1, the same episodes both ways, "
                     f"median of {sizes.repeats} run(s) per core.")
     return rows, notes
+
+
+def _reset_floor(sizes: Sizes, target_rate: float) -> tuple[tuple[str, ...], str]:
+    """The target env's reset time per core, and what the compiled one leaves of an env step at
+    `target_rate` steps per second per env: every episode resets once, so its share of a step is
+    the reset over the episode's rounds, whatever steps the episodes."""
+    import gymnasium as gym
+
+    figures = in_turn_medians(lambda which: reset_seconds(which, 20, TARGET_ENV), sizes.repeats)
+    rounds = gym.make(TARGET_ENV).unwrapped.config.horizon
+    per_step, budget = figures["compiled"] / rounds, 1 / target_rate
+    py, cc = figures["python"], figures["compiled"]
+    row = (f"{TARGET_ENV} reset (engine warm-up, workload draw), ms", f"{py * 1e3:.2f}", f"{cc * 1e3:.2f}",
+           f"{py / cc:.2f}x")
+    note = (f"An episode of {TARGET_ENV} is {rounds} rounds and resets once, so on the compiled core its reset "
+            f"alone costs {per_step * 1e6:.1f} µs per env step; 20x the Python core's one env is "
+            f"{target_rate:,.0f} steps/s per env, {budget * 1e6:.1f} µs per env step all told, which leaves "
+            f"{(budget - per_step) * 1e6:.1f} µs for the step itself.")
+    return row, note
 
 
 def ppo_rows(sizes: Sizes) -> tuple[list[tuple[str, ...]], list[str]]:
