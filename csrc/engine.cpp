@@ -14,14 +14,18 @@ namespace engine {
 void HeadSet::clear(std::size_t most) {
     std::size_t size = 16;
     while (size < 2 * most) size *= 2;
-    slots.assign(size, Slot{});
+    if (slots.size() < size) {
+        slots.assign(size, Slot{});
+        check = 0;
+    }
+    ++check;
 }
 
 bool HeadSet::insert(std::string_view bytes, std::size_t hash) {
     for (std::size_t i = hash & (slots.size() - 1);; i = (i + 1) & (slots.size() - 1)) {
         Slot &slot = slots[i];
-        if (!slot.used) {
-            slot = Slot{bytes, hash, true};
+        if (slot.check != check) {
+            slot = Slot{bytes, hash, check};
             return false;
         }
         if (slot.hash == hash && slot.bytes == bytes) return true;
@@ -172,7 +176,7 @@ nb::object Engine::admit_from_queue(std::vector<Admission> &batch, int64_t budge
         if (adm.end != adm.size) output -= chunked_output(*r, adm.generated, adm.cap);
         promised += adm.size - adm.end + output;
         adm.priority = priority ? nb::cast<int64_t>(priority(obj)) : 0;
-        adm.joined = queue.joined.at(r->id);
+        adm.joined = r->joined;
         int64_t computed = adm.end - adm.cached;
         bool spent = adm.end != adm.size;
         batch.push_back(std::move(adm));

@@ -2,6 +2,8 @@
 // (waiting_prefixes.hpp says why).
 #include "waiting_prefixes.hpp"
 
+#include <algorithm>
+
 namespace radix {
 
 namespace {
@@ -139,7 +141,9 @@ void WaitingPrefixes::mark(int64_t rid, const NodePtr &node) {
     if (node == cache->root) return;  // nothing cached: nothing to keep warm
     int64_t r = rank.at(rid);
     node_of[rid] = node;
-    ranks_at[node.get()].insert(r);
+    std::vector<int64_t> &ranks = ranks_at[node.get()];
+    auto at = std::lower_bound(ranks.begin(), ranks.end(), r);
+    if (at == ranks.end() || *at != r) ranks.insert(at, r);
     if (r > node->wait) cache->set_wait(node, r);
 }
 
@@ -150,12 +154,13 @@ void WaitingPrefixes::unmark(int64_t rid) {
     node_of.erase(it);
     auto ranks = ranks_at.find(node.get());
     int64_t r = rank.at(rid);
-    ranks->second.erase(r);
+    auto at = std::lower_bound(ranks->second.begin(), ranks->second.end(), r);
+    if (at != ranks->second.end() && *at == r) ranks->second.erase(at);
     if (ranks->second.empty()) {
         ranks_at.erase(ranks);
         cache->set_wait(node, -1);
     } else if (r == node->wait) {  // the latest one left: only then
-        cache->set_wait(node, *ranks->second.rbegin());
+        cache->set_wait(node, ranks->second.back());
     }
 }
 

@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -99,7 +98,8 @@ private:
     int64_t known_from = 0, next_rank = 0;
     std::unordered_map<int64_t, int64_t> rank;
     std::unordered_map<int64_t, NodePtr> node_of;
-    std::unordered_map<const Node *, std::set<int64_t>> ranks_at;
+    // The ranks waiting at a node, ascending: a few each, kept in one small vector rather than a tree.
+    std::unordered_map<const Node *, std::vector<int64_t>> ranks_at;
     std::deque<nb::object> deltas;  // (joined, left, rematched) tuples, the latest last
 };
 
