@@ -358,17 +358,25 @@ void Engine::release() {
     queue.requests = nb::list();  // visited by the collector too: a waiting request may hold the engine
 }
 
+// The lists are made at their sizes: the market reads the requests in the system every step.
 nb::list Engine::in_system() const {
-    nb::list out;
-    for (nb::handle r : queue.requests) out.append(r);
-    if (chunked) out.append(chunked->r->obj);
-    for (const RunPtr &run : running) out.append(run->r->obj);
+    PyObject *waiting = queue.requests.ptr();
+    Py_ssize_t n = PyList_GET_SIZE(waiting);
+    nb::list out = nb::steal<nb::list>(PyList_New(n + Py_ssize_t(chunked.has_value()) + Py_ssize_t(running.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    Py_ssize_t at = 0;
+    auto put = [&](PyObject *r) { PyList_SET_ITEM(out.ptr(), at++, Py_NewRef(r)); };
+    for (Py_ssize_t i = 0; i < n; ++i) put(PyList_GET_ITEM(waiting, i));
+    if (chunked) put(chunked->r->obj.ptr());
+    for (const RunPtr &run : running) put(run->r->obj.ptr());
     return out;
 }
 
 nb::list Engine::running_requests() const {
-    nb::list out;
-    for (const RunPtr &run : running) out.append(run->r->obj);
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(running.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    for (std::size_t i = 0; i < running.size(); ++i)
+        PyList_SET_ITEM(out.ptr(), Py_ssize_t(i), Py_NewRef(running[i]->r->obj.ptr()));
     return out;
 }
 

@@ -268,9 +268,12 @@ void WaitingQueue::put_back(const ReqPtr &r, nb::object tokens, int64_t need) {
     set_need(r->id, need);
 }
 
+// The joined list is a copy, so the dict is cleared in place; the set goes on with the tuple.
 nb::object WaitingQueue::take_changes() {
-    nb::object out = nb::make_tuple(nb::list(joined_since.keys()), left_since);
-    joined_since = nb::dict();
+    nb::object joined = nb::steal(PyDict_Keys(joined_since.ptr()));
+    if (!joined) throw nb::python_error();
+    nb::object out = nb::make_tuple(joined, left_since);
+    PyDict_Clear(joined_since.ptr());
     left_since = nb::steal<nb::set>(PySet_New(nullptr));
     return out;
 }
