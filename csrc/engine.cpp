@@ -284,7 +284,8 @@ bool Engine::in_batch_deprioritized(nb::handle waiting) {
     const radix::PrefixMatcher &matcher = prefixes->matcher;
     heads.clear(nb::len(waiting));
     bool any = false;
-    for (nb::handle obj : waiting) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {  // runs no Python: read in place
+        nb::handle obj = PyList_GET_ITEM(waiting.ptr(), i);
         Req *r = queue.find(obj);
         if (!r) {  // an object a policy put in the waiting list: Python's read of its cached length raises
             nb::object(matcher.length_of[obj]);
