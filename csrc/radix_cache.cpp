@@ -155,7 +155,9 @@ std::pair<int64_t, NodePtr> RadixCache::walk(Tokens tokens, bool split, const No
         const Edge &key = (*found)->key;
         const int64_t size = static_cast<int64_t>(key.size());
         int64_t m = std::min(size, n - pos);
-        if (std::memcmp(head, key.data(), 8 * m) != 0) {
+        // An edge cut from the very array the tokens are read from (a session's turns are views of
+        // one array, which the tree keeps views of) matches without reading it.
+        if (head != key.data() && std::memcmp(head, key.data(), 8 * m) != 0) {
             int64_t j = 0;
             while (head[j] == key[j]) ++j;
             m = j;
