@@ -210,7 +210,7 @@ std::pair<int64_t, NodePtr> RadixCache::insert(Tokens tokens, nb::handle value, 
         auto leaf = std::make_shared<Node>();
         const int64_t *from = tokens.data + (cached - offset);
         // The caller may change a writable array: the tree keeps its own copy of those tokens.
-        if (writeable(tokens.array))
+        if (!tokens.unchanging && writeable(tokens.array))
             leaf->key = Edge::copy_of(from, n - cached);
         else
             leaf->key = Edge(nb::borrow(tokens.array), from, n - cached);

@@ -99,6 +99,9 @@ struct Tokens {  // a read-only view of a 1-D int64 token array, `array`
     const int64_t *data;
     int64_t size;
     nb::handle array;
+    // Where the caller made `array` itself and never changes it (the engine's made-up replies): the
+    // cache keeps a view without asking whether it is writeable.
+    bool unchanging = false;
 };
 
 constexpr int64_t kRoundTicks = int64_t(1) << 32;  // radix_eviction.ROUND_TICKS
