@@ -23,11 +23,19 @@ uint64_t first_token(std::string_view key) {
 
 }  // namespace
 
+std::size_t Children::FirstTokenHash::operator()(const Key &key) const {
+    return std::size_t((first_token(key) ^ (first_token(key) >> 29)) * 0x9E3779B97F4A7C15ull);
+}
+
 std::size_t Children::find(std::string_view key) const {
     if (entries_.size() <= kLinear) {
         const uint64_t token = first_token(key);
-        for (std::size_t i = 0; i < entries_.size(); ++i)
-            if (entries_[i].second && first_token(entries_[i].first) == token && entries_[i].first == key) return i;
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+            const Key &at = entries_[i].first;
+            if (!entries_[i].second || first_token(at) != token) continue;
+            // A key of one token (page_size 1) is its first token: nothing more to compare.
+            if (at.size() == sizeof token ? key.size() == sizeof token : at == key) return i;
+        }
         return entries_.size();
     }
     auto it = index_.find(Key(key));

@@ -46,7 +46,11 @@ private:
     std::size_t find(std::string_view key) const;  // entries_.size() when absent
     void compact();
     std::vector<std::pair<Key, NodePtr>> entries_;  // erased ones hold a null child
-    std::unordered_map<Key, std::size_t> index_;    // key -> position, when entries_ is long
+    // A key's hash, its first token mixed: cheaper than hashing its bytes, and as spread.
+    struct FirstTokenHash {
+        std::size_t operator()(const Key &key) const;
+    };
+    std::unordered_map<Key, std::size_t, FirstTokenHash> index_;  // key -> position, when entries_ is long
     std::size_t live_ = 0;
 };
 

@@ -57,8 +57,7 @@ WaitingPrefixes::WaitingPrefixes()
 void WaitingPrefixes::reset() {
     matcher = PrefixMatcher(true, true);
     next_rank = 0;
-    rank.clear();
-    node_of.clear();
+    ranked.clear();
     ranks_at.clear();
     deltas.clear();
 }
@@ -90,21 +89,21 @@ nb::object WaitingPrefixes::refresh(nb::handle waiting, nb::handle cache_arg, nb
     for (nb::handle rid : matcher.dropped) {
         int64_t id = nb::cast<int64_t>(rid);
         unmark(id);
-        if (!matcher.requests.contains(rid)) rank.erase(id);
+        if (!matcher.requests.contains(rid)) ranked.erase(id);
     }
     c->new_round();
     nb::list unranked;
     for (nb::handle rid : matcher.added)
-        if (!rank.count(nb::cast<int64_t>(rid))) unranked.append(matcher.requests[rid]);
+        if (!ranked.count(nb::cast<int64_t>(rid))) unranked.append(matcher.requests[rid]);
     if (nb::len(unranked))
         for (nb::handle r : arrival_sorted(unranked) ? nb::object(unranked) : sorted_by_arrival(unranked))
-            rank[id_of(r)] = next_rank++;
+            ranked[id_of(r)].rank = next_rank++;
     for (nb::handle rid : matcher.added) {
         int64_t id = nb::cast<int64_t>(rid);
         mark(id, matcher.node_of(id));
     }
     for (auto [rid, lower] : matcher.splits)  // SGLang stamps the edge at that request's turn
-        c->stamp_in_round(nb::cast<NodePtr>(lower), rank.at(nb::cast<int64_t>(rid)));
+        c->stamp_in_round(nb::cast<NodePtr>(lower), ranked.at(nb::cast<int64_t>(rid)).rank);
     has_version = true;
     version_epoch = c->log_epoch;
     version_pos = c->log.size();
@@ -166,14 +165,15 @@ NodePtr WaitingPrefixes::start(nb::handle request, int64_t limit) const {
 
 nb::dict WaitingPrefixes::ranks() const {
     nb::dict out;
-    for (const auto &[rid, r] : rank) out[nb::int_(rid)] = r;
+    for (const auto &[rid, r] : ranked) out[nb::int_(rid)] = r.rank;
     return out;
 }
 
 void WaitingPrefixes::mark(int64_t rid, const NodePtr &node) {
     if (node == cache->root) return;  // nothing cached: nothing to keep warm
-    int64_t r = rank.at(rid);
-    node_of[rid] = node;
+    Ranked &waiter = ranked.at(rid);
+    waiter.node = node;
+    int64_t r = waiter.rank;
     std::vector<int64_t> &ranks = ranks_at[node.get()];
     auto at = std::lower_bound(ranks.begin(), ranks.end(), r);
     if (at == ranks.end() || *at != r) ranks.insert(at, r);
@@ -181,12 +181,11 @@ void WaitingPrefixes::mark(int64_t rid, const NodePtr &node) {
 }
 
 void WaitingPrefixes::unmark(int64_t rid) {
-    auto it = node_of.find(rid);
-    if (it == node_of.end()) return;
-    NodePtr node = std::move(it->second);
-    node_of.erase(it);
+    auto it = ranked.find(rid);
+    if (it == ranked.end() || !it->second.node) return;
+    NodePtr node = std::move(it->second.node);  // leaves it null: unmarked
+    int64_t r = it->second.rank;
     auto ranks = ranks_at.find(node.get());
-    int64_t r = rank.at(rid);
     auto at = std::lower_bound(ranks->second.begin(), ranks->second.end(), r);
     if (at != ranks->second.end() && *at == r) ranks->second.erase(at);
     if (ranks->second.empty()) {

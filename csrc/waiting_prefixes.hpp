@@ -96,8 +96,11 @@ private:
     int64_t version_epoch = 0;
     std::size_t version_pos = 0;
     int64_t known_from = 0, next_rank = 0;
-    std::unordered_map<int64_t, int64_t> rank;
-    std::unordered_map<int64_t, NodePtr> node_of;
+    struct Ranked {
+        int64_t rank;
+        NodePtr node;  // where it is marked, null where it is not
+    };
+    std::unordered_map<int64_t, Ranked> ranked;  // request id -> its rank and its mark, in one lookup
     // The ranks waiting at a node, ascending: a few each, kept in one small vector rather than a tree.
     std::unordered_map<const Node *, std::vector<int64_t>> ranks_at;
     std::deque<nb::object> deltas;  // (joined, left, rematched) tuples, the latest last
