@@ -14,14 +14,18 @@ namespace engine {
 void HeadSet::clear(std::size_t most) {
     std::size_t size = 16;
     while (size < 2 * most) size *= 2;
-    slots.assign(size, Slot{});
+    if (slots.size() < size) {
+        slots.assign(size, Slot{});
+        check = 0;
+    }
+    ++check;
 }
 
 bool HeadSet::insert(std::string_view bytes, std::size_t hash) {
     for (std::size_t i = hash & (slots.size() - 1);; i = (i + 1) & (slots.size() - 1)) {
         Slot &slot = slots[i];
-        if (!slot.used) {
-            slot = Slot{bytes, hash, true};
+        if (slot.check != check) {
+            slot = Slot{bytes, hash, check};
             return false;
         }
         if (slot.hash == hash && slot.bytes == bytes) return true;
@@ -172,7 +176,7 @@ nb::object Engine::admit_from_queue(std::vector<Admission> &batch, int64_t budge
         if (adm.end != adm.size) output -= chunked_output(*r, adm.generated, adm.cap);
         promised += adm.size - adm.end + output;
         adm.priority = priority ? nb::cast<int64_t>(priority(obj)) : 0;
-        adm.joined = queue.joined.at(r->id);
+        adm.joined = r->joined;
         int64_t computed = adm.end - adm.cached;
         bool spent = adm.end != adm.size;
         batch.push_back(std::move(adm));
@@ -280,7 +284,8 @@ bool Engine::in_batch_deprioritized(nb::handle waiting) {
     const radix::PrefixMatcher &matcher = prefixes->matcher;
     heads.clear(nb::len(waiting));
     bool any = false;
-    for (nb::handle obj : waiting) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {  // runs no Python: read in place
+        nb::handle obj = PyList_GET_ITEM(waiting.ptr(), i);
         Req *r = queue.find(obj);
         if (!r) {  // an object a policy put in the waiting list: Python's read of its cached length raises
             nb::object(matcher.length_of[obj]);
@@ -354,17 +359,25 @@ void Engine::release() {
     queue.requests = nb::list();  // visited by the collector too: a waiting request may hold the engine
 }
 
+// The lists are made at their sizes: the market reads the requests in the system every step.
 nb::list Engine::in_system() const {
-    nb::list out;
-    for (nb::handle r : queue.requests) out.append(r);
-    if (chunked) out.append(chunked->r->obj);
-    for (const RunPtr &run : running) out.append(run->r->obj);
+    PyObject *waiting = queue.requests.ptr();
+    Py_ssize_t n = PyList_GET_SIZE(waiting);
+    nb::list out = nb::steal<nb::list>(PyList_New(n + Py_ssize_t(chunked.has_value()) + Py_ssize_t(running.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    Py_ssize_t at = 0;
+    auto put = [&](PyObject *r) { PyList_SET_ITEM(out.ptr(), at++, Py_NewRef(r)); };
+    for (Py_ssize_t i = 0; i < n; ++i) put(PyList_GET_ITEM(waiting, i));
+    if (chunked) put(chunked->r->obj.ptr());
+    for (const RunPtr &run : running) put(run->r->obj.ptr());
     return out;
 }
 
 nb::list Engine::running_requests() const {
-    nb::list out;
-    for (const RunPtr &run : running) out.append(run->r->obj);
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(running.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    for (std::size_t i = 0; i < running.size(); ++i)
+        PyList_SET_ITEM(out.ptr(), Py_ssize_t(i), Py_NewRef(running[i]->r->obj.ptr()));
     return out;
 }
 

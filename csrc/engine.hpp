@@ -53,6 +53,12 @@ struct Req {
     // The hash of its in-batch head (WaitingQueue::head), taken once while it waits: its tokens
     // and the config's threshold do not change meanwhile.
     std::optional<std::size_t> head_hash;
+    // While it waits: its place in joining order, and what it recomputes where it was retracted
+    // (its prompt and output so far: the array, kept alive here, and its data; null otherwise).
+    int64_t joined = 0;
+    nb::object resumed;
+    const int64_t *resumed_data = nullptr;
+    int64_t resumed_size = 0;
 };
 using ReqPtr = std::shared_ptr<Req>;
 
@@ -100,12 +106,33 @@ private:
     std::unordered_map<int64_t, std::pair<int64_t, bool>> where;
 };
 
+// The waiting requests by their objects, which a round looks up for each waiting request: open
+// addressing on the object's address, without a bucket's allocation or a division per lookup.
+class RequestTable {
+public:
+    const ReqPtr *find(PyObject *o) const;  // null where `o` does not wait
+    void insert(PyObject *o, const ReqPtr &r);
+    void erase(PyObject *o);
+
+private:
+    struct Slot {
+        PyObject *key = nullptr;  // null: empty
+        ReqPtr r;
+    };
+    std::size_t home(PyObject *o) const {
+        return std::size_t((uintptr_t(o) >> 4) * 0x9E3779B97F4A7C15ull) & (slots.size() - 1);
+    }
+    void grow();
+    std::vector<Slot> slots;
+    std::size_t count = 0;
+};
+
 // queue.WaitingQueue: the waiting requests in joining order (a Python list, the one policies read),
 // what a retracted request recomputes, the least need, and the changes since last taken.
 class WaitingQueue {
 public:
     WaitingQueue();
-    ReqPtr of(nb::handle r) const;  // a waiting request's state, by its object
+    const ReqPtr &of(nb::handle r) const;  // a waiting request's state, by its object
     Req *find(nb::handle r) const;  // the same, or null where `r` does not wait
     // What `r` waits to compute, as the array it is read from (which the queue keeps alive while
     // `r` waits) and its data.
@@ -119,19 +146,13 @@ public:
     int64_t smallest_need();
 
     nb::list requests;
-    std::unordered_map<int64_t, int64_t> need, joined;
+    std::unordered_map<int64_t, int64_t> need;
 
 private:
     void join(const ReqPtr &r);
     void set_need(int64_t rid, int64_t n);
     std::vector<std::pair<int64_t, int64_t>> heap;  // min-heap of (need, id), with stale entries
-    struct Resumed {  // what a retracted request recomputes: its array and that array's data
-        nb::object array;
-        const int64_t *data;
-        int64_t size;
-    };
-    std::unordered_map<int64_t, Resumed> resume;
-    std::unordered_map<PyObject *, ReqPtr> by_object;
+    RequestTable by_object;
     int64_t joins = 0;
     nb::dict joined_since;  // Request -> None, in joining order
     nb::set left_since;
@@ -213,7 +234,8 @@ struct RoundTally {
 };
 
 // The heads an in-batch check has seen (in_batch.deprioritized's set), by their hashes: open
-// addressing over a table the engine keeps, so a round allocates nothing.
+// addressing over a table the engine keeps, a slot used in the check stamped with it, so a round
+// neither allocates nor clears the table.
 class HeadSet {
 public:
     void clear(std::size_t most);
@@ -223,9 +245,10 @@ private:
     struct Slot {
         std::string_view bytes;
         std::size_t hash = 0;
-        bool used = false;
+        uint64_t check = 0;  // the check that used it, 0 for none
     };
     std::vector<Slot> slots;
+    uint64_t check = 0;
 };
 
 // ServingEngine + SimEngine with the rules of `config.reservation` (the priority preemption left out:

@@ -1,7 +1,6 @@
 // The compiled engine's decode steps, retraction and retirement (serving_engine.py's step 3 and
 // sim_engine.SimEngine's decode timing), and the rules where SGLang's and the oracle's differ in
 // more than a number (rules.py), each following the Python method of the same name.
-#include <nanobind/ndarray.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,9 +13,12 @@ namespace engine {
 
 namespace {
 
-const int64_t *array_data(nb::handle array) {
-    if (const int64_t *data = pycall::int64_buffer(array)) return data;
-    return nb::cast<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>>(array, false).data();
+// Tokens the engine made for the cache alone, owned by a capsule (no numpy array: nothing reads
+// them but the cache's edges); `data` is set to them.
+nb::object made_tokens(std::vector<int64_t> tokens, const int64_t *&data) {
+    auto *owned = new std::vector<int64_t>(std::move(tokens));
+    data = owned->data();
+    return nb::capsule(owned, [](void *p) noexcept { delete static_cast<std::vector<int64_t> *>(p); });
 }
 
 }  // namespace
@@ -162,9 +164,7 @@ nb::object Engine::output_tokens(const Req &r, const int64_t *&data) const {
     std::vector<int64_t> out(std::size_t(r.output_len));
     for (int64_t i = 0; i < r.output_len; ++i)  // wrapping past int64's end, as numpy's does
         out[std::size_t(i)] = int64_t(uint64_t(int64_t(start)) + uint64_t(i));
-    nb::object array = array_of(std::move(out));
-    data = array_data(array);
-    return array;
+    return made_tokens(std::move(out), data);
 }
 
 void Engine::cache_finished(const Run &run, const nb::object &output, const int64_t *out) {
@@ -173,15 +173,18 @@ void Engine::cache_finished(const Run &run, const nb::object &output, const int6
     int64_t out_len = r.output_len - 1;  // bar the last output token (never computed)
     if (!node->alive) throw nb::value_error("extend from an evicted node");
     int64_t skip = node->depth - r.prompt_len;
+    bool made = r.output_tokens.is_none();  // the reply output_tokens made up
     if (skip >= 0) {
-        cache->insert(radix::Tokens{out + skip, out_len - skip, output}, nb::none(), node, node->depth, run.priority);
+        cache->insert(radix::Tokens{out + skip, out_len - skip, output, made}, nb::none(), node, node->depth,
+                      run.priority);
         return;
     }
     std::vector<int64_t> rest(r.data + node->depth, r.data + r.prompt_len);
     rest.insert(rest.end(), out, out + out_len);
-    nb::object joined = array_of(std::move(rest));
-    cache->insert(radix::Tokens{array_data(joined), int64_t(nb::len(joined)), joined}, nb::none(), node, node->depth,
-                  run.priority);
+    int64_t size = int64_t(rest.size());
+    const int64_t *data;
+    nb::object joined = made_tokens(std::move(rest), data);
+    cache->insert(radix::Tokens{data, size, joined, true}, nb::none(), node, node->depth, run.priority);
 }
 
 void Engine::protect_prompt(NodePtr node, const Req &r, int64_t priority) {

@@ -175,36 +175,33 @@ void FutureOutput::settle(int64_t step) {
 
 WaitingQueue::WaitingQueue() : left_since(nb::steal<nb::set>(PySet_New(nullptr))) {}
 
-ReqPtr WaitingQueue::of(nb::handle r) const {
-    auto found = by_object.find(r.ptr());
-    if (found == by_object.end()) throw std::runtime_error("the scheduler's order holds a request that does not wait");
-    return found->second;
+const ReqPtr &WaitingQueue::of(nb::handle r) const {
+    const ReqPtr *found = by_object.find(r.ptr());
+    if (!found) throw std::runtime_error("the scheduler's order holds a request that does not wait");
+    return *found;
 }
 
 Req *WaitingQueue::find(nb::handle r) const {
-    auto found = by_object.find(r.ptr());
-    return found == by_object.end() ? nullptr : found->second.get();
+    const ReqPtr *found = by_object.find(r.ptr());
+    return found ? found->get() : nullptr;
 }
 
 const int64_t *WaitingQueue::tokens(const Req &r, int64_t &size, nb::object &array) const {
-    auto found = resume.find(r.id);
-    if (found == resume.end()) {
+    if (!r.resumed_data) {
         array = r.tokens;
         size = r.prompt_len;
         return r.data;
     }
-    array = found->second.array;
-    size = found->second.size;
-    return found->second.data;
+    array = r.resumed;
+    size = r.resumed_size;
+    return r.resumed_data;
 }
 
 // in_batch.prompt_head: the bytes of `r`'s first `n` tokens, read where the queue keeps them; none
 // where it has fewer.
 std::optional<std::string_view> WaitingQueue::head(const Req &r, int64_t n) const {
-    int64_t size;
-    nb::object array;
-    const int64_t *data = tokens(r, size, array);
-    if (size < n) return std::nullopt;
+    const int64_t *data = r.resumed_data ? r.resumed_data : r.data;
+    if ((r.resumed_data ? r.resumed_size : r.prompt_len) < n) return std::nullopt;
     return std::string_view(reinterpret_cast<const char *>(data), std::size_t(n) * 8);
 }
 
@@ -219,17 +216,20 @@ void WaitingQueue::arrive(const std::vector<ReqPtr> &arrived, const std::vector<
 }
 
 void WaitingQueue::put_back(const ReqPtr &r, nb::object tokens, int64_t need) {
-    const int64_t *data = data_of(tokens);
-    int64_t size = int64_t(nb::len(tokens));
-    resume[r->id] = Resumed{std::move(tokens), data, size};
+    r->resumed_data = data_of(tokens);
+    r->resumed_size = int64_t(nb::len(tokens));
+    r->resumed = std::move(tokens);
     requests.append(r->obj);
     join(r);
     set_need(r->id, need);
 }
 
+// The joined list is a copy, so the dict is cleared in place; the set goes on with the tuple.
 nb::object WaitingQueue::take_changes() {
-    nb::object out = nb::make_tuple(nb::list(joined_since.keys()), left_since);
-    joined_since = nb::dict();
+    nb::object joined = nb::steal(PyDict_Keys(joined_since.ptr()));
+    if (!joined) throw nb::python_error();
+    nb::object out = nb::make_tuple(joined, left_since);
+    PyDict_Clear(joined_since.ptr());
     left_since = nb::steal<nb::set>(PySet_New(nullptr));
     return out;
 }
@@ -253,9 +253,9 @@ void WaitingQueue::remove(const std::vector<ReqPtr> &taken) {
             PyDict_DelItem(joined_since.ptr(), r->obj.ptr());
         else
             left_since.add(r->obj);
-        resume.erase(r->id);
+        r->resumed = nb::object();
+        r->resumed_data = nullptr;
         need.erase(r->id);
-        joined.erase(r->id);
         by_object.erase(r->obj.ptr());
     }
 }
@@ -270,8 +270,8 @@ int64_t WaitingQueue::smallest_need() {
 
 void WaitingQueue::join(const ReqPtr &r) {
     r->head_hash.reset();  // a retracted request waits with its output so far: another head
-    joined[r->id] = ++joins;
-    by_object[r->obj.ptr()] = r;
+    r->joined = ++joins;
+    by_object.insert(r->obj.ptr(), r);
     if (left_since.contains(r->obj))
         left_since.discard(r->obj);
     else

@@ -1,6 +1,7 @@
 // The compiled radix cache's tree operations: radix_cache.py's RadixCache, line for line
 // (radix_cache.hpp says why).
 #include "radix_cache.hpp"
+#include "py_calls.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -10,17 +11,38 @@ namespace radix {
 
 // --- Children: a Python dict's order, with lookups by hash once there are many ---
 
-std::size_t Children::find(const Key &key) const {
+namespace {
+
+// A key's first token (every key holds a whole page, 8 bytes or more): compared before the whole
+// key, it tells most children apart without a call to compare bytes.
+uint64_t first_token(std::string_view key) {
+    uint64_t token;
+    std::memcpy(&token, key.data(), sizeof token);
+    return token;
+}
+
+}  // namespace
+
+std::size_t Children::FirstTokenHash::operator()(const Key &key) const {
+    return std::size_t((first_token(key) ^ (first_token(key) >> 29)) * 0x9E3779B97F4A7C15ull);
+}
+
+std::size_t Children::find(std::string_view key) const {
     if (entries_.size() <= kLinear) {
-        for (std::size_t i = 0; i < entries_.size(); ++i)
-            if (entries_[i].second && entries_[i].first == key) return i;
+        const uint64_t token = first_token(key);
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+            const Key &at = entries_[i].first;
+            if (!entries_[i].second || first_token(at) != token) continue;
+            // A key of one token (page_size 1) is its first token: nothing more to compare.
+            if (at.size() == sizeof token ? key.size() == sizeof token : at == key) return i;
+        }
         return entries_.size();
     }
-    auto it = index_.find(key);
+    auto it = index_.find(Key(key));
     return it == index_.end() ? entries_.size() : it->second;
 }
 
-const NodePtr *Children::get(const Key &key) const {
+const NodePtr *Children::get(std::string_view key) const {
     std::size_t i = find(key);
     return i == entries_.size() ? nullptr : &entries_[i].second;
 }
@@ -75,6 +97,18 @@ Edge Edge::copy_of(const int64_t *data, std::size_t size) {
 
 // --- the tree ---
 
+namespace {
+
+// Whether the caller may change `array` (numpy's `flags.writeable`), read by interned names: an
+// insert asks it of every array it keeps a view of.
+bool writeable(nb::handle array) {
+    static const nb::str *flags = new nb::str(pycall::interned("flags"));  // never freed, as the
+    static const nb::str *name = new nb::str(pycall::interned("writeable"));  // core's other names
+    return nb::cast<bool>(array.attr(*flags).attr(*name));
+}
+
+}  // namespace
+
 RadixCache::RadixCache(int64_t page_size, nb::object on_evict, bool by_priority)
     : page_size(page_size), on_evict(std::move(on_evict)), by_priority(by_priority) {
     reset();
@@ -110,42 +144,45 @@ void RadixCache::reset() {
     log.clear();
 }
 
+// It walks down by the tree's own pointers, taking a reference only to the node it returns.
 std::pair<int64_t, NodePtr> RadixCache::walk(Tokens tokens, bool split, const NodePtr &start, int64_t stamp,
                                              int64_t offset) {
     int64_t n = offset + tokens.size;
     n -= n % page_size;  // whole pages only
-    NodePtr node = start ? start : root;
-    while (!node->alive) {
-        if (!node->parent) throw std::invalid_argument("start: a node detached from its cache");
-        node = node->parent;
+    const NodePtr *node = start ? &start : &root;
+    while (!(*node)->alive) {
+        if (!(*node)->parent) throw std::invalid_argument("start: a node detached from its cache");
+        node = &(*node)->parent;
     }
-    int64_t pos = node->depth;
+    int64_t pos = (*node)->depth;
     int64_t i = pos - offset;  // where the token at depth `pos` is in `tokens`
     while (pos < n) {
         const int64_t *head = tokens.data + i;
-        const NodePtr *found = node->children.get(key_at(head));
+        const NodePtr *found = (*node)->children.get(key_view(head));
         if (!found) break;
         const Edge &key = (*found)->key;
         const int64_t size = static_cast<int64_t>(key.size());
         int64_t m = std::min(size, n - pos);
-        if (std::memcmp(head, key.data(), 8 * m) != 0) {
+        // An edge cut from the very array the tokens are read from (a session's turns are views of
+        // one array, which the tree keeps views of) matches without reading it.
+        if (head != key.data() && std::memcmp(head, key.data(), 8 * m) != 0) {
             int64_t j = 0;
             while (head[j] == key[j]) ++j;
             m = j;
         }
         if (m == size) {
-            node = *found;
+            node = found;
             pos += m;
             i += m;
             continue;
         }
         // The match ends inside this edge (at least its first page matched, by its key).
         m -= m % page_size;
-        if (split) node = split_edge(*found, m, stamp);
         pos += m;
+        if (split) return {pos, split_edge(*found, m, stamp)};
         break;
     }
-    return {pos, node};
+    return {pos, *node};
 }
 
 std::pair<int64_t, NodePtr> RadixCache::match_prefix(Tokens tokens, const NodePtr &start) {
@@ -181,7 +218,7 @@ std::pair<int64_t, NodePtr> RadixCache::insert(Tokens tokens, nb::handle value, 
         auto leaf = std::make_shared<Node>();
         const int64_t *from = tokens.data + (cached - offset);
         // The caller may change a writable array: the tree keeps its own copy of those tokens.
-        if (nb::cast<bool>(tokens.array.attr("flags").attr("writeable")))
+        if (!tokens.unchanging && writeable(tokens.array))
             leaf->key = Edge::copy_of(from, n - cached);
         else
             leaf->key = Edge(nb::borrow(tokens.array), from, n - cached);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -29,7 +30,7 @@ using Key = std::string;
 // `sequences()`, and so of the serial numbers a heap rebuild hands out, depends on it.
 class Children {
 public:
-    const NodePtr *get(const Key &key) const;  // null when absent
+    const NodePtr *get(std::string_view key) const;  // null when absent
     void set(const Key &key, NodePtr child);  // replaces in place, or appends
     void erase(const Key &key);
     void clear();
@@ -42,10 +43,14 @@ public:
 
 private:
     static constexpr std::size_t kLinear = 8;  // scanned below this many entries, indexed above
-    std::size_t find(const Key &key) const;  // entries_.size() when absent
+    std::size_t find(std::string_view key) const;  // entries_.size() when absent
     void compact();
     std::vector<std::pair<Key, NodePtr>> entries_;  // erased ones hold a null child
-    std::unordered_map<Key, std::size_t> index_;    // key -> position, when entries_ is long
+    // A key's hash, its first token mixed: cheaper than hashing its bytes, and as spread.
+    struct FirstTokenHash {
+        std::size_t operator()(const Key &key) const;
+    };
+    std::unordered_map<Key, std::size_t, FirstTokenHash> index_;  // key -> position, when entries_ is long
     std::size_t live_ = 0;
 };
 
@@ -98,6 +103,9 @@ struct Tokens {  // a read-only view of a 1-D int64 token array, `array`
     const int64_t *data;
     int64_t size;
     nb::handle array;
+    // Where the caller made `array` itself and never changes it (the engine's made-up replies): the
+    // cache keeps a view without asking whether it is writeable.
+    bool unchanging = false;
 };
 
 constexpr int64_t kRoundTicks = int64_t(1) << 32;  // radix_eviction.ROUND_TICKS
@@ -122,7 +130,11 @@ public:
     int64_t evict(int64_t num_tokens);
     std::vector<NodePtr> nodes() const;
     std::vector<std::vector<int64_t>> sequences() const;
-    Key key_at(const int64_t *tokens) const { return Key(reinterpret_cast<const char *>(tokens), 8 * page_size); }
+    Key key_at(const int64_t *tokens) const { return Key(key_view(tokens)); }
+    // The same bytes read in place, for a lookup.
+    std::string_view key_view(const int64_t *tokens) const {
+        return std::string_view(reinterpret_cast<const char *>(tokens), 8 * std::size_t(page_size));
+    }
 
     // radix_eviction.EvictionOrder
     void new_round();

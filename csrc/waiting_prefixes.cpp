@@ -2,6 +2,11 @@
 // (waiting_prefixes.hpp says why).
 #include "waiting_prefixes.hpp"
 
+#include <algorithm>
+#include <cmath>
+
+#include "py_calls.hpp"
+
 namespace radix {
 
 namespace {
@@ -11,6 +16,35 @@ constexpr std::size_t kKeptDeltas = 64;  // waiting_prefixes._KEPT_DELTAS
 nb::handle queue_delta() {
     static const nb::object *cls = new nb::object(nb::module_::import_("auction_gym.policy").attr("QueueDelta"));
     return *cls;  // never freed, as the cache's Python objects
+}
+
+// Whether `requests` (a list) is in fcfs_key's order already, which a stable sort leaves as it is:
+// read for Requests of exactly that class whose arrival is a float other than NaN and id an int
+// within 64 bits, which compare as Python compares the keys; false for any other list, which
+// Python sorts. The requests a refresh ranks come as the matcher sorted them, so this answers.
+bool arrival_sorted(nb::handle requests) {
+    // Never freed, as the cache's Python objects.
+    static PyObject *const request = nb::object(nb::module_::import_("auction_gym.request").attr("Request")).release().ptr();
+    static PyObject *const arrival = pycall::interned("arrival").release().ptr();
+    double last_arrival = 0;  // the cache's Python objects
+    int64_t last_id = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(requests.ptr()); ++i) {
+        PyObject *r = PyList_GET_ITEM(requests.ptr(), i);
+        if (Py_TYPE(r) != reinterpret_cast<PyTypeObject *>(request)) return false;
+        nb::object a = nb::steal(PyObject_GetAttr(r, arrival)), rid = nb::steal(PyObject_GetAttr(r, id_name().ptr()));
+        if (!a || !rid || !PyFloat_CheckExact(a.ptr()) || !PyLong_CheckExact(rid.ptr())) {
+            PyErr_Clear();
+            return false;
+        }
+        int overflow = 0;
+        double at = PyFloat_AS_DOUBLE(a.ptr());
+        long long id = PyLong_AsLongLongAndOverflow(rid.ptr(), &overflow);
+        if (overflow || std::isnan(at)) return false;
+        if (i > 0 && (at < last_arrival || (at == last_arrival && id < last_id))) return false;
+        last_arrival = at;
+        last_id = id;
+    }
+    return true;
 }
 
 }  // namespace
@@ -23,8 +57,7 @@ WaitingPrefixes::WaitingPrefixes()
 void WaitingPrefixes::reset() {
     matcher = PrefixMatcher(true, true);
     next_rank = 0;
-    rank.clear();
-    node_of.clear();
+    ranked.clear();
     ranks_at.clear();
     deltas.clear();
 }
@@ -56,20 +89,21 @@ nb::object WaitingPrefixes::refresh(nb::handle waiting, nb::handle cache_arg, nb
     for (nb::handle rid : matcher.dropped) {
         int64_t id = nb::cast<int64_t>(rid);
         unmark(id);
-        if (!matcher.requests.contains(rid)) rank.erase(id);
+        if (!matcher.requests.contains(rid)) ranked.erase(id);
     }
     c->new_round();
     nb::list unranked;
     for (nb::handle rid : matcher.added)
-        if (!rank.count(nb::cast<int64_t>(rid))) unranked.append(matcher.requests[rid]);
+        if (!ranked.count(nb::cast<int64_t>(rid))) unranked.append(matcher.requests[rid]);
     if (nb::len(unranked))
-        for (nb::handle r : sorted_by_arrival(unranked)) rank[id_of(r)] = next_rank++;
+        for (nb::handle r : arrival_sorted(unranked) ? nb::object(unranked) : sorted_by_arrival(unranked))
+            ranked[id_of(r)].rank = next_rank++;
     for (nb::handle rid : matcher.added) {
         int64_t id = nb::cast<int64_t>(rid);
         mark(id, matcher.node_of(id));
     }
     for (auto [rid, lower] : matcher.splits)  // SGLang stamps the edge at that request's turn
-        c->stamp_in_round(nb::cast<NodePtr>(lower), rank.at(nb::cast<int64_t>(rid)));
+        c->stamp_in_round(nb::cast<NodePtr>(lower), ranked.at(nb::cast<int64_t>(rid)).rank);
     has_version = true;
     version_epoch = c->log_epoch;
     version_pos = c->log.size();
@@ -131,31 +165,34 @@ NodePtr WaitingPrefixes::start(nb::handle request, int64_t limit) const {
 
 nb::dict WaitingPrefixes::ranks() const {
     nb::dict out;
-    for (const auto &[rid, r] : rank) out[nb::int_(rid)] = r;
+    for (const auto &[rid, r] : ranked) out[nb::int_(rid)] = r.rank;
     return out;
 }
 
 void WaitingPrefixes::mark(int64_t rid, const NodePtr &node) {
     if (node == cache->root) return;  // nothing cached: nothing to keep warm
-    int64_t r = rank.at(rid);
-    node_of[rid] = node;
-    ranks_at[node.get()].insert(r);
+    Ranked &waiter = ranked.at(rid);
+    waiter.node = node;
+    int64_t r = waiter.rank;
+    std::vector<int64_t> &ranks = ranks_at[node.get()];
+    auto at = std::lower_bound(ranks.begin(), ranks.end(), r);
+    if (at == ranks.end() || *at != r) ranks.insert(at, r);
     if (r > node->wait) cache->set_wait(node, r);
 }
 
 void WaitingPrefixes::unmark(int64_t rid) {
-    auto it = node_of.find(rid);
-    if (it == node_of.end()) return;
-    NodePtr node = std::move(it->second);
-    node_of.erase(it);
+    auto it = ranked.find(rid);
+    if (it == ranked.end() || !it->second.node) return;
+    NodePtr node = std::move(it->second.node);  // leaves it null: unmarked
+    int64_t r = it->second.rank;
     auto ranks = ranks_at.find(node.get());
-    int64_t r = rank.at(rid);
-    ranks->second.erase(r);
+    auto at = std::lower_bound(ranks->second.begin(), ranks->second.end(), r);
+    if (at != ranks->second.end() && *at == r) ranks->second.erase(at);
     if (ranks->second.empty()) {
         ranks_at.erase(ranks);
         cache->set_wait(node, -1);
     } else if (r == node->wait) {  // the latest one left: only then
-        cache->set_wait(node, *ranks->second.rbegin());
+        cache->set_wait(node, ranks->second.back());
     }
 }
 

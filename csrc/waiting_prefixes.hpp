@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -97,9 +96,13 @@ private:
     int64_t version_epoch = 0;
     std::size_t version_pos = 0;
     int64_t known_from = 0, next_rank = 0;
-    std::unordered_map<int64_t, int64_t> rank;
-    std::unordered_map<int64_t, NodePtr> node_of;
-    std::unordered_map<const Node *, std::set<int64_t>> ranks_at;
+    struct Ranked {
+        int64_t rank;
+        NodePtr node;  // where it is marked, null where it is not
+    };
+    std::unordered_map<int64_t, Ranked> ranked;  // request id -> its rank and its mark, in one lookup
+    // The ranks waiting at a node, ascending: a few each, kept in one small vector rather than a tree.
+    std::unordered_map<const Node *, std::vector<int64_t>> ranks_at;
     std::deque<nb::object> deltas;  // (joined, left, rematched) tuples, the latest last
 };
 

@@ -185,3 +185,33 @@ def test_a_start_in_a_reset_tree_is_refused_where_it_would_climb(which):
         w.start(r, 2)
     w.refresh([r], c, None)
     assert w.length_of[r] == 0 and w.start(r, 2) is c.root
+
+
+class _LaterRequest(Request):
+    """A Request of another class: its keys are sorted by Python on either core."""
+
+    __slots__ = ()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_both_cores_rank_joining_requests_in_arrival_order(seed):
+    """The ranks a refresh hands its new requests, in fcfs_key's order: tied, early and late
+    arrivals, Requests and a subclass (whose keys Python sorts on either core) joining several at
+    a time, some leaving between refreshes."""
+    rng = np.random.default_rng([seed, 11])
+    sides = {}
+    for which in ("python", "compiled"):
+        with core.use(which):
+            sides[which] = (RadixCache(), WaitingPrefixes())
+    waiting: list[Request] = []
+    for rid in range(150):
+        cls = _LaterRequest if rng.random() < 0.2 else Request
+        arrival = float(rng.integers(0, 4)) if rng.random() < 0.5 else float(rng.random() * 4)
+        waiting.append(cls(rid, 0, [1, 2, int(rng.integers(0, 3)), 5], 1.0, arrival=arrival))
+        if rng.random() < 0.3 and len(waiting) > 1:
+            waiting.pop(int(rng.integers(0, len(waiting) - 1)))
+        if rng.random() < 0.4:
+            for cache, prefixes in sides.values():
+                prefixes.refresh(list(waiting), cache, None)
+            python, compiled = (prefixes._rank for _, prefixes in sides.values())
+            assert python == compiled and set(python) == {r.id for r in waiting}
