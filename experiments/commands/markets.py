@@ -194,7 +194,8 @@ def run(args: argparse.Namespace) -> None:
         if unknown := sorted(set(given) - set(valid)):
             raise ValueError(f"--{key}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
     t0 = time.perf_counter()
-    rows, tuning, paths = sweep(grid, designs, Executor(args.jobs))
+    with Executor(args.jobs).pooled() as executor:  # one pool for the calibration, tunings and evaluation
+        rows, tuning, paths = sweep(grid, designs, executor)
     wall = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
     for line in write_outputs(rows, tuning, paths, args.out, made_by(args).rstrip() + f" Wall time {wall:.0f} s.\n"):
