@@ -33,9 +33,16 @@ def round_bids(requests: Sequence[Request], multipliers: Sequence[float] | None)
     unless every multiplier is finite and >= 0. The one definition every policy that reads bids uses."""
     if multipliers is None:
         return [r.bid for r in requests]
-    if not all(0.0 <= a < math.inf for a in multipliers):
-        raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
+    check_multipliers(multipliers)
     return [multipliers[r.bidder] * r.urgency for r in requests]
+
+
+def check_multipliers(multipliers: Sequence[float]) -> None:
+    """ValueError unless every multiplier is finite and >= 0 (NaN fails too): what `round_bids`
+    checks, for a policy that checks a round's multipliers before it reads any bid."""
+    for a in multipliers:  # a loop, not all() over a generator: every admission round runs it
+        if not 0.0 <= a < math.inf:
+            raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +140,9 @@ class Decision:
     __slots__ = ()
     priorities: Mapping[int, int] = NO_PRIORITIES
     prices: tuple[float, ...] = ()
+    stateless_charges = False
+    """Whether `charges` keeps no state: asked twice, it answers (or raises) alike, so the market
+    asks it without keeping its first answer (`market._AskedOnce`)."""
 
     def admission_order(self) -> list[Request]:
         """The waiting queue, first = admitted first (a new list)."""
@@ -152,6 +162,7 @@ class PriorityRound(Decision):
     order: list[Request]
     """The waiting queue, first = admitted first."""
     priorities: Mapping[int, int] = field(default_factory=dict)
+    stateless_charges = True
 
     def admission_order(self) -> list[Request]:
         return list(self.order)

@@ -26,9 +26,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .errors import TaskFailed, UsageError
 
@@ -49,6 +50,8 @@ class Executor:
 
     jobs: int = 1
     address: str | None = None
+    pool: ProcessPoolExecutor | None = field(default=None, compare=False, repr=False)
+    """The process pool every `map` runs on (`pooled`); None: a pool for each `map`."""
 
     def where(self) -> str:
         """Where the tasks run, for a command's output."""
@@ -57,6 +60,17 @@ class Executor:
         if self.address == LOCAL_RAY:
             return f"a local Ray with {self.jobs} CPUs"
         return f"the Ray cluster at {self.address}"
+
+    @contextmanager
+    def pooled(self) -> Iterator[Executor]:
+        """This executor with one process pool for every `map` in the block: a command of several
+        dependent sweeps starts its workers (and fills their caches) once, not once a sweep. Itself
+        where the tasks run in this process or on Ray."""
+        if self.address is not None or self.jobs == 1:
+            yield self
+            return
+        with _process_pool(self.jobs) as pool:
+            yield replace(self, pool=pool)
 
     @property
     def inline(self) -> bool:
@@ -76,8 +90,11 @@ class Executor:
         if self.inline:
             for i, task in enumerate(tasks):
                 done(i, fn(*task))
+        elif self.address is None and self.pool is not None:
+            _run_pool(fn, tasks, self.pool, done)
         elif self.address is None:
-            _run_pool(fn, tasks, self.jobs, done)
+            with _process_pool(self.jobs) as pool:
+                _run_pool(fn, tasks, pool, done)
         else:
             _run_ray(fn, tasks, self, cpus, done)
         return [results[i] for i in range(len(tasks))]
@@ -96,19 +113,23 @@ def executor_of(args: argparse.Namespace) -> Executor:
     return Executor(args.jobs, args.address)
 
 
-def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, done: Callable[[int, Any], None]) -> None:
+def _process_pool(jobs: int) -> ProcessPoolExecutor:
     # spawn, not fork: the parent may hold torch's threads or a Ray session, which a fork would copy.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = {pool.submit(fn, *task): i for i, task in enumerate(tasks)}
-        try:
-            for future in as_completed(list(pending)):
-                done(pending.pop(future), future.result())
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            for future, i in pending.items():
-                if not future.cancelled() and future.exception() is None:
-                    done(i, future.result())
-            raise
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], pool: ProcessPoolExecutor,
+              done: Callable[[int, Any], None]) -> None:
+    pending = {pool.submit(fn, *task): i for i, task in enumerate(tasks)}
+    try:
+        for future in as_completed(list(pending)):
+            done(pending.pop(future), future.result())
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        for future, i in pending.items():
+            if not future.cancelled() and future.exception() is None:
+                done(i, future.result())
+        raise
 
 
 def _run_ray(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Executor, cpus: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 import time
 
@@ -51,6 +52,26 @@ def test_results_come_in_task_order_and_each_is_reported_once(jobs):
 def test_a_tasks_error_is_raised_as_the_task_raised_it(jobs):
     with pytest.raises(ValueError, match="^task 3 cannot run$"):
         Executor(jobs).map(_fails_on_three, [(x,) for x in range(5)])
+
+
+def _worker(x: int) -> int:
+    time.sleep(0.05)  # long enough that both workers take tasks
+    return os.getpid()
+
+
+def test_a_pooled_executor_runs_every_map_on_the_same_workers():
+    with Executor(2).pooled() as pooled:
+        first = set(pooled.map(_worker, [(x,) for x in range(6)]))
+        assert set(pooled.map(_worker, [(x,) for x in range(6)])) <= first and os.getpid() not in first
+        assert pooled == Executor(2) and pooled.pool is not None
+    with Executor(1).pooled() as inline:
+        assert inline.pool is None and set(inline.map(_worker, [(0,)])) == {os.getpid()}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_tasks_error_is_raised_as_the_task_raised_it_in_a_pooled_block(jobs):
+    with Executor(jobs).pooled() as pooled, pytest.raises(ValueError, match="^task 3 cannot run$"):
+        pooled.map(_fails_on_three, [(x,) for x in range(5)])
 
 
 def test_where_says_how_the_tasks_run():

@@ -12,7 +12,15 @@ from experiments.cli import main
 from experiments.commands import markets_tuning
 from experiments.commands.markets_points import Point, run_point
 from experiments.commands.markets_report import best_tiers, paired
-from experiments.commands.markets_tuning import TUNING_SEED, calibrate, tune_gains, tune_prices, tuning_seeds
+from experiments.commands.markets_tuning import (
+    GAINS,
+    TUNING_SEED,
+    Episodes,
+    calibrate,
+    tune_gains,
+    tune_prices,
+    tuning_seeds,
+)
 from experiments.executor import Executor
 
 
@@ -50,7 +58,7 @@ def test_markets_refuses_an_unknown_design(tmp_path, capsys):
 
 def test_budget_levels_come_from_the_truthful_auction_on_tuning_seeds():
     seeds = tuning_seeds(2, 10)
-    scale = calibrate([("shared_prefix", 1.4)], 200, seeds, Executor(1))[("shared_prefix", 1.4)]
+    scale = calibrate([("shared_prefix", 1.4)], 200, seeds, Episodes(Executor(1)))[("shared_prefix", 1.4)]
     runs = [run_point(Point("radix_vcg", "shared_prefix", 1.4, 200), s)[0] for s in seeds]
     assert scale.spend == pytest.approx(np.mean([r["revenue"] for r in runs]) / 4)
     assert scale.rounds == round(np.mean([r["rounds"] for r in runs]))
@@ -69,12 +77,16 @@ def test_tuning_never_reads_an_evaluation_seed(monkeypatch):
 
     monkeypatch.setattr(markets_tuning, "run_point", recording)
     seeds = tuning_seeds(1, 5)
-    scale = calibrate([("agentic", 1.4)], 80, seeds, Executor(1))[("agentic", 1.4)]
+    episodes = Episodes(Executor(1))
+    scale = calibrate([("agentic", 1.4)], 80, seeds, episodes)[("agentic", 1.4)]
     key = ("agentic", 1.4, "0.3", "tiers")
     base = Point("tiers", "agentic", 1.4, 80, bidders=scale.bidders(0.3))
-    tuned, _ = tune_prices({key: base}, {key: scale.price_scale(0.3)}, seeds, Executor(1), log=lambda *_: None)
-    tune_gains(tuned, seeds, Executor(1), log=lambda *_: None)
+    tuned, _ = tune_prices({key: base}, {key: scale.price_scale(0.3)}, seeds, episodes, log=lambda *_: None)
+    priced = len(seen)
+    tune_gains(tuned, seeds, episodes, log=lambda *_: None)
     assert seen and min(seen) >= TUNING_SEED
+    # The base gains at the tuned price were played by the price tuning: not again.
+    assert len(seen) - priced == len(GAINS) - 1
     with pytest.raises(ValueError, match="evaluation seeds"):
         tuning_seeds(3, TUNING_SEED + 1)
 

@@ -279,3 +279,28 @@ def test_changes_whose_sizes_balance_but_miss_a_request_are_not_followed(make):
     queue = [*requests[1:19], requests[21], requests[20]]  # requests[19] gone, requests[21] new: unnamed
     second = WaitingRound(queue, None, multipliers, remaining, QueueDelta([requests[20]], [requests[0]], [], {}))
     _same(policy.decide_round(second), reference.decide_round(second))
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm"])
+def test_posted_rounds_charge_alike_when_asked_again(mechanism):
+    """A posted round declares charges without state (`Decision.stateless_charges`), so the market
+    asks it without keeping its first answer: asked again after the round settled, it answers what
+    the market charged, before the budget cap."""
+    market = Market(MarketConfig(mechanism=mechanism, horizon=80, warmup=2.0, budget_per_round=3e-5))
+    market.reset(2)
+    charged = 0
+    while not market.done:
+        report = market.step([1.0] * market.n)
+        if report.decision is None:
+            continue
+        assert report.decision.stateless_charges
+        per_bidder = [0] * market.n
+        for rid in report.admitted:
+            per_bidder[market.engine.records[rid].bidder] += 1
+        due = report.decision.charges(report.admitted, per_bidder, 1.0)
+        assert due == report.decision.charges(report.admitted, per_bidder, 1.0)
+        for i, paid in enumerate(report.payments.tolist()):
+            assert paid == due.get(i, 0.0) or i in report.capped
+        charged += any(due.values())
+    assert charged > 20

@@ -232,15 +232,18 @@ class Market:
         report.time = self.engine.now
         if self.accrue_latency_cost:
             report.latency_cost = self._accrued(report)
-        # Asked of its charges once, whichever settlement reads them (`_AskedOnce`).
-        asked = None if self._ledger is None or report.decision is None else _AskedOnce(report.decision)
+        # Asked of its charges once, whichever settlement reads them (`_AskedOnce`), unless asking
+        # twice is alike.
+        decision = report.decision
+        asked = None if self._ledger is None or decision is None else (
+            decision if decision.stateless_charges else _AskedOnce(decision))
         if self._ledger is None or not self._settled(report, spent, asked):
             self._settle(report, spent.tolist(), asked)
         if report.admitted:
             self.round += 1
         return report
 
-    def _settled(self, report: RoundReport, spent: np.ndarray, asked: _AskedOnce | None) -> bool:
+    def _settled(self, report: RoundReport, spent: np.ndarray, asked: _AskedOnce | Decision | None) -> bool:
         """`_settle` in one compiled call (`_core.RoundLedger`), the round's charges read of `asked`
         (its decision, None where there is none); False, nothing changed, where it declines the input."""
         charged = report.decision is not None and report.admitted
@@ -256,7 +259,7 @@ class Market:
             self.spent = spent_after
         return True
 
-    def _settle(self, report: RoundReport, spent: list[float], asked: _AskedOnce | None = None) -> None:
+    def _settle(self, report: RoundReport, spent: list[float], asked: _AskedOnce | Decision | None = None) -> None:
         """The round's welfare, utilities, charges and moving averages, given each bidder's spend
         before it: fills the report's and updates the market's. The charges are read of `asked` where
         given (the decision the compiled settlement asked already), else of the round's decision."""
@@ -380,7 +383,7 @@ class Market:
         return utility
 
     def _charge(self, report: RoundReport, spent: list[float], payments: list[float],
-                asked: _AskedOnce | None = None) -> None:
+                asked: _AskedOnce | Decision | None = None) -> None:
         """Hit rate and clearing price of the round; writes the charges into `payments`, given
         each bidder's spend before the round (the charges of `asked` where given, `_settle`)."""
         records = self.engine.records

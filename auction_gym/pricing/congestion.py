@@ -20,7 +20,7 @@ import math
 from itertools import repeat
 from operator import attrgetter
 
-from ..policy import AdmissionPolicy, WaitingRound, round_bids
+from ..policy import AdmissionPolicy, WaitingRound, check_multipliers, round_bids
 from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
@@ -68,7 +68,8 @@ class CongestionPricing(AdmissionPolicy):
         paying priority requests; then the price moves for the next round. The choices held follow
         the queue's changes (held.py), so a round's Python steps are its changes and bidders."""
         price, queue, multipliers = self.price, round.queue, round.multipliers
-        round_bids((), multipliers)  # checks the multipliers before what is held moves
+        if multipliers is not None:  # checked before what is held moves
+            check_multipliers(multipliers)
         if self._book is not None and (decided := self._compiled_round(round, price)) is not None:
             return decided
         held = self._held

@@ -29,6 +29,7 @@ class PostedRound(Decision):
     """Request id -> its integer priority in the round (larger = more important, SGLang's default
     direction), for the engine's priority rules (`EngineConfig.priority_preemption`,
     `radix_eviction_policy`); empty for a design without priorities (every request then has 0)."""
+    stateless_charges = True
 
     def admission_order(self) -> list[Request]:
         """The requests, first = admitted first (a new list)."""

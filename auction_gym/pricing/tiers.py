@@ -13,7 +13,7 @@ import math
 from operator import mul
 from typing import Sequence
 
-from ..policy import AdmissionPolicy, WaitingRound, round_bids
+from ..policy import AdmissionPolicy, WaitingRound, check_multipliers, round_bids
 from ..request import Request
 from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
@@ -94,7 +94,8 @@ class ServiceTiers(AdmissionPolicy):
         follow the queue's changes (held.py), so a round's Python steps are its changes, its
         bidders and the requests of a bidder whose budget left may not cover its bills."""
         queue, remaining, multipliers = round.queue, round.remaining, round.multipliers
-        round_bids((), multipliers)  # checks the multipliers before what is held moves
+        if multipliers is not None:  # checked before what is held moves
+            check_multipliers(multipliers)
         if self._book is not None and (decided := self._compiled_round(round)) is not None:
             return decided
         held = self._held

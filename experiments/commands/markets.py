@@ -43,9 +43,9 @@ from ..argtypes import positive_int
 from ..executor import Executor
 from ..provenance import made_by
 from ..sweeps import replica_scaled
-from .markets_points import Bidders, Point, run_point
+from .markets_points import Bidders, Point
 from .markets_report import rewrite_page, write_outputs
-from .markets_tuning import PRICE_KEYS, calibrate, charges, tune_gains, tune_prices, tuning_seeds
+from .markets_tuning import PRICE_KEYS, Episodes, calibrate, charges, tune_gains, tune_prices, tuning_seeds
 
 LEVELS = {"unlimited": None, "1": 1.0, "0.3": 0.3, "0.1": 0.1}
 """Budget levels by label: unlimited, or the share of a truthful bidder's spend under the radix auction."""
@@ -70,7 +70,8 @@ def sweep(grid: dict, designs: list[str], executor: Executor, log=print) -> tupl
     """Every point of the grid, scored on the evaluation seeds: (rows, tuning rows, price paths)."""
     points = list(itertools.product(grid["workloads"], grid["loads"]))
     tuning = tuning_seeds(grid["tuning_seeds"], grid["seeds"])
-    scales = calibrate(points, grid["size"], tuning, executor)
+    episodes = Episodes(executor)
+    scales = calibrate(points, grid["size"], tuning, episodes)
     for key, scale in scales.items():
         log(f"{key}: truthful spend {scale.spend:.4g} a bidder, {scale.rounds} rounds, "
             f"{scale.seconds_per_request * 1000:.1f} ms a request")
@@ -84,16 +85,16 @@ def sweep(grid: dict, designs: list[str], executor: Executor, log=print) -> tupl
             bases[(w, load, level, design)] = point
     priced = {k: p for k, p in bases.items() if p.design in PRICE_KEYS}
     price_scale = {k: scales[k[:2]].price_scale(LEVELS[k[2]]) for k in priced}
-    tuned, tuning_rows = tune_prices(priced, price_scale, tuning, executor, log)
+    tuned, tuning_rows = tune_prices(priced, price_scale, tuning, episodes, log)
     bases.update(tuned)
     paced = {k: p for k, p in bases.items() if p.bidders.rule == "pid"}
-    tuned, gain_rows = tune_gains(paced, tuning, executor, log)
+    tuned, gain_rows = tune_gains(paced, tuning, episodes, log)
     bases.update(tuned)
     labelled = _evaluated(bases, points, designs, grid)
     labelled += _deviations(bases, grid)
     seeds = range(grid["seeds"])
     tasks = [(point, s) for _, point in labelled for s in seeds]
-    results = executor.map(run_point, tasks)
+    results = episodes.play(tasks)
     rows, paths = [], []
     for ((label, point), seed), (row, prices) in zip(itertools.product(labelled, seeds), results):
         rows.append({**label, "seed": seed, "kwargs": repr(dict(point.kwargs)) if point.kwargs else "",
@@ -194,7 +195,8 @@ def run(args: argparse.Namespace) -> None:
         if unknown := sorted(set(given) - set(valid)):
             raise ValueError(f"--{key}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
     t0 = time.perf_counter()
-    rows, tuning, paths = sweep(grid, designs, Executor(args.jobs))
+    with Executor(args.jobs).pooled() as executor:  # one pool for the calibration, tunings and evaluation
+        rows, tuning, paths = sweep(grid, designs, executor)
     wall = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
     for line in write_outputs(rows, tuning, paths, args.out, made_by(args).rstrip() + f" Wall time {wall:.0f} s.\n"):

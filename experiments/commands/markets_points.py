@@ -19,6 +19,7 @@ the multiplier it chose itself), to measure its gain from deviating.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -127,8 +128,7 @@ def run_point(point: Point, seed: int) -> tuple[dict, list[float]]:
     while not market.done:
         report = market.step(play.multipliers(market))
         totals.add(report, market)
-        posted = report.decision.prices if report.decision is not None else ()
-        if len(posted) == 1:
+        if report.decision is not None and len(posted := report.decision.prices) == 1:
             prices.append(posted[0])
     row = totals.row(market, kinds)
     row["wall_s"] = time.perf_counter() - t0
@@ -179,16 +179,19 @@ class _Totals:
 
     def add(self, report, market: Market) -> None:
         self.welfare += report.welfare
-        self.revenue += report.revenue
-        self.bidder0 += float(report.utility[0]) if len(report.utility) else 0.0
+        payments = report.payments.tolist()
+        self.revenue += sum(payments, 0.0)  # `RoundReport.revenue`, from the list read once
+        if len(utility := report.utility):
+            self.bidder0 += utility.item(0)
         self.finished += report.finished
-        payments, capped = report.payments.tolist(), report.capped
-        paid = [i for i, p in enumerate(payments) if p > 0]
-        self.charged += len(set(paid).union(capped)) if capped else len(paid)
-        self.capped += len(capped)
+        charging, capped = any(payments), report.capped
+        if charging or capped:  # payments are >= 0: a round that charges nothing pays none
+            paid = [i for i, p in enumerate(payments) if p > 0]
+            self.charged += len(set(paid).union(capped)) if capped else len(paid)
+            self.capped += len(capped)
         # Spend moves only in a round that charges (budgets are fixed within an episode): the test
         # is read again only after one, and in the first round, against the budgets' floor.
-        if self.all_out_round is None and (self._out_at is None or any(payments)):
+        if self.all_out_round is None and (self._out_at is None or charging):
             if self._out_at is None:
                 self._out_at = (market.budget * (1 - 1e-9)).tolist()
             if all(map(ge, market.spent.tolist(), self._out_at)):
@@ -196,6 +199,8 @@ class _Totals:
 
     def row(self, market: Market, kinds: dict[int, str]) -> dict:
         records = market.engine.records
+        finished = [records[i] for i in self.finished]
+        prompt_tokens = sum(r.prompt_len for r in finished)
         rounds = max(market.round, 1)
         row = {"welfare": self.welfare, "revenue": self.revenue, "utility": self.welfare - self.revenue,
                "bidder0_utility": self.bidder0, "requests": len(self.finished),
@@ -204,11 +209,12 @@ class _Totals:
                "spent_share": float(np.mean(market.spent / market.budget)),
                "capped_share": self.capped / self.charged if self.charged else 0.0,
                "all_out_share": 1.0 if self.all_out_round is None else self.all_out_round / rounds,
-               "hit_rate": market.engine.metrics().hit_rate,
+               # The engine's hit rate (`Metrics.hit_rate`): every request that finished did in a round.
+               "hit_rate": sum(r.cached_tokens for r in finished) / prompt_tokens if finished else math.nan,
                "seconds_per_request": market.busy_time / max(market.admitted_total, 1),
-               "prompt_tokens": float(sum(records[i].prompt_len for i in self.finished))}
+               "prompt_tokens": float(prompt_tokens)}
         for cls in CLASSES:
-            recs = [records[i] for i in self.finished if kinds[i] == cls]
+            recs = [r for r in finished if kinds[r.id] == cls]
             for what in ("ttft", "latency"):
                 values = np.array([getattr(r, what) for r in recs]) if recs else np.array([np.nan])
                 row[f"{cls}_{what}_mean"] = float(np.mean(values))

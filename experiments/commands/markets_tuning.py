@@ -82,29 +82,45 @@ class Scale:
         return (level or 1.0) * self.spend / self.prompt_tokens
 
 
-def calibrate(points: list[tuple[str, float]], size: int, seeds: list[int], executor: Executor,
+class Episodes:
+    """The episodes (`run_point`) a command plays on its executor, each (point, seed) once: a later
+    sweep that asks for one an earlier sweep played (the gains tuning's base gains at the price the
+    price tuning chose, on the same tuning seeds) reads its result."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self._played: dict[tuple[Point, int], tuple[dict, list[float]]] = {}
+
+    def play(self, tasks: list[tuple[Point, int]]) -> list[tuple[dict, list[float]]]:
+        """`run_point(point, seed)` of each (point, seed), in order."""
+        todo = [task for task in dict.fromkeys(tasks) if task not in self._played]
+        self._played.update(zip(todo, self.executor.map(run_point, todo)))
+        return [self._played[task] for task in tasks]
+
+
+def calibrate(points: list[tuple[str, float]], size: int, seeds: list[int], episodes: Episodes,
               ) -> dict[tuple[str, float], Scale]:
     """The `Scale` of each (workload, load)."""
     columns = ("revenue", "rounds", "seconds_per_request", "prompt_tokens")
-    measured = _means([Point("radix_vcg", w, load, size) for w, load in points], seeds, executor, columns)
+    measured = _means([Point("radix_vcg", w, load, size) for w, load in points], seeds, episodes, columns)
     n = MarketConfig.num_bidders  # every point's
     return {point: Scale(spend=m["revenue"] / n, rounds=int(round(m["rounds"])),
                          seconds_per_request=m["seconds_per_request"], prompt_tokens=m["prompt_tokens"] / n)
             for point, m in zip(points, measured)}
 
 
-def _means(candidates: list[Point], seeds: list[int], executor: Executor,
+def _means(candidates: list[Point], seeds: list[int], episodes: Episodes,
            columns: tuple[str, ...]) -> list[dict[str, float]]:
     """Each candidate's mean of `columns` over its episodes on `seeds`."""
     tasks = [(p, s) for p in candidates for s in seeds]
-    rows = [row for row, _ in executor.map(run_point, tasks)]
+    rows = [row for row, _ in episodes.play(tasks)]
     per = [rows[k * len(seeds):(k + 1) * len(seeds)] for k in range(len(candidates))]
     return [{c: float(np.mean([r[c] for r in mine])) for c in columns} for mine in per]
 
 
-def _score_all(candidates: list[Point], seeds: list[int], executor: Executor) -> list[dict[str, float]]:
+def _score_all(candidates: list[Point], seeds: list[int], episodes: Episodes) -> list[dict[str, float]]:
     """Each candidate's mean welfare, spend share and all-out share over `seeds`."""
-    return _means(candidates, seeds, executor, ("welfare", *PACES))
+    return _means(candidates, seeds, episodes, ("welfare", *PACES))
 
 
 def _paces(score: dict[str, float]) -> bool:
@@ -112,7 +128,7 @@ def _paces(score: dict[str, float]) -> bool:
 
 
 def tune_prices(bases: dict[tuple, Point], scales: dict[tuple[float, ...], float], seeds: list[int],
-                executor: Executor, log=print) -> tuple[dict[tuple, Point], list[dict]]:
+                episodes: Episodes, log=print) -> tuple[dict[tuple, Point], list[dict]]:
     """Each base point (a priced design) with its price of most welfare on `seeds`: PRICE_STEPS x
     its price scale, extended past an edge where the best lies on it. Returns the tuned points and
     the tuning's rows (key, price, welfare)."""
@@ -123,7 +139,7 @@ def tune_prices(bases: dict[tuple, Point], scales: dict[tuple[float, ...], float
         if not todo:
             break
         candidates = [_priced(bases[key], scales[key] * step) for key, step in todo]
-        for (key, step), score in zip(todo, _score_all(candidates, seeds, executor)):
+        for (key, step), score in zip(todo, _score_all(candidates, seeds, episodes)):
             scored[key][step] = score
         for key in bases:
             grid = sorted(scored[key])
@@ -151,13 +167,13 @@ def _priced(point: Point, price: float) -> Point:
     return point.with_kwargs(**{PRICE_KEYS[point.design]: float(f"{price:.4g}")})
 
 
-def tune_gains(bases: dict[tuple, Point], seeds: list[int], executor: Executor, log=print,
+def tune_gains(bases: dict[tuple, Point], seeds: list[int], episodes: Episodes, log=print,
                ) -> tuple[dict[tuple, Point], list[dict]]:
     """Each paced base point with the GAINS of most welfare on `seeds` among those that pace
     (`PACES`; where none does, the gains that spend most)."""
     keys = list(bases)
     candidates = [replace(bases[key], bidders=replace(bases[key].bidders, gains=g)) for key in keys for g in GAINS]
-    scores = _score_all(candidates, seeds, executor)
+    scores = _score_all(candidates, seeds, episodes)
     tuned, rows = {}, []
     for k, key in enumerate(keys):
         mine = scores[k * len(GAINS):(k + 1) * len(GAINS)]
