@@ -8,6 +8,10 @@ independent, seeded tasks to an `Executor`, chosen by two options:
 - `--address auto`, `HOST:PORT` or `ray://HOST:10001`: an existing Ray cluster, every CPU of it
   (`--jobs` is then not used; each task takes one CPU, a training run one per torch thread).
 
+A command that maps in stages (`reproduce`: its capacity runs, then its points, then its figures)
+opens `Executor.session()` around them, so that every stage's tasks go to the same process pool,
+whose workers start once.
+
 Every task is seeded and returns its result, so the rows do not depend on where or in which order
 the tasks ran: the results come back in the order of the tasks whichever executor ran them. On a
 cluster, each node must have the project installed (the same commit), and a task reads its inputs
@@ -26,9 +30,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .errors import TaskFailed, UsageError
 
@@ -49,6 +54,8 @@ class Executor:
 
     jobs: int = 1
     address: str | None = None
+    pool: ProcessPoolExecutor | None = field(default=None, compare=False, repr=False)
+    """The process pool of an open `session`, which every `map` shares (None: each `map` starts its own)."""
 
     def where(self) -> str:
         """Where the tasks run, for a command's output."""
@@ -62,6 +69,18 @@ class Executor:
     def inline(self) -> bool:
         """True when the tasks run one after the other in this process (progress bars can show)."""
         return self.address is None and self.jobs == 1
+
+    @contextmanager
+    def session(self) -> Iterator[Executor]:
+        """This executor with one process pool that every `map` in the block shares, its workers
+        started once and stopped at the end; itself where the tasks run in this process, on Ray or
+        in a session already open."""
+        if self.inline or self.address is not None or self.pool is not None:
+            yield self
+            return
+        # spawn, not fork: the parent may hold torch's threads or a Ray session, which a fork would copy.
+        with ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            yield replace(self, pool=pool)
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple], on_done: Callable[[int, Any], object] = _nothing,
             cpus: int = 1) -> list:
@@ -77,7 +96,8 @@ class Executor:
             for i, task in enumerate(tasks):
                 done(i, fn(*task))
         elif self.address is None:
-            _run_pool(fn, tasks, self.jobs, done)
+            with self.session() as session:
+                _run_pool(fn, tasks, session.pool, done)
         else:
             _run_ray(fn, tasks, self, cpus, done)
         return [results[i] for i in range(len(tasks))]
@@ -96,19 +116,19 @@ def executor_of(args: argparse.Namespace) -> Executor:
     return Executor(args.jobs, args.address)
 
 
-def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, done: Callable[[int, Any], None]) -> None:
-    # spawn, not fork: the parent may hold torch's threads or a Ray session, which a fork would copy.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = {pool.submit(fn, *task): i for i, task in enumerate(tasks)}
-        try:
-            for future in as_completed(list(pending)):
-                done(pending.pop(future), future.result())
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            for future, i in pending.items():
-                if not future.cancelled() and future.exception() is None:
-                    done(i, future.result())
-            raise
+def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], pool: ProcessPoolExecutor,
+              done: Callable[[int, Any], None]) -> None:
+    pending = {pool.submit(fn, *task): i for i, task in enumerate(tasks)}
+    try:
+        for future in as_completed(list(pending)):
+            done(pending.pop(future), future.result())
+    except BaseException:
+        for future in pending:  # those not started; the running ones are awaited below
+            future.cancel()
+        for future, i in pending.items():
+            if not future.cancelled() and future.exception() is None:
+                done(i, future.result())
+        raise
 
 
 def _run_ray(fn: Callable[..., Any], tasks: Sequence[tuple], executor: Executor, cpus: int,
