@@ -10,7 +10,7 @@ independent, seeded tasks to an `Executor`, chosen by two options:
 
 A command that maps in stages (`reproduce`: its capacity runs, then its points, then its figures)
 opens `Executor.session()` around them, so that every stage's tasks go to the same process pool,
-whose workers start once.
+whose workers start once (forked from the command's process where that is safe, its imports kept).
 
 Every task is seeded and returns its result, so the rows do not depend on where or in which order
 the tasks ran: the results come back in the order of the tasks whichever executor ran them. On a
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -71,15 +73,18 @@ class Executor:
         return self.address is None and self.jobs == 1
 
     @contextmanager
-    def session(self) -> Iterator[Executor]:
+    def session(self, fork: bool = False) -> Iterator[Executor]:
         """This executor with one process pool that every `map` in the block shares, its workers
         started once and stopped at the end; itself where the tasks run in this process, on Ray or
-        in a session already open."""
+        in a session already open. `fork`: fork the workers now from this process, its imports
+        kept, where that is safe (`_forks`); else, and by default, they start afresh (spawn)."""
         if self.inline or self.address is not None or self.pool is not None:
             yield self
             return
-        # spawn, not fork: the parent may hold torch's threads or a Ray session, which a fork would copy.
-        with ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        method = "fork" if fork and _forks() else "spawn"
+        with ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context(method)) as pool:
+            if method == "fork":
+                pool.submit(int).result()  # forks every worker now, before a thread can start here
             yield replace(self, pool=pool)
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple], on_done: Callable[[int, Any], object] = _nothing,
@@ -114,6 +119,14 @@ def add_address_argument(parser: argparse.ArgumentParser) -> None:
 def executor_of(args: argparse.Namespace) -> Executor:
     """The executor of parsed `--jobs` and `--address`."""
     return Executor(args.jobs, args.address)
+
+
+def _forks() -> bool:
+    """Whether a pool may fork its workers from this process: on Linux (elsewhere a fork may copy
+    system frameworks' state), while no other thread runs here (a fork copies none: one holding a
+    lock, a progress bar's or a Ray session's, would leave it held in the workers). A process that
+    holds torch's threads, which the threading module does not see, must not ask."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
 def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], pool: ProcessPoolExecutor,

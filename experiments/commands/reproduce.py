@@ -279,7 +279,8 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "t
               if trace is not None or workload not in sweep.traced() for seed in range(seeds)]
     loads = {w: sweep.grids[w].loads for w, _, _ in groups}
     total = sum(len(loads[w]) * len(names) + 1 for w, _, _ in groups)
-    with tqdm(total=total, desc="reproduce", disable=not progress) as bar, executor.session() as session:
+    # The workers start before the progress bar's thread: they may fork (`Executor.session`).
+    with executor.session(fork=True) as session, tqdm(total=total, desc="reproduce", disable=not progress) as bar:
         inline = session.inline
         tick = (bar.update,) if inline else ()  # inline, the bar moves after every replay; else after every task
 
@@ -358,7 +359,9 @@ def run(args: argparse.Namespace) -> None:
     trace = pick_trace(args.trace, sweep)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "reproduce.csv"
-    with executor.session() as session:  # the sweep's stages and the figures share the workers
+    # The sweep's stages and the figures share the workers, forked from this process, which runs
+    # no other thread and imported what they run (`Executor.session`).
+    with executor.session(fork=True) as session:
         with csv_rows(path) as append:
             rows = run_sweep(sweep, seeds, trace, args.cost_model, executor=session, on_task=append,
                              every=args.every_mechanism)
