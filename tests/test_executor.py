@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -51,6 +53,46 @@ def test_results_come_in_task_order_and_each_is_reported_once(jobs):
 def test_a_tasks_error_is_raised_as_the_task_raised_it(jobs):
     with pytest.raises(ValueError, match="^task 3 cannot run$"):
         Executor(jobs).map(_fails_on_three, [(x,) for x in range(5)])
+
+
+_MARKED: list[int] = []
+"""Appended to in the test's process after this module was imported: a forked worker sees it, a
+spawned one (which imports the module afresh) does not."""
+
+
+def _pid_and_marks(_: int) -> tuple[int, int]:
+    time.sleep(0.05)  # long enough that both workers take a task
+    return os.getpid(), len(_MARKED)
+
+
+@pytest.mark.parametrize("fork", [False, True])
+def test_a_sessions_maps_share_its_workers_which_fork_only_when_asked(fork, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "_MARKED", [1])
+    with Executor(2).session(fork=fork) as session:
+        first, second = (session.map(_pid_and_marks, [(k,) for k in range(4)]) for _ in range(2))
+    pids = {pid for pid, _ in first}
+    assert len(pids) == 2 and {pid for pid, _ in second} == pids and os.getpid() not in pids
+    assert {marks for _, marks in first + second} == {1 if fork else 0}
+
+
+def test_a_session_spawns_its_workers_while_another_thread_runs():
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        _MARKED.append(1)
+        with Executor(2).session(fork=True) as session:
+            assert {marks for _, marks in session.map(_pid_and_marks, [(0,), (1,)])} == {0}
+    finally:
+        _MARKED.clear()
+        stop.set()
+        other.join()
+
+
+def test_a_session_in_this_process_or_on_ray_is_the_executor_itself():
+    for executor in (Executor(1), Executor(2, "local")):
+        with executor.session(fork=True) as session:
+            assert session is executor
 
 
 def test_where_says_how_the_tasks_run():

@@ -24,11 +24,16 @@ that fits a KV capacity of the sweep); it also says how many requests the engine
 want of KV capacity.
 
 Outputs, under `--out`: reproduce.csv gets its header at the start and the rows of each (workload,
-KV capacity, seed) task as that task finishes (in completion order, also with `--jobs` > 1 and on
-Ray with `--address`, `experiments.executor`), so an interrupted or failed sweep keeps every task it
+KV capacity, seed) as its last load finishes (in completion order, also with `--jobs` > 1 and on
+Ray with `--address`, `experiments.executor`), so an interrupted or failed sweep keeps every one it
 finished; a complete run then rewrites it in the sweep's order (workload, KV capacity, seed, load, policy). reproduce.md and the figures are written
-at the end (`reproduce_report.py`), followed by the run's wall time. A workload on which no request
-finishes (every one rejected for KV capacity) stops the sweep with an error instead of NaN rows.
+at the end (`reproduce_report.py`; the figures drawn by the workers), followed by the run's wall
+time. A workload on which no request finishes (every one rejected for KV capacity) fails the sweep
+with an error instead of NaN rows, once the rest of the sweep has run.
+
+Tasks (`run_sweep`): each (workload, KV capacity, seed)'s capacity run, then each of its loads, in
+one pool of `--jobs` processes forked once (`Executor.session`), so that the workers share the
+loads of the longest workload and start without importing the simulator again.
 
 Definitions (per workload, KV capacity and seed):
 - load: arrival rate / capacity, where capacity is the throughput (requests/s) LPM sustains on the
