@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from experiments import executor as executor_module
 from experiments.cli import main
 from experiments.commands import incentives, reproduce, reproduce_trace
 from experiments.commands.reproduce import Sweep, policies, run_sweep
@@ -68,6 +69,8 @@ def _pid_and_marks(_: int) -> tuple[int, int]:
 @pytest.mark.parametrize("fork", [False, True])
 def test_a_sessions_maps_share_its_workers_which_fork_only_when_asked(fork, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "_MARKED", [1])
+    # Safe to fork, as in a command's process; an earlier test may have left a thread (a progress bar's) here.
+    monkeypatch.setattr(executor_module, "_forks", lambda: True)
     with Executor(2).session(fork=fork) as session:
         first, second = (session.map(_pid_and_marks, [(k,) for k in range(4)]) for _ in range(2))
     pids = {pid for pid, _ in first}
