@@ -8,6 +8,10 @@ independent, seeded tasks to an `Executor`, chosen by two options:
 - `--address auto`, `HOST:PORT` or `ray://HOST:10001`: an existing Ray cluster, every CPU of it
   (`--jobs` is then not used; each task takes one CPU, a training run one per torch thread).
 
+A command that maps in stages (`reproduce`: its capacity runs, then its points, then its figures)
+opens `Executor.session()` around them, so that every stage's tasks go to the same process pool,
+whose workers start once (forked from the command's process where that is safe, its imports kept).
+
 Every task is seeded and returns its result, so the rows do not depend on where or in which order
 the tasks ran: the results come back in the order of the tasks whichever executor ran them. On a
 cluster, each node must have the project installed (the same commit), and a task reads its inputs
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -51,7 +57,7 @@ class Executor:
     jobs: int = 1
     address: str | None = None
     pool: ProcessPoolExecutor | None = field(default=None, compare=False, repr=False)
-    """The process pool every `map` runs on (`pooled`); None: a pool for each `map`."""
+    """The process pool of an open `session`, which every `map` shares (None: each `map` starts its own)."""
 
     def where(self) -> str:
         """Where the tasks run, for a command's output."""
@@ -61,21 +67,25 @@ class Executor:
             return f"a local Ray with {self.jobs} CPUs"
         return f"the Ray cluster at {self.address}"
 
-    @contextmanager
-    def pooled(self) -> Iterator[Executor]:
-        """This executor with one process pool for every `map` in the block: a command of several
-        dependent sweeps starts its workers (and fills their caches) once, not once a sweep. Itself
-        where the tasks run in this process or on Ray."""
-        if self.address is not None or self.jobs == 1:
-            yield self
-            return
-        with _process_pool(self.jobs) as pool:
-            yield replace(self, pool=pool)
-
     @property
     def inline(self) -> bool:
         """True when the tasks run one after the other in this process (progress bars can show)."""
         return self.address is None and self.jobs == 1
+
+    @contextmanager
+    def session(self, fork: bool = False) -> Iterator[Executor]:
+        """This executor with one process pool that every `map` in the block shares, its workers
+        started once and stopped at the end; itself where the tasks run in this process, on Ray or
+        in a session already open. `fork`: fork the workers now from this process, its imports
+        kept, where that is safe (`_forks`); else, and by default, they start afresh (spawn)."""
+        if self.inline or self.address is not None or self.pool is not None:
+            yield self
+            return
+        method = "fork" if fork and _forks() else "spawn"
+        with ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context(method)) as pool:
+            if method == "fork":
+                pool.submit(int).result()  # forks every worker now, before a thread can start here
+            yield replace(self, pool=pool)
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple], on_done: Callable[[int, Any], object] = _nothing,
             cpus: int = 1) -> list:
@@ -90,11 +100,9 @@ class Executor:
         if self.inline:
             for i, task in enumerate(tasks):
                 done(i, fn(*task))
-        elif self.address is None and self.pool is not None:
-            _run_pool(fn, tasks, self.pool, done)
         elif self.address is None:
-            with _process_pool(self.jobs) as pool:
-                _run_pool(fn, tasks, pool, done)
+            with self.session() as session:
+                _run_pool(fn, tasks, session.pool, done)
         else:
             _run_ray(fn, tasks, self, cpus, done)
         return [results[i] for i in range(len(tasks))]
@@ -113,9 +121,12 @@ def executor_of(args: argparse.Namespace) -> Executor:
     return Executor(args.jobs, args.address)
 
 
-def _process_pool(jobs: int) -> ProcessPoolExecutor:
-    # spawn, not fork: the parent may hold torch's threads or a Ray session, which a fork would copy.
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+def _forks() -> bool:
+    """Whether a pool may fork its workers from this process: on Linux (elsewhere a fork may copy
+    system frameworks' state), while no other thread runs here (a fork copies none: one holding a
+    lock, a progress bar's or a Ray session's, would leave it held in the workers). A process that
+    holds torch's threads, which the threading module does not see, must not ask."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
 def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], pool: ProcessPoolExecutor,
@@ -125,7 +136,8 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], pool: ProcessPoolE
         for future in as_completed(list(pending)):
             done(pending.pop(future), future.result())
     except BaseException:
-        pool.shutdown(cancel_futures=True)
+        for future in pending:  # those not started; the running ones are awaited below
+            future.cancel()
         for future, i in pending.items():
             if not future.cancelled() and future.exception() is None:
                 done(i, future.result())

@@ -148,7 +148,7 @@ def _no_sweep(*args, **kwargs):
     ([line(0, 250_000), line(1, 200_001)], "every request's prompt + output exceeds the sweep's 200000 KV tokens"),
 ])
 def test_reproduce_checks_the_trace_before_the_sweep(lines, message, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(reproduce, "run_task", _no_sweep)
+    monkeypatch.setattr(reproduce, "run_sweep", _no_sweep)
     trace = write_trace(tmp_path, lines)
     error = fails(["reproduce", "--quick", "--jobs", "1", "--trace", str(trace), "--out", str(tmp_path)], capsys)
     assert str(trace) in error and message in error

@@ -7,11 +7,13 @@ import argparse
 import csv
 import os
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
 
+from experiments import executor as executor_module
 from experiments.cli import main
 from experiments.commands import incentives, reproduce, reproduce_trace
 from experiments.commands.reproduce import Sweep, policies, run_sweep
@@ -54,24 +56,52 @@ def test_a_tasks_error_is_raised_as_the_task_raised_it(jobs):
         Executor(jobs).map(_fails_on_three, [(x,) for x in range(5)])
 
 
-def _worker(x: int) -> int:
-    time.sleep(0.05)  # long enough that both workers take tasks
-    return os.getpid()
-
-
-def test_a_pooled_executor_runs_every_map_on_the_same_workers():
-    with Executor(2).pooled() as pooled:
-        first = set(pooled.map(_worker, [(x,) for x in range(6)]))
-        assert set(pooled.map(_worker, [(x,) for x in range(6)])) <= first and os.getpid() not in first
-        assert pooled == Executor(2) and pooled.pool is not None
-    with Executor(1).pooled() as inline:
-        assert inline.pool is None and set(inline.map(_worker, [(0,)])) == {os.getpid()}
-
-
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_a_tasks_error_is_raised_as_the_task_raised_it_in_a_pooled_block(jobs):
-    with Executor(jobs).pooled() as pooled, pytest.raises(ValueError, match="^task 3 cannot run$"):
-        pooled.map(_fails_on_three, [(x,) for x in range(5)])
+def test_a_tasks_error_is_raised_as_the_task_raised_it_in_a_session(jobs):
+    with Executor(jobs).session() as session, pytest.raises(ValueError, match="^task 3 cannot run$"):
+        session.map(_fails_on_three, [(x,) for x in range(5)])
+
+
+_MARKED: list[int] = []
+"""Appended to in the test's process after this module was imported: a forked worker sees it, a
+spawned one (which imports the module afresh) does not."""
+
+
+def _pid_and_marks(_: int) -> tuple[int, int]:
+    time.sleep(0.05)  # long enough that both workers take a task
+    return os.getpid(), len(_MARKED)
+
+
+@pytest.mark.parametrize("fork", [False, True])
+def test_a_sessions_maps_share_its_workers_which_fork_only_when_asked(fork, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "_MARKED", [1])
+    # Safe to fork, as in a command's process; an earlier test may have left a thread (a progress bar's) here.
+    monkeypatch.setattr(executor_module, "_forks", lambda: True)
+    with Executor(2).session(fork=fork) as session:
+        first, second = (session.map(_pid_and_marks, [(k,) for k in range(4)]) for _ in range(2))
+    pids = {pid for pid, _ in first}
+    assert len(pids) == 2 and {pid for pid, _ in second} == pids and os.getpid() not in pids
+    assert {marks for _, marks in first + second} == {1 if fork else 0}
+
+
+def test_a_session_spawns_its_workers_while_another_thread_runs():
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        _MARKED.append(1)
+        with Executor(2).session(fork=True) as session:
+            assert {marks for _, marks in session.map(_pid_and_marks, [(0,), (1,)])} == {0}
+    finally:
+        _MARKED.clear()
+        stop.set()
+        other.join()
+
+
+def test_a_session_in_this_process_or_on_ray_is_the_executor_itself():
+    for executor in (Executor(1), Executor(2, "local")):
+        with executor.session(fork=True) as session:
+            assert session is executor
 
 
 def test_where_says_how_the_tasks_run():

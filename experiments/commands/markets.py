@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> None:
         if unknown := sorted(set(given) - set(valid)):
             raise ValueError(f"--{key}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
     t0 = time.perf_counter()
-    with Executor(args.jobs).pooled() as executor:  # one pool for the calibration, tunings and evaluation
+    with Executor(args.jobs).session() as executor:  # one pool for the calibration, tunings and evaluation
         rows, tuning, paths = sweep(grid, designs, executor)
     wall = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)

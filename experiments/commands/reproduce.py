@@ -24,11 +24,16 @@ that fits a KV capacity of the sweep); it also says how many requests the engine
 want of KV capacity.
 
 Outputs, under `--out`: reproduce.csv gets its header at the start and the rows of each (workload,
-KV capacity, seed) task as that task finishes (in completion order, also with `--jobs` > 1 and on
-Ray with `--address`, `experiments.executor`), so an interrupted or failed sweep keeps every task it
+KV capacity, seed) as its last load finishes (in completion order, also with `--jobs` > 1 and on
+Ray with `--address`, `experiments.executor`), so an interrupted or failed sweep keeps every one it
 finished; a complete run then rewrites it in the sweep's order (workload, KV capacity, seed, load, policy). reproduce.md and the figures are written
-at the end (`reproduce_report.py`), followed by the run's wall time. A workload on which no request
-finishes (every one rejected for KV capacity) stops the sweep with an error instead of NaN rows.
+at the end (`reproduce_report.py`; the figures drawn by the workers), followed by the run's wall
+time. A workload on which no request finishes (every one rejected for KV capacity) fails the sweep
+with an error instead of NaN rows, once the rest of the sweep has run.
+
+Tasks (`run_sweep`): each (workload, KV capacity, seed)'s capacity run, then each of its loads, in
+one pool of `--jobs` processes forked once (`Executor.session`), so that the workers share the
+loads of the longest workload and start without importing the simulator again.
 
 Definitions (per workload, KV capacity and seed):
 - load: arrival rate / capacity, where capacity is the throughput (requests/s) LPM sustains on the
@@ -105,7 +110,7 @@ def policies(cost_model: str, every: bool = False) -> tuple[str, ...]:
 CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
-QUICK_WALL_TIME = "about 6 s on 2 idle cores (about 16 s on the Python core)"
+QUICK_WALL_TIME = "about 4 s on 2 idle cores (about 13 s on the Python core)"
 """`--quick`'s wall time on the compiled core, quoted by --help (2 jobs)."""
 
 
@@ -213,7 +218,8 @@ def _nothing(*_: object) -> None:
 def run_point(workload: str, kv: int, load: float, setting: float, seed: int, sweep: Sweep,
               trace: Path | None, cost_model: str, names: tuple[str, ...],
               tick: Callable[[], object] = _nothing) -> list[dict]:
-    """Every row of the policies `names` at one (workload, KV capacity, load, seed)."""
+    """Every row of the policies `names` at one (workload, KV capacity, load, seed), but its
+    sustainable throughput (`sustained`); `tick()` after each run."""
     snapshots: list = []
     rows = []
     for policy in names:
@@ -232,22 +238,27 @@ def run_point(workload: str, kv: int, load: float, setting: float, seed: int, sw
     return rows
 
 
-def run_task(workload: str, kv: int, seed: int, sweep: Sweep, trace: Path | None, cost_model: str,
-             names: tuple[str, ...], tick: Callable[[], object] = _nothing) -> list[dict]:
-    """Every row of one (workload, KV capacity, seed): its capacity run, then every load and policy;
-    `tick()` after each run."""
-    loads = sweep.grids[workload].loads
-    cap = capacity(workload, kv, sweep, trace, seed)
+def settings(workload: str, kv: int, seed: int, sweep: Sweep, trace: Path | None,
+             tick: Callable[[], object] = _nothing) -> list[float] | UsageError:
+    """The arrival intensity (`WorkloadEntry.intensity`) of each load of one (workload, KV capacity,
+    seed), from its capacity run; `tick()` after it. Its UsageError (`capacity`) returned, not
+    raised: the sweep runs every other task before it reports it."""
+    try:
+        cap = capacity(workload, kv, sweep, trace, seed)
+    except UsageError as e:
+        return e
     tick()
     # A time scale multiplies the arrival times: the one that gives `rate` is the natural rate / rate.
     scaled = get_workload(workload).intensity == "time_scale"
     natural = natural_rate(workload, trace, sweep) if scaled else None
-    rows = []
-    for load in loads:
-        rate = load * cap
-        setting = natural / rate if scaled else rate
-        rows += run_point(workload, kv, load, setting, seed, sweep, trace, cost_model, names, tick)
-    saturated = {r["policy"]: r["throughput"] for r in rows if r["load"] == max(loads)}
+    return [natural / (load * cap) if scaled else load * cap for load in sweep.grids[workload].loads]
+
+
+def sustained(rows: list[dict]) -> list[dict]:
+    """`rows`, every point of one (workload, KV capacity, seed), each given its policy's throughput
+    at the highest load: its sustainable throughput."""
+    top = max(r["load"] for r in rows)
+    saturated = {r["policy"]: r["throughput"] for r in rows if r["load"] == top}
     for row in rows:
         row["sustainable_throughput"] = saturated[row["policy"]]
     return rows
@@ -259,28 +270,47 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "t
     """Every (workload, KV capacity, load, seed, policy) row, for the paper's policies or, `every`,
     every registered one; see the module docstring.
 
-    `on_task(rows)` gets each (workload, KV capacity, seed) task's rows as soon as it finishes. The
-    tasks run where `executor` says (`experiments.executor`); every task is deterministic, so the
-    rows are the same wherever they ran.
+    The work runs where `executor` says (`experiments.executor`), in two stages of tasks: each
+    (workload, KV capacity, seed)'s capacity run, then each of its loads (`run_point`), so that the
+    workers share the loads of the longest one. `on_task(rows)` gets each (workload, KV capacity,
+    seed)'s rows as soon as its last load finishes. Every task is deterministic, so the rows are the
+    same wherever they ran. A (workload, KV capacity, seed) where nothing can run is reported (its
+    UsageError raised) once every other one has run.
     """
     from tqdm import tqdm
 
-    plans = [(workload, kv) for workload, grid in sweep.grids.items() for kv in grid.kv_capacities
-             if trace is not None or workload not in sweep.traced()]
     names = policies(cost_model, every)
-    tasks = [(workload, kv, seed, sweep, trace, cost_model, names) for workload, kv in plans for seed in range(seeds)]
-    size = {w: len(sweep.grids[w].loads) * len(names) + 1 for w, _ in plans}
+    groups = [(workload, kv, seed) for workload, grid in sweep.grids.items() for kv in grid.kv_capacities
+              if trace is not None or workload not in sweep.traced() for seed in range(seeds)]
+    loads = {w: sweep.grids[w].loads for w, _, _ in groups}
+    total = sum(len(loads[w]) * len(names) + 1 for w, _, _ in groups)
+    # The workers start before the progress bar's thread: they may fork (`Executor.session`).
+    with executor.session(fork=True) as session, tqdm(total=total, desc="reproduce", disable=not progress) as bar:
+        inline = session.inline
+        tick = (bar.update,) if inline else ()  # inline, the bar moves after every replay; else after every task
 
-    with tqdm(total=sum(size[task[0]] for task in tasks), desc="reproduce", disable=not progress) as bar:
-        if executor.inline:  # the bar moves after every replay, not every task
-            tasks = [(*task, bar.update) for task in tasks]
+        def ran(count: int) -> Callable[[int, object], None]:
+            return _nothing if inline else lambda i, _: bar.update(count)
+
+        intensities = session.map(settings, [(*group, sweep, trace, *tick) for group in groups], ran(1))
+        runnable = [(g, s) for g, s in zip(groups, intensities) if not isinstance(s, UsageError)]
+        points = [(w, kv, load, setting, seed, sweep, trace, cost_model, names, *tick)
+                  for (w, kv, seed), s in runnable for load, setting in zip(loads[w], s)]
+        finished: dict[tuple, dict[int, list[dict]]] = {g: {} for g, _ in runnable}
+        counted = ran(len(names))
 
         def finish(i: int, rows: list[dict]) -> None:
-            if not executor.inline:
-                bar.update(size[tasks[i][0]])
-            on_task(rows)
+            counted(i, rows)
+            w, kv, _, _, seed, *_ = points[i]
+            group = finished[(w, kv, seed)]
+            group[i] = rows
+            if len(group) == len(loads[w]):
+                on_task(sustained([row for k in sorted(group) for row in group[k]]))
 
-        return [row for rows in executor.map(run_task, tasks, finish) for row in rows]
+        by_point = session.map(run_point, points, finish)
+    if failed := [s for s in intensities if isinstance(s, UsageError)]:
+        raise failed[0]
+    return [row for rows in by_point for row in rows]
 
 
 @contextmanager
@@ -334,11 +364,14 @@ def run(args: argparse.Namespace) -> None:
     trace = pick_trace(args.trace, sweep)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "reproduce.csv"
-    with csv_rows(path) as append:
-        rows = run_sweep(sweep, seeds, trace, args.cost_model, executor=executor, on_task=append,
-                         every=args.every_mechanism)
-    write_csv(rows, path)  # the sweep's order, not the order tasks finished in
-    print(write_report(rows, args.out, args.cost_model, made_by(args)))
+    # The sweep's stages and the figures share the workers, forked from this process, which runs
+    # no other thread and imported what they run (`Executor.session`).
+    with executor.session(fork=True) as session:
+        with csv_rows(path) as append:
+            rows = run_sweep(sweep, seeds, trace, args.cost_model, executor=session, on_task=append,
+                             every=args.every_mechanism)
+        write_csv(rows, path)  # the sweep's order, not the order tasks finished in
+        print(write_report(rows, args.out, args.cost_model, made_by(args), session))
     print(f"reproduce: {len(rows)} rows in {time.perf_counter() - started:.0f} s wall time ({executor.where()})")
 
 

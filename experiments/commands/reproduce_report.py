@@ -10,6 +10,7 @@ from pathlib import Path
 from agents.stats import mean_ci
 from auction_gym.registry import mechanism_names
 
+from ..executor import Executor
 from ..provenance import figure_links
 from .reproduce_sweep import AUCTION
 
@@ -101,54 +102,68 @@ def policies_in(rows: list[dict]) -> tuple[str, ...]:
 
 
 PANELS_PER_ROW = 4
+FIGURES = (
+    ("latency_vs_load.png", "mean_latency", "mean latency (s)", False),
+    ("hit_rate_vs_load.png", "hit_rate", "token hit rate", False),
+    ("welfare_capture_vs_load.png", "welfare_capture", "welfare capture", True),
+)
+"""The figures: file name, the column drawn against load, its axis label, and whether only the
+radix auction's line is drawn (the column is NaN for the others)."""
 
 
-def figures(rows: list[dict], out: Path) -> list[Path]:
-    """Latency vs load, hit rate vs load (per policy), welfare capture vs load; one panel per
-    workload and KV capacity."""
+def figure_png(rows: list[dict], key: str, ylabel: str, auction_only: bool) -> bytes:
+    """The PNG of `key` vs load, one panel per workload and KV capacity, a line per policy (the
+    radix auction's alone, `auction_only`). Returned, not written, so that it can be drawn in a
+    worker of any node and written here."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     panels = sorted({(r["workload"], r["kv_capacity"]) for r in rows})
-    names = policies_in(rows)
-    paths = []
-    for name, key, ylabel, policies in (
-        ("latency_vs_load.png", "mean_latency", "mean latency (s)", names),
-        ("hit_rate_vs_load.png", "hit_rate", "token hit rate", names),
-        ("welfare_capture_vs_load.png", "welfare_capture", "welfare capture", (AUCTION,)),
-    ):
-        cols = min(len(panels), PANELS_PER_ROW)
-        rows_ = math.ceil(len(panels) / cols)
-        fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, 3.4 * rows_), squeeze=False)
-        for ax in axes.flat[len(panels):]:
-            ax.set_visible(False)
-        for ax, (workload, kv) in zip(axes.flat, panels):
-            for policy in policies:
-                loads = sorted({r["load"] for r in rows if r["workload"] == workload})
-                vals = [mean_ci([r[key] for r in rows if r["workload"] == workload and r["kv_capacity"] == kv
-                                 and r["policy"] == policy and r["load"] == load]) for load in loads]
-                ax.errorbar(loads, [v[0] for v in vals], yerr=[v[1] for v in vals], marker="o", label=policy, capsize=3)
-            ax.set_title(f"{workload}, {kv} KV tokens")
-            ax.set_xlabel("load (arrival rate / capacity)")
-            ax.set_ylabel(ylabel)
-            if key == "mean_latency":
-                ax.set_yscale("log")
-        axes[0][0].legend(fontsize=8)
-        fig.tight_layout()
-        path = out / name
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+    policies = (AUCTION,) if auction_only else policies_in(rows)
+    cols = min(len(panels), PANELS_PER_ROW)
+    rows_ = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, 3.4 * rows_), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (workload, kv) in zip(axes.flat, panels):
+        for policy in policies:
+            loads = sorted({r["load"] for r in rows if r["workload"] == workload})
+            vals = [mean_ci([r[key] for r in rows if r["workload"] == workload and r["kv_capacity"] == kv
+                             and r["policy"] == policy and r["load"] == load]) for load in loads]
+            ax.errorbar(loads, [v[0] for v in vals], yerr=[v[1] for v in vals], marker="o", label=policy, capsize=3)
+        ax.set_title(f"{workload}, {kv} KV tokens")
+        ax.set_xlabel("load (arrival rate / capacity)")
+        ax.set_ylabel(ylabel)
+        if key == "mean_latency":
+            ax.set_yscale("log")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
+    plt.close(fig)
+    return png.getvalue()
+
+
+def figures(rows: list[dict], out: Path, executor: Executor = Executor()) -> list[Path]:
+    """Write FIGURES under `out`, each drawn where `executor` runs tasks (`figure_png`)."""
+    pngs = executor.map(figure_png, [(rows, *spec) for _, *spec in FIGURES])
+    paths = [out / name for name, *_ in FIGURES]
+    for path, png in zip(paths, pngs):
+        path.write_bytes(png)
     return paths
 
 
-def write_report(rows: list[dict], out: Path, cost_model: str = "tokens", made_by: str = "") -> str:
-    """Write reproduce.md and the figures under `out`; return the text printed at the end. `made_by`
-    (`experiments.provenance.made_by`: the command, machine and date) opens the page."""
+def write_report(rows: list[dict], out: Path, cost_model: str = "tokens", made_by: str = "",
+                 executor: Executor = Executor()) -> str:
+    """Write reproduce.md and the figures (drawn where `executor` runs tasks) under `out`; return the
+    text printed at the end. `made_by` (`experiments.provenance.made_by`: the command, machine and
+    date) opens the page."""
     seeds = len({r["seed"] for r in rows})
-    paths = figures(rows, out)
+    paths = figures(rows, out, executor)
     text = ("# Reproduce: strict priority versus the radix-tree auction\n\n"
             + (f"{made_by}\n" if made_by else "") +
             f"Mean ± 95% confidence interval over {seeds} seed(s). Ratios are per seed, then averaged. "
