@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "arrival_order.hpp"
 #include "py_calls.hpp"
 #include "waiting_prefixes.hpp"
 
@@ -99,7 +100,8 @@ nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handl
     std::unordered_set<int64_t> gone;
     for (nb::handle r : left_objs) gone.insert(id_of(r));
     // sorted: splits and ties deterministic (an empty one has nothing to sort)
-    nb::object fresh = size_of(joined_objs) ? sorted_by_arrival(joined_objs) : nb::list();
+    std::vector<int64_t> fresh_ids;
+    nb::list fresh = size_of(joined_objs) ? by_arrival(joined_objs, fresh_ids) : nb::list();
     std::vector<int64_t> stale;
     if (known) {
         for (int64_t rid : affected(from))
@@ -128,8 +130,9 @@ nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handl
         rematched.append(requests[nb::int_(rid)]);
         added.append(rid);
     }
-    for (nb::handle r : fresh) {
-        int64_t rid = id_of(r);
+    for (std::size_t i = 0; i < fresh.size(); ++i) {
+        nb::handle r = fresh[i];
+        int64_t rid = fresh_ids.empty() ? id_of(r) : fresh_ids[i];
         if (held.count(rid)) {
             // A second object under an id that still waits (a caller's error, which the engine and
             // the auctions' checks reject): ignored until the first one leaves.

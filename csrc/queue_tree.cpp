@@ -15,24 +15,13 @@
 
 namespace nb = nanobind;
 
+using auction_core::Prompt;
 using auction_core::ScratchTree;
 
-namespace {
-
-// A prompt's tokens: a view of a contiguous array, or a copy of a strided one.
-struct Prompt {
-    const int64_t* ptr = nullptr;
-    size_t n = 0;
-    std::vector<int64_t> copy;
-};
-
-// The tokens of `o` when it is a non-empty 1-d numpy array of native int64 (what
-// validate_requests returns); false for anything else, which the Python builder takes. The
-// array's buffer is released at once: the caller's sequence holds the array, and no Python code
-// runs while the tree is built.
-bool read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out) {
+bool auction_core::read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out) {
     return auction_core::with_native_tokens(ndarray_type, o, [&out](const Py_buffer& view) {
         out.n = size_t(view.shape[0]);
+        out.readonly = view.readonly != 0;
         if (view.strides[0] == Py_ssize_t(sizeof(int64_t))) {
             out.ptr = static_cast<const int64_t*>(view.buf);
         } else {  // tobytes() reads a strided array in order, as this copy does
@@ -47,7 +36,7 @@ bool read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out) {
 
 // The first token at or after `from` where two prompts differ (or the shorter one's end): whole
 // blocks are compared by memcmp, which runs vectorised, as prompts share long prefixes.
-size_t mismatch(const Prompt& a, const Prompt& b, size_t from) {
+size_t auction_core::mismatch(const Prompt& a, const Prompt& b, size_t from) {
     constexpr size_t block = 64;
     const size_t m = std::min(a.n, b.n);
     size_t i = from;
@@ -59,7 +48,7 @@ size_t mismatch(const Prompt& a, const Prompt& b, size_t from) {
 // Whether `a` comes no later than `b` in Python's bytes order of their buffers (memcmp over the
 // shorter, then the shorter first), given that they agree on their first `from` tokens; and
 // their common prefix. The first token that differs decides by its bytes in memory order.
-std::pair<bool, size_t> bytes_order(const Prompt& a, const Prompt& b, size_t from) {
+std::pair<bool, size_t> auction_core::bytes_order(const Prompt& a, const Prompt& b, size_t from) {
     const size_t i = mismatch(a, b, from);
     if (i == std::min(a.n, b.n)) return {a.n <= b.n, i};
     return {std::memcmp(a.ptr + i, b.ptr + i, sizeof(int64_t)) < 0, i};
@@ -70,8 +59,8 @@ std::pair<bool, size_t> bytes_order(const Prompt& a, const Prompt& b, size_t fro
 // prefix both share with the last one placed (Ng and Kakehi's merge by longest common prefixes):
 // sorted prompts sharing most of their tokens are compared about once each, not at every level.
 // A stable sort has one result, so it is sorted()'s; `tmp_*` are scratch of the same size.
-void lcp_sort(const std::vector<Prompt>& p, size_t* idx, size_t* lcp, size_t lo, size_t hi, size_t* tmp_idx,
-              size_t* tmp_lcp) {
+void auction_core::lcp_sort(const std::vector<Prompt>& p, size_t* idx, size_t* lcp, size_t lo, size_t hi,
+                            size_t* tmp_idx, size_t* tmp_lcp) {
     if (hi - lo < 2) {
         lcp[lo] = 0;
         return;
@@ -101,6 +90,8 @@ void lcp_sort(const std::vector<Prompt>& p, size_t* idx, size_t* lcp, size_t lo,
     std::copy(tmp_idx + lo, tmp_idx + hi, idx + lo);
     std::copy(tmp_lcp + lo, tmp_lcp + hi, lcp + lo);
 }
+
+namespace {
 
 // queue_tree._Open: a node on the rightmost root path whose subtree is not complete.
 struct Open {
@@ -155,13 +146,19 @@ struct Closed {
     }
 };
 
-// build_queue_tree's walk, over the prompts' sorted order and common prefixes; `cached` empty:
-// no edge work.
-ScratchTree build(const std::vector<Prompt>& prompts, const std::vector<int64_t>& cached) {
+// build_queue_tree's walk, over the prompts' sorted order and common prefixes (`memo`'s, where
+// given, for the arrays `items`); `cached` empty: no edge work.
+ScratchTree build(const std::vector<Prompt>& prompts, const std::vector<int64_t>& cached,
+                  auction_core::PromptMemo* memo, PyObject* const* items) {
     const size_t n = prompts.size();
-    std::vector<size_t> ranked(n), lcp(n), tmp_idx(n), tmp_lcp(n);
-    std::iota(ranked.begin(), ranked.end(), size_t(0));
-    lcp_sort(prompts, ranked.data(), lcp.data(), 0, n, tmp_idx.data(), tmp_lcp.data());
+    std::vector<size_t> ranked(n), lcp(n);
+    if (memo != nullptr) {
+        memo->sort(items, prompts, ranked, lcp);
+    } else {
+        std::vector<size_t> tmp_idx(n), tmp_lcp(n);
+        std::iota(ranked.begin(), ranked.end(), size_t(0));
+        auction_core::lcp_sort(prompts, ranked.data(), lcp.data(), 0, n, tmp_idx.data(), tmp_lcp.data());
+    }
     // shared[k]: common prefix of the k-th prompt with the one before (0 for the first, -1 after the last)
     std::vector<int64_t> shared(lcp.begin(), lcp.end());
     shared.push_back(-1);
@@ -218,10 +215,11 @@ bool read_lens(nb::handle lens, size_t n, std::vector<int64_t>& out) {
     return true;
 }
 
-// build_queue_tree(tokens, prefix_lens) for two requests or more; None for inputs it does not
-// take as they are (a prompt not a non-empty native int64 numpy array, a cached length not an int
-// in [0, 2^63), a length count unlike the prompts'), which the Python builder handles.
-nb::object build_queue_tree(nb::handle tokens, nb::handle prefix_lens) {
+// build_queue_tree(tokens, prefix_lens) for two requests or more, the order kept in `memo` where
+// given; None for inputs it does not take as they are (a prompt not a non-empty native int64
+// numpy array, a cached length not an int in [0, 2^63), a length count unlike the prompts'),
+// which the Python builder handles.
+nb::object build_queue_tree(nb::handle tokens, nb::handle prefix_lens, auction_core::PromptMemo* memo) {
     // numpy.ndarray, held for the interpreter's life
     static PyTypeObject* const ndarray_type =
         (PyTypeObject*)nb::object(nb::module_::import_("numpy").attr("ndarray")).release().ptr();
@@ -235,10 +233,10 @@ nb::object build_queue_tree(nb::handle tokens, nb::handle prefix_lens) {
     PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
     std::vector<Prompt> prompts(n);
     for (size_t i = 0; i < n; ++i)
-        if (!read_prompt(ndarray_type, items[i], prompts[i])) return nb::none();
+        if (!auction_core::read_prompt(ndarray_type, items[i], prompts[i])) return nb::none();
     std::vector<int64_t> cached;
     if (!prefix_lens.is_none() && !read_lens(prefix_lens, n, cached)) return nb::none();
-    return nb::cast(build(prompts, cached));
+    return nb::cast(build(prompts, cached, memo, items));
 }
 
 }  // namespace
@@ -294,6 +292,12 @@ void bind_queue_tree(nb::module_& m) {
              "(parent, depth, children, attached, edge_work, req_node, req_work): QueueTree's lists.")
         .def("completion_times", &ScratchTree::completion_times, nb::arg("order"), nb::arg("request_work"),
              "queue_tree.completion_times over this tree, or None for an order it does not take.");
+    nb::class_<auction_core::PromptMemo>(m, "PromptMemo",
+                                         "queue_tree.TokenMemo of the compiled builder: copies start empty.")
+        .def(nb::init<>())
+        .def("__getstate__", [](const auction_core::PromptMemo&) { return nb::make_tuple(); })
+        .def("__setstate__", [](auction_core::PromptMemo& memo, const nb::tuple&) { new (&memo) auction_core::PromptMemo(); });
     m.def("build_queue_tree", &build_queue_tree, nb::arg("tokens"), nb::arg("prefix_lens").none(),
-          "queue_tree.build_queue_tree without a memo, or None for inputs it does not take.");
+          nb::arg("memo").none() = nb::none(),
+          "queue_tree.build_queue_tree, its order kept in a PromptMemo where given, or None for inputs it does not take.");
 }

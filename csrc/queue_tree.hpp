@@ -1,11 +1,14 @@
-// The queue's radix tree built from scratch (queue_tree.cpp), which strict priority's payments
-// read in place (strict_priority.cpp).
+// The queue's radix tree built from scratch (queue_tree.cpp), its prompts' order kept from round
+// to round where the caller keeps a PromptMemo (queue_tree_memo.cpp); strict priority's payments
+// read the tree in place (strict_priority.cpp).
 #pragma once
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace auction_core {
@@ -28,6 +31,56 @@ bool with_native_tokens(PyTypeObject* ndarray_type, PyObject* o, Read&& read) {
     PyBuffer_Release(&view);
     return native;
 }
+
+// A prompt's tokens: a view of a contiguous array, or a copy of a strided one; `readonly` as its
+// buffer says, which is what a memo may keep.
+struct Prompt {
+    const int64_t* ptr = nullptr;
+    size_t n = 0;
+    std::vector<int64_t> copy;
+    bool readonly = false;
+};
+
+// The tokens of `o` when it is a non-empty 1-d numpy array of native int64 (what
+// validate_requests returns); false for anything else, which the Python builder takes. The
+// array's buffer is released at once: the caller's sequence holds the array, and no Python code
+// runs while the tree is built.
+bool read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out);
+
+// The first token at or after `from` where two prompts differ (or the shorter one's end).
+size_t mismatch(const Prompt& a, const Prompt& b, size_t from);
+
+// Whether `a` comes no later than `b` in Python's bytes order of their buffers, given that they
+// agree on their first `from` tokens; and their common prefix.
+std::pair<bool, size_t> bytes_order(const Prompt& a, const Prompt& b, size_t from);
+
+// A stable sort of the prompts `idx[lo, hi)` by their bytes, with each one's common prefix with the
+// one before it (`lcp`, 0 for the first); `tmp_*` are scratch of the same size.
+void lcp_sort(const std::vector<Prompt>& p, size_t* idx, size_t* lcp, size_t lo, size_t hi, size_t* tmp_idx,
+              size_t* tmp_lcp);
+
+// queue_tree.TokenMemo in C++: the prompts' sorted order and each one's common prefix with its
+// sorted successor, kept from one round to the next for read-only arrays (held, so their ids stay
+// theirs). `sort` gives exactly lcp_sort's result (equal prompts by index), reading only new
+// prompts and new neighbours.
+class PromptMemo {
+public:
+    void sort(PyObject* const* items, const std::vector<Prompt>& p, std::vector<size_t>& ranked,
+              std::vector<size_t>& lcp);
+
+private:
+    struct Entry {
+        nanobind::object array;
+        size_t rank = 0;
+        PyObject* successor = nullptr;  // the array after it in the last order; null: unknown
+        size_t lcp = 0;                 // its common prefix with `successor`
+    };
+    std::vector<size_t> ranked_known(PyObject* const* items, const std::vector<Prompt>& p,
+                                     std::vector<size_t>& fresh) const;
+    void remember(PyObject* const* items, const std::vector<Prompt>& p, const std::vector<size_t>& ranked,
+                  const std::vector<size_t>& lcp);
+    std::unordered_map<PyObject*, Entry> entries;
+};
 
 // The tree of a queue, its lists as queue_tree.QueueTree's.
 struct ScratchTree {

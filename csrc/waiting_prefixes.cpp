@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "arrival_order.hpp"
 #include "py_calls.hpp"
 
 namespace radix {
@@ -16,35 +17,6 @@ constexpr std::size_t kKeptDeltas = 64;  // waiting_prefixes._KEPT_DELTAS
 nb::handle queue_delta() {
     static const nb::object *cls = new nb::object(nb::module_::import_("auction_gym.policy").attr("QueueDelta"));
     return *cls;  // never freed, as the cache's Python objects
-}
-
-// Whether `requests` (a list) is in fcfs_key's order already, which a stable sort leaves as it is:
-// read for Requests of exactly that class whose arrival is a float other than NaN and id an int
-// within 64 bits, which compare as Python compares the keys; false for any other list, which
-// Python sorts. The requests a refresh ranks come as the matcher sorted them, so this answers.
-bool arrival_sorted(nb::handle requests) {
-    // Never freed, as the cache's Python objects.
-    static PyObject *const request = nb::object(nb::module_::import_("auction_gym.request").attr("Request")).release().ptr();
-    static PyObject *const arrival = pycall::interned("arrival").release().ptr();
-    double last_arrival = 0;  // the cache's Python objects
-    int64_t last_id = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(requests.ptr()); ++i) {
-        PyObject *r = PyList_GET_ITEM(requests.ptr(), i);
-        if (Py_TYPE(r) != reinterpret_cast<PyTypeObject *>(request)) return false;
-        nb::object a = nb::steal(PyObject_GetAttr(r, arrival)), rid = nb::steal(PyObject_GetAttr(r, id_name().ptr()));
-        if (!a || !rid || !PyFloat_CheckExact(a.ptr()) || !PyLong_CheckExact(rid.ptr())) {
-            PyErr_Clear();
-            return false;
-        }
-        int overflow = 0;
-        double at = PyFloat_AS_DOUBLE(a.ptr());
-        long long id = PyLong_AsLongLongAndOverflow(rid.ptr(), &overflow);
-        if (overflow || std::isnan(at)) return false;
-        if (i > 0 && (at < last_arrival || (at == last_arrival && id < last_id))) return false;
-        last_arrival = at;
-        last_id = id;
-    }
-    return true;
 }
 
 }  // namespace

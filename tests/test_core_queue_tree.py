@@ -199,3 +199,35 @@ def test_strict_priority_without_its_memo_on_the_compiled_core(seed):
                 seen[which] = (alloc.order, _bits(alloc.completion), _bits(auction.payments(alloc)))
                 assert (alloc.tree.compiled is not None) == (which == "compiled")
         assert seen["python"] == seen["compiled"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_kept_prompt_memo_builds_the_fresh_tree(seed):
+    """The compiled builder with its `PromptMemo` kept over a random sequence of queues (requests
+    joining, leaving, staying; equal prompts in distinct arrays, one array twice, a writeable or
+    strided array now and then, a memo's array made writeable and changed between rounds) builds
+    the lists a fresh sort builds, and the Python builder's, bit for bit."""
+    rng = np.random.default_rng([seed, 31])
+    pool = _queue(rng, 80)
+    for k in rng.choice(len(pool), size=6, replace=False):
+        pool[k] = np.array(pool[k]) if k % 2 else np.repeat(pool[k], 2)[::2]
+    with core.use("compiled"):
+        memo = core.compiled_module().PromptMemo()
+    queue: list[np.ndarray] = []
+    for _ in range(30):
+        queue = [t for t in queue if rng.random() < 0.8]
+        queue += [pool[k] for k in rng.integers(len(pool), size=int(rng.integers(0, 12)))]
+        if rng.random() < 0.1 and queue:  # a remembered array changed where a memo could miss it
+            changed = queue[int(rng.integers(len(queue)))]
+            if changed.base is None and not changed.flags.writeable:
+                changed.flags.writeable = True
+                changed[-1] += 1
+        order = [int(i) for i in rng.permutation(len(queue))]
+        queue = [queue[i] for i in order]
+        if len(queue) < 2:
+            continue
+        lens = _cached(rng, queue) if rng.random() < 0.8 else None
+        with core.use("compiled"):
+            kept, fresh = build_queue_tree(queue, lens, memo), build_queue_tree(queue, lens)
+        assert kept.compiled is not None
+        assert _lists(kept) == _lists(fresh) == _lists(_python_tree(queue, lens))

@@ -249,12 +249,14 @@ class _Closed:
 
 
 def build_queue_tree(
-    tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None, memo: TokenMemo | None = None
+    tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None, memo: TokenMemo | Any = None
 ) -> QueueTree:
     """Build the queue's radix tree; `prefix_lens` None means no edge work ("unit" cost model).
 
-    `memo` is the caller's `TokenMemo`, kept from round to round; without one nothing is reused,
-    and on the compiled core the compiled builder makes the same lists (`_compiled_tree`).
+    `memo` is the caller's `TokenMemo`, kept from round to round, or the compiled builder's
+    (`auction_gym._core.PromptMemo`, which gives the lists a fresh sort gives); without one
+    nothing is reused, and on the compiled core the compiled builder makes the same lists
+    (`_compiled_tree`).
 
     The requests are visited in sorted order, keeping the open nodes: the rightmost root path of
     the tree built so far, depths strictly increasing, above a sentinel at depth -1. A node is
@@ -266,9 +268,11 @@ def build_queue_tree(
         work = 0.0 if prefix_lens is None else float(len(tokens[0]) - min(len(tokens[0]), prefix_lens[0]))
         return QueueTree(parent=[-1], depth=[0], children=[[]], attached=[[0]], edge_work=[0.0], req_node=[0],
                          req_work=[work])
-    if memo is None and (built := _compiled_tree(tokens, prefix_lens)) is not None:
-        return built
-    ranked, lcps = (memo or TokenMemo()).sort(tokens)
+    if not isinstance(memo, TokenMemo):
+        if (built := _compiled_tree(tokens, prefix_lens, memo)) is not None:
+            return built
+        memo = TokenMemo()
+    ranked, lcps = memo.sort(tokens)
     # shared[k]: common prefix of the k-th sequence with the one before (0 for the first; -1 after
     # the last, which closes every node).
     shared = ([0] + lcps)[:n] + [-1]
@@ -305,13 +309,14 @@ def build_queue_tree(
     return closed.tree(req_work)
 
 
-def _compiled_tree(tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None) -> QueueTree | None:
+def _compiled_tree(tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None, memo: Any) -> QueueTree | None:
     """The tree of two requests or more built by the compiled core, when it is the active core
     (`auction_gym.core`) and takes the inputs as they are (non-empty int64 arrays, cached lengths
-    ints >= 0): a fresh `TokenMemo`'s stable sort by the prompts' bytes, then the same walk. None
-    otherwise, for the Python builder, which raises the errors of inputs it cannot take."""
+    ints >= 0): a fresh `TokenMemo`'s stable sort by the prompts' bytes (kept in `memo`, a
+    `PromptMemo` or None), then the same walk. None otherwise, for the Python builder, which
+    raises the errors of inputs it cannot take."""
     module = compiled_module() if active() == "compiled" else None
-    built = None if module is None else module.build_queue_tree(tokens, prefix_lens)
+    built = None if module is None else module.build_queue_tree(tokens, prefix_lens, memo)
     return None if built is None else _ScratchLists(built)
 
 

@@ -34,7 +34,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -64,8 +64,9 @@ class StrictAllocation:
     prefix_lens: Sequence[int] | None
     """Cached prefix length per request under "tokens"; None under "unit"."""
     request_work: float
-    memo: TokenMemo | None = field(default=None, repr=False)
-    """The auction's memo on the Python core; None on the compiled one, whose builder keeps none."""
+    memo: TokenMemo | Any = field(default=None, repr=False)
+    """The auction's memo of its prompts' order: a `TokenMemo` on the Python core, the compiled
+    builder's `PromptMemo` on the compiled one."""
     compiled: bool = False
     """Whether the auction was built on the compiled core (its payments run there)."""
 
@@ -106,6 +107,8 @@ class StrictPriorityAuction(AuctionMechanism):
                  tie_break: str = "cached_prefix") -> None:
         super().__init__(cost_model, request_overhead, tie_break)
         self._compiled = active() == "compiled"  # a flag, not the module: the auction stays copyable
+        # The compiled builder's memo, whose copies start empty (as a memo can).
+        self._prompt_memo = compiled_module().PromptMemo() if self._compiled else None
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
@@ -132,7 +135,8 @@ class StrictPriorityAuction(AuctionMechanism):
         # neither the completion times nor the payments (`_first_requests`) read.
         return StrictAllocation(
             requests=requests, bids=bids, order=order, rank=rank, tokens=tokens, prefix_lens=lens,
-            request_work=self.request_work, memo=None if self._compiled else self._memo, compiled=self._compiled,
+            request_work=self.request_work, memo=self._prompt_memo if self._compiled else self._memo,
+            compiled=self._compiled,
         )
 
     def payments(self, alloc: StrictAllocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
