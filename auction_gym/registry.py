@@ -16,6 +16,7 @@ policies (each imports the interface, `auction_gym.policy`, as this module does)
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,9 +26,14 @@ from .policy import AdmissionPolicy
 
 
 def resolve(target: str | Any) -> Any:
-    """The object a registry entry names: "module:attr" imported now, anything else as given."""
-    if not isinstance(target, str):
-        return target
+    """The object a registry entry names: "module:attr" imported on first use, anything else as given."""
+    return _imported(target) if isinstance(target, str) else target
+
+
+@functools.cache
+def _imported(target: str) -> Any:
+    """The object "module:attr" names, imported once: `make_scheduler` resolves its entry's class
+    on every call (twice), and a module, once imported, keeps its attributes."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 

@@ -5,6 +5,7 @@ choices read from the live registries (an entry registered at run time is accept
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 import warnings
 from pathlib import Path
@@ -40,6 +41,16 @@ def test_one_resolver_of_module_attr_targets():
     assert copies == ["auction_gym/registry.py"]
     assert resolve("auction_gym.pacing:OGDPacer") is pacing.OGDPacer
     assert resolve(pacing.OGDPacer) is pacing.OGDPacer
+
+
+def test_a_target_is_imported_once(monkeypatch):
+    """`make_scheduler` resolves its entry's class on every call: the import runs on the first only."""
+    imported = []
+    import_module = importlib.import_module
+    monkeypatch.setattr(importlib, "import_module", lambda name: imported.append(name) or import_module(name))
+    first = resolve("colorsys:rgb_to_yiq")
+    assert resolve("colorsys:rgb_to_yiq") is first and first.__name__ == "rgb_to_yiq"
+    assert imported == ["colorsys"]
 
 
 def test_every_builtin_name_builds_its_registered_class():

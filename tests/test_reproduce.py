@@ -123,3 +123,26 @@ def test_model_welfare_of_a_policy_alone_and_on_either_core(model):
     for name in names:
         with core.use("python"):
             assert snapshot_welfare(snapshots, (name,), 30, model) == {name: together["python"][name]}
+
+
+def test_the_highest_loads_run_first_and_the_rows_come_in_the_sweeps_order(monkeypatch):
+    from experiments.commands import reproduce
+
+    ran: list[tuple] = []
+
+    def point(workload, kv, load, setting, seed, *_):
+        ran.append((workload, kv, load))
+        return [{"workload": workload, "kv_capacity": kv, "load": load, "seed": seed, "policy": "fcfs",
+                 "throughput": setting}]
+
+    monkeypatch.setattr(reproduce, "run_point", point)
+    monkeypatch.setattr(reproduce, "settings", lambda workload, kv, seed, sweep, *_: list(sweep.grids[workload].loads))
+    sweep = reproduce.sweep_of("quick")
+    finished: list[list[dict]] = []
+    rows = run_sweep(sweep, 1, None, progress=False, on_task=finished.append)
+    in_sweep_order = [(w, kv, load) for w, grid in sweep.grids.items() if w not in sweep.traced()
+                      for kv in grid.kv_capacities for load in grid.loads]
+    assert [load for _, _, load in ran] == sorted((load for _, _, load in in_sweep_order), reverse=True)
+    assert [(r["workload"], r["kv_capacity"], r["load"]) for r in rows] == in_sweep_order
+    assert sorted(row["load"] for rows in finished for row in rows) == sorted(r["load"] for r in rows)
+    assert all([r["load"] for r in group] == sorted(r["load"] for r in group) for group in finished)

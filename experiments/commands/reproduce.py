@@ -110,7 +110,7 @@ def policies(cost_model: str, every: bool = False) -> tuple[str, ...]:
 CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
-QUICK_WALL_TIME = "about 4 s on 2 idle cores (about 13 s on the Python core)"
+QUICK_WALL_TIME = "about 3.5 s on 2 idle cores (about 10.5 s on the Python core)"
 """`--quick`'s wall time on the compiled core, quoted by --help (2 jobs)."""
 
 
@@ -271,9 +271,9 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "t
     every registered one; see the module docstring.
 
     The work runs where `executor` says (`experiments.executor`), in two stages of tasks: each
-    (workload, KV capacity, seed)'s capacity run, then each of its loads (`run_point`), so that the
-    workers share the loads of the longest one. `on_task(rows)` gets each (workload, KV capacity,
-    seed)'s rows as soon as its last load finishes. Every task is deterministic, so the rows are the
+    (workload, KV capacity, seed)'s capacity run, then each of its loads (`run_point`, the highest
+    loads first), so that the workers share the loads of the longest one. `on_task(rows)` gets each
+    (workload, KV capacity, seed)'s rows as soon as its last load finishes. Every task is deterministic, so the rows are the
     same wherever they ran. A (workload, KV capacity, seed) where nothing can run is reported (its
     UsageError raised) once every other one has run.
     """
@@ -296,21 +296,26 @@ def run_sweep(sweep: Sweep, seeds: int, trace: Path | None, cost_model: str = "t
         runnable = [(g, s) for g, s in zip(groups, intensities) if not isinstance(s, UsageError)]
         points = [(w, kv, load, setting, seed, sweep, trace, cost_model, names, *tick)
                   for (w, kv, seed), s in runnable for load, setting in zip(loads[w], s)]
+        # The highest loads first: they replay the most rounds, so the workers end close together
+        # on the small tasks of the low loads (the sweep's order is restored below).
+        dispatched = sorted(range(len(points)), key=lambda i: -points[i][2])
         finished: dict[tuple, dict[int, list[dict]]] = {g: {} for g, _ in runnable}
         counted = ran(len(names))
 
-        def finish(i: int, rows: list[dict]) -> None:
-            counted(i, rows)
+        def finish(j: int, rows: list[dict]) -> None:
+            counted(j, rows)
+            i = dispatched[j]
             w, kv, _, _, seed, *_ = points[i]
             group = finished[(w, kv, seed)]
             group[i] = rows
             if len(group) == len(loads[w]):
                 on_task(sustained([row for k in sorted(group) for row in group[k]]))
 
-        by_point = session.map(run_point, points, finish)
+        ran_points = session.map(run_point, [points[i] for i in dispatched], finish)
     if failed := [s for s in intensities if isinstance(s, UsageError)]:
         raise failed[0]
-    return [row for rows in by_point for row in rows]
+    by_point = dict(zip(dispatched, ran_points))
+    return [row for i in range(len(points)) for row in by_point[i]]
 
 
 @contextmanager
