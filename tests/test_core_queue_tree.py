@@ -177,10 +177,11 @@ def test_a_memo_keeps_the_python_builder():
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_strict_priority_without_its_memo_on_the_compiled_core(seed):
-    """Strict priority builds its tree with its memo on the Python core and with the compiled
-    builder (no memo) on the compiled one; the memo may attach equal prompts in another order,
-    which neither its completion times nor its payments read."""
+def test_strict_priority_with_each_cores_memo_gives_the_same_rounds(seed):
+    """Strict priority keeps its prompts' order from round to round with the Python memo
+    (`TokenMemo`) on the Python core and the compiled one (`PromptMemo`) on the compiled core; the
+    Python memo may attach equal prompts in another order, which neither the completion times nor
+    the payments read."""
     rng = np.random.default_rng(seed)
     pool = [Request(i, int(rng.integers(3)), t, bid=float(rng.choice([0.0, 1.0, 2.5])))
             for i, t in enumerate(_queue(rng, 60))]

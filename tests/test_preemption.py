@@ -188,7 +188,10 @@ def prioritized_workloads(draw: st.DrawFn) -> tuple[list[Request], EngineConfig]
     return requests, config
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: the share of runs that preempt (the test after this one) varies from draw to draw
+# far more than 480 runs suggest (a workload's runs preempt together), so fixed draws keep it a
+# check of the engine rather than of chance.
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(prioritized_workloads())
 def test_books_balance_under_preemption(workload):
     """After every step the memory, lock and queue books balance (`check_books`); at the end every
@@ -221,8 +224,8 @@ def test_books_balance_under_preemption(workload):
 
 
 def test_property_runs_exercise_preemption():
-    """The property test is only as good as its share of runs that preempt (runs after it): about
-    38% of 240, so 20% leaves room for chance."""
+    """The property test is only as good as its share of runs that preempt (runs after it, on its
+    fixed draws): at least 20%."""
     if not PREEMPTED:
         pytest.skip("run together with the property test")
     assert sum(PREEMPTED) >= 0.2 * len(PREEMPTED), f"{sum(PREEMPTED)} of {len(PREEMPTED)} runs preempted"
