@@ -39,17 +39,6 @@ inline bool plain_arrival_key(PyObject *r, ArrivalKey &out) {
     return !overflow && !std::isnan(out.arrival);
 }
 
-// Whether `requests` (a list) is in fcfs_key's order already, which a stable sort leaves as it is:
-// false for a list of any other requests, which Python sorts.
-inline bool arrival_sorted(nb::handle requests) {
-    ArrivalKey last{0, 0}, key{0, 0};
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(requests.ptr()); ++i) {
-        if (!plain_arrival_key(PyList_GET_ITEM(requests.ptr(), i), key) || (i > 0 && key < last)) return false;
-        last = key;
-    }
-    return true;
-}
-
 // `requests` (any iterable) as a list in fcfs_key order, stably sorted as Python's sort is; `ids`
 // gets their ids in that order where they were read here, and is left empty where Python sorted.
 inline nb::list by_arrival(nb::handle requests, std::vector<int64_t> &ids) {

@@ -3,10 +3,9 @@
 #include "waiting_prefixes.hpp"
 
 #include <algorithm>
-#include <cmath>
+#include <vector>
 
 #include "arrival_order.hpp"
-#include "py_calls.hpp"
 
 namespace radix {
 
@@ -67,9 +66,11 @@ nb::object WaitingPrefixes::refresh(nb::handle waiting, nb::handle cache_arg, nb
     nb::list unranked;
     for (nb::handle rid : matcher.added)
         if (!ranked.count(nb::cast<int64_t>(rid))) unranked.append(matcher.requests[rid]);
-    if (nb::len(unranked))
-        for (nb::handle r : arrival_sorted(unranked) ? nb::object(unranked) : sorted_by_arrival(unranked))
-            ranked[id_of(r)].rank = next_rank++;
+    if (nb::len(unranked)) {
+        std::vector<int64_t> ids;  // read by by_arrival, or empty where Python sorted
+        nb::list order = by_arrival(unranked, ids);
+        for (std::size_t i = 0; i < order.size(); ++i) ranked[ids.empty() ? id_of(order[i]) : ids[i]].rank = next_rank++;
+    }
     for (nb::handle rid : matcher.added) {
         int64_t id = nb::cast<int64_t>(rid);
         mark(id, matcher.node_of(id));
