@@ -23,6 +23,14 @@ inline nb::object call_method(nb::handle self, nb::handle name, nb::handle arg) 
     return nb::steal(out);
 }
 
+// Whether the caller may change `array` (numpy's `flags.writeable`), read by interned names: a
+// structure that keeps a view of a prompt asks it of every array it is given.
+inline bool writeable(nb::handle array) {
+    static const nb::str *flags = new nb::str(interned("flags"));  // never freed, as the core's
+    static const nb::str *name = new nb::str(interned("writeable"));  // other interned names
+    return nb::cast<bool>(array.attr(*flags).attr(*name));
+}
+
 // The data of `array` where it is a 1-D contiguous buffer of native int64 (a numpy token array, as
 // requests hold them), read through the buffer protocol; null for any other, which the caller's
 // nanobind cast reads (a subset of what that cast takes, read at the same address); `size`, where

@@ -97,18 +97,6 @@ Edge Edge::copy_of(const int64_t *data, std::size_t size) {
 
 // --- the tree ---
 
-namespace {
-
-// Whether the caller may change `array` (numpy's `flags.writeable`), read by interned names: an
-// insert asks it of every array it keeps a view of.
-bool writeable(nb::handle array) {
-    static const nb::str *flags = new nb::str(pycall::interned("flags"));  // never freed, as the
-    static const nb::str *name = new nb::str(pycall::interned("writeable"));  // core's other names
-    return nb::cast<bool>(array.attr(*flags).attr(*name));
-}
-
-}  // namespace
-
 RadixCache::RadixCache(int64_t page_size, nb::object on_evict, bool by_priority)
     : page_size(page_size), on_evict(std::move(on_evict)), by_priority(by_priority) {
     reset();
@@ -218,7 +206,7 @@ std::pair<int64_t, NodePtr> RadixCache::insert(Tokens tokens, nb::handle value, 
         auto leaf = std::make_shared<Node>();
         const int64_t *from = tokens.data + (cached - offset);
         // The caller may change a writable array: the tree keeps its own copy of those tokens.
-        if (!tokens.unchanging && writeable(tokens.array))
+        if (!tokens.unchanging && pycall::writeable(tokens.array))
             leaf->key = Edge::copy_of(from, n - cached);
         else
             leaf->key = Edge(nb::borrow(tokens.array), from, n - cached);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 
+#include "py_calls.hpp"
 #include "round_tree.hpp"
 #include "round_tree_inputs.hpp"
 
@@ -159,7 +160,7 @@ RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, doub
     // A prompt that could change in place is placed again every round (without a delta).
     Int64Vector v;
     const bool vector = int64_vector(ndarray_type_, tokens, v);
-    const bool writeable = vector ? v.writeable : nb::cast<bool>(tokens.attr("flags").attr("writeable"));
+    const bool writeable = vector ? v.writeable : pycall::writeable(tokens);
     nb::object source = writeable ? nb::none() : attr(request, TOKENS);
     const int64_t owner = as_int64(attr(request, BIDDER).ptr());
     return Fresh{nb::borrow(request), source,
