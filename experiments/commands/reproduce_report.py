@@ -11,6 +11,7 @@ from agents.stats import mean_ci
 from auction_gym.registry import mechanism_names
 
 from ..executor import Executor
+from ..plotting import line_styles, margins_in_inches
 from ..provenance import figure_links
 from .reproduce_sweep import AUCTION
 
@@ -121,6 +122,7 @@ def figure_png(rows: list[dict], key: str, ylabel: str, auction_only: bool) -> b
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogFormatter
 
     panels = sorted({(r["workload"], r["kv_capacity"]) for r in rows})
     policies = (AUCTION,) if auction_only else policies_in(rows)
@@ -130,18 +132,21 @@ def figure_png(rows: list[dict], key: str, ylabel: str, auction_only: bool) -> b
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (workload, kv) in zip(axes.flat, panels):
-        for policy in policies:
+        for policy, style in zip(policies, line_styles(len(policies))):
             loads = sorted({r["load"] for r in rows if r["workload"] == workload})
             vals = [mean_ci([r[key] for r in rows if r["workload"] == workload and r["kv_capacity"] == kv
                              and r["policy"] == policy and r["load"] == load]) for load in loads]
-            ax.errorbar(loads, [v[0] for v in vals], yerr=[v[1] for v in vals], marker="o", label=policy, capsize=3)
+            ax.errorbar(loads, [v[0] for v in vals], yerr=[v[1] for v in vals], label=policy, capsize=3, **style)
         ax.set_title(f"{workload}, {kv} KV tokens")
         ax.set_xlabel("load (arrival rate / capacity)")
         ax.set_ylabel(ylabel)
         if key == "mean_latency":
             ax.set_yscale("log")
+            # Plain numbers (2, 10, 60), not mathtext's 2 x 10^0, whose parser costs more than the panel.
+            ax.yaxis.set_major_formatter(LogFormatter())
+            ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
+    margins_in_inches(fig, rows_, cols)
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
