@@ -66,6 +66,23 @@ def test_a_command_whose_cores_wrote_different_outputs_is_a_row_saying_so(monkey
                          "core: 4.00x, met.")
 
 
+def test_a_short_command_runs_in_turn_and_shows_its_median_wall_time(monkeypatch):
+    walls = {"python": iter([9.0, 30.0, 8.0]), "compiled": iter([2.0, 2.5, 1.0])}
+    order = []
+
+    def run_command(name, which, out, full):  # each run its own new folder, the cores in turn
+        out.mkdir(parents=True)
+        order.append(which)
+        (out / "reproduce.csv").write_text("policy,welfare\nlpm,1.0\n")
+        return next(walls[which]), "done"
+
+    monkeypatch.setattr(cores, "run_command", run_command)
+    rows, _ = cores.command_rows(("reproduce",), full=False, repeats=3)
+    assert order == ["python", "compiled"] * 3
+    assert rows[0] == ("`radix-auction reproduce --quick`, wall s, median of 3", "9.0", "2.0", "4.50x")
+    assert rows[1][1] == "identical: 1 CSV file, 2 lines"
+
+
 def test_the_reset_floor_is_the_reset_over_the_episode_and_what_it_leaves_of_the_target_step(monkeypatch):
     seconds = {"python": 0.040, "compiled": 0.004}
     monkeypatch.setattr(cores, "reset_seconds", lambda which, resets, env_id: seconds[which])

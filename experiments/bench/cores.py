@@ -14,7 +14,8 @@ and the median of each core's runs taken, so that a slow stretch of a shared mac
   once, with what it leaves of an env step at the batch target's throughput;
 - the env's share of SB3 PPO's step on RadixAuction-v1 (`env.measure`);
 - with `--commands`, whole commands, each in a child process with AUCTION_GYM_CORE set and its
-  outputs in a folder of its own: wall time, and whether the two cores wrote the same CSV files
+  outputs in a folder of its own: wall time (`reproduce` and `markets`, seconds long, the median of
+  the runs in turn), and whether the two cores wrote the same CSV files
   (every cell but the timing columns, `TIMED_COLUMNS`): the end-to-end check that the cores agree.
   `compare` runs at `--quick` (about 1.5 minutes per core) unless `--full` (its defaults, about
   15 minutes per core); `tests` is the default test run (minutes per core), only when named.
@@ -245,24 +246,32 @@ def same_outputs(a: Path, b: Path) -> tuple[bool, str]:
     return True, f"identical: {len(files_a)} CSV file{'s' if len(files_a) > 1 else ''}, {lines:,} lines"
 
 
+REPEATED_COMMANDS = frozenset({"reproduce", "markets"})
+"""Commands of seconds at `--quick`, run `repeats` times per core in turn and their median wall time
+taken, as the env rows are: one run of a few seconds is at the mercy of a shared machine's moment.
+The others run once per core (minutes each)."""
 COMMAND_TARGETS = {"compare": 2.0, "reproduce": 4.0, "markets": 4.0}
 """The speed-up of a command's wall time each target asks of the compiled core."""
 
 
-def command_rows(names: tuple[str, ...], full: bool) -> tuple[list[tuple[str, ...]], list[str]]:
-    """Each command's wall time on each core and whether their outputs agree (tests: their summaries)."""
+def command_rows(names: tuple[str, ...], full: bool, repeats: int = 1) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Each command's wall time on each core (the median of `repeats` runs in turn for
+    REPEATED_COMMANDS) and whether their first runs' outputs agree (tests: their summaries)."""
     rows, notes = [], []
     for name in names:
         command = shown(name, full)
+        runs = repeats if name in REPEATED_COMMANDS else 1
         with tempfile.TemporaryDirectory(prefix=f"cores-{name}-") as folder:
-            ran = {which: run_command(name, which, Path(folder) / which, full) for which in core.CORES}
+            ran = in_turn(lambda which: run_command(name, which, _run_folder(Path(folder), which), full), runs,
+                          core.CORES)
             if name == "tests":
-                checked, agree = "each core's summary", "; ".join(f"{which}: {last}" for which, (_, last) in ran.items())
+                checked, agree = "each core's summary", "; ".join(f"{which}: {got[0][1]}" for which, got in ran.items())
             else:
                 checked, agree = "the two cores' outputs", same_outputs(Path(folder) / "python", Path(folder) / "compiled")[1]
-        walls = {which: wall for which, (wall, _) in ran.items()}
+        walls = {which: statistics.median(wall for wall, _ in got) for which, got in ran.items()}
         speedup = walls["python"] / walls["compiled"]
-        rows += [(f"`{command}`, wall s", f"{walls['python']:.1f}", f"{walls['compiled']:.1f}", f"{speedup:.2f}x"),
+        timed = f"`{command}`, wall s" + (f", median of {runs}" if runs > 1 else "")
+        rows += [(timed, f"{walls['python']:.1f}", f"{walls['compiled']:.1f}", f"{speedup:.2f}x"),
                  (f"`{command}`, {checked}", agree, "", "")]
         if name in COMMAND_TARGETS:
             at = " (the target is at its defaults: `--full`)" if name == "compare" and not full else ""
@@ -272,8 +281,19 @@ def command_rows(names: tuple[str, ...], full: bool) -> tuple[list[tuple[str, ..
     if names:
         timed = ", ".join(sorted(TIMED_COLUMNS))
         notes.insert(0, "Commands: one child process per core (AUCTION_GYM_CORE), python first, outputs in a folder "
-                        f"of each; the outputs compared are their CSV files, {timed} aside (the tests: each run's summary).")
+                        f"of each; the outputs compared are the first runs' CSV files, {timed} aside (the tests: each "
+                        f"run's summary); {' and '.join(sorted(REPEATED_COMMANDS))} run {repeats} time(s) per core in "
+                        "turn, their median wall time shown.")
     return rows, notes
+
+
+def _run_folder(folder: Path, which: str) -> Path:
+    """Where core `which`'s next run of a command writes: `folder/which` first, then `which-2`, ..."""
+    name, k = which, 1
+    while (folder / name).exists():
+        k += 1
+        name = f"{which}-{k}"
+    return folder / name
 
 
 def cores_table(sizes: Sizes, commands: tuple[str, ...] = (), full: bool = False) -> Table:
@@ -283,7 +303,7 @@ def cores_table(sizes: Sizes, commands: tuple[str, ...] = (), full: bool = False
     for part in parts:
         more_rows, more_notes = part(sizes)
         rows, notes = rows + more_rows, notes + more_notes
-    more_rows, more_notes = command_rows(commands, full)
+    more_rows, more_notes = command_rows(commands, full, sizes.repeats)
     return Table(("figure", "python core", "compiled core", "compiled's speed-up"), rows + more_rows,
                  notes + more_notes)
 
