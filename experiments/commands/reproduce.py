@@ -58,7 +58,6 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import operator
 import os
 import time
 from contextlib import contextmanager
@@ -69,7 +68,7 @@ import numpy as np
 
 from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
-from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
+from auction_gym.mechanism.queue_tree import build_queue_tree, weighted_cost
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.registry import mechanism_names
@@ -177,18 +176,16 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     for k in picks:
         queue = [r for r, _ in snapshots[k]]
         prefix_lens = [cached for _, cached in snapshots[k]]
-        tree = build_queue_tree([r.tokens for r in queue], None if cost_model == "unit" else prefix_lens)
+        tokens = [r.tokens for r in queue]
+        tree = build_queue_tree(tokens, None if cost_model == "unit" else prefix_lens)
         position = {r: i for i, r in enumerate(queue)}  # requests hash by identity
         urgency = [r.urgency for r in queue]
         cache = RadixCache()
-        for r, cached in snapshots[k]:
-            if cached:
-                cache.insert(r.tokens[:cached])
+        cache.insert_prefixes(tokens, prefix_lens)
         waiting = WaitingRound(queue, cache)
         for policy, (mechanism, model) in mechanisms.items():
             order, _ = AdmissionPolicy.adopt(make_scheduler(mechanism, model)).admit(waiting)
-            done = completion_times(tree, list(map(position.__getitem__, order)), 1.0)
-            totals[policy] -= sum(map(operator.mul, urgency, done))  # w x C, added in queue order
+            totals[policy] -= weighted_cost(tree, list(map(position.__getitem__, order)), 1.0, urgency)
     return {p: total / len(picks) for p, total in totals.items()}
 
 
