@@ -125,7 +125,7 @@ class WaitingRound:
             if self._length_of is not None:
                 self._lens = list(map(self._length_of.__getitem__, self.queue))
             else:
-                self._lens = [self.cache.prefix_len(r.tokens) for r in self.queue]
+                self._lens = self.cache.prefix_lens([r.tokens for r in self.queue])
         return self._lens
 
 

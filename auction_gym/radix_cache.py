@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABCMeta
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -233,6 +233,10 @@ class RadixCache(EvictionOrder, metaclass=ABCMeta):
         """Length of the longest cached prefix of `tokens`, without changing the tree or LRU times."""
         return self._walk(token_view(tokens), split=False)[0]
 
+    def prefix_lens(self, prompts: Iterable[Sequence[int] | np.ndarray]) -> list[int]:
+        """`prefix_len` of each of `prompts`, in one compiled call on the compiled core."""
+        return [self.prefix_len(tokens) for tokens in prompts]
+
     def peek(
         self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None, split: bool = False
     ) -> tuple[int, TreeNode]:
@@ -288,6 +292,18 @@ class RadixCache(EvictionOrder, metaclass=ABCMeta):
         if not node.alive:
             raise ValueError("extend from an evicted node")
         return self._insert(token_view(tokens), value, node, node.depth, priority)
+
+    def insert_prefixes(self, tokens: Sequence[np.ndarray], lengths: Sequence[int]) -> None:
+        """`insert(tokens[i][:lengths[i]])` for each i in order, those of length 0 left out: a cache
+        holding given prefixes of given prompts (a queue snapshot's, rebuilt by `reproduce`), in
+        one compiled call on the compiled core. ValueError unless 0 <= lengths[i] <= len(tokens[i])."""
+        if len(tokens) != len(lengths):
+            raise ValueError(f"{len(lengths)} lengths for {len(tokens)} token arrays")
+        for t, n in zip(tokens, lengths):
+            if not 0 <= n <= len(t):
+                raise ValueError(f"a prefix of {n} tokens of {len(t)}")
+            if n:
+                self.insert(t[:n])
 
     def raise_priority(self, node: TreeNode, priority: int) -> None:
         """Make `node`'s priority at least `priority`, without an access: what SGLang's insert of a

@@ -11,11 +11,13 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "py_sum.hpp"
 #include "queue_tree.hpp"
 
 namespace nb = nanobind;
 
 using auction_core::Prompt;
+using auction_core::PySum;
 using auction_core::ScratchTree;
 
 bool auction_core::read_prompt(PyTypeObject* ndarray_type, PyObject* o, Prompt& out) {
@@ -241,25 +243,25 @@ nb::object build_queue_tree(nb::handle tokens, nb::handle prefix_lens, auction_c
 
 }  // namespace
 
-// completion_times(tree, order, request_work) over this tree; None when `order` holds something
-// other than ints indexing both the requests and `order` itself (Python's errors then).
-nb::object ScratchTree::completion_times(nb::handle order, double request_work) const {
+// completion_times(tree, order, request_work) over this tree into `done`; false when `order` holds
+// something other than ints indexing both the requests and `order` itself (Python's errors then).
+bool ScratchTree::completion_into(nb::handle order, double request_work, std::vector<double>& done) const {
     nb::object seq = nb::steal(PySequence_Fast(order.ptr(), "order"));
     if (!seq.is_valid()) {
         PyErr_Clear();
-        return nb::none();
+        return false;
     }
     const size_t m = size_t(PySequence_Fast_GET_SIZE(seq.ptr()));
     PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
     std::vector<size_t> rs(m);
     for (size_t k = 0; k < m; ++k) {
-        if (!PyLong_Check(items[k])) return nb::none();
+        if (!PyLong_Check(items[k])) return false;
         int overflow = 0;
         const long long r = PyLong_AsLongLongAndOverflow(items[k], &overflow);
-        if (overflow != 0 || r < 0 || size_t(r) >= m || size_t(r) >= req_work.size()) return nb::none();
+        if (overflow != 0 || r < 0 || size_t(r) >= m || size_t(r) >= req_work.size()) return false;
         rs[k] = size_t(r);
     }
-    std::vector<double> done(m, 0.0);
+    done.assign(m, 0.0);
     double clock = 0.0;
     const auto nonzero = [](double w) { return w != 0.0; };
     if (std::none_of(edge_work.begin(), edge_work.end(), nonzero) &&
@@ -268,7 +270,7 @@ nb::object ScratchTree::completion_times(nb::handle order, double request_work) 
             clock += request_work;
             done[r] = clock;
         }
-        return nb::cast(done);
+        return true;
     }
     std::vector<char> covered(parent.size(), 0);
     covered[0] = 1;
@@ -283,7 +285,29 @@ nb::object ScratchTree::completion_times(nb::handle order, double request_work) 
         clock += request_work;
         done[r] = clock;
     }
-    return nb::cast(done);
+    return true;
+}
+
+nb::object ScratchTree::completion_times(nb::handle order, double request_work) const {
+    std::vector<double> done;
+    return completion_into(order, request_work, done) ? nb::cast(done) : nb::none();
+}
+
+// weighted_cost(tree, order, request_work, weights): sum(map(mul, weights, done)) as the interpreter
+// adds; None where completion_times takes no `order` or `weights` is not a list of floats, one per
+// request (the Python code then).
+nb::object ScratchTree::weighted_cost(nb::handle order, double request_work, nb::handle weights) const {
+    std::vector<double> done;
+    if (!PyList_CheckExact(weights.ptr()) || !completion_into(order, request_work, done) ||
+        size_t(PyList_GET_SIZE(weights.ptr())) != done.size())
+        return nb::none();
+    PySum total(PY_VERSION_HEX >= 0x030C0000);
+    for (size_t r = 0; r < done.size(); ++r) {
+        PyObject* w = PyList_GET_ITEM(weights.ptr(), Py_ssize_t(r));
+        if (!PyFloat_CheckExact(w)) return nb::none();
+        total.add(PyFloat_AS_DOUBLE(w) * done[r]);
+    }
+    return nb::float_(total.value());
 }
 
 void bind_queue_tree(nb::module_& m) {
@@ -291,7 +315,9 @@ void bind_queue_tree(nb::module_& m) {
         .def("lists", &ScratchTree::lists,
              "(parent, depth, children, attached, edge_work, req_node, req_work): QueueTree's lists.")
         .def("completion_times", &ScratchTree::completion_times, nb::arg("order"), nb::arg("request_work"),
-             "queue_tree.completion_times over this tree, or None for an order it does not take.");
+             "queue_tree.completion_times over this tree, or None for an order it does not take.")
+        .def("weighted_cost", &ScratchTree::weighted_cost, nb::arg("order"), nb::arg("request_work"),
+             nb::arg("weights"), "queue_tree.weighted_cost over this tree, or None for inputs it does not take.");
     nb::class_<auction_core::PromptMemo>(m, "PromptMemo",
                                          "queue_tree.TokenMemo of the compiled builder: copies start empty.")
         .def(nb::init<>())

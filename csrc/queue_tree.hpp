@@ -94,6 +94,8 @@ struct ScratchTree {
         return nanobind::make_tuple(parent, depth, children, attached, edge_work, req_node, req_work);
     }
     nanobind::object completion_times(nanobind::handle order, double request_work) const;
+    nanobind::object weighted_cost(nanobind::handle order, double request_work, nanobind::handle weights) const;
+    bool completion_into(nanobind::handle order, double request_work, std::vector<double>& done) const;
 };
 
 }  // namespace auction_core

@@ -101,6 +101,27 @@ nb::object insert_result(RadixCache &c, nb::handle tokens, nb::handle value, con
     return named_tuple(python().insert_result, {nb::int_(cached), nb::cast(node)});
 }
 
+// radix_cache.RadixCache.insert_prefixes: each prompt's prefix inserted as `insert` inserts its
+// slice, with the same checks in the same order, without a slice or a result made per prompt.
+void insert_prefixes(RadixCache &c, nb::handle tokens, nb::handle lengths) {
+    const size_t n = nb::len(tokens);
+    if (nb::len(lengths) != n)
+        throw nb::value_error((std::to_string(nb::len(lengths)) + " lengths for " + std::to_string(n) +
+                               " token arrays").c_str());
+    for (size_t i = 0; i < n; ++i) {
+        nb::object t = tokens[i];
+        const int64_t length = nb::cast<int64_t>(lengths[i]);
+        const int64_t size = static_cast<int64_t>(nb::len(t));
+        if (length < 0 || length > size)
+            throw nb::value_error(("a prefix of " + std::to_string(length) + " tokens of " + std::to_string(size)).c_str());
+        if (length == 0) continue;
+        TokensArg arg = tokens_of(t);
+        radix::Tokens view = arg.view();
+        view.size = length;
+        c.insert(view, nb::none(), nullptr, 0, 0);
+    }
+}
+
 void bind_node(nb::module_ &m) {
     nb::class_<Node>(m, "TreeNode", "A node of the compiled radix cache (radix_cache.TreeNode's fields, read-only).")
         .def_prop_ro("key", [](const Node &n) { return array_of({n.key.begin(), n.key.end()}); })
@@ -139,6 +160,13 @@ void bind_matching(nb::class_<RadixCache> &cls) {
              nb::arg("tokens"), nb::arg("start").none() = nb::none())
         .def("prefix_len", [](RadixCache &c, nb::handle tokens) { return c.prefix_len(tokens_of(tokens).view()); },
              nb::arg("tokens"))
+        .def("prefix_lens",
+             [](RadixCache &c, nb::handle prompts) {
+                 nb::list out;
+                 for (nb::handle tokens : prompts) out.append(c.prefix_len(tokens_of(tokens).view()));
+                 return out;
+             },
+             nb::arg("prompts"))
         .def("peek",
              [](RadixCache &c, nb::handle tokens, const NodePtr &start, bool split) {
                  TokensArg arg = tokens_of(tokens);
@@ -187,6 +215,7 @@ void bind_changes(nb::class_<RadixCache> &cls) {
                  return insert_result(c, tokens, value, node, node->depth, priority);
              },
              nb::arg("node"), nb::arg("tokens"), nb::arg("value").none() = nb::none(), nb::arg("priority") = 0)
+        .def("insert_prefixes", &insert_prefixes, nb::arg("tokens"), nb::arg("lengths"))
         .def("raise_priority", &RadixCache::raise_priority, nb::arg("node"), nb::arg("priority"))
         .def("lock", &RadixCache::lock, nb::arg("node"))
         .def("move_lock", &RadixCache::move_lock, nb::arg("old"), nb::arg("new"))

@@ -17,7 +17,13 @@ import pytest
 
 from auction_gym import Request, core
 from auction_gym.mechanism import StrictPriorityAuction
-from auction_gym.mechanism.queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
+from auction_gym.mechanism.queue_tree import (
+    QueueTree,
+    TokenMemo,
+    build_queue_tree,
+    completion_times,
+    weighted_cost,
+)
 
 pytestmark = pytest.mark.skipif(core.compiled_module() is None,
                                 reason="the compiled core (auction_gym._core) is not built")
@@ -85,6 +91,19 @@ def test_compiled_tree_is_the_python_tree(seed, costed):
     for work in (1.0, 0.0, 0.3):
         order = [int(r) for r in rng.permutation(len(tokens))]
         assert _bits(completion_times(tree, order, work)) == _bits(completion_times(reference, order, work))
+        weights = [float(w) for w in rng.choice([0.0, 1e-300, 0.1, 3.0, 1e12], size=len(tokens))]
+        assert tree.compiled is None or tree.compiled.weighted_cost(order, work, weights) is not None
+        assert _bits(weighted_cost(tree, order, work, weights)) == _bits(weighted_cost(reference, order, work, weights))
+
+
+def test_weights_it_declines_are_added_in_python():
+    """Weights other than a list of floats, one per request, are multiplied and added by Python's
+    rules (an int weight, a tuple, a list too short for the queue): the same cost on either path."""
+    tree, reference = _both_trees(5, 9)
+    order = list(range(9))[::-1]
+    for weights in ([1] * 9, tuple([0.5] * 9), [0.25] * 4):
+        assert tree.compiled.weighted_cost(order, 1.0, weights) is None
+        assert _bits(weighted_cost(tree, order, 1.0, weights)) == _bits(weighted_cost(reference, order, 1.0, weights))
 
 
 def test_equal_prompts_are_attached_in_queue_order():

@@ -77,13 +77,18 @@ def _pick(rng: np.random.Generator, n: int) -> int | None:
 def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], cursors: list) -> str:
     """One random operation on both sides; asserts their results agree. Returns its name."""
     tokens = _tokens(rng, stems)
-    op = rng.choice(["insert", "insert_values", "match", "match_from", "rematch", "peek", "prefix_len", "extend",
-                     "lock", "unlock", "move_lock", "raise_priority", "evict", "round", "stamp", "set_wait",
-                     "changes", "edge_key", "reset", "match_detached"],
-                    p=[.13, .04, .11, .06, .02, .08, .04, .05, .07, .06, .03, .04, .09, .03, .04, .05, .02, .02, .015,
-                       .005])
+    op = rng.choice(["insert", "insert_prefixes", "insert_values", "match", "match_from", "rematch", "peek",
+                     "prefix_len", "prefix_lens", "extend", "lock", "unlock", "move_lock", "raise_priority", "evict",
+                     "round", "stamp", "set_wait", "changes", "edge_key", "reset", "match_detached"],
+                    p=[.09, .03, .04, .11, .06, .02, .08, .03, .02, .05, .07, .06, .03, .04, .09, .03, .04, .05, .02,
+                       .02, .015, .005])
     held = _pick(rng, len(sides[0].held))
     n = int(rng.integers(0, 40))
+    # A snapshot's prompts and the prefix of each to cache (one length out of range at times).
+    prompts = [_tokens(rng, stems) for _ in range(rng.integers(4))] if op in ("insert_prefixes", "prefix_lens") else []
+    lengths = [int(rng.integers(len(t) + 1)) for t in prompts]
+    if prompts and rng.random() < 0.1:
+        lengths[-1] = len(prompts[-1]) + 1
 
     def node(side: Side, i: int | None):
         return side.cache.root if i is None else side.held[i]
@@ -92,6 +97,8 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
         c = side.cache
         if op == "insert":
             return c.insert(tokens, priority=n % 3)
+        if op == "insert_prefixes":
+            return c.insert_prefixes(prompts, lengths)
         if op == "insert_values":
             return c.insert(tokens, value=np.arange(100, 100 + len(tokens)), priority=n % 3)
         if op == "match":
@@ -106,6 +113,8 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
             return c.peek(tokens, split=bool(n % 2))
         if op == "prefix_len":
             return c.prefix_len(tokens)
+        if op == "prefix_lens":
+            return c.prefix_lens(prompts)
         if op == "extend":
             target = node(side, held)
             return c.extend(target, tokens) if target.alive else None
@@ -143,8 +152,9 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
 
     results = [_outcome(side, run) for side in sides]
     assert results[0] == results[1], op
-    if isinstance(tokens, np.ndarray) and tokens.flags.writeable:
-        tokens[:] = 7  # the caller's array changes: the caches kept their own copies of what they took
+    for t in [tokens, *prompts]:
+        if isinstance(t, np.ndarray) and t.flags.writeable:
+            t[:] = 7  # the caller's array changes: the caches kept their own copies of what they took
     cursors.append(sides[0].cache.version)
     return str(op)
 

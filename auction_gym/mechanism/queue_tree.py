@@ -9,6 +9,7 @@ section 3 ("The queue's tree").
 
 from __future__ import annotations
 
+import operator
 from bisect import insort
 from dataclasses import dataclass, field
 from typing import Any, Container, Iterable, Sequence
@@ -69,7 +70,7 @@ def cached_prefix_lengths(
 ) -> list[int]:
     """Per request, the length of its longest prefix in the cached set (tokens).
 
-    `cached` is a RadixCache (read with `prefix_len`, which leaves it untouched), an iterable of
+    `cached` is a RadixCache (read with `prefix_lens`, which leaves it untouched), an iterable of
     token sequences whose prefixes are all cached, or None (nothing cached).
     """
     if cached is None:
@@ -79,7 +80,7 @@ def cached_prefix_lengths(
         cached = RadixCache(page_size=1)
         for seq in sequences:
             cached.insert(as_tokens(seq, "cached sequence"))
-    return [cached.prefix_len(t) for t in tokens]
+    return cached.prefix_lens(tokens)
 
 
 def common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
@@ -351,3 +352,13 @@ def completion_times(tree: QueueTree, order: Sequence[int], request_work: float)
         clock += request_work
         done[r] = clock
     return done
+
+
+def weighted_cost(tree: QueueTree, order: Sequence[int], request_work: float, weights: Sequence[float]) -> float:
+    """sum_r weights[r] x C_r, added in queue order, of serving the queue in `order`
+    (`completion_times`): the cost sum_r w_r C_r of docs/economic-model.md section 3. In C++ for a
+    tree the compiled core built, when it takes `order` and `weights` is a list of floats."""
+    if tree.compiled is not None and type(request_work) is float \
+            and (cost := tree.compiled.weighted_cost(order, request_work, weights)) is not None:
+        return cost
+    return sum(map(operator.mul, weights, completion_times(tree, order, request_work)))

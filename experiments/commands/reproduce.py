@@ -58,7 +58,6 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import operator
 import os
 import time
 from contextlib import contextmanager
@@ -69,7 +68,8 @@ import numpy as np
 
 from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
-from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
+from auction_gym.mechanism.queue_tree import build_queue_tree, weighted_cost
+from auction_gym.mechanism.radix_auction import RadixTreeAuction
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.registry import mechanism_names
@@ -167,29 +167,41 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     run. What every policy reads is built once per snapshot and shared: the queue's tree, which C
     reads, and the round (`WaitingRound`: the cache and the prefix lengths read from it), which a
     policy only reads (it never inserts, locks or evicts; DFS-weight's matcher may split an edge,
-    which changes no match). Each policy is built fresh per snapshot, so none carries state over.
+    which changes no match). Each policy is built fresh per snapshot, so none carries state over,
+    but the radix auction (`kept_across_snapshots`), whose kept tree gives the from-scratch order
+    bit for bit: it follows the queue from snapshot to snapshot instead of rebuilding it.
     """
     if not snapshots:
         return dict.fromkeys(names, math.nan)
     mechanisms = {p: split_policy(p, cost_model) for p in names}
     picks = np.linspace(0, len(snapshots) - 1, min(limit, len(snapshots))).round().astype(int)
     totals = dict.fromkeys(names, 0.0)
+    kept: dict[str, AdmissionPolicy] = {}
     for k in picks:
         queue = [r for r, _ in snapshots[k]]
         prefix_lens = [cached for _, cached in snapshots[k]]
-        tree = build_queue_tree([r.tokens for r in queue], None if cost_model == "unit" else prefix_lens)
+        tokens = [r.tokens for r in queue]
+        tree = build_queue_tree(tokens, None if cost_model == "unit" else prefix_lens)
         position = {r: i for i, r in enumerate(queue)}  # requests hash by identity
         urgency = [r.urgency for r in queue]
         cache = RadixCache()
-        for r, cached in snapshots[k]:
-            if cached:
-                cache.insert(r.tokens[:cached])
+        cache.insert_prefixes(tokens, prefix_lens)
         waiting = WaitingRound(queue, cache)
         for policy, (mechanism, model) in mechanisms.items():
-            order, _ = AdmissionPolicy.adopt(make_scheduler(mechanism, model)).admit(waiting)
-            done = completion_times(tree, list(map(position.__getitem__, order)), 1.0)
-            totals[policy] -= sum(map(operator.mul, urgency, done))  # w x C, added in queue order
+            scheduler = kept.get(policy) or AdmissionPolicy.adopt(make_scheduler(mechanism, model))
+            if kept_across_snapshots(scheduler):
+                kept[policy] = scheduler
+            order, _ = scheduler.admit(waiting)
+            totals[policy] -= weighted_cost(tree, list(map(position.__getitem__, order)), 1.0, urgency)
     return {p: total / len(picks) for p, total in totals.items()}
+
+
+def kept_across_snapshots(scheduler: AdmissionPolicy) -> bool:
+    """Whether `snapshot_welfare` keeps `scheduler` from snapshot to snapshot: the radix auction
+    itself (not a subclass, which may keep other state), whose round over a queue is decided over
+    its kept tree, the from-scratch build's bit for bit (docs/economic-model.md section 3, "The
+    allocation kept across rounds"), so a kept one orders each snapshot as a fresh one does."""
+    return type(scheduler) is RadixTreeAuction
 
 
 def capacity(workload: str, kv: int, sweep: Sweep, trace: Path | None, seed: int) -> float:
