@@ -153,11 +153,12 @@ class StrictPriorityAuction(AuctionMechanism):
         if allocation is None:
             decided = core.strict_allocation(requests, bids, lens, self.cache_ties)
             if decided is None:  # a check fails or an input is not plain: allocate raises or takes it
-                allocation = self._decide(requests, bids, lens, round.cache, round.multipliers)
+                allocation = self._decide(requests, bids, lens, round.cache, round.multipliers,
+                                          round.changes if costed else None)
             else:
                 order, rank, tokens, ordered = decided
-                allocation = StrictAllocation(
-                    requests=requests, bids=bids, order=order, rank=rank, tokens=tokens, prefix_lens=lens,
+                allocation = StrictAllocation(  # its own bids, as allocate's: the round's may be changed
+                    requests=requests, bids=list(bids), order=order, rank=rank, tokens=tokens, prefix_lens=lens,
                     request_work=self.request_work, memo=self._prompt_memo, compiled=True, ordered=ordered)
             self._last = requests, bids, lens, allocation
         return allocation.admission, AuctionRound(self.pricing, requests, bids, lens, allocation)
