@@ -274,8 +274,11 @@ bool StrictRound::read(nb::handle requests, nb::handle bids, nb::handle order_se
     std::vector<int64_t> owner(n);
     bid.resize(n);
     rank.assign(n, n);
+    const request_slots::Fields& f = request_slots::fields();
     for (size_t i = 0; i < n; ++i) {
-        nb::object b = field(PySequence_Fast_ITEMS(rs.ptr())[i], bidder_name);
+        PyObject* r = PySequence_Fast_ITEMS(rs.ptr())[i];
+        // A plain Request's slot read in place; any other object's field as Python reads it.
+        nb::object b = Py_TYPE(r) == f.type ? nb::borrow(at_offset(r, f.bidder)) : field(r, bidder_name);
         if (!exact_int(b.ptr(), owner[i]) || !exact_float(PySequence_Fast_ITEMS(bs.ptr())[i], bid[i])) return false;
     }
     order.resize(n);
@@ -306,15 +309,21 @@ bool first_requests(const ScratchTree& tree, const StrictRound& q, std::vector<F
     const size_t nodes = tree.parent.size();
     first.assign(nodes, First{q.n, q.n, q.n});
     for (size_t v = nodes; v-- > 0;) {
-        std::vector<First> items;
-        for (int64_t r : tree.attached[v]) items.push_back(First{q.rank[size_t(r)], q.who[size_t(r)], q.n});
-        for (int64_t c : tree.children[v]) items.push_back(first[size_t(c)]);
-        if (items.empty()) return false;
-        const First& head = *std::min_element(items.begin(), items.end(),
-                                              [](const First& x, const First& y) { return x.a < y.a; });
+        // The node's items, its requests' then its children's, read in place: the first of least rank...
+        const First* head = nullptr;
+        First own{};
+        auto each = [&](auto&& visit) {
+            for (int64_t r : tree.attached[v]) visit(First{q.rank[size_t(r)], q.who[size_t(r)], q.n});
+            for (int64_t c : tree.children[v]) visit(first[size_t(c)]);
+        };
+        each([&](const First& t) {
+            if (head == nullptr || t.a < head->a) head = &(own = t);
+        });
+        if (head == nullptr) return false;
+        // ...and the least rank of another bidder's first request
         size_t c = std::numeric_limits<size_t>::max();
-        for (const First& t : items) c = std::min(c, t.i != head.i ? t.a : t.c);
-        first[v] = First{head.a, head.i, c};
+        each([&](const First& t) { c = std::min(c, t.i != own.i ? t.a : t.c); });
+        first[v] = First{own.a, own.i, c};
     }
     return true;
 }
