@@ -1,7 +1,7 @@
-// Strict priority's round (mechanism/strict_priority.py) in C++: the queue's checks as
-// validation.validate_requests' fast path makes them, the strict order, and the closed-form
-// payments over the compiled queue tree, with the Python code's operations in its order
-// (docs/design.md section 8). Each returns None, having changed nothing, for an input it does not
+// Strict priority's round (mechanism/strict_priority.py) in C++: an engine's round's bids and
+// cached lengths, the queue's checks as validation.validate_requests' fast path makes them, the
+// strict order, and the closed-form payments over the compiled queue tree, with the Python code's
+// operations in its order (docs/design.md section 8). Each returns None, having changed nothing, for an input it does not
 // take as it is; the Python code then handles it and raises its own errors.
 #include <nanobind/nanobind.h>
 
