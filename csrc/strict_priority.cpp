@@ -34,8 +34,11 @@ nb::object items_of(nb::handle seq) {
     return fast;
 }
 
-// A request's field by its interned name; invalid, the error cleared, where reading it raises.
-nb::object field(PyObject* request, PyObject* name) {
+// A request's field: a plain Request's slot read in place, any other object's by its interned
+// name; invalid, the error cleared, where reading it raises (or the slot is unset).
+nb::object field(PyObject* request, PyObject* name, Py_ssize_t request_slots::Fields::*slot) {
+    const request_slots::Fields& f = request_slots::fields();
+    if (Py_TYPE(request) == f.type) return nb::borrow(request_slots::at_offset(request, f.*slot));
     nb::object v = nb::steal(PyObject_GetAttr(request, name));
     if (!v.is_valid()) PyErr_Clear();
     return v;
@@ -76,7 +79,9 @@ nb::object plain_requests(nb::handle requests) {
     nb::list tokens, bids;
     std::vector<int64_t> ids(static_cast<size_t>(n), 0);
     for (Py_ssize_t k = 0; k < n; ++k) {
-        nb::object bid = field(items[k], bid_name), t = field(items[k], tokens_name), rid = field(items[k], id_name);
+        nb::object bid = field(items[k], bid_name, &request_slots::Fields::bid),
+                   t = field(items[k], tokens_name, &request_slots::Fields::tokens),
+                   rid = field(items[k], id_name, &request_slots::Fields::id);
         double b = 0.0;
         if (!exact_float(bid.ptr(), b) || !(0.0 <= b && b < std::numeric_limits<double>::infinity()) ||
             !exact_int(rid.ptr(), ids[size_t(k)]) || !t.is_valid() || !token_array(t.ptr()))
@@ -119,7 +124,8 @@ nb::object strict_order(nb::handle requests, nb::handle bids, nb::handle cached_
     for (Py_ssize_t k = 0; k < n; ++k) {
         const size_t i = size_t(k);
         PyObject* r = PySequence_Fast_ITEMS(rs.ptr())[k];
-        nb::object at = field(r, arrival_name), rid = field(r, id_name);
+        nb::object at = field(r, arrival_name, &request_slots::Fields::arrival),
+                   rid = field(r, id_name, &request_slots::Fields::id);
         if (!exact_float(PySequence_Fast_ITEMS(bs.ptr())[k], bid[i]) ||
             !exact_int(PySequence_Fast_ITEMS(cs.ptr())[k], cached[i]) || !exact_float(at.ptr(), arrival[i]) ||
             !exact_int(rid.ptr(), id[i]))
@@ -274,11 +280,8 @@ bool StrictRound::read(nb::handle requests, nb::handle bids, nb::handle order_se
     std::vector<int64_t> owner(n);
     bid.resize(n);
     rank.assign(n, n);
-    const request_slots::Fields& f = request_slots::fields();
     for (size_t i = 0; i < n; ++i) {
-        PyObject* r = PySequence_Fast_ITEMS(rs.ptr())[i];
-        // A plain Request's slot read in place; any other object's field as Python reads it.
-        nb::object b = Py_TYPE(r) == f.type ? nb::borrow(at_offset(r, f.bidder)) : field(r, bidder_name);
+        nb::object b = field(PySequence_Fast_ITEMS(rs.ptr())[i], bidder_name, &request_slots::Fields::bidder);
         if (!exact_int(b.ptr(), owner[i]) || !exact_float(PySequence_Fast_ITEMS(bs.ptr())[i], bid[i])) return false;
     }
     order.resize(n);
