@@ -17,3 +17,4 @@ void bind_lpm_orders(nanobind::module_ &m);  // lpm_orders.cpp
 void bind_dfs_weight(nanobind::module_ &m);  // dfs_weight.cpp
 void bind_posted_book(nanobind::module_ &m);  // posted_book.cpp
 void bind_priority_round(nanobind::module_ &m);  // priority_round.cpp
+void bind_records_summary(nanobind::module_ &m);  // records_summary.cpp

@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "radix_cache.hpp"
+#include "request_slots.hpp"
 
 namespace nb = nanobind;
 using radix::Node;
@@ -29,9 +30,12 @@ struct Reached {
 };
 
 // The node request `r`'s match ends at, match[r.id][1]; null where that is not a compiled node.
+// A plain Request's id is read at its slot; the node is held by the match, so no reference is taken.
 const Node* match_node(PyObject* r, PyObject* match) {
     static PyObject* const id_name = PyUnicode_InternFromString("id");
-    nb::object rid = nb::steal(PyObject_GetAttr(r, id_name));
+    const request_slots::Fields& f = request_slots::fields();
+    nb::object rid = Py_TYPE(r) == f.type ? nb::borrow(request_slots::at_offset(r, f.id))
+                                          : nb::steal(PyObject_GetAttr(r, id_name));
     if (!rid.is_valid()) {
         PyErr_Clear();
         return nullptr;
@@ -41,9 +45,9 @@ const Node* match_node(PyObject* r, PyObject* match) {
         PyErr_Clear();
         return nullptr;
     }
-    NodePtr node;
-    if (!nb::try_cast<NodePtr>(nb::handle(PyTuple_GET_ITEM(entry, 1)), node)) return nullptr;
-    return node.get();
+    const Node* node = nullptr;
+    if (!nb::try_cast<const Node*>(nb::handle(PyTuple_GET_ITEM(entry, 1)), node)) return nullptr;
+    return node;
 }
 
 // The queue's nodes and their ancestors with weights and reached children, as the Python loop

@@ -6,11 +6,13 @@
 #include <nanobind/nanobind.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <vector>
 
 #include "bindings.hpp"
+#include "request_slots.hpp"
 
 namespace nb = nanobind;
 
@@ -23,23 +25,38 @@ bool exact_int(PyObject* o, int64_t& out) {
     return overflow == 0;
 }
 
-// Each request's match length, match[r.id][0] of the matcher's dict; false where that is not an
-// exact int (or not there: Python raises).
-bool match_lengths(PyObject* const* queue, size_t n, PyObject* match, std::vector<int64_t>& out) {
-    static PyObject* const id_name = PyUnicode_InternFromString("id");
-    out.resize(n);
+// The queue's requests by arrival as `sorted(queue, key=fcfs_key)` orders them (stable), with each
+// one's match length, match[r.id][0] of the matcher's dict; false where a request is not a plain
+// Request (an arrival not a float or NaN, an id not an int) or its length not an exact int (or not
+// there: Python raises).
+bool by_arrival(PyObject* const* queue, size_t n, PyObject* match, std::vector<PyObject*>& ordered,
+                std::vector<int64_t>& length) {
+    const request_slots::Fields& f = request_slots::fields();
+    if (f.type == nullptr) return false;
+    std::vector<std::pair<std::pair<double, int64_t>, size_t>> keyed(n);
+    std::vector<int64_t> matched(n);
     for (size_t i = 0; i < n; ++i) {
-        nb::object rid = nb::steal(PyObject_GetAttr(queue[i], id_name));
-        if (!rid.is_valid() || !PyLong_CheckExact(rid.ptr())) {
-            PyErr_Clear();
+        PyObject* r = queue[i];
+        if (Py_TYPE(r) != f.type) return false;
+        PyObject *arrival = request_slots::at_offset(r, f.arrival), *rid = request_slots::at_offset(r, f.id);
+        int64_t id = 0;
+        if (arrival == nullptr || !PyFloat_CheckExact(arrival) || std::isnan(PyFloat_AS_DOUBLE(arrival)) ||
+            !request_slots::plain_int(rid, id))
             return false;
-        }
-        PyObject* entry = PyDict_GetItemWithError(match, rid.ptr());  // borrowed
+        PyObject* entry = PyDict_GetItemWithError(match, rid);  // borrowed
         if (entry == nullptr || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 1 ||
-            !exact_int(PyTuple_GET_ITEM(entry, 0), out[i])) {
+            !exact_int(PyTuple_GET_ITEM(entry, 0), matched[i])) {
             PyErr_Clear();
             return false;
         }
+        keyed[i] = {{PyFloat_AS_DOUBLE(arrival), id}, i};
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    ordered.resize(n);
+    length.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+        ordered[k] = queue[keyed[k].second];
+        length[k] = matched[keyed[k].second];
     }
     return true;
 }
@@ -70,19 +87,23 @@ nb::object lpm_order(nb::handle queue, nb::handle length_of) {
     return out;
 }
 
-// KLPM.order_round's order of `by_arrival` (the queue in FCFS order) given the matcher's `match`
-// (request id -> (length, node)), the cycle's `phase` and `k`.
-nb::object klpm_order(nb::handle by_arrival, nb::handle match, nb::handle phase_in, nb::handle k_in) {
+// KLPM.order_round's order of `queue` (a list; its FCFS order made here) given the matcher's
+// `match` (request id -> (length, node)), the cycle's `phase` and `k`.
+nb::object klpm_order(nb::handle queue_in, nb::handle match, nb::handle phase_in, nb::handle k_in) {
     int64_t phase = 0, k = 0;
-    if (!PyList_CheckExact(by_arrival.ptr()) || !PyDict_CheckExact(match.ptr()) || !exact_int(phase_in.ptr(), phase) ||
+    if (!PyList_CheckExact(queue_in.ptr()) || !PyDict_CheckExact(match.ptr()) || !exact_int(phase_in.ptr(), phase) ||
         !exact_int(k_in.ptr(), k) || k < 1 || phase < 0 || phase >= k)
         return nb::none();
-    const size_t n = size_t(PyList_GET_SIZE(by_arrival.ptr()));
-    PyObject* const* queue = PySequence_Fast_ITEMS(by_arrival.ptr());
+    // The queue as a tuple of this call's own: no request it orders is freed meanwhile.
+    nb::object held = nb::steal(PyList_AsTuple(queue_in.ptr()));
+    if (!held.is_valid()) throw nb::python_error();
+    const size_t n = size_t(PyTuple_GET_SIZE(held.ptr()));
+    std::vector<PyObject*> queue;
     std::vector<int64_t> length;
-    if (!match_lengths(queue, n, match.ptr(), length)) return nb::none();
+    if (!by_arrival(PySequence_Fast_ITEMS(held.ptr()), n, match.ptr(), queue, length)) return nb::none();
     const std::vector<size_t> by_match = longest_first(length);  // ties by arrival
-    nb::list out;
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(n)));
+    if (!out.is_valid()) throw nb::python_error();
     std::vector<char> taken(n, 0);
     size_t oldest = 0, longest = 0;
     for (size_t step = 0; step < n; ++step) {
@@ -94,7 +115,7 @@ nb::object klpm_order(nb::handle by_arrival, nb::handle match, nb::handle phase_
             while (taken[by_match[longest]]) ++longest;
             pick = by_match[longest];
         }
-        out.append(nb::handle(queue[pick]));
+        PyList_SET_ITEM(out.ptr(), Py_ssize_t(step), Py_NewRef(queue[pick]));
         taken[pick] = 1;
         phase = (phase + 1) % k;
     }
@@ -106,6 +127,6 @@ nb::object klpm_order(nb::handle by_arrival, nb::handle match, nb::handle phase_
 void bind_lpm_orders(nb::module_& m) {
     m.def("lpm_order", &lpm_order, nb::arg("queue"), nb::arg("length_of"),
           "LPM.order_round's order of the queue, or None for inputs it does not take.");
-    m.def("klpm_order", &klpm_order, nb::arg("by_arrival"), nb::arg("match"), nb::arg("phase"), nb::arg("k"),
-          "KLPM.order_round's order of the queue by arrival, or None for inputs it does not take.");
+    m.def("klpm_order", &klpm_order, nb::arg("queue"), nb::arg("match"), nb::arg("phase"), nb::arg("k"),
+          "KLPM.order_round's order of the queue, or None for inputs it does not take.");
 }

@@ -67,6 +67,9 @@ public:
     double as_double_of(PyObject *obj) { return read(obj, as_double); }
     int64_t as_int_of(PyObject *obj) { return read(obj, as_int); }
     double as_float_of(PyObject *obj) { return read(obj, as_float); }
+    bool is_none_of(PyObject *obj) {
+        return read(obj, [](PyObject *value) { return value == Py_None; });
+    }
 
 private:
     template <class Convert>

@@ -72,12 +72,13 @@ public:
     }
 
     // `Market._bids`: (the multipliers as an array, the round's multipliers, budgets left), or None
-    // where Python raises or reads the multipliers its own way (anything but a list of floats).
+    // where Python raises or reads the multipliers its own way (anything but a list of floats or a
+    // 1-d float64 array, whose items `tolist` makes floats of the same values).
     nb::object bids(nb::handle multipliers, nb::handle spent, nb::handle budget) const {
         std::vector<double> alpha, s, b;
+        const bool listed = PyList_CheckExact(multipliers.ptr());
         try {
-            if (!PyList_CheckExact(multipliers.ptr())) throw Unsupported{};
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(multipliers.ptr()); ++i)
+            for (Py_ssize_t i = 0; listed && i < PyList_GET_SIZE(multipliers.ptr()); ++i)
                 if (!PyFloat_CheckExact(PyList_GET_ITEM(multipliers.ptr(), i))) throw Unsupported{};
             alpha = doubles(multipliers, n_);
             s = doubles(spent, n_);
@@ -90,8 +91,10 @@ public:
         for (size_t i = 0; i < n_; ++i) {
             if (!(0.0 <= alpha[i] && alpha[i] < INFINITY)) return nb::none();  // NaN fails too
             bool left = s[i] < b[i];
-            PyObject *a = left ? PyList_GET_ITEM(multipliers.ptr(), static_cast<Py_ssize_t>(i)) : zero_.ptr();
-            Py_INCREF(a);  // the same floats the Python lists hold
+            PyObject *a = !left ? Py_NewRef(zero_.ptr())
+                          : listed ? Py_NewRef(PyList_GET_ITEM(multipliers.ptr(), static_cast<Py_ssize_t>(i)))
+                                   : PyFloat_FromDouble(alpha[i]);  // the same floats the Python lists hold
+            if (!a) throw nb::python_error();
             PyList_SET_ITEM(alpha_now.ptr(), static_cast<Py_ssize_t>(i), a);
             PyObject *r = PyFloat_FromDouble(left ? b[i] - s[i] : 0.0);
             if (!r) throw nb::python_error();

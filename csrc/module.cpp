@@ -20,4 +20,5 @@ NB_MODULE(_core, m) {
     bind_dfs_weight(m);
     bind_posted_book(m);
     bind_priority_round(m);
+    bind_records_summary(m);
 }

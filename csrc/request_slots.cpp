@@ -35,8 +35,9 @@ const Fields& fields() {
 #endif
     if (unchanged) return *f;
     Fields out{request, slot_offset(request, "id"), slot_offset(request, "bidder"), slot_offset(request, "bid"),
-               slot_offset(request, "urgency"), slot_offset(request, "tokens")};
-    if (out.id < 0 || out.bidder < 0 || out.bid < 0 || out.urgency < 0 || out.tokens < 0) out.type = nullptr;
+               slot_offset(request, "urgency"), slot_offset(request, "tokens"), slot_offset(request, "arrival")};
+    if (out.id < 0 || out.bidder < 0 || out.bid < 0 || out.urgency < 0 || out.tokens < 0 || out.arrival < 0)
+        out.type = nullptr;
     *f = out;
     version = request->tp_version_tag;  // tagged by the lookups, where the class can be
     return *f;

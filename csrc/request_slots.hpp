@@ -1,6 +1,7 @@
 // The slots of auction_gym.request.Request read in place, and a round's plain numbers, for the
-// compiled rounds that read a queue's requests (posted_book.cpp, priority_round.cpp): a request of
-// exactly that class has its fields read at their offsets, which runs no Python code.
+// compiled rounds that read a queue's requests (posted_book.cpp, priority_round.cpp,
+// strict_priority.cpp, lpm_orders.cpp): a request of exactly that class has its fields read at
+// their offsets, which runs no Python code.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -15,7 +16,7 @@ namespace request_slots {
 // looked up again whenever the class has changed since (its version tag).
 struct Fields {
     PyTypeObject* type = nullptr;
-    Py_ssize_t id = -1, bidder = -1, bid = -1, urgency = -1, tokens = -1;
+    Py_ssize_t id = -1, bidder = -1, bid = -1, urgency = -1, tokens = -1, arrival = -1;
 };
 
 const Fields& fields();

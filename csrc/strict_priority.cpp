@@ -1,7 +1,7 @@
-// Strict priority's round (mechanism/strict_priority.py) in C++: the queue's checks as
-// validation.validate_requests' fast path makes them, the strict order, and the closed-form
-// payments over the compiled queue tree, with the Python code's operations in its order
-// (docs/design.md section 8). Each returns None, having changed nothing, for an input it does not
+// Strict priority's round (mechanism/strict_priority.py) in C++: an engine's round's bids and
+// cached lengths, the queue's checks as validation.validate_requests' fast path makes them, the
+// strict order, and the closed-form payments over the compiled queue tree, with the Python code's
+// operations in its order (docs/design.md section 8). Each returns None, having changed nothing, for an input it does not
 // take as it is; the Python code then handles it and raises its own errors.
 #include <nanobind/nanobind.h>
 
@@ -16,10 +16,13 @@
 #include "bindings.hpp"
 #include "py_sum.hpp"
 #include "queue_tree.hpp"
+#include "request_slots.hpp"
 
 namespace nb = nanobind;
 using auction_core::PySum;
 using auction_core::ScratchTree;
+using request_slots::at_offset;
+using request_slots::plain_int;
 
 namespace {
 
@@ -31,8 +34,11 @@ nb::object items_of(nb::handle seq) {
     return fast;
 }
 
-// A request's field by its interned name; invalid, the error cleared, where reading it raises.
-nb::object field(PyObject* request, PyObject* name) {
+// A request's field: a plain Request's slot read in place, any other object's by its interned
+// name; invalid, the error cleared, where reading it raises (or the slot is unset).
+nb::object field(PyObject* request, PyObject* name, Py_ssize_t request_slots::Fields::*slot) {
+    const request_slots::Fields& f = request_slots::fields();
+    if (Py_TYPE(request) == f.type) return nb::borrow(request_slots::at_offset(request, f.*slot));
     nb::object v = nb::steal(PyObject_GetAttr(request, name));
     if (!v.is_valid()) PyErr_Clear();
     return v;
@@ -73,7 +79,9 @@ nb::object plain_requests(nb::handle requests) {
     nb::list tokens, bids;
     std::vector<int64_t> ids(static_cast<size_t>(n), 0);
     for (Py_ssize_t k = 0; k < n; ++k) {
-        nb::object bid = field(items[k], bid_name), t = field(items[k], tokens_name), rid = field(items[k], id_name);
+        nb::object bid = field(items[k], bid_name, &request_slots::Fields::bid),
+                   t = field(items[k], tokens_name, &request_slots::Fields::tokens),
+                   rid = field(items[k], id_name, &request_slots::Fields::id);
         double b = 0.0;
         if (!exact_float(bid.ptr(), b) || !(0.0 <= b && b < std::numeric_limits<double>::infinity()) ||
             !exact_int(rid.ptr(), ids[size_t(k)]) || !t.is_valid() || !token_array(t.ptr()))
@@ -84,6 +92,21 @@ nb::object plain_requests(nb::handle requests) {
     std::sort(ids.begin(), ids.end());
     if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return nb::none();  // Python names it
     return nb::make_tuple(tokens, bids);
+}
+
+// The positions sorted by (-bid, -cached, arrival, id), stable, as allocate's sorted() orders them.
+std::vector<size_t> strict_sort(const std::vector<double>& bid, const std::vector<int64_t>& cached,
+                                const std::vector<double>& arrival, const std::vector<int64_t>& id) {
+    std::vector<size_t> order(bid.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    // -x < -y is x > y, for the floats (no NaN) and the ints alike, so nothing is negated
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        if (bid[a] != bid[b]) return bid[a] > bid[b];
+        if (cached[a] != cached[b]) return cached[a] > cached[b];
+        if (arrival[a] != arrival[b]) return arrival[a] < arrival[b];
+        return id[a] < id[b];
+    });
+    return order;
 }
 
 // StrictPriorityAuction.allocate's order: sorted(range(n), key=(-bid, -cached_first, arrival, id)),
@@ -101,24 +124,139 @@ nb::object strict_order(nb::handle requests, nb::handle bids, nb::handle cached_
     for (Py_ssize_t k = 0; k < n; ++k) {
         const size_t i = size_t(k);
         PyObject* r = PySequence_Fast_ITEMS(rs.ptr())[k];
-        nb::object at = field(r, arrival_name), rid = field(r, id_name);
+        nb::object at = field(r, arrival_name, &request_slots::Fields::arrival),
+                   rid = field(r, id_name, &request_slots::Fields::id);
         if (!exact_float(PySequence_Fast_ITEMS(bs.ptr())[k], bid[i]) ||
             !exact_int(PySequence_Fast_ITEMS(cs.ptr())[k], cached[i]) || !exact_float(at.ptr(), arrival[i]) ||
             !exact_int(rid.ptr(), id[i]))
             return nb::none();
     }
-    std::vector<size_t> order(count);
-    std::iota(order.begin(), order.end(), size_t(0));
-    // -x < -y is x > y, for the floats (no NaN) and the ints alike, so nothing is negated
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        if (bid[a] != bid[b]) return bid[a] > bid[b];
-        if (cached[a] != cached[b]) return cached[a] > cached[b];
-        if (arrival[a] != arrival[b]) return arrival[a] < arrival[b];
-        return id[a] < id[b];
-    });
+    const std::vector<size_t> order = strict_sort(bid, cached, arrival, id);
     std::vector<size_t> rank(count);
     for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = k;
     return nb::make_tuple(nb::cast(order), nb::cast(rank));
+}
+
+// A list of `n` empty places, made before the round's fields are read: a list's allocation may run
+// the garbage collector, and so Python code, which reading the fields must not meet.
+nb::list new_list(size_t n) {
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(n)));
+    if (!out.is_valid()) throw nb::python_error();
+    return out;
+}
+
+// Sets `out`'s `n` places to `make(i)`'s new references (ints and borrowed objects: no collection).
+template <class Make>
+void fill(nb::list& out, size_t n, Make&& make) {
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* item = make(i);
+        if (item == nullptr) throw nb::python_error();
+        PyList_SET_ITEM(out.ptr(), Py_ssize_t(i), item);
+    }
+}
+
+// The queue as a tuple of the call's own, so that no request it reads is freed meanwhile; null
+// for a queue that is not a list of requests of exactly the class whose slots are read in place.
+nb::object plain_queue(nb::handle requests) {
+    if (request_slots::fields().type == nullptr || !PyList_CheckExact(requests.ptr())) return nb::object();
+    nb::object queue = nb::steal(PyList_AsTuple(requests.ptr()));
+    if (!queue.is_valid()) throw nb::python_error();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(queue.ptr()); ++i)
+        if (Py_TYPE(PyTuple_GET_ITEM(queue.ptr(), i)) != request_slots::fields().type) return nb::object();
+    return queue;
+}
+
+// Request `r`'s bid in the round as policy.round_bids makes it (`alpha` its multipliers, else its
+// own `bid`); false where a field is not plain, a bidder is out of range or the bid is NaN.
+bool round_bid(PyObject* r, const std::vector<double>* alpha, double& bid) {
+    const request_slots::Fields& f = request_slots::fields();
+    if (alpha == nullptr) return exact_float(at_offset(r, f.bid), bid);
+    PyObject* urgency = at_offset(r, f.urgency);
+    int64_t b = 0;
+    if (urgency == nullptr || !PyFloat_CheckExact(urgency) || !plain_int(at_offset(r, f.bidder), b) || b < 0 ||
+        size_t(b) >= alpha->size())
+        return false;
+    bid = (*alpha)[size_t(b)] * PyFloat_AS_DOUBLE(urgency);
+    return !std::isnan(bid);  // Python's sort orders NaN its own way
+}
+
+// StrictPriorityAuction's round inputs as decide_round reads them, for a queue (a list) of plain
+// Requests, `multipliers` a list of exact floats (None: each request bids its own `bid`) and
+// `length_of` the engine's dict of cached lengths (None under "unit"): (bids, lens), lens None
+// without `length_of`; None for any other input, which the Python code reads or refuses.
+nb::object strict_bids(nb::handle requests, nb::handle multipliers, nb::handle length_of) {
+    const bool costed = !length_of.is_none();
+    std::vector<double> alpha;
+    if ((costed && !PyDict_CheckExact(length_of.ptr())) ||
+        (!multipliers.is_none() && !request_slots::plain_floats(multipliers, alpha)))
+        return nb::none();
+    for (double a : alpha)
+        if (!(0.0 <= a && a < std::numeric_limits<double>::infinity())) return nb::none();  // round_bids raises
+    nb::object queue = plain_queue(requests);
+    if (!queue.is_valid()) return nb::none();
+    const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
+    nb::list bids = new_list(n), lens = costed ? new_list(n) : nb::list();
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* r = PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(i));
+        double bid = 0.0;
+        if (!round_bid(r, multipliers.is_none() ? nullptr : &alpha, bid)) return nb::none();
+        PyObject* b = PyFloat_FromDouble(bid);
+        if (b == nullptr) throw nb::python_error();
+        PyList_SET_ITEM(bids.ptr(), Py_ssize_t(i), b);
+        if (!costed) continue;
+        PyObject* cached = PyDict_GetItemWithError(length_of.ptr(), r);  // borrowed
+        int64_t length = 0;
+        if (cached == nullptr || !plain_int(cached, length)) {
+            PyErr_Clear();
+            return nb::none();
+        }
+        PyList_SET_ITEM(lens.ptr(), Py_ssize_t(i), Py_NewRef(cached));
+    }
+    return nb::make_tuple(bids, costed ? nb::object(lens) : nb::none());
+}
+
+// Request `r`'s checks as validate_requests' fast path makes them, and its sort keys; false where
+// one fails or a field is not plain.
+bool strict_keys(PyObject* r, int64_t& id, double& arrival) {
+    const request_slots::Fields& f = request_slots::fields();
+    PyObject* prompt = at_offset(r, f.tokens);
+    double own = 0.0;
+    return exact_float(at_offset(r, f.bid), own) && own >= 0.0 && own < std::numeric_limits<double>::infinity() &&
+           plain_int(at_offset(r, f.id), id) && exact_float(at_offset(r, f.arrival), arrival) && prompt != nullptr &&
+           token_array(prompt);
+}
+
+// StrictPriorityAuction.allocate of a queue of plain Requests with the round's `bids` (exact
+// floats) and `lens` (exact ints; None under "unit"): (order, rank, tokens, admission); None,
+// nothing changed, where a check fails or an input is not plain, for Python to raise its errors.
+nb::object strict_allocation(nb::handle requests, nb::handle bids, nb::handle lens, bool cache_ties) {
+    nb::object queue = plain_queue(requests);
+    if (!queue.is_valid()) return nb::none();
+    const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
+    std::vector<double> bid, arrival(n);
+    std::vector<int64_t> id(n), cached(n, 0);
+    if (!request_slots::plain_floats(bids, bid) || bid.size() != n) return nb::none();
+    if (!lens.is_none()) {
+        if (!PyList_CheckExact(lens.ptr()) || size_t(PyList_GET_SIZE(lens.ptr())) != n) return nb::none();
+        for (size_t i = 0; i < n && cache_ties; ++i)
+            if (!plain_int(PyList_GET_ITEM(lens.ptr(), Py_ssize_t(i)), cached[i])) return nb::none();
+    }
+    nb::list tokens = new_list(n), order_out = new_list(n), rank_out = new_list(n), admission = new_list(n);
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* r = PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(i));
+        if (std::isnan(bid[i]) || !strict_keys(r, id[i], arrival[i])) return nb::none();
+        PyList_SET_ITEM(tokens.ptr(), Py_ssize_t(i), Py_NewRef(at_offset(r, request_slots::fields().tokens)));
+    }
+    std::vector<int64_t> ids(id);
+    std::sort(ids.begin(), ids.end());
+    if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return nb::none();  // Python names it
+    const std::vector<size_t> order = strict_sort(bid, cached, arrival, id);
+    std::vector<size_t> rank(n);
+    for (size_t k = 0; k < n; ++k) rank[order[k]] = k;
+    fill(order_out, n, [&](size_t k) { return PyLong_FromSize_t(order[k]); });
+    fill(rank_out, n, [&](size_t r) { return PyLong_FromSize_t(rank[r]); });
+    fill(admission, n, [&](size_t k) { return Py_NewRef(PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(order[k]))); });
+    return nb::make_tuple(order_out, rank_out, tokens, admission);
 }
 
 // What the closed form reads of a round: each request's bidder (numbered by first appearance in
@@ -143,7 +281,7 @@ bool StrictRound::read(nb::handle requests, nb::handle bids, nb::handle order_se
     bid.resize(n);
     rank.assign(n, n);
     for (size_t i = 0; i < n; ++i) {
-        nb::object b = field(PySequence_Fast_ITEMS(rs.ptr())[i], bidder_name);
+        nb::object b = field(PySequence_Fast_ITEMS(rs.ptr())[i], bidder_name, &request_slots::Fields::bidder);
         if (!exact_int(b.ptr(), owner[i]) || !exact_float(PySequence_Fast_ITEMS(bs.ptr())[i], bid[i])) return false;
     }
     order.resize(n);
@@ -174,15 +312,21 @@ bool first_requests(const ScratchTree& tree, const StrictRound& q, std::vector<F
     const size_t nodes = tree.parent.size();
     first.assign(nodes, First{q.n, q.n, q.n});
     for (size_t v = nodes; v-- > 0;) {
-        std::vector<First> items;
-        for (int64_t r : tree.attached[v]) items.push_back(First{q.rank[size_t(r)], q.who[size_t(r)], q.n});
-        for (int64_t c : tree.children[v]) items.push_back(first[size_t(c)]);
-        if (items.empty()) return false;
-        const First& head = *std::min_element(items.begin(), items.end(),
-                                              [](const First& x, const First& y) { return x.a < y.a; });
+        // The node's items, its requests' then its children's, read in place: the first of least rank...
+        const First* head = nullptr;
+        First own{};
+        auto each = [&](auto&& visit) {
+            for (int64_t r : tree.attached[v]) visit(First{q.rank[size_t(r)], q.who[size_t(r)], q.n});
+            for (int64_t c : tree.children[v]) visit(first[size_t(c)]);
+        };
+        each([&](const First& t) {
+            if (head == nullptr || t.a < head->a) head = &(own = t);
+        });
+        if (head == nullptr) return false;
+        // ...and the least rank of another bidder's first request
         size_t c = std::numeric_limits<size_t>::max();
-        for (const First& t : items) c = std::min(c, t.i != head.i ? t.a : t.c);
-        first[v] = First{head.a, head.i, c};
+        each([&](const First& t) { c = std::min(c, t.i != own.i ? t.a : t.c); });
+        first[v] = First{own.a, own.i, c};
     }
     return true;
 }
@@ -245,6 +389,11 @@ void bind_strict_priority(nb::module_& m) {
           "validate_requests(requests) for a queue its fast path takes as it is, else None.");
     m.def("strict_order", &strict_order, nb::arg("requests"), nb::arg("bids"), nb::arg("cached_first"),
           "Strict priority's (order, rank), or None for inputs it does not take.");
+    m.def("strict_bids", &strict_bids, nb::arg("requests"), nb::arg("multipliers").none(), nb::arg("length_of").none(),
+          "Strict priority's round inputs: (bids, lens), or None for inputs not plain.");
+    m.def("strict_allocation", &strict_allocation, nb::arg("requests"), nb::arg("bids"), nb::arg("lens").none(),
+          nb::arg("cache_ties"),
+          "Strict priority's allocation: (order, rank, tokens, admission), or None for inputs it does not take.");
     m.def("strict_payments", &strict_payments, nb::arg("tree").none(), nb::arg("requests"), nb::arg("bids"),
           nb::arg("order"), nb::arg("request_work"),
           "Strict priority's (bidders, payments) before the clip, or None for inputs it does not take.");

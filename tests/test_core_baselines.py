@@ -165,3 +165,28 @@ def test_lpm_with_the_engines_lengths_is_the_python_sort(seed):
     assert orders[0] == orders[1]
     assert [r.id for r in core.compiled_module().lpm_order(queue, length_of)] == orders[0]
     assert core.compiled_module().lpm_order(queue, {**length_of, queue[0]: 1.0}) is None  # Python's to sort
+
+
+class _Subclassed(Request):
+    """A request of another class, whose fields the compiled calls do not read in place."""
+
+
+@pytest.mark.parametrize("change", [
+    lambda q: setattr(q[3], "arrival", float("nan")),  # ordered by Python's own tuple comparison
+    lambda q: setattr(q[3], "arrival", 1),  # an int arrival
+    lambda q: setattr(q[3], "id", np.int64(q[3].id)),  # an id that is not an int
+    lambda q: q.__setitem__(2, _Subclassed(q[2].id, q[2].bidder, q[2].tokens, arrival=q[2].arrival)),
+    lambda q: setattr(q[5], "arrival", -0.0),  # ties with 0.0 and takes the id's order, as in Python
+])
+def test_klpm_inputs_it_declines_get_the_python_order(change):
+    """k-LPM's compiled arrival sort and cycle over a queue with one request changed: the order of
+    the Python core, whether or not the compiled call takes the queue."""
+    orders = []
+    for which in core.CORES:
+        queue = _queue(np.random.default_rng(6), 14)
+        change(queue)
+        with core.use(which):
+            cache, policy = RadixCache(), make_scheduler("klpm", k=3)
+        cache.insert(queue[0].tokens)
+        orders.append([[r.id for r in policy.order(queue[:cut], cache)] for cut in (14, 9, 12)])
+    assert orders[0] == orders[1]

@@ -55,7 +55,8 @@ def test_random_markets_settle_alike_round_by_round(mechanism, cost_model, budge
     rng = np.random.default_rng(seed)
     settled = 0
     while not markets["python"].done:
-        alphas = rng.uniform(0.0, 2.0, config.num_bidders).tolist()
+        alphas = rng.uniform(0.0, 2.0, config.num_bidders)  # an array or a list: the ledger takes both
+        alphas = alphas if markets["python"].round % 2 else alphas.tolist()
         reports = {which: market.step(alphas) for which, market in markets.items()}
         for name in REPORT_FIELDS:
             assert same(getattr(reports["python"], name), getattr(reports["compiled"], name)), (name, reports)
@@ -68,6 +69,30 @@ def test_random_markets_settle_alike_round_by_round(mechanism, cost_model, budge
     assert m._rows(m.engine.waiting, m._budget, m._rho, m.spent, m.last_spend, m._latency_ema, m._ttft_ema, m.alpha,
                    m.round, m.price_ema, m.hit_ema) is not None
     assert markets["compiled"]._ledger is not None and markets["python"]._ledger is None
+
+
+@pytest.mark.parametrize("multipliers,taken", [
+    (np.ones(6)[::2], True),  # strided float64: read by its strides
+    (np.ones(3, dtype=np.float32), False),
+    (np.ones((1, 3)), False),  # reshaped by Python
+    (np.ones(4), False),  # one too many: Python raises
+    (np.array([1.0, np.nan, 1.0]), False),
+    (np.array([1.0, -0.5, 1.0]), False),
+])
+def test_multiplier_arrays_the_ledger_declines_get_pythons_answer(multipliers, taken):
+    config = MarketConfig(mechanism="strict_vcg", horizon=5, num_bidders=3)
+    markets = market_pair(config, 1)
+    ledger = markets["compiled"]._ledger
+    assert (ledger.bids(multipliers, markets["compiled"].spent, markets["compiled"]._budget) is not None) == taken
+    outcomes = []
+    for market in markets.values():
+        try:
+            report = market.step(multipliers)
+        except ValueError as e:
+            outcomes.append(str(e))
+        else:
+            outcomes.append([getattr(report, name) for name in REPORT_FIELDS] + [market.alpha])
+    assert same(outcomes[0], outcomes[1])
 
 
 class Charges:

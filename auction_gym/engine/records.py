@@ -8,6 +8,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ..core import active, compiled_module
 from ..request import Request
 
 
@@ -83,30 +84,46 @@ def rejections(records: Mapping[int, RequestRecord]) -> dict[int, str]:
 
 
 def summarize(records: list[RequestRecord]) -> Metrics:
-    done = [r for r in records if r.finished]
-    rejected = sum(r.rejected is not None for r in records)
-    retractions = sum(r.retractions for r in records)
+    """The aggregates of `records`; their columns read in one compiled pass on the compiled core
+    (`_core.RecordColumns`, for records of exactly `RequestRecord` with plain fields), by
+    `_columns` otherwise."""
+    columns = None if _compiled_columns is None or active() != "compiled" else _compiled_columns.read(
+        records, RequestRecord)
+    finished, rejected, retractions, ttft, lat, prompt, cached, output, span = columns or _columns(records)
     nan = math.nan
-    if not done:
+    if not finished:
         return Metrics(0, rejected, len(records) - rejected, nan, nan, nan, nan, nan, nan, nan, 0.0, 0.0, 0.0,
                        retractions)
-    ttft = np.array([r.ttft for r in done])
-    lat = np.array([r.latency for r in done])
-    prompt = sum(r.prompt_len for r in done)
-    span = max(r.finish for r in done) - min(r.arrival for r in done)
     return Metrics(
-        finished=len(done),
+        finished=finished,
         rejected=rejected,
-        unfinished=len(records) - len(done) - rejected,
-        hit_rate=sum(r.cached_tokens for r in done) / prompt,
+        unfinished=len(records) - finished - rejected,
+        hit_rate=cached / prompt,
         mean_ttft=float(ttft.mean()),
         p50_ttft=float(np.percentile(ttft, 50)),
         p99_ttft=float(np.percentile(ttft, 99)),
         mean_latency=float(lat.mean()),
         p50_latency=float(np.percentile(lat, 50)),
         p99_latency=float(np.percentile(lat, 99)),
-        throughput_rps=len(done) / span if span > 0 else math.inf,
-        throughput_tps=(prompt + sum(r.output_len for r in done)) / span if span > 0 else math.inf,
+        throughput_rps=finished / span if span > 0 else math.inf,
+        throughput_tps=(prompt + output) / span if span > 0 else math.inf,
         makespan=span,
         retractions=retractions,
     )
+
+
+def _columns(records: list[RequestRecord]) -> tuple:
+    """What `summarize` reads of `records`: (finished, rejected, retractions, ttft, latency, prompt,
+    cached, output, span) of the finished ones (ttft and latency arrays; span None without one)."""
+    done = [r for r in records if r.finished]
+    rejected = sum(r.rejected is not None for r in records)
+    retractions = sum(r.retractions for r in records)
+    if not done:
+        return 0, rejected, retractions, None, None, 0, 0, 0, None
+    return (len(done), rejected, retractions, np.array([r.ttft for r in done]), np.array([r.latency for r in done]),
+            sum(r.prompt_len for r in done), sum(r.cached_tokens for r in done), sum(r.output_len for r in done),
+            max(r.finish for r in done) - min(r.arrival for r in done))
+
+
+_compiled_columns = None if compiled_module() is None else compiled_module().RecordColumns()
+"""The compiled reader of `summarize`'s columns, where the extension is built."""

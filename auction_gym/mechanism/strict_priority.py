@@ -22,8 +22,9 @@ Under "unit" this is sum over others' r of b_r x (number of i's requests ahead o
 order is welfare-optimal over all orders, so this is exact VCG over all orders.
 Cost: O(n log n) for the sort and the rank look-ups, plus O(n + V) for the tree under "tokens".
 On the compiled core the queue's checks, the order and the payments run in C++
-(`csrc/strict_priority.cpp`, docs/design.md section 8), this module's code staying the reference
-and the fallback for inputs the compiled calls do not take.
+(`csrc/strict_priority.cpp`, docs/design.md section 8), an engine's round of plain inputs in one
+call (`StrictPriorityAuction.admit`), this module's code staying the reference and the fallback
+for inputs the compiled calls do not take.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core import active, compiled_module
+from ..policy import AdmissionPolicy, Decision, WaitingRound
 from ..request import Request
-from .base import AuctionMechanism, Cached
+from .base import AuctionMechanism, AuctionRound, Cached
 from .queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
 from .radix_auction import ROUNDING
 from .validation import validate_requests
@@ -69,10 +71,14 @@ class StrictAllocation:
     builder's `PromptMemo` on the compiled one."""
     compiled: bool = False
     """Whether the auction was built on the compiled core (its payments run there)."""
+    ordered: list[Request] | None = field(default=None, repr=False)
+    """The requests in `order`, where the compiled round made them already."""
 
     @property
     def admission(self) -> list[Request]:
-        """The requests in the strict order."""
+        """The requests in the strict order (a new list)."""
+        if self.ordered is not None:
+            return list(self.ordered)
         requests = self.requests
         return [requests[r] for r in self.order]
 
@@ -98,6 +104,11 @@ class StrictAllocation:
         return math.fsum(map(operator.mul, self.bids, self.completion))
 
 
+_ROUND_LAYERS = ("decides", "decide_round", "_round", "_decide", "_skip", "_unchanged", "_prefix_lens", "allocate")
+"""The layers `StrictPriorityAuction.admit`'s compiled round stands in for: a subclass that overrides
+one of them has its rounds decided through them."""
+
+
 class StrictPriorityAuction(AuctionMechanism):
     """Highest bid first, with the closed-form payments of the module docstring."""
 
@@ -109,6 +120,48 @@ class StrictPriorityAuction(AuctionMechanism):
         self._compiled = active() == "compiled"  # a flag, not the module: the auction stays copyable
         # The compiled builder's memo, whose copies start empty (as a memo can).
         self._prompt_memo = compiled_module().PromptMemo() if self._compiled else None
+        cls = type(self)
+        self._compiled_rounds = self._compiled and all(
+            getattr(cls, layer) is getattr(StrictPriorityAuction, layer) for layer in _ROUND_LAYERS)
+        """Whether `admit` may decide a round through the compiled calls (decided once)."""
+
+    def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
+        """`AdmissionPolicy.admit`. On the compiled core an engine's round of plain inputs is decided
+        with `decide_round`'s layers written out, its bids and cached lengths read over the queue in
+        one compiled call (`_core.strict_bids`) and its allocation made in another
+        (`_core.strict_allocation`), unless this class overrides a layer they stand in for
+        (`_ROUND_LAYERS`); other inputs go through the layers, which raise their own errors."""
+        if self._compiled_rounds and round.queue:
+            decided = self._compiled_round(round)
+            if decided is not None:
+                return decided
+        return AdmissionPolicy.admit(self, round)
+
+    def _compiled_round(self, round: WaitingRound) -> tuple[list[Request], AuctionRound] | None:
+        """`admit` of a non-empty round through the compiled calls; None, nothing changed, where the
+        first does not take the round's inputs (or, under "tokens", the round has no engine's lengths).
+        As `_round`, the last allocation is reused when the inputs are the same, unchecked."""
+        costed = self.cost_model == "tokens"
+        if costed and round.length_of is None:
+            return None
+        requests, core = list(round.queue), compiled_module()
+        read = core.strict_bids(requests, round.multipliers, round.length_of if costed else None)
+        if read is None:
+            return None
+        bids, lens = read
+        allocation = self._unchanged(requests, bids, lens)
+        if allocation is None:
+            decided = core.strict_allocation(requests, bids, lens, self.cache_ties)
+            if decided is None:  # a check fails or an input is not plain: allocate raises or takes it
+                allocation = self._decide(requests, bids, lens, round.cache, round.multipliers,
+                                          round.changes if costed else None)
+            else:
+                order, rank, tokens, ordered = decided
+                allocation = StrictAllocation(  # its own bids, as allocate's: the round's may be changed
+                    requests=requests, bids=list(bids), order=order, rank=rank, tokens=tokens, prefix_lens=lens,
+                    request_work=self.request_work, memo=self._prompt_memo, compiled=True, ordered=ordered)
+            self._last = requests, bids, lens, allocation
+        return allocation.admission, AuctionRound(self.pricing, requests, bids, lens, allocation)
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,

@@ -10,8 +10,8 @@ The cycle runs over admissions, not rounds: a round's order continues the cycle 
 round's admissions left it (the requests that left the queue since the last round were admitted,
 since the engine removes a request from the queue only by admitting it). LPM picks are by longest
 cached prefix, ties by arrival (as `lpm`); matching does not refresh LRU times (`prefix_matcher`).
-On the compiled core the cycle runs in C++ (`csrc/lpm_orders.cpp`), this module's loop staying the
-reference and the fallback (docs/design.md section 8).
+On the compiled core the arrival sort and the cycle run in C++ (`csrc/lpm_orders.cpp`), this
+module's sort and loop staying the reference and the fallback (docs/design.md section 8).
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ class KLPM(AdmissionPolicy):
         self._phase = (self._phase + len(self._last - ids)) % self.k
         self._last = ids
         match = self._matcher.update(queue, cache)
-        by_arrival = sorted(queue, key=fcfs_key)
-        if self._compiled and (out := compiled_module().klpm_order(by_arrival, match, self._phase, self.k)) is not None:
+        if self._compiled and (out := compiled_module().klpm_order(queue, match, self._phase, self.k)) is not None:
             return out
+        by_arrival = sorted(queue, key=fcfs_key)
         longer = [-match[r.id][0] for r in by_arrival]
         by_match = sorted(range(len(by_arrival)), key=longer.__getitem__)  # stable: ties by arrival
         # Both lists name requests by their place in `by_arrival`; `taken` marks the places picked.
