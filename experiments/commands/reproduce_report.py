@@ -137,7 +137,7 @@ def figure_png(rows: list[dict], key: str, ylabel: str, auction_only: bool) -> b
             vals = [mean_ci([r[key] for r in rows if r["workload"] == workload and r["kv_capacity"] == kv
                              and r["policy"] == policy and r["load"] == load]) for load in loads]
             ax.errorbar(loads, [v[0] for v in vals], yerr=[v[1] for v in vals], label=policy, capsize=3, **style)
-        ax.set_title(f"{workload}, {kv} KV tokens")
+        ax.set_title(f"{workload}, {kv} KV tokens", y=1.0)  # placed, not fitted above the panel's decorations (it has none there)
         ax.set_xlabel("load (arrival rate / capacity)")
         ax.set_ylabel(ylabel)
         if key == "mean_latency":
