@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "py_calls.hpp"
+#include "request_slots.hpp"
 #include "waiting_prefixes.hpp"
 
 namespace radix {
@@ -22,21 +22,17 @@ struct ArrivalKey {
     bool operator<(const ArrivalKey &o) const { return arrival < o.arrival || (arrival == o.arrival && id < o.id); }
 };
 
-// `r`'s fcfs_key into `out` where it is read in C++ (above); false, with no Python error set, otherwise.
+// `r`'s fcfs_key into `out` where it is read in C++ (above), its fields read at their slots;
+// false, with no Python error set, otherwise.
 inline bool plain_arrival_key(PyObject *r, ArrivalKey &out) {
-    // Never freed, as the cache's Python objects.
-    static PyObject *const request = nb::object(nb::module_::import_("auction_gym.request").attr("Request")).release().ptr();
-    static PyObject *const arrival = pycall::interned("arrival").release().ptr();
-    if (Py_TYPE(r) != reinterpret_cast<PyTypeObject *>(request)) return false;
-    nb::object a = nb::steal(PyObject_GetAttr(r, arrival)), rid = nb::steal(PyObject_GetAttr(r, id_name().ptr()));
-    if (!a || !rid || !PyFloat_CheckExact(a.ptr()) || !PyLong_CheckExact(rid.ptr())) {
-        PyErr_Clear();
+    const request_slots::Fields &f = request_slots::fields();
+    if (f.type == nullptr || Py_TYPE(r) != f.type) return false;
+    PyObject *arrival = request_slots::at_offset(r, f.arrival);
+    if (arrival == nullptr || !PyFloat_CheckExact(arrival) || std::isnan(PyFloat_AS_DOUBLE(arrival)) ||
+        !request_slots::plain_int(request_slots::at_offset(r, f.id), out.id))
         return false;
-    }
-    int overflow = 0;
-    out.arrival = PyFloat_AS_DOUBLE(a.ptr());
-    out.id = PyLong_AsLongLongAndOverflow(rid.ptr(), &overflow);
-    return !overflow && !std::isnan(out.arrival);
+    out.arrival = PyFloat_AS_DOUBLE(arrival);
+    return true;
 }
 
 // `requests` (any iterable) as a list in fcfs_key order, stably sorted as Python's sort is; `ids`

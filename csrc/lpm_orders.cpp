@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "arrival_order.hpp"
 #include "bindings.hpp"
 #include "request_slots.hpp"
 
@@ -25,31 +26,25 @@ bool exact_int(PyObject* o, int64_t& out) {
     return overflow == 0;
 }
 
-// The queue's requests by arrival as `sorted(queue, key=fcfs_key)` orders them (stable), with each
-// one's match length, match[r.id][0] of the matcher's dict; false where a request is not a plain
-// Request (an arrival not a float or NaN, an id not an int) or its length not an exact int (or not
-// there: Python raises).
+// The queue's requests by arrival as `sorted(queue, key=fcfs_key)` orders them (stable;
+// `radix::plain_arrival_key`, arrival_order.hpp), with each one's match length, match[r.id][0] of
+// the matcher's dict; false where a request's key is not read in C++ or its length is not an exact
+// int (or not there: Python raises).
 bool by_arrival(PyObject* const* queue, size_t n, PyObject* match, std::vector<PyObject*>& ordered,
                 std::vector<int64_t>& length) {
-    const request_slots::Fields& f = request_slots::fields();
-    if (f.type == nullptr) return false;
-    std::vector<std::pair<std::pair<double, int64_t>, size_t>> keyed(n);
+    std::vector<std::pair<radix::ArrivalKey, size_t>> keyed(n);
     std::vector<int64_t> matched(n);
     for (size_t i = 0; i < n; ++i) {
         PyObject* r = queue[i];
-        if (Py_TYPE(r) != f.type) return false;
-        PyObject *arrival = request_slots::at_offset(r, f.arrival), *rid = request_slots::at_offset(r, f.id);
-        int64_t id = 0;
-        if (arrival == nullptr || !PyFloat_CheckExact(arrival) || std::isnan(PyFloat_AS_DOUBLE(arrival)) ||
-            !request_slots::plain_int(rid, id))
-            return false;
+        if (!radix::plain_arrival_key(r, keyed[i].first)) return false;
+        keyed[i].second = i;
+        PyObject* rid = request_slots::at_offset(r, request_slots::fields().id);
         PyObject* entry = PyDict_GetItemWithError(match, rid);  // borrowed
         if (entry == nullptr || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 1 ||
             !exact_int(PyTuple_GET_ITEM(entry, 0), matched[i])) {
             PyErr_Clear();
             return false;
         }
-        keyed[i] = {{PyFloat_AS_DOUBLE(arrival), id}, i};
     }
     std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     ordered.resize(n);
