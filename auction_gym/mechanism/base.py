@@ -49,6 +49,12 @@ def _deprecated(name: str, instead: str) -> None:
         warnings.warn(f"{name} is deprecated: {instead}", DeprecationWarning, stacklevel=3)
 
 
+def overrides_any(cls: type, base: type, layers: Iterable[str]) -> bool:
+    """Whether `cls` (`base` or a subclass) defines any of `base`'s `layers` its own way: a compiled
+    round that stands in for those layers decides only rounds of a class that keeps them all."""
+    return any(getattr(cls, layer) is not getattr(base, layer) for layer in layers)
+
+
 @dataclass(eq=False, slots=True)
 class AuctionRound(Decision):
     """What `AuctionMechanism.decide` decided in one round: its inputs, its allocation, and on first

@@ -23,7 +23,7 @@ from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_
 from ..radix_cache import RadixCache
 from ..request import Request
 from .allocator import OrderedRound, TreeAllocator
-from .base import AuctionMechanism, AuctionRound, Cached
+from .base import AuctionMechanism, AuctionRound, Cached, overrides_any
 from .factored import FactoredAllocation
 from .outcome import AuctionOutcome
 from .queue_tree import QueueTree, build_queue_tree, completion_times
@@ -171,8 +171,7 @@ class RadixTreeAuction(AuctionMechanism):
         self._allocator = TreeAllocator(self.request_work, costed=self.cost_model == "tokens",
                                         cache_ties=self.cache_ties)
         """The engine's rounds of two requests or more (allocator.py)."""
-        cls = type(self)
-        self._own_layers = all(getattr(cls, layer) is getattr(RadixTreeAuction, layer) for layer in _ROUND_LAYERS)
+        self._own_layers = not overrides_any(type(self), RadixTreeAuction, _ROUND_LAYERS)
         """Whether this class overrides none of the layers the compiled path stands in for (decided once)."""
         self._compiled_rounds = self._own_layers and self._allocator.compiled and self.cost_model == "tokens"
         """Whether `admit` may decide a market's round in one compiled call, standing in for the layers

@@ -42,7 +42,7 @@ import numpy as np
 from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, Decision, WaitingRound
 from ..request import Request
-from .base import AuctionMechanism, AuctionRound, Cached
+from .base import AuctionMechanism, AuctionRound, Cached, overrides_any
 from .queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
 from .radix_auction import ROUNDING
 from .validation import validate_requests
@@ -120,9 +120,7 @@ class StrictPriorityAuction(AuctionMechanism):
         self._compiled = active() == "compiled"  # a flag, not the module: the auction stays copyable
         # The compiled builder's memo, whose copies start empty (as a memo can).
         self._prompt_memo = compiled_module().PromptMemo() if self._compiled else None
-        cls = type(self)
-        self._compiled_rounds = self._compiled and all(
-            getattr(cls, layer) is getattr(StrictPriorityAuction, layer) for layer in _ROUND_LAYERS)
+        self._compiled_rounds = self._compiled and not overrides_any(type(self), StrictPriorityAuction, _ROUND_LAYERS)
         """Whether `admit` may decide a round through the compiled calls (decided once)."""
 
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
