@@ -8,6 +8,7 @@
 #include "bindings.hpp"
 #include "incremental_tree.hpp"
 #include "payments.hpp"
+#include "py_sum.hpp"
 #include "round_tree.hpp"
 
 namespace nb = nanobind;
@@ -48,7 +49,7 @@ nb::tuple fields(const FactoredRound& round) {
 
 std::vector<double> payments(const FactoredRound& round, const std::vector<int64_t>& priced) {
     // Python's sum() adds floats with compensation from 3.12 on; the module is built for one version.
-    return vcg_payments(round.a, priced, PY_VERSION_HEX >= 0x030C0000);
+    return vcg_payments(round.a, priced, auction_core::PY_SUM_COMPENSATED);
 }
 
 // AuctionRound.charges of a round market_round decided: bidder i, with per_bidder[i] of its requests

@@ -180,21 +180,4 @@ inline nb::object array_of(const std::vector<double> &values) {
     return array_of(values, nb::int_(static_cast<Py_ssize_t>(values.size())));
 }
 
-// Python's sum() of floats from 0, as the interpreter the module is built for adds: from 3.12 with
-// Neumaier's compensation, before it left to right.
-class PySum {
-public:
-    void add(double x) {
-        const double t = total_ + x;
-#if PY_VERSION_HEX >= 0x030C0000
-        c_ += std::fabs(total_) >= std::fabs(x) ? (total_ - t) + x : (x - t) + total_;
-#endif
-        total_ = t;
-    }
-    double value() const { return c_ != 0.0 && std::isfinite(c_) ? total_ + c_ : total_; }
-
-private:
-    double total_ = 0.0, c_ = 0.0;
-};
-
 }  // namespace market_fields

@@ -17,6 +17,7 @@
 
 #include "bindings.hpp"
 #include "market_fields.hpp"
+#include "py_sum.hpp"
 
 namespace nb = nanobind;
 
@@ -28,7 +29,7 @@ using market_fields::as_int;
 using market_fields::doubles;
 using market_fields::Field;
 using market_fields::index_of;
-using market_fields::PySum;
+using auction_core::PySum;
 using market_fields::Unsupported;
 
 // What `Market._settle` computes of a round; `charged` whether any payment is not 0.

@@ -301,7 +301,7 @@ nb::object ScratchTree::weighted_cost(nb::handle order, double request_work, nb:
     if (!PyList_CheckExact(weights.ptr()) || !completion_into(order, request_work, done) ||
         size_t(PyList_GET_SIZE(weights.ptr())) != done.size())
         return nb::none();
-    PySum total(PY_VERSION_HEX >= 0x030C0000);
+    PySum total;
     for (size_t r = 0; r < done.size(); ++r) {
         PyObject* w = PyList_GET_ITEM(weights.ptr(), Py_ssize_t(r));
         if (!PyFloat_CheckExact(w)) return nb::none();

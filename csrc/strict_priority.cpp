@@ -313,20 +313,21 @@ bool first_requests(const ScratchTree& tree, const StrictRound& q, std::vector<F
     first.assign(nodes, First{q.n, q.n, q.n});
     for (size_t v = nodes; v-- > 0;) {
         // The node's items, its requests' then its children's, read in place: the first of least rank...
-        const First* head = nullptr;
-        First own{};
+        bool any = false;
+        First head{};
         auto each = [&](auto&& visit) {
             for (int64_t r : tree.attached[v]) visit(First{q.rank[size_t(r)], q.who[size_t(r)], q.n});
             for (int64_t c : tree.children[v]) visit(first[size_t(c)]);
         };
         each([&](const First& t) {
-            if (head == nullptr || t.a < head->a) head = &(own = t);
+            if (!any || t.a < head.a) head = t;
+            any = true;
         });
-        if (head == nullptr) return false;
+        if (!any) return false;
         // ...and the least rank of another bidder's first request
         size_t c = std::numeric_limits<size_t>::max();
-        each([&](const First& t) { c = std::min(c, t.i != own.i ? t.a : t.c); });
-        first[v] = First{own.a, own.i, c};
+        each([&](const First& t) { c = std::min(c, t.i != head.i ? t.a : t.c); });
+        first[v] = First{head.a, head.i, c};
     }
     return true;
 }
@@ -349,12 +350,11 @@ nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::han
         ranks[i].push_back(k);
         cum[i].push_back(cum[i].back() + q.bid[r]);
     }
-    const bool compensated = PY_VERSION_HEX >= 0x030C0000;
     std::vector<std::vector<double>> after(m);
     std::vector<double> pay(m);
     for (size_t i = 0; i < m; ++i) {
         const std::vector<size_t>& ks = ranks[i];
-        PySum tails(compensated);
+        PySum tails;
         for (size_t j = 0; j < ks.size(); ++j) {
             after[i].push_back((total[n] - total[ks[j] + 1]) - (cum[i][ks.size()] - cum[i][j + 1]));
             tails.add(after[i].back());
