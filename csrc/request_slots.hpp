@@ -1,6 +1,6 @@
 // The slots of auction_gym.request.Request read in place, and a round's plain numbers, for the
 // compiled rounds that read a queue's requests (posted_book.cpp, priority_round.cpp,
-// strict_priority.cpp, lpm_orders.cpp): a request of exactly that class has its fields read at
+// strict_priority.cpp, lpm_orders.cpp, arrival_order.hpp): a request of exactly that class has its fields read at
 // their offsets, which runs no Python code.
 #pragma once
 
