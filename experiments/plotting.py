@@ -10,10 +10,13 @@ of another leaves the wider one's edges showing.
 
 `margins_in_inches` lays a grid of panels out with margins fixed in inches, where `tight_layout`
 would measure every label by drawing the figure once more (a third of a small figure's time).
+`line_with_intervals` draws error bars only where there are intervals: one seed's line is a plain
+line, not an error bar's artists drawn empty.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -52,3 +55,13 @@ def margins_in_inches(fig: Any, rows: int, cols: int, *, left: float = 0.8, righ
     panel_h = (height - bottom - top - (rows - 1) * between[1]) / rows
     fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height,
                         wspace=between[0] / panel_w, hspace=between[1] / panel_h)
+
+
+def line_with_intervals(ax: Any, x: list[float], means_and_halves: list[tuple[float, float]], **style: Any) -> None:
+    """A line through the means at `x`, with error bars of the half-widths where any is known (one
+    seed has none: a plain line then, whose legend entry shows no error bar either)."""
+    means, halves = [m for m, _ in means_and_halves], [h for _, h in means_and_halves]
+    if all(math.isnan(h) for h in halves):
+        ax.plot(x, means, **style)
+    else:
+        ax.errorbar(x, means, yerr=halves, capsize=3, **style)

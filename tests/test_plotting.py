@@ -1,8 +1,11 @@
-"""The figures' layout helper: panels placed with the margins and gaps asked, in inches."""
+"""The figures' helpers: panels placed with the margins and gaps asked, in inches; error bars only
+where there are intervals."""
+
+import math
 
 import pytest
 
-from experiments.plotting import margins_in_inches
+from experiments.plotting import line_with_intervals, margins_in_inches
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -25,3 +28,17 @@ def test_margins_in_inches_place_every_panel_where_asked(rows, cols):
             assert (b.x0 - a.x1) * width == pytest.approx(0.9)
     for upper, lower in zip(boxes, boxes[1:]):
         assert (upper[0].y0 - lower[0].y1) * height == pytest.approx(1.1)
+
+
+@pytest.mark.parametrize("halves,bars", [((math.nan, math.nan, math.nan), False), ((math.nan, 0.5, 0.2), True)])
+def test_line_with_intervals_draws_error_bars_only_where_there_are_intervals(halves, bars):
+    fig, ax = plt.subplots()
+    line_with_intervals(ax, [1.0, 2.0, 3.0], list(zip([4.0, 5.0, 6.0], halves)), label="radix_vcg", color="C0")
+    line = ax.get_lines()[0]  # the means' line, drawn first (error bars add their caps after it)
+    drawn = list(line.get_xdata()), list(line.get_ydata())
+    labels = ax.get_legend_handles_labels()[1]
+    containers = len(ax.containers)
+    plt.close(fig)
+    assert drawn == ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    assert labels == ["radix_vcg"]
+    assert containers == (1 if bars else 0)

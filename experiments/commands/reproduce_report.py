@@ -11,7 +11,7 @@ from agents.stats import mean_ci
 from auction_gym.registry import mechanism_names
 
 from ..executor import Executor
-from ..plotting import line_styles, margins_in_inches
+from ..plotting import line_styles, line_with_intervals, margins_in_inches
 from ..provenance import figure_links
 from .reproduce_sweep import AUCTION
 
@@ -136,7 +136,7 @@ def figure_png(rows: list[dict], key: str, ylabel: str, auction_only: bool) -> b
             loads = sorted({r["load"] for r in rows if r["workload"] == workload})
             vals = [mean_ci([r[key] for r in rows if r["workload"] == workload and r["kv_capacity"] == kv
                              and r["policy"] == policy and r["load"] == load]) for load in loads]
-            ax.errorbar(loads, [v[0] for v in vals], yerr=[v[1] for v in vals], label=policy, capsize=3, **style)
+            line_with_intervals(ax, loads, vals, label=policy, **style)
         ax.set_title(f"{workload}, {kv} KV tokens", y=1.0)  # placed, not fitted above the panel's decorations (it has none there)
         ax.set_xlabel("load (arrival rate / capacity)")
         ax.set_ylabel(ylabel)
