@@ -310,6 +310,15 @@ def build_queue_tree(
     return closed.tree(req_work)
 
 
+def compiled_memo() -> Any:
+    """A fresh `PromptMemo` of the compiled builder on the compiled core, None on the Python core:
+    the memo a caller keeps across queues that saves the compiled build its sort's work (equal
+    prompts put back in queue order, so the lists are a fresh build's) and leaves the Python
+    builder as it is without one."""
+    module = compiled_module() if active() == "compiled" else None
+    return None if module is None else module.PromptMemo()
+
+
 def _compiled_tree(tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None, memo: Any) -> QueueTree | None:
     """The tree of two requests or more built by the compiled core, when it is the active core
     (`auction_gym.core`) and takes the inputs as they are (non-empty int64 arrays, cached lengths

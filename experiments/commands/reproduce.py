@@ -68,7 +68,7 @@ import numpy as np
 
 from auction_gym import RadixCache
 from auction_gym.market import Market, MarketConfig
-from auction_gym.mechanism.queue_tree import build_queue_tree, weighted_cost
+from auction_gym.mechanism.queue_tree import build_queue_tree, compiled_memo, weighted_cost
 from auction_gym.mechanism.radix_auction import RadixTreeAuction
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.prefix_matcher import PrefixMatcher
@@ -177,16 +177,19 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     picks = np.linspace(0, len(snapshots) - 1, min(limit, len(snapshots))).round().astype(int)
     totals = dict.fromkeys(names, 0.0)
     kept: dict[str, AdmissionPolicy] = {}
+    memo = compiled_memo()
     for k in picks:
         queue = [r for r, _ in snapshots[k]]
         prefix_lens = [cached for _, cached in snapshots[k]]
         tokens = [r.tokens for r in queue]
-        tree = build_queue_tree(tokens, None if cost_model == "unit" else prefix_lens)
+        tree = build_queue_tree(tokens, None if cost_model == "unit" else prefix_lens, memo)
         position = {r: i for i, r in enumerate(queue)}  # requests hash by identity
         urgency = [r.urgency for r in queue]
         cache = RadixCache()
         cache.insert_prefixes(tokens, prefix_lens)
-        waiting = WaitingRound(queue, cache)
+        # The round's lengths as an engine passes them: the cache's own match of each whole prompt,
+        # what a policy reads from the cache without them, so the compiled orders take the round.
+        waiting = WaitingRound(queue, cache, length_of=dict(zip(queue, cache.prefix_lens(tokens))))
         for policy, (mechanism, model) in mechanisms.items():
             scheduler = kept.get(policy) or AdmissionPolicy.adopt(make_scheduler(mechanism, model))
             if kept_across_snapshots(scheduler):
