@@ -371,3 +371,18 @@ def weighted_cost(tree: QueueTree, order: Sequence[int], request_work: float, we
             and (cost := tree.compiled.weighted_cost(order, request_work, weights)) is not None:
         return cost
     return sum(map(operator.mul, weights, completion_times(tree, order, request_work)))
+
+
+def weighted_costs(
+    tree: QueueTree, queue: Sequence[Any], orders: Sequence[Sequence[Any]], request_work: float,
+    weights: Sequence[float],
+) -> list[float]:
+    """`weighted_cost` of each of `orders`, each naming `queue`'s requests by the requests themselves
+    (their places in `queue` by identity, as `Request` hashes): the costs of many policies' orders of
+    one queue (`reproduce`'s model welfare). In one C++ call for a tree the compiled core built, when
+    it takes the inputs as they are (plain `Request`s, lists, float weights)."""
+    if tree.compiled is not None and type(request_work) is float \
+            and (costs := tree.compiled.weighted_costs(queue, orders, request_work, weights)) is not None:
+        return costs
+    position = {r: i for i, r in enumerate(queue)}
+    return [weighted_cost(tree, list(map(position.__getitem__, order)), request_work, weights) for order in orders]

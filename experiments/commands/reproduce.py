@@ -62,18 +62,21 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Callable, Iterator
 
 import numpy as np
 
 from auction_gym import RadixCache
+from auction_gym.core import active, compiled_module
 from auction_gym.market import Market, MarketConfig
-from auction_gym.mechanism.queue_tree import build_queue_tree, compiled_memo, weighted_cost
+from auction_gym.mechanism.queue_tree import build_queue_tree, compiled_memo, weighted_costs
 from auction_gym.mechanism.radix_auction import RadixTreeAuction
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.registry import mechanism_names
-from auction_gym.scheduler import make_scheduler
+from auction_gym.request import Request
+from auction_gym.scheduler import KLPM, make_scheduler
 from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
@@ -178,25 +181,45 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     totals = dict.fromkeys(names, 0.0)
     kept: dict[str, AdmissionPolicy] = {}
     memo = compiled_memo()
+    compiled = compiled_module() if active() == "compiled" else None
     for k in picks:
         queue = [r for r, _ in snapshots[k]]
         prefix_lens = [cached for _, cached in snapshots[k]]
         tokens = [r.tokens for r in queue]
         tree = build_queue_tree(tokens, None if cost_model == "unit" else prefix_lens, memo)
-        position = {r: i for i, r in enumerate(queue)}  # requests hash by identity
-        urgency = [r.urgency for r in queue]
         cache = RadixCache()
         cache.insert_prefixes(tokens, prefix_lens)
         # The round's lengths as an engine passes them: the cache's own match of each whole prompt,
         # what a policy reads from the cache without them, so the compiled orders take the round.
-        waiting = WaitingRound(queue, cache, length_of=dict(zip(queue, cache.prefix_lens(tokens))))
+        whole = cache.prefix_lens(tokens)
+        waiting = WaitingRound(queue, cache, length_of=dict(zip(queue, whole)))
+        orders = []
         for policy, (mechanism, model) in mechanisms.items():
             scheduler = kept.get(policy) or AdmissionPolicy.adopt(make_scheduler(mechanism, model))
             if kept_across_snapshots(scheduler):
                 kept[policy] = scheduler
-            order, _ = scheduler.admit(waiting)
-            totals[policy] -= weighted_cost(tree, list(map(position.__getitem__, order)), 1.0, urgency)
+            orders.append(first_order(scheduler, waiting, whole, compiled))
+        for policy, cost in zip(mechanisms, weighted_costs(tree, queue, orders, 1.0, [r.urgency for r in queue])):
+            totals[policy] -= cost
     return {p: total / len(picks) for p, total in totals.items()}
+
+
+def first_order(scheduler: AdmissionPolicy, waiting: WaitingRound, whole: list[int],
+                compiled: ModuleType | None) -> list[Request]:
+    """`scheduler.admit(waiting)`'s order, `scheduler` built for the round or kept
+    (`kept_across_snapshots`); `whole`, each request's cached prefix of its whole prompt; `compiled`,
+    the compiled core's module when it is the active core.
+
+    A fresh k-LPM's round on the compiled core is made in one compiled call without its matcher
+    (which would match every prompt again and keep what a next round reads): its cycle from the
+    oldest pick, a fresh one's phase, over its matcher's lengths, each prompt's longest cached
+    prefix of all but its last token, which on a cache of one-token pages is min(whole, length - 1).
+    """
+    if compiled is not None and type(scheduler) is KLPM and waiting.cache.page_size == 1:
+        reusable = {r.id: (min(w, max(len(r.tokens) - 1, 0)),) for r, w in zip(waiting.queue, whole)}
+        if (order := compiled.klpm_order(waiting.queue, reusable, 0, scheduler.k)) is not None:
+            return order
+    return scheduler.admit(waiting)[0]
 
 
 def kept_across_snapshots(scheduler: AdmissionPolicy) -> bool:
