@@ -130,6 +130,17 @@ void insert_prefixes(RadixCache &c, nb::handle tokens, nb::handle lengths) {
     }
 }
 
+// radix_cache.RadixCache.peek_prefixes: `peek` of each prompt in order, its result as `peek`
+// returns it, in one call (a queue snapshot's matches, in `reproduce`).
+nb::list peek_prefixes(RadixCache &c, nb::handle tokens, bool split) {
+    nb::list out;
+    for (nb::handle t : tokens) {
+        TokensArg arg = tokens_of(t);
+        out.append(nb::cast(c.peek(arg.view(), nullptr, split)));
+    }
+    return out;
+}
+
 void bind_node(nb::module_ &m) {
     nb::class_<Node>(m, "TreeNode", "A node of the compiled radix cache (radix_cache.TreeNode's fields, read-only).")
         .def_prop_ro("key", [](const Node &n) { return array_of({n.key.begin(), n.key.end()}); })
@@ -224,6 +235,7 @@ void bind_changes(nb::class_<RadixCache> &cls) {
              },
              nb::arg("node"), nb::arg("tokens"), nb::arg("value").none() = nb::none(), nb::arg("priority") = 0)
         .def("insert_prefixes", &insert_prefixes, nb::arg("tokens"), nb::arg("lengths"))
+        .def("peek_prefixes", &peek_prefixes, nb::arg("tokens"), nb::arg("split") = false)
         .def("raise_priority", &RadixCache::raise_priority, nb::arg("node"), nb::arg("priority"))
         .def("lock", &RadixCache::lock, nb::arg("node"))
         .def("move_lock", &RadixCache::move_lock, nb::arg("old"), nb::arg("new"))

@@ -75,8 +75,8 @@ from auction_gym.mechanism.radix_auction import RadixTreeAuction
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.registry import mechanism_names
-from auction_gym.request import Request
-from auction_gym.scheduler import KLPM, make_scheduler
+from auction_gym.request import Request, fcfs_key
+from auction_gym.scheduler import KLPM, DFSWeight, make_scheduler
 from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
@@ -210,16 +210,22 @@ def first_order(scheduler: AdmissionPolicy, waiting: WaitingRound, whole: list[i
     (`kept_across_snapshots`); `whole`, each request's cached prefix of its whole prompt; `compiled`,
     the compiled core's module when it is the active core.
 
-    A fresh k-LPM's round on the compiled core is made in one compiled call without its matcher
-    (which would match every prompt again and keep what a next round reads): its cycle from the
-    oldest pick, a fresh one's phase, over its matcher's lengths, each prompt's longest cached
-    prefix of all but its last token, which on a cache of one-token pages is min(whole, length - 1).
+    On the compiled core a fresh k-LPM's and a fresh DFS-weight's round are made without their
+    matchers, which would keep what a next round reads, by the compiled orders their rounds call
+    over what a fresh matcher's first match gives them. k-LPM: its cycle from the oldest pick (a
+    fresh one's phase) over each prompt's longest cached prefix of all but its last token, which on
+    a cache of one-token pages is min(whole, length - 1). DFS-weight: each whole prompt peeked with
+    its edge split, in arrival order as a fresh matcher peeks them.
     """
-    if compiled is not None and type(scheduler) is KLPM and waiting.cache.page_size == 1:
-        reusable = {r.id: (min(w, max(len(r.tokens) - 1, 0)),) for r, w in zip(waiting.queue, whole)}
-        if (order := compiled.klpm_order(waiting.queue, reusable, 0, scheduler.k)) is not None:
-            return order
-    return scheduler.admit(waiting)[0]
+    queue, cache, order = waiting.queue, waiting.cache, None
+    if compiled is not None and type(scheduler) is KLPM and cache.page_size == 1:
+        reusable = {r.id: (min(w, max(len(r.tokens) - 1, 0)),) for r, w in zip(queue, whole)}
+        order = compiled.klpm_order(queue, reusable, 0, scheduler.k)
+    elif compiled is not None and type(scheduler) is DFSWeight:
+        by_arrival = sorted(queue, key=fcfs_key)
+        match = dict(zip([r.id for r in by_arrival], cache.peek_prefixes([r.tokens for r in by_arrival], True)))
+        order = compiled.dfs_order(queue, match, cache.root) if len(match) == len(queue) else None
+    return scheduler.admit(waiting)[0] if order is None else order
 
 
 def kept_across_snapshots(scheduler: AdmissionPolicy) -> bool:
