@@ -214,12 +214,13 @@ def first_order(scheduler: AdmissionPolicy, waiting: WaitingRound, whole: list[i
     matchers, which would keep what a next round reads, by the compiled orders their rounds call
     over what a fresh matcher's first match gives them. k-LPM: its cycle from the oldest pick (a
     fresh one's phase) over each prompt's longest cached prefix of all but its last token, which on
-    a cache of one-token pages is min(whole, length - 1). DFS-weight: each whole prompt peeked with
+    a cache of one-token pages is min(whole, length - 1) (0 for an empty prompt). DFS-weight: each whole prompt peeked with
     its edge split, in arrival order as a fresh matcher peeks them.
     """
     queue, cache, order = waiting.queue, waiting.cache, None
     if compiled is not None and type(scheduler) is KLPM and cache.page_size == 1:
-        reusable = {r.id: (min(w, max(len(r.tokens) - 1, 0)),) for r, w in zip(queue, whole)}
+        # min(w, length - 1) as a comparison, w never longer than the prompt (min() costs more)
+        reusable = {r.id: (w - 1 if w and w == len(r.tokens) else w,) for r, w in zip(queue, whole)}
         order = compiled.klpm_order(queue, reusable, 0, scheduler.k)
     elif compiled is not None and type(scheduler) is DFSWeight:
         by_arrival = sorted(queue, key=fcfs_key)
