@@ -75,13 +75,13 @@ def test_snapshot_welfare_is_the_straightforward_computation(cost_model, seed):
     assert len(set(got.values())) > 2  # the policies' orders differ
 
 
-def _round(snapshot: list) -> tuple[WaitingRound, list[int]]:
-    """A snapshot's round as `snapshot_welfare` makes it, and each whole prompt's cached prefix."""
+def _round(snapshot: list) -> tuple[WaitingRound, list]:
+    """A snapshot's round as `snapshot_welfare` makes it, and each whole prompt's split peek."""
     queue = [r for r, _ in snapshot]
     cache = RadixCache()
     cache.insert_prefixes([r.tokens for r in queue], [cached for _, cached in snapshot])
-    whole = cache.prefix_lens([r.tokens for r in queue])
-    return WaitingRound(queue, cache, length_of=dict(zip(queue, whole))), whole
+    matched = cache.peek_prefixes([r.tokens for r in queue], split=True)
+    return WaitingRound(queue, cache, length_of={r: n for r, (n, _) in zip(queue, matched)}), matched
 
 
 @pytest.mark.both_cores
@@ -92,6 +92,8 @@ def test_first_order_is_a_fresh_policys_round(policy, seed):
     core) gives the order of a fresh policy's round over a cache of its own, snapshot by snapshot."""
     compiled = core.compiled_module() if core.active() == "compiled" else None
     for snapshot in random_snapshots(random.Random(seed), 12):
-        waiting, whole = _round(snapshot)
-        got = first_order(make_scheduler(policy, "tokens"), waiting, whole, compiled)
-        assert got == make_scheduler(policy, "tokens").admit(WaitingRound(waiting.queue, _round(snapshot)[0].cache))[0]
+        waiting, matched = _round(snapshot)
+        got = first_order(make_scheduler(policy, "tokens"), waiting, matched, compiled)
+        fresh = RadixCache()  # a cache that no peek split
+        fresh.insert_prefixes([r.tokens for r in waiting.queue], [cached for _, cached in snapshot])
+        assert got == make_scheduler(policy, "tokens").admit(WaitingRound(waiting.queue, fresh))[0]
