@@ -305,6 +305,11 @@ class RadixCache(EvictionOrder, metaclass=ABCMeta):
             if n:
                 self.insert(t[:n])
 
+    def peek_prefixes(self, tokens: Iterable[Sequence[int] | np.ndarray], split: bool = False) -> list[tuple[int, TreeNode]]:
+        """`peek(t, split=split)` of each of `tokens` in order, in one compiled call on the compiled
+        core (a queue snapshot's matches, rebuilt by `reproduce`)."""
+        return [self.peek(t, split=split) for t in tokens]
+
     def raise_priority(self, node: TreeNode, priority: int) -> None:
         """Make `node`'s priority at least `priority`, without an access: what SGLang's insert of a
         prefix with a higher priority does to the priorities of its path (the root is ignored)."""

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "bindings.hpp"
 #include "py_sum.hpp"
 #include "queue_tree.hpp"
+#include "request_slots.hpp"
 
 namespace nb = nanobind;
 
@@ -261,7 +263,13 @@ bool ScratchTree::completion_into(nb::handle order, double request_work, std::ve
         if (overflow != 0 || r < 0 || size_t(r) >= m || size_t(r) >= req_work.size()) return false;
         rs[k] = size_t(r);
     }
-    done.assign(m, 0.0);
+    completion_of(rs, request_work, done);
+    return true;
+}
+
+// completion_times of the request indices `rs` (each below both their count and the requests').
+void ScratchTree::completion_of(const std::vector<size_t>& rs, double request_work, std::vector<double>& done) const {
+    done.assign(rs.size(), 0.0);
     double clock = 0.0;
     const auto nonzero = [](double w) { return w != 0.0; };
     if (std::none_of(edge_work.begin(), edge_work.end(), nonzero) &&
@@ -270,7 +278,7 @@ bool ScratchTree::completion_into(nb::handle order, double request_work, std::ve
             clock += request_work;
             done[r] = clock;
         }
-        return true;
+        return;
     }
     std::vector<char> covered(parent.size(), 0);
     covered[0] = 1;
@@ -285,7 +293,6 @@ bool ScratchTree::completion_into(nb::handle order, double request_work, std::ve
         clock += request_work;
         done[r] = clock;
     }
-    return true;
 }
 
 nb::object ScratchTree::completion_times(nb::handle order, double request_work) const {
@@ -293,21 +300,67 @@ nb::object ScratchTree::completion_times(nb::handle order, double request_work) 
     return completion_into(order, request_work, done) ? nb::cast(done) : nb::none();
 }
 
+namespace {
+
+// sum(map(mul, weights, done)) as the interpreter adds, or false where `weights` is not a list of
+// floats, one per completion time.
+bool weighted_sum(nb::handle weights, const std::vector<double>& done, double& out) {
+    if (!PyList_CheckExact(weights.ptr()) || size_t(PyList_GET_SIZE(weights.ptr())) != done.size()) return false;
+    PySum total;
+    for (size_t r = 0; r < done.size(); ++r) {
+        PyObject* w = PyList_GET_ITEM(weights.ptr(), Py_ssize_t(r));
+        if (!PyFloat_CheckExact(w)) return false;
+        total.add(PyFloat_AS_DOUBLE(w) * done[r]);
+    }
+    out = total.value();
+    return true;
+}
+
+}  // namespace
+
 // weighted_cost(tree, order, request_work, weights): sum(map(mul, weights, done)) as the interpreter
 // adds; None where completion_times takes no `order` or `weights` is not a list of floats, one per
 // request (the Python code then).
 nb::object ScratchTree::weighted_cost(nb::handle order, double request_work, nb::handle weights) const {
     std::vector<double> done;
-    if (!PyList_CheckExact(weights.ptr()) || !completion_into(order, request_work, done) ||
-        size_t(PyList_GET_SIZE(weights.ptr())) != done.size())
-        return nb::none();
-    PySum total;
-    for (size_t r = 0; r < done.size(); ++r) {
-        PyObject* w = PyList_GET_ITEM(weights.ptr(), Py_ssize_t(r));
-        if (!PyFloat_CheckExact(w)) return nb::none();
-        total.add(PyFloat_AS_DOUBLE(w) * done[r]);
+    double cost = 0.0;
+    if (!completion_into(order, request_work, done) || !weighted_sum(weights, done, cost)) return nb::none();
+    return nb::float_(cost);
+}
+
+// queue_tree.weighted_costs: weighted_cost of each of `orders`, lists of `queue`'s requests named
+// by the objects themselves (a request's place its last in `queue`, as the Python dict keeps it);
+// None where a request is not a plain Request (whose dict key is its identity, as here), an order
+// holds one not in `queue` or is not a list, or weighted_cost takes no such order or weights.
+nb::object ScratchTree::weighted_costs(nb::handle queue, nb::handle orders, double request_work,
+                                       nb::handle weights) const {
+    const PyTypeObject* plain = request_slots::fields().type;
+    if (plain == nullptr || !PyList_CheckExact(queue.ptr()) || !PyList_CheckExact(orders.ptr())) return nb::none();
+    const size_t n = size_t(PyList_GET_SIZE(queue.ptr()));
+    std::unordered_map<PyObject*, size_t> place;
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* r = PyList_GET_ITEM(queue.ptr(), Py_ssize_t(i));
+        if (Py_TYPE(r) != plain) return nb::none();
+        place[r] = i;
     }
-    return nb::float_(total.value());
+    nb::list out;
+    std::vector<size_t> rs;
+    std::vector<double> done;
+    for (nb::handle order : orders) {
+        if (!PyList_CheckExact(order.ptr())) return nb::none();
+        const size_t m = size_t(PyList_GET_SIZE(order.ptr()));
+        rs.resize(m);
+        for (size_t k = 0; k < m; ++k) {
+            auto at = place.find(PyList_GET_ITEM(order.ptr(), Py_ssize_t(k)));
+            if (at == place.end() || at->second >= m || at->second >= req_work.size()) return nb::none();
+            rs[k] = at->second;
+        }
+        completion_of(rs, request_work, done);
+        double cost = 0.0;
+        if (!weighted_sum(weights, done, cost)) return nb::none();
+        out.append(cost);
+    }
+    return out;
 }
 
 void bind_queue_tree(nb::module_& m) {
@@ -317,7 +370,10 @@ void bind_queue_tree(nb::module_& m) {
         .def("completion_times", &ScratchTree::completion_times, nb::arg("order"), nb::arg("request_work"),
              "queue_tree.completion_times over this tree, or None for an order it does not take.")
         .def("weighted_cost", &ScratchTree::weighted_cost, nb::arg("order"), nb::arg("request_work"),
-             nb::arg("weights"), "queue_tree.weighted_cost over this tree, or None for inputs it does not take.");
+             nb::arg("weights"), "queue_tree.weighted_cost over this tree, or None for inputs it does not take.")
+        .def("weighted_costs", &ScratchTree::weighted_costs, nb::arg("queue"), nb::arg("orders"),
+             nb::arg("request_work"), nb::arg("weights"),
+             "queue_tree.weighted_costs over this tree, or None for inputs it does not take.");
     nb::class_<auction_core::PromptMemo>(m, "PromptMemo",
                                          "queue_tree.TokenMemo of the compiled builder: copies start empty.")
         .def(nb::init<>())

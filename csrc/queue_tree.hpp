@@ -95,7 +95,10 @@ struct ScratchTree {
     }
     nanobind::object completion_times(nanobind::handle order, double request_work) const;
     nanobind::object weighted_cost(nanobind::handle order, double request_work, nanobind::handle weights) const;
+    nanobind::object weighted_costs(nanobind::handle queue, nanobind::handle orders, double request_work,
+                                    nanobind::handle weights) const;
     bool completion_into(nanobind::handle order, double request_work, std::vector<double>& done) const;
+    void completion_of(const std::vector<size_t>& rs, double request_work, std::vector<double>& done) const;
 };
 
 }  // namespace auction_core

@@ -13,6 +13,7 @@
 
 #include "bindings.hpp"
 #include "gc_slots.hpp"
+#include "py_calls.hpp"
 #include "radix_cache.hpp"
 #include "token_array.hpp"
 
@@ -54,19 +55,26 @@ nb::object named_tuple(nb::handle type, std::initializer_list<nb::handle> items)
     return nb::steal(out);
 }
 
-// Tokens as the Python cache reads them (`token_view`), held while the view is used.
+// Tokens as the Python cache reads them (`token_view`), held while the view is used: a native
+// int64 buffer (a request's prompt) read in place through the buffer protocol, anything else
+// through nanobind's cast (which allocates) or the conversion.
 struct TokensArg {
     nb::object object;
     TokenArray array;
-    radix::Tokens view() const { return {array.data(), static_cast<int64_t>(array.shape(0)), object}; }
+    const int64_t *data = nullptr;
+    int64_t size = 0;
+    radix::Tokens view() const { return {data, size, object}; }
 };
 
 TokensArg tokens_of(nb::handle tokens) {
     TokensArg arg{nb::borrow(tokens), {}};
+    if ((arg.data = pycall::int64_buffer(tokens, &arg.size))) return arg;
     if (!nb::try_cast(tokens, arg.array, false)) {
         arg.object = python().contiguous(python().token_view(tokens));
         arg.array = nb::cast<TokenArray>(arg.object, false);
     }
+    arg.data = arg.array.data();
+    arg.size = static_cast<int64_t>(arg.array.shape(0));
     return arg;
 }
 
@@ -120,6 +128,17 @@ void insert_prefixes(RadixCache &c, nb::handle tokens, nb::handle lengths) {
         view.size = length;
         c.insert(view, nb::none(), nullptr, 0, 0);
     }
+}
+
+// radix_cache.RadixCache.peek_prefixes: `peek` of each prompt in order, its result as `peek`
+// returns it, in one call (a queue snapshot's matches, in `reproduce`).
+nb::list peek_prefixes(RadixCache &c, nb::handle tokens, bool split) {
+    nb::list out;
+    for (nb::handle t : tokens) {
+        TokensArg arg = tokens_of(t);
+        out.append(nb::cast(c.peek(arg.view(), nullptr, split)));
+    }
+    return out;
 }
 
 void bind_node(nb::module_ &m) {
@@ -216,6 +235,7 @@ void bind_changes(nb::class_<RadixCache> &cls) {
              },
              nb::arg("node"), nb::arg("tokens"), nb::arg("value").none() = nb::none(), nb::arg("priority") = 0)
         .def("insert_prefixes", &insert_prefixes, nb::arg("tokens"), nb::arg("lengths"))
+        .def("peek_prefixes", &peek_prefixes, nb::arg("tokens"), nb::arg("split") = false)
         .def("raise_priority", &RadixCache::raise_priority, nb::arg("node"), nb::arg("priority"))
         .def("lock", &RadixCache::lock, nb::arg("node"))
         .def("move_lock", &RadixCache::move_lock, nb::arg("old"), nb::arg("new"))

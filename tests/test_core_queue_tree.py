@@ -23,6 +23,7 @@ from auction_gym.mechanism.queue_tree import (
     build_queue_tree,
     completion_times,
     weighted_cost,
+    weighted_costs,
 )
 
 pytestmark = pytest.mark.skipif(core.compiled_module() is None,
@@ -94,6 +95,42 @@ def test_compiled_tree_is_the_python_tree(seed, costed):
         weights = [float(w) for w in rng.choice([0.0, 1e-300, 0.1, 3.0, 1e12], size=len(tokens))]
         assert tree.compiled is None or tree.compiled.weighted_cost(order, work, weights) is not None
         assert _bits(weighted_cost(tree, order, work, weights)) == _bits(weighted_cost(reference, order, work, weights))
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("costed", [True, False])
+def test_weighted_costs_of_orders_of_requests_are_the_python_ones(seed, costed):
+    """Many orders of one queue, named by its requests, costed in one compiled call: each cost that
+    of the Python tree with the requests' places (by identity) in the queue."""
+    rng = np.random.default_rng(seed)
+    tokens = _queue(rng, int(rng.choice([2, 3, 8, 30, 200])))
+    queue = [Request(id=i, bidder=0, tokens=t) for i, t in enumerate(tokens)]
+    lens = _cached(rng, tokens) if costed else None
+    with core.use("compiled"):
+        tree = build_queue_tree(tokens, lens)
+    reference = _python_tree(tokens, lens)
+    orders = [[queue[int(r)] for r in rng.permutation(len(queue))] for _ in range(int(rng.integers(0, 8)))]
+    weights = [float(w) for w in rng.choice([0.0, 1e-300, 0.1, 3.0, 1e12], size=len(queue))]
+    work = float(rng.choice([1.0, 0.0, 0.3]))
+    costs = tree.compiled.weighted_costs(queue, orders, work, weights)
+    assert costs is not None and len(costs) == len(orders)
+    assert _bits(costs) == _bits(weighted_costs(reference, queue, orders, work, weights))
+    position = {r: i for i, r in enumerate(queue)}
+    assert _bits(costs) == _bits([weighted_cost(reference, [position[r] for r in o], work, weights) for o in orders])
+
+
+def test_weighted_costs_it_declines_are_the_python_ones():
+    """An order holding a request not in the queue raises Python's KeyError; requests that are not
+    plain Requests, orders that are not lists and weights not floats are costed in Python."""
+    tree, reference = _both_trees(5, 9)
+    queue = [Request(id=i, bidder=0, tokens=np.array([i % 3 + 1], dtype=np.int64)) for i in range(9)]
+    order = queue[::-1]
+    with pytest.raises(KeyError):
+        weighted_costs(tree, queue, [order[:-1] + [Request(id=99, bidder=0, tokens=[1])]], 1.0, [1.0] * 9)
+    for q, orders, weights in ((queue, [tuple(order)], [1.0] * 9), (queue, [order], [1] * 9),
+                               (list(range(9)), [list(range(9))[::-1]], [1.0] * 9)):
+        assert tree.compiled.weighted_costs(q, orders, 1.0, weights) is None
+        assert _bits(weighted_costs(tree, q, orders, 1.0, weights)) == _bits(weighted_costs(reference, q, orders, 1.0, weights))
 
 
 def test_weights_it_declines_are_added_in_python():

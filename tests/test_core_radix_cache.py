@@ -113,8 +113,8 @@ def _step(rng: np.random.Generator, sides: list[Side], stems: list[np.ndarray], 
             return c.peek(tokens, split=bool(n % 2))
         if op == "prefix_len":
             return c.prefix_len(tokens)
-        if op == "prefix_lens":
-            return c.prefix_lens(prompts)
+        if op == "prefix_lens":  # a snapshot's lengths, then its bulk peeks (splitting edges at times)
+            return c.prefix_lens(prompts), c.peek_prefixes(prompts, split=bool(n % 2))
         if op == "extend":
             target = node(side, held)
             return c.extend(target, tokens) if target.alive else None

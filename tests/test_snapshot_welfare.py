@@ -11,12 +11,12 @@ import random
 import numpy as np
 import pytest
 
-from auction_gym import RadixCache
+from auction_gym import RadixCache, core
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.request import Request
 from auction_gym.scheduler import make_scheduler
-from experiments.commands.reproduce import policies, snapshot_welfare, split_policy
+from experiments.commands.reproduce import first_order, policies, snapshot_welfare, split_policy
 
 
 def random_snapshots(rng: random.Random, count: int) -> list[list[tuple[Request, int]]]:
@@ -73,3 +73,27 @@ def test_snapshot_welfare_is_the_straightforward_computation(cost_model, seed):
     got = snapshot_welfare(snapshots, names, len(snapshots), cost_model)
     assert got == straightforward(snapshots, names, cost_model)
     assert len(set(got.values())) > 2  # the policies' orders differ
+
+
+def _round(snapshot: list) -> tuple[WaitingRound, list]:
+    """A snapshot's round as `snapshot_welfare` makes it, and each whole prompt's split peek."""
+    queue = [r for r, _ in snapshot]
+    cache = RadixCache()
+    cache.insert_prefixes([r.tokens for r in queue], [cached for _, cached in snapshot])
+    matched = cache.peek_prefixes([r.tokens for r in queue], split=True)
+    return WaitingRound(queue, cache, length_of={r: n for r, (n, _) in zip(queue, matched)}), matched
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("policy", ["klpm", "dfs_weight", "lpm", "strict_vcg"])
+@pytest.mark.parametrize("seed", range(4))
+def test_first_order_is_a_fresh_policys_round(policy, seed):
+    """`first_order` (k-LPM's and DFS-weight's rounds made without their matchers on the compiled
+    core) gives the order of a fresh policy's round over a cache of its own, snapshot by snapshot."""
+    compiled = core.compiled_module() if core.active() == "compiled" else None
+    for snapshot in random_snapshots(random.Random(seed), 12):
+        waiting, matched = _round(snapshot)
+        got = first_order(make_scheduler(policy, "tokens"), waiting, matched, compiled)
+        fresh = RadixCache()  # a cache that no peek split
+        fresh.insert_prefixes([r.tokens for r in waiting.queue], [cached for _, cached in snapshot])
+        assert got == make_scheduler(policy, "tokens").admit(WaitingRound(waiting.queue, fresh))[0]

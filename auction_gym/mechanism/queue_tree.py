@@ -310,6 +310,15 @@ def build_queue_tree(
     return closed.tree(req_work)
 
 
+def compiled_memo() -> Any:
+    """A fresh `PromptMemo` of the compiled builder on the compiled core, None on the Python core:
+    the memo a caller keeps across queues that saves the compiled build its sort's work (equal
+    prompts put back in queue order, so the lists are a fresh build's) and leaves the Python
+    builder as it is without one."""
+    module = compiled_module() if active() == "compiled" else None
+    return None if module is None else module.PromptMemo()
+
+
 def _compiled_tree(tokens: Sequence[np.ndarray], prefix_lens: Sequence[int] | None, memo: Any) -> QueueTree | None:
     """The tree of two requests or more built by the compiled core, when it is the active core
     (`auction_gym.core`) and takes the inputs as they are (non-empty int64 arrays, cached lengths
@@ -362,3 +371,18 @@ def weighted_cost(tree: QueueTree, order: Sequence[int], request_work: float, we
             and (cost := tree.compiled.weighted_cost(order, request_work, weights)) is not None:
         return cost
     return sum(map(operator.mul, weights, completion_times(tree, order, request_work)))
+
+
+def weighted_costs(
+    tree: QueueTree, queue: Sequence[Any], orders: Sequence[Sequence[Any]], request_work: float,
+    weights: Sequence[float],
+) -> list[float]:
+    """`weighted_cost` of each of `orders`, each naming `queue`'s requests by the requests themselves
+    (their places in `queue` by identity, as `Request` hashes): the costs of many policies' orders of
+    one queue (`reproduce`'s model welfare). In one C++ call for a tree the compiled core built, when
+    it takes the inputs as they are (plain `Request`s, lists, float weights)."""
+    if tree.compiled is not None and type(request_work) is float \
+            and (costs := tree.compiled.weighted_costs(queue, orders, request_work, weights)) is not None:
+        return costs
+    position = {r: i for i, r in enumerate(queue)}
+    return [weighted_cost(tree, list(map(position.__getitem__, order)), request_work, weights) for order in orders]

@@ -62,18 +62,21 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from types import ModuleType
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from auction_gym import RadixCache
+from auction_gym.core import active, compiled_module
 from auction_gym.market import Market, MarketConfig
-from auction_gym.mechanism.queue_tree import build_queue_tree, weighted_cost
+from auction_gym.mechanism.queue_tree import build_queue_tree, compiled_memo, weighted_costs
 from auction_gym.mechanism.radix_auction import RadixTreeAuction
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.prefix_matcher import PrefixMatcher
 from auction_gym.registry import mechanism_names
-from auction_gym.scheduler import make_scheduler
+from auction_gym.request import Request
+from auction_gym.scheduler import KLPM, DFSWeight, make_scheduler
 from auction_gym.workload import get_workload
 
 from ..argtypes import positive_int, trace_file
@@ -165,11 +168,12 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     Each snapshot is rebuilt as a cache holding exactly each request's cached prefix, which gives
     every request the match it had (cache-aware policies order by those), without touching the
     run. What every policy reads is built once per snapshot and shared: the queue's tree, which C
-    reads, and the round (`WaitingRound`: the cache and the prefix lengths read from it), which a
-    policy only reads (it never inserts, locks or evicts; DFS-weight's matcher may split an edge,
-    which changes no match). Each policy is built fresh per snapshot, so none carries state over,
-    but the radix auction (`kept_across_snapshots`), whose kept tree gives the from-scratch order
-    bit for bit: it follows the queue from snapshot to snapshot instead of rebuilding it.
+    reads, and the round (`WaitingRound`: the cache and each whole prompt's match in it, an edge
+    split where the match ends, as DFS-weight's matcher splits it: a split changes no match), which
+    a policy only reads (it never inserts, locks or evicts). Each policy is built fresh per
+    snapshot, so none carries state over, but the radix auction (`kept_across_snapshots`), whose
+    kept tree gives the from-scratch order bit for bit: it follows the queue from snapshot to
+    snapshot instead of rebuilding it.
     """
     if not snapshots:
         return dict.fromkeys(names, math.nan)
@@ -177,23 +181,54 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     picks = np.linspace(0, len(snapshots) - 1, min(limit, len(snapshots))).round().astype(int)
     totals = dict.fromkeys(names, 0.0)
     kept: dict[str, AdmissionPolicy] = {}
+    memo = compiled_memo()
+    compiled = compiled_module() if active() == "compiled" else None
     for k in picks:
         queue = [r for r, _ in snapshots[k]]
         prefix_lens = [cached for _, cached in snapshots[k]]
         tokens = [r.tokens for r in queue]
-        tree = build_queue_tree(tokens, None if cost_model == "unit" else prefix_lens)
-        position = {r: i for i, r in enumerate(queue)}  # requests hash by identity
-        urgency = [r.urgency for r in queue]
+        tree = build_queue_tree(tokens, None if cost_model == "unit" else prefix_lens, memo)
         cache = RadixCache()
         cache.insert_prefixes(tokens, prefix_lens)
-        waiting = WaitingRound(queue, cache)
+        matched = cache.peek_prefixes(tokens, split=True)
+        # The round's lengths as an engine passes them, what a policy reads from the cache without
+        # them: so the compiled orders take the round.
+        waiting = WaitingRound(queue, cache, length_of=dict(zip(queue, [n for n, _ in matched])))
+        orders = []
         for policy, (mechanism, model) in mechanisms.items():
             scheduler = kept.get(policy) or AdmissionPolicy.adopt(make_scheduler(mechanism, model))
             if kept_across_snapshots(scheduler):
                 kept[policy] = scheduler
-            order, _ = scheduler.admit(waiting)
-            totals[policy] -= weighted_cost(tree, list(map(position.__getitem__, order)), 1.0, urgency)
+            orders.append(first_order(scheduler, waiting, matched, compiled))
+        for policy, cost in zip(mechanisms, weighted_costs(tree, queue, orders, 1.0, [r.urgency for r in queue])):
+            totals[policy] -= cost
     return {p: total / len(picks) for p, total in totals.items()}
+
+
+def first_order(scheduler: AdmissionPolicy, waiting: WaitingRound, matched: list[tuple[int, Any]],
+                compiled: ModuleType | None) -> list[Request]:
+    """`scheduler.admit(waiting)`'s order, `scheduler` built for the round or kept
+    (`kept_across_snapshots`); `matched`, each request's `RadixCache.peek` of its whole prompt with
+    the edge split where it ends; `compiled`, the compiled core's module when it is the active core.
+
+    On the compiled core a fresh k-LPM's and a fresh DFS-weight's rounds are made without their
+    matchers (which would keep what a next round reads) by the compiled orders their rounds call,
+    over what a fresh matcher's first match gives them. k-LPM: its cycle from the oldest pick (a
+    fresh one's phase) over each prompt's longest cached prefix of all but its last token, which on
+    a cache of one-token pages is min(whole prompt's, length - 1) (0 for an empty prompt).
+    DFS-weight: `matched`, the split peeks its matcher makes. Their order does not matter: a split
+    puts its new upper node in the place of the child it cuts, so the nodes, each where a match
+    ends, and every node's children come out the same.
+    """
+    queue, cache, order = waiting.queue, waiting.cache, None
+    if compiled is not None and type(scheduler) is KLPM and cache.page_size == 1:
+        # min(w, length - 1) by a comparison (w is never longer than the prompt): min() costs more
+        reusable = {r.id: (w - 1 if w and w == len(r.tokens) else w,) for r, (w, _) in zip(queue, matched)}
+        order = compiled.klpm_order(queue, reusable, 0, scheduler.k)
+    elif compiled is not None and type(scheduler) is DFSWeight:
+        match = dict(zip([r.id for r in queue], matched))
+        order = compiled.dfs_order(queue, match, cache.root) if len(match) == len(queue) else None
+    return scheduler.admit(waiting)[0] if order is None else order
 
 
 def kept_across_snapshots(scheduler: AdmissionPolicy) -> bool:
