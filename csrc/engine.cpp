@@ -221,6 +221,7 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     ++rounds;
     nb::list waiting = queue.requests;
     nb::object changes = prefixes->refresh(waiting, cache_object, queue.take_changes());
+    note_matches();
     nb::object round = py.waiting_round(waiting, cache_object, multipliers, remaining, changes,
                                         prefixes->matcher.length_of);
     bool holds = in_batch_deprioritized(waiting);
@@ -233,20 +234,30 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
         throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
                                  " returned " + std::to_string(n) + " of " + std::to_string(m) + " requests");
     check_permutation(ordered, waiting);
-    // in_batch.behind: the held ones at the end, in queue order. Nothing changes the order while
-    // admission reads it, so the policy's own is read where none is held (Python reads a copy).
-    nb::object out = ordered;
-    if (holds) {
-        nb::list behind;
+    // Nothing changes the order while admission reads it, so the policy's own is read where none
+    // is held (Python reads a copy).
+    nb::object out = holds ? nb::object(behind(ordered, waiting, waiting_as_read(waiting))) : ordered;
+    if (truthy(scheduler.attr(py.names.sorts_in_place))) queue.reorder(out);  // SGLang keeps it for the next round
+    return out;
+}
+
+// in_batch.behind: the held ones at the end, in queue order. `as_read`: the waiting list is the one
+// the in-batch check read (`waiting_as_read`), whose requests it kept.
+nb::list Engine::behind(nb::handle ordered, nb::handle waiting, bool as_read) {
+    nb::list out;
+    if (PyList_CheckExact(ordered.ptr())) {  // the permutation check found its requests, and no Python ran since
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i)
+            if (ordered_reqs[std::size_t(i)]->held_in != rounds) out.append(nb::handle(PyList_GET_ITEM(ordered.ptr(), i)));
+    } else {
         // `of`, not `find`: reading an order other than a list runs Python code, which may read
         // otherwise the second time or change the waiting list.
         for (nb::handle r : ordered)
-            if (queue.of(r)->held_in != rounds) behind.append(r);
-        for (nb::handle r : waiting)
-            if (queue.of(r)->held_in == rounds) behind.append(r);
-        out = behind;
+            if (queue.of(r)->held_in != rounds) out.append(r);
     }
-    if (truthy(scheduler.attr(py.names.sorts_in_place))) queue.reorder(out);  // SGLang keeps it for the next round
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {
+        nb::handle r = PyList_GET_ITEM(waiting.ptr(), i);
+        if ((as_read ? read_reqs[std::size_t(i)] : queue.of(r).get())->held_in == rounds) out.append(r);
+    }
     return out;
 }
 
@@ -263,35 +274,67 @@ void Engine::check_permutation(nb::handle ordered, nb::handle waiting) {
         Req *q = queue.find(r);
         if (!q || q->ordered_in == rounds) refuse();
         q->ordered_in = rounds;
+        return q;
     };
     if (PyList_CheckExact(ordered.ptr())) {  // read in place: nothing here runs Python
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i) mark(PyList_GET_ITEM(ordered.ptr(), i));
+        ordered_reqs.resize(std::size_t(PyList_GET_SIZE(ordered.ptr())));
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i)
+            ordered_reqs[std::size_t(i)] = mark(PyList_GET_ITEM(ordered.ptr(), i));
     } else {
         for (nb::handle r : ordered) mark(r);
     }
+    const bool as_read = waiting_as_read(waiting);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {
-        const Req *q = queue.find(PyList_GET_ITEM(waiting.ptr(), i));
+        const Req *q = as_read ? read_reqs[std::size_t(i)] : queue.find(PyList_GET_ITEM(waiting.ptr(), i));
         if (!q || q->ordered_in != rounds) refuse();
     }
 }
 
+// Whether `waiting` holds the objects the in-batch check of this round read, in their order, and
+// the queue's table is as it was then: the requests it found are the ones waiting now.
+bool Engine::waiting_as_read(nb::handle waiting) const {
+    const std::size_t n = std::size_t(PyList_GET_SIZE(waiting.ptr()));
+    return read_in == rounds && read_edits == queue.edits() && n == read_items.size() &&
+           std::equal(read_items.begin(), read_items.end(), PySequence_Fast_ITEMS(waiting.ptr()));
+}
+
+// The refreshed requests' cached lengths (`matcher.added`: new, or matched again) copied to their
+// `Req::matched`, which the in-batch check reads.
+void Engine::note_matches() {
+    if (!config.in_batch) return;
+    const radix::PrefixMatcher &matcher = prefixes->matcher;
+    for (nb::handle rid : matcher.added) {
+        PyObject *obj = PyDict_GetItemWithError(matcher.requests.ptr(), rid.ptr());  // borrowed
+        if (!obj) {
+            if (PyErr_Occurred()) throw nb::python_error();
+            continue;
+        }
+        if (Req *r = queue.find(obj)) r->matched = matcher.length(r->id);
+    }
+}
+
 // in_batch.deprioritized: marks the requests with few cached tokens whose head an earlier one has
-// (`held_in`); whether it marked any.
+// (`held_in`); whether it marked any. The requests it finds are kept (`read_reqs`) for the round's
+// checks of the order.
 bool Engine::in_batch_deprioritized(nb::handle waiting) {
     if (!config.in_batch ||
         !truthy(call_method(scheduler, python().names.in_batch_deprioritizes, nb::int_(nb::len(waiting)))))
         return false;
-    const radix::PrefixMatcher &matcher = prefixes->matcher;
-    heads.clear(nb::len(waiting));
+    const std::size_t n = std::size_t(PyList_GET_SIZE(waiting.ptr()));
+    read_items.assign(PySequence_Fast_ITEMS(waiting.ptr()), PySequence_Fast_ITEMS(waiting.ptr()) + n);
+    read_reqs.resize(n);
+    read_in = rounds;
+    read_edits = queue.edits();
+    heads.clear(n);
     bool any = false;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {  // runs no Python: read in place
-        nb::handle obj = PyList_GET_ITEM(waiting.ptr(), i);
-        Req *r = queue.find(obj);
+    for (std::size_t i = 0; i < n; ++i) {  // runs no Python: read in place
+        Req *r = read_reqs[i] = queue.find(read_items[i]);
         if (!r) {  // an object a policy put in the waiting list: Python's read of its cached length raises
-            nb::object(matcher.length_of[obj]);
+            read_in = 0;
+            nb::object(prefixes->matcher.length_of[nb::handle(read_items[i])]);
             throw std::runtime_error("a waiting request the engine does not hold");
         }
-        if (matcher.length(r->id) > config.in_batch_check) continue;
+        if (r->matched > config.in_batch_check) continue;
         std::optional<std::string_view> h = queue.head(*r, config.in_batch_threshold);
         if (!h) continue;  // too short to share enough with anything
         if (!r->head_hash) r->head_hash = std::hash<std::string_view>()(*h);

@@ -53,6 +53,9 @@ struct Req {
     // The hash of its in-batch head (WaitingQueue::head), taken once while it waits: its tokens
     // and the config's threshold do not change meanwhile.
     std::optional<std::size_t> head_hash;
+    // Its cached length as the waiting prefixes matched it last (their `length_of`), copied here
+    // when it is matched (Engine::note_matches) so the in-batch check reads it without a lookup.
+    int64_t matched = 0;
     // While it waits: its place in joining order, and what it recomputes where it was retracted
     // (its prompt and output so far: the array, kept alive here, and its data; null otherwise).
     int64_t joined = 0;
@@ -113,6 +116,7 @@ public:
     const ReqPtr *find(PyObject *o) const;  // null where `o` does not wait
     void insert(PyObject *o, const ReqPtr &r);
     void erase(PyObject *o);
+    uint64_t edits = 0;  // inserts and erases so far: a Req read before it changed may be gone
 
 private:
     struct Slot {
@@ -134,6 +138,7 @@ public:
     WaitingQueue();
     const ReqPtr &of(nb::handle r) const;  // a waiting request's state, by its object
     Req *find(nb::handle r) const;  // the same, or null where `r` does not wait
+    uint64_t edits() const { return by_object.edits; }
     // What `r` waits to compute, as the array it is read from (which the queue keeps alive while
     // `r` waits) and its data.
     const int64_t *tokens(const Req &r, int64_t &size, nb::object &array) const;
@@ -300,6 +305,9 @@ private:
     nb::object order(nb::handle multipliers, nb::handle remaining, nb::object &decision);
     void check_permutation(nb::handle ordered, nb::handle waiting);
     bool in_batch_deprioritized(nb::handle waiting);
+    void note_matches();
+    bool waiting_as_read(nb::handle waiting) const;
+    nb::list behind(nb::handle ordered, nb::handle waiting, bool as_read);
     void run_prefill(std::vector<Admission> &batch, Ids &admitted, Ids &resumed);
     void start_running(Admission &adm, const NodePtr &node);
     // Decode and retraction
@@ -346,6 +354,12 @@ private:
     std::vector<std::pair<std::pair<int64_t, int64_t>, RunPtr>> finishing;  // min-heap on (done_at, id)
     int64_t steps = 0, context = 0, promised = 0;
     uint64_t rounds = 0;  // admission rounds so far: the current one's mark on its requests
+    // A round's waiting list as the in-batch check read it (its objects and their requests, null
+    // for one the engine does not hold) and the queue's table edits then; `read_in` the round that
+    // read it. The order's requests as the permutation check found them, for a list order.
+    std::vector<PyObject *> read_items;
+    std::vector<Req *> read_reqs, ordered_reqs;
+    uint64_t read_in = 0, read_edits = 0;
     std::optional<Admission> chunked;
     std::optional<int64_t> blocked;
     HeadSet heads;
