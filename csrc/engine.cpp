@@ -11,27 +11,20 @@
 
 namespace engine {
 
-void HeadSet::clear(std::size_t most) {
-    std::size_t size = 16;
-    while (size < 2 * most) size *= 2;
-    if (slots.size() < size) {
-        slots.assign(size, Slot{});
-        check = 0;
-    }
-    ++check;
+uint64_t HeadSet::number(std::string_view bytes) {
+    auto found = numbers.find(bytes);
+    if (found != numbers.end()) return found->second;
+    const uint64_t n = seen.size();
+    seen.push_back(0);
+    numbers.emplace(bytes_of.emplace_back(bytes), n);
+    return n;
 }
 
-bool HeadSet::insert(std::string_view bytes, std::size_t hash) {
-    for (std::size_t i = hash & (slots.size() - 1);; i = (i + 1) & (slots.size() - 1)) {
-        Slot &slot = slots[i];
-        if (slot.check != check) {
-            slot = Slot{bytes, hash, check};
-            return false;
-        }
-        if (slot.hash == hash && slot.bytes == bytes) return true;
-    }
+bool HeadSet::insert(uint64_t head) {
+    if (seen[head] == check) return true;
+    seen[head] = check;
+    return false;
 }
-
 
 Engine::Engine(nb::handle scheduler_, nb::handle config_, nb::handle cache_, nb::handle prefixes_, nb::dict records)
     : config(config_), scheduler(nb::borrow(scheduler_)), config_object(nb::borrow(config_)),
@@ -244,19 +237,24 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
 // in_batch.behind: the held ones at the end, in queue order. `as_read`: the waiting list is the one
 // the in-batch check read (`waiting_as_read`), whose requests it kept.
 nb::list Engine::behind(nb::handle ordered, nb::handle waiting, bool as_read) {
-    nb::list out;
+    // As many as wait: the order is a permutation of the waiting list (check_permutation).
+    const Py_ssize_t n = PyList_GET_SIZE(waiting.ptr());
+    nb::list out = nb::steal<nb::list>(PyList_New(n));
+    if (!out.is_valid()) throw nb::python_error();
+    Py_ssize_t k = 0;
+    auto put = [&](PyObject *r) { PyList_SET_ITEM(out.ptr(), k++, Py_NewRef(r)); };
     if (PyList_CheckExact(ordered.ptr())) {  // the permutation check found its requests, and no Python ran since
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i)
-            if (ordered_reqs[std::size_t(i)]->held_in != rounds) out.append(nb::handle(PyList_GET_ITEM(ordered.ptr(), i)));
+            if (ordered_reqs[std::size_t(i)]->held_in != rounds) put(PyList_GET_ITEM(ordered.ptr(), i));
     } else {
         // `of`, not `find`: reading an order other than a list runs Python code, which may read
         // otherwise the second time or change the waiting list.
         for (nb::handle r : ordered)
-            if (queue.of(r)->held_in != rounds) out.append(r);
+            if (queue.of(r)->held_in != rounds) put(r.ptr());
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {
-        nb::handle r = PyList_GET_ITEM(waiting.ptr(), i);
-        if ((as_read ? read_reqs[std::size_t(i)] : queue.of(r).get())->held_in == rounds) out.append(r);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *r = PyList_GET_ITEM(waiting.ptr(), i);
+        if ((as_read ? read_reqs[std::size_t(i)] : queue.of(r).get())->held_in == rounds) put(r);
     }
     return out;
 }
@@ -325,7 +323,7 @@ bool Engine::in_batch_deprioritized(nb::handle waiting) {
     read_reqs.resize(n);
     read_in = rounds;
     read_edits = queue.edits();
-    heads.clear(n);
+    heads.clear();
     bool any = false;
     for (std::size_t i = 0; i < n; ++i) {  // runs no Python: read in place
         Req *r = read_reqs[i] = queue.find(read_items[i]);
@@ -337,8 +335,8 @@ bool Engine::in_batch_deprioritized(nb::handle waiting) {
         if (r->matched > config.in_batch_check) continue;
         std::optional<std::string_view> h = queue.head(*r, config.in_batch_threshold);
         if (!h) continue;  // too short to share enough with anything
-        if (!r->head_hash) r->head_hash = std::hash<std::string_view>()(*h);
-        if (heads.insert(*h, *r->head_hash)) {
+        if (!r->head) r->head = heads.number(*h);
+        if (heads.insert(*r->head)) {
             r->held_in = rounds;
             any = true;
         }

@@ -10,6 +10,7 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -50,9 +51,9 @@ struct Req {
     // The last admission round (Engine::rounds) that ordered it and that held it back (in_batch):
     // marks that save a round's sets of the waiting requests.
     uint64_t ordered_in = 0, held_in = 0;
-    // The hash of its in-batch head (WaitingQueue::head), taken once while it waits: its tokens
-    // and the config's threshold do not change meanwhile.
-    std::optional<std::size_t> head_hash;
+    // Its in-batch head's number (WaitingQueue::head, HeadSet::number), taken once while it waits:
+    // its tokens and the config's threshold do not change meanwhile.
+    std::optional<uint64_t> head;
     // Its cached length as the waiting prefixes matched it last (their `length_of`), copied here
     // when it is matched (Engine::note_matches) so the in-batch check reads it without a lookup.
     int64_t matched = 0;
@@ -238,21 +239,19 @@ struct RoundTally {
     void add(const Step &s);
 };
 
-// The heads an in-batch check has seen (in_batch.deprioritized's set), by their hashes: open
-// addressing over a table the engine keeps, a slot used in the check stamped with it, so a round
-// neither allocates nor clears the table.
+// The heads an in-batch check has seen (in_batch.deprioritized's set): each distinct head's bytes
+// numbered once (a waiting request keeps its head's number, `Req::head`) and a check's set a stamp
+// per number, so a round neither hashes nor compares the bytes of a head numbered before.
 class HeadSet {
 public:
-    void clear(std::size_t most);
-    bool insert(std::string_view bytes, std::size_t hash);  // whether it was there before
+    void clear() { ++check; }
+    uint64_t number(std::string_view bytes);  // the head's number, given on first sight
+    bool insert(uint64_t head);               // whether this check saw it before
 
 private:
-    struct Slot {
-        std::string_view bytes;
-        std::size_t hash = 0;
-        uint64_t check = 0;  // the check that used it, 0 for none
-    };
-    std::vector<Slot> slots;
+    std::deque<std::string> bytes_of;  // each number's bytes, which `numbers`' keys view
+    std::unordered_map<std::string_view, uint64_t> numbers;
+    std::vector<uint64_t> seen;  // each number's last check, 0 for none
     uint64_t check = 0;
 };
 
