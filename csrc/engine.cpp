@@ -274,15 +274,19 @@ void Engine::check_permutation(nb::handle ordered, nb::handle waiting) {
         q->ordered_in = rounds;
         return q;
     };
+    const Py_ssize_t m = PyList_GET_SIZE(waiting.ptr());
     if (PyList_CheckExact(ordered.ptr())) {  // read in place: nothing here runs Python
-        ordered_reqs.resize(std::size_t(PyList_GET_SIZE(ordered.ptr())));
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i)
-            ordered_reqs[std::size_t(i)] = mark(PyList_GET_ITEM(ordered.ptr(), i));
+        const Py_ssize_t n = PyList_GET_SIZE(ordered.ptr());
+        ordered_reqs.resize(std::size_t(n));
+        for (Py_ssize_t i = 0; i < n; ++i) ordered_reqs[std::size_t(i)] = mark(PyList_GET_ITEM(ordered.ptr(), i));
+        PyObject *const *items = PySequence_Fast_ITEMS(ordered.ptr());
+        if (n == m && std::equal(items, items + n, PySequence_Fast_ITEMS(waiting.ptr())))
+            return;  // the queue's own order: its requests are the ones just marked
     } else {
         for (nb::handle r : ordered) mark(r);
     }
     const bool as_read = waiting_as_read(waiting);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {
+    for (Py_ssize_t i = 0; i < m; ++i) {
         const Req *q = as_read ? read_reqs[std::size_t(i)] : queue.find(PyList_GET_ITEM(waiting.ptr(), i));
         if (!q || q->ordered_in != rounds) refuse();
     }

@@ -47,7 +47,9 @@ bool by_arrival(PyObject* const* queue, size_t n, PyObject* match, std::vector<P
             return false;
         }
     }
-    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    // The engine's queue is in joining order, mostly arrival order already: a pass, before a sort.
+    auto earlier = [](const auto& a, const auto& b) { return a.first < b.first; };
+    if (!std::is_sorted(keyed.begin(), keyed.end(), earlier)) std::stable_sort(keyed.begin(), keyed.end(), earlier);
     ordered.resize(n);
     length.resize(n);
     for (size_t k = 0; k < n; ++k) {
