@@ -11,6 +11,16 @@
 
 namespace engine {
 
+void HeadSet::clear(std::size_t waiting) {
+    ++check;
+    if (seen.size() > 4096 + 8 * waiting) {
+        bytes_of.clear();
+        numbers.clear();
+        seen.clear();
+        ++epoch;
+    }
+}
+
 uint64_t HeadSet::number(std::string_view bytes) {
     auto found = numbers.find(bytes);
     if (found != numbers.end()) return found->second;
@@ -237,25 +247,31 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
 // in_batch.behind: the held ones at the end, in queue order. `as_read`: the waiting list is the one
 // the in-batch check read (`waiting_as_read`), whose requests it kept.
 nb::list Engine::behind(nb::handle ordered, nb::handle waiting, bool as_read) {
-    // As many as wait: the order is a permutation of the waiting list (check_permutation).
-    const Py_ssize_t n = PyList_GET_SIZE(waiting.ptr());
-    nb::list out = nb::steal<nb::list>(PyList_New(n));
-    if (!out.is_valid()) throw nb::python_error();
-    Py_ssize_t k = 0;
-    auto put = [&](PyObject *r) { PyList_SET_ITEM(out.ptr(), k++, Py_NewRef(r)); };
-    if (PyList_CheckExact(ordered.ptr())) {  // the permutation check found its requests, and no Python ran since
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i)
-            if (ordered_reqs[std::size_t(i)]->held_in != rounds) put(PyList_GET_ITEM(ordered.ptr(), i));
-    } else {
+    const Py_ssize_t m = PyList_GET_SIZE(waiting.ptr());
+    auto held = [&](Py_ssize_t i) {
+        return (as_read ? read_reqs[std::size_t(i)] : queue.of(PyList_GET_ITEM(waiting.ptr(), i)).get())->held_in ==
+               rounds;
+    };
+    if (!PyList_CheckExact(ordered.ptr())) {
         // `of`, not `find`: reading an order other than a list runs Python code, which may read
         // otherwise the second time or change the waiting list.
+        nb::list out;
         for (nb::handle r : ordered)
-            if (queue.of(r)->held_in != rounds) put(r.ptr());
+            if (queue.of(r)->held_in != rounds) out.append(r);
+        for (Py_ssize_t i = 0; i < m; ++i)
+            if (held(i)) out.append(nb::handle(PyList_GET_ITEM(waiting.ptr(), i)));
+        return out;
     }
-    for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject *r = PyList_GET_ITEM(waiting.ptr(), i);
-        if ((as_read ? read_reqs[std::size_t(i)] : queue.of(r).get())->held_in == rounds) put(r);
-    }
+    // A list the permutation check found the requests of, no Python run since: a permutation of
+    // the waiting list, so the held ones moved back make a list as long.
+    nb::list out = nb::steal<nb::list>(PyList_New(m));
+    if (!out.is_valid()) throw nb::python_error();
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < m; ++i)
+        if (ordered_reqs[std::size_t(i)]->held_in != rounds)
+            PyList_SET_ITEM(out.ptr(), k++, Py_NewRef(PyList_GET_ITEM(ordered.ptr(), i)));
+    for (Py_ssize_t i = 0; i < m; ++i)
+        if (held(i)) PyList_SET_ITEM(out.ptr(), k++, Py_NewRef(PyList_GET_ITEM(waiting.ptr(), i)));
     return out;
 }
 
@@ -327,7 +343,7 @@ bool Engine::in_batch_deprioritized(nb::handle waiting) {
     read_reqs.resize(n);
     read_in = rounds;
     read_edits = queue.edits();
-    heads.clear();
+    heads.clear(n);
     bool any = false;
     for (std::size_t i = 0; i < n; ++i) {  // runs no Python: read in place
         Req *r = read_reqs[i] = queue.find(read_items[i]);
@@ -339,8 +355,11 @@ bool Engine::in_batch_deprioritized(nb::handle waiting) {
         if (r->matched > config.in_batch_check) continue;
         std::optional<std::string_view> h = queue.head(*r, config.in_batch_threshold);
         if (!h) continue;  // too short to share enough with anything
-        if (!r->head) r->head = heads.number(*h);
-        if (heads.insert(*r->head)) {
+        if (r->head_epoch != heads.epoch) {
+            r->head = heads.number(*h);
+            r->head_epoch = heads.epoch;
+        }
+        if (heads.insert(r->head)) {
             r->held_in = rounds;
             any = true;
         }

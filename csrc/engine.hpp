@@ -51,9 +51,10 @@ struct Req {
     // The last admission round (Engine::rounds) that ordered it and that held it back (in_batch):
     // marks that save a round's sets of the waiting requests.
     uint64_t ordered_in = 0, held_in = 0;
-    // Its in-batch head's number (WaitingQueue::head, HeadSet::number), taken once while it waits:
-    // its tokens and the config's threshold do not change meanwhile.
-    std::optional<uint64_t> head;
+    // Its in-batch head's number (WaitingQueue::head, HeadSet::number) and the numbering's epoch
+    // (0: none), taken once while it waits: its tokens and the config's threshold do not change
+    // meanwhile.
+    uint64_t head = 0, head_epoch = 0;
     // Its cached length as the waiting prefixes matched it last (their `length_of`), copied here
     // when it is matched (Engine::note_matches) so the in-batch check reads it without a lookup.
     int64_t matched = 0;
@@ -241,12 +242,14 @@ struct RoundTally {
 
 // The heads an in-batch check has seen (in_batch.deprioritized's set): each distinct head's bytes
 // numbered once (a waiting request keeps its head's number, `Req::head`) and a check's set a stamp
-// per number, so a round neither hashes nor compares the bytes of a head numbered before.
+// per number, so a round neither hashes nor compares the bytes of a head numbered before. The
+// numbers are forgotten (a new `epoch`) once they far outnumber the waiting requests.
 class HeadSet {
 public:
-    void clear() { ++check; }
+    void clear(std::size_t waiting);          // a new check, over `waiting` requests
     uint64_t number(std::string_view bytes);  // the head's number, given on first sight
     bool insert(uint64_t head);               // whether this check saw it before
+    uint64_t epoch = 1;
 
 private:
     std::deque<std::string> bytes_of;  // each number's bytes, which `numbers`' keys view
@@ -353,9 +356,9 @@ private:
     std::vector<std::pair<std::pair<int64_t, int64_t>, RunPtr>> finishing;  // min-heap on (done_at, id)
     int64_t steps = 0, context = 0, promised = 0;
     uint64_t rounds = 0;  // admission rounds so far: the current one's mark on its requests
-    // A round's waiting list as the in-batch check read it (its objects and their requests, null
-    // for one the engine does not hold) and the queue's table edits then; `read_in` the round that
-    // read it. The order's requests as the permutation check found them, for a list order.
+    // A round's waiting list as the in-batch check read it (its objects and their requests) and the
+    // queue's table edits then; `read_in` the round that read it. The order's requests as the
+    // permutation check found them, for a list order.
     std::vector<PyObject *> read_items;
     std::vector<Req *> read_reqs, ordered_reqs;
     uint64_t read_in = 0, read_edits = 0;
