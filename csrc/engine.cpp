@@ -11,27 +11,30 @@
 
 namespace engine {
 
-void HeadSet::clear(std::size_t most) {
-    std::size_t size = 16;
-    while (size < 2 * most) size *= 2;
-    if (slots.size() < size) {
-        slots.assign(size, Slot{});
-        check = 0;
-    }
+void HeadSet::clear(std::size_t waiting) {
     ++check;
-}
-
-bool HeadSet::insert(std::string_view bytes, std::size_t hash) {
-    for (std::size_t i = hash & (slots.size() - 1);; i = (i + 1) & (slots.size() - 1)) {
-        Slot &slot = slots[i];
-        if (slot.check != check) {
-            slot = Slot{bytes, hash, check};
-            return false;
-        }
-        if (slot.hash == hash && slot.bytes == bytes) return true;
+    if (seen.size() > 4096 + 8 * waiting) {
+        bytes_of.clear();
+        numbers.clear();
+        seen.clear();
+        ++epoch;
     }
 }
 
+uint64_t HeadSet::number(std::string_view bytes) {
+    auto found = numbers.find(bytes);
+    if (found != numbers.end()) return found->second;
+    const uint64_t n = seen.size();
+    seen.push_back(0);
+    numbers.emplace(bytes_of.emplace_back(bytes), n);
+    return n;
+}
+
+bool HeadSet::insert(uint64_t head) {
+    if (seen[head] == check) return true;
+    seen[head] = check;
+    return false;
+}
 
 Engine::Engine(nb::handle scheduler_, nb::handle config_, nb::handle cache_, nb::handle prefixes_, nb::dict records)
     : config(config_), scheduler(nb::borrow(scheduler_)), config_object(nb::borrow(config_)),
@@ -221,6 +224,7 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     ++rounds;
     nb::list waiting = queue.requests;
     nb::object changes = prefixes->refresh(waiting, cache_object, queue.take_changes());
+    note_matches();
     nb::object round = py.waiting_round(waiting, cache_object, multipliers, remaining, changes,
                                         prefixes->matcher.length_of);
     bool holds = in_batch_deprioritized(waiting);
@@ -233,20 +237,41 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
         throw std::runtime_error("scheduler " + nb::cast<std::string>(nb::repr(scheduler.attr("name"))) +
                                  " returned " + std::to_string(n) + " of " + std::to_string(m) + " requests");
     check_permutation(ordered, waiting);
-    // in_batch.behind: the held ones at the end, in queue order. Nothing changes the order while
-    // admission reads it, so the policy's own is read where none is held (Python reads a copy).
-    nb::object out = ordered;
-    if (holds) {
-        nb::list behind;
+    // Nothing changes the order while admission reads it, so the policy's own is read where none
+    // is held (Python reads a copy).
+    nb::object out = holds ? nb::object(behind(ordered, waiting, waiting_as_read(waiting))) : ordered;
+    if (truthy(scheduler.attr(py.names.sorts_in_place))) queue.reorder(out);  // SGLang keeps it for the next round
+    return out;
+}
+
+// in_batch.behind: the held ones at the end, in queue order. `as_read`: the waiting list is the one
+// the in-batch check read (`waiting_as_read`), whose requests it kept.
+nb::list Engine::behind(nb::handle ordered, nb::handle waiting, bool as_read) {
+    const Py_ssize_t m = PyList_GET_SIZE(waiting.ptr());
+    auto held = [&](Py_ssize_t i) {
+        return (as_read ? read_reqs[std::size_t(i)] : queue.of(PyList_GET_ITEM(waiting.ptr(), i)).get())->held_in ==
+               rounds;
+    };
+    if (!PyList_CheckExact(ordered.ptr())) {
         // `of`, not `find`: reading an order other than a list runs Python code, which may read
         // otherwise the second time or change the waiting list.
+        nb::list out;
         for (nb::handle r : ordered)
-            if (queue.of(r)->held_in != rounds) behind.append(r);
-        for (nb::handle r : waiting)
-            if (queue.of(r)->held_in == rounds) behind.append(r);
-        out = behind;
+            if (queue.of(r)->held_in != rounds) out.append(r);
+        for (Py_ssize_t i = 0; i < m; ++i)
+            if (held(i)) out.append(nb::handle(PyList_GET_ITEM(waiting.ptr(), i)));
+        return out;
     }
-    if (truthy(scheduler.attr(py.names.sorts_in_place))) queue.reorder(out);  // SGLang keeps it for the next round
+    // A list the permutation check found the requests of, no Python run since: a permutation of
+    // the waiting list, so the held ones moved back make a list as long.
+    nb::list out = nb::steal<nb::list>(PyList_New(m));
+    if (!out.is_valid()) throw nb::python_error();
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < m; ++i)
+        if (ordered_reqs[std::size_t(i)]->held_in != rounds)
+            PyList_SET_ITEM(out.ptr(), k++, Py_NewRef(PyList_GET_ITEM(ordered.ptr(), i)));
+    for (Py_ssize_t i = 0; i < m; ++i)
+        if (held(i)) PyList_SET_ITEM(out.ptr(), k++, Py_NewRef(PyList_GET_ITEM(waiting.ptr(), i)));
     return out;
 }
 
@@ -263,39 +288,78 @@ void Engine::check_permutation(nb::handle ordered, nb::handle waiting) {
         Req *q = queue.find(r);
         if (!q || q->ordered_in == rounds) refuse();
         q->ordered_in = rounds;
+        return q;
     };
+    const Py_ssize_t m = PyList_GET_SIZE(waiting.ptr());
     if (PyList_CheckExact(ordered.ptr())) {  // read in place: nothing here runs Python
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ordered.ptr()); ++i) mark(PyList_GET_ITEM(ordered.ptr(), i));
+        const Py_ssize_t n = PyList_GET_SIZE(ordered.ptr());
+        ordered_reqs.resize(std::size_t(n));
+        for (Py_ssize_t i = 0; i < n; ++i) ordered_reqs[std::size_t(i)] = mark(PyList_GET_ITEM(ordered.ptr(), i));
+        PyObject *const *items = PySequence_Fast_ITEMS(ordered.ptr());
+        if (n == m && std::equal(items, items + n, PySequence_Fast_ITEMS(waiting.ptr())))
+            return;  // the queue's own order: its requests are the ones just marked
     } else {
         for (nb::handle r : ordered) mark(r);
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {
-        const Req *q = queue.find(PyList_GET_ITEM(waiting.ptr(), i));
+    const bool as_read = waiting_as_read(waiting);
+    for (Py_ssize_t i = 0; i < m; ++i) {
+        const Req *q = as_read ? read_reqs[std::size_t(i)] : queue.find(PyList_GET_ITEM(waiting.ptr(), i));
         if (!q || q->ordered_in != rounds) refuse();
     }
 }
 
+// Whether `waiting` holds the objects the in-batch check of this round read, in their order, and
+// the queue's table is as it was then: the requests it found are the ones waiting now.
+bool Engine::waiting_as_read(nb::handle waiting) const {
+    const std::size_t n = std::size_t(PyList_GET_SIZE(waiting.ptr()));
+    return read_in == rounds && read_edits == queue.edits() && n == read_items.size() &&
+           std::equal(read_items.begin(), read_items.end(), PySequence_Fast_ITEMS(waiting.ptr()));
+}
+
+// The refreshed requests' cached lengths (`matcher.added`: new, or matched again) copied to their
+// `Req::matched`, which the in-batch check reads.
+void Engine::note_matches() {
+    if (!config.in_batch) return;
+    const radix::PrefixMatcher &matcher = prefixes->matcher;
+    for (nb::handle rid : matcher.added) {
+        PyObject *obj = PyDict_GetItemWithError(matcher.requests.ptr(), rid.ptr());  // borrowed
+        if (!obj) {
+            if (PyErr_Occurred()) throw nb::python_error();
+            continue;
+        }
+        if (Req *r = queue.find(obj)) r->matched = matcher.length(r->id);
+    }
+}
+
 // in_batch.deprioritized: marks the requests with few cached tokens whose head an earlier one has
-// (`held_in`); whether it marked any.
+// (`held_in`); whether it marked any. The requests it finds are kept (`read_reqs`) for the round's
+// checks of the order.
 bool Engine::in_batch_deprioritized(nb::handle waiting) {
     if (!config.in_batch ||
         !truthy(call_method(scheduler, python().names.in_batch_deprioritizes, nb::int_(nb::len(waiting)))))
         return false;
-    const radix::PrefixMatcher &matcher = prefixes->matcher;
-    heads.clear(nb::len(waiting));
+    const std::size_t n = std::size_t(PyList_GET_SIZE(waiting.ptr()));
+    read_items.assign(PySequence_Fast_ITEMS(waiting.ptr()), PySequence_Fast_ITEMS(waiting.ptr()) + n);
+    read_reqs.resize(n);
+    read_in = rounds;
+    read_edits = queue.edits();
+    heads.clear(n);
     bool any = false;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting.ptr()); ++i) {  // runs no Python: read in place
-        nb::handle obj = PyList_GET_ITEM(waiting.ptr(), i);
-        Req *r = queue.find(obj);
+    for (std::size_t i = 0; i < n; ++i) {  // runs no Python: read in place
+        Req *r = read_reqs[i] = queue.find(read_items[i]);
         if (!r) {  // an object a policy put in the waiting list: Python's read of its cached length raises
-            nb::object(matcher.length_of[obj]);
+            read_in = 0;
+            nb::object(prefixes->matcher.length_of[nb::handle(read_items[i])]);
             throw std::runtime_error("a waiting request the engine does not hold");
         }
-        if (matcher.length(r->id) > config.in_batch_check) continue;
+        if (r->matched > config.in_batch_check) continue;
         std::optional<std::string_view> h = queue.head(*r, config.in_batch_threshold);
         if (!h) continue;  // too short to share enough with anything
-        if (!r->head_hash) r->head_hash = std::hash<std::string_view>()(*h);
-        if (heads.insert(*h, *r->head_hash)) {
+        if (r->head_epoch != heads.epoch) {
+            r->head = heads.number(*h);
+            r->head_epoch = heads.epoch;
+        }
+        if (heads.insert(r->head)) {
             r->held_in = rounds;
             any = true;
         }

@@ -10,6 +10,7 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -50,9 +51,13 @@ struct Req {
     // The last admission round (Engine::rounds) that ordered it and that held it back (in_batch):
     // marks that save a round's sets of the waiting requests.
     uint64_t ordered_in = 0, held_in = 0;
-    // The hash of its in-batch head (WaitingQueue::head), taken once while it waits: its tokens
-    // and the config's threshold do not change meanwhile.
-    std::optional<std::size_t> head_hash;
+    // Its in-batch head's number (WaitingQueue::head, HeadSet::number) and the numbering's epoch
+    // (0: none), taken once while it waits: its tokens and the config's threshold do not change
+    // meanwhile.
+    uint64_t head = 0, head_epoch = 0;
+    // Its cached length as the waiting prefixes matched it last (their `length_of`), copied here
+    // when it is matched (Engine::note_matches) so the in-batch check reads it without a lookup.
+    int64_t matched = 0;
     // While it waits: its place in joining order, and what it recomputes where it was retracted
     // (its prompt and output so far: the array, kept alive here, and its data; null otherwise).
     int64_t joined = 0;
@@ -113,6 +118,7 @@ public:
     const ReqPtr *find(PyObject *o) const;  // null where `o` does not wait
     void insert(PyObject *o, const ReqPtr &r);
     void erase(PyObject *o);
+    uint64_t edits = 0;  // inserts and erases so far: a Req read before it changed may be gone
 
 private:
     struct Slot {
@@ -134,6 +140,7 @@ public:
     WaitingQueue();
     const ReqPtr &of(nb::handle r) const;  // a waiting request's state, by its object
     Req *find(nb::handle r) const;  // the same, or null where `r` does not wait
+    uint64_t edits() const { return by_object.edits; }
     // What `r` waits to compute, as the array it is read from (which the queue keeps alive while
     // `r` waits) and its data.
     const int64_t *tokens(const Req &r, int64_t &size, nb::object &array) const;
@@ -233,21 +240,21 @@ struct RoundTally {
     void add(const Step &s);
 };
 
-// The heads an in-batch check has seen (in_batch.deprioritized's set), by their hashes: open
-// addressing over a table the engine keeps, a slot used in the check stamped with it, so a round
-// neither allocates nor clears the table.
+// The heads an in-batch check has seen (in_batch.deprioritized's set): each distinct head's bytes
+// numbered once (a waiting request keeps its head's number, `Req::head`) and a check's set a stamp
+// per number, so a round neither hashes nor compares the bytes of a head numbered before. The
+// numbers are forgotten (a new `epoch`) once they far outnumber the waiting requests.
 class HeadSet {
 public:
-    void clear(std::size_t most);
-    bool insert(std::string_view bytes, std::size_t hash);  // whether it was there before
+    void clear(std::size_t waiting);          // a new check, over `waiting` requests
+    uint64_t number(std::string_view bytes);  // the head's number, given on first sight
+    bool insert(uint64_t head);               // whether this check saw it before
+    uint64_t epoch = 1;
 
 private:
-    struct Slot {
-        std::string_view bytes;
-        std::size_t hash = 0;
-        uint64_t check = 0;  // the check that used it, 0 for none
-    };
-    std::vector<Slot> slots;
+    std::deque<std::string> bytes_of;  // each number's bytes, which `numbers`' keys view
+    std::unordered_map<std::string_view, uint64_t> numbers;
+    std::vector<uint64_t> seen;  // each number's last check, 0 for none
     uint64_t check = 0;
 };
 
@@ -300,6 +307,9 @@ private:
     nb::object order(nb::handle multipliers, nb::handle remaining, nb::object &decision);
     void check_permutation(nb::handle ordered, nb::handle waiting);
     bool in_batch_deprioritized(nb::handle waiting);
+    void note_matches();
+    bool waiting_as_read(nb::handle waiting) const;
+    nb::list behind(nb::handle ordered, nb::handle waiting, bool as_read);
     void run_prefill(std::vector<Admission> &batch, Ids &admitted, Ids &resumed);
     void start_running(Admission &adm, const NodePtr &node);
     // Decode and retraction
@@ -346,6 +356,12 @@ private:
     std::vector<std::pair<std::pair<int64_t, int64_t>, RunPtr>> finishing;  // min-heap on (done_at, id)
     int64_t steps = 0, context = 0, promised = 0;
     uint64_t rounds = 0;  // admission rounds so far: the current one's mark on its requests
+    // A round's waiting list as the in-batch check read it (its objects and their requests) and the
+    // queue's table edits then; `read_in` the round that read it. The order's requests as the
+    // permutation check found them, for a list order.
+    std::vector<PyObject *> read_items;
+    std::vector<Req *> read_reqs, ordered_reqs;
+    uint64_t read_in = 0, read_edits = 0;
     std::optional<Admission> chunked;
     std::optional<int64_t> blocked;
     HeadSet heads;

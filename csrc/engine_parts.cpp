@@ -269,7 +269,7 @@ int64_t WaitingQueue::smallest_need() {
 }
 
 void WaitingQueue::join(const ReqPtr &r) {
-    r->head_hash.reset();  // a retracted request waits with its output so far: another head
+    r->head_epoch = 0;  // a retracted request waits with its output so far: another head
     r->joined = ++joins;
     by_object.insert(r->obj.ptr(), r);
     if (left_since.contains(r->obj))

@@ -20,6 +20,7 @@ void RequestTable::insert(PyObject *o, const ReqPtr &r) {
     while (slots[i].key && slots[i].key != o) i = (i + 1) & (slots.size() - 1);
     if (!slots[i].key) ++count;
     slots[i] = Slot{o, r};
+    ++edits;
 }
 
 // Removal by shifting back the entries after it that probed past it, so no slot is ever a tombstone.
@@ -40,6 +41,7 @@ void RequestTable::erase(PyObject *o) {
     }
     slots[i] = Slot{};
     --count;
+    ++edits;
 }
 
 void RequestTable::grow() {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -46,7 +47,9 @@ bool by_arrival(PyObject* const* queue, size_t n, PyObject* match, std::vector<P
             return false;
         }
     }
-    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    // The engine's queue is in joining order, mostly arrival order already: a pass, before a sort.
+    auto earlier = [](const auto& a, const auto& b) { return a.first < b.first; };
+    if (!std::is_sorted(keyed.begin(), keyed.end(), earlier)) std::stable_sort(keyed.begin(), keyed.end(), earlier);
     ordered.resize(n);
     length.resize(n);
     for (size_t k = 0; k < n; ++k) {
@@ -56,12 +59,22 @@ bool by_arrival(PyObject* const* queue, size_t n, PyObject* match, std::vector<P
     return true;
 }
 
-// The positions of `length` sorted by -length, stable: ties keep their order.
+// The positions of `length` sorted by -length, stable: ties keep their order. A queue LPM sorted
+// in place last round mostly is already (`is_sorted`, a pass, before a sort).
 std::vector<size_t> longest_first(const std::vector<int64_t>& length) {
     std::vector<size_t> by_match(length.size());
     std::iota(by_match.begin(), by_match.end(), size_t(0));
-    std::stable_sort(by_match.begin(), by_match.end(), [&](size_t a, size_t b) { return length[a] > length[b]; });
+    if (!std::is_sorted(length.begin(), length.end(), std::greater<int64_t>()))
+        std::stable_sort(by_match.begin(), by_match.end(), [&](size_t a, size_t b) { return length[a] > length[b]; });
     return by_match;
+}
+
+// `items` in the order of the positions `order`, as a new list.
+nb::list in_order(PyObject* const* items, const std::vector<size_t>& order) {
+    nb::list out = nb::steal<nb::list>(PyList_New(Py_ssize_t(order.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    for (size_t k = 0; k < order.size(); ++k) PyList_SET_ITEM(out.ptr(), Py_ssize_t(k), Py_NewRef(items[order[k]]));
+    return out;
 }
 
 // LPM.order_round's order of `queue` given the engine's `length_of` (request -> cached length).
@@ -77,9 +90,7 @@ nb::object lpm_order(nb::handle queue, nb::handle length_of) {
             return nb::none();
         }
     }
-    nb::list out;
-    for (size_t i : longest_first(length)) out.append(nb::handle(items[i]));
-    return out;
+    return in_order(items, longest_first(length));
 }
 
 // KLPM.order_round's order of `queue` (a list; its FCFS order made here) given the matcher's

@@ -16,7 +16,7 @@ using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::dev
 
 struct Python {
     nb::object sorted, fcfs_key, token_view, contiguous;
-    nb::str id, tokens, update, discard;  // interned: read for every request a round matches
+    nb::str id, tokens, discard;  // interned: read for every request a round matches
 };
 
 const Python &python() {
@@ -26,7 +26,7 @@ const Python &python() {
                           nb::module_::import_("auction_gym.request").attr("fcfs_key"),
                           nb::module_::import_("auction_gym.request").attr("token_view"),
                           nb::module_::import_("numpy").attr("ascontiguousarray"),
-                          name("id"), name("tokens"), name("update"), name("discard")};
+                          name("id"), name("tokens"), name("discard")};
     }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
     return *py;
 }
@@ -95,7 +95,8 @@ nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handl
         left_objs = changes[1];
         objs = nb::steal(PyNumber_InPlaceSubtract(objs.ptr(), left_objs.ptr()));
         if (!objs) throw nb::python_error();
-        if (size_of(joined_objs)) pycall::call_method(objs, python().update, joined_objs);
+        for (nb::handle r : joined_objs)  // `objs.update(joined)`, without the method call
+            if (PySet_Add(objs.ptr(), r.ptr()) != 0) throw nb::python_error();
     }
     std::unordered_set<int64_t> gone;
     for (nb::handle r : left_objs) gone.insert(id_of(r));

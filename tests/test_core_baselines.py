@@ -167,6 +167,39 @@ def test_lpm_with_the_engines_lengths_is_the_python_sort(seed):
     assert core.compiled_module().lpm_order(queue, {**length_of, queue[0]: 1.0}) is None  # Python's to sort
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_orders_of_a_queue_in_order_already_are_the_python_code(seed):
+    """A queue sorted already, as the compiled calls skip their sorts for (LPM's by cached length,
+    ties in place; k-LPM's by arrival, ties by id): their orders are the Python code's."""
+    rng = np.random.default_rng(seed)
+    queue = _queue(rng, int(rng.choice([2, 9, 60])))
+    length_of = {r: int(rng.integers(0, 4)) for r in queue}
+    by_length = sorted(queue, key=lambda r: -length_of[r])
+    with core.use("python"):
+        lpm = make_scheduler("lpm")
+    expected = lpm.admit(WaitingRound(by_length, RadixCache(), length_of=length_of))[0]
+    assert core.compiled_module().lpm_order(by_length, length_of) == expected
+    by_arrival = sorted(queue, key=lambda r: (r.arrival, r.id))
+    match = {r.id: (length_of[r], None) for r in by_arrival}
+    for phase in range(3):
+        compiled = core.compiled_module().klpm_order(by_arrival, match, phase, 3)
+        with core.use("python"):
+            klpm = make_scheduler("klpm", k=3)
+        klpm._phase, klpm._matcher = phase, _Matched(match)
+        assert compiled == klpm.order_round(WaitingRound(by_arrival, RadixCache()))
+
+
+class _Matched:
+    """A k-LPM matcher that gives a match of the test's own, told no changes (the cycle moves on
+    by none: the policy's first round)."""
+
+    def __init__(self, match: dict) -> None:
+        self.match = match
+
+    def update(self, round: WaitingRound) -> tuple[dict, None]:
+        return self.match, None
+
+
 class _Subclassed(Request):
     """A request of another class, whose fields the compiled calls do not read in place."""
 

@@ -534,3 +534,20 @@ def test_an_order_read_otherwise_the_second_time_raises(waiting_too: bool) -> No
         with pytest.raises((KeyError, RuntimeError)):
             engine.step()
             engine.step()
+
+
+def test_in_batch_heads_past_the_numbering_bound_are_numbered_again() -> None:
+    """The compiled in-batch check numbers each distinct head once and forgets the numbers once
+    they far outnumber the waiting requests (over 4,096 heads here, each shared by three requests
+    in a row): a request numbered before that is numbered again, and every round holds back the
+    requests Python's check holds back."""
+    config = EngineConfig(in_batch_prefix_caching=True, in_batch_check_threshold=64, in_batch_deprioritize_threshold=1,
+                          max_prefill_tokens=64, chunked_prefill_size=None, max_running_requests=8)
+    rng = np.random.default_rng(5)
+    requests = [Request(i, 0, np.array([i // 3, *rng.integers(0, 9, 3)]), output_len=1, arrival=0.0004 * i)
+                for i in range(15_000)]
+    runs = []
+    for engine in both_engines(lambda: "lpm", config):
+        engine.submit(requests)
+        runs.append([(it.admitted, len(engine.waiting)) for it in iter(engine.step, None)])
+    assert runs[0] == runs[1] and any(admitted != sorted(admitted) for admitted, _ in runs[0])

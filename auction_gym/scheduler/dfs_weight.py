@@ -18,9 +18,9 @@ from collections import defaultdict
 
 from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, WaitingRound
-from ..prefix_matcher import PrefixMatcher
 from ..radix_cache import TreeNode
 from ..request import Request
+from .queue_matcher import QueueMatcher
 
 
 class DFSWeight(AdmissionPolicy):
@@ -29,12 +29,12 @@ class DFSWeight(AdmissionPolicy):
     """SGLang reorders its waiting list in place: the next round starts from this round's order."""
 
     def __init__(self) -> None:
-        self._matcher = PrefixMatcher(split=True, whole_prompt=True)  # SGLang matches the whole prompt
+        self._matcher = QueueMatcher(split=True, whole_prompt=True)  # SGLang matches the whole prompt
         self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def order_round(self, round: WaitingRound) -> list[Request]:
         queue, cache = round.queue, round.cache
-        match = self._matcher.update(queue, cache)
+        match, _ = self._matcher.update(round)
         if self._compiled and (out := compiled_module().dfs_order(queue, match, cache.root)) is not None:
             return out
         hanging: dict[TreeNode, list[Request]] = defaultdict(list)

@@ -19,9 +19,9 @@ from __future__ import annotations
 from .._checks import check_count
 from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, WaitingRound
-from ..prefix_matcher import PrefixMatcher
 from ..request import Request
 from .base import fcfs_key
+from .queue_matcher import QueueMatcher
 
 DEFAULT_K = 4
 """Three LPM picks per FCFS pick: mostly cache-driven, with a bounded wait for cold prefixes. The
@@ -40,17 +40,15 @@ class KLPM(AdmissionPolicy):
 
     def __init__(self, k: int = DEFAULT_K) -> None:
         self.k = check_count("k", k)
-        self._matcher = PrefixMatcher()
+        self._matcher = QueueMatcher()
         self._phase = 0  # position in the cycle of the next admission: 0 = the oldest's turn
         self._last: set[int] = set()
         self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def order_round(self, round: WaitingRound) -> list[Request]:
-        queue, cache = round.queue, round.cache
-        ids = {r.id for r in queue}
-        self._phase = (self._phase + len(self._last - ids)) % self.k
-        self._last = ids
-        match = self._matcher.update(queue, cache)
+        queue = round.queue
+        match, told = self._matcher.update(round)
+        self._phase = (self._phase + self._admitted(queue, told)) % self.k
         if self._compiled and (out := compiled_module().klpm_order(queue, match, self._phase, self.k)) is not None:
             return out
         by_arrival = sorted(queue, key=fcfs_key)
@@ -74,3 +72,19 @@ class KLPM(AdmissionPolicy):
             taken[pick] = True
             phase = (phase + 1) % k
         return out
+
+    def _admitted(self, queue: list[Request], told: tuple[list[Request], set[Request]] | None) -> int:
+        """How many of the last round's ids wait no more (admitted since), the last round's ids
+        brought to `queue`'s: from the changes the matcher was told where it was (waiting ids are
+        unique, so an id left unless a joining request has it), else from the queue's ids."""
+        if told is None:
+            ids = {r.id for r in queue}
+            gone = len(self._last - ids)
+            self._last = ids
+            return gone
+        joined = {r.id for r in told[0]}
+        left = {r.id for r in told[1]} - joined
+        gone = len(left & self._last)
+        self._last -= left
+        self._last |= joined
+        return gone

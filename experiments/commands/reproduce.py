@@ -136,6 +136,23 @@ def replay_config(workload: str, kv: int, rate_or_scale: float, sweep: Sweep, po
     )
 
 
+class QueueSnapshot:
+    """One round's waiting queue and each request's cached length, read as (request, cached)
+    pairs: two lists, not a tuple per request, which a replay records every round of the FCFS run
+    and `snapshot_welfare` reads at most `Sweep.max_snapshots` of."""
+
+    __slots__ = ("queue", "cached")
+
+    def __init__(self, queue: list[Request], cached: list[int]) -> None:
+        self.queue, self.cached = queue, cached
+
+    def __iter__(self) -> Iterator[tuple[Request, int]]:
+        return zip(self.queue, self.cached)
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+
 def replay(config: MarketConfig, seed: int, snapshots: list | None = None) -> dict[str, float]:
     """Run a market to the end with every multiplier 1; metrics of the run. With `snapshots`, also
     record each round's waiting queue with the cached length of every waiting request."""
@@ -152,7 +169,7 @@ def replay(config: MarketConfig, seed: int, snapshots: list | None = None) -> di
         welfare += report.welfare
         if matcher is not None and (waiting := market.engine.waiting):
             matcher.update(waiting, market.engine.cache)
-            snapshots.append(list(zip(waiting, map(matcher.length_of.__getitem__, waiting))))
+            snapshots.append(QueueSnapshot(list(waiting), list(map(matcher.length_of.__getitem__, waiting))))
     m = market.engine.metrics()
     return {"mean_latency": m.mean_latency, "p99_latency": m.p99_latency, "mean_ttft": m.mean_ttft,
             "hit_rate": m.hit_rate, "throughput": m.throughput_rps, "realized_welfare": welfare,
