@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import importlib
 import inspect
 import os
 import re
@@ -57,6 +58,25 @@ def test_gym_make_with_module_prefix_imports_the_package():
             "e.reset(seed=0); print(type(e.unwrapped).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "RadixAuctionEnv"
+
+
+def test_the_package_imports_its_envs_on_first_use():
+    # A fresh interpreter: importing the package registers the ids without importing PettingZoo or
+    # an env module, and each env name the package exports is its module's object.
+    code = ("import sys, gymnasium, auction_gym; assert 'RadixAuction-v2' in gymnasium.registry; "
+            "print(sorted(m for m in sys.modules if m.startswith(('pettingzoo', 'auction_gym.envs'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    from auction_gym.envs import batch, radix_auction_env, vector
+
+    pz = importlib.import_module("auction_gym.envs.parallel_env")  # the module: auction_gym.envs exports the function
+    exported = {"RadixAuctionEnv": radix_auction_env.RadixAuctionEnv, "MarketBatch": batch.MarketBatch,
+                "RadixAuctionParallelEnv": pz.RadixAuctionParallelEnv, "parallel_env": pz.parallel_env,
+                "RadixAuctionVectorEnv": vector.RadixAuctionVectorEnv, "make_vec": vector.make_vec}
+    for name, obj in exported.items():
+        assert getattr(auction_gym, name) is obj and name in auction_gym.__all__ and name in dir(auction_gym)
+    with pytest.raises(AttributeError, match="no attribute 'RadixAuctionEnvs'"):
+        auction_gym.RadixAuctionEnvs
 
 
 @pytest.mark.parametrize("kwargs", [{}, FAST], ids=["default", "fast"])
