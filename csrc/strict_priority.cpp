@@ -226,21 +226,13 @@ bool strict_keys(PyObject* r, int64_t& id, double& arrival) {
            token_array(prompt);
 }
 
-// StrictPriorityAuction.allocate of a queue of plain Requests with the round's `bids` (exact
-// floats) and `lens` (exact ints; None under "unit"): (order, rank, tokens, admission); None,
-// nothing changed, where a check fails or an input is not plain, for Python to raise its errors.
-nb::object strict_allocation(nb::handle requests, nb::handle bids, nb::handle lens, bool cache_ties) {
-    nb::object queue = plain_queue(requests);
-    if (!queue.is_valid()) return nb::none();
+// StrictPriorityAuction.allocate's checks, order and lists over `queue` (a tuple of plain Requests)
+// with the round's `bid`s and `cached` lengths (zeros unless ties go by them): (order, rank, tokens,
+// admission); None where a check fails.
+nb::object allocation_of(nb::handle queue, const std::vector<double>& bid, const std::vector<int64_t>& cached) {
     const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
-    std::vector<double> bid, arrival(n);
-    std::vector<int64_t> id(n), cached(n, 0);
-    if (!request_slots::plain_floats(bids, bid) || bid.size() != n) return nb::none();
-    if (!lens.is_none()) {
-        if (!PyList_CheckExact(lens.ptr()) || size_t(PyList_GET_SIZE(lens.ptr())) != n) return nb::none();
-        for (size_t i = 0; i < n && cache_ties; ++i)
-            if (!plain_int(PyList_GET_ITEM(lens.ptr(), Py_ssize_t(i)), cached[i])) return nb::none();
-    }
+    std::vector<double> arrival(n);
+    std::vector<int64_t> id(n);
     nb::list tokens = new_list(n), order_out = new_list(n), rank_out = new_list(n), admission = new_list(n);
     for (size_t i = 0; i < n; ++i) {
         PyObject* r = PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(i));
@@ -257,6 +249,110 @@ nb::object strict_allocation(nb::handle requests, nb::handle bids, nb::handle le
     fill(rank_out, n, [&](size_t r) { return PyLong_FromSize_t(rank[r]); });
     fill(admission, n, [&](size_t k) { return Py_NewRef(PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(order[k]))); });
     return nb::make_tuple(order_out, rank_out, tokens, admission);
+}
+
+// StrictPriorityAuction.allocate of a queue of plain Requests with the round's `bids` (exact
+// floats) and `lens` (exact ints; None under "unit"): (order, rank, tokens, admission); None,
+// nothing changed, where a check fails or an input is not plain, for Python to raise its errors.
+nb::object strict_allocation(nb::handle requests, nb::handle bids, nb::handle lens, bool cache_ties) {
+    nb::object queue = plain_queue(requests);
+    if (!queue.is_valid()) return nb::none();
+    const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
+    std::vector<double> bid;
+    std::vector<int64_t> cached(n, 0);
+    if (!request_slots::plain_floats(bids, bid) || bid.size() != n) return nb::none();
+    if (!lens.is_none()) {
+        if (!PyList_CheckExact(lens.ptr()) || size_t(PyList_GET_SIZE(lens.ptr())) != n) return nb::none();
+        for (size_t i = 0; i < n && cache_ties; ++i)
+            if (!plain_int(PyList_GET_ITEM(lens.ptr(), Py_ssize_t(i)), cached[i])) return nb::none();
+    }
+    return allocation_of(queue, bid, cached);
+}
+
+// A round's inputs read as strict_bids reads them: the bids, and under "tokens" the cached lengths
+// (the dict's own ints, held) and their values.
+struct RoundInputs {
+    std::vector<double> bid;
+    std::vector<nb::object> lens;
+    std::vector<int64_t> cached;
+};
+
+// Whether `read`, over `queue`, are the `last` round's inputs (AuctionMechanism._last) as
+// `_unchanged` compares them, list by list and item by item in its order: 1 the same, 0 not, -1
+// where the comparison would take Python (an item not of the plain types, another container).
+int same_as_last(nb::handle queue, const RoundInputs& read, bool costed, nb::handle last) {
+    if (last.is_none()) return 0;
+    if (!PyTuple_CheckExact(last.ptr()) || PyTuple_GET_SIZE(last.ptr()) != 4) return -1;
+    PyObject *requests = PyTuple_GET_ITEM(last.ptr(), 0), *bids = PyTuple_GET_ITEM(last.ptr(), 1),
+             *lens = PyTuple_GET_ITEM(last.ptr(), 2);
+    const Py_ssize_t n = PyTuple_GET_SIZE(queue.ptr());
+    if (!PyList_CheckExact(requests)) return -1;
+    if (PyList_GET_SIZE(requests) != n) return 0;
+    if (!PyList_CheckExact(bids) || PyList_GET_SIZE(bids) != n) return -1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* b = PyList_GET_ITEM(bids, i);
+        if (!PyFloat_CheckExact(b)) return -1;
+        if (PyFloat_AS_DOUBLE(b) != read.bid[size_t(i)]) return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* r = PyList_GET_ITEM(requests, i);
+        if (r == PyTuple_GET_ITEM(queue.ptr(), i)) continue;
+        return Py_TYPE(r) == request_slots::fields().type ? 0 : -1;  // a Request equals itself only
+    }
+    if (!costed) return lens == Py_None ? 1 : -1;
+    if (!PyList_CheckExact(lens) || PyList_GET_SIZE(lens) != n) return -1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        int64_t c = 0;
+        if (!plain_int(PyList_GET_ITEM(lens, i), c)) return -1;
+        if (c != read.cached[size_t(i)]) return 0;
+    }
+    return 1;
+}
+
+// StrictPriorityAuction's round in one call, for plain inputs (strict_bids' and strict_allocation's)
+// whose checks pass: True where they are the `last` round's (`_unchanged`), else (bids, lens, order,
+// rank, tokens, admission), lens None without `length_of`; None for anything else, nothing changed,
+// which the two calls and the Python code then take.
+nb::object strict_round(nb::handle requests, nb::handle multipliers, nb::handle length_of, bool cache_ties,
+                        nb::handle last) {
+    const bool costed = !length_of.is_none();
+    std::vector<double> alpha;
+    if ((costed && !PyDict_CheckExact(length_of.ptr())) ||
+        (!multipliers.is_none() && !request_slots::plain_floats(multipliers, alpha)))
+        return nb::none();
+    for (double a : alpha)
+        if (!(0.0 <= a && a < std::numeric_limits<double>::infinity())) return nb::none();
+    nb::object queue = plain_queue(requests);
+    if (!queue.is_valid()) return nb::none();
+    const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
+    RoundInputs read{std::vector<double>(n), {}, std::vector<int64_t>(n, 0)};
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* r = PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(i));
+        if (!round_bid(r, multipliers.is_none() ? nullptr : &alpha, read.bid[i])) return nb::none();
+        if (!costed) continue;
+        PyObject* cached = PyDict_GetItemWithError(length_of.ptr(), r);  // borrowed, then held
+        if (cached == nullptr || !plain_int(cached, read.cached[i])) {
+            PyErr_Clear();
+            return nb::none();
+        }
+        read.lens.push_back(nb::borrow(cached));
+    }
+    const int same = same_as_last(queue, read, costed, last);
+    if (same < 0) return nb::none();
+    if (same) return nb::bool_(true);
+    nb::list bids = new_list(n);
+    fill(bids, n, [&](size_t i) { return PyFloat_FromDouble(read.bid[i]); });
+    nb::object lens = nb::none();
+    if (costed) {
+        nb::list held = new_list(n);
+        fill(held, n, [&](size_t i) { return Py_NewRef(read.lens[i].ptr()); });
+        lens = held;
+    }
+    const std::vector<int64_t> ties = cache_ties && costed ? read.cached : std::vector<int64_t>(n, 0);
+    nb::object decided = allocation_of(queue, read.bid, ties);
+    if (decided.is_none()) return nb::none();
+    nb::tuple made = nb::borrow<nb::tuple>(decided);
+    return nb::make_tuple(bids, lens, made[0], made[1], made[2], made[3]);
 }
 
 // What the closed form reads of a round: each request's bidder (numbered by first appearance in
@@ -394,6 +490,10 @@ void bind_strict_priority(nb::module_& m) {
     m.def("strict_allocation", &strict_allocation, nb::arg("requests"), nb::arg("bids"), nb::arg("lens").none(),
           nb::arg("cache_ties"),
           "Strict priority's allocation: (order, rank, tokens, admission), or None for inputs it does not take.");
+    m.def("strict_round", &strict_round, nb::arg("requests"), nb::arg("multipliers").none(),
+          nb::arg("length_of").none(), nb::arg("cache_ties"), nb::arg("last").none(),
+          "Strict priority's round in one call: True (the last round's inputs), (bids, lens, order, rank, "
+          "tokens, admission), or None for inputs it does not take.");
     m.def("strict_payments", &strict_payments, nb::arg("tree").none(), nb::arg("requests"), nb::arg("bids"),
           nb::arg("order"), nb::arg("request_work"),
           "Strict priority's (bidders, payments) before the clip, or None for inputs it does not take.");

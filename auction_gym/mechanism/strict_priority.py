@@ -138,12 +138,25 @@ class StrictPriorityAuction(AuctionMechanism):
     def _compiled_round(self, round: WaitingRound) -> tuple[list[Request], AuctionRound] | None:
         """`admit` of a non-empty round through the compiled calls; None, nothing changed, where the
         first does not take the round's inputs (or, under "tokens", the round has no engine's lengths).
-        As `_round`, the last allocation is reused when the inputs are the same, unchecked."""
+        As `_round`, the last allocation is reused when the inputs are the same, unchecked. Plain
+        inputs whose checks pass are read, compared with the last round's and decided in one call
+        (`_core.strict_round`); any other go through the calls one by one."""
         costed = self.cost_model == "tokens"
         if costed and round.length_of is None:
             return None
         requests, core = list(round.queue), compiled_module()
-        read = core.strict_bids(requests, round.multipliers, round.length_of if costed else None)
+        length_of = round.length_of if costed else None
+        fused = core.strict_round(requests, round.multipliers, length_of, self.cache_ties, self._last)
+        if fused is True:  # the last round's inputs: its allocation and copies of its inputs' lists
+            _, kept, lens, allocation = self._last
+            return allocation.admission, AuctionRound(
+                self.pricing, requests, list(kept), None if lens is None else list(lens), allocation)
+        if fused is not None:
+            bids, lens, *decided = fused
+            allocation = self._compiled_allocation(requests, bids, lens, decided)
+            self._last = requests, bids, lens, allocation
+            return allocation.admission, AuctionRound(self.pricing, requests, bids, lens, allocation)
+        read = core.strict_bids(requests, round.multipliers, length_of)
         if read is None:
             return None
         bids, lens = read
@@ -154,12 +167,18 @@ class StrictPriorityAuction(AuctionMechanism):
                 allocation = self._decide(requests, bids, lens, round.cache, round.multipliers,
                                           round.changes if costed else None)
             else:
-                order, rank, tokens, ordered = decided
-                allocation = StrictAllocation(  # its own bids, as allocate's: the round's may be changed
-                    requests=requests, bids=list(bids), order=order, rank=rank, tokens=tokens, prefix_lens=lens,
-                    request_work=self.request_work, memo=self._prompt_memo, compiled=True, ordered=ordered)
+                allocation = self._compiled_allocation(requests, bids, lens, decided)
             self._last = requests, bids, lens, allocation
         return allocation.admission, AuctionRound(self.pricing, requests, bids, lens, allocation)
+
+    def _compiled_allocation(self, requests: list[Request], bids: list[float], lens: list[int] | None,
+                             decided: Sequence) -> StrictAllocation:
+        """The allocation of a compiled call's (order, rank, tokens, admission), with its own bids, as
+        allocate's: the round's may be changed."""
+        order, rank, tokens, ordered = decided
+        return StrictAllocation(
+            requests=requests, bids=list(bids), order=order, rank=rank, tokens=tokens, prefix_lens=lens,
+            request_work=self.request_work, memo=self._prompt_memo, compiled=True, ordered=ordered)
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
