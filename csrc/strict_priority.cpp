@@ -430,10 +430,10 @@ bool first_requests(const ScratchTree& tree, const StrictRound& q, std::vector<F
 
 // StrictPriorityAuction.payments' closed form before the rounding clip: (bidders, payments), the
 // bidders by first appearance in the order; `tree` None under "unit". `overhead`: request_work.
-nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order,
-                           double overhead) {
-    StrictRound q;
-    if (!q.read(requests, bids, order) || (tree != nullptr && tree->req_work.size() != q.n)) return nb::none();
+// Returns false where it does not take the inputs; `pay` is per bidder of `q.bidders`.
+bool closed_form(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order, double overhead,
+                 StrictRound& q, std::vector<double>& pay) {
+    if (!q.read(requests, bids, order) || (tree != nullptr && tree->req_work.size() != q.n)) return false;
     const size_t n = q.n, m = q.bidders.size();
     std::vector<double> total(n + 1, 0.0);  // bids at ranks < k
     for (size_t k = 0; k < n; ++k) total[k + 1] = total[k] + q.bid[q.order[k]];
@@ -447,7 +447,7 @@ nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::han
         cum[i].push_back(cum[i].back() + q.bid[r]);
     }
     std::vector<std::vector<double>> after(m);
-    std::vector<double> pay(m);
+    pay.assign(m, 0.0);
     for (size_t i = 0; i < m; ++i) {
         const std::vector<size_t>& ks = ranks[i];
         PySum tails;
@@ -459,7 +459,7 @@ nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::han
     }
     if (tree != nullptr) {
         std::vector<First> first;
-        if (!first_requests(*tree, q, first)) return nb::none();
+        if (!first_requests(*tree, q, first)) return false;
         for (size_t v = 0; v < first.size(); ++v) {
             const double e = tree->edge_work[v];
             if (!(e > 0)) continue;
@@ -475,7 +475,50 @@ nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::han
             if (e > 0) pay[q.who[r]] += e * after[q.who[r]][place[r]];
         }
     }
+    return true;
+}
+
+nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order,
+                           double overhead) {
+    StrictRound q;
+    std::vector<double> pay;
+    if (!closed_form(tree, requests, bids, order, overhead, q, pay)) return nb::none();
     return nb::make_tuple(nb::cast(q.bidders), nb::cast(pay));
+}
+
+// AuctionRound.charges of a strict priority round by the closed form (its payments clipped at 0):
+// bidder i, with per_bidder[i] of its requests admitted out of the q_i it queued, is charged
+// p_i x per_bidder[i] / q_i x seconds_per_unit, the same floating-point operations in the same
+// order; a bidder whose payment is 0 left out. None where the closed form does not take the inputs,
+// a payment is negative (`payments` checks it against the round's cost) or a count is not an int.
+nb::object strict_charges(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order,
+                          double overhead, nb::handle per_bidder, nb::handle seconds_per_unit) {
+    StrictRound q;
+    std::vector<double> pay;
+    nb::object counts = items_of(per_bidder);
+    if (!counts.is_valid() || !PyFloat_CheckExact(seconds_per_unit.ptr()) ||
+        !closed_form(tree, requests, bids, order, overhead, q, pay))
+        return nb::none();
+    const double unit = PyFloat_AS_DOUBLE(seconds_per_unit.ptr());
+    std::unordered_map<int64_t, size_t> number;
+    for (size_t k = 0; k < q.bidders.size(); ++k) {
+        if (pay[k] < 0.0) return nb::none();
+        number.emplace(q.bidders[k], k);
+    }
+    std::vector<size_t> queued(q.bidders.size(), 0);  // q_i, as AuctionRound.charges counts it
+    for (size_t r = 0; r < q.n; ++r) ++queued[q.who[r]];
+    const Py_ssize_t bidders = PySequence_Fast_GET_SIZE(counts.ptr());
+    std::vector<std::pair<int64_t, double>> due;
+    for (Py_ssize_t i = 0; i < bidders; ++i) {
+        int64_t admitted = 0;
+        if (!exact_int(PySequence_Fast_GET_ITEM(counts.ptr(), i), admitted)) return nb::none();
+        const auto at = number.find(int64_t(i));
+        if (admitted == 0 || at == number.end() || pay[at->second] == 0.0) continue;
+        due.emplace_back(int64_t(i), pay[at->second] * double(admitted) / double(queued[at->second]) * unit);
+    }
+    nb::dict out;
+    for (const auto& [i, charge] : due) out[nb::int_(i)] = nb::float_(charge);
+    return out;
 }
 
 }  // namespace
@@ -494,6 +537,9 @@ void bind_strict_priority(nb::module_& m) {
           nb::arg("length_of").none(), nb::arg("cache_ties"), nb::arg("last").none(),
           "Strict priority's round in one call: True (the last round's inputs), (bids, lens, order, rank, "
           "tokens, admission), or None for inputs it does not take.");
+    m.def("strict_charges", &strict_charges, nb::arg("tree").none(), nb::arg("requests"), nb::arg("bids"),
+          nb::arg("order"), nb::arg("request_work"), nb::arg("per_bidder"), nb::arg("seconds_per_unit"),
+          "Strict priority's charges of a round: {bidder: charge}, or None for inputs it does not take.");
     m.def("strict_payments", &strict_payments, nb::arg("tree").none(), nb::arg("requests"), nb::arg("bids"),
           nb::arg("order"), nb::arg("request_work"),
           "Strict priority's (bidders, payments) before the clip, or None for inputs it does not take.");

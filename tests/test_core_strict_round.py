@@ -11,7 +11,8 @@ import pytest
 
 from auction_gym import Request, core
 from auction_gym.mechanism import StrictPriorityAuction
-from auction_gym.mechanism.strict_priority import _ROUND_LAYERS
+from auction_gym.mechanism.base import AuctionRound
+from auction_gym.mechanism.strict_priority import _ROUND_LAYERS, ChargedRound
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.request import read_only
 
@@ -193,3 +194,44 @@ def test_the_one_call_round_is_the_calls_one_by_one(seed, cache_ties):
                     assert got == (bids, lens, *strict.strict_allocation(queue, bids, lens, ties))
                     assert [b.hex() for b in got[0]] == [b.hex() for b in bids]
     assert {type(None), bool, tuple} <= set(answers)
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("cost_model", ["tokens", "unit"])
+def test_compiled_charges_are_the_rules(seed, cost_model):
+    """`ChargedRound.charges` (`_core.strict_charges`) against `AuctionRound.charges` on the same
+    decisions, for counts of every kind: bit for bit, the counts it does not take left to Python."""
+    rng = np.random.default_rng(seed)
+    with core.use("compiled"):
+        auction = StrictPriorityAuction(cost_model, 0.5)
+    taken = 0
+    for queue, multipliers, lens in _rounds(seed):
+        _, decision = auction.admit(WaitingRound(queue, None, multipliers, None, None, lens))
+        assert type(decision) is ChargedRound
+        admitted = [int(rng.integers(0, 3)) for _ in range(BIDDERS)]
+        for per_bidder in (admitted, admitted[:2], [*admitted, 1], [-1, *admitted[1:]], np.array(admitted),
+                           [np.int64(a) for a in admitted], [bool(a) for a in admitted]):
+            expected = AuctionRound.charges(decision, [], per_bidder, 0.3)
+            got = decision.charges([], per_bidder, 0.3)
+            assert {i: c.hex() for i, c in got.items()} == {i: c.hex() for i, c in expected.items()}
+            assert list(got) == list(expected)
+            alloc = decision.allocation
+            tree = alloc.tree
+            taken += len(queue) > 1 and core.compiled_module().strict_charges(
+                None if tree is None else tree.compiled, alloc.requests, alloc.bids, alloc.order, alloc.request_work,
+                per_bidder, 0.3) is not None
+    assert taken > 10
+
+
+def test_a_subclass_pricing_its_own_way_charges_through_it():
+    class Priced(StrictPriorityAuction):
+        def payments(self, alloc, bidders=None):
+            return {i: 1.0 for i in bidders}
+
+    with core.use("compiled"):
+        auction = Priced()
+    queue, multipliers, lens = _rounds(1)[0]
+    _, decision = auction.admit(WaitingRound(queue, None, multipliers, None, None, lens))
+    assert auction._compiled_rounds and type(decision) is AuctionRound
+    assert decision.charges([], [1] * BIDDERS, 1.0) == {i: 1.0 / sum(r.bidder == i for r in queue)
+                                                         for i in range(BIDDERS) if any(r.bidder == i for r in queue)}

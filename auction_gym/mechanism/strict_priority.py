@@ -104,6 +104,27 @@ class StrictAllocation:
         return math.fsum(map(operator.mul, self.bids, self.completion))
 
 
+@dataclass(eq=False, slots=True)
+class ChargedRound(AuctionRound):
+    """A round the compiled calls decided (`StrictPriorityAuction.admit`), whose charges are one more
+    (`_core.strict_charges`): the same values as `AuctionRound.charges`, bit for bit, which takes
+    the inputs that call does not (and a round whose outcome was read, or of one request)."""
+
+    def charges(
+        self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float
+    ) -> dict[int, float]:
+        alloc = self.allocation
+        if self._outcome_cache is None and len(self.requests) > 1 and alloc.compiled:
+            tree = alloc.tree
+            if tree is None or tree.compiled is not None:
+                due = compiled_module().strict_charges(
+                    None if tree is None else tree.compiled, alloc.requests, alloc.bids, alloc.order,
+                    alloc.request_work, per_bidder, seconds_per_unit)
+                if due is not None:
+                    return due
+        return AuctionRound.charges(self, admitted, per_bidder, seconds_per_unit)
+
+
 _ROUND_LAYERS = ("decides", "decide_round", "_round", "_decide", "_skip", "_unchanged", "_prefix_lens", "allocate")
 """The layers `StrictPriorityAuction.admit`'s compiled round stands in for: a subclass that overrides
 one of them has its rounds decided through them."""
@@ -122,6 +143,9 @@ class StrictPriorityAuction(AuctionMechanism):
         self._prompt_memo = compiled_module().PromptMemo() if self._compiled else None
         self._compiled_rounds = self._compiled and not overrides_any(type(self), StrictPriorityAuction, _ROUND_LAYERS)
         """Whether `admit` may decide a round through the compiled calls (decided once)."""
+        self._compiled_charges = self._compiled_rounds and not overrides_any(
+            type(self), StrictPriorityAuction, ("pricing", "payments"))
+        """Whether those rounds charge through the compiled closed form (`ChargedRound`)."""
 
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
         """`AdmissionPolicy.admit`. On the compiled core an engine's round of plain inputs is decided
@@ -149,13 +173,13 @@ class StrictPriorityAuction(AuctionMechanism):
         fused = core.strict_round(requests, round.multipliers, length_of, self.cache_ties, self._last)
         if fused is True:  # the last round's inputs: its allocation and copies of its inputs' lists
             _, kept, lens, allocation = self._last
-            return allocation.admission, AuctionRound(
-                self.pricing, requests, list(kept), None if lens is None else list(lens), allocation)
+            return allocation.admission, self._round_of(
+                requests, list(kept), None if lens is None else list(lens), allocation)
         if fused is not None:
             bids, lens, *decided = fused
             allocation = self._compiled_allocation(requests, bids, lens, decided)
             self._last = requests, bids, lens, allocation
-            return allocation.admission, AuctionRound(self.pricing, requests, bids, lens, allocation)
+            return allocation.admission, self._round_of(requests, bids, lens, allocation)
         read = core.strict_bids(requests, round.multipliers, length_of)
         if read is None:
             return None
@@ -169,7 +193,14 @@ class StrictPriorityAuction(AuctionMechanism):
             else:
                 allocation = self._compiled_allocation(requests, bids, lens, decided)
             self._last = requests, bids, lens, allocation
-        return allocation.admission, AuctionRound(self.pricing, requests, bids, lens, allocation)
+        return allocation.admission, self._round_of(requests, bids, lens, allocation)
+
+    def _round_of(self, requests: list[Request], bids: list[float], lens: list[int] | None,
+                  allocation: StrictAllocation) -> AuctionRound:
+        """The decision of a round the compiled calls decided: one that charges in one more call
+        where this class prices its rounds as strict priority does (`_compiled_charges`)."""
+        kind = ChargedRound if self._compiled_charges else AuctionRound
+        return kind(self.pricing, requests, bids, lens, allocation)
 
     def _compiled_allocation(self, requests: list[Request], bids: list[float], lens: list[int] | None,
                              decided: Sequence) -> StrictAllocation:
