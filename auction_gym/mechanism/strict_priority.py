@@ -23,7 +23,7 @@ order is welfare-optimal over all orders, so this is exact VCG over all orders.
 Cost: O(n log n) for the sort and the rank look-ups, plus O(n + V) for the tree under "tokens".
 On the compiled core the queue's checks, the order and the payments run in C++
 (`csrc/strict_priority.cpp`, docs/design.md section 8), an engine's round of plain inputs in one
-call (`StrictPriorityAuction.admit`), this module's code staying the reference and the fallback
+call (`StrictPriorityAuction.admit`) and its charges in one more (`ChargedRound`), this module's code staying the reference and the fallback
 for inputs the compiled calls do not take.
 """
 
@@ -149,10 +149,11 @@ class StrictPriorityAuction(AuctionMechanism):
 
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
         """`AdmissionPolicy.admit`. On the compiled core an engine's round of plain inputs is decided
-        with `decide_round`'s layers written out, its bids and cached lengths read over the queue in
-        one compiled call (`_core.strict_bids`) and its allocation made in another
-        (`_core.strict_allocation`), unless this class overrides a layer they stand in for
-        (`_ROUND_LAYERS`); other inputs go through the layers, which raise their own errors."""
+        with `decide_round`'s layers written out: its bids and cached lengths read over the queue,
+        compared with the last round's and its allocation made in one compiled call
+        (`_core.strict_round`; else `_core.strict_bids` and `_core.strict_allocation`), unless this
+        class overrides a layer they stand in for (`_ROUND_LAYERS`); other inputs go through the
+        layers, which raise their own errors."""
         if self._compiled_rounds and round.queue:
             decided = self._compiled_round(round)
             if decided is not None:
