@@ -74,12 +74,14 @@ private:
         size_t rank = 0;
         PyObject* successor = nullptr;  // the array after it in the last order; null: unknown
         size_t lcp = 0;                 // its common prefix with `successor`
+        uint64_t sort = 0;              // the last sort whose order held it
     };
     std::vector<size_t> ranked_known(PyObject* const* items, const std::vector<Prompt>& p,
                                      std::vector<size_t>& fresh) const;
     void remember(PyObject* const* items, const std::vector<Prompt>& p, const std::vector<size_t>& ranked,
                   const std::vector<size_t>& lcp);
     std::unordered_map<PyObject*, Entry> entries;
+    uint64_t sorts = 0;
 };
 
 // The tree of a queue, its lists as queue_tree.QueueTree's.

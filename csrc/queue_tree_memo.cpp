@@ -64,22 +64,33 @@ std::vector<size_t> PromptMemo::ranked_known(PyObject* const* items, const std::
     return out;
 }
 
-// Keep this order's read-only arrays (and only them: the rest are dropped) for the next round.
+// Keep this order's read-only arrays (and only them: the rest are dropped) for the next round,
+// updating the entries in place: most of a round's prompts were the last round's.
 void PromptMemo::remember(PyObject* const* items, const std::vector<Prompt>& p, const std::vector<size_t>& ranked,
                           const std::vector<size_t>& lcp) {
-    std::unordered_map<PyObject*, Entry> kept;
-    kept.reserve(ranked.size());
+    ++sorts;
     for (size_t k = 0; k < ranked.size(); ++k) {
         const size_t i = ranked[k];
         if (!p[i].readonly) continue;
-        Entry& e = kept[items[i]];
-        e.array = nb::borrow(items[i]);
+        auto [at, fresh] = entries.try_emplace(items[i]);
+        Entry& e = at->second;
+        if (fresh) e.array = nb::borrow(items[i]);  // a held array keeps its id, so a kept entry is its own
         e.rank = k;
         const bool next = k + 1 < ranked.size() && p[ranked[k + 1]].readonly;
         e.successor = next ? items[ranked[k + 1]] : nullptr;
         e.lcp = next ? lcp[k + 1] : 0;
+        e.sort = sorts;
     }
-    entries = std::move(kept);
+    // The dropped arrays are released once the map is whole again.
+    std::vector<nb::object> dropped;
+    for (auto it = entries.begin(); it != entries.end();) {
+        if (it->second.sort == sorts) {
+            ++it;
+            continue;
+        }
+        dropped.push_back(std::move(it->second.array));
+        it = entries.erase(it);
+    }
 }
 
 }  // namespace auction_core

@@ -226,21 +226,13 @@ bool strict_keys(PyObject* r, int64_t& id, double& arrival) {
            token_array(prompt);
 }
 
-// StrictPriorityAuction.allocate of a queue of plain Requests with the round's `bids` (exact
-// floats) and `lens` (exact ints; None under "unit"): (order, rank, tokens, admission); None,
-// nothing changed, where a check fails or an input is not plain, for Python to raise its errors.
-nb::object strict_allocation(nb::handle requests, nb::handle bids, nb::handle lens, bool cache_ties) {
-    nb::object queue = plain_queue(requests);
-    if (!queue.is_valid()) return nb::none();
+// StrictPriorityAuction.allocate's checks, order and lists over `queue` (a tuple of plain Requests)
+// with the round's `bid`s and `cached` lengths (zeros unless ties go by them): (order, rank, tokens,
+// admission); None where a check fails.
+nb::object allocation_of(nb::handle queue, const std::vector<double>& bid, const std::vector<int64_t>& cached) {
     const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
-    std::vector<double> bid, arrival(n);
-    std::vector<int64_t> id(n), cached(n, 0);
-    if (!request_slots::plain_floats(bids, bid) || bid.size() != n) return nb::none();
-    if (!lens.is_none()) {
-        if (!PyList_CheckExact(lens.ptr()) || size_t(PyList_GET_SIZE(lens.ptr())) != n) return nb::none();
-        for (size_t i = 0; i < n && cache_ties; ++i)
-            if (!plain_int(PyList_GET_ITEM(lens.ptr(), Py_ssize_t(i)), cached[i])) return nb::none();
-    }
+    std::vector<double> arrival(n);
+    std::vector<int64_t> id(n);
     nb::list tokens = new_list(n), order_out = new_list(n), rank_out = new_list(n), admission = new_list(n);
     for (size_t i = 0; i < n; ++i) {
         PyObject* r = PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(i));
@@ -257,6 +249,110 @@ nb::object strict_allocation(nb::handle requests, nb::handle bids, nb::handle le
     fill(rank_out, n, [&](size_t r) { return PyLong_FromSize_t(rank[r]); });
     fill(admission, n, [&](size_t k) { return Py_NewRef(PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(order[k]))); });
     return nb::make_tuple(order_out, rank_out, tokens, admission);
+}
+
+// StrictPriorityAuction.allocate of a queue of plain Requests with the round's `bids` (exact
+// floats) and `lens` (exact ints; None under "unit"): (order, rank, tokens, admission); None,
+// nothing changed, where a check fails or an input is not plain, for Python to raise its errors.
+nb::object strict_allocation(nb::handle requests, nb::handle bids, nb::handle lens, bool cache_ties) {
+    nb::object queue = plain_queue(requests);
+    if (!queue.is_valid()) return nb::none();
+    const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
+    std::vector<double> bid;
+    std::vector<int64_t> cached(n, 0);
+    if (!request_slots::plain_floats(bids, bid) || bid.size() != n) return nb::none();
+    if (!lens.is_none()) {
+        if (!PyList_CheckExact(lens.ptr()) || size_t(PyList_GET_SIZE(lens.ptr())) != n) return nb::none();
+        for (size_t i = 0; i < n && cache_ties; ++i)
+            if (!plain_int(PyList_GET_ITEM(lens.ptr(), Py_ssize_t(i)), cached[i])) return nb::none();
+    }
+    return allocation_of(queue, bid, cached);
+}
+
+// A round's inputs read as strict_bids reads them: the bids, and under "tokens" the cached lengths
+// (the dict's own ints, held) and their values.
+struct RoundInputs {
+    std::vector<double> bid;
+    std::vector<nb::object> lens;
+    std::vector<int64_t> cached;
+};
+
+// Whether `read`, over `queue`, are the `last` round's inputs (AuctionMechanism._last) as
+// `_unchanged` compares them, list by list and item by item in its order: 1 the same, 0 not, -1
+// where the comparison would take Python (an item not of the plain types, another container).
+int same_as_last(nb::handle queue, const RoundInputs& read, bool costed, nb::handle last) {
+    if (last.is_none()) return 0;
+    if (!PyTuple_CheckExact(last.ptr()) || PyTuple_GET_SIZE(last.ptr()) != 4) return -1;
+    PyObject *requests = PyTuple_GET_ITEM(last.ptr(), 0), *bids = PyTuple_GET_ITEM(last.ptr(), 1),
+             *lens = PyTuple_GET_ITEM(last.ptr(), 2);
+    const Py_ssize_t n = PyTuple_GET_SIZE(queue.ptr());
+    if (!PyList_CheckExact(requests)) return -1;
+    if (PyList_GET_SIZE(requests) != n) return 0;
+    if (!PyList_CheckExact(bids) || PyList_GET_SIZE(bids) != n) return -1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* b = PyList_GET_ITEM(bids, i);
+        if (!PyFloat_CheckExact(b)) return -1;
+        if (PyFloat_AS_DOUBLE(b) != read.bid[size_t(i)]) return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* r = PyList_GET_ITEM(requests, i);
+        if (r == PyTuple_GET_ITEM(queue.ptr(), i)) continue;
+        return Py_TYPE(r) == request_slots::fields().type ? 0 : -1;  // a Request equals itself only
+    }
+    if (!costed) return lens == Py_None ? 1 : -1;
+    if (!PyList_CheckExact(lens) || PyList_GET_SIZE(lens) != n) return -1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        int64_t c = 0;
+        if (!plain_int(PyList_GET_ITEM(lens, i), c)) return -1;
+        if (c != read.cached[size_t(i)]) return 0;
+    }
+    return 1;
+}
+
+// StrictPriorityAuction's round in one call, for plain inputs (strict_bids' and strict_allocation's)
+// whose checks pass: True where they are the `last` round's (`_unchanged`), else (bids, lens, order,
+// rank, tokens, admission), lens None without `length_of`; None for anything else, nothing changed,
+// which the two calls and the Python code then take.
+nb::object strict_round(nb::handle requests, nb::handle multipliers, nb::handle length_of, bool cache_ties,
+                        nb::handle last) {
+    const bool costed = !length_of.is_none();
+    std::vector<double> alpha;
+    if ((costed && !PyDict_CheckExact(length_of.ptr())) ||
+        (!multipliers.is_none() && !request_slots::plain_floats(multipliers, alpha)))
+        return nb::none();
+    for (double a : alpha)
+        if (!(0.0 <= a && a < std::numeric_limits<double>::infinity())) return nb::none();
+    nb::object queue = plain_queue(requests);
+    if (!queue.is_valid()) return nb::none();
+    const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
+    RoundInputs read{std::vector<double>(n), {}, std::vector<int64_t>(n, 0)};
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* r = PyTuple_GET_ITEM(queue.ptr(), Py_ssize_t(i));
+        if (!round_bid(r, multipliers.is_none() ? nullptr : &alpha, read.bid[i])) return nb::none();
+        if (!costed) continue;
+        PyObject* cached = PyDict_GetItemWithError(length_of.ptr(), r);  // borrowed, then held
+        if (cached == nullptr || !plain_int(cached, read.cached[i])) {
+            PyErr_Clear();
+            return nb::none();
+        }
+        read.lens.push_back(nb::borrow(cached));
+    }
+    const int same = same_as_last(queue, read, costed, last);
+    if (same < 0) return nb::none();
+    if (same) return nb::bool_(true);
+    nb::list bids = new_list(n);
+    fill(bids, n, [&](size_t i) { return PyFloat_FromDouble(read.bid[i]); });
+    nb::object lens = nb::none();
+    if (costed) {
+        nb::list held = new_list(n);
+        fill(held, n, [&](size_t i) { return Py_NewRef(read.lens[i].ptr()); });
+        lens = held;
+    }
+    const std::vector<int64_t> ties = cache_ties && costed ? read.cached : std::vector<int64_t>(n, 0);
+    nb::object decided = allocation_of(queue, read.bid, ties);
+    if (decided.is_none()) return nb::none();
+    nb::tuple made = nb::borrow<nb::tuple>(decided);
+    return nb::make_tuple(bids, lens, made[0], made[1], made[2], made[3]);
 }
 
 // What the closed form reads of a round: each request's bidder (numbered by first appearance in
@@ -334,10 +430,10 @@ bool first_requests(const ScratchTree& tree, const StrictRound& q, std::vector<F
 
 // StrictPriorityAuction.payments' closed form before the rounding clip: (bidders, payments), the
 // bidders by first appearance in the order; `tree` None under "unit". `overhead`: request_work.
-nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order,
-                           double overhead) {
-    StrictRound q;
-    if (!q.read(requests, bids, order) || (tree != nullptr && tree->req_work.size() != q.n)) return nb::none();
+// Returns false where it does not take the inputs; `pay` is per bidder of `q.bidders`.
+bool closed_form(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order, double overhead,
+                 StrictRound& q, std::vector<double>& pay) {
+    if (!q.read(requests, bids, order) || (tree != nullptr && tree->req_work.size() != q.n)) return false;
     const size_t n = q.n, m = q.bidders.size();
     std::vector<double> total(n + 1, 0.0);  // bids at ranks < k
     for (size_t k = 0; k < n; ++k) total[k + 1] = total[k] + q.bid[q.order[k]];
@@ -351,7 +447,7 @@ nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::han
         cum[i].push_back(cum[i].back() + q.bid[r]);
     }
     std::vector<std::vector<double>> after(m);
-    std::vector<double> pay(m);
+    pay.assign(m, 0.0);
     for (size_t i = 0; i < m; ++i) {
         const std::vector<size_t>& ks = ranks[i];
         PySum tails;
@@ -363,7 +459,7 @@ nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::han
     }
     if (tree != nullptr) {
         std::vector<First> first;
-        if (!first_requests(*tree, q, first)) return nb::none();
+        if (!first_requests(*tree, q, first)) return false;
         for (size_t v = 0; v < first.size(); ++v) {
             const double e = tree->edge_work[v];
             if (!(e > 0)) continue;
@@ -379,7 +475,50 @@ nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::han
             if (e > 0) pay[q.who[r]] += e * after[q.who[r]][place[r]];
         }
     }
+    return true;
+}
+
+nb::object strict_payments(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order,
+                           double overhead) {
+    StrictRound q;
+    std::vector<double> pay;
+    if (!closed_form(tree, requests, bids, order, overhead, q, pay)) return nb::none();
     return nb::make_tuple(nb::cast(q.bidders), nb::cast(pay));
+}
+
+// AuctionRound.charges of a strict priority round by the closed form (its payments clipped at 0):
+// bidder i, with per_bidder[i] of its requests admitted out of the q_i it queued, is charged
+// p_i x per_bidder[i] / q_i x seconds_per_unit, the same floating-point operations in the same
+// order; a bidder whose payment is 0 left out. None where the closed form does not take the inputs,
+// a payment is negative (`payments` checks it against the round's cost) or a count is not an int.
+nb::object strict_charges(const ScratchTree* tree, nb::handle requests, nb::handle bids, nb::handle order,
+                          double overhead, nb::handle per_bidder, nb::handle seconds_per_unit) {
+    StrictRound q;
+    std::vector<double> pay;
+    nb::object counts = items_of(per_bidder);
+    if (!counts.is_valid() || !PyFloat_CheckExact(seconds_per_unit.ptr()) ||
+        !closed_form(tree, requests, bids, order, overhead, q, pay))
+        return nb::none();
+    const double unit = PyFloat_AS_DOUBLE(seconds_per_unit.ptr());
+    std::unordered_map<int64_t, size_t> number;
+    for (size_t k = 0; k < q.bidders.size(); ++k) {
+        if (pay[k] < 0.0) return nb::none();
+        number.emplace(q.bidders[k], k);
+    }
+    std::vector<size_t> queued(q.bidders.size(), 0);  // q_i, as AuctionRound.charges counts it
+    for (size_t r = 0; r < q.n; ++r) ++queued[q.who[r]];
+    const Py_ssize_t bidders = PySequence_Fast_GET_SIZE(counts.ptr());
+    std::vector<std::pair<int64_t, double>> due;
+    for (Py_ssize_t i = 0; i < bidders; ++i) {
+        int64_t admitted = 0;
+        if (!exact_int(PySequence_Fast_GET_ITEM(counts.ptr(), i), admitted)) return nb::none();
+        const auto at = number.find(int64_t(i));
+        if (admitted == 0 || at == number.end() || pay[at->second] == 0.0) continue;
+        due.emplace_back(int64_t(i), pay[at->second] * double(admitted) / double(queued[at->second]) * unit);
+    }
+    nb::dict out;
+    for (const auto& [i, charge] : due) out[nb::int_(i)] = nb::float_(charge);
+    return out;
 }
 
 }  // namespace
@@ -394,6 +533,13 @@ void bind_strict_priority(nb::module_& m) {
     m.def("strict_allocation", &strict_allocation, nb::arg("requests"), nb::arg("bids"), nb::arg("lens").none(),
           nb::arg("cache_ties"),
           "Strict priority's allocation: (order, rank, tokens, admission), or None for inputs it does not take.");
+    m.def("strict_round", &strict_round, nb::arg("requests"), nb::arg("multipliers").none(),
+          nb::arg("length_of").none(), nb::arg("cache_ties"), nb::arg("last").none(),
+          "Strict priority's round in one call: True (the last round's inputs), (bids, lens, order, rank, "
+          "tokens, admission), or None for inputs it does not take.");
+    m.def("strict_charges", &strict_charges, nb::arg("tree").none(), nb::arg("requests"), nb::arg("bids"),
+          nb::arg("order"), nb::arg("request_work"), nb::arg("per_bidder"), nb::arg("seconds_per_unit"),
+          "Strict priority's charges of a round: {bidder: charge}, or None for inputs it does not take.");
     m.def("strict_payments", &strict_payments, nb::arg("tree").none(), nb::arg("requests"), nb::arg("bids"),
           nb::arg("order"), nb::arg("request_work"),
           "Strict priority's (bidders, payments) before the clip, or None for inputs it does not take.");

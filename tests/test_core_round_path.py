@@ -33,10 +33,11 @@ def _rounds(env_id: str) -> Recorded:
     return _recorded[env_id]
 
 
-def _replay(kind: type, on: str, recorded: Recorded) -> tuple[list[tuple], list[AuctionRound]]:
-    """What each recorded round decides and charges, replayed on fresh auctions of `kind` on core `on`."""
+def _replay(kind: type, on: str, recorded: Recorded, cost_model: str | None = None) -> tuple[list[tuple], list[AuctionRound]]:
+    """What each recorded round decides and charges, replayed on fresh auctions of `kind` on core `on`
+    (under `cost_model`, else the recorded one)."""
     with core.use(on):
-        auctions = [kind(*settings) for _, settings in recorded.auctions]
+        auctions = [kind(cost_model or model, *rest) for _, (model, *rest) in recorded.auctions]
     seen, decisions = [], []
     for k, (a, queue, multipliers, remaining, changes, lens) in enumerate(recorded.rounds):
         order, decision = auctions[a].admit(WaitingRound(queue, None, multipliers, remaining, changes, lens))
@@ -62,18 +63,20 @@ def _layered(name: str) -> type:
     return type(f"Over{name}", (RadixTreeAuction,), {name: member, "calls": calls})
 
 
+@pytest.mark.parametrize("cost_model", [None, "unit"])
 @pytest.mark.parametrize("env_id", ["RadixAuction-v1", "RadixAuction-v2"])
-def test_one_call_rounds_match_the_layers_and_the_python_core(env_id):
+def test_one_call_rounds_match_the_layers_and_the_python_core(env_id, cost_model):
     recorded = _rounds(env_id)
-    fast, decisions = _replay(RadixTreeAuction, "compiled", recorded)
+    fast, decisions = _replay(RadixTreeAuction, "compiled", recorded, cost_model)
     engaged = sum(type(d) is CompiledRound for d in decisions)
     multi = sum(len(q) > 1 for _, q, *_ in recorded.rounds)
     assert engaged >= multi - 2 and engaged > 50  # all but a round without changes to follow
     assert any(args for args in recorded.charged.values())
-    layered, decisions = _replay(_layered("_decide"), "compiled", recorded)
+    assert all((d.prefix_lens is None) == (cost_model == "unit") for d in decisions if d.allocation is not None)
+    layered, decisions = _replay(_layered("_decide"), "compiled", recorded, cost_model)
     assert not any(type(d) is CompiledRound for d in decisions)
     assert fast == layered
-    assert fast == _replay(RadixTreeAuction, "python", recorded)[0]
+    assert fast == _replay(RadixTreeAuction, "python", recorded, cost_model)[0]
 
 
 @pytest.mark.parametrize("layer", [name for name in _ROUND_LAYERS if name != "decides"])
@@ -197,10 +200,10 @@ def test_prompts_of_every_layout_join_alike(follow):
     assert trees[1].node_stats() == trees[0].node_stats()
 
 
-def test_the_unit_cost_model_rounds_go_through_the_layers():
+def test_the_unit_cost_model_rounds_are_compiled_too():
     with core.use("compiled"):
         unit, tokens = RadixTreeAuction("unit"), RadixTreeAuction("tokens")
-    assert unit._own_layers and not unit._compiled_rounds and tokens._compiled_rounds
+    assert unit._compiled_rounds and tokens._compiled_rounds
 
 
 class _EmptyingLengths(dict):
@@ -230,7 +233,7 @@ def test_a_queue_emptied_by_a_callback_is_read_as_it_was_given_in_one_call():
     assert decided[1] == decided[0]
 
 
-def _lone_and_again(kind: type, on: str, kinds: list[type] | None = None) -> list[tuple]:
+def _lone_and_again(kind: type, on: str, kinds: list[type] | None = None, cost_model: str = "tokens") -> list[tuple]:
     """What a market's rounds of one request decide, charge or raise on an auction of `kind` (core
     `on`) that followed a round of five, with a round of two after them that follows the changes the
     lone rounds kept; and whether a round asked again with the same inputs reused the allocation.
@@ -239,7 +242,7 @@ def _lone_and_again(kind: type, on: str, kinds: list[type] | None = None) -> lis
     queue = [Request(k, k % 2, rng.integers(0, 3, 4).tolist(), urgency=float(k + 1)) for k in range(5)]
     lens = {r: k % 3 for k, r in enumerate(queue)}
     with core.use(on):
-        auction = kind(tie_break="request_id")
+        auction = kind(cost_model, tie_break="request_id")
     auction.admit(WaitingRound(queue, None, [1.0, 0.5], None, QueueDelta(list(queue), [], [], lens), lens))
     empty = Request(9, 0, [1], urgency=1.0)
     empty.tokens = np.zeros(0, dtype=np.int64)
@@ -274,16 +277,20 @@ def _lone_and_again(kind: type, on: str, kinds: list[type] | None = None) -> lis
     return seen
 
 
-def test_lone_rounds_match_the_layers_and_the_python_core():
+@pytest.mark.parametrize("cost_model", ["tokens", "unit"])
+def test_lone_rounds_match_the_layers_and_the_python_core(cost_model):
     """A market's round of one request decided without the layers: the same orders, bids, cached
     lengths, charges (none), errors and reuse as the layers and the Python core, and the tree
-    follows on from the changes it kept."""
-    fast = _lone_and_again(RadixTreeAuction, "compiled")
-    assert fast == _lone_and_again(_layered("_decide"), "compiled")
-    assert fast == _lone_and_again(RadixTreeAuction, "python")
-    assert [type(s[0]) for s in fast] == [list, list, list, type, type, type, list, list, type, list, list, list]
-    assert [s[4] for s in fast if type(s[0]) is list] == [False, True, False, False, False, False, False, False]
+    follows on from the changes it kept. "unit" reads no lengths, so a round without them is decided."""
+    kinds: list[type] = []
+    fast = _lone_and_again(RadixTreeAuction, "compiled", kinds, cost_model)
+    assert fast == _lone_and_again(_layered("_decide"), "compiled", None, cost_model)
+    assert fast == _lone_and_again(RadixTreeAuction, "python", None, cost_model)
+    lengthless = list if cost_model == "unit" else type
+    assert [type(s[0]) for s in fast] == [list, list, list, type, type, lengthless, list, list, type, list, list, list]
+    assert [s[4] for s in fast if type(s[0]) is list][:2] == [False, True]
     assert fast[-1][3]  # the round of two after the lone rounds charges
+    assert LoneRound in kinds and CompiledRound in kinds
 
 
 @pytest.mark.parametrize("layer", [name for name in _ROUND_LAYERS if name != "decides"])

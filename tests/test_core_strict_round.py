@@ -1,5 +1,5 @@
 """Strict priority's engine round through the compiled calls (`StrictPriorityAuction.admit` on the
-compiled core: `_core.strict_bids`, `_core.strict_allocation`) against its layers and the Python
+compiled core: `_core.strict_round`, else `_core.strict_bids` and `_core.strict_allocation`) against its layers and the Python
 core: the same orders, bids, cached lengths, allocations and charges bit for bit over random
 sequences of rounds (repeated inputs reuse the last allocation, as `_round` does); inputs the calls
 do not take go through the layers, which raise their own errors; a subclass's layer is called."""
@@ -11,7 +11,8 @@ import pytest
 
 from auction_gym import Request, core
 from auction_gym.mechanism import StrictPriorityAuction
-from auction_gym.mechanism.strict_priority import _ROUND_LAYERS
+from auction_gym.mechanism.base import AuctionRound
+from auction_gym.mechanism.strict_priority import _ROUND_LAYERS, ChargedRound
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.request import read_only
 
@@ -150,3 +151,87 @@ def test_a_subclass_overriding_a_layer_is_decided_through_it(layer):
         order, _ = auction.admit(WaitingRound(queue, None, [1.0] * BIDDERS, None, None, {r: 0 for r in queue}))
         assert sorted(r.id for r in order) == sorted(r.id for r in queue)
     assert calls[0] >= 1
+
+
+def _last_rounds(queue: list[Request], bids: list[float], lens: list[int] | None) -> list[tuple]:
+    """Last rounds (`AuctionMechanism._last`) to compare a round with: its own inputs, each changed in
+    one place, and inputs of types whose comparison the one call leaves to Python."""
+    other = Request(-1, 0, np.array([1], dtype=np.int64))
+    made = [(queue, bids, lens), (list(queue), list(bids), None if lens is None else list(lens)),
+            (queue[:-1], bids[:-1], None if lens is None else lens[:-1]),
+            (queue[:-1] + [other], bids, lens), (queue, bids[:-1] + [bids[-1] + 1.0], lens),
+            (queue, [np.float64(b) for b in bids], lens), (queue, tuple(bids), lens)]
+    if lens is not None:
+        made += [(queue, bids, lens[:-1] + [lens[-1] + 1]), (queue, bids, None), (queue, bids, [float(c) for c in lens])]
+    return [(*m, None) for m in made]
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("cache_ties", [False, True])
+def test_the_one_call_round_is_the_calls_one_by_one(seed, cache_ties):
+    """`_core.strict_round` against `strict_bids`, `_unchanged`'s comparison and `strict_allocation`:
+    True exactly where the last round's inputs compare equal, else the same bids, lengths and
+    allocation; None where the comparison takes Python."""
+    strict = core.compiled_module()
+    answers = []
+    for queue, multipliers, lens_of in _rounds(seed):
+        for length_of in (lens_of, None):
+            bids, lens = strict.strict_bids(queue, multipliers, length_of)
+            ties = cache_ties and length_of is not None
+            for last in [None, *_last_rounds(queue, bids, lens)]:
+                got = strict.strict_round(queue, multipliers, length_of, ties, last)
+                plain = last is None or (type(last[1]) is list and all(type(b) is float for b in last[1])
+                                         and (lens is None) == (last[2] is None)
+                                         and all(type(c) is int for c in last[2] or []))
+                same = last is not None and (bids, queue, lens) == (last[1], last[0], last[2])
+                answers.append(type(got))
+                if got is None:
+                    assert not plain
+                elif got is True:
+                    assert same
+                else:
+                    assert not same
+                    assert got == (bids, lens, *strict.strict_allocation(queue, bids, lens, ties))
+                    assert [b.hex() for b in got[0]] == [b.hex() for b in bids]
+    assert {type(None), bool, tuple} <= set(answers)
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("cost_model", ["tokens", "unit"])
+def test_compiled_charges_are_the_rules(seed, cost_model):
+    """`ChargedRound.charges` (`_core.strict_charges`) against `AuctionRound.charges` on the same
+    decisions, for counts of every kind: bit for bit, the counts it does not take left to Python."""
+    rng = np.random.default_rng(seed)
+    with core.use("compiled"):
+        auction = StrictPriorityAuction(cost_model, 0.5)
+    taken = 0
+    for queue, multipliers, lens in _rounds(seed):
+        _, decision = auction.admit(WaitingRound(queue, None, multipliers, None, None, lens))
+        assert type(decision) is ChargedRound
+        admitted = [int(rng.integers(0, 3)) for _ in range(BIDDERS)]
+        for per_bidder in (admitted, admitted[:2], [*admitted, 1], [-1, *admitted[1:]], np.array(admitted),
+                           [np.int64(a) for a in admitted], [bool(a) for a in admitted]):
+            expected = AuctionRound.charges(decision, [], per_bidder, 0.3)
+            got = decision.charges([], per_bidder, 0.3)
+            assert {i: c.hex() for i, c in got.items()} == {i: c.hex() for i, c in expected.items()}
+            assert list(got) == list(expected)
+            alloc = decision.allocation
+            tree = alloc.tree
+            taken += len(queue) > 1 and core.compiled_module().strict_charges(
+                None if tree is None else tree.compiled, alloc.requests, alloc.bids, alloc.order, alloc.request_work,
+                per_bidder, 0.3) is not None
+    assert taken > 10
+
+
+def test_a_subclass_pricing_its_own_way_charges_through_it():
+    class Priced(StrictPriorityAuction):
+        def payments(self, alloc, bidders=None):
+            return {i: 1.0 for i in bidders}
+
+    with core.use("compiled"):
+        auction = Priced()
+    queue, multipliers, lens = _rounds(1)[0]
+    _, decision = auction.admit(WaitingRound(queue, None, multipliers, None, None, lens))
+    assert auction._compiled_rounds and type(decision) is AuctionRound
+    assert decision.charges([], [1] * BIDDERS, 1.0) == {i: 1.0 / sum(r.bidder == i for r in queue)
+                                                         for i in range(BIDDERS) if any(r.bidder == i for r in queue)}

@@ -173,9 +173,9 @@ class RadixTreeAuction(AuctionMechanism):
         """The engine's rounds of two requests or more (allocator.py)."""
         self._own_layers = not overrides_any(type(self), RadixTreeAuction, _ROUND_LAYERS)
         """Whether this class overrides none of the layers the compiled path stands in for (decided once)."""
-        self._compiled_rounds = self._own_layers and self._allocator.compiled and self.cost_model == "tokens"
+        self._compiled_rounds = self._own_layers and self._allocator.compiled
         """Whether `admit` may decide a market's round in one compiled call, standing in for the layers
-        (decided once; under "unit" the layers compare the queues, reading no changes)."""
+        (decided once; under "unit" too, where the tree follows the engine's changes and reads no lengths)."""
 
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
         """`AdmissionPolicy.admit`. On the compiled core, a market's round of two requests or more
@@ -198,12 +198,12 @@ class RadixTreeAuction(AuctionMechanism):
         rounds), its layers written out: the same checks in the same order (of plain inputs made in
         one compiled call, `TreeAllocator.lone_round`), the round's changes kept for the tree's next
         round, the last allocation reused when the inputs are the same."""
-        requests = list(round.queue)
+        requests, costed = list(round.queue), self.cost_model == "tokens"
         read = self._allocator.lone_round(requests, round.multipliers, round.length_of)
         if read is None:
-            bids, lens = round_bids(requests, round.multipliers), round.prefix_lens
+            bids, lens = round_bids(requests, round.multipliers), round.prefix_lens if costed else None
         else:
-            bids, lens = read
+            bids, lens = read[0], read[1] if costed else None  # "unit" reads no lengths (`decide_round`)
         allocation = self._unchanged(requests, bids, lens)
         self._allocator.skip(round.changes)
         if allocation is None:

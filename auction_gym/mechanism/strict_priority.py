@@ -23,7 +23,7 @@ order is welfare-optimal over all orders, so this is exact VCG over all orders.
 Cost: O(n log n) for the sort and the rank look-ups, plus O(n + V) for the tree under "tokens".
 On the compiled core the queue's checks, the order and the payments run in C++
 (`csrc/strict_priority.cpp`, docs/design.md section 8), an engine's round of plain inputs in one
-call (`StrictPriorityAuction.admit`), this module's code staying the reference and the fallback
+call (`StrictPriorityAuction.admit`) and its charges in one more (`ChargedRound`), this module's code staying the reference and the fallback
 for inputs the compiled calls do not take.
 """
 
@@ -104,6 +104,27 @@ class StrictAllocation:
         return math.fsum(map(operator.mul, self.bids, self.completion))
 
 
+@dataclass(eq=False, slots=True)
+class ChargedRound(AuctionRound):
+    """A round the compiled calls decided (`StrictPriorityAuction.admit`), whose charges are one more
+    (`_core.strict_charges`): the same values as `AuctionRound.charges`, bit for bit, which takes
+    the inputs that call does not (and a round whose outcome was read, or of one request)."""
+
+    def charges(
+        self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float
+    ) -> dict[int, float]:
+        alloc = self.allocation
+        if self._outcome_cache is None and len(self.requests) > 1 and alloc.compiled:
+            tree = alloc.tree
+            if tree is None or tree.compiled is not None:
+                due = compiled_module().strict_charges(
+                    None if tree is None else tree.compiled, alloc.requests, alloc.bids, alloc.order,
+                    alloc.request_work, per_bidder, seconds_per_unit)
+                if due is not None:
+                    return due
+        return AuctionRound.charges(self, admitted, per_bidder, seconds_per_unit)
+
+
 _ROUND_LAYERS = ("decides", "decide_round", "_round", "_decide", "_skip", "_unchanged", "_prefix_lens", "allocate")
 """The layers `StrictPriorityAuction.admit`'s compiled round stands in for: a subclass that overrides
 one of them has its rounds decided through them."""
@@ -122,13 +143,17 @@ class StrictPriorityAuction(AuctionMechanism):
         self._prompt_memo = compiled_module().PromptMemo() if self._compiled else None
         self._compiled_rounds = self._compiled and not overrides_any(type(self), StrictPriorityAuction, _ROUND_LAYERS)
         """Whether `admit` may decide a round through the compiled calls (decided once)."""
+        self._compiled_charges = self._compiled_rounds and not overrides_any(
+            type(self), StrictPriorityAuction, ("pricing", "payments"))
+        """Whether those rounds charge through the compiled closed form (`ChargedRound`)."""
 
     def admit(self, round: WaitingRound) -> tuple[list[Request], Decision | None]:
         """`AdmissionPolicy.admit`. On the compiled core an engine's round of plain inputs is decided
-        with `decide_round`'s layers written out, its bids and cached lengths read over the queue in
-        one compiled call (`_core.strict_bids`) and its allocation made in another
-        (`_core.strict_allocation`), unless this class overrides a layer they stand in for
-        (`_ROUND_LAYERS`); other inputs go through the layers, which raise their own errors."""
+        with `decide_round`'s layers written out: its bids and cached lengths read over the queue,
+        compared with the last round's and its allocation made in one compiled call
+        (`_core.strict_round`; else `_core.strict_bids` and `_core.strict_allocation`), unless this
+        class overrides a layer they stand in for (`_ROUND_LAYERS`); other inputs go through the
+        layers, which raise their own errors."""
         if self._compiled_rounds and round.queue:
             decided = self._compiled_round(round)
             if decided is not None:
@@ -138,12 +163,25 @@ class StrictPriorityAuction(AuctionMechanism):
     def _compiled_round(self, round: WaitingRound) -> tuple[list[Request], AuctionRound] | None:
         """`admit` of a non-empty round through the compiled calls; None, nothing changed, where the
         first does not take the round's inputs (or, under "tokens", the round has no engine's lengths).
-        As `_round`, the last allocation is reused when the inputs are the same, unchecked."""
+        As `_round`, the last allocation is reused when the inputs are the same, unchecked. Plain
+        inputs whose checks pass are read, compared with the last round's and decided in one call
+        (`_core.strict_round`); any other go through the calls one by one."""
         costed = self.cost_model == "tokens"
         if costed and round.length_of is None:
             return None
         requests, core = list(round.queue), compiled_module()
-        read = core.strict_bids(requests, round.multipliers, round.length_of if costed else None)
+        length_of = round.length_of if costed else None
+        fused = core.strict_round(requests, round.multipliers, length_of, self.cache_ties, self._last)
+        if fused is True:  # the last round's inputs: its allocation and copies of its inputs' lists
+            _, kept, lens, allocation = self._last
+            return allocation.admission, self._round_of(
+                requests, list(kept), None if lens is None else list(lens), allocation)
+        if fused is not None:
+            bids, lens, *decided = fused
+            allocation = self._compiled_allocation(requests, bids, lens, decided)
+            self._last = requests, bids, lens, allocation
+            return allocation.admission, self._round_of(requests, bids, lens, allocation)
+        read = core.strict_bids(requests, round.multipliers, length_of)
         if read is None:
             return None
         bids, lens = read
@@ -154,12 +192,25 @@ class StrictPriorityAuction(AuctionMechanism):
                 allocation = self._decide(requests, bids, lens, round.cache, round.multipliers,
                                           round.changes if costed else None)
             else:
-                order, rank, tokens, ordered = decided
-                allocation = StrictAllocation(  # its own bids, as allocate's: the round's may be changed
-                    requests=requests, bids=list(bids), order=order, rank=rank, tokens=tokens, prefix_lens=lens,
-                    request_work=self.request_work, memo=self._prompt_memo, compiled=True, ordered=ordered)
+                allocation = self._compiled_allocation(requests, bids, lens, decided)
             self._last = requests, bids, lens, allocation
-        return allocation.admission, AuctionRound(self.pricing, requests, bids, lens, allocation)
+        return allocation.admission, self._round_of(requests, bids, lens, allocation)
+
+    def _round_of(self, requests: list[Request], bids: list[float], lens: list[int] | None,
+                  allocation: StrictAllocation) -> AuctionRound:
+        """The decision of a round the compiled calls decided: one that charges in one more call
+        where this class prices its rounds as strict priority does (`_compiled_charges`)."""
+        kind = ChargedRound if self._compiled_charges else AuctionRound
+        return kind(self.pricing, requests, bids, lens, allocation)
+
+    def _compiled_allocation(self, requests: list[Request], bids: list[float], lens: list[int] | None,
+                             decided: Sequence) -> StrictAllocation:
+        """The allocation of a compiled call's (order, rank, tokens, admission), with its own bids, as
+        allocate's: the round's may be changed."""
+        order, rank, tokens, ordered = decided
+        return StrictAllocation(
+            requests=requests, bids=list(bids), order=order, rank=rank, tokens=tokens, prefix_lens=lens,
+            request_work=self.request_work, memo=self._prompt_memo, compiled=True, ordered=ordered)
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
