@@ -180,6 +180,18 @@ bool round_bid(PyObject* r, const std::vector<double>* alpha, double& bid) {
     return !std::isnan(bid);  // Python's sort orders NaN its own way
 }
 
+// Whether a round's `multipliers` (None, or a list of exact floats, copied to `alpha`) and
+// `length_of` (None, or the engine's dict) are plain, every multiplier finite and >= 0 (else
+// round_bids raises, in the Python code the compiled calls leave it to).
+bool plain_round_inputs(nb::handle multipliers, nb::handle length_of, std::vector<double>& alpha) {
+    if ((!length_of.is_none() && !PyDict_CheckExact(length_of.ptr())) ||
+        (!multipliers.is_none() && !request_slots::plain_floats(multipliers, alpha)))
+        return false;
+    for (double a : alpha)
+        if (!(0.0 <= a && a < std::numeric_limits<double>::infinity())) return false;
+    return true;
+}
+
 // StrictPriorityAuction's round inputs as decide_round reads them, for a queue (a list) of plain
 // Requests, `multipliers` a list of exact floats (None: each request bids its own `bid`) and
 // `length_of` the engine's dict of cached lengths (None under "unit"): (bids, lens), lens None
@@ -187,11 +199,7 @@ bool round_bid(PyObject* r, const std::vector<double>* alpha, double& bid) {
 nb::object strict_bids(nb::handle requests, nb::handle multipliers, nb::handle length_of) {
     const bool costed = !length_of.is_none();
     std::vector<double> alpha;
-    if ((costed && !PyDict_CheckExact(length_of.ptr())) ||
-        (!multipliers.is_none() && !request_slots::plain_floats(multipliers, alpha)))
-        return nb::none();
-    for (double a : alpha)
-        if (!(0.0 <= a && a < std::numeric_limits<double>::infinity())) return nb::none();  // round_bids raises
+    if (!plain_round_inputs(multipliers, length_of, alpha)) return nb::none();
     nb::object queue = plain_queue(requests);
     if (!queue.is_valid()) return nb::none();
     const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
@@ -317,11 +325,7 @@ nb::object strict_round(nb::handle requests, nb::handle multipliers, nb::handle 
                         nb::handle last) {
     const bool costed = !length_of.is_none();
     std::vector<double> alpha;
-    if ((costed && !PyDict_CheckExact(length_of.ptr())) ||
-        (!multipliers.is_none() && !request_slots::plain_floats(multipliers, alpha)))
-        return nb::none();
-    for (double a : alpha)
-        if (!(0.0 <= a && a < std::numeric_limits<double>::infinity())) return nb::none();
+    if (!plain_round_inputs(multipliers, length_of, alpha)) return nb::none();
     nb::object queue = plain_queue(requests);
     if (!queue.is_valid()) return nb::none();
     const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
