@@ -180,16 +180,17 @@ bool round_bid(PyObject* r, const std::vector<double>* alpha, double& bid) {
     return !std::isnan(bid);  // Python's sort orders NaN its own way
 }
 
-// Whether a round's `multipliers` (None, or a list of exact floats, copied to `alpha`) and
-// `length_of` (None, or the engine's dict) are plain, every multiplier finite and >= 0 (else
-// round_bids raises, in the Python code the compiled calls leave it to).
-bool plain_round_inputs(nb::handle multipliers, nb::handle length_of, std::vector<double>& alpha) {
+// A round's queue as plain Requests (`plain_queue`), where its `multipliers` (None, or a list of
+// exact floats, copied to `alpha`) and `length_of` (None, or the engine's dict) are plain too, every
+// multiplier finite and >= 0 (else round_bids raises, in the Python code the compiled calls leave
+// it to); an invalid object for any other round.
+nb::object plain_round(nb::handle requests, nb::handle multipliers, nb::handle length_of, std::vector<double>& alpha) {
     if ((!length_of.is_none() && !PyDict_CheckExact(length_of.ptr())) ||
         (!multipliers.is_none() && !request_slots::plain_floats(multipliers, alpha)))
-        return false;
+        return nb::object();
     for (double a : alpha)
-        if (!(0.0 <= a && a < std::numeric_limits<double>::infinity())) return false;
-    return true;
+        if (!(0.0 <= a && a < std::numeric_limits<double>::infinity())) return nb::object();
+    return plain_queue(requests);
 }
 
 // StrictPriorityAuction's round inputs as decide_round reads them, for a queue (a list) of plain
@@ -199,8 +200,7 @@ bool plain_round_inputs(nb::handle multipliers, nb::handle length_of, std::vecto
 nb::object strict_bids(nb::handle requests, nb::handle multipliers, nb::handle length_of) {
     const bool costed = !length_of.is_none();
     std::vector<double> alpha;
-    if (!plain_round_inputs(multipliers, length_of, alpha)) return nb::none();
-    nb::object queue = plain_queue(requests);
+    nb::object queue = plain_round(requests, multipliers, length_of, alpha);
     if (!queue.is_valid()) return nb::none();
     const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
     nb::list bids = new_list(n), lens = costed ? new_list(n) : nb::list();
@@ -325,8 +325,7 @@ nb::object strict_round(nb::handle requests, nb::handle multipliers, nb::handle 
                         nb::handle last) {
     const bool costed = !length_of.is_none();
     std::vector<double> alpha;
-    if (!plain_round_inputs(multipliers, length_of, alpha)) return nb::none();
-    nb::object queue = plain_queue(requests);
+    nb::object queue = plain_round(requests, multipliers, length_of, alpha);
     if (!queue.is_valid()) return nb::none();
     const size_t n = size_t(PyTuple_GET_SIZE(queue.ptr()));
     RoundInputs read{std::vector<double>(n), {}, std::vector<int64_t>(n, 0)};
