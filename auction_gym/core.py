@@ -11,13 +11,14 @@ it does not.
 
 from __future__ import annotations
 
+import copyreg
 import importlib
 import os
 import warnings
 from contextlib import contextmanager
 from functools import cache
 from types import ModuleType
-from typing import Iterator
+from typing import Any, Iterator
 
 CORES = ("python", "compiled")
 """The implementations: the pure-Python reference and the compiled extension `auction_gym._core`."""
@@ -26,6 +27,26 @@ ENV_VAR = "AUCTION_GYM_CORE"
 
 _chosen: list[str] = []  # the cores of the `use` blocks entered, innermost last
 _fallback_warned = False
+
+
+class EitherCore:
+    """Base of a class whose constructor gives its compiled twin on the compiled core (its
+    `__new__` asks `active()`): a copy or an unpickling of an instance built in Python rebuilds it
+    in Python (`python_instance`), whatever core is active then, where `copy.deepcopy` and pickle
+    would call that `__new__` and get the twin."""
+
+    __slots__ = ()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        reduced = super().__reduce_ex__(protocol)
+        if isinstance(reduced, tuple) and reduced[0] is copyreg.__newobj__:
+            return (python_instance, *reduced[1:])
+        return reduced
+
+
+def python_instance(cls: type, *args: object) -> Any:
+    """A bare instance of `cls` itself, its state set afterwards by copy or pickle (`EitherCore`)."""
+    return object.__new__(cls)
 
 
 class CoreUnavailable(RuntimeError):

@@ -29,7 +29,7 @@ _id = attrgetter("id")
 Key = int | bytes | None
 
 
-class PrefixMatcher(metaclass=ABCMeta):
+class PrefixMatcher(core.EitherCore, metaclass=ABCMeta):
     """Per-request (cached prefix length, cache node), incrementally.
 
     Constructed on the compiled core (`auction_gym.core.active()`), `PrefixMatcher(...)` returns

@@ -70,7 +70,7 @@ def _checked(page_size: int, eviction_policy: str) -> tuple[int, str]:
     return page_size, eviction_policy
 
 
-class RadixCache(EvictionOrder, metaclass=ABCMeta):
+class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
     """Prefix cache of token sequences with LRU (or priority, then LRU) eviction of unlocked leaves.
 
     Constructed on the compiled core (`auction_gym.core.active()`), `RadixCache(...)` returns the

@@ -26,7 +26,7 @@ _KEPT_DELTAS = 64
 behind compares the whole queue instead)."""
 
 
-class WaitingPrefixes(metaclass=ABCMeta):
+class WaitingPrefixes(core.EitherCore, metaclass=ABCMeta):
     """Refreshes the waiting queue's cached prefixes once per admission round; see the module docstring.
 
     The engine holds one per cache and calls `refresh(waiting, cache)` once per admission round,

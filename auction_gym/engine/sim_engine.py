@@ -36,7 +36,7 @@ def prefill_work(batch: list[Admission]) -> tuple[int, float]:
     return new, attention
 
 
-class SimEngine(ServingEngine):
+class SimEngine(ServingEngine, core.EitherCore):
     """Simulated serving engine (see `ServingEngine` for scheduling, memory and cache).
 
     Args:

@@ -113,7 +113,7 @@ def policies(cost_model: str, every: bool = False) -> tuple[str, ...]:
 CAPTURE_MIN_GAIN = 0.05
 """Welfare capture is left out (NaN) where strict priority gains less than this share of FCFS's
 welfare: near zero load the ratio of two tiny differences says nothing."""
-QUICK_WALL_TIME = "about 3 s on 2 idle cores (about 10 s on the Python core)"
+QUICK_WALL_TIME = "about 2.5 s on 2 idle cores (about 10 s on the Python core)"
 """`--quick`'s wall time on the compiled core, quoted by --help (2 jobs)."""
 
 
