@@ -132,8 +132,8 @@ def figure_png(rows: list[dict], key: str, ylabel: str, auction_only: bool) -> b
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (workload, kv) in zip(axes.flat, panels):
+        loads = sorted({r["load"] for r in rows if r["workload"] == workload})
         for policy, style in zip(policies, line_styles(len(policies))):
-            loads = sorted({r["load"] for r in rows if r["workload"] == workload})
             vals = [mean_ci([r[key] for r in rows if r["workload"] == workload and r["kv_capacity"] == kv
                              and r["policy"] == policy and r["load"] == load]) for load in loads]
             line_with_intervals(ax, loads, vals, label=policy, **style)
