@@ -24,6 +24,7 @@ from agents.sb3 import _monitored_env, load_policy
 from agents.training import TrainConfig, train
 from auction_gym import MarketBatch, Obs, RadixAuctionEnv, RadixAuctionVectorEnv
 from auction_gym.envs.sb3_vec import RadixAuctionVecEnv
+from auction_gym.envs.vector import batch_infos
 
 ENV_ID = "RadixAuction-v2"
 # Short episodes that the workload's running dry truncates on some seeds: resets of both kinds.
@@ -178,6 +179,71 @@ def test_training_on_the_batch_gives_the_model_that_dummy_vec_env_gives(tmp_path
     # A run saved with "dummy" (as runs were before "batched") loads and plays the same episodes.
     assert same(evaluate(load_policy(results["dummy"].model_path), SHORT, episodes=2, progress=False),
                 evaluate(load_policy(results["batched"].model_path), SHORT, episodes=2, progress=False))
+
+
+def random_info(rng: np.random.Generator, depth: int = 0, keys: list[str] | None = None) -> dict | None:
+    """An env's info of `keys` (None: keys drawn from a small pool, so envs share some and miss
+    others), each value of a type drawn per env: Python and numpy scalars, arrays, objects, nested
+    dicts."""
+    if keys is None and rng.random() < 0.1:
+        return None
+    kinds = [lambda: int(rng.integers(-5, 5)), lambda: float(rng.normal()), lambda: bool(rng.integers(2)),
+             lambda: np.float32(rng.normal()), lambda: np.int32(rng.integers(9)), lambda: np.bool_(rng.integers(2)),
+             lambda: rng.normal(size=2), lambda: "text", lambda: None, lambda: [1, 2]]
+    if depth < 2:
+        kinds.append(lambda: random_info(rng, depth + 1) or {})
+    info = {}
+    for key in rng.permutation(["a", "b", "c", "final_obs", "d"])[: rng.integers(0, 6)] if keys is None else keys:
+        # A key keeps one type across envs most of the time (as the env's infos do), mixes now and then.
+        kind = kinds[int(rng.integers(len(kinds)))] if rng.random() < 0.2 else kinds[ord(key[0]) % len(kinds)]
+        info[str(key)] = kind()
+    return info
+
+
+def identical(a, b) -> bool:
+    """`same`, dicts' keys in the same order too, and NaN equal to NaN (a None written into a
+    float column)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(identical(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) and a.dtype != object:
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.shape == b.shape and all(identical(x, y) for x, y in zip(a, b))
+    return same(a, b)
+
+
+def test_infos_are_batched_as_gymnasium_batches_them_env_by_env():
+    rng = np.random.default_rng(0)
+    vector = RadixAuctionVectorEnv(env_fns(1))
+
+    def env_by_env(infos):
+        out = {}
+        for i, info in enumerate(infos):
+            if info is not None:
+                out = vector._add_info(out, info, i)
+        return out
+
+    def outcome(batch, infos):
+        try:
+            return batch(infos)
+        except (TypeError, ValueError, AttributeError) as error:  # an input the env-by-env rules refuse too
+            return type(error)
+
+    taken = 0
+    for _ in range(400):
+        # A third of the batches as a market's steps give them: every env the same keys in the same order.
+        keys = list(rng.permutation(["a", "b", "c", "final_obs", "d"])[: rng.integers(1, 6)]) if rng.random() < 0.3 else None
+        infos = [random_info(rng, keys=keys) for _ in range(int(rng.integers(1, 6)))]
+        vector.num_envs = len(infos)  # `_add_info` reads only num_envs
+        expected, fast = outcome(env_by_env, infos), batch_infos(infos, len(infos))
+        if isinstance(expected, type):
+            assert fast is None, infos  # left to the env-by-env rules, which raise their own error
+        if fast is None:
+            continue
+        taken += 1
+        assert identical(fast, expected), infos
+    assert taken > 250  # most batches take the key-by-key path
+    assert batch_infos([{"_a": 1}], 1) is None and batch_infos([{"a": {}}, {"a": 1}], 2) is None
 
 
 @pytest.mark.parametrize("call, message", [

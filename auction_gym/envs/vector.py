@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from .batch import MarketBatch, seeds_of
@@ -49,11 +50,14 @@ class RadixAuctionVectorEnv(VectorEnv):
         return obs, rewards, terminated, truncated, self._vector_infos(infos)
 
     def _vector_infos(self, infos: list[dict[str, Any] | None]) -> dict[str, Any]:
-        """Per-env infos as Gymnasium batches them (`VectorEnv._add_info`)."""
-        out: dict[str, Any] = {}
-        for i, info in enumerate(infos):
-            if info is not None:
-                out = self._add_info(out, info, i)
+        """Per-env infos as Gymnasium batches them (`VectorEnv._add_info`), key by key where
+        `batch_infos` takes them, else env by env through `_add_info` itself."""
+        out = batch_infos(infos, self.num_envs)
+        if out is None:
+            out = {}
+            for i, info in enumerate(infos):
+                if info is not None:
+                    out = self._add_info(out, info, i)
         return out
 
     def render(self) -> tuple[Any, ...]:
@@ -78,6 +82,90 @@ class RadixAuctionVectorEnv(VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         self.batch.close()
+
+
+def batch_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[str, Any] | None:
+    """What `VectorEnv._add_info` makes of env i's info `infos[i]` (None: env i has none) added in
+    turn, the same keys in the same order, dtypes and values: each key's values in one array of
+    `num_envs` rows, the first value's type its dtype, and its `_key` mask of the envs that have it.
+    Built a key at a time (scalars of one type in one call), not an env at a time (one small numpy
+    write per key and env, which cost a batch of one env more time than its market's step). None for what the env-by-env
+    rules order otherwise: a key beginning "_" (which a mask's name could meet), a key whose
+    values are dicts for some envs and not for others, or a value its column cannot hold (which
+    the env-by-env rules refuse with their own error)."""
+    columns = _info_columns(infos)
+    if columns is None:
+        return None
+    out: dict[str, Any] = {}
+    every = np.ones(num_envs, dtype=np.bool_)  # copied: a mask for each key
+    for key, (envs, values) in columns.items():
+        try:
+            array = _info_column(key, envs, values, num_envs)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if array is None:
+            return None
+        if len(envs) == num_envs:
+            mask = every.copy()
+        else:
+            mask = np.zeros(num_envs, dtype=np.bool_)
+            mask[envs] = True
+        out[key], out[f"_{key}"] = array, mask
+    return out
+
+
+def _info_columns(infos: Sequence[dict[str, Any] | None]) -> dict[str, tuple[list[int], Sequence[Any]]] | None:
+    """Each key's envs and values, keys in the order they first appear (env by env); None for a
+    key beginning "_". Infos of the same keys in the same order (a batch's, most steps) are
+    transposed in one `zip`."""
+    envs = [i for i, info in enumerate(infos) if info]
+    if not envs:
+        return {}
+    keys = list(infos[envs[0]])
+    if any(key.startswith("_") for key in keys):
+        return None
+    if all(list(infos[i]) == keys for i in envs):
+        return dict(zip(keys, ((envs, values) for values in zip(*(infos[i].values() for i in envs)))))
+    columns: dict[str, tuple[list[int], list[Any]]] = {}
+    for i in envs:
+        for key, value in infos[i].items():
+            if key.startswith("_"):
+                return None
+            at, values = columns.setdefault(key, ([], []))
+            at.append(i)
+            values.append(value)
+    return columns
+
+
+def _info_column(key: str, envs: list[int], values: Sequence[Any], num_envs: int) -> Any:
+    """One key's batched values (`batch_infos`), envs[k]'s value values[k]; None where the
+    env-by-env rules would mix a dict with other values."""
+    kind, kinds = type(values[0]), set(map(type, values))
+    scalar = kind in (int, float, bool) or issubclass(kind, np.number)
+    if key == "final_obs":
+        array = np.full(num_envs, fill_value=None, dtype=object)
+    elif scalar and len(kinds) == 1:  # in one call: the same values, no mixed casts
+        if len(envs) == num_envs:
+            return np.array(values, dtype=kind)
+        array = np.zeros(num_envs, dtype=kind)
+        array[envs] = values
+        return array
+    elif any(issubclass(k, dict) for k in kinds):
+        if not all(issubclass(k, dict) for k in kinds):
+            return None
+        nested: list[dict[str, Any] | None] = [None] * num_envs
+        for i, value in zip(envs, values):
+            nested[i] = value
+        return batch_infos(nested, num_envs)
+    elif scalar:
+        array = np.zeros(num_envs, dtype=kind)
+    elif isinstance(values[0], np.ndarray):
+        array = np.zeros((num_envs, *values[0].shape), dtype=values[0].dtype)
+    else:
+        array = np.full(num_envs, fill_value=None, dtype=object)
+    for i, value in zip(envs, values):
+        array[i] = value
+    return array
 
 
 def vector_env(num_envs: int = 1, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,

@@ -31,11 +31,14 @@ it. The figures measured are on the documentation's benchmarks page.
 
 Then batches (`--batched 8,64`, `--batch-rounds 500`): the same N episodes played by one env
 after another, by N envs in Gymnasium's SyncVectorEnv and as one `MarketBatch`
-(`auction_gym.envs.batch`), per env step. On the Python core the batch steps its envs in turn, as
-SyncVectorEnv does, and the two cost the same; N live markets cost more per step than one
-(0.2-0.3 against 0.14-0.18 ms of CPU at N = 64, on a busy 2-core machine: the garbage
-collector's passes over N markets' objects, and presumably the CPU caches). A core that steps N
-markets in one call is what would change it.
+(`auction_gym.envs.batch`), per env step. The batch steps its envs in turn, as SyncVectorEnv
+does, and batches their infos as Gymnasium does, a key at a time. N markets stepped in turn cost
+more per step than one market stepped N episodes in a row, and the more so the larger N
+(`--batched 1,4,16,64`): each market's data, in Python's objects and the compiled core's, leaves
+the CPU's caches while the other N - 1 step, so the same calls take longer (the compiled round of
+the radix auction about three times as long at N = 64). Python's garbage collector is not the
+cause: the same runs with it disabled are no faster. A core that kept each market's data compact
+and stepped N markets in one call is what would change it.
 
 `--repeats R` measures R times, each from the same seeds (the same work), and reports the best
 time of each part (the env alone, PPO, the floor), as `bench.mechanism` reports the best of its
