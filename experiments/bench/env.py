@@ -32,8 +32,8 @@ it. The figures measured are on the documentation's benchmarks page.
 Then batches (`--batched 8,64`, `--batch-rounds 500`): the same N episodes played by one env
 after another, by N envs in Gymnasium's SyncVectorEnv and as one `MarketBatch`
 (`auction_gym.envs.batch`), per env step. The batch steps its envs in turn, as SyncVectorEnv
-does, and batches their infos as Gymnasium does, a key at a time. N markets stepped in turn cost
-more per step than one market stepped N episodes in a row, and the more so the larger N
+does, and batches their infos into Gymnasium's arrays a key at a time. N markets stepped in turn
+cost more per step than one market stepped N episodes in a row, and the more so the larger N
 (`--batched 1,4,16,64`): each market's data, in Python's objects and the compiled core's, leaves
 the CPU's caches while the other N - 1 step, so the same calls take longer (the compiled round of
 the radix auction about three times as long at N = 64). Python's garbage collector is not the
