@@ -232,7 +232,8 @@ def test_infos_are_batched_as_gymnasium_batches_them_env_by_env():
     taken = 0
     for _ in range(400):
         # A third of the batches as a market's steps give them: every env the same keys in the same order.
-        keys = list(rng.permutation(["a", "b", "c", "final_obs", "d"])[: rng.integers(1, 6)]) if rng.random() < 0.3 else None
+        shared = rng.random() < 0.3
+        keys = list(rng.permutation(["a", "b", "c", "final_obs", "d"])[: rng.integers(1, 6)]) if shared else None
         infos = [random_info(rng, keys=keys) for _ in range(int(rng.integers(1, 6)))]
         vector.num_envs = len(infos)  # `_add_info` reads only num_envs
         expected, fast = outcome(env_by_env, infos), batch_infos(infos, len(infos))

@@ -23,8 +23,8 @@ order is welfare-optimal over all orders, so this is exact VCG over all orders.
 Cost: O(n log n) for the sort and the rank look-ups, plus O(n + V) for the tree under "tokens".
 On the compiled core the queue's checks, the order and the payments run in C++
 (`csrc/strict_priority.cpp`, docs/design.md section 8), an engine's round of plain inputs in one
-call (`StrictPriorityAuction.admit`) and its charges in one more (`ChargedRound`), this module's code staying the reference and the fallback
-for inputs the compiled calls do not take.
+call (`StrictPriorityAuction.admit`) and its charges in one more (`ChargedRound`), this module's
+code staying the reference and the fallback for inputs the compiled calls do not take.
 """
 
 from __future__ import annotations
