@@ -95,3 +95,23 @@ def test_the_busy_process_ends_with_the_benchmark():
     while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(pid)
+
+
+def test_the_queue_bench_reads_the_queues_of_the_episodes_one_env_plays():
+    """The batch's mean queue per quarter is that of the same episodes played by one env after
+    another, so the two ways' times are of the same work; the quarters are the first and last."""
+    from experiments.bench import queue
+
+    n, rounds, rate = 2, 8, 40.0
+    first, last = queue.measure(n, rounds, rate)
+    assert (first.rounds, last.rounds) == (range(0, 2), range(6, 8))
+    assert min(first.one_env, first.batch, last.one_env, last.batch) > 0
+    plays, env, waited = queue.random_plays(n, rounds, rate), queue._make(rate), {0: 0, 3: 0}
+    for i in range(n):
+        env.reset(seed=i)
+        for t in range(rounds):
+            if t // 2 in waited:
+                waited[t // 2] += len(env.unwrapped.market.engine.waiting)
+            env.step(plays[t, i])
+    assert (first.queue, last.queue) == (waited[0] / (2 * n), waited[3] / (2 * n))
+    assert last.queue > 0

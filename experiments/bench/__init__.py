@@ -116,6 +116,10 @@ BENCHES: tuple[Bench, ...] = (
           "share of SB3 PPO's step on v1; and, with `--commands`, whole commands' wall times and whether the two "
           "cores wrote the same CSV files.", "experiments.bench.cores:table",
           requires=("auction_gym._core",), times_commands=True),
+    Bench("queue", "Batches against the queue's length",
+          "The same RadixAuction-v1 episodes played by one env after another and as one MarketBatch of 64, at an "
+          "arrival rate the engine keeps up with and at one it does not: CPU time per env step in the first and the "
+          "last quarter of the episodes, beside the mean number of requests waiting.", "experiments.bench.queue:table"),
     Bench("torch_engine", "The torch engine",
           "The torch engine's kernels (tiny model, one thread on the CPU): prefill with 90% of the prompt cached "
           "against none cached, prefill tokens per second, decode steps of a batch.",

@@ -36,9 +36,11 @@ does, and batches their infos into Gymnasium's arrays a key at a time. N markets
 cost more per step than one market stepped N episodes in a row, and the more so the larger N
 (`--batched 1,4,16,64`): each market's data, in Python's objects and the compiled core's, leaves
 the CPU's caches while the other N - 1 step, so the same calls take longer (the compiled round of
-the radix auction about three times as long at N = 64). Python's garbage collector is not the
-cause: the same runs with it disabled are no faster. A core that kept each market's data compact
-and stepped N markets in one call is what would change it.
+the radix auction about three times as long at N = 64). Most of that data is the waiting
+requests, which every step reads (`experiments.bench.queue` splits the cost by queue length).
+Python's garbage collector is not the cause: the same runs with it disabled are no faster. A core
+whose per-step work did not grow with the queue, or kept each market's requests compact, is what
+would change it.
 
 `--repeats R` measures R times, each from the same seeds (the same work), and reports the best
 time of each part (the env alone, PPO, the floor), as `bench.mechanism` reports the best of its

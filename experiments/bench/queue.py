@@ -1,0 +1,141 @@
+"""Benchmark: a batch of markets against one market, by the length of their queues.
+
+    python -m experiments.bench.queue [--envs N] [--rounds R] [--rates 12,40]
+
+The same N episodes of RadixAuction-v1 (seeds 0..N-1, seeded random actions, arrival rate fixed)
+played two ways: by one env after another, and as one `MarketBatch` of N envs
+(`auction_gym.envs.batch`), which steps its markets in turn. For each way, the CPU time per env
+step in the first and the last quarter of the episodes' rounds, beside the mean number of requests
+waiting in those rounds (the same in both ways: the same episodes).
+
+The rates: one under what the default engine serves (about 14.5 requests/s,
+`MarketConfig.served_rate`), where the queue stays near empty, and v1's middle draw, 40 requests/s,
+where it grows through the episode. A step reads every waiting request, some of it several times:
+the engine's round, the auction's bids and cached lengths (`RoundTree.market_round`), the latency
+accrued over the requests in the system and the observations' per-bidder counts. One market keeps
+its requests in the CPU's caches from step to step; N markets stepped in turn do not, so there
+each waiting request costs more. A core whose per-step work did not grow with the queue, or read
+it from compact arrays of its own, is what would bring the batch to one market's cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+
+from auction_gym.envs.batch import MarketBatch
+
+from . import Table
+
+ENV_ID = "RadixAuction-v1"
+RATES = (12.0, 40.0)
+"""Arrival rates, requests/s: under the default engine's service rate, and v1's middle draw."""
+
+
+@dataclass(frozen=True)
+class Quarter:
+    """A quarter of the episodes' rounds: CPU µs per env step each way, and the mean queue."""
+
+    rounds: range
+    one_env: float
+    batch: float
+    queue: float
+
+
+def _make(rate: float) -> gym.Env:
+    return gym.make(ENV_ID, episode_draws={"rate": [rate]})
+
+
+def _quarters(rounds: int) -> list[range]:
+    """The four quarters of `rounds` rounds."""
+    return [range(q * rounds // 4, (q + 1) * rounds // 4) for q in range(4)]
+
+
+def random_plays(n: int, rounds: int, rate: float, seed: int = 0) -> np.ndarray:
+    """Seeded uniform actions, shape (rounds, n, 1): round t's action of episode i at [t, i]."""
+    space = _make(rate).action_space
+    return np.random.default_rng(seed).uniform(space.low, space.high, size=(rounds, n, 1)).astype(np.float32)
+
+
+def one_env_after_another(n: int, rounds: int, rate: float, plays: np.ndarray) -> np.ndarray:
+    """CPU seconds per quarter of `rounds`, summed over `n` episodes played by one env in turn."""
+    env, quarters, spent = _make(rate), _quarters(rounds), np.zeros(4)
+    for i in range(n):
+        env.reset(seed=i)
+        for q, block in enumerate(quarters):
+            start = time.process_time()
+            for t in block:
+                env.step(plays[t, i])
+            spent[q] += time.process_time() - start
+    return spent
+
+
+def one_batch(n: int, rounds: int, rate: float, plays: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CPU seconds per quarter of `rounds` of one `MarketBatch` of `n` envs, and the queue summed
+    over its envs and the quarter's rounds (read between steps, untimed)."""
+    batch = MarketBatch([partial(_make, rate)] * n)
+    batch.reset(list(range(n)))
+    markets = [env.unwrapped.market for env in batch.envs]
+    spent, queued = np.zeros(4), np.zeros(4)
+    for q, block in enumerate(_quarters(rounds)):
+        for t in block:
+            queued[q] += sum(len(m.engine.waiting) for m in markets)
+            start = time.process_time()
+            batch.step(plays[t])
+            spent[q] += time.process_time() - start
+    batch.close()
+    return spent, queued
+
+
+def measure(n: int, rounds: int, rate: float, seed: int = 0) -> list[Quarter]:
+    """The first and last quarters of `n` episodes of `rounds` rounds (at most the horizon, 200, so
+    no episode ends inside the run) at arrival rate `rate`, played both ways."""
+    plays = random_plays(n, rounds, rate, seed)
+    alone = one_env_after_another(n, rounds, rate, plays)
+    batched, queued = one_batch(n, rounds, rate, plays)
+    quarters = _quarters(rounds)
+    return [Quarter(quarters[q], 1e6 * alone[q] / (n * len(quarters[q])), 1e6 * batched[q] / (n * len(quarters[q])),
+                    queued[q] / (n * len(quarters[q]))) for q in (0, 3)]
+
+
+def table(quick: bool) -> Table:
+    """Both rates' first and last quarters (`quick`: 8 envs, 40 rounds; else 64 envs, 200 rounds)."""
+    n, rounds = (8, 40) if quick else (64, 200)
+    rows, notes = [], [f"{ENV_ID}, episodes of seeds 0-{n - 1} at a fixed arrival rate, seeded random actions, "
+                       f"{rounds} rounds each; µs of CPU per env step; one run, the two ways in turn."]
+    for rate in RATES:
+        first, last = measure(n, rounds, rate)
+        for q in (first, last):
+            rows.append((f"{rate:g}", f"{q.rounds.start}-{q.rounds.stop - 1}", f"{q.queue:.0f}", f"{q.one_env:.1f}",
+                         f"{q.batch:.1f}", f"{q.batch / q.one_env:.2f}x"))
+        if last.queue - first.queue >= 1:
+            grew = last.queue - first.queue
+            notes.append(f"At {rate:g} requests/s, each request more waiting from the first quarter to the last adds "
+                         f"{(last.one_env - first.one_env) / grew:.2f} µs to one env's step and "
+                         f"{(last.batch - first.batch) / grew:.2f} µs to the batch's, per env.")
+    return Table(("arrival rate, requests/s", "rounds", "mean queue", "one env after another, µs",
+                  f"one MarketBatch of {n}, µs", "batch / one env"), rows, notes)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=200, help="rounds per episode, at most v1's horizon (200)")
+    parser.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES))
+    args = parser.parse_args(argv)
+    if not 4 <= args.rounds <= 200:
+        parser.error("--rounds must be in 4..200 (four quarters, no episode ending inside the run)")
+    for rate in (float(r) for r in args.rates.split(",")):
+        for q in measure(args.envs, args.rounds, rate):
+            print(f"rate {rate:g}/s, rounds {q.rounds.start}-{q.rounds.stop - 1}: mean queue {q.queue:.1f}; "
+                  f"µs of CPU per env step: one env after another {q.one_env:.1f}, a batch of {args.envs} "
+                  f"{q.batch:.1f} ({q.batch / q.one_env:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
