@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from . import core
-from ._checks import check_count
+from ._checks import check_count, is_int
 from .radix_eviction import EVICTION_POLICIES, ROUND_TICKS, EvictionOrder
 from .radix_integrity import check_integrity
 from .request import as_tokens, token_view
@@ -296,14 +296,15 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
     def insert_prefixes(self, tokens: Sequence[np.ndarray], lengths: Sequence[int]) -> None:
         """`insert(tokens[i][:lengths[i]])` for each i in order, those of length 0 left out: a cache
         holding given prefixes of given prompts (a queue snapshot's, rebuilt by `reproduce`), in
-        one compiled call on the compiled core. ValueError unless 0 <= lengths[i] <= len(tokens[i])."""
+        one compiled call on the compiled core. ValueError unless each length is an integer
+        (`_checks.is_int`) with 0 <= lengths[i] <= len(tokens[i])."""
         if len(tokens) != len(lengths):
             raise ValueError(f"{len(lengths)} lengths for {len(tokens)} token arrays")
         for t, n in zip(tokens, lengths):
-            if not 0 <= n <= len(t):
-                raise ValueError(f"a prefix of {n} tokens of {len(t)}")
+            if not is_int(n) or not 0 <= n <= len(t):
+                raise ValueError(f"a prefix of {n!r} tokens of {len(t)}")
             if n:
-                self.insert(t[:n])
+                self.insert(t[: int(n)])
 
     def peek_prefixes(self, tokens: Iterable[Sequence[int] | np.ndarray], split: bool = False) -> list[tuple[int, TreeNode]]:
         """`peek(t, split=split)` of each of `tokens` in order, in one compiled call on the compiled

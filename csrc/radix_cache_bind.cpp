@@ -29,7 +29,7 @@ using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::dev
 
 // The Python objects the cache calls, looked up once (after auction_gym.radix_cache has loaded).
 struct Python {
-    nb::object match_result, insert_result, token_view, contiguous, check_integrity, round_ticks;
+    nb::object match_result, insert_result, token_view, contiguous, check_integrity, round_ticks, is_int;
 };
 
 const Python &python() {
@@ -39,7 +39,7 @@ const Python &python() {
                           nb::module_::import_("auction_gym.request").attr("token_view"),
                           nb::module_::import_("numpy").attr("ascontiguousarray"),
                           nb::module_::import_("auction_gym.radix_integrity").attr("check_integrity"),
-                          cache.attr("ROUND_TICKS")};
+                          cache.attr("ROUND_TICKS"), nb::module_::import_("auction_gym._checks").attr("is_int")};
     }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
     return *py;
 }
@@ -109,6 +109,23 @@ nb::object insert_result(RadixCache &c, nb::handle tokens, nb::handle value, con
     return named_tuple(python().insert_result, {nb::int_(cached), nb::cast(node)});
 }
 
+// A prefix length of a prompt of `size` tokens as `insert_prefixes` takes it: an integer
+// (`_checks.is_int`: numpy's ints and integral floats too, bools not) in 0..size; -1 otherwise.
+int64_t prefix_length(nb::handle length, int64_t size) {
+    nb::object value = nb::borrow(length);
+    if (!PyLong_CheckExact(length.ptr())) {
+        const int integer = PyObject_IsTrue(python().is_int(length).ptr());  // numpy's bool for a numpy float
+        if (integer < 0) throw nb::python_error();
+        if (!integer) return -1;
+        value = nb::steal(PyNumber_Long(length.ptr()));
+        if (!value.is_valid()) throw nb::python_error();
+    }
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (n == -1 && PyErr_Occurred()) throw nb::python_error();
+    return overflow || n < 0 || n > size ? -1 : n;
+}
+
 // radix_cache.RadixCache.insert_prefixes: each prompt's prefix inserted as `insert` inserts its
 // slice, with the same checks in the same order, without a slice or a result made per prompt.
 void insert_prefixes(RadixCache &c, nb::handle tokens, nb::handle lengths) {
@@ -117,11 +134,12 @@ void insert_prefixes(RadixCache &c, nb::handle tokens, nb::handle lengths) {
         throw nb::value_error((std::to_string(nb::len(lengths)) + " lengths for " + std::to_string(n) +
                                " token arrays").c_str());
     for (size_t i = 0; i < n; ++i) {
-        nb::object t = tokens[i];
-        const int64_t length = nb::cast<int64_t>(lengths[i]);
+        nb::object t = tokens[i], given = lengths[i];
         const int64_t size = static_cast<int64_t>(nb::len(t));
-        if (length < 0 || length > size)
-            throw nb::value_error(("a prefix of " + std::to_string(length) + " tokens of " + std::to_string(size)).c_str());
+        const int64_t length = prefix_length(given, size);
+        if (length < 0)
+            throw nb::value_error(("a prefix of " + nb::cast<std::string>(nb::repr(given)) + " tokens of " +
+                                   std::to_string(size)).c_str());
         if (length == 0) continue;
         TokensArg arg = tokens_of(t);
         radix::Tokens view = arg.view();

@@ -210,6 +210,30 @@ def test_the_compiled_cache_checks_its_arguments_as_the_python_one():
         c.unlock(c.insert([1, 2]).last_node)
 
 
+@pytest.mark.parametrize("length", [-1, 6, 1.5, 2**70, -2**70, "2", None, [1], True, np.float64(np.nan)])
+def test_both_caches_refuse_a_prefix_length_that_is_not_one_alike(length):
+    """Not an integer in 0..len(prompt): ValueError naming it on both cores, after the prefixes
+    before it are inserted (the compiled core's int64 conversion raised RuntimeError for some)."""
+    prompts, caches = [np.arange(3, dtype=np.int64), np.arange(10, 15, dtype=np.int64)], {}
+    for which in ("python", "compiled"):
+        with core.use(which):
+            caches[which] = RadixCache()
+        with pytest.raises(ValueError, match=r"^a prefix of (.+) tokens of 5$") as refused:
+            caches[which].insert_prefixes(prompts, [2, length])
+        assert refused.value.args[0] == f"a prefix of {length!r} tokens of 5"
+        assert [s.tolist() for s in caches[which].sequences()] == [[0, 1]]
+
+
+@pytest.mark.parametrize("length", [3, np.int64(3), np.float64(3.0), 3.0])
+def test_both_caches_take_a_prefix_length_that_is_an_integer_of_any_type(length):
+    prompt = np.arange(10, 15, dtype=np.int64)
+    for which in ("python", "compiled"):
+        with core.use(which):
+            cache = RadixCache()
+        cache.insert_prefixes([prompt], [length])
+        assert [s.tolist() for s in cache.sequences()] == [[10, 11, 12]]
+
+
 @pytest.mark.parametrize("which", ["python", "compiled"])
 def test_a_node_of_a_reset_tree_reads_as_evicted_and_breaks_nothing(which):
     """A reset detaches the old tree: a node kept from it, locked or not, is evicted to every
