@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from auction_gym import RadixCache, core
+from auction_gym import RadixCache
 from auction_gym.mechanism.queue_tree import build_queue_tree, completion_times
 from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.request import Request
@@ -88,12 +88,26 @@ def _round(snapshot: list) -> tuple[WaitingRound, list]:
 @pytest.mark.parametrize("policy", ["klpm", "dfs_weight", "lpm", "strict_vcg"])
 @pytest.mark.parametrize("seed", range(4))
 def test_first_order_is_a_fresh_policys_round(policy, seed):
-    """`first_order` (k-LPM's and DFS-weight's rounds made without their matchers on the compiled
-    core) gives the order of a fresh policy's round over a cache of its own, snapshot by snapshot."""
-    compiled = core.compiled_module() if core.active() == "compiled" else None
+    """`first_order` (k-LPM's and DFS-weight's rounds made without their matchers,
+    `first_round_order`) gives the order of a fresh policy's round over a cache of its own,
+    snapshot by snapshot."""
     for snapshot in random_snapshots(random.Random(seed), 12):
         waiting, matched = _round(snapshot)
-        got = first_order(make_scheduler(policy, "tokens"), waiting, matched, compiled)
+        scheduler = make_scheduler(policy, "tokens")
+        if policy in ("klpm", "dfs_weight"):
+            assert scheduler.first_round_order(waiting, matched) is not None
+        got = first_order(scheduler, waiting, matched)
         fresh = RadixCache()  # a cache that no peek split
         fresh.insert_prefixes([r.tokens for r in waiting.queue], [cached for _, cached in snapshot])
         assert got == make_scheduler(policy, "tokens").admit(WaitingRound(waiting.queue, fresh))[0]
+
+
+@pytest.mark.parametrize("policy", ["klpm", "dfs_weight"])
+def test_a_subclass_that_orders_otherwise_is_asked_its_round(policy):
+    """`first_round_order` stands in for the class's own order only: a subclass gets None, and
+    `first_order` asks its `admit`."""
+    base = type(make_scheduler(policy, "tokens"))
+    reversed_order = type("Reversed", (base,), {"order_round": lambda self, round: base.order_round(self, round)[::-1]})
+    waiting, matched = _round(random_snapshots(random.Random(0), 1)[0])
+    assert reversed_order().first_round_order(waiting, matched) is None
+    assert first_order(reversed_order(), waiting, matched) == first_order(base(), waiting, matched)[::-1]

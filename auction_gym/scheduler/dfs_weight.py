@@ -15,6 +15,7 @@ this module's code staying the reference and the fallback (docs/design.md sectio
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Mapping, Sequence
 
 from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, WaitingRound
@@ -33,9 +34,25 @@ class DFSWeight(AdmissionPolicy):
         self._compiled = active() == "compiled"  # a flag, not the module: the policy stays copyable
 
     def order_round(self, round: WaitingRound) -> list[Request]:
-        queue, cache = round.queue, round.cache
         match, _ = self._matcher.update(round)
-        if self._compiled and (out := compiled_module().dfs_order(queue, match, cache.root)) is not None:
+        return self._ordered(round.queue, match, round.cache.root)
+
+    def first_round_order(self, round: WaitingRound, peeks: Sequence[tuple[int, TreeNode]]) -> list[Request] | None:
+        """The order a fresh DFS-weight gives `round`, its first, from `peeks`, each request's
+        `RadixCache.peek` of its whole prompt with the edge split where it ends (what its matcher's
+        first match makes; the peeks' order does not matter, as a split puts its new upper node in
+        the place of the child it cuts): made without the matcher, which would keep what a next
+        round reads (`reproduce` orders queue snapshots so). None for a queue with an id twice, and
+        for a subclass, which may order otherwise (`admit` then)."""
+        match = dict(zip([r.id for r in round.queue], peeks))
+        if len(match) != len(round.queue) or type(self) is not DFSWeight:
+            return None
+        return self._ordered(round.queue, match, round.cache.root)
+
+    def _ordered(self, queue: list[Request], match: Mapping[int, tuple[int, TreeNode]], root: TreeNode) -> list[Request]:
+        """`queue` depth first by weight from the cache's `root`, `match[r.id]` each request's
+        (cached length, node where its match ends)."""
+        if self._compiled and (out := compiled_module().dfs_order(queue, match, root)) is not None:
             return out
         hanging: dict[TreeNode, list[Request]] = defaultdict(list)
         for r in queue:
@@ -53,7 +70,7 @@ class DFSWeight(AdmissionPolicy):
                 child, child_is_new = node, is_new
                 node = node.parent
         out: list[Request] = []
-        stack: list[tuple[TreeNode, bool]] = [(cache.root, False)]
+        stack: list[tuple[TreeNode, bool]] = [(root, False)]
         while stack:
             node, expanded = stack.pop()
             if expanded:

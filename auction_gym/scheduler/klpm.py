@@ -16,9 +16,12 @@ module's sort and loop staying the reference and the fallback (docs/design.md se
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 from .._checks import check_count
 from ..core import active, compiled_module
 from ..policy import AdmissionPolicy, WaitingRound
+from ..radix_cache import TreeNode
 from ..request import Request
 from .base import fcfs_key
 from .queue_matcher import QueueMatcher
@@ -49,7 +52,25 @@ class KLPM(AdmissionPolicy):
         queue = round.queue
         match, told = self._matcher.update(round)
         self._phase = (self._phase + self._admitted(queue, told)) % self.k
-        if self._compiled and (out := compiled_module().klpm_order(queue, match, self._phase, self.k)) is not None:
+        return self._ordered(queue, match, self._phase)
+
+    def first_round_order(self, round: WaitingRound, peeks: Sequence[tuple[int, TreeNode]]) -> list[Request] | None:
+        """The order a fresh k-LPM gives `round`, its first (the cycle at the oldest's turn), from
+        `peeks`, each request's `RadixCache.peek` of its whole prompt: made without the matcher,
+        which would keep what a next round reads (`reproduce` orders queue snapshots so). On a cache
+        of one-token pages only, where the longest cached prefix of all but a prompt's last token,
+        what k-LPM matches, is min(whole prompt's, length - 1); None elsewhere, for a queue with an
+        id twice, and for a subclass, which may order otherwise (`admit` then)."""
+        if round.cache.page_size != 1 or type(self) is not KLPM:
+            return None
+        # min(w, length - 1) by a comparison (w is never longer than the prompt): min() costs more
+        reusable = {r.id: (w - 1 if w and w == len(r.tokens) else w,) for r, (w, _) in zip(round.queue, peeks)}
+        return self._ordered(round.queue, reusable, 0) if len(reusable) == len(round.queue) else None
+
+    def _ordered(self, queue: list[Request], match: Mapping[int, tuple], phase: int) -> list[Request]:
+        """`queue` in k-LPM's order from the cycle's `phase`, `match[r.id][0]` each request's
+        cached prefix."""
+        if self._compiled and (out := compiled_module().klpm_order(queue, match, phase, self.k)) is not None:
             return out
         by_arrival = sorted(queue, key=fcfs_key)
         longer = [-match[r.id][0] for r in by_arrival]
@@ -58,7 +79,7 @@ class KLPM(AdmissionPolicy):
         out: list[Request] = []
         taken = [False] * len(by_arrival)
         oldest = longest = 0
-        phase, k = self._phase, self.k
+        k = self.k
         for _ in by_arrival:
             if phase == 0:
                 while taken[oldest]:

@@ -62,13 +62,11 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from auction_gym import RadixCache
-from auction_gym.core import active, compiled_module
 from auction_gym.market import Market, MarketConfig
 from auction_gym.mechanism.queue_tree import build_queue_tree, compiled_memo, weighted_costs
 from auction_gym.mechanism.radix_auction import RadixTreeAuction
@@ -199,7 +197,6 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
     totals = dict.fromkeys(names, 0.0)
     kept: dict[str, AdmissionPolicy] = {}
     memo = compiled_memo()
-    compiled = compiled_module() if active() == "compiled" else None
     for k in picks:
         queue = [r for r, _ in snapshots[k]]
         prefix_lens = [cached for _, cached in snapshots[k]]
@@ -216,35 +213,18 @@ def snapshot_welfare(snapshots: list, names: tuple[str, ...], limit: int,
             scheduler = kept.get(policy) or AdmissionPolicy.adopt(make_scheduler(mechanism, model))
             if kept_across_snapshots(scheduler):
                 kept[policy] = scheduler
-            orders.append(first_order(scheduler, waiting, matched, compiled))
+            orders.append(first_order(scheduler, waiting, matched))
         for policy, cost in zip(mechanisms, weighted_costs(tree, queue, orders, 1.0, [r.urgency for r in queue])):
             totals[policy] -= cost
     return {p: total / len(picks) for p, total in totals.items()}
 
 
-def first_order(scheduler: AdmissionPolicy, waiting: WaitingRound, matched: list[tuple[int, Any]],
-                compiled: ModuleType | None) -> list[Request]:
+def first_order(scheduler: AdmissionPolicy, waiting: WaitingRound, matched: list[tuple[int, Any]]) -> list[Request]:
     """`scheduler.admit(waiting)`'s order, `scheduler` built for the round or kept
     (`kept_across_snapshots`); `matched`, each request's `RadixCache.peek` of its whole prompt with
-    the edge split where it ends; `compiled`, the compiled core's module when it is the active core.
-
-    On the compiled core a fresh k-LPM's and a fresh DFS-weight's rounds are made without their
-    matchers (which would keep what a next round reads) by the compiled orders their rounds call,
-    over what a fresh matcher's first match gives them. k-LPM: its cycle from the oldest pick (a
-    fresh one's phase) over each prompt's longest cached prefix of all but its last token, which on
-    a cache of one-token pages is min(whole prompt's, length - 1) (0 for an empty prompt).
-    DFS-weight: `matched`, the split peeks its matcher makes. Their order does not matter: a split
-    puts its new upper node in the place of the child it cuts, so the nodes, each where a match
-    ends, and every node's children come out the same.
-    """
-    queue, cache, order = waiting.queue, waiting.cache, None
-    if compiled is not None and type(scheduler) is KLPM and cache.page_size == 1:
-        # min(w, length - 1) by a comparison (w is never longer than the prompt): min() costs more
-        reusable = {r.id: (w - 1 if w and w == len(r.tokens) else w,) for r, (w, _) in zip(queue, matched)}
-        order = compiled.klpm_order(queue, reusable, 0, scheduler.k)
-    elif compiled is not None and type(scheduler) is DFSWeight:
-        match = dict(zip([r.id for r in queue], matched))
-        order = compiled.dfs_order(queue, match, cache.root) if len(match) == len(queue) else None
+    the edge split where it ends, from which k-LPM and DFS-weight order the round without their
+    matchers (`first_round_order`)."""
+    order = scheduler.first_round_order(waiting, matched) if isinstance(scheduler, (KLPM, DFSWeight)) else None
     return scheduler.admit(waiting)[0] if order is None else order
 
 
