@@ -15,7 +15,9 @@ the engine's round, the auction's bids and cached lengths (`RoundTree.market_rou
 accrued over the requests in the system and the observations' per-bidder counts. One market keeps
 its requests in the CPU's caches from step to step; N markets stepped in turn do not, so there
 each waiting request costs more. A core whose per-step work did not grow with the queue, or read
-it from compact arrays of its own, is what would bring the batch to one market's cost.
+it from compact arrays of its own, is what would bring the batch closer to one market's cost (with
+the queue near empty a batch still costs more per env step than one env: each market's own state
+leaves the caches too).
 """
 
 from __future__ import annotations
