@@ -1,6 +1,6 @@
 """Benchmark: a batch of markets against one market, by the length of their queues.
 
-    python -m experiments.bench.queue [--envs N] [--rounds R] [--rates 12,40]
+    python -m experiments.bench.queue [--envs N] [--rounds R] [--rates 12,40] [--repeats K]
 
 The same N episodes of RadixAuction-v1 (seeds 0..N-1, seeded random actions, arrival rate fixed)
 played two ways: by one env after another, and as one `MarketBatch` of N envs
@@ -94,24 +94,31 @@ def one_batch(n: int, rounds: int, rate: float, plays: np.ndarray) -> tuple[np.n
     return spent, queued
 
 
-def measure(n: int, rounds: int, rate: float, seed: int = 0) -> list[Quarter]:
+def measure(n: int, rounds: int, rate: float, repeats: int = 3, seed: int = 0) -> list[Quarter]:
     """The first and last quarters of `n` episodes of `rounds` rounds (at most the horizon, 200, so
-    no episode ends inside the run) at arrival rate `rate`, played both ways."""
+    no episode ends inside the run) at arrival rate `rate`, played both ways `repeats` times in
+    turn: each quarter's median time each way (a shared machine's slow stretch moves one repeat)."""
     plays = random_plays(n, rounds, rate, seed)
-    alone = one_env_after_another(n, rounds, rate, plays)
-    batched, queued = one_batch(n, rounds, rate, plays)
+    alone, batched = [], []
+    for _ in range(repeats):
+        alone.append(one_env_after_another(n, rounds, rate, plays))
+        spent, queued = one_batch(n, rounds, rate, plays)  # the same queues every repeat: the same episodes
+        batched.append(spent)
+    alone, batched = np.median(alone, axis=0), np.median(batched, axis=0)
     quarters = _quarters(rounds)
     return [Quarter(quarters[q], 1e6 * alone[q] / (n * len(quarters[q])), 1e6 * batched[q] / (n * len(quarters[q])),
                     queued[q] / (n * len(quarters[q]))) for q in (0, 3)]
 
 
 def table(quick: bool) -> Table:
-    """Both rates' first and last quarters (`quick`: 8 envs, 40 rounds; else 64 envs, 200 rounds)."""
-    n, rounds = (8, 40) if quick else (64, 200)
+    """Both rates' first and last quarters (`quick`: 8 envs, 40 rounds, one repeat; else 64 envs,
+    200 rounds, the median of three)."""
+    n, rounds, repeats = (8, 40, 1) if quick else (64, 200, 3)
     rows, notes = [], [f"{ENV_ID}, episodes of seeds 0-{n - 1} at a fixed arrival rate, seeded random actions, "
-                       f"{rounds} rounds each; µs of CPU per env step; one run, the two ways in turn."]
+                       f"{rounds} rounds each; µs of CPU per env step, the median of {repeats} run(s), the two ways "
+                       "in turn."]
     for rate in RATES:
-        first, last = measure(n, rounds, rate)
+        first, last = measure(n, rounds, rate, repeats)
         for q in (first, last):
             rows.append((f"{rate:g}", f"{q.rounds.start}-{q.rounds.stop - 1}", f"{q.queue:.0f}", f"{q.one_env:.1f}",
                          f"{q.batch:.1f}", f"{q.batch / q.one_env:.2f}x"))
@@ -129,11 +136,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=200, help="rounds per episode, at most v1's horizon (200)")
     parser.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES))
+    parser.add_argument("--repeats", type=int, default=3, help="runs each way, in turn; the median (default 3)")
     args = parser.parse_args(argv)
     if not 4 <= args.rounds <= 200:
         parser.error("--rounds must be in 4..200 (four quarters, no episode ending inside the run)")
     for rate in (float(r) for r in args.rates.split(",")):
-        for q in measure(args.envs, args.rounds, rate):
+        for q in measure(args.envs, args.rounds, rate, args.repeats):
             print(f"rate {rate:g}/s, rounds {q.rounds.start}-{q.rounds.stop - 1}: mean queue {q.queue:.1f}; "
                   f"µs of CPU per env step: one env after another {q.one_env:.1f}, a batch of {args.envs} "
                   f"{q.batch:.1f} ({q.batch / q.one_env:.2f}x)")
