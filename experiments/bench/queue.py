@@ -14,10 +14,10 @@ where it grows through the episode. A step reads every waiting request, some of 
 the engine's round, the auction's bids and cached lengths (`RoundTree.market_round`), the latency
 accrued over the requests in the system and the observations' per-bidder counts. One market keeps
 its requests in the CPU's caches from step to step; N markets stepped in turn do not, so there
-each waiting request costs more. A core whose per-step work did not grow with the queue, or read
-it from compact arrays of its own, is what would bring the batch closer to one market's cost (with
-the queue near empty a batch still costs more per env step than one env: each market's own state
-leaves the caches too).
+each waiting request costs more (less of the cost grows over an episode whose queue stays near
+empty too). A core whose per-step work did not grow with the queue, or read it from compact arrays
+of its own, is what would bring the batch closer to one market's cost (with the queue near empty a
+batch still costs more per env step than one env: each market's own state leaves the caches too).
 """
 
 from __future__ import annotations
