@@ -103,7 +103,7 @@ def test_the_queue_bench_reads_the_queues_of_the_episodes_one_env_plays():
     from experiments.bench import queue
 
     n, rounds, rate = 2, 8, 40.0
-    first, last = queue.measure(n, rounds, rate)
+    first, last = queue.measure(n, rounds, rate, repeats=1)
     assert (first.rounds, last.rounds) == (range(0, 2), range(6, 8))
     assert min(first.one_env, first.batch, last.one_env, last.batch) > 0
     plays, env, waited = queue.random_plays(n, rounds, rate), queue._make(rate), {0: 0, 3: 0}

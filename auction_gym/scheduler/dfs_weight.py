@@ -49,7 +49,9 @@ class DFSWeight(AdmissionPolicy):
             return None
         return self._ordered(round.queue, match, round.cache.root)
 
-    def _ordered(self, queue: list[Request], match: Mapping[int, tuple[int, TreeNode]], root: TreeNode) -> list[Request]:
+    def _ordered(
+        self, queue: list[Request], match: Mapping[int, tuple[int, TreeNode]], root: TreeNode,
+    ) -> list[Request]:
         """`queue` depth first by weight from the cache's `root`, `match[r.id]` each request's
         (cached length, node where its match ends)."""
         if self._compiled and (out := compiled_module().dfs_order(queue, match, root)) is not None:
