@@ -132,8 +132,8 @@ class WaitingRound:
 class Decision:
     """One admission round as a policy decided it (`AdmissionPolicy.admit`'s second value).
 
-    `priorities`: request id -> integer priority in the round (larger = more important), which the
-    engine's SGLang priority rules read (`EngineConfig.priority_preemption`,
+    `priorities`: request id -> integer priority in the round (larger = more important, an int
+    within 64 bits), which the engine's SGLang priority rules read (`EngineConfig.priority_preemption`,
     `radix_eviction_policy`); a request left out has priority 0. `prices`: the prices per token
     posted in the round (a posted-price design's; empty otherwise)."""
 

@@ -214,10 +214,19 @@ void bind_matching(nb::class_<RadixCache> &cls) {
         .def("changes_since",
              [](const RadixCache &c, nb::handle cursor) {
                  nb::object now = nb::make_tuple(c.log_epoch, c.log.size());
-                 if (cursor.is_none() || nb::cast<int64_t>(cursor[0]) != c.log_epoch)
+                 // The cursor read as the Python cache reads it: its epoch compared by Python's !=,
+                 // then the log sliced from its position as a list slices (from the end where it
+                 // is negative, clamped beyond), TypeError where it is not an index.
+                 if (cursor.is_none() || nb::object(cursor[0]).not_equal(nb::int_(c.log_epoch)))
                      return nb::make_tuple(now, nb::none());
+                 nb::object from = cursor[1];
+                 nb::object slice = nb::steal(PySlice_New(from.ptr(), nullptr, nullptr));
+                 Py_ssize_t start = 0, stop = 0, step = 1;
+                 if (!slice.is_valid() || PySlice_Unpack(slice.ptr(), &start, &stop, &step) < 0)
+                     throw nb::python_error();
+                 PySlice_AdjustIndices(Py_ssize_t(c.log.size()), &start, &stop, step);
                  nb::list changes;
-                 for (size_t i = nb::cast<size_t>(cursor[1]); i < c.log.size(); ++i) {
+                 for (size_t i = size_t(start); i < size_t(stop); ++i) {
                      const auto &[node, key] = c.log[i];
                      changes.append(nb::make_tuple(node, key ? key_object(*key) : nb::none()));
                  }

@@ -234,6 +234,36 @@ def test_both_caches_take_a_prefix_length_that_is_an_integer_of_any_type(length)
         assert [s.tolist() for s in cache.sequences()] == [[10, 11, 12]]
 
 
+CURSORS = {  # each a function of the cache's epoch
+    "none": lambda e: None, "start": lambda e: (e, 0), "middle": lambda e: (e, 2), "negative": lambda e: (e, -1),
+    "before_start": lambda e: (e, -100), "huge": lambda e: (e, 10**30), "huge_negative": lambda e: (e, -10**30),
+    "position_none": lambda e: (e, None), "numpy_position": lambda e: (e, np.int64(1)), "bool": lambda e: (e, True),
+    "numpy_epoch": lambda e: (np.int64(e), 1), "stale_epoch": lambda e: (e + 1, 0),
+    "string_epoch": lambda e: (str(e), 0),
+    "string_position": lambda e: (e, "2"), "float_position": lambda e: (e, 1.5), "int": lambda e: 5,
+    "one_part": lambda e: (e,), "empty": lambda e: (),
+}
+
+
+@pytest.mark.parametrize("cursor", CURSORS)
+def test_both_caches_read_any_cursor_of_changes_since_alike(cursor):
+    """`changes_since` reads a cursor as the Python cache does, whatever it is: the epoch compared
+    by !=, the log sliced from the position as a list slices, the same errors (the compiled cache
+    raised RuntimeError: std::bad_cast for parts that are not ints within 64 bits)."""
+    seen = []
+    for which in ("python", "compiled"):
+        with core.use(which):
+            c = RadixCache()
+        for prompt in ([0, 1, 2, 3], [0, 1, 7], [0, 5]):
+            c.insert(np.array(prompt, dtype=np.int64))
+        try:
+            now, changes = c.changes_since(CURSORS[cursor](c.version[0]))
+            seen.append((now, None if changes is None else [key for _, key in changes]))
+        except (TypeError, IndexError) as e:
+            seen.append(type(e))
+    assert seen[0] == seen[1]
+
+
 @pytest.mark.parametrize("which", ["python", "compiled"])
 def test_a_node_of_a_reset_tree_reads_as_evicted_and_breaks_nothing(which):
     """A reset detaches the old tree: a node kept from it, locked or not, is evicted to every

@@ -23,6 +23,7 @@ from auction_gym import RadixCache, Request
 from auction_gym.engine import EngineConfig, SimEngine
 from auction_gym.engine.preemption import preemption_victims
 from auction_gym.engine.sim_engine import PythonSimEngine
+from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.pricing.posted_round import PostedRound
 from auction_gym.scheduler.base import decision_priority
 from auction_gym.scheduler.priority import priority_level
@@ -144,12 +145,34 @@ def test_victims_are_lowest_priority_then_latest_joined_until_the_room_suffices(
     assert names(6, 0) == ["c"]
 
 
-def test_a_non_integer_priority_is_refused():
+def test_a_priority_that_is_not_an_int_within_64_bits_is_refused():
     r = _pair(0)[0]
-    with pytest.raises(ValueError, match="priority must be an int"):
-        decision_priority(PostedRound([r], priorities={r.id: 1.5}))(r)
-    assert decision_priority(PostedRound([r], priorities={r.id: 7}))(r) == 7
+    for refused in (1.5, 2**63, -2**63 - 1):
+        with pytest.raises(ValueError, match="priority must be an int within 64 bits"):
+            decision_priority(PostedRound([r], priorities={r.id: refused}))(r)
+    for taken in (7, 2**63 - 1, -2**63):
+        assert decision_priority(PostedRound([r], priorities={r.id: taken}))(r) == taken
     assert decision_priority(None)(r) == decision_priority(PostedRound([r]))(r) == 0
+
+
+class _HugePriorities(AdmissionPolicy):
+    """Arrival order, each request's priority one past int64's largest."""
+
+    name = "huge_priorities"
+    decides = True
+
+    def decide_round(self, round: WaitingRound) -> PostedRound:
+        return PostedRound(list(round.queue), priorities={r.id: 2**63 for r in round.queue})
+
+
+def test_the_engine_refuses_a_priority_beyond_64_bits_alike_on_both_cores():
+    """ValueError from the engine's step on either core (the compiled core failed converting it to
+    64 bits, with a TypeError from its cache's insert; the Python one took it)."""
+    engine = SimEngine(_HugePriorities(), ONE_SLOT)
+    engine.submit(_pair(0))
+    with pytest.raises(ValueError, match="priority must be an int within 64 bits"):
+        while engine.step() is not None:
+            pass
 
 
 @pytest.mark.parametrize("kwargs, message", [

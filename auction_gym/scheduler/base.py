@@ -46,16 +46,18 @@ def admission_order(
 
 def decision_priority(decision: Decision | None) -> Callable[[Request], int]:
     """A request's priority in the round `decision` decided (its `priorities`; 0 when it has none,
-    or for a policy without money, `decision` None). Reading a priority that is not an int raises
-    ValueError: SGLang's request priority is an integer."""
+    or for a policy without money, `decision` None). Reading a priority that is not an int within
+    64 bits raises ValueError: SGLang's request priority is an integer, and the compiled engine and
+    cache hold it in 64 bits."""
     priorities = decision.priorities if decision is not None else None
     if not priorities:
         return lambda r: 0
 
     def priority(r: Request) -> int:
         p = priorities.get(r.id, 0)
-        if type(p) is not int:
-            raise ValueError(f"request {r.id}: priority must be an int (SGLang's is an integer), got {p!r}")
+        if type(p) is not int or not -2**63 <= p < 2**63:
+            raise ValueError(f"request {r.id}: priority must be an int within 64 bits (SGLang's is an integer), "
+                             f"got {p!r}")
         return p
 
     return priority
