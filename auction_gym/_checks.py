@@ -1,5 +1,6 @@
 """The one test of "is an integer count" that requests, the cache, the engine's config, the schedulers
-and the market's config share. It imports nothing of the package, so any module may use it."""
+and the market's config share, and the 64-bit bound the compiled core holds integers in. It imports
+nothing of the package, so any module may use it."""
 
 from __future__ import annotations
 
@@ -22,3 +23,9 @@ def check_count(name: str, value: object, least: int = 1) -> int:
         need = "a positive int" if least == 1 else f"an int >= {least}"
         raise ValueError(f"{name} must be {need}, got {value!r}")
     return int(value)
+
+
+def within_int64(n: int) -> bool:
+    """Whether the int `n` fits a signed 64-bit integer, what the compiled core holds request ids,
+    the engine's counts and round priorities in."""
+    return -2**63 <= n < 2**63

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._checks import is_int
+from ._checks import is_int, within_int64
 
 TOKEN_DTYPE = np.int64
 
@@ -92,7 +92,7 @@ class Request:
     def __post_init__(self) -> None:
         # Called once per request of every workload, so the checks are written out rather than looped.
         rid = self.id
-        if isinstance(rid, bool) or not isinstance(rid, Integral) or not -2**63 <= rid < 2**63:
+        if isinstance(rid, bool) or not isinstance(rid, Integral) or not within_int64(rid):
             raise ValueError(f"request id must be an int within 64 bits (the engines key their state by it), got {rid!r}")
         try:
             self.tokens = as_tokens(self.tokens)

@@ -14,6 +14,7 @@ import math
 from typing import Any, Iterable
 
 from .. import core
+from .._checks import within_int64
 from ..policy import AdmissionPolicy
 from ..radix_cache import RadixCache
 from ..request import Request
@@ -117,7 +118,7 @@ def _counts_fit(config: EngineConfig) -> bool:
     counts = [getattr(config, name) for name in COUNTS]  # the compiled engine holds them as 64-bit ints
     if config.chunked_prefill_size is not None:
         counts.append(config.chunked_prefill_size)
-    return all(isinstance(n, int) and -2**63 <= n < 2**63 for n in counts)
+    return all(isinstance(n, int) and within_int64(n) for n in counts)
 
 
 class CompiledSimEngine(SimEngine):

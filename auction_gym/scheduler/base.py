@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Sequence
 
+from .._checks import within_int64
 from ..policy import AdmissionPolicy, Decision, WaitingRound, round_bids
 from ..radix_cache import RadixCache
 from ..registry import make_scheduler, scheduler_names
@@ -55,7 +56,7 @@ def decision_priority(decision: Decision | None) -> Callable[[Request], int]:
 
     def priority(r: Request) -> int:
         p = priorities.get(r.id, 0)
-        if type(p) is not int or not -2**63 <= p < 2**63:
+        if type(p) is not int or not within_int64(p):
             raise ValueError(f"request {r.id}: priority must be an int within 64 bits (SGLang's is an integer), "
                              f"got {p!r}")
         return p

@@ -169,6 +169,12 @@ BATCH_WAYS = ("one env after another", "SyncVectorEnv", "one MarketBatch")
 """The ways `batched` plays the same episodes."""
 
 
+def uniform_plays(space: gym.spaces.Box, rounds: int, n: int, seed: int) -> np.ndarray:
+    """Seeded uniform actions of `space` (one dimension), shape (rounds, n, 1): round t's action of
+    episode i at [t, i]."""
+    return np.random.default_rng(seed).uniform(space.low, space.high, size=(rounds, n, 1)).astype(np.float32)
+
+
 def batched(n: int, rounds: int, seed: int = 0, mechanism: str = "radix_vcg", env_id: str = "RadixAuction-v0",
             ways: tuple[str, ...] = BATCH_WAYS) -> dict[str, Seconds]:
     """Per env step, the same work up to three ways (`ways`, of BATCH_WAYS): `n` episodes of `env_id`
@@ -176,8 +182,7 @@ def batched(n: int, rounds: int, seed: int = 0, mechanism: str = "radix_vcg", en
     one env after another, by `n` envs in Gymnasium's `SyncVectorEnv`, and as one `MarketBatch`
     (Gymnasium's face); both vector envs reset as SAME_STEP, as the single env resets after an
     episode ends."""
-    space = gym.make(env_id).action_space
-    plays = np.random.default_rng(seed).uniform(space.low, space.high, size=(rounds, n, 1)).astype(np.float32)
+    plays = uniform_plays(gym.make(env_id).action_space, rounds, n, seed)
     make = partial(gym.make, env_id, mechanism=mechanism)
     times = {}
     if BATCH_WAYS[0] in ways:

@@ -30,11 +30,15 @@ from functools import partial
 import gymnasium as gym
 import numpy as np
 
+from auction_gym import V1_KWARGS
 from auction_gym.envs.batch import MarketBatch
 
 from . import Table
+from .env import uniform_plays
 
 ENV_ID = "RadixAuction-v1"
+HORIZON = V1_KWARGS["horizon"]
+"""Its episodes' rounds: a run plays at most these, so no episode ends inside it."""
 RATES = (12.0, 40.0)
 """Arrival rates, requests/s: under the default engine's service rate, and v1's middle draw."""
 
@@ -60,8 +64,7 @@ def _quarters(rounds: int) -> list[range]:
 
 def random_plays(n: int, rounds: int, rate: float, seed: int = 0) -> np.ndarray:
     """Seeded uniform actions, shape (rounds, n, 1): round t's action of episode i at [t, i]."""
-    space = _make(rate).action_space
-    return np.random.default_rng(seed).uniform(space.low, space.high, size=(rounds, n, 1)).astype(np.float32)
+    return uniform_plays(_make(rate).action_space, rounds, n, seed)
 
 
 def one_env_after_another(n: int, rounds: int, rate: float, plays: np.ndarray) -> np.ndarray:
@@ -95,9 +98,9 @@ def one_batch(n: int, rounds: int, rate: float, plays: np.ndarray) -> tuple[np.n
 
 
 def measure(n: int, rounds: int, rate: float, repeats: int = 3, seed: int = 0) -> list[Quarter]:
-    """The first and last quarters of `n` episodes of `rounds` rounds (at most the horizon, 200, so
-    no episode ends inside the run) at arrival rate `rate`, played both ways `repeats` times in
-    turn: each quarter's median time each way (a shared machine's slow stretch moves one repeat)."""
+    """The first and last quarters of `n` episodes of `rounds` rounds (at most HORIZON) at arrival
+    rate `rate`, played both ways `repeats` times in turn: each quarter's median time each way (a
+    shared machine's slow stretch moves one repeat)."""
     plays = random_plays(n, rounds, rate, seed)
     alone, batched = [], []
     for _ in range(repeats):
@@ -106,14 +109,18 @@ def measure(n: int, rounds: int, rate: float, repeats: int = 3, seed: int = 0) -
         batched.append(spent)
     alone, batched = np.median(alone, axis=0), np.median(batched, axis=0)
     quarters = _quarters(rounds)
-    return [Quarter(quarters[q], 1e6 * alone[q] / (n * len(quarters[q])), 1e6 * batched[q] / (n * len(quarters[q])),
-                    queued[q] / (n * len(quarters[q]))) for q in (0, 3)]
+
+    def quarter(q: int) -> Quarter:
+        steps = n * len(quarters[q])
+        return Quarter(quarters[q], 1e6 * alone[q] / steps, 1e6 * batched[q] / steps, queued[q] / steps)
+
+    return [quarter(0), quarter(3)]
 
 
 def table(quick: bool) -> Table:
     """Both rates' first and last quarters (`quick`: 8 envs, 40 rounds, one repeat; else 64 envs,
-    200 rounds, the median of three)."""
-    n, rounds, repeats = (8, 40, 1) if quick else (64, 200, 3)
+    HORIZON rounds, the median of three)."""
+    n, rounds, repeats = (8, 40, 1) if quick else (64, HORIZON, 3)
     rows, notes = [], [f"{ENV_ID}, episodes of seeds 0-{n - 1} at a fixed arrival rate, seeded random actions, "
                        f"{rounds} rounds each; µs of CPU per env step, the median of {repeats} run(s), the two ways "
                        "in turn."]
@@ -134,12 +141,13 @@ def table(quick: bool) -> Table:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=200, help="rounds per episode, at most v1's horizon (200)")
+    parser.add_argument("--rounds", type=int, default=HORIZON,
+                        help="rounds per episode, at most v1's horizon (%(default)s)")
     parser.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES))
     parser.add_argument("--repeats", type=int, default=3, help="runs each way, in turn; the median (default 3)")
     args = parser.parse_args(argv)
-    if not 4 <= args.rounds <= 200:
-        parser.error("--rounds must be in 4..200 (four quarters, no episode ending inside the run)")
+    if not 4 <= args.rounds <= HORIZON:
+        parser.error(f"--rounds must be in 4..{HORIZON} (four quarters, no episode ending inside the run)")
     for rate in (float(r) for r in args.rates.split(",")):
         for q in measure(args.envs, args.rounds, rate, args.repeats):
             print(f"rate {rate:g}/s, rounds {q.rounds.start}-{q.rounds.stop - 1}: mean queue {q.queue:.1f}; "
