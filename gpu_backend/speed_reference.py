@@ -46,7 +46,9 @@ class SpeedReference:
         self.calls += 1
         if self.calls % self.every == 0:
             self.recent.append(self.probe())
-        return seconds * self.nominal / float(np.median(self.recent))
+        # The ratio first: a machine at its nominal speed scales by exactly 1.0, so its seconds are
+        # kept to the last bit (seconds * nominal / current rounds twice and may not be).
+        return seconds * (self.nominal / float(np.median(self.recent)))
 
 
 def decode_probe(model: Transformer, timer: DeviceTimer, batch: int = 8, context: int = 512,

@@ -3,6 +3,7 @@ nominal over current speed, measured by a probe step."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from gpu_backend.speed_reference import SpeedReference
@@ -23,6 +24,14 @@ def test_a_steady_machine_is_not_scaled():
     probe, _ = _probe([2e-3])
     ref = SpeedReference(probe, every=3, window=5)
     assert [ref.scale(0.01) for _ in range(10)] == [0.01] * 10
+
+
+def test_a_machine_at_its_nominal_speed_keeps_every_measured_time_to_the_last_bit():
+    # One slow probe of three after the window: the median is still the nominal speed.
+    probe, _ = _probe([1e-3] * 3 + [4e-3] + [1e-3])
+    ref = SpeedReference(probe, every=1, window=3)
+    measured = np.random.default_rng(0).uniform(0.0, 0.1, 1000).tolist()
+    assert [ref.scale(seconds) for seconds in measured] == measured
 
 
 def test_a_machine_twice_as_slow_is_scaled_back_once_the_window_sees_it():
