@@ -5,6 +5,7 @@ nothing of the package, so any module may use it."""
 from __future__ import annotations
 
 import math
+import operator
 
 
 def is_int(x: object) -> bool:
@@ -29,3 +30,18 @@ def within_int64(n: int) -> bool:
     """Whether the int `n` fits a signed 64-bit integer, what the compiled core holds request ids,
     the engine's counts and round priorities in."""
     return -2**63 <= n < 2**63
+
+
+def as_int64(name: str, value: object) -> int:
+    """`value` as an int, where it is one (numpy's ints and bools too, as `operator.index` takes
+    them) within 64 bits; TypeError naming `name` otherwise (a float included, even an integral
+    one), as the compiled core's bindings refuse it."""
+    if type(value) is int and -2**63 <= value < 2**63:  # the hot path: an int that fits
+        return value
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {value!r}") from None
+    if not within_int64(n):
+        raise TypeError(f"{name} must be an int within 64 bits, got {value!r}")
+    return n

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from . import core
-from ._checks import check_count, is_int
+from ._checks import as_int64, check_count, is_int
 from .radix_eviction import EVICTION_POLICIES, ROUND_TICKS, EvictionOrder
 from .radix_integrity import check_integrity
 from .request import as_tokens, token_view
@@ -279,7 +279,9 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
         priority: int = 0,
     ) -> InsertResult:
         """Cache the page-aligned part of `tokens`, with `value[i]` for token i (values already cached are
-        kept: the caller frees its own); `start` skips a known prefix; `priority`: for `priority` eviction."""
+        kept: the caller frees its own); `start` skips a known prefix; `priority`: for `priority` eviction,
+        an int within 64 bits (TypeError otherwise, as on the compiled core)."""
+        priority = as_int64("priority", priority)
         return self._insert(token_view(tokens), value, start, 0, priority)
 
     def extend(
@@ -289,6 +291,7 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
         """`insert` of `node`'s path followed by `tokens`, from `node`, without that sequence being
         built (say a finished request's output after its locked prompt): `value[i]` goes with
         tokens[i], and `cached` counts from the root. `node` must be cached (ValueError if evicted)."""
+        priority = as_int64("priority", priority)
         if not node.alive:
             raise ValueError("extend from an evicted node")
         return self._insert(token_view(tokens), value, node, node.depth, priority)
@@ -313,7 +316,9 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
 
     def raise_priority(self, node: TreeNode, priority: int) -> None:
         """Make `node`'s priority at least `priority`, without an access: what SGLang's insert of a
-        prefix with a higher priority does to the priorities of its path (the root is ignored)."""
+        prefix with a higher priority does to the priorities of its path (the root is ignored).
+        `priority`: an int within 64 bits (TypeError otherwise, as on the compiled core)."""
+        priority = as_int64("priority", priority)
         if node is self.root or priority <= node.priority:
             return
         node.priority = priority
@@ -428,8 +433,10 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
     def evict(self, num_tokens: int) -> int:
         """Evict least-recently-used unlocked leaves until `num_tokens` are freed or none is left.
 
-        Whole nodes are evicted, so the tokens freed (returned) can exceed `num_tokens`.
+        Whole nodes are evicted, so the tokens freed (returned) can exceed `num_tokens`, an int
+        within 64 bits (TypeError otherwise, as on the compiled core).
         """
+        num_tokens = as_int64("num_tokens", num_tokens)
         freed = 0
         if len(self._heap) + len(self._wait_heap) > 2 * self.node_count + 64:
             self._rebuild_heap()

@@ -292,3 +292,34 @@ def test_a_node_of_a_reset_tree_reads_as_evicted_and_breaks_nothing(which):
         c.move_lock(locked, c.insert([5]).last_node)
     assert c.protected_size == 1  # `lock(new)` then `unlock(old)`: the lock taken stays
     c.check()
+
+
+COUNTS = [3, np.int64(3), True, -1, 3.0, np.float64(3.0), 2.5, float("nan"), "3", None, 2**63, -2**63 - 1]
+CACHE_CALLS = {  # each a call of a cache holding [0..7] (its leaf `node`) with `v` as its int argument
+    "evict": lambda c, node, v: c.evict(v),
+    "raise_priority": lambda c, node, v: (c.raise_priority(node, v), node.priority),
+    "insert": lambda c, node, v: (c.insert(np.arange(100, 104), priority=v).cached, c.root.children[100].priority),
+    "extend": lambda c, node, v: (c.extend(node, np.arange(50, 53), priority=v).cached, node.children[50].priority),
+}
+
+
+@pytest.mark.parametrize("call", CACHE_CALLS)
+@pytest.mark.parametrize("value", COUNTS, ids=repr)
+def test_both_caches_take_an_int_within_64_bits_as_a_count_or_priority_and_refuse_the_rest(call, value):
+    """A token count or a priority is an int within 64 bits (numpy's ints and bools too) on both
+    cores, read as that int; anything else is a TypeError on both (the Python cache took floats
+    and ints beyond 64 bits, which the compiled one refuses)."""
+    seen = []
+    for which in ("python", "compiled"):
+        with core.use(which):
+            c = RadixCache(eviction_policy="priority")
+        node = c.insert(np.arange(8)).last_node
+        try:
+            seen.append(CACHE_CALLS[call](c, node, value))
+        except TypeError:
+            seen.append(TypeError)
+    assert seen[0] == seen[1]
+    accepted = type(value) is not float and isinstance(value, (int, np.integer)) and -2**63 <= value < 2**63
+    assert (seen[0] is not TypeError) == accepted
+    if accepted and call != "evict":
+        assert type(seen[0][1]) is int
