@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import experiments.bench
@@ -98,20 +99,22 @@ def test_the_busy_process_ends_with_the_benchmark():
 
 
 def test_the_queue_bench_reads_the_queues_of_the_episodes_one_env_plays():
-    """The batch's mean queue per quarter is that of the same episodes played by one env after
-    another, so the two ways' times are of the same work; the quarters are the first and last."""
+    """The batch's and the runs' mean queues per quarter are those of the same episodes played by
+    one env after another, so the three ways' times are of the same work; the quarters are the
+    first and last, and a run stops at a quarter's end."""
     from experiments.bench import queue
 
     n, rounds, rate = 2, 8, 40.0
-    first, last = queue.measure(n, rounds, rate, repeats=1)
+    first, last = queue.measure(n, rounds, rate, repeats=1, run=3)
     assert (first.rounds, last.rounds) == (range(0, 2), range(6, 8))
-    assert min(first.one_env, first.batch, last.one_env, last.batch) > 0
-    plays, env, waited = queue.random_plays(n, rounds, rate), queue._make(rate), {0: 0, 3: 0}
+    assert min(first.one_env, first.batch, first.in_runs, last.one_env, last.batch, last.in_runs) > 0
+    plays, env, waited = queue.random_plays(n, rounds, rate), queue._make(rate), np.zeros(4)
     for i in range(n):
         env.reset(seed=i)
         for t in range(rounds):
-            if t // 2 in waited:
-                waited[t // 2] += len(env.unwrapped.market.engine.waiting)
+            waited[t // 2] += len(env.unwrapped.market.engine.waiting)
             env.step(plays[t, i])
     assert (first.queue, last.queue) == (waited[0] / (2 * n), waited[3] / (2 * n))
     assert last.queue > 0
+    for run in (1, 3, 8):
+        assert queue.in_runs(n, rounds, rate, plays, run)[1].tolist() == waited.tolist()
