@@ -38,7 +38,7 @@ cost more per step than one market stepped N episodes in a row, and the more so 
 the CPU's caches while the other N - 1 step, so the same calls take longer (the compiled round of
 the radix auction about three times as long at N = 64). Most of that data is the waiting
 requests, which every step reads (`experiments.bench.queue` splits the cost by queue length,
-and steps the same markets in runs of rounds, which brings each step's cost close to one env's).
+and steps the same markets in runs of rounds, which mostly brings each step's cost near one env's).
 Python's garbage collector is not the cause: the same runs with it disabled are no faster. A core
 whose per-step work did not grow with the queue, or kept each market's requests compact, is what
 would change it.
