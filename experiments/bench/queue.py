@@ -44,7 +44,7 @@ HORIZON = V1_KWARGS["horizon"]
 RATES = (12.0, 40.0)
 """Arrival rates, requests/s: under the default engine's service rate, and v1's middle draw."""
 RUN = 10
-"""Rounds each env is stepped in a row in the third way (a divisor of a quarter of HORIZON)."""
+"""Rounds each env is stepped in a row in the third way (a run stops at a quarter's end)."""
 
 
 @dataclass(frozen=True)
