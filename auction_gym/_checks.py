@@ -36,7 +36,7 @@ def as_int64(name: str, value: object) -> int:
     """`value` as an int, where it is one (numpy's ints and bools too, as `operator.index` takes
     them) within 64 bits; TypeError naming `name` otherwise (a float included, even an integral
     one), as the compiled core's bindings refuse it."""
-    if type(value) is int and -2**63 <= value < 2**63:  # the hot path: an int that fits
+    if type(value) is int and within_int64(value):  # the hot path: an int that fits
         return value
     try:
         n = operator.index(value)
