@@ -23,9 +23,10 @@ from auction_gym.workload import (
     iter_agentic,
     iter_mooncake,
     load_mooncake,
+    mooncake,
 )
 from auction_gym.workload.agentic import _expected_episode_sizes, in_burst
-from auction_gym.workload.mooncake import SAMPLE_TRACE, _derive
+from auction_gym.workload.mooncake import SAMPLE_TRACE, forget_parsed_lines
 
 SLICE = SAMPLE_TRACE
 
@@ -410,13 +411,57 @@ def test_mooncake_a_float_argument_reads_alike_before_and_after_the_int(argument
 
     alone = []
     for v in (value, int(value)):
-        _derive.cache_clear()
+        forget_parsed_lines()
         alone.append(read(v))
     assert alone[0] != alone[1]
-    _derive.cache_clear()
+    forget_parsed_lines()
     assert [read(value), read(int(value))] == alone
-    _derive.cache_clear()
+    forget_parsed_lines()
     assert [read(int(value)), read(value)] == alone[::-1]
+
+
+_FIELDS = ("id", "bidder", "tokens", "bid", "output_len", "arrival", "value", "urgency", "output_tokens", "kind",
+           "max_new_tokens")
+
+
+def _as_read(r: Request) -> tuple:
+    """Every field of `r`, with its type, tokens as (dtype, writeable, ids): what two reads must share."""
+    def field(name):
+        v = getattr(r, name)
+        return (type(v), v.dtype, v.flags.writeable, v.tolist()) if isinstance(v, np.ndarray) else (type(v), v)
+    return tuple(field(name) for name in _FIELDS)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"time_scale": np.float64(2.5), "num_bidders": 3},
+                                    {"vocab_size": 32000, "max_new_tokens": None}])
+def test_mooncake_requests_are_those_of_the_checked_constructor_whatever_the_lines_kept(kwargs):
+    """A line's seed-free part (`_line`: its JSON, checks and tokens) is kept across seeds, and its
+    request built without `Request`'s checks: each seed's requests, read after another seed's, are
+    those read with nothing kept, and those `Request`'s checked constructor builds of the same fields."""
+    def read(seed):
+        return load_mooncake(SLICE, limit=40, seed=seed, **kwargs)
+
+    forget_parsed_lines()
+    cold = [_as_read(r) for r in read(2)]
+    forget_parsed_lines()
+    read(1)
+    hits = mooncake._line.cache_info().hits
+    warm = read(2)
+    assert mooncake._line.cache_info().hits == hits + 40  # every line's tokens read again from the first seed's
+    assert [_as_read(r) for r in warm] == cold
+    checked = [Request(**{name: getattr(r, name) for name in _FIELDS}) for r in warm]
+    assert [_as_read(r) for r in checked] == cold
+
+
+def test_mooncake_block_ids_whose_tokens_pass_int64_name_the_line(tmp_path):
+    """Block ids whose token ids wrap past int64 are refused where the line is read, as the checked
+    constructor refused them (a line's kept tokens are checked once, not per request)."""
+    path = tmp_path / "huge_ids.jsonl"
+    path.write_text("\n".join([GOOD, GOOD.replace("[0, 1]", f"[0, {2 ** 54}]")]) + "\n")
+    it = iter_mooncake(path)
+    assert next(it).id == 0
+    with pytest.raises(ValueError, match=r"huge_ids\.jsonl: line 2: tokens must be non-negative token ids"):
+        next(it)
 
 
 GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}'

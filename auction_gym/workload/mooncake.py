@@ -4,8 +4,10 @@ A trace line gives arrival, input and output lengths and prefix-block ids, but n
 bid: this loader derives tokens from the block ids (equal blocks, equal tokens), a bidder per
 conversation, and a class with its urgency and value per line (keyed by the line index, so a
 slice draws the same), read lazily and checked line by line (ValueError naming file and line).
-What a line gives is derived once per process (`_derive`, kept for the last `PARSED_LINES` lines),
-so a sweep that replays the same lines run after run reads the JSON and draws the classes once.
+What a line gives whatever the seed (its JSON, checks and tokens) is derived once per process
+(`_line`), and what a seed adds (bidder, class) once per seed (`_derive`), each kept for the last
+`PARSED_LINES` lines: episodes of new seeds, as training plays them, read the JSON and expand the
+tokens once, and a sweep that replays the same lines with the same seed draws the classes once too.
 The derivations in full: docs/environment.md, "Workloads".
 """
 
@@ -14,13 +16,14 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import os
 from pathlib import Path
 from typing import Iterator, Mapping
 
 import numpy as np
 
-from ..request import Request, read_only
+from ..request import Request, as_tokens, read_only
 from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix, checked_max_new_tokens
 
 _MASK64 = (1 << 64) - 1
@@ -86,19 +89,29 @@ def _field_int(obj: dict, name: str, minimum: int) -> int:
 
 
 PARSED_LINES = 1024
-"""Lines whose derivations `_derive` keeps: a quick `reproduce` replays 300 lines run after run, the
-full one 1,000. The tokens take most of the memory: about 110 KB a line for the slice's prompts
-(13,700 tokens on average)."""
+"""Lines whose derivations `_line` and `_derive` each keep: a quick `reproduce` replays 300 lines run
+after run, the full one 1,000. The tokens take most of the memory, held once whichever keeps them:
+about 110 KB a line for the slice's prompts (13,700 tokens on average)."""
 
 
 def _parse(line: str, index: int, *, time_scale: float, **parse_args) -> Request:
     """The request of one trace line (a new `Request` each call: a run may change its own), its
-    arrival on the `time_scale` of the run (a sweep over load replays the lines on several)."""
+    arrival on the `time_scale` of the run (a sweep over load replays the lines on several).
+
+    Its fields come checked from `_derive` (read-only int64 tokens of non-negative ids, an output
+    length within the cap, finite urgency and value >= 0), so it is built without `Request`'s
+    checks, which would read every token of a prompt again; only the arrival, scaled here, is
+    checked (a non-finite one goes through the constructor, which names it)."""
     ts, tokens, output_length, bidder, kind, w, v = _derive(line, index, **parse_args)
-    return Request(
-        id=index, bidder=bidder, tokens=tokens, bid=w, output_len=output_length, arrival=ts / 1000.0 * time_scale,
-        value=v, urgency=w, kind=kind, max_new_tokens=parse_args["max_new_tokens"],
-    )
+    arrival = float(ts / 1000.0 * time_scale)  # a numpy time_scale gives a numpy float
+    cap = parse_args["max_new_tokens"]
+    if not math.isfinite(arrival):
+        return Request(id=index, bidder=bidder, tokens=tokens, bid=w, output_len=output_length, arrival=arrival,
+                       value=v, urgency=w, kind=kind, max_new_tokens=cap)
+    return Request._unchecked_many(
+        first_id=index, bidder=(bidder,), tokens=(tokens,), bid=(w,), output_len=(output_length,), arrival=(arrival,),
+        value=(v,), urgency=(w,), output_tokens=(None,), kind=(kind,),
+        max_new_tokens=(output_length if cap is None else cap,))[0]
 
 
 @functools.lru_cache(maxsize=PARSED_LINES, typed=True)  # 8 and 8.0 are equal keys, not equal reads
@@ -107,7 +120,23 @@ def _derive(
     vocab_size: int | None, class_names: tuple[str, ...], class_cdf: tuple[float, ...], max_new_tokens: int | None,
 ) -> tuple:
     """What a line gives its request: (timestamp, read-only tokens, output length, bidder, class,
-    urgency, value); ValueError for a malformed line (a failure is not kept)."""
+    urgency, value); ValueError for a malformed line (a failure is not kept). What does not depend
+    on the seed (the JSON, its checks, the tokens) is `_line`'s, kept across seeds."""
+    ts, tokens, output_length, conversation = _line(line, block_size, vocab_size, max_new_tokens)
+    bidder = _splitmix64(seed_key ^ conversation) % num_bidders
+    rng = np.random.default_rng([seed, index])
+    # min(): guards against the cdf's last entry rounding to just below 1.
+    cls = CLASSES[class_names[min(int(np.searchsorted(class_cdf, rng.random(), side="right")),
+                                  len(class_names) - 1)]]
+    w, v, _ = cls.sample(rng, 1)
+    return ts, tokens, output_length, bidder, cls.name, float(w[0]), float(v[0])
+
+
+@functools.lru_cache(maxsize=PARSED_LINES, typed=True)
+def _line(line: str, block_size: int, vocab_size: int | None, max_new_tokens: int | None) -> tuple:
+    """What a line gives whatever the seed: (timestamp, tokens, output length, conversation), the
+    tokens a checked read-only array (`as_tokens`: ids past int64 wrap to negatives, refused);
+    ValueError for a malformed line (a failure is not kept)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
@@ -131,16 +160,15 @@ def _derive(
     if (not isinstance(hash_ids, list) or not hash_ids
             or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hash_ids)):
         raise ValueError("hash_ids must be a non-empty list of non-negative integers")
-    tokens = expand_blocks(hash_ids, input_length, block_size, vocab_size)
-
+    tokens = as_tokens(read_only(expand_blocks(hash_ids, input_length, block_size, vocab_size)))
     conversation = hash_ids[1] if len(hash_ids) > 1 else hash_ids[0]
-    bidder = _splitmix64(seed_key ^ conversation) % num_bidders
-    rng = np.random.default_rng([seed, index])
-    # min(): guards against the cdf's last entry rounding to just below 1.
-    cls = CLASSES[class_names[min(int(np.searchsorted(class_cdf, rng.random(), side="right")),
-                                  len(class_names) - 1)]]
-    w, v, _ = cls.sample(rng, 1)
-    return ts, read_only(tokens), output_length, bidder, cls.name, float(w[0]), float(v[0])
+    return ts, tokens, output_length, conversation
+
+
+def forget_parsed_lines() -> None:
+    """Drop the lines `_line` and `_derive` keep (a test that reads the same lines twice, apart)."""
+    _line.cache_clear()
+    _derive.cache_clear()
 
 
 def iter_mooncake(
