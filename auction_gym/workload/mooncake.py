@@ -13,6 +13,7 @@ The derivations in full: docs/environment.md, "Workloads".
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import json
@@ -90,8 +91,9 @@ def _field_int(obj: dict, name: str, minimum: int) -> int:
 
 PARSED_LINES = 1024
 """Lines whose derivations `_line` and `_derive` each keep: a quick `reproduce` replays 300 lines run
-after run, the full one 1,000. The tokens take most of the memory, held once whichever keeps them:
-about 110 KB a line for the slice's prompts (13,700 tokens on average)."""
+after run, the full one 1,000. The tokens take most of the memory, about 110 KB a line for the
+slice's prompts (13,700 tokens on average); a line's tokens are one array, shared by both caches
+while both keep that line."""
 
 
 def _parse(line: str, index: int, *, time_scale: float, **parse_args) -> Request:
@@ -125,9 +127,9 @@ def _derive(
     ts, tokens, output_length, conversation = _line(line, block_size, vocab_size, max_new_tokens)
     bidder = _splitmix64(seed_key ^ conversation) % num_bidders
     rng = np.random.default_rng([seed, index])
+    # bisect_right is numpy's searchsorted(side="right") on the sorted cdf, without making it an array;
     # min(): guards against the cdf's last entry rounding to just below 1.
-    cls = CLASSES[class_names[min(int(np.searchsorted(class_cdf, rng.random(), side="right")),
-                                  len(class_names) - 1)]]
+    cls = CLASSES[class_names[min(bisect.bisect_right(class_cdf, rng.random()), len(class_names) - 1)]]
     w, v, _ = cls.sample(rng, 1)
     return ts, tokens, output_length, bidder, cls.name, float(w[0]), float(v[0])
 
