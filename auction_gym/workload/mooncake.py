@@ -137,8 +137,8 @@ def _derive(
 @functools.lru_cache(maxsize=PARSED_LINES, typed=True)
 def _line(line: str, block_size: int, vocab_size: int | None, max_new_tokens: int | None) -> tuple:
     """What a line gives whatever the seed: (timestamp, tokens, output length, conversation), the
-    tokens a checked read-only array (`as_tokens`: ids past int64 wrap to negatives, refused);
-    ValueError for a malformed line (a failure is not kept)."""
+    tokens a checked read-only array (`as_tokens` refuses a negative id, which a block id times
+    block_size past int64 wraps to); ValueError for a malformed line (a failure is not kept)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
