@@ -146,6 +146,15 @@ class Market:
         self._ledger = None if self._compiled is None else self._compiled.RoundLedger(self.n, EMA, RequestRecord)
         self.engine = None
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # What copy.copy, copy.deepcopy and pickle ask first: refused here with what to do instead,
+        # where the engine's workload stream (a generator) or a compiled object would refuse later.
+        raise TypeError(
+            f"a {type(self).__name__}, and an env holding one, cannot be copied or pickled: its engine, workload "
+            "stream and compiled core objects cannot be duplicated. An episode is fixed by its seed and the "
+            "actions played: to play one again, make a new env, reset it with the same seed and play the same "
+            "actions.")
+
     def reset(self, seed: int) -> None:
         cfg, n = self.config, self.n
         self.draws = cfg.draw_episode(seed)
