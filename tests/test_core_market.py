@@ -6,6 +6,7 @@ inputs the compiled code leaves to Python, which must give the same results."""
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -14,8 +15,14 @@ import pytest
 
 import auction_gym  # noqa: F401  (registers the envs)
 from auction_gym import core
+from auction_gym.action import ACTION_TYPES
+from auction_gym.cluster.routers import ROUTERS
 from auction_gym.envs.parallel_env import parallel_env
+from auction_gym.envs.radix_auction_env import REWARDS
 from auction_gym.market import Market, MarketConfig, Obs
+from auction_gym.market.config import COST_MODELS
+from auction_gym.registry import mechanism_names
+from auction_gym.workload.mooncake import SAMPLE_TRACE
 
 pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core (auction_gym._core) is not built")
 
@@ -84,6 +91,50 @@ def test_env_episodes_agree(env_id, kwargs, seed):
     python = play_env("python", env_id, seed, 2, **kwargs)
     compiled = play_env("compiled", env_id, seed, 2, **kwargs)
     assert_same_trace(python, compiled)
+
+
+def random_env(rng: random.Random) -> tuple[str, dict]:
+    """A random env to play on both cores: its id, and a random mechanism (every registered one),
+    workload (the Mooncake slice among them), KV capacity, bidder count, cost model, action type,
+    opponents, reward, horizon and, at times, a second replica behind a random router."""
+    env_id = rng.choice(["RadixAuction-v0", "RadixAuction-v1", "RadixAuction-v2"])
+    workload = rng.choice(["agentic", "agentic", "shared_prefix", "mooncake"])
+    kwargs = {"mechanism": rng.choice(mechanism_names()), "workload": workload, "horizon": rng.choice([40, 120]),
+              "reward": rng.choice(REWARDS), "action_type": rng.choice(ACTION_TYPES),
+              "other_bidders": rng.choice(["ogd", "truthful", "fixed:0.5", "pid:kp=0.3,ki=0.1"])}
+    if workload == "mooncake":
+        kwargs["trace_path"] = str(SAMPLE_TRACE)
+    if env_id != "RadixAuction-v0" and workload != "agentic":  # v1's draws and load curve are the agentic workload's
+        kwargs |= {"episode_draws": {"budget_scale": [0.1, 1.0, 10.0]}, "workload_kwargs": {}}
+    if rng.random() < 0.3:
+        kwargs["cost_model"] = rng.choice(COST_MODELS)
+    if rng.random() < 0.3:
+        kwargs["engine_kwargs"] = {"kv_capacity_tokens": rng.choice([20_000, 200_000])}
+    if rng.random() < 0.3:
+        kwargs["num_bidders"] = rng.choice([2, 6])
+    if rng.random() < 0.25:
+        kwargs |= {"replicas": 2, "router": rng.choice(list(ROUTERS))}
+    return env_id, kwargs
+
+
+def check_random_env(case: int) -> None:
+    env_id, kwargs = random_env(random.Random(case))
+    python = play_env("python", env_id, case, 2, **kwargs)
+    assert len(python) > 2, (env_id, kwargs)
+    assert_same_trace(python, play_env("compiled", env_id, case, 2, **kwargs))
+
+
+@pytest.mark.parametrize("case", range(16))
+def test_random_envs_agree(case):
+    """Random envs (`random_env`), two whole episodes each with seeded random actions: every
+    observation, reward and info the same on both cores."""
+    check_random_env(case)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", range(16, 400))
+def test_many_random_envs_agree(case):
+    check_random_env(case)
 
 
 @pytest.mark.parametrize("version", ["v0", "v2"])
