@@ -95,8 +95,9 @@ def test_env_episodes_agree(env_id, kwargs, seed):
 
 def random_env(rng: random.Random) -> tuple[str, dict]:
     """A random env to play on both cores: its id, and a random mechanism (every registered one),
-    workload (the Mooncake slice among them), KV capacity, bidder count, cost model, action type,
-    opponents, reward, horizon and, at times, a second replica behind a random router."""
+    workload (the Mooncake slice among them), bidder count, cost model, action type, opponents,
+    reward, horizon and, at times, a random engine (`random_engine`) and a second replica behind a
+    random router."""
     env_id = rng.choice(["RadixAuction-v0", "RadixAuction-v1", "RadixAuction-v2"])
     workload = rng.choice(["agentic", "agentic", "shared_prefix", "mooncake"])
     kwargs = {"mechanism": rng.choice(mechanism_names()), "workload": workload, "horizon": rng.choice([40, 120]),
@@ -108,13 +109,27 @@ def random_env(rng: random.Random) -> tuple[str, dict]:
         kwargs |= {"episode_draws": {"budget_scale": [0.1, 1.0, 10.0]}, "workload_kwargs": {}}
     if rng.random() < 0.3:
         kwargs["cost_model"] = rng.choice(COST_MODELS)
-    if rng.random() < 0.3:
-        kwargs["engine_kwargs"] = {"kv_capacity_tokens": rng.choice([20_000, 200_000])}
+    if rng.random() < 0.5:
+        kwargs["engine_kwargs"] = random_engine(rng)
     if rng.random() < 0.3:
         kwargs["num_bidders"] = rng.choice([2, 6])
     if rng.random() < 0.25:
         kwargs |= {"replicas": 2, "router": rng.choice(list(ROUTERS))}
     return env_id, kwargs
+
+
+def random_engine(rng: random.Random) -> dict:
+    """Random `EngineConfig` fields: the KV pool, pages, chunked prefill, batch limits, the
+    reservation rules, retraction, the in-batch check, priority preemption and eviction."""
+    page = rng.choice([1, 1, 16, 64])
+    return {"kv_capacity_tokens": rng.choice([12_000, 20_000, 60_000, 400_000]), "page_size": page,
+            "chunked_prefill_size": rng.choice([None, max(page, 512), 8192]),
+            "max_prefill_tokens": rng.choice([1024, 16_384]), "max_running_requests": rng.choice([4, 16, 256]),
+            "reservation": rng.choice(["sglang", "oracle"]), "clip_max_new_tokens": rng.choice([64, 4096]),
+            "retract_decode_steps": rng.choice([5, 20]), "in_batch_prefix_caching": rng.random() < 0.7,
+            "in_batch_check_threshold": rng.choice([0, 32]), "in_batch_deprioritize_threshold": rng.choice([1, 32]),
+            "priority_preemption": rng.random() < 0.4, "priority_preemption_threshold": rng.choice([0, 10]),
+            "radix_eviction_policy": rng.choice(["lru", "priority"])}
 
 
 def check_random_env(case: int) -> None:
