@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import builtins
+import copy
 import errno
 import importlib
 import inspect
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -374,21 +376,18 @@ def test_long_horizon_over_an_unstable_queue_warns_once_at_construction(make):
 def test_copying_an_env_says_how_to_replay_instead(which, how):
     """A copy of an env (single or PettingZoo) or of its market is refused with what to do instead
     (reset a new env with the same seed), before as after a step, and the env steps on."""
-    import copy
-    import pickle
-
     if which == "compiled" and auction_gym.core.compiled_module() is None:
         pytest.skip("the compiled core (auction_gym._core) is not built")
     copies = {"copy": copy.copy, "deepcopy": copy.deepcopy, "pickle": pickle.dumps}
-    with auction_gym.core.use(which):
+    with auction_gym.core.use(which):  # the engine too, built at reset
         env = gym.make("RadixAuction-v0", **FAST)
         parallel = auction_gym.parallel_env(**FAST)
-    for stepped in (False, True):
-        if stepped:
-            env.reset(seed=0)
-            env.step(env.action_space.sample())
-            parallel.reset(seed=0)
-        for obj in (env.unwrapped.market, parallel.market) if how == "copy" else (env, parallel):
-            with pytest.raises(TypeError, match="cannot be copied or pickled.*reset it with the same seed"):
-                copies[how](obj)
-    assert env.step(env.action_space.sample())[0].shape == env.observation_space.shape
+        for stepped in (False, True):
+            if stepped:
+                env.reset(seed=0)
+                env.step(env.action_space.sample())
+                parallel.reset(seed=0)
+            for obj in (env.unwrapped.market, parallel.market) if how == "copy" else (env, parallel):
+                with pytest.raises(TypeError, match="cannot be copied or pickled.*reset it with the same seed"):
+                    copies[how](obj)
+        assert env.step(env.action_space.sample())[0].shape == env.observation_space.shape
