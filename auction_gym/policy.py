@@ -30,11 +30,17 @@ NO_PRIORITIES: Mapping[int, int] = MappingProxyType({})
 def round_bids(requests: Sequence[Request], multipliers: Sequence[float] | None) -> list[float]:
     """Each request's bid in a round (docs/design.md section 2): in a market (`multipliers`, one
     per bidder) its bidder's multiplier times its urgency, in a replay its own `bid`. ValueError
-    unless every multiplier is finite and >= 0. The one definition every policy that reads bids uses."""
+    unless every multiplier is finite and >= 0 and every request's bidder has one. The one
+    definition every policy that reads bids uses."""
     if multipliers is None:
         return [r.bid for r in requests]
     check_multipliers(multipliers)
-    return [multipliers[r.bidder] * r.urgency for r in requests]
+    try:
+        return [multipliers[r.bidder] * r.urgency for r in requests]
+    except IndexError:
+        late = next(r for r in requests if not 0 <= r.bidder < len(multipliers))
+        raise ValueError(f"request {late.id} is bidder {late.bidder}'s, but the round has {len(multipliers)} "
+                         "multipliers, one per bidder") from None
 
 
 def check_multipliers(multipliers: Sequence[float]) -> None:

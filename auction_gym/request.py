@@ -61,7 +61,8 @@ class Request:
     | field          | unit                 | meaning                                                      |
     |----------------|----------------------|--------------------------------------------------------------|
     | id             | -                    | unique within a workload                                     |
-    | bidder         | -                    | who pays for it (tenant / agent)                             |
+    | bidder         | -                    | who pays for it (tenant / agent): an int >= 0, its index in  |
+    |                |                      | a market's per-bidder lists (multipliers, budgets)           |
     | tokens         | token ids            | the prompt; any sequence of non-negative ints                |
     | bid            | money / s of latency | reported urgency, what the auction ranks by                  |
     | output_len     | tokens               | tokens the request generates (>= 1: prefill emits the first) |
@@ -94,6 +95,10 @@ class Request:
         rid = self.id
         if isinstance(rid, bool) or not isinstance(rid, Integral) or not within_int64(rid):
             raise ValueError(f"request id must be an int within 64 bits (the engines key their state by it), got {rid!r}")
+        bidder = self.bidder
+        if isinstance(bidder, bool) or not isinstance(bidder, Integral) or not 0 <= bidder < 2**63:
+            # A negative bidder would index a market's per-bidder lists from their end: another's.
+            raise ValueError(f"request {rid}: bidder must be an int >= 0 within 64 bits, got {bidder!r}")
         try:
             self.tokens = as_tokens(self.tokens)
             if self.output_tokens is not None:

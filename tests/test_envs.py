@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import warnings
+from functools import partial
 from pathlib import Path
 
 import gymnasium as gym
@@ -103,6 +104,32 @@ def test_multiplier_action_type_is_the_raw_box_and_sb3_says_it_is_not_normalized
 
 def test_pettingzoo_parallel_api():
     parallel_api_test(auction_gym.parallel_env(**FAST), num_cycles=60)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda acts, agent: acts.pop(agent), "missing actions for"),
+    (lambda acts, agent: acts.update(bidder_99=acts[agent]), "agents this env does not have: \\['bidder_99'\\]"),
+    (lambda acts, agent: acts.update({agent: np.array([np.nan], dtype=np.float32)}), "must be finite"),
+])
+def test_pettingzoo_step_refuses_wrong_actions_before_the_market_steps(change, message):
+    env, twin = auction_gym.parallel_env(**FAST), auction_gym.parallel_env(**FAST)
+    env.reset(seed=3), twin.reset(seed=3)
+    plays = {agent: np.array([0.1 * (i + 1)], dtype=np.float32) for i, agent in enumerate(env.agents)}
+    wrong = dict(plays)
+    change(wrong, env.agents[-1])
+    with pytest.raises(ValueError, match=message):
+        env.step(wrong)
+    out, expected = env.step(plays), twin.step(plays)  # the same step as the twin's, which saw no wrong one
+    assert all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a) for a, b in zip(out, expected))
+
+
+def test_pettingzoo_env_names_what_is_wrong_with_an_agent_or_a_call():
+    env = auction_gym.parallel_env(**FAST)
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step({})
+    for ask in (env.observation_space, env.action_space, partial(env.action_for, 1.0, np.zeros(Obs.SIZE))):
+        with pytest.raises(ValueError, match="no agent 'bidder_9' in this env"):
+            ask("bidder_9")
 
 
 def test_step_types_and_info_keys():

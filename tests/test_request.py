@@ -1,4 +1,5 @@
-"""Tests of Request's checks: its id, and its token counts (output_len and max_new_tokens, the client's cap)."""
+"""Tests of Request's checks: its id, its bidder, and its token counts (output_len and max_new_tokens, the
+client's cap)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,26 @@ def test_an_id_that_is_not_an_int_within_64_bits_raises(rid):
     """Both engines key their state by int64 ids; a larger one failed deep inside either."""
     with pytest.raises(ValueError, match=r"request id must be an int within 64 bits"):
         Request(rid, 0, [1, 2])
+
+
+@pytest.mark.parametrize("bidder", [0, 3, np.int64(2), 2**63 - 1])
+def test_a_bidder_that_is_an_int_at_least_0_is_taken(bidder):
+    assert Request(0, bidder, [1, 2]).bidder == bidder
+
+
+@pytest.mark.parametrize("bidder", [-1, np.int64(-2), 2**63, True, 1.0, "1", None])
+def test_a_bidder_that_is_not_an_int_at_least_0_raises(bidder):
+    """A negative bidder indexed a market's per-bidder lists from their end: another bidder's
+    multiplier, budget and costs, without an error."""
+    with pytest.raises(ValueError, match=r"request 4: bidder must be an int >= 0"):
+        Request(4, bidder, [1, 2])
+
+
+@pytest.mark.both_cores
+def test_a_request_whose_bidder_has_no_multiplier_is_named():
+    from auction_gym import EngineConfig, SimEngine
+
+    engine = SimEngine("radix_vcg", EngineConfig())
+    engine.submit([Request(0, 0, [1, 2, 3], bid=1.0), Request(1, 2, [1, 2], bid=1.0)])
+    with pytest.raises(ValueError, match=r"request 1 is bidder 2's, but the round has 2 multipliers"):
+        engine.step([1.0, 1.0])

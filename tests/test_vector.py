@@ -247,8 +247,90 @@ def test_infos_are_batched_as_gymnasium_batches_them_env_by_env():
     assert batch_infos([{"_a": 1}], 1) is None and batch_infos([{"a": {}}, {"a": 1}], 2) is None
 
 
+BAD_STEPS = {
+    "a row short": lambda good: good[:-1],
+    "a row too many": lambda good: np.concatenate([good, good[:1]]),
+    "one number": lambda good: 0.5,
+    "None": lambda good: None,
+    "the last row not finite": lambda good: np.concatenate([good[:-1], [[np.nan]]]).astype(good.dtype),
+    "an infinite row first": lambda good: np.concatenate([[[np.inf]], good[1:]]).astype(good.dtype),
+    "a row of words": lambda good: [*good[:-1].tolist(), ["x"]],
+}
+
+
+@pytest.mark.parametrize("api", ["gymnasium", "sb3"])
+@pytest.mark.parametrize("bad", BAD_STEPS)
+def test_a_wrong_step_is_refused_before_any_env_steps(api, bad):
+    # The envs before a bad row would otherwise have stepped: the batch out of step with itself.
+    env, twin = (auction_gym.make_vec(ENV_ID, num_envs=N, seed=5, vector_api=api, **SHORT) for _ in range(2))
+    env.reset(), twin.reset()
+    plays = actions(env.action_space if api == "gymnasium" else batch_space(env.action_space, N), 4)
+    for action in plays[:2]:
+        env.step(action), twin.step(action)
+    with pytest.raises(ValueError, match="no env was stepped"):
+        env.step(BAD_STEPS[bad](plays[2]))
+    for action in plays[2:]:  # the same episodes as the twin's, which saw no wrong step
+        out, expected = env.step(action), twin.step(action)
+        if api == "sb3":  # its Monitor times each episode ("episode": wall time "t"), which no two runs share
+            out, expected = ([*step[:-1], [{k: v for k, v in info.items() if k != "episode"} for info in step[-1]]]
+                             for step in (out, expected))
+        assert all(same(a, b) for a, b in zip(out, expected))
+
+
+def test_the_action_of_an_env_that_resets_instead_of_stepping_is_not_read():
+    env = RadixAuctionVectorEnv(env_fns(2), AutoresetMode.NEXT_STEP)
+    env.reset(seed=1)
+    for action in actions(env.action_space):
+        _, _, terminated, truncated, _ = env.step(action)
+        if (ended := terminated | truncated).any() and not ended.all():
+            break
+    else:
+        pytest.fail("no step ended one env's episode alone")
+    # The ended env resets in this step (NEXT_STEP), its action ignored; a bad one there is refused.
+    unread = np.where(ended[:, None], np.nan, 0.0).astype(np.float32)
+    obs, reward, *_ = env.step(unread)
+    assert reward[ended].tolist() == [0.0] and np.isfinite(obs).all()
+    with pytest.raises(ValueError, match="no env was stepped"):
+        env.step(np.where(ended[:, None], 0.0, np.nan).astype(np.float32))
+
+
+@pytest.mark.parametrize("seeds, error, message", [
+    ([7, "a", 8], TypeError, "a seed must be an int or None, got 'a'"),
+    ([7, 1.0, 2], TypeError, "a seed must be an int or None, got 1.0"),
+    ([7, -2, 3], ValueError, "a seed must be >= 0, got -2"),
+    ("abc", TypeError, "seed must be an int, None, or one int or None per env"),
+    ([7, 8], ValueError, "expected 3 seeds"),
+])
+def test_wrong_seeds_are_refused_before_any_env_resets(seeds, error, message):
+    env, twin = RadixAuctionVectorEnv(env_fns()), RadixAuctionVectorEnv(env_fns())
+    env.reset(seed=4), twin.reset(seed=4)
+    with pytest.raises(error, match=message):
+        env.reset(seed=seeds)
+    plays = actions(env.action_space, 3)
+    for action in plays:  # env 0 kept its episode: the twin's, which saw no wrong reset
+        assert all(same(a, b) for a, b in zip(env.step(action), twin.step(action)))
+    # numpy's ints are seeds as Python's are (Gymnasium's seeding takes only Python's).
+    assert same(env.reset(seed=np.array([5, 6, 7])), twin.reset(seed=[5, 6, 7]))
+    with pytest.raises(ValueError, match="reset_mask must be 3 booleans"):
+        env.reset(options={"reset_mask": np.array([True, False])})
+
+
+@pytest.mark.parametrize("api", ["gymnasium", "sb3"])
+def test_make_vec_takes_numpys_int_as_a_seed_and_refuses_other_seeds(api):
+    made = [auction_gym.make_vec(ENV_ID, num_envs=2, seed=seed, vector_api=api, **SHORT)
+            for seed in (np.int64(9), 9)]
+    assert same(*(env.reset() for env in made))
+    for seed, error in ((2.0, TypeError), (True, TypeError), ([1, 2], TypeError), (-1, ValueError)):
+        with pytest.raises(error, match="seed"):
+            auction_gym.make_vec(ENV_ID, num_envs=2, seed=seed, vector_api=api)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: MarketBatch(env_fns(1), AutoresetMode.DISABLED), "autoreset_mode must be one of"),
+    (lambda: auction_gym.make_vec(ENV_ID, num_envs=2.5), "num_envs must be a positive int"),
+    (lambda: auction_gym.make_vec(ENV_ID, num_envs=0, vector_api="sb3"), "num_envs must be a positive int"),
+    (lambda: gym.make_vec(ENV_ID, num_envs=1.5, vectorization_mode="vector_entry_point"),
+     "num_envs must be a positive int"),
     (lambda: MarketBatch([]), "at least one env"),
     (lambda: MarketBatch([lambda env=RadixAuctionEnv(horizon=5): env] * 2), "the same env more than once"),
     (lambda: MarketBatch([partial(RadixAuctionEnv, horizon=5), partial(RadixAuctionEnv, action_type="multiplier")]),

@@ -22,16 +22,40 @@ AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 """The autoreset conventions `MarketBatch` keeps (Gymnasium's names; SB3's is SAME_STEP's)."""
 
 
+def _finite(row: Any) -> bool:
+    """Whether an action row is numbers, all finite."""
+    try:
+        return bool(np.isfinite(np.asarray(row, dtype=np.float64)).all())
+    except (TypeError, ValueError):
+        return False
+
+
 def seeds_of(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
     """Each of `n` envs' seed: `seed + i` for an int (as Gymnasium's vector reset and SB3's
-    `VecEnv.seed` give them), None for all, or one per env as given."""
+    `VecEnv.seed` give them), None for all, or one per env as given; numpy's ints made Python's.
+    Checked whole, so that a wrong one refuses the reset before any env resets: TypeError for a
+    seed that is not an int or None, ValueError for a negative one or a count other than `n`."""
     if seed is None:
         return [None] * n
-    if isinstance(seed, (int, np.integer)):
-        return [int(seed) + i for i in range(n)]
-    if len(seed) != n:
-        raise ValueError(f"expected {n} seeds, one per env, got {len(seed)}")
-    return list(seed)
+    if is_seed(seed):
+        seeds: list[int | None] = [int(seed) + i for i in range(n)]
+    elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
+        seeds = [None if s is None else int(s) if is_seed(s) else s for s in seed]
+        if len(seeds) != n:
+            raise ValueError(f"expected {n} seeds, one per env, got {len(seeds)}")
+    else:
+        raise TypeError(f"seed must be an int, None, or one int or None per env, got {seed!r}")
+    for s in seeds:
+        if s is not None and not isinstance(s, int):
+            raise TypeError(f"a seed must be an int or None, got {s!r}")
+        if s is not None and s < 0:
+            raise ValueError(f"a seed must be >= 0, got {s}")
+    return seeds
+
+
+def is_seed(x: object) -> bool:
+    """Whether `x` is an int, Python's or numpy's (not a bool)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 class MarketBatch:
@@ -44,7 +68,9 @@ class MarketBatch:
       observation, and its info is the reset info with `final_obs` (the episode's last
       observation) and `final_info` (the last step's info).
 
-    `infos[i]` is env i's info dict. `reset_infos[i]` is the info of env i's latest reset.
+    Wrong `actions` (not one row per env, or a row of an env that steps that is not finite
+    numbers) raise ValueError before any env steps. `infos[i]` is env i's info dict.
+    `reset_infos[i]` is the info of env i's latest reset.
     `envs` are the N envs (each as its factory made it, wrappers included)."""
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]],
@@ -77,6 +103,8 @@ class MarketBatch:
         """Reset env i with `seeds[i]` and `options[i]` (every env, or those `mask` marks); the
         batch's observations and each env's reset info (None for an env not reset)."""
         mask = np.ones(self.num_envs, dtype=np.bool_) if mask is None else np.asarray(mask, dtype=np.bool_)
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"reset_mask must be {self.num_envs} booleans, one per env, got shape {mask.shape}")
         options = [None] * self.num_envs if options is None else options
         infos: list[dict[str, Any] | None] = [None] * self.num_envs
         for i in np.flatnonzero(mask):
@@ -91,7 +119,7 @@ class MarketBatch:
         terminated = np.zeros(self.num_envs, dtype=np.bool_)
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
         infos: list[dict[str, Any]] = []
-        for i, (env, action) in enumerate(zip(self.envs, iterate(self.action_space, actions), strict=True)):
+        for i, (env, action) in enumerate(zip(self.envs, self._rows(actions))):
             if self._ended[i]:  # NEXT_STEP only: SAME_STEP resets in the step that ends
                 self._env_obs[i], info = env.reset()
                 self.reset_infos[i] = info
@@ -105,6 +133,31 @@ class MarketBatch:
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
             self._ended = terminated | truncated
         return self._observations(), rewards, terminated, truncated, infos
+
+    def _rows(self, actions: Any) -> list[Any]:
+        """Each env's action, read from `actions` and checked before any env steps, so that a wrong
+        call changes nothing: one row per env, and under a float Box (every market env's action
+        space) rows of finite numbers for the envs that step, which each env would refuse only
+        after the envs before it had stepped."""
+        try:
+            rows = list(iterate(self.action_space, actions))
+        except (TypeError, ValueError, IndexError):  # a scalar, None, ...: nothing to iterate
+            rows = None
+        if rows is None or len(rows) != self.num_envs:
+            got = f"{type(actions).__name__} of shape {np.shape(actions)}" if isinstance(actions, np.ndarray) else (
+                f"{actions!r:.80}")
+            raise ValueError(f"expected one action per env, {self.num_envs} rows of {self.single_action_space}, "
+                             f"got {got}; no env was stepped")
+        space = self.single_action_space
+        if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+            if isinstance(actions, np.ndarray) and actions.dtype.kind == "f":  # the usual call: one numpy pass
+                finite = np.isfinite(actions.reshape(self.num_envs, -1)).all(axis=1)
+            else:
+                finite = np.array([_finite(row) for row in rows], dtype=np.bool_)
+            if (wrong := np.flatnonzero(~finite & ~self._ended)).size:  # an ended env's row is not read (NEXT_STEP)
+                raise ValueError(f"the action of env {wrong[0]} must be finite numbers, got {rows[wrong[0]]!r}; "
+                                 "no env was stepped")
+        return rows
 
     def _observations(self) -> Any:
         """A copy of the envs' latest observations, batched."""

@@ -36,7 +36,9 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
     Observation, action, reward (each agent's own utility x `reward_scale`), episode end and info
     are those of `RadixAuctionEnv`, per agent; see its docstring. All agents terminate together
-    after `horizon` rounds (or are truncated together if the workload runs dry).
+    after `horizon` rounds (or are truncated together if the workload runs dry). `step` takes one
+    action per agent and no others: a missing or unknown agent, or an action that is not one finite
+    number, raises ValueError before the market steps.
 
     `observation_names` and `action_meaning` (also in `metadata`) name the features and say what an
     action means, as `RadixAuctionEnv`'s.
@@ -92,10 +94,12 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
     @functools.lru_cache(maxsize=None)
     def observation_space(self, agent: str) -> spaces.Box:
+        self._check_agent(agent)
         return spaces.Box(Obs.LOW, Obs.high(self.config.pacing_rounds), dtype=np.float32)
 
     @functools.lru_cache(maxsize=None)
     def action_space(self, agent: str) -> spaces.Box:
+        self._check_agent(agent)
         return self.action_map.space
 
     @property
@@ -106,8 +110,13 @@ class RadixAuctionParallelEnv(ParallelEnv):
     def action_for(self, alpha: float, observation: np.ndarray | list[float], agent: str) -> float:
         """The action of `agent` that plays multiplier `alpha` in the next step, given its current
         `observation` (the inverse of the action map; see `RadixAuctionEnv.action_for`)."""
+        self._check_agent(agent)
         row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
         return self.action_map.action(alpha, row, self._prev_alpha[self.possible_agents.index(agent)])
+
+    def _check_agent(self, agent: str) -> None:
+        if agent not in self.possible_agents:
+            raise ValueError(f"no agent {agent!r} in this env; its agents: {self.possible_agents}")
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
@@ -122,9 +131,13 @@ class RadixAuctionParallelEnv(ParallelEnv):
 
     def step(self, actions: dict[str, Any]):
         if not self.agents:
-            raise RuntimeError("the episode is over; call reset()")
+            raise RuntimeError("call reset() before step()" if self.market.engine is None
+                               else "the episode is over; call reset()")
         if missing := set(self.agents) - set(actions):
             raise ValueError(f"missing actions for {sorted(missing)}")
+        if unknown := set(actions) - set(self.agents):  # every agent lives the whole episode
+            raise ValueError(f"actions for agents this env does not have: {sorted(map(str, unknown))}; "
+                             f"its agents: {self.agents}")
         multiplier = self.action_map.multiplier
         alphas = [multiplier(action_value(actions[a], f"action of {a}"), self._obs[i], self._prev_alpha[i])
                   for i, a in enumerate(self.agents)]

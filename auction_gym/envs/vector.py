@@ -11,7 +11,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from .batch import MarketBatch, seeds_of
+from .._checks import check_count
+from .batch import MarketBatch, is_seed, seeds_of
 from .radix_auction_env import RadixAuctionEnv
 
 VECTOR_APIS = ("gymnasium", "sb3")
@@ -173,7 +174,8 @@ def vector_env(num_envs: int = 1, autoreset_mode: AutoresetMode | str = Autorese
     """`num_envs` `RadixAuctionEnv(**env_kwargs)` as a `RadixAuctionVectorEnv`: the ids'
     `vector_entry_point`, so `gym.make_vec("RadixAuction-v2", num_envs=8)` builds it (the id's
     defaults under `env_kwargs`, as for `gym.make`)."""
-    return RadixAuctionVectorEnv([partial(RadixAuctionEnv, **env_kwargs)] * num_envs, autoreset_mode)
+    return RadixAuctionVectorEnv([partial(RadixAuctionEnv, **env_kwargs)] * check_count("num_envs", num_envs),
+                                 autoreset_mode)
 
 
 def make_vec(env_id: str = "RadixAuction-v2", num_envs: int = 1, seed: int | None = None,
@@ -186,8 +188,11 @@ def make_vec(env_id: str = "RadixAuction-v2", num_envs: int = 1, seed: int | Non
     SAME_STEP, so no `autoreset_mode`) of envs in SB3's `Monitor`, as `make_vec_env` wraps them."""
     if vector_api not in VECTOR_APIS:
         raise ValueError(f"vector_api must be one of {list(VECTOR_APIS)}, got {vector_api!r}")
-    if num_envs < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    num_envs = check_count("num_envs", num_envs)
+    if seed is not None:  # refused before any env is made
+        if not is_seed(seed):
+            raise TypeError(f"seed must be an int or None, got {seed!r}")
+        seeds_of(seed, num_envs)
     if vector_api == "gymnasium":
         env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
                            autoreset_mode=autoreset_mode or AutoresetMode.NEXT_STEP, **env_kwargs)
@@ -201,5 +206,5 @@ def make_vec(env_id: str = "RadixAuction-v2", num_envs: int = 1, seed: int | Non
 
     venv = RadixAuctionVecEnv([lambda: Monitor(gym.make(env_id, **env_kwargs))] * num_envs)
     if seed is not None:
-        venv.seed(seed)
+        venv.seed(int(seed))  # numpy's int made Python's, which Gymnasium's seeding asks for
     return venv
