@@ -9,7 +9,8 @@ from agents.baselines import ETA_GRID, FIXED_GRID, best_fixed, ogd_tuned, tune
 from agents.evaluation import evaluate
 from auction_gym.pacing import FixedMultiplier, OGDPacer
 
-ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0}}
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+ENV = {"horizon": 20, "episode_draws": {"rate": [40.0]}}
 
 
 def test_tune_picks_the_candidate_with_the_highest_mean_utility():

@@ -21,7 +21,8 @@ from auction_gym.envs.radix_auction_env import REWARDS
 from auction_gym.pacing import TUNED_PI, FixedMultiplier, make_policy
 from auction_gym.scenarios import V1_ACTION_TYPE, V1_KWARGS, scenario
 
-TOY = dict(horizon=30, workload_kwargs={"rate": 40.0})
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+TOY = dict(horizon=30, episode_draws={"rate": [40.0]})
 
 
 def test_v1_is_the_calibrated_scenario_and_v0_keeps_its_defaults():

@@ -34,7 +34,8 @@ from auction_gym.market import observation
 from auction_gym.market.observation import feature_table
 from auction_gym.workload.mooncake import SAMPLE_TRACE
 
-FAST = dict(horizon=30, workload_kwargs={"rate": 40.0})
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+FAST = dict(horizon=30, episode_draws={"rate": [40.0]})
 SLICE = SAMPLE_TRACE
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import auction_gym  # noqa: F401  (registers the envs)
 from auction_gym.market import MECHANISMS, Market, MarketConfig, Obs
 from auction_gym.market.config import CONTEXT_PER_REQUEST, DECODE_STEPS_PER_REQUEST, LONG_HORIZON
 from auction_gym.market.observation import ema
@@ -308,6 +310,25 @@ def test_queue_warning_criterion():
     assert "arrivals at 21 requests/s" in bursty.queue_warning()
     # More running slots serve more: 64 of them take 20 requests/s.
     assert MarketConfig(horizon=5000, engine_kwargs={"max_running_requests": 64}).queue_warning() is None
+    # Episodes that draw their rate: the busiest one's counts, not workload_kwargs' (never used).
+    drawn = MarketConfig(horizon=5000, episode_draws={"rate": [12.0, 40.0]}).queue_warning()
+    assert "arrivals at 40 requests/s" in drawn and "(episode_draws['rate'])" in drawn
+    assert MarketConfig(horizon=5000, episode_draws={"rate": [12.0, 13.0]}).queue_warning() is None
+
+
+def test_a_rate_that_each_episodes_draw_would_replace_is_refused():
+    with pytest.raises(ValueError, match=r"workload_kwargs\['rate'\] = 12.0 would never be used"):
+        MarketConfig(episode_draws={"rate": [32.0]}, workload_kwargs={"rate": 12.0})
+    with pytest.raises(ValueError, match=r"episode_draws\['rate'\] = \[32.0, 40.0, 48.0\]"):
+        gym.make("RadixAuction-v2", workload_kwargs={"rate": 12.0})
+    # The rate fixed as the draws' one value, or given without draws of it: the same arrivals.
+    arrived = []
+    for kwargs in ({"episode_draws": {"rate": [12.0]}}, {"workload_kwargs": {"rate": 12.0}},
+                   {"workload_kwargs": {"rate": 40.0}}):
+        market = Market(MarketConfig(**kwargs))
+        market.reset(0)
+        arrived.append(sorted((r.arrival, r.bidder) for r in market.engine.records.values()))
+    assert arrived[0] == arrived[1] != arrived[2]
 
 
 def test_served_rate_follows_the_cost_model():

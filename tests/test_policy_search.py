@@ -22,7 +22,8 @@ from experiments.commands import compare as compare_cmd
 from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
 
-ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0}}
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+ENV = {"horizon": 20, "episode_draws": {"rate": [40.0]}}
 TINY = {"popsize": 3, "episodes_per_generation": 2}
 
 

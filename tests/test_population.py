@@ -23,8 +23,9 @@ from agents.population import (
 )
 from experiments.cli import main as cli_main
 
-ENV = {"horizon": 30, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
-                                          "burst_duration": 1.0}}
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+ENV = {"horizon": 30, "episode_draws": {"rate": [40.0]},
+       "workload_kwargs": {"burst_period": 4.0, "burst_factor": 3.0, "burst_duration": 1.0}}
 
 
 def test_population_metrics_are_the_evaluation_metrics_of_every_bidder():

@@ -14,8 +14,9 @@ from agents.sb3 import SB3Policy, check_hyperparams, detect_algo, load_hyperpara
 from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
 
-ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
-                                          "burst_duration": 1.0}}
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+ENV = {"horizon": 20, "episode_draws": {"rate": [40.0]},
+       "workload_kwargs": {"burst_period": 4.0, "burst_factor": 3.0, "burst_duration": 1.0}}
 ENV_JSON = json.dumps(ENV)
 
 

@@ -23,7 +23,8 @@ from agents.rllib import SHARED_MODULE, load_population, module_ids, ppo_config 
 from agents.rllib_training import MultiTrainConfig, init_ray, train_multi  # noqa: E402
 from experiments.cli import main as cli_main  # noqa: E402
 
-ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0}}
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+ENV = {"horizon": 20, "episode_draws": {"rate": [40.0]}}
 AGENTS = agent_names(ENV)
 # One iteration of 200 env steps (800 bidder steps), one pass of minibatches of 100.
 TINY = {"train_batch_size_per_learner": 200, "minibatch_size": 100, "num_epochs": 1}

@@ -39,8 +39,9 @@ from experiments.commands import evaluate as evaluate_cmd
 from experiments.commands import train as train_cmd
 from experiments.commands.headroom_report import headroom
 
-ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0, "burst_period": 4.0, "burst_factor": 3.0,
-                                          "burst_duration": 1.0}}
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+ENV = {"horizon": 20, "episode_draws": {"rate": [40.0]},
+       "workload_kwargs": {"burst_period": 4.0, "burst_factor": 3.0, "burst_duration": 1.0}}
 ENV_JSON = json.dumps(ENV)
 PPO_TINY = ["n_steps=64", "batch_size=32", "n_epochs=2", "n_envs=1"]
 EVAL_TAGS = {f"eval/{m}" for m in METRICS}

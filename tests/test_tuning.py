@@ -18,7 +18,8 @@ from agents.tuning import SEARCH_SPACES, Objective, hyperparams_of, storage
 from auction_gym.scenarios import scenario
 from experiments.commands import tune as tune_cmd
 
-ENV = {"horizon": 20, "workload_kwargs": {"rate": 40.0}}
+# A fixed 40 requests/s whichever env id plays it: v1 and v2 draw each episode's rate, so theirs is given here too.
+ENV = {"horizon": 20, "episode_draws": {"rate": [40.0]}}
 
 
 def test_a_tiny_study_writes_its_files_and_plays_no_evaluation_seed(tmp_path, played_seeds, capsys):

@@ -142,8 +142,8 @@ class MarketConfig:
     """Largest bid multiplier a bidder may play (the action bound)."""
     episode_draws: dict[str, Sequence[float]] = field(default_factory=dict)
     """Scenario parameters drawn anew for each episode from its seed, uniformly among the values
-    listed, as days differ: "rate" (the agentic arrival rate, requests/s, over workload_kwargs'
-    rate) and "budget_scale" (a multiplier of each bidder's budget, drawn for every bidder
+    listed, as days differ: "rate" (the agentic arrival rate, requests/s, in place of
+    workload_kwargs' rate, which must then be left out) and "budget_scale" (a multiplier of each bidder's budget, drawn for every bidder
     independently). Empty: every episode has the same parameters. `Market.draws` has the values
     of the current episode."""
     warmup: float = 10.0
@@ -196,6 +196,12 @@ class MarketConfig:
             raise ValueError(f"unknown episode_draws {sorted(unknown)}; known: {', '.join(EPISODE_DRAWS)}")
         if "rate" in self.episode_draws and not get_workload(self.workload).open_ended:
             raise ValueError(f"episode_draws['rate'] needs an open-ended workload (agentic), not {self.workload!r}")
+        if "rate" in self.episode_draws and "rate" in self.workload_kwargs:
+            # Each episode's drawn rate replaces the configured one, which would be silently unused.
+            raise ValueError(
+                f"workload_kwargs['rate'] = {self.workload_kwargs['rate']!r} would never be used: each episode draws "
+                f"its rate from episode_draws['rate'] = {list(self.episode_draws['rate'])!r}. For a fixed rate, give "
+                "it as episode_draws['rate'] (one value) or leave 'rate' out of episode_draws")
         for name, values in self.episode_draws.items():
             values = list(values)
             if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
@@ -255,23 +261,25 @@ class MarketConfig:
     def queue_warning(self) -> str | None:
         """Why the waiting queue will not stay stable over the horizon, or None. It will not when the
         workload is agentic (an open stream that lasts as long as the horizon), its long-run mean
-        arrival rate exceeds `served_rate()`, and the horizon exceeds LONG_HORIZON rounds. The queue
-        then grows by about (arrival rate / served rate - 1) requests a round (the default scenario:
-        measured 0.35, predicted 0.38). The shared-prefix and Mooncake workloads are finite."""
+        arrival rate (where episodes draw it, the largest of `episode_draws['rate']`) exceeds
+        `served_rate()`, and the horizon exceeds LONG_HORIZON rounds. The queue then grows by about
+        (arrival rate / served rate - 1) requests a round (the default scenario: measured 0.35,
+        predicted 0.38). The shared-prefix and Mooncake workloads are finite."""
         if self.workload != "agentic" or self.horizon <= LONG_HORIZON:
             return None
         traffic = AgenticConfig(num_bidders=self.num_bidders, **{**DEFAULT_WORKLOAD, **self.workload_kwargs})
-        rate = traffic.rate
+        rate = max(self.episode_draws.get("rate", [traffic.rate]))  # the busiest episode's
         if traffic.burst_period > 0:  # the long-run mean (AgenticConfig.rate)
             rate *= 1 + (traffic.burst_factor - 1) * traffic.burst_duration / traffic.burst_period
         served = self.served_rate()
         if rate <= served:
             return None
+        where_rate = "episode_draws['rate']" if "rate" in self.episode_draws else "workload_kwargs['rate']"
         return (f"horizon={self.horizon} rounds is long for a load above the engine's capacity: agentic "
                 f"arrivals at {rate:.3g} requests/s exceed the ~{served:.3g}/s it serves, so the waiting "
                 f"queue grows by ~{rate / served - 1:.2f} requests a round and steps slow down with it "
                 f"(MarketConfig.queue_warning). For a stable queue keep the arrival rate "
-                f"(workload_kwargs['rate']) at most {served:.3g}, raise engine_kwargs['max_running_requests'], "
+                f"({where_rate}) at most {served:.3g}, raise engine_kwargs['max_running_requests'], "
                 f"or keep horizon <= {LONG_HORIZON}.")
 
     def make_scheduler(self) -> AdmissionPolicy:
