@@ -316,6 +316,17 @@ def test_queue_warning_criterion():
     assert MarketConfig(horizon=5000, episode_draws={"rate": [12.0, 13.0]}).queue_warning() is None
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"router": "round_robin"}, "router='round_robin' needs replicas > 1"),
+    ({"router_kwargs": {"seed": 1}}, r"router_kwargs \['seed'\] given without a router"),
+    ({"replicas": 2, "router": "round_robin", "router_kwargs": {"seed": 1}}, "router_kwargs for 'round_robin'"),
+    ({"backend_kwargs": {"preset": "tiny"}}, r"backend_kwargs for backend 'sim' \(SimEngine\)"),
+])
+def test_construction_arguments_that_would_be_unused_or_fail_at_reset_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MarketConfig(**kwargs)
+
+
 def test_a_rate_that_each_episodes_draw_would_replace_is_refused():
     with pytest.raises(ValueError, match=r"workload_kwargs\['rate'\] = 12.0 would never be used"):
         MarketConfig(episode_draws={"rate": [32.0]}, workload_kwargs={"rate": 12.0})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -113,7 +114,8 @@ class MarketConfig:
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """EngineConfig fields, over DEFAULT_ENGINE."""
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra keyword arguments of the backend's engine class (e.g. the torch engine's model preset)."""
+    """Extra keyword arguments of the backend's engine class (e.g. the torch engine's model preset),
+    checked against its constructor when the config is made."""
     replicas: int = 1
     """Engine replicas, each with its own KV pool, cache, queue and admission policy (this
     `mechanism`); more than one runs them as an `auction_gym.cluster.ClusterEngine`."""
@@ -121,7 +123,7 @@ class MarketConfig:
     """"identity" (one engine, no router: the only choice for replicas=1) or a name in
     `auction_gym.cluster.ROUTERS` (needed for replicas > 1)."""
     router_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the router's class."""
+    """Keyword arguments of the router's class (only with a router, replicas > 1)."""
     horizon: int = 500
     """Rounds per episode (T)."""
     budget: float | Sequence[float] | None = None
@@ -176,6 +178,7 @@ class MarketConfig:
             raise ValueError(f"unknown router {self.router!r}; valid: identity, {', '.join(ROUTERS)}")
         if self.replicas > 1 and self.router == "identity":
             raise ValueError(f"replicas={self.replicas} needs a router; valid: {', '.join(ROUTERS)}")
+        self._check_construction_kwargs()
         known = {f.name for f in fields(EngineConfig)}
         if unknown := set(self.engine_kwargs) - known:
             raise ValueError(f"unknown engine_kwargs {sorted(unknown)}; known: {sorted(known)}")
@@ -190,6 +193,25 @@ class MarketConfig:
             check_count("budget_rounds", self.budget_rounds)
         check_tie_break(self.tie_break)
         self.budgets()  # validates the budget settings
+
+    def _check_construction_kwargs(self) -> None:
+        """router and router_kwargs only where replicas are routed, and the router's and the
+        backend engine's keyword arguments checked against their constructors, so that a wrong one
+        is refused now rather than at the first reset, and none is silently unused."""
+        if self.replicas == 1 and self.router != "identity":
+            raise ValueError(f"router={self.router!r} needs replicas > 1: one engine has no router (leave router out)")
+        if self.router == "identity" and self.router_kwargs:
+            raise ValueError(f"router_kwargs {sorted(self.router_kwargs)} given without a router (replicas > 1)")
+        if self.router != "identity":
+            try:
+                make_router(self.router, **self.router_kwargs)
+            except TypeError as e:
+                raise ValueError(f"router_kwargs for {self.router!r}: {e}") from None
+        engine_class = resolve(BACKENDS[self.backend])
+        try:
+            inspect.signature(engine_class).bind(None, None, **self.backend_kwargs)
+        except TypeError as e:
+            raise ValueError(f"backend_kwargs for backend {self.backend!r} ({engine_class.__name__}): {e}") from None
 
     def _check_episode_draws(self) -> None:
         if unknown := set(self.episode_draws) - set(EPISODE_DRAWS):
