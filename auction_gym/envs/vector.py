@@ -189,14 +189,13 @@ def make_vec(env_id: str = "RadixAuction-v2", num_envs: int = 1, seed: int | Non
     if vector_api not in VECTOR_APIS:
         raise ValueError(f"vector_api must be one of {list(VECTOR_APIS)}, got {vector_api!r}")
     num_envs = check_count("num_envs", num_envs)
-    if seed is not None:  # refused before any env is made
-        if not is_seed(seed):
-            raise TypeError(f"seed must be an int or None, got {seed!r}")
-        seeds_of(seed, num_envs)
+    if seed is not None and not is_seed(seed):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
+    first = None if seed is None else seeds_of(seed, num_envs)  # a negative one refused before any env is made
     if vector_api == "gymnasium":
         env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
                            autoreset_mode=autoreset_mode or AutoresetMode.NEXT_STEP, **env_kwargs)
-        env.next_seeds = None if seed is None else seeds_of(seed, num_envs)
+        env.next_seeds = first
         return env
     if autoreset_mode is not None:
         raise ValueError("vector_api='sb3' resets as SB3 does (SAME_STEP): leave autoreset_mode out")
@@ -205,6 +204,6 @@ def make_vec(env_id: str = "RadixAuction-v2", num_envs: int = 1, seed: int | Non
     from .sb3_vec import RadixAuctionVecEnv
 
     venv = RadixAuctionVecEnv([lambda: Monitor(gym.make(env_id, **env_kwargs))] * num_envs)
-    if seed is not None:
-        venv.seed(int(seed))  # numpy's int made Python's, which Gymnasium's seeding asks for
+    if first is not None:
+        venv.seed(first[0])  # a Python int, which Gymnasium's seeding asks for (not numpy's)
     return venv

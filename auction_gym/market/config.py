@@ -145,9 +145,9 @@ class MarketConfig:
     episode_draws: dict[str, Sequence[float]] = field(default_factory=dict)
     """Scenario parameters drawn anew for each episode from its seed, uniformly among the values
     listed, as days differ: "rate" (the agentic arrival rate, requests/s, in place of
-    workload_kwargs' rate, which must then be left out) and "budget_scale" (a multiplier of each bidder's budget, drawn for every bidder
-    independently). Empty: every episode has the same parameters. `Market.draws` has the values
-    of the current episode."""
+    workload_kwargs' rate, which must then be left out) and "budget_scale" (a multiplier of each
+    bidder's budget, drawn for every bidder independently). Empty: every episode has the same
+    parameters. `Market.draws` has the values of the current episode."""
     warmup: float = 10.0
     """Engine seconds served before the first round, with truthful bids and no charges, so an
     episode starts from a running engine instead of an empty one. (In the default scenario, after
