@@ -332,6 +332,10 @@ def test_a_rate_that_each_episodes_draw_would_replace_is_refused():
         MarketConfig(episode_draws={"rate": [32.0]}, workload_kwargs={"rate": 12.0})
     with pytest.raises(ValueError, match=r"episode_draws\['rate'\] = \[32.0, 40.0, 48.0\]"):
         gym.make("RadixAuction-v2", workload_kwargs={"rate": 12.0})
+    # v2 with a workload that takes no rate: the error says how to leave v2's draws and load curve out.
+    with pytest.raises(ValueError, match=r"not 'shared_prefix': leave 'rate' out of episode_draws"):
+        gym.make("RadixAuction-v2", workload="shared_prefix")
+    gym.make("RadixAuction-v2", workload="shared_prefix", episode_draws={}, workload_kwargs={}).reset(seed=0)
     # The rate fixed as the draws' one value, or given without draws of it: the same arrivals.
     arrived = []
     for kwargs in ({"episode_draws": {"rate": [12.0]}}, {"workload_kwargs": {"rate": 12.0}},

@@ -217,7 +217,12 @@ class MarketConfig:
         if unknown := set(self.episode_draws) - set(EPISODE_DRAWS):
             raise ValueError(f"unknown episode_draws {sorted(unknown)}; known: {', '.join(EPISODE_DRAWS)}")
         if "rate" in self.episode_draws and not get_workload(self.workload).open_ended:
-            raise ValueError(f"episode_draws['rate'] needs an open-ended workload (agentic), not {self.workload!r}")
+            # RadixAuction-v1 and v2 draw the rate by default, so a user who only named a workload lands here.
+            raise ValueError(
+                f"episode_draws['rate'] needs an open-ended workload (agentic), not {self.workload!r}: leave 'rate' "
+                "out of episode_draws (RadixAuction-v1 and v2 draw it by default; give episode_draws={} or "
+                "{'budget_scale': [...]}), and their load curve too (workload_kwargs' wave_*, which only the "
+                "agentic workload takes)")
         if "rate" in self.episode_draws and "rate" in self.workload_kwargs:
             # Each episode's drawn rate replaces the configured one, which would be silently unused.
             raise ValueError(
