@@ -38,19 +38,19 @@ def seeds_of(seed: int | Sequence[int | None] | None, n: int) -> list[int | None
     if seed is None:
         return [None] * n
     if is_seed(seed):
-        seeds: list[int | None] = [int(seed) + i for i in range(n)]
+        seeds = [int(seed) + i for i in range(n)]
     elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
-        seeds = [None if s is None else int(s) if is_seed(s) else s for s in seed]
+        seeds = list(seed)
         if len(seeds) != n:
             raise ValueError(f"expected {n} seeds, one per env, got {len(seeds)}")
     else:
         raise TypeError(f"seed must be an int, None, or one int or None per env, got {seed!r}")
     for s in seeds:
-        if s is not None and not isinstance(s, int):
+        if s is not None and not isinstance(s, (int, np.integer)):
             raise TypeError(f"a seed must be an int or None, got {s!r}")
         if s is not None and s < 0:
             raise ValueError(f"a seed must be >= 0, got {s}")
-    return seeds
+    return [None if s is None else int(s) for s in seeds]
 
 
 def is_seed(x: object) -> bool:
