@@ -118,3 +118,22 @@ def test_the_queue_bench_reads_the_queues_of_the_episodes_one_env_plays():
     assert last.queue > 0
     for run in (1, 3, 8):
         assert queue.in_runs(n, rounds, rate, plays, run)[1].tolist() == waited.tolist()
+
+
+def test_the_misses_bench_plays_the_same_episodes_both_ways_and_reads_callgrinds_totals_per_env_step():
+    """Both ways end every market at the same round, clock and queue (the same work, in another
+    order); the counts are a callgrind output's totals over the env steps, refused without the
+    cache simulation's events."""
+    from experiments.bench import misses
+
+    one, batch = (misses._play(way, 3, 2, 4, 40.0) for way in misses.WAYS)
+    assert one == batch and len(one) == 3
+    assert all(r > 0 and now > 0 for r, now, _ in one)
+    output = "version: 1\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\nfl=x\n0 1\ntotals: 1000 9 9 9 30 10 9 6 2\n"
+    assert misses.per_env_step(output, 4) == misses.Counts(250.0, 10.0, 2.0)
+    with pytest.raises(RuntimeError, match="not the cache simulation's misses"):
+        misses.per_env_step("events: Ir\ntotals: 1000\n", 4)
+    for wrong in (["--warm", "190", "--rounds", "20"], ["--envs", "0"], ["--rounds", "0"]):
+        with pytest.raises(SystemExit) as stop:
+            misses.main(wrong)
+        assert stop.value.code == 2

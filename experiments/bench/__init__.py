@@ -121,6 +121,12 @@ BENCHES: tuple[Bench, ...] = (
           "same 64 envs each stepped 10 rounds in a row before the next, at an arrival rate the engine keeps up with "
           "and at one it does not: CPU time per env step in the first and the last quarter of the episodes, beside "
           "the mean number of requests waiting.", "experiments.bench.queue:table"),
+    Bench("misses", "Cache misses of a batch",
+          "The same RadixAuction-v1 episodes played by one env after another and as one MarketBatch of 64, all "
+          "envs alive both ways, counted by callgrind on a simulated cache hierarchy (counts a busy machine does "
+          "not move): instructions, first-level and last-level data misses per env step. The last-level misses "
+          "that the batch adds are the part of its cost that comes from each market's state going cold between "
+          "its steps (valgrind runs about 50x slower).", "experiments.bench.misses:table"),
     Bench("torch_engine", "The torch engine",
           "The torch engine's kernels (tiny model, one thread on the CPU): prefill with 90% of the prompt cached "
           "against none cached, prefill tokens per second, decode steps of a batch.",
