@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .radix_cache import RadixCache
 
 NO_PRIORITIES: Mapping[int, int] = MappingProxyType({})
+_BIDDER = attrgetter("bidder")
 
 
 def round_bids(requests: Sequence[Request], multipliers: Sequence[float] | None) -> list[float]:
@@ -38,17 +40,66 @@ def round_bids(requests: Sequence[Request], multipliers: Sequence[float] | None)
     try:
         return [multipliers[r.bidder] * r.urgency for r in requests]
     except IndexError:
-        late = next(r for r in requests if not 0 <= r.bidder < len(multipliers))
-        raise ValueError(f"request {late.id} is bidder {late.bidder}'s, but the round has {len(multipliers)} "
-                         "multipliers, one per bidder") from None
+        check_bidders(requests, multipliers, "multipliers")  # names the request
+        raise
 
 
 def check_multipliers(multipliers: Sequence[float]) -> None:
-    """ValueError unless every multiplier is finite and >= 0 (NaN fails too): what `round_bids`
-    checks, for a policy that checks a round's multipliers before it reads any bid."""
-    for a in multipliers:  # a loop, not all() over a generator: every admission round runs it
-        if not 0.0 <= a < math.inf:
-            raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
+    """ValueError unless every multiplier is finite and >= 0 (NaN fails too), TypeError unless they
+    are a sequence of numbers: what `round_bids` checks, for a policy that checks a round's
+    multipliers before it reads any bid."""
+    try:
+        for a in multipliers:  # a loop, not all() over a generator: every admission round runs it
+            if not 0.0 <= a < math.inf:
+                break
+        else:
+            return
+    except (TypeError, ValueError):  # a scalar, a string, a multiplier that is not a number
+        raise TypeError(f"multipliers must be a sequence of numbers, one per bidder, got {multipliers!r}") from None
+    raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
+
+
+def check_remaining(remaining: Sequence[float]) -> None:
+    """ValueError unless `remaining`, a round's budget left per bidder, is a sequence of numbers
+    >= 0 (inf: no budget binds; NaN fails): what a policy that reads budgets checks before what it
+    holds moves."""
+    try:
+        valid = all(left >= 0.0 for left in remaining)  # one entry per bidder: a short loop
+    except (TypeError, ValueError):
+        valid = False
+    if not valid:
+        raise ValueError(f"remaining must be a sequence of numbers >= 0 (budget left, inf where none binds), "
+                         f"one per bidder, got {remaining!r}")
+
+
+def check_bidders(requests: Sequence[Request], per_bidder: Sequence[float], name: str) -> None:
+    """ValueError naming the first of `requests` whose bidder has no entry in `per_bidder`, a
+    round's list called `name` ("multipliers", "budgets left (remaining)"), one per bidder; C-level
+    passes unless one has none."""
+    n, bidders = len(per_bidder), list(map(_BIDDER, requests))
+    if not bidders or 0 <= min(bidders) and max(bidders) < n:
+        return
+    late = next(r for r in requests if not 0 <= r.bidder < n)
+    # From None: raised while handling the IndexError of a lookup, which says less.
+    raise ValueError(f"request {late.id} is bidder {late.bidder}'s, but the round has {n} {name}, one per bidder") from None
+
+
+def check_bids(requests: Sequence[Request], bids: Sequence[float]) -> None:
+    """ValueError naming the first request whose bid in the round (`round_bids`) is not a finite
+    number >= 0: what a policy that orders or prices by the bids checks, since a request's `bid` and
+    `urgency` may be changed after construction and a product of finite numbers may overflow."""
+    try:
+        if 0.0 <= min(bids, default=0.0) and sum(bids) < math.inf:  # C-level passes; a NaN makes the sum NaN
+            return
+    except TypeError:
+        pass  # a bid that is not a number, named below
+    for r, b in zip(requests, bids):
+        try:
+            valid = 0.0 <= b < math.inf  # NaN fails too
+        except TypeError:
+            valid = False
+        if not valid:
+            raise ValueError(f"request {r.id}: bid must be finite and >= 0, got {b!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,3 +237,25 @@ def _cluster_of_torch_engines(engine_class: type) -> None:
         e.check_slots()
     # Each group's system prompt is computed once and then read from that replica's cache.
     assert sum(r.cached_tokens for r in cluster.records.values()) >= 2 * 2 * 48
+
+
+@pytest.mark.parametrize("name", list(ROUTERS))
+def test_a_router_given_no_replica_says_so(name):
+    router = make_router(name)
+    with pytest.raises(ValueError, match="a router needs at least one replica"):
+        router.route(req(0, [1, 2, 3]), [], 0.0)
+    assert router.route(req(0, [1, 2, 3]), engines(2), 0.0) in (0, 1)  # nothing was left half done
+
+
+@pytest.mark.parametrize("name,kwargs,named", [
+    ("cache_aware", {"cache_threshold": "0.3"}, "cache_threshold"),
+    ("cache_aware", {"cache_threshold": None}, "cache_threshold"),
+    ("cache_aware", {"balance_rel_threshold": "1.5"}, "balance_rel_threshold"),
+    ("cache_aware", {"eviction_interval": "120"}, "eviction_interval"),
+    ("kv_overlap", {"overlap_weight": "1"}, "overlap_weight"),
+    ("kv_overlap", {"overlap_weight": float("inf")}, "overlap_weight"),
+    ("kv_overlap", {"temperature": None}, "temperature"),
+])
+def test_router_settings_that_are_not_numbers_in_range_are_named(name, kwargs, named):
+    with pytest.raises(ValueError, match=named):
+        make_router(name, **kwargs)

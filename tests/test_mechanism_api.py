@@ -9,7 +9,7 @@ import pytest
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.mechanism import AuctionOutcome, RadixTreeAuction, StrictPriorityAuction
-from auction_gym.policy import AdmissionPolicy
+from auction_gym.policy import AdmissionPolicy, WaitingRound
 from auction_gym.scheduler.base import admission_order, make_scheduler
 
 AUCTIONS = [RadixTreeAuction, StrictPriorityAuction]
@@ -290,3 +290,59 @@ def test_scheduler_face_keeps_cached_lengths_as_a_fresh_read_of_the_cache(cls, p
     engine = SimEngine(checked, EngineConfig(kv_capacity_tokens=6000, max_running_requests=8, page_size=page_size))
     engine.run(reqs)
     assert checked.rounds > 50 and all(rec.finished for rec in engine.records.values())
+
+
+def engine_round(reqs: list[Request], multipliers: list[float]) -> WaitingRound:
+    """A market's round as an engine passes it: its multipliers and each request's cached length."""
+    return WaitingRound(reqs, RadixCache(), multipliers, None, None, {r: 0 for r in reqs})
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize("cost_model", ["tokens", "unit"])
+@pytest.mark.parametrize("bad", [math.nan, -1.0, math.inf])
+def test_a_round_bid_that_is_not_finite_and_non_negative_names_the_request(cls, cost_model, bad):
+    """A market's round bids multiplier x urgency, which no request holds: an urgency changed after
+    construction is refused as a changed bid is, in an engine's round and in `decide`, and the
+    auction's next round is the one a fresh auction decides."""
+    reqs, multipliers = queue(), [1.0, 1.0, 1.0]
+    auction = cls(cost_model)
+    reqs[1].urgency = bad
+    with pytest.raises(ValueError, match="request 1: bid must be finite and >= 0"):
+        auction.admit(engine_round(reqs, multipliers))
+    with pytest.raises(ValueError, match="request 1: bid must be finite and >= 0"):
+        auction.decide(reqs, RadixCache(), multipliers)
+    reqs[1].urgency = 2.0
+    order, decided = auction.admit(engine_round(reqs, multipliers))
+    fresh_order, fresh = cls(cost_model).admit(engine_round(reqs, multipliers))
+    assert order == fresh_order and decided.payments([0, 1, 2]) == fresh.payments([0, 1, 2])
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("cls", AUCTIONS)
+def test_allocate_checks_the_bids_it_is_given(cls):
+    with pytest.raises(ValueError, match="bids has 2 entries for 4 requests"):
+        cls().allocate(queue(), bids=[1.0, 2.0])
+    for bad in (math.nan, -1.0, math.inf, "high"):
+        with pytest.raises(ValueError, match="request 2: bid must be finite and >= 0"):
+            cls().allocate(queue(), bids=[1.0, 2.0, bad, 3.0])
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("name", ["radix_vcg", "strict_vcg", "sglang_priority", "qos_lpm", "tiers", "congestion"])
+@pytest.mark.parametrize("bad", [2.0, "high", [1.0, "high", 1.0], [1.0, None, 1.0]])
+def test_multipliers_that_are_not_numbers_are_named(name, bad):
+    with pytest.raises(TypeError, match="multipliers must be a sequence of numbers, one per bidder"):
+        admission_order(make_scheduler(name), queue(), RadixCache(), bad)
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("name", ["sglang_priority", "qos_lpm"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, "high"])
+def test_a_priority_order_names_a_request_whose_bid_is_not_a_finite_number(name, bad):
+    """SGLang's priority is an integer made from the bid: a bid changed after construction to one
+    that makes none is named, not a conversion error from inside."""
+    reqs = queue()
+    reqs[2].bid = bad
+    with pytest.raises(ValueError, match="request 2: bid must be finite and >= 0"):
+        admission_order(make_scheduler(name), reqs, RadixCache())

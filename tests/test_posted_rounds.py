@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from auction_gym import Request, make_scheduler
+from auction_gym import RadixCache, Request, make_scheduler
 from auction_gym.market import Market, MarketConfig
 from auction_gym.policy import QueueDelta, WaitingRound, round_bids
 from auction_gym.pricing import CongestionPricing, ServiceTiers
@@ -304,3 +304,42 @@ def test_posted_rounds_charge_alike_when_asked_again(mechanism):
             assert paid == due.get(i, 0.0) or i in report.capped
         charged += any(due.values())
     assert charged > 20
+
+
+def _queue() -> list[Request]:
+    return [Request(i, i % 3, np.arange(1, 2 + i, dtype=np.int64), urgency=10.0 ** i) for i in range(5)]
+
+
+def _decided(design, queue, multipliers, remaining) -> tuple[list[int], dict]:
+    got = design.decide_round(WaitingRound(queue, RadixCache(), multipliers, remaining))
+    return [r.id for r in got.order], got.bills
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm"])
+@pytest.mark.parametrize("bad", [[math.nan, 1.0, 1.0], [-1.0, 1.0, 1.0], ["a lot", 1.0, 1.0], 1.0])
+def test_budgets_left_that_are_not_numbers_ge_0_are_refused(mechanism, bad):
+    with pytest.raises(ValueError, match="remaining must be a sequence of numbers >= 0"):
+        _decided(make_scheduler(mechanism), _queue(), [1.0, 1.0, 1.0], bad)
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm", "congestion"])
+def test_a_bidder_without_a_multiplier_or_budget_left_is_named_and_the_next_round_is_unchanged(mechanism):
+    """A later round whose per-bidder lists miss a bidder whose requests are held: named, and the
+    design's next round is the one of a design that never saw it."""
+    queue, full = _queue(), [1.0, 1.0, 1.0]
+    design, kept = make_scheduler(mechanism), make_scheduler(mechanism)
+    assert _decided(design, queue, full, full) == _decided(kept, queue, full, full)
+    with pytest.raises(ValueError, match="request 2 is bidder 2's, but the round has 2 multipliers"):
+        _decided(design, queue, [1.0, 1.0], full)
+    if mechanism != "congestion":  # congestion reads no budgets
+        with pytest.raises(ValueError, match=r"request 2 is bidder 2's, but the round has 2 budgets left \(remaining\)"):
+            _decided(design, queue, full, [1.0, 1.0])
+    assert _decided(design, queue, full, full) == _decided(kept, queue, full, full)
+
+
+@pytest.mark.parametrize("ratios", [5, ["a lot"], [1.0, None], [2.0, 1.0]])
+def test_tier_ratios_that_are_not_increasing_numbers_are_named(ratios):
+    with pytest.raises(ValueError, match="ratios must be numbers, finite, > 0 and strictly increasing"):
+        ServiceTiers(ratios=ratios)

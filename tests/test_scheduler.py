@@ -218,3 +218,16 @@ def test_dfs_weight_hangs_a_request_where_its_whole_prompt_matches():
     whole = Request(id=0, bidder=0, tokens=[1, 2], bid=1.0, arrival=1.0)
     other = Request(id=1, bidder=0, tokens=[1, 3], bid=1.0, arrival=0.0)
     assert [r.id for r in make_scheduler("dfs_weight").order([other, whole], cache)] == [0, 1]
+
+
+@pytest.mark.parametrize("name", ["klpm", "dfs_weight"])
+def test_a_policy_that_matches_by_request_id_refuses_an_id_twice(name):
+    """Its matcher keeps each waiting request's match by id: a queue with an id twice is named, not
+    ordered by whichever request the matcher kept, and the next round is the one a fresh policy orders."""
+    cache = RadixCache()
+    cache.insert([1, 2, 3])
+    queue = [req(0, [1, 2, 3, 4]), req(1, [5, 6]), req(2, [1, 2, 9], arrival=1.0)]
+    policy = make_scheduler(name)
+    with pytest.raises(ValueError, match="request 1: duplicate request id"):
+        policy.order([*queue, req(1, [1, 2, 3, 7])], cache)
+    assert ids(policy.order(queue, cache)) == ids(make_scheduler(name).order(queue, cache))

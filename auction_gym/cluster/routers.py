@@ -37,6 +37,15 @@ def load(engine: ServingEngine) -> int:
     return len(engine.running) + len(engine.waiting) + engine.arrivals.pending
 
 
+def replica_count(replicas: Sequence[ServingEngine]) -> int:
+    """How many `replicas` a router chooses from; ValueError for none, where there is no choice
+    (every router's `route` asks it first)."""
+    n = len(replicas)
+    if n == 0:
+        raise ValueError("a router needs at least one replica to route to, got none")
+    return n
+
+
 def least_loaded(replicas: Sequence[ServingEngine]) -> int:
     """The replica with the fewest in-flight requests (ties: the lowest index)."""
     loads = [load(e) for e in replicas]
@@ -53,7 +62,7 @@ class RoundRobin:
         self._next = 0
 
     def route(self, request: Request, replicas: Sequence[ServingEngine], now: float) -> int:
-        k = self._next % len(replicas)
+        k = self._next % replica_count(replicas)
         self._next = k + 1
         return k
 
@@ -65,6 +74,7 @@ class LeastLoad:
     name = "least_load"
 
     def route(self, request: Request, replicas: Sequence[ServingEngine], now: float) -> int:
+        replica_count(replicas)
         return least_loaded(replicas)
 
 
@@ -82,7 +92,7 @@ class PowerOfTwo:
         self._rng = np.random.default_rng(seed)
 
     def route(self, request: Request, replicas: Sequence[ServingEngine], now: float) -> int:
-        if len(replicas) == 1:
+        if replica_count(replicas) == 1:
             return 0
         a, b = (int(i) for i in self._rng.choice(len(replicas), size=2, replace=False))
         return b if load(replicas[b]) < load(replicas[a]) else a
@@ -116,8 +126,9 @@ class PrefixHash:
         return [p for p, _ in points], [k for _, k in points]
 
     def route(self, request: Request, replicas: Sequence[ServingEngine], now: float) -> int:
-        if self._ring is None or len(set(self._ring[1])) != len(replicas):
-            self._ring = self._build(len(replicas))
+        n = replica_count(replicas)
+        if self._ring is None or len(set(self._ring[1])) != n:
+            self._ring = self._build(n)
         keys, owners = self._ring
         head = np.asarray(request.tokens[: self.prefix_tokens], dtype=np.int64)
         i = bisect.bisect(keys, self._hash(head.tobytes()))
@@ -147,12 +158,12 @@ class CacheAware:
     def __init__(self, cache_threshold: float = 0.3, balance_abs_threshold: int = 64,
                  balance_rel_threshold: float = 1.5, max_tree_tokens: int = 2**26,
                  eviction_interval: float = 120.0) -> None:
-        if not 0 <= cache_threshold <= 1:
-            raise ValueError(f"cache_threshold must be in [0, 1], got {cache_threshold!r}")
-        if not balance_rel_threshold >= 1:
-            raise ValueError(f"balance_rel_threshold must be >= 1, got {balance_rel_threshold!r}")
-        if not eviction_interval > 0:
-            raise ValueError(f"eviction_interval must be > 0 s, got {eviction_interval!r}")
+        if not (isinstance(cache_threshold, (int, float)) and 0 <= cache_threshold <= 1):
+            raise ValueError(f"cache_threshold must be a number in [0, 1], got {cache_threshold!r}")
+        if not (isinstance(balance_rel_threshold, (int, float)) and balance_rel_threshold >= 1):
+            raise ValueError(f"balance_rel_threshold must be a number >= 1, got {balance_rel_threshold!r}")
+        if not (isinstance(eviction_interval, (int, float)) and eviction_interval > 0):
+            raise ValueError(f"eviction_interval must be a number > 0 (s), got {eviction_interval!r}")
         self.cache_threshold = cache_threshold
         self.balance_abs_threshold = check_count("balance_abs_threshold", balance_abs_threshold, 0)
         self.balance_rel_threshold = balance_rel_threshold
@@ -163,7 +174,7 @@ class CacheAware:
         self._last_eviction = 0.0
 
     def route(self, request: Request, replicas: Sequence[ServingEngine], now: float) -> int:
-        if len(self.trees) != len(replicas):
+        if len(self.trees) != replica_count(replicas):
             self.trees = [RadixCache() for _ in replicas]
         self._evict(now)
         loads = [load(e) for e in replicas]
@@ -207,8 +218,11 @@ class KvOverlap:
 
     def __init__(self, overlap_weight: float = 1.0, temperature: float = 0.0, block_size: int = 16,
                  seed: int = 0) -> None:
-        if not (overlap_weight >= 0 and temperature >= 0):
-            raise ValueError(f"need overlap_weight >= 0 and temperature >= 0, got {overlap_weight!r}, {temperature!r}")
+        # A weight of inf makes a replica's cost inf x 0 = NaN where it caches the whole prompt.
+        if not (isinstance(overlap_weight, (int, float)) and 0 <= overlap_weight < math.inf):
+            raise ValueError(f"overlap_weight must be a finite number >= 0, got {overlap_weight!r}")
+        if not (isinstance(temperature, (int, float)) and temperature >= 0):
+            raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
         self.overlap_weight, self.temperature = overlap_weight, temperature
         self.block_size = check_count("block_size", block_size)
         self._rng = np.random.default_rng(seed)
@@ -225,6 +239,7 @@ class KvOverlap:
         return out
 
     def route(self, request: Request, replicas: Sequence[ServingEngine], now: float) -> int:
+        replica_count(replicas)
         costs = self.costs(request, replicas)
         if self.temperature == 0:
             return costs.index(min(costs))
@@ -241,6 +256,7 @@ class OraclePrefix:
     name = "oracle_prefix"
 
     def route(self, request: Request, replicas: Sequence[ServingEngine], now: float) -> int:
+        replica_count(replicas)
         keyed = [(e.cache.prefix_len(request.tokens), -load(e), -i) for i, e in enumerate(replicas)]
         return -max(keyed)[2]
 

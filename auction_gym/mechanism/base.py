@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
-from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
+from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, check_bids, round_bids
 from ..prefix_matcher import PrefixMatcher
 from ..radix_cache import RadixCache
 from ..request import Request
@@ -229,6 +229,17 @@ class AuctionMechanism(AdmissionPolicy):
         if len(prefix_lens) != len(tokens):
             raise ValueError(f"prefix_lens has {len(prefix_lens)} entries for {len(tokens)} requests")
         return prefix_lens
+
+    @staticmethod
+    def _checked_bids(requests: Sequence[Request], own: list[float], bids: Sequence[float] | None) -> list[float]:
+        """The bids `allocate` orders by: the requests' `own` (checked with them), or the given
+        `bids`, one per request, each finite and >= 0 (a market's round bids no request holds)."""
+        if bids is None:
+            return own
+        if len(bids) != len(requests):
+            raise ValueError(f"bids has {len(bids)} entries for {len(requests)} requests")
+        check_bids(requests, bids)
+        return [float(b) for b in bids]
 
     def payments(self, alloc: Allocation, bidders: Iterable[int] | None = None) -> dict[int, float]:
         """VCG payment (>= 0) of each of `bidders` (default: every bidder with a request in the round;

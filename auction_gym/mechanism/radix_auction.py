@@ -19,7 +19,7 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, round_bids
+from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, check_bids, round_bids
 from ..radix_cache import RadixCache
 from ..request import Request
 from .allocator import OrderedRound, TreeAllocator
@@ -38,7 +38,7 @@ from .smith import (
     tie_value,
     tree_stats,
 )
-from .validation import check_bids, validate_requests
+from .validation import validate_requests
 
 _MIXED = object()  # owner of a node whose subtree holds more than one bidder
 ROUNDING = 1e-9  # payments above -ROUNDING * (total cost) are rounding noise, clipped to 0
@@ -242,7 +242,7 @@ class RadixTreeAuction(AuctionMechanism):
         lens = self._prefix_lens(tokens, cached, prefix_lens)
         tree = build_queue_tree(tokens, lens, self._memo)
         ties = [tie_value(r.id, c, self.cache_ties) for r, c in zip(requests, [0] * len(requests) if lens is None else lens)]
-        return self._allocate_over(requests, own if bids is None else [float(b) for b in bids], tree, ties)
+        return self._allocate_over(requests, self._checked_bids(requests, own, bids), tree, ties)
 
     def _allocate_over(
         self, requests: list[Request], bids: list[float], tree: QueueTree, ties: list[int],

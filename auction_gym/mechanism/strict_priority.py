@@ -40,7 +40,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core import active, compiled_module
-from ..policy import AdmissionPolicy, Decision, WaitingRound
+from ..policy import AdmissionPolicy, Decision, WaitingRound, check_bids
 from ..request import Request
 from .base import AuctionMechanism, AuctionRound, Cached, overrides_any
 from .queue_tree import QueueTree, TokenMemo, build_queue_tree, completion_times
@@ -178,6 +178,7 @@ class StrictPriorityAuction(AuctionMechanism):
                 requests, list(kept), None if lens is None else list(lens), allocation)
         if fused is not None:
             bids, lens, *decided = fused
+            check_bids(requests, bids)  # the compiled calls refuse a NaN bid only
             allocation = self._compiled_allocation(requests, bids, lens, decided)
             self._last = requests, bids, lens, allocation
             return allocation.admission, self._round_of(requests, bids, lens, allocation)
@@ -185,6 +186,7 @@ class StrictPriorityAuction(AuctionMechanism):
         if read is None:
             return None
         bids, lens = read
+        check_bids(requests, bids)
         allocation = self._unchanged(requests, bids, lens)
         if allocation is None:
             decided = core.strict_allocation(requests, bids, lens, self.cache_ties)
@@ -221,7 +223,7 @@ class StrictPriorityAuction(AuctionMechanism):
         requests, core = list(requests), compiled_module() if self._compiled else None
         plain = None if core is None else core.plain_requests(requests)
         tokens, own = validate_requests(requests, self._memo.held) if plain is None else plain
-        bids = own if bids is None else [float(b) for b in bids]
+        bids = self._checked_bids(requests, own, bids)
         lens = self._prefix_lens(tokens, cached, prefix_lens)
         n = len(requests)
         cached_first = lens if self.cache_ties and lens is not None else [0] * n

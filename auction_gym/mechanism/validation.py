@@ -68,13 +68,6 @@ def validate_requests(
     return tokens, bids
 
 
-def check_bids(requests: Sequence[Request], bids: Sequence[float]) -> None:
-    """Raise ValueError naming the first request whose bid in the round is not finite and >= 0."""
-    for r, b in zip(requests, bids):
-        if not 0.0 <= b < math.inf:  # also rejects nan
-            raise ValueError(f"request {r.id}: bid must be finite and >= 0, got {b!r}")
-
-
 def _validate_one_by_one(requests: Sequence[Request]) -> tuple[list[np.ndarray], list[float]]:
     seen: set[int] = set()
     tokens: list[np.ndarray] = []

@@ -20,7 +20,7 @@ import math
 from itertools import repeat
 from operator import attrgetter
 
-from ..policy import AdmissionPolicy, WaitingRound, check_multipliers, round_bids
+from ..policy import AdmissionPolicy, WaitingRound, check_bidders, check_multipliers, round_bids
 from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
@@ -72,6 +72,8 @@ class CongestionPricing(AdmissionPolicy):
             check_multipliers(multipliers)
         if self._book is not None and (decided := self._compiled_round(round, price)) is not None:
             return decided
+        if multipliers is not None:  # what is held is read too: the compiled book declines it
+            check_bidders(queue, multipliers, "multipliers")
         held = self._held
         new = held.follow(queue, round.changes, multipliers is None, round.cache)
         (paying, bought), unpaid = held.paying(multipliers)  # those held in standard, in priority

@@ -13,7 +13,7 @@ import math
 from operator import mul
 from typing import Sequence
 
-from ..policy import AdmissionPolicy, WaitingRound, check_multipliers, round_bids
+from ..policy import AdmissionPolicy, WaitingRound, check_bidders, check_multipliers, check_remaining, round_bids
 from ..request import Request
 from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
@@ -33,11 +33,15 @@ _MARGIN = 1 - 2**-26
 """The share of a budget left within which a bidder's bills need no walk (`ServiceTiers._stepped_down`)."""
 
 
-def check_prices(prices: Sequence[float]) -> tuple[float, ...]:
-    """`prices` as floats; ValueError unless they are finite, > 0 and strictly increasing."""
-    values = tuple(float(p) for p in prices)
+def check_prices(prices: Sequence[float], name: str = "tier prices") -> tuple[float, ...]:
+    """`prices` as floats; ValueError naming `name` unless they are numbers, finite, > 0 and
+    strictly increasing."""
+    try:
+        values = tuple(float(p) for p in prices)
+    except (TypeError, ValueError):  # not a sequence, or an entry that is not a number
+        values = ()
     if not values or not all(0.0 < p < math.inf for p in values) or any(a >= b for a, b in zip(values, values[1:])):
-        raise ValueError(f"tier prices must be finite, > 0 and strictly increasing, got {list(prices)}")
+        raise ValueError(f"{name} must be numbers, finite, > 0 and strictly increasing, got {prices!r}")
     return values
 
 
@@ -78,7 +82,7 @@ class ServiceTiers(AdmissionPolicy):
     ) -> None:
         if not (isinstance(base_price, (int, float)) and 0.0 < base_price < math.inf):
             raise ValueError(f"base_price must be finite and > 0, got {base_price!r}")
-        self.prices = check_prices([base_price * r for r in check_prices(ratios)])
+        self.prices = check_prices([base_price * r for r in check_prices(ratios, "ratios")])
         if inside not in INSIDE:
             raise ValueError(f"inside must be one of {', '.join(INSIDE)}, got {inside!r}")
         if not (isinstance(seconds_per_request, (int, float)) and 0.0 < seconds_per_request < math.inf):
@@ -96,8 +100,13 @@ class ServiceTiers(AdmissionPolicy):
         queue, remaining, multipliers = round.queue, round.remaining, round.multipliers
         if multipliers is not None:  # checked before what is held moves
             check_multipliers(multipliers)
+        if remaining is not None:
+            check_remaining(remaining)
         if self._book is not None and (decided := self._compiled_round(round)) is not None:
             return decided
+        for per_bidder, name in ((multipliers, "multipliers"), (remaining, "budgets left (remaining)")):
+            if per_bidder is not None:  # what is held is read too: the compiled book declines it
+                check_bidders(queue, per_bidder, name)
         held = self._held
         new = held.follow(queue, round.changes, multipliers is None, round.cache)
         counts, unpaid = held.paying(multipliers)

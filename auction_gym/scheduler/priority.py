@@ -27,7 +27,7 @@ from operator import attrgetter
 from typing import Sequence
 
 from ..core import active, compiled_module
-from ..policy import AdmissionPolicy, PriorityRound, WaitingRound, round_bids
+from ..policy import AdmissionPolicy, PriorityRound, WaitingRound, check_bids, round_bids
 from ..request import Request
 
 LEVELS_PER_DECADE = 10
@@ -88,7 +88,12 @@ class SGLangPriority(AdmissionPolicy):
 
     def _levels(self, queue: Sequence[Request], multipliers: Sequence[float] | None) -> list[int]:
         """Each request's priority in the round (`priority_level` of its bid, at most `max_priority`)."""
-        levels = [priority_level(b) for b in round_bids(queue, multipliers)]
+        bids = round_bids(queue, multipliers)
+        try:
+            levels = [priority_level(b) for b in bids]
+        except (TypeError, ValueError, OverflowError):  # a bid that is not a finite number
+            check_bids(queue, bids)  # names the request
+            raise
         if self.max_priority is None:
             return levels
         top = self.max_priority

@@ -37,5 +37,19 @@ class QueueMatcher:
         if changes is not None and cache is self._cache \
                 and len(queue) == self._waiting + len(changes.joined) - len(changes.left):
             told = changes.joined, set(changes.left)
+        match = self.matcher.update(queue, cache, told)
+        if len(match) != len(queue):  # a match is kept by request id, which the engine keeps unique
+            self._cache = None  # the matcher followed this queue: the next one is compared with it
+            raise ValueError(f"request {_repeated_id(queue)}: duplicate request id in the queue")
         self._cache, self._waiting = cache, len(queue)
-        return self.matcher.update(queue, cache, told), told
+        return match, told
+
+
+def _repeated_id(queue: list[Request]) -> int:
+    """The first id that `queue` holds twice."""
+    seen: set[int] = set()
+    for r in queue:
+        if r.id in seen:
+            return r.id
+        seen.add(r.id)
+    raise AssertionError("no id is repeated")
