@@ -24,7 +24,8 @@ the escalation that free priority invites ends. At the highest load, one bidder 
 x2) under the radix auction and the best tiers measures the pacers' incentives.
 
 Outputs under --out: markets.csv (every evaluated episode), markets_tuning.csv (every tuning
-score), markets_prices.csv (the congestion design's price path on the first seed), markets.md
+score; none when nothing was tuned), markets_prices.csv (the congestion design's price path on the
+first seed; none without it), markets.md
 (the command, machine and date, the tables, the targets: `markets_report`) and its figures;
 `--rewrite` writes the page and figures again from those CSVs without running anything.
 """
