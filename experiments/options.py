@@ -15,7 +15,7 @@ import yaml
 
 from agents.evaluation import DEFAULT_EVAL_SEED
 from agents.sb3 import ENV_ID, saved_env_kwargs
-from auction_gym.envs.common import check_env_kwargs
+from auction_gym.envs.common import check_env_id, check_env_kwargs
 from auction_gym.envs.parallel_env import parallel_kwargs
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
 
@@ -99,7 +99,12 @@ def add_scenario_arguments(parser: argparse.ArgumentParser, default: str | None 
 
 
 def checked_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
-    """`env_kwargs` when the env `env_id` accepts them, else UsageError naming --env-kwargs."""
+    """`env_kwargs` when the env `env_id` accepts them, else UsageError naming --env-id (an id that
+    is not one of ours) or --env-kwargs."""
+    try:
+        check_env_id(env_id)
+    except ValueError as e:
+        raise UsageError(f"--env-id: {e}") from None
     try:
         check_env_kwargs(env_kwargs, env_id)
     except ValueError as e:

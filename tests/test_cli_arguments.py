@@ -1,6 +1,6 @@
 """The command line refuses a wrong option value before the command starts its work: a seed, a
-sweep's list of numbers, a path where the outputs go or an input is read, a torch device. Each
-is a one-line usage error naming the option, exit status 2."""
+sweep's list of numbers, a path where the outputs go or an input is read, a torch device, an env
+id. Each is a one-line usage error naming the option, exit status 2."""
 
 from __future__ import annotations
 
@@ -90,3 +90,11 @@ def test_a_device_torch_cannot_use_is_a_usage_error(command, device, capsys):
         main([command, "--device", device])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and f"--device {device}" in err.replace("'", "")
+
+
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_an_unknown_env_id_is_blamed_on_env_id(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--env-id", "NoSuchEnv-v0"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--env-id" in err and "--env-kwargs" not in err
