@@ -46,7 +46,8 @@ from .sb3 import (
 
 def _about(help: str, **reading: Any) -> dict[str, Any]:
     """A TrainConfig field's metadata: `help`, what it means (also its `radix-auction train`
-    option's help), and how the command line reads it (`positive`: an int >= 1; `choices`; `metavar`)."""
+    option's help), and how the command line reads it (`positive`: an int >= 1; `seed`: a random seed;
+    `choices`; `metavar`)."""
     return {"help": help, **reading}
 
 
@@ -62,7 +63,8 @@ class TrainConfig:
     timesteps: int | None = field(default=None, metadata=_about(
         "environment steps to train (over all envs; default: the YAML's n_timesteps); when resuming, this many "
         "more (the step count continues from the checkpoint's)", positive=True))
-    seed: int = field(default=0, metadata=_about("seed of the model and of the training envs (env i gets SEED + i)"))
+    seed: int = field(default=0, metadata=_about("seed of the model and of the training envs (env i gets SEED + i)",
+                                                 seed=True))
     n_envs: int | None = field(default=None, metadata=_about(
         "envs stepped together (see vec_env; default: the YAML's n_envs, else 1); a policy search plays its episodes "
         "one after another and does not use it", positive=True))
@@ -91,7 +93,7 @@ class TrainConfig:
         "of the run, and at least one rollout)", positive=True))
     eval_episodes: int = field(default=5, metadata=_about("episodes per evaluation during training", positive=True))
     eval_seed: int = field(default=DEFAULT_EVAL_SEED, metadata=_about(
-        "evaluation episode k uses seed EVAL_SEED + k"))
+        "evaluation episode k uses seed EVAL_SEED + k", seed=True))
     progress: bool = field(default=True, metadata=_about("show a progress bar"))
     torch_threads: int | None = field(default=1, metadata=_about(
         "PyTorch CPU threads of this process (torch.set_num_threads; None: torch's default of one per core). One "

@@ -33,12 +33,48 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
+SEED_LIMIT = 2**32
+"""Seeds run from 0 to SEED_LIMIT - 1: numpy's legacy seeding, which SB3 seeds through, takes no
+other; gymnasium refuses a negative seed only when an episode resets, after a training run."""
+
+
+def random_seed(text: str) -> int:
+    """A random seed: an integer from 0 to SEED_LIMIT - 1."""
+    value = non_negative_int(text)
+    if value >= SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be < 2**32, got {value}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0."""
     value = _float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0."""
+    value = _float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def positive_floats(text: str) -> list[float]:
+    """Comma-separated distinct finite numbers > 0, e.g. 0.7,1,1.4 (a sweep's loads)."""
+    return _distinct_items(text, positive_float)
+
+
+def non_negative_floats(text: str) -> list[float]:
+    """Comma-separated distinct finite numbers >= 0, e.g. 0,0.5,2."""
+    return _distinct_items(text, non_negative_float)
+
+
+def positive_ints(text: str) -> list[int]:
+    """Comma-separated distinct integers >= 1, e.g. 1,4,8."""
+    return _distinct_items(text, positive_int)
 
 
 def unit_share(text: str) -> float:
@@ -51,12 +87,67 @@ def unit_share(text: str) -> float:
 
 def trace_file(text: str) -> Path:
     """The path of an existing file (a Mooncake JSONL trace)."""
+    return _existing_file(text, "a Mooncake JSONL trace")
+
+
+def cost_model_file(text: str) -> Path:
+    """The path of an existing file (a cost model's JSON)."""
+    return _existing_file(text, "a cost model JSON, as radix-auction calibrate writes")
+
+
+def existing_folder(text: str) -> Path:
+    """The path of an existing folder (an earlier run's output folder)."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{'not a folder' if path.exists() else 'no such folder'}: {text}")
+    return path
+
+
+def output_folder(text: str) -> Path:
+    """A folder to write into: an existing one, or one that can be made (no file in its way). Checked
+    here because a command writes its outputs after its work, which may take hours."""
+    path = Path(text)
+    if blocker := _file_in_the_way(path):
+        raise argparse.ArgumentTypeError(f"{blocker} is a file, not a folder")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """A file to write (after the work, like `output_folder`): not a folder, in a folder that is one
+    or can be made."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    if blocker := _file_in_the_way(path.parent):
+        raise argparse.ArgumentTypeError(f"{blocker} is a file, not a folder")
+    return path
+
+
+def _file_in_the_way(folder: Path) -> Path | None:
+    """The file that `folder` or its nearest existing parent is, if that is a file rather than a folder."""
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    return existing if existing is not None and not existing.is_dir() else None
+
+
+def _existing_file(text: str, expected: str) -> Path:
     path = Path(text)
     if not path.exists():
         raise argparse.ArgumentTypeError(f"no such file: {text}")
     if not path.is_file():
-        raise argparse.ArgumentTypeError(f"not a file: {text} (expected a Mooncake JSONL trace)")
+        raise argparse.ArgumentTypeError(f"not a file: {text} (expected {expected})")
     return path
+
+
+def _distinct_items(text: str, item) -> list:
+    """`text` split at commas, each part read by the argument type `item`; no part empty or repeated
+    (a sweep would run a repeated point twice)."""
+    parts = text.split(",")
+    if not all(part.strip() for part in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated values, got {text!r}")
+    values = [item(part) for part in parts]
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"repeated values in {text!r}")
+    return values
 
 
 def _int_at_least(text: str, minimum: int) -> int:

@@ -8,17 +8,18 @@ import argparse
 import dataclasses
 import types
 import typing
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
 
 from agents.evaluation import DEFAULT_EVAL_SEED
 from agents.sb3 import ENV_ID, saved_env_kwargs
-from auction_gym.envs.common import check_env_kwargs
+from auction_gym.envs.common import check_env_id, check_env_kwargs
 from auction_gym.envs.parallel_env import parallel_kwargs
 from auction_gym.scenarios import DEFAULT_SCENARIO, SCENARIOS, scenario
 
-from .argtypes import json_dict, positive_int
+from .argtypes import json_dict, positive_int, random_seed
 from .errors import UsageError
 
 MULTI_AGENT_SCENARIO = parallel_kwargs(scenario(DEFAULT_SCENARIO))
@@ -43,8 +44,9 @@ def key_values(items: list[str] | None) -> dict[str, Any]:
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
     """An option per field of the dataclass `cls` not in `skip`, so a config's fields are declared
     once: --field-name, its default the field's and its help the field's `metadata["help"]`. An int
-    field with `metadata["positive"]` takes a positive_int, a bool is a flag (--name to set a False
-    default, --no-name to clear a True one), a dict takes KEY=VALUE pairs (`config_values`)."""
+    field with `metadata["positive"]` takes a positive_int, one with `metadata["seed"]` a random_seed,
+    a bool is a flag (--name to set a False default, --no-name to clear a True one), a dict takes
+    KEY=VALUE pairs (`config_values`)."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip:
@@ -59,7 +61,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple
             parser.add_argument(option, nargs="*", default=[], metavar="KEY=VALUE", help=meta["help"])
         else:
             shown = "" if default is None or "(default" in meta["help"] else f" (default {default})"
-            parser.add_argument(option, type=positive_int if meta.get("positive") else kind, default=default,
+            parser.add_argument(option, type=_option_type(meta, kind), default=default,
                                 choices=meta.get("choices"), metavar=meta.get("metavar"), help=meta["help"] + shown)
 
 
@@ -69,6 +71,11 @@ def config_values(args: argparse.Namespace, cls: type, skip: tuple[str, ...] = (
     hints = typing.get_type_hints(cls)
     return {f.name: key_values(getattr(args, f.name)) if _value_type(hints[f.name]) is dict else getattr(args, f.name)
             for f in dataclasses.fields(cls) if f.name not in skip}
+
+
+def _option_type(meta: Mapping[str, Any], kind: type) -> Callable[[str], Any]:
+    """The argument type of a field's option: `kind`, or the checked type its metadata asks for."""
+    return positive_int if meta.get("positive") else random_seed if meta.get("seed") else kind
 
 
 def _value_type(hint: Any) -> type:
@@ -92,7 +99,12 @@ def add_scenario_arguments(parser: argparse.ArgumentParser, default: str | None 
 
 
 def checked_env_kwargs(env_kwargs: dict[str, Any], env_id: str = ENV_ID) -> dict[str, Any]:
-    """`env_kwargs` when the env `env_id` accepts them, else UsageError naming --env-kwargs."""
+    """`env_kwargs` when the env `env_id` accepts them, else UsageError naming --env-id (an id that
+    is not one of ours) or --env-kwargs."""
+    try:
+        check_env_id(env_id)
+    except ValueError as e:
+        raise UsageError(f"--env-id: {e}") from None
     try:
         check_env_kwargs(env_kwargs, env_id)
     except ValueError as e:
@@ -126,7 +138,7 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser, when: str, default
                         help=f"evaluate every N environment steps, {when} (default: {default})")
     parser.add_argument("--eval-episodes", type=positive_int, default=5,
                         help="episodes per evaluation during training (default 5)")
-    parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
+    parser.add_argument("--eval-seed", type=random_seed, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
 
 

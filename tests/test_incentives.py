@@ -86,4 +86,4 @@ def test_out_must_be_a_folder(tmp_path, capsys):
     file.write_text("")
     with pytest.raises(SystemExit) as exc:
         main(["incentives", *TINY, "--out", str(file)])
-    assert exc.value.code == 2 and "--out must be a folder" in capsys.readouterr().err
+    assert exc.value.code == 2 and "argument --out:" in capsys.readouterr().err

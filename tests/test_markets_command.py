@@ -50,6 +50,14 @@ def test_markets_writes_its_outputs_and_every_design_joins_by_name(tmp_path, cap
     assert "Wall time" in again and "Page re-written by `radix-auction markets" in again and "--rewrite`" in again
 
 
+def test_markets_of_designs_that_tune_nothing_writes_its_page(tmp_path):
+    main(["markets", "--designs", "fcfs", "--workloads", "agentic", "--loads", "1", "--seeds", "1",
+          "--tuning-seeds", "1", "--levels", "unlimited", "--size", "20", "--jobs", "1", "--out", str(tmp_path)])
+    assert (tmp_path / "markets.csv").is_file() and (tmp_path / "markets.md").is_file()
+    assert not (tmp_path / "markets_tuning.csv").exists()  # nothing was tuned
+    main(["markets", "--rewrite", "--out", str(tmp_path)])
+
+
 def test_markets_refuses_an_unknown_design(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["markets", "--designs", "tiers,auction9", "--out", str(tmp_path)])

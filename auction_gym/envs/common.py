@@ -103,14 +103,19 @@ def check_keywords(given: Iterable[str], valid: list[str], what: str) -> None:
             raise UnknownArgumentError(f"{what} got an unknown argument {name!r}{hint}; valid: {', '.join(valid)}")
 
 
+def check_env_id(env_id: str) -> None:
+    """ValueError unless `env_id` is a registered env of this package, naming the valid ones."""
+    ours = sorted(name for name in gym.registry if name.startswith("RadixAuction"))
+    if env_id not in ours:
+        raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(ours)}")
+
+
 def check_env_kwargs(env_kwargs: dict[str, Any], env_id: str) -> None:
     """ValueError unless the registered env `env_id` (one of this package's) accepts `env_kwargs`:
     an unknown id or keyword is named with the valid ones, in one line; the values are checked by
     building the env once (a few milliseconds). What training, evaluation and the command line
     check a user's env arguments with, before any work starts."""
-    ours = sorted(name for name in gym.registry if name.startswith("RadixAuction"))
-    if env_id not in ours:
-        raise ValueError(f"unknown env id {env_id!r}; valid: {', '.join(ours)}")
+    check_env_id(env_id)
     check_keywords(env_kwargs, valid_keywords(resolve(gym.registry[env_id].entry_point)), env_id)
     gym.make(env_id, **env_kwargs).close()
 

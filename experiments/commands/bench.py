@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..argtypes import output_file
 from ..bench import COMMANDS, Bench, bench_names, get_bench
 from ..errors import UsageError
 from ..provenance import made_by
@@ -46,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "commands (cores) run on each core: minutes each (default none)")
     parser.add_argument("--full", action="store_true",
                         help="with --commands compare: compare at its defaults (about 15 minutes per core)")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=output_file, default=None,
                         help="the page to write, e.g. docs/benchmarks.md (default: print it)")
 
 

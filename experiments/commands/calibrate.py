@@ -6,19 +6,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..argtypes import positive_int, unit_share
+from ..argtypes import output_file, positive_int, random_seed, unit_share
 from ..cli import run_command
 from ..errors import UsageError
-from .calibration import STATISTICS, calibrate, checked_clock
+from .calibration import STATISTICS, calibrate, checked_clock, checked_device
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("costs.json"),
+    parser.add_argument("--out", type=output_file, default=Path("costs.json"),
                         help="cost model JSON to write (default costs.json)")
     parser.add_argument("--preset", default="tiny", help="model preset, one of gpu_backend.PRESETS (default tiny)")
     parser.add_argument("--device", default=None, help="torch device (default cuda if available, else cpu)")
     parser.add_argument("--dtype", default=None, help="float32, bfloat16, ... (default bf16 on CUDA, fp32 on CPU)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the model's weights and of the grid's jitter "
+    parser.add_argument("--seed", type=random_seed, default=0, help="seed of the model's weights and of the grid's jitter "
                         "and held-out split (default 0)")
     parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per grid point (default 5)")
     parser.add_argument("--statistic", choices=sorted(STATISTICS), default="min",
@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> dict:
         raise UsageError(f"unknown --preset {args.preset!r}; valid: {', '.join(PRESETS)}")
     if args.dtype is not None and not isinstance(getattr(torch, args.dtype, None), torch.dtype):
         raise UsageError(f"--dtype {args.dtype!r} is not a torch dtype; e.g. float32, bfloat16, float16")
+    checked_device(args.device)
     clock = checked_clock(args.clock, args.threads, args.device)
     torch.set_num_threads(args.threads)
     return calibrate(args.out, args.preset, args.device, args.dtype, seed=args.seed, repeats=args.repeats,

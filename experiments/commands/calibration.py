@@ -258,6 +258,22 @@ def _device_name(device: str) -> str:
     return "cpu"
 
 
+def checked_device(device: str | None) -> None:
+    """UsageError unless `device` (--device; None: the default) is a torch device this machine has:
+    torch itself says so only when the first model is built, with a traceback."""
+    import torch
+
+    if device is None:
+        return
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise UsageError(f"--device {device!r} is not a torch device; e.g. cpu, cuda, cuda:1") from None
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if chosen.type == "cuda" and (chosen.index or 0) >= found:
+        raise UsageError(f"--device {device}: this machine has {found} CUDA device(s) that torch can use")
+
+
 def checked_clock(clock: str | None, threads: int, device: str | None) -> str:
     """The `--clock` option's clock (None: the default), or UsageError if it is unknown or, being
     the CPU-time clock on a CPU, is asked to time more than one torch thread."""

@@ -35,7 +35,14 @@ from auction_gym.cluster import ROUTERS, load_imbalance
 from auction_gym.market import MECHANISMS, Market, MarketConfig
 from auction_gym.workload import get_workload
 
-from ..argtypes import positive_int
+from ..argtypes import (
+    non_negative_floats,
+    output_folder,
+    positive_floats,
+    positive_int,
+    positive_ints,
+    trace_file,
+)
 from ..provenance import figure_links, made_by
 from ..sweeps import replica_scale, replica_scaled
 from .reproduce_trace import SLICE, full_trace
@@ -294,24 +301,32 @@ def kv_weight_figure(points: list[Point], out: Path, replicas: int = 8) -> Path 
     return path
 
 
+GRID_TYPES = {"replicas": positive_ints, "loads": positive_floats}
+"""The argument types of the grid's numeric options; the others take names, which `_grid` checks."""
+
+
+def _names(text: str) -> list[str]:
+    return text.split(",")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a small grid: 6 routers x lpm/radix_vcg/strict_vcg x 1, 8 replicas x mooncake, "
                              "shared prefix at load 1 (minutes)")
     parser.add_argument("--size", type=positive_int, default=None,
                         help="requests per replica (default 1000, quick 128; mooncake: trace lines)")
-    parser.add_argument("--trace", type=Path, default=TRACE,
+    parser.add_argument("--trace", type=trace_file, default=TRACE,
                         help="Mooncake trace JSONL (default: $RADIX_AUCTION_MOONCAKE_TRACE, else "
                              "the test slice)")
-    parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results)")
-    parser.add_argument("--kv-weights", type=lambda s: [float(v) for v in s.split(",")], default=[],
+    parser.add_argument("--out", type=output_folder, default=Path("results"), help="output folder (default results)")
+    parser.add_argument("--kv-weights", type=non_negative_floats, default=[],
                         help="extra rows: kv_overlap at these overlap weights, e.g. 0,0.5,2,4 (default: none)")
     parser.add_argument("--merge", type=Path, nargs="+", default=None, metavar="CSV",
                         help="write the outputs from these cluster.csv files instead of running a grid (a point in "
                              "several: the first file's row)")
     full = full_grid()
     for key in full:
-        parser.add_argument(f"--{key}", type=lambda s: s.split(","), default=None,
+        parser.add_argument(f"--{key}", type=GRID_TYPES.get(key, _names), default=None,
                             help=f"comma-separated, overrides the grid (full: {','.join(map(str, full[key]))})")
 
 
@@ -339,9 +354,9 @@ def run(args: argparse.Namespace) -> None:
 def _grid(args: argparse.Namespace) -> dict:
     """The grid: --quick's or the full one, with what the flags override, checked."""
     grid = dict(QUICK if args.quick else full_grid())
-    for key, cast in (("routers", str), ("policies", str), ("replicas", int), ("workloads", str), ("loads", float)):
+    for key in grid:
         if getattr(args, key) is not None:
-            grid[key] = [cast(v) for v in getattr(args, key)]
+            grid[key] = getattr(args, key)
     valid = {"routers": ROUTERS, "policies": MECHANISMS, "workloads": cluster_workloads()}
     for key, names in valid.items():
         if unknown := set(grid[key]) - set(names):

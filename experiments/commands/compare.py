@@ -53,7 +53,7 @@ from agents.sb3 import MODEL_SUFFIXES, load_hyperparams, load_policy
 from agents.training import TrainConfig, TrainResult, action_changes, set_torch_threads, train
 from auction_gym.pacing import Policy, builtin_policy_names, plain_policy_names
 
-from ..argtypes import positive_int
+from ..argtypes import positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
@@ -109,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--curve-episodes", type=positive_int, default=None,
                         help="the first evaluation episodes that the learning curves and the baselines' lines "
                         "are means over (the tables use every episode)")
-    parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
+    parser.add_argument("--eval-seed", type=random_seed, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--baselines", default=",".join(BASELINES),
                         help=f"comma-separated built-in policies: {', '.join(builtin_policy_names())}, and "

@@ -27,7 +27,7 @@ from auction_gym.engine import rejections
 from auction_gym.registry import mechanism_names
 from auction_gym.workload import SAMPLE_TRACE, get_workload, workload_names
 
-from ..argtypes import json_dict, non_negative_int, positive_float, positive_int, trace_file
+from ..argtypes import json_dict, positive_float, positive_int, random_seed, trace_file
 from ..errors import UsageError
 
 WORKLOAD_OPTIONS = ("rate", "duration", "time_scale", "limit", "num_groups", "prompts_per_group")
@@ -128,7 +128,7 @@ def run_demo(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=non_negative_int, default=0,
+    parser.add_argument("--seed", type=random_seed, default=0,
                         help="seed of the workload's draws (default 0)")
     parser.add_argument("--workload", choices=workload_names(), default=None,
                         help="a registered workload (default agentic; with --trace, the one that replays it)")

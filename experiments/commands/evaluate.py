@@ -25,7 +25,7 @@ from agents.stats import summary_lines
 from agents.training import set_torch_threads
 from auction_gym.pacing import Policy, builtin_policy_names
 
-from ..argtypes import json_dict, positive_int
+from ..argtypes import json_dict, positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..options import run_env_kwargs
@@ -34,7 +34,7 @@ from ..options import run_env_kwargs
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", required=True, help=f"{', '.join(builtin_policy_names())}, or PATH.zip / PATH.npz of a trained model (SB3's, a policy search's)")
     parser.add_argument("--episodes", type=positive_int, default=10, help="evaluation episodes (default 10)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_EVAL_SEED,
+    parser.add_argument("--seed", type=random_seed, default=DEFAULT_EVAL_SEED,
                         help=f"episode k uses seed SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--logdir", default="runs/eval",
                         help="TensorBoard root; the run goes to a new LOGDIR/<policy> (default runs/eval)")

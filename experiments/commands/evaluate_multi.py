@@ -44,7 +44,7 @@ from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
 from auction_gym.pacing import Policy, builtin_policy_names, plain_policy_names
 
-from ..argtypes import json_dict, positive_int
+from ..argtypes import json_dict, positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..options import MULTI_AGENT_SCENARIO, rllib_modules
@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated built-in policies, each played by every bidder: "
                         f"{', '.join(builtin_policy_names())} (default {','.join(BASELINES)})")
     parser.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes (default 20)")
-    parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
+    parser.add_argument("--eval-seed", type=random_seed, default=DEFAULT_EVAL_SEED,
                         help=f"episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--env-kwargs", type=json_dict, default=None,
                         help="PettingZoo env arguments as JSON (default: the first checkpoint's run config.json; "

@@ -76,10 +76,10 @@ from auction_gym.request import Request
 from auction_gym.scheduler import scheduler_names
 from auction_gym.workload import SharedPrefixConfig, shared_prefix_workload
 
-from ..argtypes import non_negative_int, positive_float, positive_int
+from ..argtypes import cost_model_file, non_negative_int, output_folder, positive_float, positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
-from .calibration import STATISTICS, calibrate, checked_clock, fit_cost_model, predicted
+from .calibration import STATISTICS, calibrate, checked_clock, checked_device, fit_cost_model, predicted
 from .replays import Replay, replay, replay_together, saturation_replay, torch_engine
 
 
@@ -300,13 +300,13 @@ def fidelity(requests: list[Request], scheduler: str, config: EngineConfig, *, r
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("fidelity"), help="output folder (default fidelity/)")
-    parser.add_argument("--cost-model", type=Path, default=None,
+    parser.add_argument("--out", type=output_folder, default=Path("fidelity"), help="output folder (default fidelity/)")
+    parser.add_argument("--cost-model", type=cost_model_file, default=None,
                         help="calibrated cost model JSON to use (default: calibrate now into OUT/costs.json)")
     parser.add_argument("--scheduler", default="lpm", help="scheduler of both engines (default lpm)")
     parser.add_argument("--preset", default="tiny", help="model preset (default tiny)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the workload and of the weights (default 0)")
+    parser.add_argument("--seed", type=random_seed, default=0, help="seed of the workload and of the weights (default 0)")
     parser.add_argument("--repeats", type=positive_int, default=2, help="torch replays (default 2; >= 2 gives the "
                         "noise floor)")
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
@@ -374,6 +374,7 @@ def run(args: argparse.Namespace) -> dict:
 
     if args.scheduler not in scheduler_names():
         raise UsageError(f"unknown --scheduler {args.scheduler!r}; valid: {', '.join(scheduler_names())}")
+    checked_device(args.device)
     clock = checked_clock(args.clock, args.threads, args.device)
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agents.evaluation import DEFAULT_EVAL_SEED
 
-from ..argtypes import positive_int
+from ..argtypes import positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import add_address_argument, executor_of
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"quick {QUICK['tuning_episodes']})")
     parser.add_argument("--episodes", type=positive_int, default=None,
                         help=f"evaluation episodes (default {EVAL_EPISODES}, quick {QUICK['episodes']})")
-    parser.add_argument("--eval-seed", type=int, default=DEFAULT_EVAL_SEED,
+    parser.add_argument("--eval-seed", type=random_seed, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     add_address_argument(parser)

@@ -53,7 +53,7 @@ from auction_gym.market import Market, MarketConfig
 from auction_gym.market.config import AUCTIONS
 from auction_gym.pacing import OGDPacer
 
-from ..argtypes import non_negative_int, positive_int
+from ..argtypes import output_folder, positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
@@ -300,7 +300,7 @@ def multiplier_grid(text: str) -> list[float]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=positive_int, default=50,
                         help=f"paired episodes per grid point, >= 2 (default 50: {DEFAULT_WALL_TIME})")
-    parser.add_argument("--seed", type=non_negative_int, default=0,
+    parser.add_argument("--seed", type=random_seed, default=0,
                         help="workload seed of the first episode; episode k uses seed + k (default 0)")
     parser.add_argument("--grid", type=multiplier_grid, default=list(DEFAULT_GRID),
                         help="bidder 0's multipliers, comma-separated; 1 is always added "
@@ -311,7 +311,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"registered auctions, comma-separated (default {','.join(AUCTIONS)})")
     parser.add_argument("--cost-models", type=_names(COST_MODELS, "--cost-models"), default=list(COST_MODELS),
                         help=f"the auctions' cost models, comma-separated (default {','.join(COST_MODELS)})")
-    parser.add_argument("--out", type=Path, default=Path("results"),
+    parser.add_argument("--out", type=output_folder, default=Path("results"),
                         help="folder for incentives.csv, incentives.md and incentives.png (default results)")
     parser.add_argument("--jobs", type=positive_int, default=min(2, len(os.sched_getaffinity(0))),
                         help="processes to run the episodes in (default 2, or 1 on a single core)")
@@ -322,8 +322,6 @@ def check(args: argparse.Namespace) -> None:
     """Reject what argparse's types cannot see, before any work."""
     if args.episodes < 2:
         raise UsageError(f"--episodes must be >= 2 for a confidence interval, got {args.episodes}")
-    if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"--out must be a folder, got {str(args.out)!r} (a file)")
     # MarketConfig's own checks (and its warning of a queue that outgrows a long horizon).
     warning = scenario(next(iter(AUCTIONS)), COST_MODELS[0], "on", args.horizon).queue_warning()
     if warning:

@@ -39,7 +39,7 @@ from auction_gym.pacing import Policy, is_builtin_policy, make_policy
 from auction_gym.registry import resolve
 from auction_gym.scenarios import scenario
 
-from ..argtypes import json_dict, positive_int
+from ..argtypes import existing_folder, json_dict, output_file, positive_int
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import add_address_argument, executor_of
@@ -49,7 +49,7 @@ from .headroom_report import EVAL_EPISODES, TUNING_EPISODES, headroom
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--board", type=Path, default=lb.BOARD,
+    parser.add_argument("--board", type=output_file, default=lb.BOARD,
                         help="the leaderboard's JSON (default docs/leaderboard/leaderboard.json)")
     parser.add_argument("--submit", metavar="POLICY",
                         help="score POLICY: a built-in policy, PATH.zip / PATH.npz, or module:Class with predict()")
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="when the board was made on other code, replay its baselines on this code first")
     parser.add_argument("--build", action="store_true",
                         help="replay the baselines and write the board and its page (docs/leaderboard/)")
-    parser.add_argument("--learned", action="append", type=Path, default=[], metavar="DIR",
+    parser.add_argument("--learned", action="append", type=existing_folder, default=[], metavar="DIR",
                         help="add the learned rows of a compare run on the default scenario (its --out); repeatable")
     parser.add_argument("--jobs", type=positive_int, default=2, help="processes for replaying baselines (default 2)")
     add_address_argument(parser)

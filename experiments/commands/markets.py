@@ -24,7 +24,8 @@ the escalation that free priority invites ends. At the highest load, one bidder 
 x2) under the radix auction and the best tiers measures the pacers' incentives.
 
 Outputs under --out: markets.csv (every evaluated episode), markets_tuning.csv (every tuning
-score), markets_prices.csv (the congestion design's price path on the first seed), markets.md
+score; none when nothing was tuned), markets_prices.csv (the congestion design's price path on the
+first seed; none without it), markets.md
 (the command, machine and date, the tables, the targets: `markets_report`) and its figures;
 `--rewrite` writes the page and figures again from those CSVs without running anything.
 """
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from auction_gym.market import MECHANISMS
 
-from ..argtypes import positive_int
+from ..argtypes import output_folder, positive_floats, positive_int
 from ..executor import Executor
 from ..provenance import made_by
 from ..sweeps import replica_scaled
@@ -163,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated registered mechanisms (default: all: {','.join(MECHANISMS)})")
     parser.add_argument("--workloads", type=names, default=None,
                         help=f"comma-separated, of {','.join(replica_scaled())} (default: all; quick: agentic,shared_prefix)")
-    parser.add_argument("--loads", type=lambda s: [float(v) for v in s.split(",")], default=None,
+    parser.add_argument("--loads", type=positive_floats, default=None,
                         help="comma-separated loads (default 0.7,1,1.4; quick 1.4)")
     parser.add_argument("--levels", type=names, default=None,
                         help=f"comma-separated budget levels, of {','.join(LEVELS)} (default: all)")
@@ -173,7 +174,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=positive_int, default=None,
                         help="requests and rounds per point (default 1000, at most the Mooncake slice's 1000 lines)")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--out", type=Path, default=Path("results/markets"),
+    parser.add_argument("--out", type=output_folder, default=Path("results/markets"),
                         help="output folder (default results/markets; the documentation's tables are docs/markets)")
     parser.add_argument("--rewrite", action="store_true",
                         help="run nothing: write --out's markets.md and figures again from the CSVs a run left there")

@@ -228,9 +228,11 @@ def write_outputs(rows: list[dict], tuning: list[dict], paths: list[dict], out: 
     """Write the CSVs, the provenance, the figures and markets.md; return the comparison's and the
     targets' lines."""
     write_csv(rows, out / "markets.csv")
-    write_csv(tuning, out / "markets_tuning.csv")
-    if paths:
-        write_csv(paths, out / "markets_prices.csv")
+    # A grid of designs that tune nothing (free designs, unlimited budgets) has no tuning rows or
+    # price paths; the page reads a missing CSV as no rows.
+    for name, written in (("markets_tuning.csv", tuning), ("markets_prices.csv", paths)):
+        if written:
+            write_csv(written, out / name)
     (out / PROVENANCE).write_text(provenance)
     return write_page(rows, tuning, out, provenance)
 

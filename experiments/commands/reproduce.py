@@ -77,7 +77,7 @@ from auction_gym.request import Request
 from auction_gym.scheduler import KLPM, DFSWeight, make_scheduler
 from auction_gym.workload import get_workload
 
-from ..argtypes import positive_int, trace_file
+from ..argtypes import output_folder, positive_int, trace_file
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
@@ -391,7 +391,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{', '.join(map(str, DEFAULT_TRACES))} that exists)")
     parser.add_argument("--seeds", type=positive_int, default=None,
                         help="seeds per point (default 1 quick, 3 full)")
-    parser.add_argument("--out", type=Path, default=Path("results"),
+    parser.add_argument("--out", type=output_folder, default=Path("results"),
                         help="folder for reproduce.csv, reproduce.md and the figures (default results)")
     parser.add_argument("--jobs", type=positive_int, default=len(os.sched_getaffinity(0)),
                         help="processes to run (workload, KV size, seed) tasks in (default: every core)")

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..argtypes import json_dict, non_negative_int, positive_int
+from ..argtypes import json_dict, non_negative_int, positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..options import MULTI_AGENT_SCENARIO, add_evaluation_arguments, key_values, rllib_modules
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(one policy each) (default shared)")
     parser.add_argument("--timesteps", type=positive_int, default=20_000,
                         help="environment steps (auction rounds) to sample; whole iterations (default 20000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the policies and of the env runners (default 0)")
+    parser.add_argument("--seed", type=random_seed, default=0, help="seed of the policies and of the env runners (default 0)")
     parser.add_argument("--env-kwargs", type=json_dict, default=MULTI_AGENT_SCENARIO,
                         help=f"PettingZoo env arguments as JSON (default: compare's bursty scenario "
                         f"{json.dumps(MULTI_AGENT_SCENARIO)})")

@@ -37,7 +37,7 @@ from agents.tuning import (
     study_rows,
 )
 
-from ..argtypes import positive_int
+from ..argtypes import positive_int, random_seed
 from ..cli import run_command
 from ..executor import Executor
 from ..options import add_scenario_arguments, scenario_kwargs
@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--startup-trials", type=positive_int, default=5,
                         help="trials sampled at random before TPE, and completed before pruning starts (default 5)")
     parser.add_argument("--no-pruning", dest="prune", action="store_false", help="never prune a trial")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=random_seed, default=0,
                         help="seed of the sampler (process i: SEED + i) and of every trial's training (default 0)")
     parser.add_argument("--jobs", type=positive_int, default=1,
                         help="processes running trials at once, sharing the study (default 1)")

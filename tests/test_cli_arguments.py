@@ -1,0 +1,100 @@
+"""The command line refuses a wrong option value before the command starts its work: a seed, a
+sweep's list of numbers, a path where the outputs go or an input is read, a torch device, an env
+id. Each is a one-line usage error naming the option, exit status 2."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from experiments.cli import COMMANDS, main
+
+
+def _refused(argv: list[str], monkeypatch, capsys) -> str:
+    """The error line `argv` exits with (status 2), the command's run replaced by a failure, so a
+    value accepted at parse time fails the test instead of starting minutes of work."""
+    def never(args):
+        raise AssertionError(f"{argv[0]} ran with a wrong value")
+
+    monkeypatch.setattr(importlib.import_module(COMMANDS[argv[0]][0]), "run", never)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--seed", "-1"],
+    ["train", "--eval-seed", "-5"],
+    ["train", "--seed", "4294967296"],
+    ["train-multi", "--seed", "-1"],
+    ["train-multi", "--eval-seed", "-1"],
+    ["evaluate", "--seed", "-1"],
+    ["tune", "--seed", "-1"],
+    ["compare", "--eval-seed", "-1"],
+    ["headroom", "--eval-seed", "-3"],
+    ["evaluate-multi", "--eval-seed", "-1"],
+    ["calibrate", "--seed", "-1"],
+    ["fidelity", "--seed", "-1"],
+])
+def test_a_seed_is_an_integer_numpy_can_seed_with(argv, monkeypatch, capsys):
+    assert f"argument {argv[1]}:" in _refused(argv, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("argv", [
+    ["markets", "--loads", "nan"],
+    ["markets", "--loads", "inf"],
+    ["markets", "--loads", "0"],
+    ["markets", "--loads", "-1"],
+    ["markets", "--loads", ""],
+    ["markets", "--loads", "1,,2"],
+    ["markets", "--loads", "1,1"],
+    ["cluster", "--loads", "-1"],
+    ["cluster", "--replicas", "0"],
+    ["cluster", "--replicas", "x"],
+    ["cluster", "--replicas", "1.5"],
+    ["cluster", "--kv-weights", "nan"],
+    ["cluster", "--kv-weights", "inf"],
+    ["cluster", "--kv-weights", "-1"],
+])
+def test_a_sweeps_numbers_are_checked_one_by_one(argv, monkeypatch, capsys):
+    assert f"argument {argv[1]}:" in _refused(argv, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("argv", [
+    ["markets", "--out", "{file}"],
+    ["cluster", "--out", "{file}/sub"],
+    ["reproduce", "--out", "{file}"],
+    ["fidelity", "--out", "{file}"],
+    ["calibrate", "--out", "{folder}"],
+    ["bench", "--out", "{folder}"],
+    ["leaderboard", "--board", "{folder}"],
+    ["leaderboard", "--build", "--learned", "{file}"],
+    ["leaderboard", "--build", "--learned", "{folder}/missing"],
+    ["fidelity", "--cost-model", "{folder}"],
+    ["cluster", "--trace", "{folder}"],
+])
+def test_a_path_of_the_wrong_kind_is_refused_before_the_work(argv, tmp_path, monkeypatch, capsys):
+    file = tmp_path / "a_file"
+    file.write_text("")
+    argv = [a.format(file=file, folder=tmp_path) for a in argv]
+    assert f"argument {argv[-2]}:" in _refused(argv, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("command", ["calibrate", "fidelity"])
+@pytest.mark.parametrize("device", ["nope", "cuda:99"])
+def test_a_device_torch_cannot_use_is_a_usage_error(command, device, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--device", device])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and f"--device {device}" in err.replace("'", "")
+
+
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_an_unknown_env_id_is_blamed_on_env_id(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--env-id", "NoSuchEnv-v0"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--env-id" in err and "--env-kwargs" not in err
