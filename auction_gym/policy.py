@@ -51,6 +51,26 @@ def check_multipliers(multipliers: Sequence[float]) -> None:
             raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
 
 
+def check_remaining(
+    remaining: Sequence[float], multipliers: Sequence[float] | None, queue: Sequence[Request]
+) -> None:
+    """ValueError unless the budgets left are one per bidder, each >= 0 (inf: none binds that
+    bidder; NaN fails): as many as `multipliers`, or in a replay (`multipliers` None) one for the
+    bidder of every request of `queue`. What a policy that reads budgets checks before it reads
+    any, so that a short list is not read past its end, nor a NaN taken for a budget."""
+    try:
+        n = len(remaining)
+        if not all(x >= 0.0 for x in remaining):
+            raise ValueError(f"remaining must be budgets left >= 0, one per bidder, got {list(remaining)}")
+    except TypeError:
+        raise TypeError(f"remaining must be a sequence of budgets left, one per bidder, got {remaining!r}") from None
+    if multipliers is not None and n != len(multipliers):
+        raise ValueError(f"remaining has {n} budgets left for {len(multipliers)} multipliers: one per bidder")
+    if multipliers is None and (late := next((r for r in queue if r.bidder >= n), None)) is not None:
+        raise ValueError(f"request {late.id} is bidder {late.bidder}'s, but the round has {n} budgets left "
+                         "(remaining), one per bidder")
+
+
 @dataclass(frozen=True, slots=True)
 class QueueDelta:
     """How the waiting queue of one refresh differs from an earlier one's, and the cached prefix

@@ -13,7 +13,7 @@ import math
 from operator import mul
 from typing import Sequence
 
-from ..policy import AdmissionPolicy, WaitingRound, check_multipliers, round_bids
+from ..policy import AdmissionPolicy, WaitingRound, check_multipliers, check_remaining, round_bids
 from ..request import Request
 from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
@@ -96,6 +96,8 @@ class ServiceTiers(AdmissionPolicy):
         queue, remaining, multipliers = round.queue, round.remaining, round.multipliers
         if multipliers is not None:  # checked before what is held moves
             check_multipliers(multipliers)
+        if remaining is not None:
+            check_remaining(remaining, multipliers, queue)
         if self._book is not None and (decided := self._compiled_round(round)) is not None:
             return decided
         held = self._held
