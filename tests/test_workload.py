@@ -269,6 +269,25 @@ def test_agentic_config_validation(bad):
         agentic_workload(AgenticConfig(**bad))
 
 
+@pytest.mark.both_cores
+@pytest.mark.parametrize("bad", [
+    # Drew every episode start at time 0 and never yielded (a hang).
+    dict(rate=float("inf")), dict(burst_period=10.0, burst_factor=float("inf")),
+    dict(bidder_heterogeneity=float("inf")),
+    # Taken as given: no bursts, no requests, a NaN mix, a vocabulary of 0..2.
+    dict(burst_period=float("nan")), dict(burst_period=10.0, burst_duration=float("nan")),
+    dict(num_requests=float("nan")), dict(wave_amplitude=0.5, wave_offset=float("nan")),
+    dict(bidder_heterogeneity=float("nan")), dict(vocab_size=2.5), dict(fanout_width=(2.5, 3)),
+    # Failed deep in numpy without the argument's name.
+    dict(num_bidders=2.0), dict(num_requests=5.0), dict(system_prompt_len=2.5), dict(max_session_turns=2.5),
+    dict(rollouts=2.5), dict(session_turns=float("inf")), dict(fanout_width=(2,)),
+])
+def test_agentic_config_refuses_what_it_cannot_draw_at_the_call(bad):
+    """Every number is checked when the stream is made, naming the field: nothing is drawn yet."""
+    with pytest.raises(ValueError, match=list(bad)[-1]):  # the field named last is the bad one
+        iter_agentic(AgenticConfig(**bad))
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
