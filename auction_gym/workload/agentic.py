@@ -137,13 +137,20 @@ def _is_int(v: object) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, np.integer))
 
 
+def check_int(name: str, value: object, least: int, most: int | None = None) -> int:
+    """`value` as a Python int; ValueError naming `name` unless it is an int (`_is_int`) >= `least`
+    (and <= `most`, if given)."""
+    if not _is_int(value) or value < least or (most is not None and value > most):
+        within = f">= {least}" if most is None else f"in [{least}, {most}]"
+        raise ValueError(f"{name} must be an int {within}, got {value!r}")
+    return int(value)
+
+
 def check_ints(cfg: object, least: Mapping[str, int]) -> None:
     """Raise ValueError naming the first field of `cfg` (any workload configuration) in `least`
     that is not an int (`_is_int`) >= its least."""
     for name, low in least.items():
-        v = getattr(cfg, name)
-        if not _is_int(v) or v < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+        check_int(name, getattr(cfg, name), low)
 
 
 def check_finite(cfg: object, least: Mapping[str, float]) -> None:
