@@ -59,17 +59,22 @@ def check_multipliers(multipliers: Sequence[float]) -> None:
     raise ValueError(f"multipliers must be finite and >= 0, got {list(multipliers)}")
 
 
-def check_remaining(remaining: Sequence[float]) -> None:
+def check_remaining(remaining: Sequence[float], multipliers: Sequence[float] | None) -> None:
     """ValueError unless `remaining`, a round's budget left per bidder, is a sequence of numbers
-    >= 0 (inf: no budget binds; NaN fails): what a policy that reads budgets checks before what it
-    holds moves."""
+    >= 0 (inf: no budget binds that bidder; NaN fails), as many as `multipliers` where there are
+    some: what a policy that reads budgets checks before what it holds moves, so that a short list
+    is not read past its end, nor a NaN taken for a budget. (In a replay, without multipliers, a
+    queue's bidder beyond the list is named by `check_bidders`.)"""
     try:
+        n = len(remaining)
         valid = all(left >= 0.0 for left in remaining)  # one entry per bidder: a short loop
     except (TypeError, ValueError):
         valid = False
     if not valid:
         raise ValueError(f"remaining must be a sequence of numbers >= 0 (budget left, inf where none binds), "
                          f"one per bidder, got {remaining!r}")
+    if multipliers is not None and n != len(multipliers):
+        raise ValueError(f"remaining has {n} budgets left for {len(multipliers)} multipliers: one per bidder")
 
 
 def check_bidders(requests: Sequence[Request], per_bidder: Sequence[float], name: str) -> None:

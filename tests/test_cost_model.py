@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from auction_gym.engine import CostModel, EngineConfig, SimEngine
-from experiments.commands.calibration import KNEES, Sample, ape, fit, fit_cost_model
+from experiments.commands.calibration import KNEES, Sample, ape, calibrate, fit, fit_cost_model
 from experiments.commands.fidelity import fit_replay, timing_error
 from experiments.commands.replays import Replay
 
@@ -114,3 +115,30 @@ def test_fit_replay_recovers_the_knee_of_a_replay():
     assert cost.decode_knee == KNEED.decode_knee
     err = timing_error(real, cost)
     assert err["iteration_p90_ape_pct"] < 1e-6 and abs(err["total_bias_pct"]) < 1e-6
+
+
+@pytest.mark.parametrize("drop", ["prefill", "decode", "both"])
+def test_fit_refuses_samples_without_both_kinds(drop):
+    """Without prefill samples the fit kept the default model's prefill coefficients, as if fitted
+    (and without decode samples, or any, it failed with an IndexError)."""
+    samples = [s for s in _samples(CostModel(), np.random.default_rng(0), 10) if drop != "both" and s.kind != drop]
+    with pytest.raises(ValueError, match="samples to fit"):
+        fit(samples)
+
+
+@pytest.mark.parametrize("bad", [Sample("decode", (1.0, 3.0, 1500.0), 0.0), Sample("decode", (1.0, 3.0, 1500.0), -1e-3),
+                                 Sample("decode", (1.0, 3.0, 1500.0), math.nan), Sample("decode", (1.0, 3.0), 1e-2),
+                                 Sample("decodes", (1.0, 3.0, 1500.0), 1e-2)])
+def test_fit_refuses_a_sample_it_cannot_fit(bad):
+    """A time of 0 or NaN broke the relative fit (LinAlgError), a negative one was fitted, a
+    misspelled kind left out unseen."""
+    with pytest.raises(ValueError, match="a sample must be"):
+        fit(_samples(CostModel(), np.random.default_rng(0), 10) + [bad])
+
+
+@pytest.mark.parametrize("bad", [dict(repeats=0), dict(holdout=1.0), dict(holdout=math.nan), dict(statistic="mean")])
+def test_calibrate_refuses_bad_settings_before_profiling(tmp_path, bad):
+    """They failed after the model was built and the grid profiled (a KeyError for the statistic)."""
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        calibrate(tmp_path / "costs.json", device="no-such-device", **bad)
+    assert not (tmp_path / "costs.json").exists()

@@ -179,3 +179,52 @@ def test_a_later_smaller_request_is_admitted_when_the_first_does_not_fit():
     assert math.isnan(engine.records[0].finish)  # A still runs
     engine.run()
     assert all(rec.finished for rec in engine.records.values())
+
+
+def three_bidders() -> list[Request]:
+    return [Request(i, i % 3, np.arange(10 + i), 1.0, output_len=3) for i in range(6)]
+
+
+@pytest.mark.parametrize("remaining", [[1.0], [1.0] * 4, [math.nan] * 3, [-1.0] * 3, "abc"])
+def test_budgets_left_must_be_one_per_bidder(remaining):
+    """A step's `remaining` holds one budget left >= 0 per bidder, as many as the multipliers: a
+    short list was read past its end (IndexError) and a NaN or a longer list was taken as given.
+    Refused before the policy's state moves, so the step then decides as on a fresh engine."""
+    def engine() -> SimEngine:
+        eng = SimEngine("tiers", EngineConfig())
+        eng.submit(three_bidders())
+        return eng
+
+    refused = engine()
+    with pytest.raises((ValueError, TypeError), match="remaining"):
+        refused.step([1.0] * 3, remaining)
+    budgets = [1e-6, math.inf, 0.0]
+    assert refused.step([1.0] * 3, budgets).admitted == engine().step([1.0] * 3, budgets).admitted
+
+
+def test_budgets_left_in_a_replay_cover_every_bidder():
+    eng = SimEngine("tiers", EngineConfig())
+    eng.submit(three_bidders())
+    with pytest.raises(ValueError, match="request 1 is bidder 1's.*1 budgets left"):
+        eng.step(None, [1.0])
+
+
+@pytest.mark.parametrize("bad", ["duplicate", "not a request"])
+def test_a_refused_batch_submits_nothing(bad):
+    """A batch with a repeated id or a non-request is refused whole: none of it stays submitted, so
+    the batch, fixed, can be submitted again."""
+    eng = SimEngine("fcfs", EngineConfig())
+    batch = three_bidders()
+    wrong = batch + ([batch[2]] if bad == "duplicate" else [5])
+    with pytest.raises(ValueError if bad == "duplicate" else TypeError, match="duplicate|Request objects"):
+        eng.submit(wrong)
+    assert not eng.records and eng.arrivals.pending == 0
+    assert eng.run(batch).finished == len(batch)
+
+
+def test_run_until_nan_is_refused_before_submitting():
+    """No clock passes NaN: `run(until=nan)` used to return at once, having run nothing."""
+    eng = SimEngine("fcfs", EngineConfig())
+    with pytest.raises(ValueError, match="until"):
+        eng.run(three_bidders(), until=math.nan)
+    assert not eng.records

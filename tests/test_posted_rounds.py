@@ -332,10 +332,12 @@ def test_a_bidder_without_a_multiplier_or_budget_left_is_named_and_the_next_roun
     design, kept = make_scheduler(mechanism), make_scheduler(mechanism)
     assert _decided(design, queue, full, full) == _decided(kept, queue, full, full)
     with pytest.raises(ValueError, match="request 2 is bidder 2's, but the round has 2 multipliers"):
-        _decided(design, queue, [1.0, 1.0], full)
+        _decided(design, queue, [1.0, 1.0], None)
     if mechanism != "congestion":  # congestion reads no budgets
-        with pytest.raises(ValueError, match=r"request 2 is bidder 2's, but the round has 2 budgets left \(remaining\)"):
+        with pytest.raises(ValueError, match="remaining has 2 budgets left for 3 multipliers: one per bidder"):
             _decided(design, queue, full, [1.0, 1.0])
+        with pytest.raises(ValueError, match=r"request 2 is bidder 2's, but the round has 2 budgets left \(remaining\)"):
+            _decided(design, queue, None, [1.0, 1.0])
     assert _decided(design, queue, full, full) == _decided(kept, queue, full, full)
 
 

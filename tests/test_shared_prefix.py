@@ -107,7 +107,8 @@ def test_bursts_raise_arrivals_inside_windows():
     dict(range_ratio=0.0), dict(range_ratio=1.5), dict(burst_period=2.0, burst_duration=3.0),
     dict(class_mix={"vip": 1.0}), dict(class_mix={"urgent": 0.0}), dict(vocab_size=1),
     dict(max_new_tokens=255), dict(output_len=512, max_new_tokens=300), dict(max_new_tokens=256.0),
-    dict(max_new_tokens=True),
+    dict(max_new_tokens=True), dict(vocab_size=2.5), dict(burst_period=float("nan")),
+    dict(burst_period=10.0, burst_factor=float("inf")),  # drew every arrival at time 0, without end
 ])
 def test_bad_configs_raise(bad):
     with pytest.raises(ValueError):

@@ -269,6 +269,25 @@ def test_agentic_config_validation(bad):
         agentic_workload(AgenticConfig(**bad))
 
 
+@pytest.mark.both_cores
+@pytest.mark.parametrize("bad", [
+    # Drew every episode start at time 0 and never yielded (a hang).
+    dict(rate=float("inf")), dict(burst_period=10.0, burst_factor=float("inf")),
+    dict(bidder_heterogeneity=float("inf")),
+    # Taken as given: no bursts, no requests, a NaN mix, a vocabulary of 0..2.
+    dict(burst_period=float("nan")), dict(burst_period=10.0, burst_duration=float("nan")),
+    dict(num_requests=float("nan")), dict(wave_amplitude=0.5, wave_offset=float("nan")),
+    dict(bidder_heterogeneity=float("nan")), dict(vocab_size=2.5), dict(fanout_width=(2.5, 3)),
+    # Failed deep in numpy without the argument's name.
+    dict(num_bidders=2.0), dict(num_requests=5.0), dict(system_prompt_len=2.5), dict(max_session_turns=2.5),
+    dict(rollouts=2.5), dict(session_turns=float("inf")), dict(fanout_width=(2,)),
+])
+def test_agentic_config_refuses_what_it_cannot_draw_at_the_call(bad):
+    """Every number is checked when the stream is made, naming the field: nothing is drawn yet."""
+    with pytest.raises(ValueError, match=list(bad)[-1]):  # the field named last is the bad one
+        iter_agentic(AgenticConfig(**bad))
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -522,11 +541,35 @@ def test_mooncake_unsorted_timestamps_name_file_and_line(tmp_path):
 
 @pytest.mark.parametrize(
     "bad", [dict(time_scale=0.0), dict(start=-1), dict(num_bidders=0), dict(class_mix={"vip": 1.0}),
-            dict(max_new_tokens=0), dict(max_new_tokens=True), dict(max_new_tokens=2000.0)]
+            dict(max_new_tokens=0), dict(max_new_tokens=True), dict(max_new_tokens=2000.0),
+            # A float bidder count made float (NaN: NaN) bidders; the others failed deep in a line.
+            dict(num_bidders=1.5), dict(num_bidders=float("nan")), dict(seed=1.5), dict(start=1.5),
+            dict(limit=float("nan")), dict(block_size=2.5), dict(vocab_size=2.5), dict(vocab_size=2**64),
+            dict(time_scale=float("inf"))]
 )
 def test_mooncake_bad_arguments_raise_at_call(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=next(iter(bad))):
         iter_mooncake(SLICE, **bad)
+
+
+def test_mooncake_takes_numpy_ints_as_ints():
+    """A numpy bidder count overflowed the hashes' Python ints; it reads as the same int now."""
+    as_int = [(r.bidder, r.arrival) for r in itertools.islice(iter_mooncake(SLICE, num_bidders=3, seed=2), 20)]
+    numpy = itertools.islice(iter_mooncake(SLICE, num_bidders=np.int64(3), seed=np.int64(2)), 20)
+    assert [(r.bidder, r.arrival) for r in numpy] == as_int
+    assert all(type(b) is int for b, _ in as_int)
+
+
+@pytest.mark.parametrize("block", [2**55, 2**63])
+def test_mooncake_block_ids_past_int64_tokens_name_the_line(tmp_path, block):
+    """Block 2**55 of 512 tokens wrapped past 2**64 onto block 0's token ids (a silent prefix
+    match); a block id of 2**63 or more failed with an OverflowError naming no line."""
+    path = tmp_path / "wrapping_ids.jsonl"
+    path.write_text("\n".join([GOOD, GOOD.replace("[0, 1]", f"[{block}, 1]")]) + "\n")
+    it = iter_mooncake(path)
+    assert next(it).id == 0
+    with pytest.raises(ValueError, match=r"wrapping_ids\.jsonl: line 2: .*2\*\*6"):
+        next(it)
 
 
 def test_mooncake_blank_lines_are_skipped_but_counted(tmp_path):

@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..request import Request
 from .records import RequestRecord
+
+
+def check_batch(requests: Sequence[Request], records: Mapping[int, object]) -> None:
+    """TypeError unless every entry of a submitted batch is a `Request`, ValueError if an id repeats
+    one already submitted (in `records`) or one earlier in the batch: checked whole before any is
+    taken, so a refused batch leaves nothing submitted and can be fixed and submitted again."""
+    seen: set[int] = set()
+    for r in requests:
+        if not isinstance(r, Request):
+            raise TypeError(f"requests must be Request objects, got {type(r).__name__} {r!r}")
+        if r.id in records or r.id in seen:
+            raise ValueError(f"request {r.id}: duplicate request id")
+        seen.add(r.id)
 
 
 class Arrivals:
@@ -37,6 +50,7 @@ class Arrivals:
         if isinstance(requests, Request):
             requests = [requests]
         if isinstance(requests, Sequence):
+            check_batch(requests, self._records)
             for r in requests:
                 self._record(r)
                 heapq.heappush(self._pending, (r.arrival, r.id, r))

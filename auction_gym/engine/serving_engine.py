@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from numbers import Real
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -66,7 +67,10 @@ class Replay:
         self.arrivals.submit(requests)
 
     def run(self, requests: Iterable[Request] | None = None, until: float = math.inf) -> Metrics:
-        """Submit `requests` (if any) and step until nothing is left or the clock passes `until`."""
+        """Submit `requests` (if any) and step until nothing is left or the clock passes `until`
+        (seconds; ValueError for NaN, which no clock passes, or a non-number)."""
+        if not isinstance(until, Real) or math.isnan(until):  # checked before anything is submitted
+            raise ValueError(f"until must be a time in seconds (inf: run to the end), got {until!r}")
         if requests is not None:
             self.submit(requests)
         while self.now < until and self.step() is not None:

@@ -11,7 +11,7 @@ config (`supports`).
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from .. import core
 from .._checks import within_int64
@@ -19,6 +19,7 @@ from ..policy import AdmissionPolicy
 from ..radix_cache import RadixCache
 from ..request import Request
 from ..waiting_prefixes import WaitingPrefixes
+from .arrivals import check_batch
 from .config import COUNTS, EngineConfig
 from .cost_model import CostModel
 from .rules import RULES, EngineRules, OracleRules, SGLangRules
@@ -180,6 +181,8 @@ class CompiledSimEngine(SimEngine):
         return self._core.warm_up(until, multipliers, busy_time, admitted_total)
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
+        if isinstance(requests, Sequence):  # the compiled arrivals take a batch one by one
+            check_batch(requests, self._records)
         self._core.arrivals.submit(requests)
 
     @property

@@ -101,7 +101,7 @@ class ServiceTiers(AdmissionPolicy):
         if multipliers is not None:  # checked before what is held moves
             check_multipliers(multipliers)
         if remaining is not None:
-            check_remaining(remaining)
+            check_remaining(remaining, multipliers)
         if self._book is not None and (decided := self._compiled_round(round)) is not None:
             return decided
         for per_bidder, name in ((multipliers, "multipliers"), (remaining, "budgets left (remaining)")):

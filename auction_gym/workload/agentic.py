@@ -10,10 +10,12 @@ shapes and draws in full: docs/environment.md, "Workloads".
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 from functools import partial
+from numbers import Real
 from operator import itemgetter
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -89,32 +91,30 @@ class AgenticConfig:
 
     def validate(self) -> None:
         """Raise ValueError for an inconsistent configuration."""
-        if self.num_bidders < 1 or self.vocab_size < 2:
-            raise ValueError("num_bidders must be >= 1 and vocab_size >= 2")
+        check_ints(self, {"num_bidders": 1, "vocab_size": 2, "system_prompt_len": 1, "tool_defs_len": 1,
+                          "context_len": 1, "branch_len": 1, "max_session_turns": 1, "rollouts": 1})
+        if self.num_requests is not None:
+            check_ints(self, {"num_requests": 0})
+        # An infinite rate or heterogeneity draws every episode start at time 0 and never ends.
+        check_finite(self, {"rate": 0.0, "bidder_heterogeneity": 0.0, "wave_offset": -math.inf,
+                            "user_turn_len": 1.0, "urgent_query_len": 1.0, "session_turns": 1.0})
         if not self.rate > 0:
             raise ValueError(f"rate must be > 0, got {self.rate}")
         if self.num_requests is None and not self.duration > 0:
             raise ValueError(f"duration must be > 0, got {self.duration}")
-        if self.num_requests is not None and self.num_requests < 0:
-            raise ValueError(f"num_requests must be >= 0, got {self.num_requests}")
         check_bursts(self)
         if not (0.0 <= self.wave_amplitude < 1.0 and self.wave_period > 0):
             raise ValueError(f"wave_amplitude must be in [0, 1) and wave_period > 0, got "
                              f"{self.wave_amplitude!r} and {self.wave_period!r}")
-        if min(self.system_prompt_len, self.tool_defs_len, self.context_len, self.branch_len) < 1:
-            raise ValueError("system_prompt_len, tool_defs_len, context_len, branch_len must be >= 1")
-        if self.user_turn_len < 1 or self.urgent_query_len < 1:
-            raise ValueError("user_turn_len and urgent_query_len must be >= 1")
+        normalize_mix(self.shape_mix, "shape_mix")
         if unknown := set(self.shape_mix) - set(SHAPES):
             raise ValueError(f"unknown shapes {sorted(unknown)} in shape_mix; known: {SHAPES}")
         checked_class_mix(self.session_class_mix, "session_class_mix")
-        if self.bidder_heterogeneity < 0:
-            raise ValueError("bidder_heterogeneity must be >= 0")
-        if not (self.session_turns >= 1 and self.max_session_turns >= 1 and self.think_time >= 0):
-            raise ValueError("session_turns and max_session_turns must be >= 1, think_time >= 0")
-        lo, hi = self.fanout_width
-        if not 1 <= lo <= hi or self.rollouts < 1:
-            raise ValueError("fanout_width must be (lo, hi) with 1 <= lo <= hi; rollouts >= 1")
+        if not self.think_time >= 0:
+            raise ValueError(f"think_time must be >= 0, got {self.think_time!r}")
+        if not (len(self.fanout_width) == 2 and all(_is_int(w) for w in self.fanout_width)
+                and 1 <= self.fanout_width[0] <= self.fanout_width[1]):
+            raise ValueError(f"fanout_width must be (lo, hi), ints with 1 <= lo <= hi, got {self.fanout_width!r}")
         checked_max_new_tokens(self.max_new_tokens, max(c.output_max for c in CLASSES.values()),
                                "the longest output a class draws", "each class's output_max")
 
@@ -131,11 +131,44 @@ def _expected_episode_sizes(cfg: AgenticConfig) -> dict[str, float]:
     }
 
 
+def _is_int(v: object) -> bool:
+    """An int (numpy's too), not a bool, nor a float even when integral: the generators pass these
+    numbers to numpy as sizes and bounds, which a float breaks or truncates."""
+    return not isinstance(v, bool) and isinstance(v, (int, np.integer))
+
+
+def check_int(name: str, value: object, least: int, most: int | None = None) -> int:
+    """`value` as a Python int; ValueError naming `name` unless it is an int (`_is_int`) >= `least`
+    (and <= `most`, if given)."""
+    if not _is_int(value) or value < least or (most is not None and value > most):
+        within = f">= {least}" if most is None else f"in [{least}, {most}]"
+        raise ValueError(f"{name} must be an int {within}, got {value!r}")
+    return int(value)
+
+
+def check_ints(cfg: object, least: Mapping[str, int]) -> None:
+    """Raise ValueError naming the first field of `cfg` (any workload configuration) in `least`
+    that is not an int (`_is_int`) >= its least."""
+    for name, low in least.items():
+        check_int(name, getattr(cfg, name), low)
+
+
+def check_finite(cfg: object, least: Mapping[str, float]) -> None:
+    """Raise ValueError naming the first field of `cfg` (any workload configuration) in `least`
+    that is not a finite number >= its least (NaN fails, which every comparison would let pass)."""
+    for name, low in least.items():
+        v = getattr(cfg, name)
+        if not (isinstance(v, Real) and low <= v < math.inf):
+            raise ValueError(f"{name} must be a finite number{f' >= {low}' if low > -math.inf else ''}, got {v!r}")
+
+
 def check_bursts(cfg) -> None:
     """Raise ValueError for inconsistent burst settings of `cfg`, any workload configuration with
-    `burst_period`, `burst_duration` and `burst_factor`."""
-    if cfg.burst_period < 0 or cfg.burst_duration < 0 or not cfg.burst_factor > 0:
-        raise ValueError("burst_period and burst_duration must be >= 0 and burst_factor > 0")
+    `burst_period`, `burst_duration` and `burst_factor` (a NaN would turn bursts off unseen, an
+    infinite factor draw every arrival at time 0 without end)."""
+    if not (cfg.burst_period >= 0 and cfg.burst_duration >= 0 and 0 < cfg.burst_factor < math.inf):
+        raise ValueError("burst_period and burst_duration must be >= 0 and burst_factor finite and > 0, got "
+                         f"{cfg.burst_period!r}, {cfg.burst_duration!r} and {cfg.burst_factor!r}")
     if cfg.burst_period > 0 and cfg.burst_duration > cfg.burst_period:
         raise ValueError("burst_duration must not exceed burst_period")
 

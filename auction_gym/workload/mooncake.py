@@ -25,6 +25,7 @@ from typing import Iterator, Mapping
 import numpy as np
 
 from ..request import Request, as_tokens, read_only
+from .agentic import check_int
 from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix, checked_max_new_tokens
 
 _MASK64 = (1 << 64) - 1
@@ -63,13 +64,18 @@ def expand_blocks(
     vocab_size: int | None = None,
 ) -> np.ndarray:
     """Token ids of a prompt given by block ids (`block_size` tokens per id); length input_length."""
-    blocks = np.asarray(hash_ids, dtype=np.int64)
+    try:
+        blocks = np.asarray(hash_ids, dtype=np.int64)
+    except OverflowError:
+        raise ValueError("hash_ids must be below 2**63") from None
     n = len(blocks)
     if not (n - 1) * block_size < input_length <= n * block_size:
         raise ValueError(
             f"input_length {input_length} does not fit {n} blocks of {block_size} tokens "
             f"(needs {(n - 1) * block_size} < input_length <= {n * block_size})"
         )
+    if vocab_size is None and n:
+        _check_block_tokens(blocks, input_length, block_size)
     offsets = np.arange(block_size, dtype=np.int64)
     if vocab_size is None:
         tokens = (blocks[:, None] * block_size + offsets).ravel()
@@ -78,6 +84,16 @@ def expand_blocks(
         tokens = (_splitmix64_np(mixed[:, None] + offsets.astype(np.uint64)).ravel()
                   % np.uint64(vocab_size)).astype(np.int64)
     return tokens[:input_length]
+
+
+def _check_block_tokens(blocks: np.ndarray, input_length: int, block_size: int) -> None:
+    """ValueError if a token id `expand_blocks` keeps (block id x block_size + offset) passes int64:
+    int64 arithmetic would wrap it, to a negative id or, past 2**64, onto another block's ids."""
+    last = int(blocks[-1]) * block_size + input_length - (len(blocks) - 1) * block_size  # one past its last kept
+    full = (int(blocks[:-1].max()) + 1) * block_size if len(blocks) > 1 else 0
+    if max(last, full) > 2**63:
+        raise ValueError(f"tokens must be non-negative token ids within int64: block ids up to "
+                         f"{int(blocks.max())} of {block_size} tokens pass 2**63 - 1")
 
 
 def _field_int(obj: dict, name: str, minimum: int) -> int:
@@ -193,14 +209,14 @@ def iter_mooncake(
     its own output_length; a line whose output_length exceeds it raises ValueError. How tokens,
     arrivals, bidders, classes and caps are derived: docs/environment.md, "Workloads".
     """
-    if num_bidders < 1 or block_size < 1 or start < 0 or (limit is not None and limit < 0):
-        raise ValueError("num_bidders and block_size must be >= 1; start and limit >= 0")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
-    if not time_scale > 0:
-        raise ValueError(f"time_scale must be > 0, got {time_scale}")
-    if vocab_size is not None and vocab_size < 1:
-        raise ValueError(f"vocab_size must be >= 1 or None, got {vocab_size}")
+    # As Python ints: a float count would make a float bidder, a numpy one overflow the hashes' ints.
+    num_bidders, block_size = check_int("num_bidders", num_bidders, 1), check_int("block_size", block_size, 1)
+    start, seed = check_int("start", start, 0), check_int("seed", seed, 0)
+    limit = None if limit is None else check_int("limit", limit, 0)
+    if not 0 < time_scale < math.inf:
+        raise ValueError(f"time_scale must be finite and > 0, got {time_scale}")
+    if vocab_size is not None:  # token ids are int64
+        vocab_size = check_int("vocab_size", vocab_size, 1, 2**63)
     cap = checked_max_new_tokens(max_new_tokens, 1, "a request emits a token", "each request's own output_length")
     class_names, class_p = checked_class_mix(class_mix if class_mix is not None else DEFAULT_CLASS_MIX)
     # Arguments are checked above, at the call; the file is opened on the first next().

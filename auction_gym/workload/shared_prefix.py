@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..request import Request, read_only
-from .agentic import check_bursts, has_bursts, in_burst
+from .agentic import check_bursts, check_ints, has_bursts, in_burst
 from .classes import DEFAULT_CLASS_MIX, ClassMix, checked_class_mix, checked_max_new_tokens
 from .compiled import compiled_twin
 
@@ -59,13 +59,8 @@ class SharedPrefixConfig:
 
     def validate(self) -> None:
         """Raise ValueError for an inconsistent configuration."""
-        for name in ("num_groups", "prompts_per_group", "system_prompt_len", "question_len", "output_len",
-                     "num_bidders"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        if self.vocab_size < 2:
-            raise ValueError(f"vocab_size must be >= 2, got {self.vocab_size}")
+        check_ints(self, {"num_groups": 1, "prompts_per_group": 1, "system_prompt_len": 1, "question_len": 1,
+                          "output_len": 1, "num_bidders": 1, "vocab_size": 2})
         if not 0 < self.range_ratio <= 1:
             raise ValueError(f"range_ratio must be in (0, 1], got {self.range_ratio}")
         if not 0 < self.rate < np.inf:

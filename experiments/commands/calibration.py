@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from auction_gym._checks import check_count
 from auction_gym.engine import CostModel
 
 from ..errors import UsageError
@@ -94,7 +95,9 @@ def fit_cost_model(samples: list[Sample], name: str, *, relative: bool = True, r
     """A `CostModel` fitted to prefill and decode `samples` by non-negative least squares, on
     relative error (each point weighted by 1 / its seconds) or, if not `relative`, on seconds;
     `required` columns (0: the base cost) are always in the support. The decode knee is the one of
-    `knees` (or none) whose fit has the least error; `knees=()` fits the linear form."""
+    `knees` (or none) whose fit has the least error; `knees=()` fits the linear form. ValueError
+    unless `checked_samples` takes the samples."""
+    checked_samples(samples)
     coef: dict[str, float] = {}
     prefill = [s for s in samples if s.kind == "prefill"]
     coef |= zip(_FIELDS["prefill"], _fit_columns(_columns(prefill, 0), np.array([s.t for s in prefill]),
@@ -105,6 +108,18 @@ def fit_cost_model(samples: list[Sample], name: str, *, relative: bool = True, r
     knee = min(fits, key=lambda k: fits[k][1])
     coef |= zip(_FIELDS["decode"], fits[knee][0])
     return CostModel(**{k: float(v) for k, v in coef.items()}, decode_knee=float(knee), name=name)
+
+
+def checked_samples(samples: list[Sample]) -> None:
+    """ValueError unless every sample is of a known kind, with three finite features and finite
+    seconds > 0 (a relative fit divides by them), and each kind has one at least: a kind without
+    samples fitted no coefficient and kept the default model's, as if measured."""
+    for s in samples:
+        if s.kind not in _FIELDS or len(s.x) != 3 or not np.isfinite(s.x).all() or not 0 < s.t < np.inf:
+            raise ValueError(f"a sample must be a {' or '.join(_FIELDS)} iteration with three finite features "
+                             f"and finite seconds > 0, got {s}")
+    if missing := [kind for kind in _FIELDS if not any(s.kind == kind for s in samples)]:
+        raise ValueError(f"no {' or '.join(missing)} samples to fit (got {len(samples)} samples): a fit needs both kinds")
 
 
 def fit(samples: list[Sample], knees: tuple[float, ...] = KNEES) -> CostModel:
@@ -203,7 +218,13 @@ def calibrate(
     clock: str | None = None,
 ) -> dict:
     """Profile `preset` on `device`, fit the cost model, write it to `out`; returns a summary
-    (coefficients, held-out errors in percent, point counts, wall time), which is also printed."""
+    (coefficients, held-out errors in percent, point counts, wall time), which is also printed.
+    ValueError for a bad `repeats`, `holdout` or `statistic`, before the model is built and profiled."""
+    repeats = check_count("repeats", repeats)
+    if not 0 <= holdout < 1:  # a share of 1 holds every point out: nothing left to fit
+        raise ValueError(f"holdout must be a share in [0, 1), got {holdout!r}")
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, got {statistic!r}")
     import time
 
     import torch
