@@ -108,7 +108,7 @@ def test_the_queue_bench_reads_the_queues_of_the_episodes_one_env_plays():
     first, last = queue.measure(n, rounds, rate, repeats=1, run=3)
     assert (first.rounds, last.rounds) == (range(0, 2), range(6, 8))
     assert min(first.one_env, first.batch, first.in_runs, last.one_env, last.batch, last.in_runs) > 0
-    plays, env, waited = queue.random_plays(n, rounds, rate), queue._make(rate), np.zeros(4)
+    plays, env, waited = queue.random_plays(n, rounds, rate), queue.make_env(rate), np.zeros(4)
     for i in range(n):
         env.reset(seed=i)
         for t in range(rounds):

@@ -34,7 +34,7 @@ from auction_gym.core import ENV_VAR, check_core
 
 from . import Table
 from .instructions import cores
-from .queue import HORIZON, _make, random_plays
+from .queue import HORIZON, make_env, random_plays
 
 WAYS = ("one", "batch")
 """One env after another, and one MarketBatch."""
@@ -62,7 +62,7 @@ def _play(way: str, n: int, warm: int, rounds: int, rate: float) -> list[tuple[i
     if way == "batch":
         from auction_gym.envs.batch import MarketBatch
 
-        batch = MarketBatch([partial(_make, rate)] * n)
+        batch = MarketBatch([partial(make_env, rate)] * n)
         batch.reset(list(range(n)))
         envs = batch.envs
         for t in range(warm):
@@ -72,7 +72,7 @@ def _play(way: str, n: int, warm: int, rounds: int, rate: float) -> list[tuple[i
             batch.step(plays[t])
         os.getppid()
     else:
-        envs = [_make(rate) for _ in range(n)]
+        envs = [make_env(rate) for _ in range(n)]
         for i, env in enumerate(envs):
             env.reset(seed=i)
             for t in range(warm):

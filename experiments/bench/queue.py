@@ -58,7 +58,8 @@ class Quarter:
     queue: float
 
 
-def _make(rate: float) -> gym.Env:
+def make_env(rate: float) -> gym.Env:
+    """RadixAuction-v1 at the fixed arrival rate `rate` (requests/s), not a drawn one."""
     return gym.make(ENV_ID, episode_draws={"rate": [rate]})
 
 
@@ -69,12 +70,12 @@ def _quarters(rounds: int) -> list[range]:
 
 def random_plays(n: int, rounds: int, rate: float, seed: int = 0) -> np.ndarray:
     """Seeded uniform actions, shape (rounds, n, 1): round t's action of episode i at [t, i]."""
-    return uniform_plays(_make(rate).action_space, rounds, n, seed)
+    return uniform_plays(make_env(rate).action_space, rounds, n, seed)
 
 
 def one_env_after_another(n: int, rounds: int, rate: float, plays: np.ndarray) -> np.ndarray:
     """CPU seconds per quarter of `rounds`, summed over `n` episodes played by one env in turn."""
-    env, quarters, spent = _make(rate), _quarters(rounds), np.zeros(4)
+    env, quarters, spent = make_env(rate), _quarters(rounds), np.zeros(4)
     for i in range(n):
         env.reset(seed=i)
         for q, block in enumerate(quarters):
@@ -88,7 +89,7 @@ def one_env_after_another(n: int, rounds: int, rate: float, plays: np.ndarray) -
 def one_batch(n: int, rounds: int, rate: float, plays: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CPU seconds per quarter of `rounds` of one `MarketBatch` of `n` envs, and the queue summed
     over its envs and the quarter's rounds (read between steps, untimed)."""
-    batch = MarketBatch([partial(_make, rate)] * n)
+    batch = MarketBatch([partial(make_env, rate)] * n)
     batch.reset(list(range(n)))
     markets = [env.unwrapped.market for env in batch.envs]
     spent, queued = np.zeros(4), np.zeros(4)
@@ -105,7 +106,7 @@ def one_batch(n: int, rounds: int, rate: float, plays: np.ndarray) -> tuple[np.n
 def in_runs(n: int, rounds: int, rate: float, plays: np.ndarray, run: int = RUN) -> tuple[np.ndarray, np.ndarray]:
     """CPU seconds per quarter of `rounds` of `n` envs alive at once, each stepped `run` rounds in a
     row (a run stops at a quarter's end) before the next, and the queue summed as `one_batch` sums it."""
-    envs = [_make(rate) for _ in range(n)]
+    envs = [make_env(rate) for _ in range(n)]
     for i, env in enumerate(envs):
         env.reset(seed=i)
     markets = [env.unwrapped.market for env in envs]
