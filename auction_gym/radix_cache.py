@@ -267,7 +267,10 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
         return now, self._log[cursor[1] :]
 
     def edge_key(self, tokens: Sequence[int] | np.ndarray, pos: int) -> int | bytes | None:
-        """The child key that `tokens` follow after `pos` tokens (None past the last whole page)."""
+        """The child key that `tokens` follow after `pos` tokens (None past the last whole page);
+        ValueError for a negative `pos`."""
+        if pos < 0:  # a slice from the end is no position in a prompt
+            raise ValueError(f"pos must be >= 0, got {pos}")
         tokens = token_view(tokens)
         return self._key(tokens, pos) if pos + self.page_size <= len(tokens) else None
 

@@ -235,14 +235,19 @@ void bind_matching(nb::class_<RadixCache> &cls) {
              nb::arg("cursor").none())
         .def("edge_key",
              [](const RadixCache &c, nb::handle tokens, int64_t pos) -> nb::object {
+                 if (pos < 0) throw nb::value_error(("pos must be >= 0, got " + std::to_string(pos)).c_str());
                  TokensArg arg = tokens_of(tokens);
-                 if (pos + c.page_size > arg.view().size) return nb::none();
+                 if (pos > arg.view().size - c.page_size) return nb::none();
                  return key_object(c.key_at(arg.view().data + pos));
              },
              nb::arg("tokens"), nb::arg("pos"))
         .def("_key",
              [](const RadixCache &c, nb::handle tokens, int64_t pos) {
-                 return key_object(c.key_at(tokens_of(tokens).view().data + pos));
+                 TokensArg arg = tokens_of(tokens);
+                 // A key is read whole: a page past either end would be read from outside the array.
+                 if (pos < 0 || pos > arg.view().size - c.page_size)
+                     throw nb::index_error(("no whole page at " + std::to_string(pos)).c_str());
+                 return key_object(c.key_at(arg.view().data + pos));
              });
 }
 

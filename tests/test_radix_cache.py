@@ -362,3 +362,18 @@ def test_version_changes_with_the_shape_only():
     assert c.version not in (v0, v1, v2)
     c.reset()
     assert c.version not in (v0, v1, v2) and c.changes_since(v2)[1] is None
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_edge_key_is_a_whole_page_at_a_position_from_the_start(page_size):
+    """`edge_key` reads the page that starts `pos` tokens in: None where no whole page is left, and
+    a negative `pos` refused (it counted from the end on the Python core and read memory before the
+    array on the compiled one)."""
+    c = RadixCache(page_size=page_size)
+    tokens = np.arange(10, 18, dtype=np.int64)
+    assert c.edge_key(tokens, 0) == (10 if page_size == 1 else tokens[:4].tobytes())
+    assert c.edge_key(tokens, 8 - page_size) == (17 if page_size == 1 else tokens[4:].tobytes())
+    assert c.edge_key(tokens, 9 - page_size) is None
+    for pos in (-1, -page_size, -8):
+        with pytest.raises(ValueError, match="pos must be >= 0"):
+            c.edge_key(tokens, pos)
