@@ -16,7 +16,7 @@ from auction_gym import EngineConfig, SimEngine
 from auction_gym.workload import iter_mooncake
 from auction_gym.workload.mooncake import SAMPLE_TRACE
 from experiments.cli import main
-from experiments.commands import reproduce_trace
+from experiments.commands import demo, reproduce_trace
 from experiments.commands.reproduce import COLUMNS, Sweep, policies
 from experiments.commands.reproduce_sweep import sweep_of
 from experiments.commands.reproduce_trace import check_trace, pick_trace
@@ -71,6 +71,30 @@ def test_demo_numeric_options_are_checked(option, value, message, capsys):
 ])
 def test_demo_workload_and_trace_must_agree(argv, message, capsys):
     assert message in fails(["demo", *argv], capsys)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--workload", "mooncake", "--rate", "3"], "--rate: the mooncake workload takes no such argument"),
+    (["--workload", "shared_prefix", "--duration", "5"], "--duration: the shared_prefix workload takes no"),
+    (["--time-scale", "2", "--num-groups", "4"], "--time-scale, --num-groups: the agentic workload takes no"),
+])
+def test_demo_refuses_a_workload_option_its_workload_does_not_take(argv, message, capsys):
+    """An option the chosen workload takes no argument for was dropped without a word, so the run
+    replayed something other than asked."""
+    assert message in fails(["demo", *argv], capsys)
+
+
+@pytest.mark.parametrize("argv,kwargs", [
+    ([], {"rate": 35.0, "duration": 60.0}),
+    (["--rate", "5"], {"rate": 5.0, "duration": 60.0}),
+    (["--workload", "shared_prefix"], {"rate": 35.0, "num_groups": 64, "prompts_per_group": 16}),
+    (["--workload", "mooncake", "--limit", "9"], {"time_scale": 4.0, "limit": 9}),
+])
+def test_demo_gives_a_workload_the_options_it_takes_given_or_the_demos_values(argv, kwargs):
+    from experiments.cli import build_parser
+
+    args = build_parser("demo").parse_args(["demo", *argv])
+    assert demo.chosen_workload(args)[2] == kwargs
 
 
 def test_demo_unknown_scheduler_lists_the_valid_ones(capsys):

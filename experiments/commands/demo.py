@@ -6,7 +6,8 @@ registered workload instead (`auction_gym.workload.registry`: `shared_prefix`, S
 generated-shared-prefix benchmark, ...), and `--trace PATH` the Mooncake trace (`--workload
 mooncake` alone replays the sample the package ships, `auction_gym.workload.SAMPLE_TRACE`). The workload gets
 those of the options --rate, --duration, --time-scale, --limit, --num-groups and
---prompts-per-group that it takes (its registry entry's arguments), then --workload-kwargs.
+--prompts-per-group that it takes (its registry entry's arguments), given or at the demo's values,
+then --workload-kwargs; one of those options given to a workload that does not take it is refused.
 
 Above the table: how many requests the workload loaded and how many the engine rejected (one whose
 prompt + output exceeds the KV capacity less SGLang's margin, `EngineConfig.rejection`, never runs),
@@ -30,8 +31,11 @@ from auction_gym.workload import SAMPLE_TRACE, get_workload, workload_names
 from ..argtypes import json_dict, positive_float, positive_int, random_seed, trace_file
 from ..errors import UsageError
 
-WORKLOAD_OPTIONS = ("rate", "duration", "time_scale", "limit", "num_groups", "prompts_per_group")
-"""The demo's options that set a workload argument of the same name, where the workload takes one."""
+WORKLOAD_OPTIONS: dict[str, Any] = {"rate": 35.0, "duration": 60.0, "time_scale": 4.0, "limit": None,
+                                     "num_groups": 64, "prompts_per_group": 16}
+"""The demo's options that set a workload argument of the same name, and the demo's value of each
+for a workload that takes it where the option is not given. The options themselves default to
+None, so that one given to a workload that does not take it is refused rather than dropped."""
 
 
 @dataclass(frozen=True)
@@ -132,9 +136,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed of the workload's draws (default 0)")
     parser.add_argument("--workload", choices=workload_names(), default=None,
                         help="a registered workload (default agentic; with --trace, the one that replays it)")
-    parser.add_argument("--rate", type=positive_float, default=35.0, help="arrivals per second (default 35)")
-    parser.add_argument("--duration", type=positive_float, default=60.0,
-                        help="agentic workload length in s (default 60)")
+    parser.add_argument("--rate", type=positive_float, default=None,
+                        help=f"arrivals per second (default {WORKLOAD_OPTIONS['rate']:g})")
+    parser.add_argument("--duration", type=positive_float, default=None,
+                        help=f"agentic workload length in s (default {WORKLOAD_OPTIONS['duration']:g})")
     parser.add_argument("--bidders", type=positive_int, default=8, help="tenants sending requests (default 8)")
     parser.add_argument("--kv-capacity", type=positive_int, default=60_000,
                         help="KV cache size in tokens (default 60000)")
@@ -143,13 +148,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", type=trace_file, default=None,
                         help="replay a Mooncake trace (JSONL) instead of the agentic workload (--workload mooncake "
                         "alone: the sample the package ships)")
-    parser.add_argument("--time-scale", type=positive_float, default=4.0,
-                        help="trace arrival-time multiplier (default 4)")
+    parser.add_argument("--time-scale", type=positive_float, default=None,
+                        help=f"trace arrival-time multiplier (default {WORKLOAD_OPTIONS['time_scale']:g})")
     parser.add_argument("--limit", type=positive_int, default=None,
                         help="replay only the first N lines of the trace (default all)")
-    parser.add_argument("--num-groups", type=positive_int, default=64, help="shared_prefix: groups (default 64)")
-    parser.add_argument("--prompts-per-group", type=positive_int, default=16,
-                        help="shared_prefix: prompts per group (default 16)")
+    parser.add_argument("--num-groups", type=positive_int, default=None,
+                        help=f"shared_prefix: groups (default {WORKLOAD_OPTIONS['num_groups']})")
+    parser.add_argument("--prompts-per-group", type=positive_int, default=None,
+                        help=f"shared_prefix: prompts per group (default {WORKLOAD_OPTIONS['prompts_per_group']})")
     parser.add_argument("--workload-kwargs", type=json_dict, default={},
                         help="JSON object of further workload arguments, over the options above (default {})")
 
@@ -158,8 +164,9 @@ def chosen_workload(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The workload's name (`--workload`; with `--trace` alone, the first registered one that
     replays a trace; else agentic), the trace it replays (`--trace`, else for a workload that
     replays one the shipped SAMPLE_TRACE; None for the others) and its arguments: the options in
-    WORKLOAD_OPTIONS that it takes, then `--workload-kwargs`. UsageError for a trace given to a
-    workload that replays none."""
+    WORKLOAD_OPTIONS that it takes (given, else the demo's value), then `--workload-kwargs`.
+    UsageError for a trace given to a workload that replays none, or an option of WORKLOAD_OPTIONS
+    given to one that does not take it."""
     traced = [name for name in workload_names() if get_workload(name).trace_argument is not None]
     name = args.workload or (traced[0] if args.trace is not None and traced else "agentic")
     entry = get_workload(name)
@@ -167,7 +174,13 @@ def chosen_workload(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         raise UsageError(f"--trace: the {name} workload replays no trace")
     trace = None if entry.trace_argument is None else args.trace or SAMPLE_TRACE
     takes = entry.parameter_defaults()
-    kwargs = {option: getattr(args, option) for option in WORKLOAD_OPTIONS if option in takes}
+    if unused := [option for option in WORKLOAD_OPTIONS if getattr(args, option) is not None and option not in takes]:
+        flags = ", ".join(f"--{option.replace('_', '-')}" for option in unused)
+        taken = ", ".join(f"--{option.replace('_', '-')}" for option in WORKLOAD_OPTIONS if option in takes)
+        raise UsageError(f"{flags}: the {name} workload takes no such argument (of these options it takes: "
+                         f"{taken or 'none'})")
+    kwargs = {option: value if (value := getattr(args, option)) is not None else default
+              for option, default in WORKLOAD_OPTIONS.items() if option in takes}
     return name, trace, {**kwargs, **args.workload_kwargs}
 
 
