@@ -5,6 +5,7 @@ nothing of the package, so any module may use it."""
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 
 
@@ -23,6 +24,21 @@ def check_count(name: str, value: object, least: int = 1) -> int:
     if not is_int(value) or value < least:
         need = "a positive int" if least == 1 else f"an int >= {least}"
         raise ValueError(f"{name} must be {need}, got {value!r}")
+    return int(value)
+
+
+def is_int_typed(x: object) -> bool:
+    """Whether `x` is an int object, Python's or numpy's (not a bool): unlike `is_int`, not an
+    integral float, for numbers handed to numpy as sizes and bounds, which a float breaks or truncates."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def check_int(name: str, value: object, least: int, most: int | None = None) -> int:
+    """`value` as a Python int; ValueError naming `name` unless it is an int object (`is_int_typed`)
+    >= `least` (and <= `most`, if given)."""
+    if not is_int_typed(value) or value < least or (most is not None and value > most):
+        within = f">= {least}" if most is None else f"in [{least}, {most}]"
+        raise ValueError(f"{name} must be an int {within}, got {value!r}")
     return int(value)
 
 

@@ -19,6 +19,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from .._checks import check_int, is_int_typed
 from ..request import Request, read_only
 from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, normalize_mix
 from .compiled import compiled_twin
@@ -112,7 +113,7 @@ class AgenticConfig:
         checked_class_mix(self.session_class_mix, "session_class_mix")
         if not self.think_time >= 0:
             raise ValueError(f"think_time must be >= 0, got {self.think_time!r}")
-        if not (len(self.fanout_width) == 2 and all(_is_int(w) for w in self.fanout_width)
+        if not (len(self.fanout_width) == 2 and all(is_int_typed(w) for w in self.fanout_width)
                 and 1 <= self.fanout_width[0] <= self.fanout_width[1]):
             raise ValueError(f"fanout_width must be (lo, hi), ints with 1 <= lo <= hi, got {self.fanout_width!r}")
         checked_max_new_tokens(self.max_new_tokens, max(c.output_max for c in CLASSES.values()),
@@ -131,24 +132,9 @@ def _expected_episode_sizes(cfg: AgenticConfig) -> dict[str, float]:
     }
 
 
-def _is_int(v: object) -> bool:
-    """An int (numpy's too), not a bool, nor a float even when integral: the generators pass these
-    numbers to numpy as sizes and bounds, which a float breaks or truncates."""
-    return not isinstance(v, bool) and isinstance(v, (int, np.integer))
-
-
-def check_int(name: str, value: object, least: int, most: int | None = None) -> int:
-    """`value` as a Python int; ValueError naming `name` unless it is an int (`_is_int`) >= `least`
-    (and <= `most`, if given)."""
-    if not _is_int(value) or value < least or (most is not None and value > most):
-        within = f">= {least}" if most is None else f"in [{least}, {most}]"
-        raise ValueError(f"{name} must be an int {within}, got {value!r}")
-    return int(value)
-
-
 def check_ints(cfg: object, least: Mapping[str, int]) -> None:
     """Raise ValueError naming the first field of `cfg` (any workload configuration) in `least`
-    that is not an int (`_is_int`) >= its least."""
+    that is not an int object (`is_int_typed`) >= its least."""
     for name, low in least.items():
         check_int(name, getattr(cfg, name), low)
 

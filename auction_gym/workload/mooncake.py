@@ -24,8 +24,8 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
+from .._checks import check_int
 from ..request import Request, as_tokens, read_only
-from .agentic import check_int
 from .classes import CLASSES, DEFAULT_CLASS_MIX, checked_class_mix, checked_max_new_tokens
 
 _MASK64 = (1 << 64) - 1
