@@ -10,7 +10,8 @@ radix cache owns (docs/design.md section 2). Runs on CUDA when present, on CPU o
 """
 
 from .kv_pool import KVPool
-from .model import PRESETS, ModelConfig, Transformer, build_model
+from .model import PRESETS, ModelConfig, Transformer, build_model, model_dtype
 from .torch_engine import TorchEngine, default_device
 
-__all__ = ["KVPool", "ModelConfig", "PRESETS", "Transformer", "TorchEngine", "build_model", "default_device"]
+__all__ = ["KVPool", "ModelConfig", "PRESETS", "Transformer", "TorchEngine", "build_model", "default_device",
+           "model_dtype"]

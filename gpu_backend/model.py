@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from auction_gym._checks import check_int
+
 Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 """attention(layer, q (N, H, D), k (N, G, D), v (N, G, D)) -> (N, H, D)."""
 
@@ -99,6 +101,19 @@ def model_config(preset: str | ModelConfig) -> ModelConfig:
     if preset not in PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; valid: {', '.join(PRESETS)}")
     return PRESETS[preset]
+
+
+def model_dtype(dtype: torch.dtype | str | None, device: str | torch.device) -> torch.dtype:
+    """The floating-point dtype a model on `device` computes in: `dtype`, a torch dtype or its name
+    ("float32", "bfloat16", ...), or for None bfloat16 on CUDA and float32 elsewhere. ValueError for
+    a name torch does not have or a dtype that is not floating point (weights cannot be ints)."""
+    if dtype is None:
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    resolved = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+    if not isinstance(resolved, torch.dtype) or not resolved.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch dtype or its name (e.g. float32, bfloat16, float16), "
+                         f"got {dtype!r}")
+    return resolved
 
 
 class RMSNorm(nn.Module):
@@ -257,8 +272,11 @@ def build_model(
     `torch.save`d state dict, with its config in `config.json` beside it (our field names or a
     Hugging Face Llama config), which then overrides `preset`."""
     cfg = model_config(preset)
+    seed = check_int("seed", seed, 0, 2**64 - 1)  # what torch.Generator.manual_seed takes, less the negatives
     if weights is not None:
         weights = Path(weights)
+        if not weights.is_file():
+            raise ValueError(f"weights: no such file {weights}")
         config_path = weights.parent / "config.json"
         if not config_path.exists():
             raise ValueError(f"{weights}: expected the model config in {config_path}")

@@ -37,7 +37,7 @@ from auction_gym.request import Request
 
 from .attention import DecodeAttention, PrefillAttention
 from .kv_pool import KVPool
-from .model import ModelConfig, Transformer, build_model
+from .model import ModelConfig, Transformer, build_model, model_dtype
 from .timer import DeviceTimer, choose_clock
 
 if TYPE_CHECKING:
@@ -130,9 +130,7 @@ class TorchEngine(ServingEngine):
         super().__init__(scheduler, config)
         if model is None:
             device = torch.device(device or default_device())
-            if isinstance(dtype, str):
-                dtype = getattr(torch, dtype)
-            dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
+            dtype = model_dtype(dtype, device)
             model = build_model(preset, device=device, dtype=dtype, seed=seed, weights=weights)
         self.model = model
         cfg = model.cfg

@@ -92,6 +92,14 @@ def test_a_device_torch_cannot_use_is_a_usage_error(command, device, capsys):
     assert exc.value.code == 2 and err.count("\n") == 1 and f"--device {device}" in err.replace("'", "")
 
 
+@pytest.mark.parametrize("dtype", ["nope", "int64", "nn"])
+def test_a_dtype_that_is_not_a_floating_torch_dtype_is_a_usage_error(dtype, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--device", "cpu", "--dtype", dtype])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "--dtype" in err and repr(dtype) in err
+
+
 @pytest.mark.parametrize("command", ["train", "tune"])
 def test_an_unknown_env_id_is_blamed_on_env_id(command, capsys):
     with pytest.raises(SystemExit) as exc:

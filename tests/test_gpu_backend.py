@@ -222,6 +222,38 @@ def test_weights_load_from_a_saved_state_dict_and_config(model, tmp_path):
             build_model(weights=tmp_path / "model.safetensors")
 
 
+def test_missing_weights_file_is_named_before_its_config(tmp_path):
+    model_path = tmp_path / "model.pt"
+    build_model("tiny").cfg.to_json(tmp_path / "config.json")
+    with pytest.raises(ValueError, match="weights: no such file"):
+        build_model(weights=model_path)
+
+
+@pytest.mark.parametrize("dtype", ["nope", "nn", "int64", torch.int32, 3])
+def test_a_model_dtype_is_a_floating_torch_dtype(dtype):
+    from gpu_backend import model_dtype
+
+    with pytest.raises(ValueError, match="floating-point torch dtype"):
+        model_dtype(dtype, "cpu")
+    with pytest.raises(ValueError, match="floating-point torch dtype"):
+        TorchEngine(dtype=dtype, device="cpu")
+
+
+@pytest.mark.parametrize("seed", [1.5, -1, True, "0"])
+def test_a_model_seed_is_a_non_negative_int(seed):
+    with pytest.raises(ValueError, match="seed must be an int"):
+        build_model("tiny", seed=seed)
+
+
+def test_a_model_dtype_by_name_or_default():
+    from gpu_backend import model_dtype
+
+    assert model_dtype("bfloat16", "cpu") is torch.bfloat16
+    assert model_dtype(torch.float16, "cpu") is torch.float16
+    assert model_dtype(None, "cpu") is torch.float32
+    assert model_dtype(None, "cuda") is torch.bfloat16
+
+
 def test_hugging_face_llama_config_maps_onto_model_config():
     from gpu_backend.model import PRESETS, ModelConfig
 

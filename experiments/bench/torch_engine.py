@@ -25,7 +25,7 @@ import json
 import numpy as np
 import torch
 
-from gpu_backend import KVPool, build_model, default_device
+from gpu_backend import KVPool, build_model, default_device, model_dtype
 from gpu_backend.timer import DeviceTimer
 from gpu_backend.torch_engine import run_decode, run_prefill
 
@@ -49,7 +49,7 @@ def bench(
 ) -> dict:
     """Run the benchmark (module docstring); returns the figures, which `main` prints."""
     device = device or default_device()
-    torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    torch_dtype = model_dtype(dtype, device)
     model = build_model(preset, device=device, dtype=torch_dtype, seed=seed)
     cfg, rng, timer = model.cfg, np.random.default_rng(seed), DeviceTimer(device, "wall")
     pool = KVPool(prompt * 3 + batch * (context + steps + 1), cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,

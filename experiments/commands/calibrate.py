@@ -42,13 +42,15 @@ def run(args: argparse.Namespace) -> dict:
     """Run a calibration with the arguments of `add_arguments`."""
     import torch
 
-    from gpu_backend import PRESETS
+    from gpu_backend import PRESETS, model_dtype
 
     if args.preset not in PRESETS:
         raise UsageError(f"unknown --preset {args.preset!r}; valid: {', '.join(PRESETS)}")
-    if args.dtype is not None and not isinstance(getattr(torch, args.dtype, None), torch.dtype):
-        raise UsageError(f"--dtype {args.dtype!r} is not a torch dtype; e.g. float32, bfloat16, float16")
     checked_device(args.device)
+    try:
+        model_dtype(args.dtype, args.device or "cpu")
+    except ValueError as error:
+        raise UsageError(f"--dtype: {error}") from None
     clock = checked_clock(args.clock, args.threads, args.device)
     torch.set_num_threads(args.threads)
     return calibrate(args.out, args.preset, args.device, args.dtype, seed=args.seed, repeats=args.repeats,

@@ -227,12 +227,10 @@ def calibrate(
         raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, got {statistic!r}")
     import time
 
-    import torch
-
-    from gpu_backend import KVPool, build_model, default_device
+    from gpu_backend import KVPool, build_model, default_device, model_dtype
 
     device = device or default_device()
-    torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    torch_dtype = model_dtype(dtype, device)
     model = build_model(preset, device=device, dtype=torch_dtype, seed=seed)
     cfg = model.cfg
     pool = KVPool(pool_tokens, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, device=device, dtype=torch_dtype)
