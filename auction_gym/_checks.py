@@ -1,6 +1,7 @@
 """The one test of "is an integer count" that requests, the cache, the engine's config, the schedulers
-and the market's config share, and the 64-bit bound the compiled core holds integers in. It imports
-nothing of the package, so any module may use it."""
+and the market's config share, the one range check of a number setting (the routers', the
+workloads'), and the 64-bit bound the compiled core holds integers in. It imports nothing of the
+package, so any module may use it."""
 
 from __future__ import annotations
 
@@ -40,6 +41,27 @@ def check_int(name: str, value: object, least: int, most: int | None = None) -> 
         within = f">= {least}" if most is None else f"in [{least}, {most}]"
         raise ValueError(f"{name} must be an int {within}, got {value!r}")
     return int(value)
+
+
+def check_number(name: str, value: object, least: float = -math.inf, most: float = math.inf, *,
+                 above: bool = False, finite: bool = False, unit: str = "") -> object:
+    """`value` unchanged; raise ValueError naming `name` unless it is a real number, not a bool (a
+    flag given for a number is a mistake), >= `least` (> `least` if `above`) and <= `most`, and
+    finite if `finite`. NaN fails, which every comparison would let pass. `unit`, e.g. "(s)",
+    ends the message."""
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+          and (value > least if above else value >= least) and value <= most
+          and (not finite or math.isfinite(value)))
+    if not ok:
+        if least > -math.inf and most < math.inf:
+            bound = f" in {'(' if above else '['}{least:g}, {most:g}]"
+        elif least > -math.inf:
+            bound = f" {'>' if above else '>='} {least:g}"
+        else:
+            bound = f" <= {most:g}" if most < math.inf else ""
+        raise ValueError(f"{name} must be a {'finite ' if finite else ''}number{bound}{f' {unit}' if unit else ''}, "
+                         f"got {value!r}")
+    return value
 
 
 def within_int64(n: int) -> bool:

@@ -295,6 +295,8 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
         built (say a finished request's output after its locked prompt): `value[i]` goes with
         tokens[i], and `cached` counts from the root. `node` must be cached (ValueError if evicted)."""
         priority = as_int64("priority", priority)
+        if not isinstance(node, TreeNode):  # a TypeError, as the compiled cache's binding raises
+            raise TypeError(f"extend: node must be a TreeNode, got {node!r}")
         if not node.alive:
             raise ValueError("extend from an evicted node")
         return self._insert(token_view(tokens), value, node, node.depth, priority)
@@ -415,7 +417,10 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
     def _refuse_detached(self, start: TreeNode, walk: str) -> None:
         """Raise ValueError for a `lock` (`walk`) or `unlock` from `start` that met a node of a reset
         tree, first undoing what it did to that node: the nodes below it keep their change, as the
-        compiled core, which checks each node before changing it, leaves them."""
+        compiled core, which checks each node before changing it, leaves them. TypeError for a `start`
+        that is no node (None, say), as the compiled cache's binding raises: checked here, off the hot path."""
+        if not isinstance(start, TreeNode):
+            raise TypeError(f"{walk}: node must be a TreeNode, got {start!r}") from None
         node = start
         while node.parent is not None:
             node = node.parent
@@ -437,9 +442,12 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
         """Evict least-recently-used unlocked leaves until `num_tokens` are freed or none is left.
 
         Whole nodes are evicted, so the tokens freed (returned) can exceed `num_tokens`, an int
-        within 64 bits (TypeError otherwise, as on the compiled core).
+        within 64 bits (TypeError otherwise) and >= 0 (ValueError: a negative count is a caller's
+        mistake, not a request for nothing), as on the compiled core.
         """
         num_tokens = as_int64("num_tokens", num_tokens)
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
         freed = 0
         if len(self._heap) + len(self._wait_heap) > 2 * self.node_count + 64:
             self._rebuild_heap()

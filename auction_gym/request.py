@@ -48,9 +48,12 @@ def read_only(arr: np.ndarray) -> np.ndarray:
 def token_view(tokens: Sequence[int] | np.ndarray, what: str = "tokens") -> np.ndarray:
     """`tokens` for reading: an int64 1-D array is used as is (no copy, no O(n) range check), so
     hot paths can take `Request.tokens`, which the constructor validated, for free; anything else
-    goes through `as_tokens`."""
+    goes through `as_tokens`. None is a TypeError (no sequence at all), as the compiled cache's
+    bindings refuse it."""
     if isinstance(tokens, np.ndarray) and tokens.ndim == 1 and tokens.dtype == TOKEN_DTYPE:
         return tokens
+    if tokens is None:
+        raise TypeError(f"{what} must be a 1-D sequence of ints, got None")
     return as_tokens(tokens, what)
 
 

@@ -272,7 +272,14 @@ void bind_changes(nb::class_<RadixCache> &cls) {
         .def("lock", &RadixCache::lock, nb::arg("node"))
         .def("move_lock", &RadixCache::move_lock, nb::arg("old"), nb::arg("new"))
         .def("unlock", &RadixCache::unlock, nb::arg("node"))
-        .def("evict", &RadixCache::evict, nb::arg("num_tokens"))
+        .def("evict",
+             [](RadixCache &c, int64_t num_tokens) {
+                 // Refused here, not in RadixCache::evict: the engine's own calls pass a shortfall it checked is > 0.
+                 if (num_tokens < 0)
+                     throw nb::value_error(("num_tokens must be >= 0, got " + std::to_string(num_tokens)).c_str());
+                 return c.evict(num_tokens);
+             },
+             nb::arg("num_tokens"))
         .def("new_round", &RadixCache::new_round)
         .def("stamp_in_round", &RadixCache::stamp_in_round, nb::arg("node"), nb::arg("rank"))
         .def("set_wait", &RadixCache::set_wait, nb::arg("node"), nb::arg("wait"));

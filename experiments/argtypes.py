@@ -77,6 +77,22 @@ def positive_ints(text: str) -> list[int]:
     return _distinct_items(text, positive_int)
 
 
+def names(text: str) -> list[str]:
+    """Comma-separated distinct names, e.g. fcfs,lpm, spaces around each dropped (the command checks
+    that it knows each); no part empty, and a repeat refused by name: a command would run it twice."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    if repeats := sorted({part for part in parts if parts.count(part) > 1}):
+        raise argparse.ArgumentTypeError(f"{', '.join(repeats)} named more than once in {text!r}")
+    return parts
+
+
+def optional_names(text: str) -> list[str]:
+    """`names`, or none for an empty text (an option whose list may be empty, e.g. no baselines)."""
+    return names(text) if text.strip() else []
+
+
 def unit_share(text: str) -> float:
     """A share strictly between 0 and 1."""
     value = _float(text)

@@ -77,7 +77,10 @@ class Executor:
         """This executor with one process pool that every `map` in the block shares, its workers
         started once and stopped at the end; itself where the tasks run in this process, on Ray or
         in a session already open. `fork`: fork the workers now from this process, its imports
-        kept, where that is safe (`_forks`); else, and by default, they start afresh (spawn)."""
+        kept, where that is safe (`_forks`); else, and by default, they start afresh (spawn). On Ray,
+        it connects now: a bad `--address` (UsageError) is refused before the command shows progress."""
+        if self.address is not None:
+            _connect(self)
         if self.inline or self.address is not None or self.pool is not None:
             yield self
             return

@@ -1,5 +1,6 @@
 """The shared "is an integer count" check (`auction_gym._checks`) and the six places that use it:
-each takes integer values, numpy's included, and rejects the rest with a ValueError naming the field."""
+each takes integer values, numpy's included, and rejects the rest with a ValueError naming the field;
+and the range check of a number setting (`check_number`) that the routers and the workloads share."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import numpy as np
 import pytest
 
 from auction_gym import EngineConfig, RadixCache, Request
-from auction_gym._checks import check_count, is_int
+from auction_gym._checks import check_count, check_number, is_int
+from auction_gym.cluster import make_router
 from auction_gym.market import MarketConfig
 from auction_gym.scheduler import make_scheduler
+from auction_gym.workload import AgenticConfig, iter_agentic
 
 
 @pytest.mark.parametrize("x", [0, 5, -3, 5.0, np.int64(7), np.float64(2.0), 10**30])
@@ -59,3 +62,39 @@ def test_none_is_not_a_count(name):
 def test_every_site_takes_a_numpy_int(name):
     """EngineConfig used to reject np.int64, which the other sites took."""
     SITES[name](np.int64(4))
+
+
+def test_check_number_returns_the_value_and_says_the_range():
+    assert check_number("x", 0.5, 0, 1) == 0.5 and check_number("x", np.float32(2), 1) == 2
+    assert check_number("x", float("inf"), 0, above=True) == float("inf")
+    for value, kwargs, message in [
+        (1.5, {"least": 0, "most": 1}, "x must be a number in [0, 1], got 1.5"),
+        (0, {"least": 0, "above": True, "unit": "(s)"}, "x must be a number > 0 (s), got 0"),
+        (float("inf"), {"least": 0, "finite": True}, "x must be a finite number >= 0, got inf"),
+        (float("nan"), {}, "x must be a number, got nan"),
+        (True, {"least": 0, "most": 1}, "x must be a number in [0, 1], got True"),
+        ("1", {"least": 0}, "x must be a number >= 0, got '1'"),
+        (None, {"least": 0}, "x must be a number >= 0, got None"),
+    ]:
+        with pytest.raises(ValueError) as error:
+            check_number("x", value, **kwargs)
+        assert str(error.value) == message
+
+
+NUMBER_SITES = {
+    "cache_threshold": lambda v: make_router("cache_aware", cache_threshold=v),
+    "balance_rel_threshold": lambda v: make_router("cache_aware", balance_rel_threshold=v),
+    "eviction_interval": lambda v: make_router("cache_aware", eviction_interval=v),
+    "overlap_weight": lambda v: make_router("kv_overlap", overlap_weight=v),
+    "temperature": lambda v: make_router("kv_overlap", temperature=v),
+    "rate": lambda v: iter_agentic(AgenticConfig(rate=v)),
+    "session_turns": lambda v: iter_agentic(AgenticConfig(session_turns=v)),
+}
+
+
+@pytest.mark.parametrize("name", NUMBER_SITES)
+def test_every_number_setting_refuses_a_bool_and_takes_numpys_floats(name):
+    """A bool given for a number is refused, as the counts refuse it; numpy's float32 (no Python float) is taken."""
+    with pytest.raises(ValueError, match=f"^{name} must be a"):
+        NUMBER_SITES[name](True)
+    NUMBER_SITES[name](np.float32(1.0))

@@ -4,10 +4,12 @@ id. Each is a one-line usage error naming the option, exit status 2."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 
 import pytest
 
+from experiments.argtypes import names, optional_names
 from experiments.cli import COMMANDS, main
 
 
@@ -41,6 +43,33 @@ def _refused(argv: list[str], monkeypatch, capsys) -> str:
 ])
 def test_a_seed_is_an_integer_numpy_can_seed_with(argv, monkeypatch, capsys):
     assert f"argument {argv[1]}:" in _refused(argv, monkeypatch, capsys)
+
+
+NAME_LISTS = [("markets", "--designs"), ("markets", "--workloads"), ("markets", "--levels"), ("cluster", "--routers"),
+              ("cluster", "--policies"), ("cluster", "--workloads"), ("demo", "--schedulers"), ("bench", "--benches"),
+              ("bench", "--commands"), ("incentives", "--mechanisms"), ("incentives", "--cost-models"),
+              ("compare", "--algos"), ("compare", "--baselines"), ("evaluate-multi", "--baselines")]
+"""Every option that takes a comma-separated list of names."""
+
+
+@pytest.mark.parametrize("command, option", NAME_LISTS)
+def test_a_list_of_names_refuses_a_repeat_by_name(command, option, monkeypatch, capsys):
+    """A repeated name would run the same design (policy, bench) twice; refused whether it is known or not."""
+    for given in ("fcfs,lpm,fcfs", "x, y,x"):
+        repeat = given.split(",")[0]
+        assert f"argument {option}: {repeat} named more than once in {given!r}" in _refused(
+            [command, option, given], monkeypatch, capsys)
+    assert f"argument {option}: expected comma-separated names" in _refused(
+        [command, option, "fcfs,,lpm"], monkeypatch, capsys)
+
+
+def test_the_names_argument_types():
+    assert names(" fcfs, lpm ") == ["fcfs", "lpm"] and optional_names("") == [] and optional_names("a") == ["a"]
+    for text in ("", "a,", ",a", "a, ,b"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected comma-separated names"):
+            names(text)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^a, b named more than once in 'b,a,b,a'$"):
+        names("b,a,b,a")
 
 
 @pytest.mark.parametrize("argv", [

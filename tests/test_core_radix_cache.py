@@ -308,7 +308,8 @@ CACHE_CALLS = {  # each a call of a cache holding [0..7] (its leaf `node`) with 
 def test_both_caches_take_an_int_within_64_bits_as_a_count_or_priority_and_refuse_the_rest(call, value):
     """A token count or a priority is an int within 64 bits (numpy's ints and bools too) on both
     cores, read as that int; anything else is a TypeError on both (the Python cache took floats
-    and ints beyond 64 bits, which the compiled one refuses)."""
+    and ints beyond 64 bits, which the compiled one refuses). A negative count to evict is a
+    ValueError on both (both returned 0)."""
     seen = []
     for which in ("python", "compiled"):
         with core.use(which):
@@ -316,10 +317,11 @@ def test_both_caches_take_an_int_within_64_bits_as_a_count_or_priority_and_refus
         node = c.insert(np.arange(8)).last_node
         try:
             seen.append(CACHE_CALLS[call](c, node, value))
-        except TypeError:
-            seen.append(TypeError)
+        except (TypeError, ValueError) as error:
+            seen.append(type(error))
     assert seen[0] == seen[1]
     accepted = type(value) is not float and isinstance(value, (int, np.integer)) and -2**63 <= value < 2**63
-    assert (seen[0] is not TypeError) == accepted
+    refused = TypeError if not accepted else ValueError if call == "evict" and value < 0 else None
+    assert (seen[0] if seen[0] in (TypeError, ValueError) else None) is refused
     if accepted and call != "evict":
         assert type(seen[0][1]) is int

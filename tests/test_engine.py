@@ -160,6 +160,14 @@ def test_cost_model_json_round_trip(tmp_path):
         CostModel(decode_base=-1.0)
 
 
+@pytest.mark.parametrize("bad", [None, "tokens", {"decode_base": 0.002}])
+def test_engine_config_names_what_a_cost_model_must_be(bad):
+    """Not an AttributeError from deep in the check of its coefficients."""
+    with pytest.raises(ValueError, match=r"^cost_model must be a CostModel \(auction_gym.CostModel\(...\), or "
+                       r"CostModel.from_json\(path\) of a calibration's\), got "):
+        EngineConfig(cost_model=bad)
+
+
 def test_a_later_smaller_request_is_admitted_when_the_first_does_not_fit():
     """The check that any admission is possible must not stop at the first waiting request: with
     memory for C but not B, the auction runs, and C (the higher bid) is admitted while A decodes.

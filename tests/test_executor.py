@@ -118,7 +118,26 @@ def test_address_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["reproduce", "--quick", "--address", "local", "--out", str(tmp_path)])
     assert exc.value.code == 2
-    assert 'error: --address needs Ray, the "rllib" extra' in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert 'error: --address needs Ray, the "rllib" extra' in err
+    assert "%|" not in err  # refused before the sweep's progress bar shows
+
+
+def test_an_address_ray_cannot_reach_is_refused_before_any_progress_bar(monkeypatch, tmp_path, capsys):
+    pytest.importorskip("ray")
+    from agents import ray_session
+
+    def unreachable(address, num_cpus):  # Ray's refusal, whether or not this process holds a Ray session already
+        raise ValueError(f"Invalid address format: {address}")
+
+    monkeypatch.setattr(ray_session, "init_ray", unreachable)
+    monkeypatch.setattr(reproduce, "sweep_of", lambda size: TINY)
+    monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--quick", "--address", "nope", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: --address nope: cannot start or reach Ray" in err and "%|" not in err
 
 
 def test_compare_budgets_and_explicit_sizes_win():

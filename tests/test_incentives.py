@@ -68,7 +68,7 @@ def test_grid_adds_truthful_and_sorts():
 
 @pytest.mark.parametrize("option, message", [
     (["--grid", "1,x"], "--grid"), (["--grid", "-1"], "--grid"), (["--grid", "0.5,0.5"], "repeated"),
-    (["--mechanisms", "fcfs"], "unknown fcfs"), (["--cost-models", "unit,unit"], "repeated"),
+    (["--mechanisms", "fcfs"], "unknown fcfs"), (["--cost-models", "unit,unit"], "unit named more than once"),
     (["--episodes", "1"], "--episodes must be >= 2"), (["--horizon", "0"], "--horizon"),
     (["--jobs", "0"], "--jobs"),
 ])

@@ -235,6 +235,27 @@ def test_extend_refuses_an_evicted_node():
         c.extend(node, [3])
 
 
+def test_a_negative_eviction_is_refused_and_evicts_nothing():
+    c = RadixCache()
+    c.insert([1, 2, 3])
+    with pytest.raises(ValueError, match="num_tokens must be >= 0, got -5"):
+        c.evict(-5)
+    assert c.total_size == 3 and c.evict(0) == 0 and c.prefix_len([1, 2, 3]) == 3
+
+
+@pytest.mark.parametrize("call", [
+    lambda c, node: c.lock(None), lambda c, node: c.unlock(None), lambda c, node: c.extend(None, [4]),
+    lambda c, node: c.insert(None), lambda c, node: c.match_prefix(None), lambda c, node: c.prefix_len(None),
+], ids=["lock", "unlock", "extend", "insert", "match_prefix", "prefix_len"])
+def test_none_for_a_node_or_tokens_is_a_type_error_on_either_core(call):
+    c = RadixCache()
+    node = c.insert([1, 2, 3]).last_node
+    with pytest.raises(TypeError):
+        call(c, node)
+    c.check()  # nothing was left half done
+    assert (c.evictable_size, c.protected_size, node.lock_ref) == (3, 0, 0)
+
+
 def test_page_size_aligns_matches():
     c = RadixCache(page_size=4)
     c.insert(list(range(10)))  # only 8 tokens (2 pages) are cached

@@ -297,6 +297,7 @@ def test_the_action_of_an_env_that_resets_instead_of_stepping_is_not_read():
 @pytest.mark.parametrize("seeds, error, message", [
     ([7, "a", 8], TypeError, "a seed must be an int or None, got 'a'"),
     ([7, 1.0, 2], TypeError, "a seed must be an int or None, got 1.0"),
+    ([7, True, 2], TypeError, "a seed must be an int or None, got True"),  # as a lone True is refused
     ([7, -2, 3], ValueError, "a seed must be >= 0, got -2"),
     ("abc", TypeError, "seed must be an int, None, or one int or None per env"),
     ([7, 8], ValueError, "expected 3 seeds"),

@@ -18,7 +18,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from .._checks import check_count
+from .._checks import check_count, check_number
 from ..engine import ServingEngine
 from ..radix_cache import RadixCache
 from ..request import Request
@@ -158,17 +158,11 @@ class CacheAware:
     def __init__(self, cache_threshold: float = 0.3, balance_abs_threshold: int = 64,
                  balance_rel_threshold: float = 1.5, max_tree_tokens: int = 2**26,
                  eviction_interval: float = 120.0) -> None:
-        if not (isinstance(cache_threshold, (int, float)) and 0 <= cache_threshold <= 1):
-            raise ValueError(f"cache_threshold must be a number in [0, 1], got {cache_threshold!r}")
-        if not (isinstance(balance_rel_threshold, (int, float)) and balance_rel_threshold >= 1):
-            raise ValueError(f"balance_rel_threshold must be a number >= 1, got {balance_rel_threshold!r}")
-        if not (isinstance(eviction_interval, (int, float)) and eviction_interval > 0):
-            raise ValueError(f"eviction_interval must be a number > 0 (s), got {eviction_interval!r}")
-        self.cache_threshold = cache_threshold
+        self.cache_threshold = check_number("cache_threshold", cache_threshold, 0, 1)
         self.balance_abs_threshold = check_count("balance_abs_threshold", balance_abs_threshold, 0)
-        self.balance_rel_threshold = balance_rel_threshold
+        self.balance_rel_threshold = check_number("balance_rel_threshold", balance_rel_threshold, 1)
         self.max_tree_tokens = check_count("max_tree_tokens", max_tree_tokens)
-        self.eviction_interval = eviction_interval
+        self.eviction_interval = check_number("eviction_interval", eviction_interval, 0, above=True, unit="(s)")
         self.trees: list[RadixCache] = []
         self.last_decision = ""
         self._last_eviction = 0.0
@@ -219,11 +213,8 @@ class KvOverlap:
     def __init__(self, overlap_weight: float = 1.0, temperature: float = 0.0, block_size: int = 16,
                  seed: int = 0) -> None:
         # A weight of inf makes a replica's cost inf x 0 = NaN where it caches the whole prompt.
-        if not (isinstance(overlap_weight, (int, float)) and 0 <= overlap_weight < math.inf):
-            raise ValueError(f"overlap_weight must be a finite number >= 0, got {overlap_weight!r}")
-        if not (isinstance(temperature, (int, float)) and temperature >= 0):
-            raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-        self.overlap_weight, self.temperature = overlap_weight, temperature
+        self.overlap_weight = check_number("overlap_weight", overlap_weight, 0, finite=True)
+        self.temperature = check_number("temperature", temperature, 0)
         self.block_size = check_count("block_size", block_size)
         self._rng = np.random.default_rng(seed)
 

@@ -45,8 +45,12 @@ class Arrivals:
         until their arrival time): the next such time. None: nothing is held upstream."""
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
-        """A list (any Sequence) is taken at once, in any order. Any other iterable is read lazily as
-        `due` reaches each arrival; it must be sorted by arrival."""
+        """A list (any Sequence) is taken at once, in any order, checked whole first (`check_batch`).
+        Any other iterable is read lazily as `due` reaches each arrival; it must be sorted by
+        arrival. Only its first entry is read here: checking the rest would read the stream whole,
+        which its laziness is for not doing, so an entry that is not a Request, a repeated id or an
+        arrival out of order raises only when the clock reaches it (from the step that reads it),
+        after the requests before it were let in."""
         if isinstance(requests, Request):
             requests = [requests]
         if isinstance(requests, Sequence):

@@ -106,6 +106,9 @@ class EngineConfig:
             raise ValueError(f"radix_eviction_policy must be one of {', '.join(EVICTION_POLICIES)}, "
                              f"got {self.radix_eviction_policy!r}")
         cm = self.cost_model
+        if not isinstance(cm, CostModel):  # its coefficients are read below and by every iteration
+            raise ValueError("cost_model must be a CostModel (auction_gym.CostModel(...), or CostModel.from_json(path) "
+                             f"of a calibration's), got {cm!r}")
         if cm.decode_base + cm.decode_per_request <= 0 or cm.prefill_base + cm.prefill_per_token <= 0:
             raise ValueError("cost model must give every iteration a positive duration")
 

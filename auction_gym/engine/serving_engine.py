@@ -62,8 +62,11 @@ class Replay:
         raise NotImplementedError
 
     def submit(self, requests: Request | Iterable[Request]) -> None:
-        """Queue requests for arrival at their `arrival` time: a Sequence at once, in any order; any
-        other iterable lazily as the clock reaches it (never held whole), so sorted by arrival."""
+        """Queue requests for arrival at their `arrival` time: a Sequence at once, in any order (a
+        non-Request or a repeated id refused before any is taken); any other iterable lazily as the
+        clock reaches it (never held whole), so sorted by arrival, and checked only as it is read:
+        an entry that is not a Request, a repeated id or an arrival out of order raises from the
+        `step` (or `run`) whose clock reaches it, not here (`Arrivals.submit`)."""
         self.arrivals.submit(requests)
 
     def run(self, requests: Iterable[Request] | None = None, until: float = math.inf) -> Metrics:

@@ -18,6 +18,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
+from .._checks import is_int_typed
+
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 """The autoreset conventions `MarketBatch` keeps (Gymnasium's names; SB3's is SAME_STEP's)."""
 
@@ -46,7 +48,7 @@ def seeds_of(seed: int | Sequence[int | None] | None, n: int) -> list[int | None
     else:
         raise TypeError(f"seed must be an int, None, or one int or None per env, got {seed!r}")
     for s in seeds:
-        if s is not None and not isinstance(s, (int, np.integer)):
+        if s is not None and not is_seed(s):  # the rule a lone seed meets: a bool is no seed
             raise TypeError(f"a seed must be an int or None, got {s!r}")
         if s is not None and s < 0:
             raise ValueError(f"a seed must be >= 0, got {s}")
@@ -54,8 +56,9 @@ def seeds_of(seed: int | Sequence[int | None] | None, n: int) -> list[int | None
 
 
 def is_seed(x: object) -> bool:
-    """Whether `x` is an int, Python's or numpy's (not a bool)."""
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+    """Whether `x` is an int, Python's or numpy's (not a bool): the package's strict int test
+    (`_checks.is_int_typed`), for a lone seed and each of a list's alike."""
+    return is_int_typed(x)
 
 
 class MarketBatch:

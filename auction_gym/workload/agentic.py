@@ -13,13 +13,12 @@ import bisect
 import math
 from dataclasses import dataclass, field
 from functools import partial
-from numbers import Real
 from operator import itemgetter
 from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from .._checks import check_int, is_int_typed
+from .._checks import check_int, check_number, is_int_typed
 from ..request import Request, read_only
 from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, normalize_mix
 from .compiled import compiled_twin
@@ -141,11 +140,9 @@ def check_ints(cfg: object, least: Mapping[str, int]) -> None:
 
 def check_finite(cfg: object, least: Mapping[str, float]) -> None:
     """Raise ValueError naming the first field of `cfg` (any workload configuration) in `least`
-    that is not a finite number >= its least (NaN fails, which every comparison would let pass)."""
+    that is not a finite number (`check_number`) >= its least."""
     for name, low in least.items():
-        v = getattr(cfg, name)
-        if not (isinstance(v, Real) and low <= v < math.inf):
-            raise ValueError(f"{name} must be a finite number{f' >= {low}' if low > -math.inf else ''}, got {v!r}")
+        check_number(name, getattr(cfg, name), low, finite=True)
 
 
 def check_bursts(cfg) -> None:

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..argtypes import output_file
+from ..argtypes import names, optional_names, output_file
 from ..bench import COMMANDS, Bench, bench_names, get_bench
 from ..errors import UsageError
 from ..provenance import made_by
@@ -38,11 +38,11 @@ QUICK_NOTE = ("!!! note \"A quick run\"\n    Made with `--quick`: every benchmar
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benches", type=lambda s: s.split(","), default=None,
+    parser.add_argument("--benches", type=names, default=None,
                         help=f"comma-separated, of {','.join(bench_names())} (default: all)")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes (minutes in all): checks that they run, not figures to quote")
-    parser.add_argument("--commands", type=lambda s: s.split(","), default=[],
+    parser.add_argument("--commands", type=optional_names, default=[],
                         help=f"comma-separated whole commands, of {','.join(COMMANDS)}, that the benches timing "
                         "commands (cores) run on each core: minutes each (default none)")
     parser.add_argument("--full", action="store_true",

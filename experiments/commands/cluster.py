@@ -36,6 +36,7 @@ from auction_gym.market import MECHANISMS, Market, MarketConfig
 from auction_gym.workload import get_workload
 
 from ..argtypes import (
+    names,
     non_negative_floats,
     output_folder,
     positive_floats,
@@ -305,10 +306,6 @@ GRID_TYPES = {"replicas": positive_ints, "loads": positive_floats}
 """The argument types of the grid's numeric options; the others take names, which `_grid` checks."""
 
 
-def _names(text: str) -> list[str]:
-    return text.split(",")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a small grid: 6 routers x lpm/radix_vcg/strict_vcg x 1, 8 replicas x mooncake, "
@@ -326,7 +323,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "several: the first file's row)")
     full = full_grid()
     for key in full:
-        parser.add_argument(f"--{key}", type=GRID_TYPES.get(key, _names), default=None,
+        parser.add_argument(f"--{key}", type=GRID_TYPES.get(key, names), default=None,
                             help=f"comma-separated, overrides the grid (full: {','.join(map(str, full[key]))})")
 
 
@@ -358,7 +355,7 @@ def _grid(args: argparse.Namespace) -> dict:
         if getattr(args, key) is not None:
             grid[key] = getattr(args, key)
     valid = {"routers": ROUTERS, "policies": MECHANISMS, "workloads": cluster_workloads()}
-    for key, names in valid.items():
-        if unknown := set(grid[key]) - set(names):
-            raise ValueError(f"--{key}: unknown {', '.join(sorted(unknown))}; valid: {', '.join(names)}")
+    for key, known in valid.items():
+        if unknown := set(grid[key]) - set(known):
+            raise ValueError(f"--{key}: unknown {', '.join(sorted(unknown))}; valid: {', '.join(known)}")
     return grid

@@ -53,7 +53,7 @@ from agents.sb3 import MODEL_SUFFIXES, load_hyperparams, load_policy
 from agents.training import TrainConfig, TrainResult, action_changes, set_torch_threads, train
 from auction_gym.pacing import Policy, builtin_policy_names, plain_policy_names
 
-from ..argtypes import positive_int, random_seed
+from ..argtypes import names, optional_names, positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
@@ -96,7 +96,7 @@ def _sizes_text(sizes: dict[str, int]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algos", default=",".join(DEFAULT_ALGOS),
+    parser.add_argument("--algos", type=names, default=",".join(DEFAULT_ALGOS),
                         help=f"comma-separated, from {names_text()} (default {','.join(DEFAULT_ALGOS)})")
     parser.add_argument("--budget", choices=list(BUDGETS), default=DEFAULT_BUDGET,
                         help="the run's sizes: " + "; ".join(f"{name}: {_sizes_text(sizes)}"
@@ -111,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "are means over (the tables use every episode)")
     parser.add_argument("--eval-seed", type=random_seed, default=DEFAULT_EVAL_SEED,
                         help=f"evaluation episode k uses seed EVAL_SEED + k (default {DEFAULT_EVAL_SEED})")
-    parser.add_argument("--baselines", default=",".join(BASELINES),
+    parser.add_argument("--baselines", type=optional_names, default=",".join(BASELINES),
                         help=f"comma-separated built-in policies: {', '.join(builtin_policy_names())}, and "
                         f"{' and '.join(TUNED)}, chosen on tuning seeds (agents.baselines) (default {','.join(BASELINES)})")
     parser.add_argument("--tuning-episodes", type=positive_int, default=None,
@@ -138,10 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def checked(args: argparse.Namespace) -> tuple[list[str], list[str], dict[str, Any]]:
     """The algorithms and baselines asked for and the env kwargs (the scenario's, `--env-kwargs`
     over them), every option checked before any work starts."""
-    algos = [a for a in args.algos.split(",") if a]
-    if not algos or any(a not in LEARNERS for a in algos):
-        raise UsageError(f"unknown --algos {args.algos!r}; valid: {names_text()}")
-    baselines = [b for b in args.baselines.split(",") if b]
+    algos, baselines = list(args.algos), list(args.baselines)
+    if unknown := [a for a in algos if a not in LEARNERS]:
+        raise UsageError(f"unknown --algos {','.join(unknown)}; valid: {names_text()}")
     for spec in baselines:
         if spec in TUNED:
             continue

@@ -28,7 +28,7 @@ from auction_gym.engine import rejections
 from auction_gym.registry import mechanism_names
 from auction_gym.workload import SAMPLE_TRACE, get_workload, workload_names
 
-from ..argtypes import json_dict, positive_float, positive_int, random_seed, trace_file
+from ..argtypes import json_dict, names, positive_float, positive_int, random_seed, trace_file
 from ..errors import UsageError
 
 WORKLOAD_OPTIONS: dict[str, Any] = {"rate": 35.0, "duration": 60.0, "time_scale": 4.0, "limit": None,
@@ -143,7 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bidders", type=positive_int, default=8, help="tenants sending requests (default 8)")
     parser.add_argument("--kv-capacity", type=positive_int, default=60_000,
                         help="KV cache size in tokens (default 60000)")
-    parser.add_argument("--schedulers", type=lambda s: s.split(","), default=None,
+    parser.add_argument("--schedulers", type=names, default=None,
                         help=f"comma-separated (default: every registered one, {','.join(mechanism_names())})")
     parser.add_argument("--trace", type=trace_file, default=None,
                         help="replay a Mooncake trace (JSONL) instead of the agentic workload (--workload mooncake "

@@ -44,7 +44,7 @@ from agents.sb3 import run_folder, saved_env_kwargs
 from agents.stats import format_ci, mean_ci
 from auction_gym.pacing import Policy, builtin_policy_names, plain_policy_names
 
-from ..argtypes import json_dict, positive_int, random_seed
+from ..argtypes import json_dict, optional_names, positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..options import MULTI_AGENT_SCENARIO, rllib_modules
@@ -61,7 +61,7 @@ PAIRED = ("welfare", "revenue")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", nargs="*", default=[], metavar="PATH",
                         help="RLlib checkpoints of train-multi runs (RUN/checkpoint), each a learned population")
-    parser.add_argument("--baselines", default=",".join(BASELINES),
+    parser.add_argument("--baselines", type=optional_names, default=",".join(BASELINES),
                         help="comma-separated built-in policies, each played by every bidder: "
                         f"{', '.join(builtin_policy_names())} (default {','.join(BASELINES)})")
     parser.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes (default 20)")
@@ -104,7 +104,7 @@ def populations(args: argparse.Namespace, env_kwargs: dict) -> dict[str, dict[st
                 out[population_name(checkpoint)] = rllib.load_population(checkpoint, agents)
             except ValueError as e:
                 raise UsageError(f"--checkpoint: {e}") from None
-    for spec in (b for b in args.baselines.split(",") if b):
+    for spec in args.baselines:
         try:
             out[policy_name(spec)] = uniform_population(spec, agents, env_kwargs.get("alpha_max", 2.0))
         except ValueError as e:
@@ -230,7 +230,7 @@ def focal_table(learned: dict[str, Policy], env_kwargs: dict, args: argparse.Nam
 def command_line(args: argparse.Namespace, env_kwargs: dict) -> str:
     """The `radix-auction evaluate-multi` command that reproduces this evaluation."""
     return shlex.join(["radix-auction", "evaluate-multi", *(["--checkpoint", *args.checkpoint] if args.checkpoint
-                       else []), "--baselines", args.baselines, "--episodes", str(args.episodes), "--eval-seed",
+                       else []), "--baselines", ",".join(args.baselines), "--episodes", str(args.episodes), "--eval-seed",
                        str(args.eval_seed), "--env-kwargs", json.dumps(env_kwargs), "--out", str(args.out)])
 
 

@@ -53,7 +53,7 @@ from auction_gym.market import Market, MarketConfig
 from auction_gym.market.config import AUCTIONS
 from auction_gym.pacing import OGDPacer
 
-from ..argtypes import output_folder, positive_int, random_seed
+from ..argtypes import names, output_folder, positive_int, random_seed
 from ..cli import run_command
 from ..errors import UsageError
 from ..executor import Executor, add_address_argument, executor_of
@@ -272,14 +272,12 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def _names(valid: Collection[str], option: str):
-    """An argparse type: a comma-separated subset of `valid`, in the order given, no repeats."""
+    """An argparse type: a comma-separated subset of `valid`, in the order given, no repeats (`names`)."""
     def parse(text: str) -> list[str]:
-        names = [s.strip() for s in text.split(",")]
-        if unknown := [n for n in names if n not in valid]:
+        given = names(text)
+        if unknown := [n for n in given if n not in valid]:
             raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
-        if len(set(names)) != len(names):
-            raise argparse.ArgumentTypeError(f"repeated names in {text!r}")
-        return names
+        return given
     parse.__name__ = option  # argparse names the type in its message
     return parse
 

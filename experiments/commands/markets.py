@@ -40,7 +40,7 @@ from pathlib import Path
 
 from auction_gym.market import MECHANISMS
 
-from ..argtypes import output_folder, positive_floats, positive_int
+from ..argtypes import names, output_folder, positive_floats, positive_int
 from ..executor import Executor
 from ..provenance import made_by
 from ..sweeps import replica_scaled
@@ -154,9 +154,6 @@ def _bidding(bidders: Bidders) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    def names(s: str) -> list[str]:
-        return s.split(",")
-
     parser.add_argument("--quick", action="store_true",
                         help="agentic and shared prefix at load 1.4, unlimited and 0.3 budgets, 2 seeds "
                              "(a few minutes on 2 cores)")
