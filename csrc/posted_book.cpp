@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "bindings.hpp"
 #include "gc_slots.hpp"
@@ -156,8 +157,13 @@ bool Book::read(Round& r, nb::handle queue, nb::handle joined, nb::handle left, 
         r.at.assign(size_t(n), -1);
         if (!compared(r)) return false;
     }
-    for (const Fresh& f : r.fresh)
+    // A new request's bid as round_bids makes it, which check_bids refuses where it is NaN, < 0 or
+    // inf (a field changed after construction, or a product that overflows): Python names it.
+    for (const Fresh& f : r.fresh) {
         if (!in_range(r, f.bidder)) return false;
+        const double b = r.market ? r.alpha[size_t(f.bidder)] * f.urgency : f.bid;
+        if (!(0.0 <= b && b < std::numeric_limits<double>::infinity())) return false;
+    }
     for (const auto& swapped : r.swap)
         if (!in_range(r, swapped.second.bidder)) return false;
     // Every request held may weigh, and be read, once the bids change kind (a replay's own or not).

@@ -45,8 +45,8 @@ bool queue_bids(nb::handle queue, nb::handle multipliers, std::vector<double>& b
 }
 
 // (order, levels) of SGLangPriority's round (`lens` None) or QoSLPM's (`lens` the cached prefix
-// lengths), or None, nothing raised, for inputs that are not plain (a bid whose level overflows
-// among them), which the Python code decides or refuses.
+// lengths), or None, nothing raised, for inputs that are not plain (a bid whose level overflows,
+// or a negative bid, among them), which the Python code decides or refuses.
 nb::object priority_round(nb::handle requests, nb::handle multipliers, nb::handle max_priority, nb::handle lens,
                           int64_t levels_per_decade, int64_t lowest) {
     if (!PyList_CheckExact(requests.ptr())) return nb::none();
@@ -67,6 +67,7 @@ nb::object priority_round(nb::handle requests, nb::handle multipliers, nb::handl
     }
     for (size_t i = 0; i < n; ++i) {
         if (bids[i] <= 0) {
+            if (bids[i] < 0) return nb::none();  // priority_level refuses it: Python names the request
             level[i] = lowest;
         } else {
             const double scaled = double(levels_per_decade) * std::log10(bids[i]);

@@ -107,7 +107,11 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
         }
         ++out.queued[b];
         const double u = PyFloat_AS_DOUBLE(urgency.ptr());
-        out.bids.push_back(alpha[b] * u);
+        const double bid = alpha[b] * u;
+        // The layers refuse it, naming the request: TreeAllocator.allocate a product that overflows,
+        // the tree a bad urgency.
+        if (!(0.0 <= bid && bid < std::numeric_limits<double>::infinity())) return false;
+        out.bids.push_back(bid);
         out.urgency.push_back(u);
     }
     return true;

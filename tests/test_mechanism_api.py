@@ -9,7 +9,7 @@ import pytest
 
 from auction_gym import EngineConfig, RadixCache, Request, SimEngine
 from auction_gym.mechanism import AuctionOutcome, RadixTreeAuction, StrictPriorityAuction
-from auction_gym.policy import AdmissionPolicy, WaitingRound
+from auction_gym.policy import AdmissionPolicy, QueueDelta, WaitingRound
 from auction_gym.scheduler.base import admission_order, make_scheduler
 
 AUCTIONS = [RadixTreeAuction, StrictPriorityAuction]
@@ -320,6 +320,34 @@ def test_a_round_bid_that_is_not_finite_and_non_negative_names_the_request(cls, 
 
 @pytest.mark.both_cores
 @pytest.mark.parametrize("cls", AUCTIONS)
+@pytest.mark.parametrize("cost_model", ["tokens", "unit"])
+@pytest.mark.parametrize("reported", [False, True])
+def test_a_multiplier_times_urgency_that_overflows_names_the_request(cls, cost_model, reported):
+    """A finite multiplier and urgency whose product overflows bid inf, which the VCG payments would
+    read as NaN: the request is named, in a round that follows the engine's changes (the radix
+    auction's one compiled call on the compiled core) or not, and in `decide`, and the auction's
+    next round is the one a fresh auction decides."""
+    reqs = queue()
+    lens = {r: 0 for r in reqs}
+
+    def round_(multipliers: list[float], first: bool = False) -> WaitingRound:
+        changes = QueueDelta(list(reqs) if first else [], [], [], lens) if reported else None
+        return WaitingRound(reqs, RadixCache(), multipliers, None, changes, lens)
+
+    auction = cls(cost_model)
+    auction.admit(round_([1.0, 1.0, 1.0], first=True))
+    huge = [1.0, 1e308, 1.0]  # request 1, bidder 1's, has urgency 2.0
+    with pytest.raises(ValueError, match="request 1: bid must be finite and >= 0, got inf"):
+        auction.admit(round_(huge))
+    with pytest.raises(ValueError, match="request 1: bid must be finite and >= 0, got inf"):
+        auction.decide(reqs, RadixCache(), huge)
+    order, decided = auction.admit(round_([1.0, 0.5, 1.0]))
+    fresh_order, fresh = cls(cost_model).admit(round_([1.0, 0.5, 1.0], first=True))
+    assert order == fresh_order and decided.payments([0, 1, 2]) == fresh.payments([0, 1, 2])
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("cls", AUCTIONS)
 def test_allocate_checks_the_bids_it_is_given(cls):
     with pytest.raises(ValueError, match="bids has 2 entries for 4 requests"):
         cls().allocate(queue(), bids=[1.0, 2.0])
@@ -346,3 +374,18 @@ def test_a_priority_order_names_a_request_whose_bid_is_not_a_finite_number(name,
     reqs[2].bid = bad
     with pytest.raises(ValueError, match="request 2: bid must be finite and >= 0"):
         admission_order(make_scheduler(name), reqs, RadixCache())
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("name", ["sglang_priority", "qos_lpm"])
+@pytest.mark.parametrize("market", [False, True])
+def test_a_priority_order_names_a_request_whose_bid_is_negative(name, market):
+    """A bid changed after construction to a negative one (in a market, an urgency) is named as the
+    auctions name it, not read as a bid of 0, which would give it the lowest priority."""
+    reqs = queue()
+    if market:
+        reqs[2].urgency = -1.0
+    else:
+        reqs[2].bid = -1.0
+    with pytest.raises(ValueError, match="request 2: bid must be finite and >= 0, got -1.0"):
+        admission_order(make_scheduler(name), reqs, RadixCache(), [1.0, 1.0, 1.0] if market else None)

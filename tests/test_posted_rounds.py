@@ -341,6 +341,39 @@ def test_a_bidder_without_a_multiplier_or_budget_left_is_named_and_the_next_roun
     assert _decided(design, queue, full, full) == _decided(kept, queue, full, full)
 
 
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm", "congestion"])
+@pytest.mark.parametrize("reported", [False, True])
+@pytest.mark.parametrize("market, bad", [(False, math.nan), (False, -1.0), (False, math.inf), (True, math.nan),
+                                         (True, -1.0), (True, math.inf), (True, "overflow")])
+def test_a_joining_request_whose_bid_is_not_finite_and_ge_0_is_named(mechanism, market, reported, bad):
+    """A request whose bid (in a market, its multiplier x urgency) was changed after construction
+    to NaN, a negative or inf, or overflows there, is named when it joins, whether the round's
+    changes are reported or the queues compared, and the design's next round is the one of a design
+    that never saw it."""
+    queue = _queue()
+    multipliers = [1.0, 1.0, 1.0] if market else None
+    design, kept = make_scheduler(mechanism), make_scheduler(mechanism)
+
+    def decided(design, queue, multipliers, joined):
+        changes = QueueDelta(joined, [], [], {}) if reported else None
+        got = design.decide_round(WaitingRound(queue, RadixCache(), multipliers, None, changes))
+        return [r.id for r in got.order], got.bills
+
+    first = queue[:4]
+    assert decided(design, first, multipliers, first) == decided(kept, first, multipliers, first)
+    late = queue[4]  # bidder 1's, urgency and bid 10^4
+    if bad == "overflow":  # a market's bid only: a replay's is the request's own
+        bad_multipliers = [1.0, 1e305, 1.0]
+    else:
+        bad_multipliers = multipliers
+        setattr(late, "urgency" if market else "bid", bad)
+    with pytest.raises(ValueError, match="request 4: bid must be finite and >= 0"):
+        decided(design, queue, bad_multipliers, [late])
+    late.urgency = late.bid = 1e4
+    assert decided(design, queue, multipliers, [late]) == decided(kept, queue, multipliers, [late])
+
+
 @pytest.mark.parametrize("ratios", [5, ["a lot"], [1.0, None], [2.0, 1.0]])
 def test_tier_ratios_that_are_not_increasing_numbers_are_named(ratios):
     with pytest.raises(ValueError, match="ratios must be numbers, finite, > 0 and strictly increasing"):

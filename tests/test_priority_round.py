@@ -65,6 +65,12 @@ def test_inputs_the_call_does_not_take_are_decided_in_python(make):
         python.decide_round(overflow)
     with pytest.raises(ValueError, match="request 0: bid must be finite"):
         compiled.decide_round(overflow)
+    queue[2].bid = -1.0  # changed after construction: refused, not read as a bid of 0
+    negative = WaitingRound(queue, None, None, length_of={r: 0 for r in queue})
+    assert compiled._compiled_round(negative, [0] * 4) is None
+    for design in (python, compiled):
+        with pytest.raises(ValueError, match="request 2: bid must be finite and >= 0, got -1.0"):
+            design.decide_round(negative)
 
 
 @pytest.mark.parametrize("make", [SGLangPriority, QoSLPM])

@@ -11,10 +11,11 @@ inputs made. docs/economic-model.md section 3 says why and at what cost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..policy import QueueDelta
+from ..policy import QueueDelta, check_bids
 from ..request import Request
 from .base import Allocation
 from .compiled_tree import CompiledQueueTree, queue_tree
@@ -121,6 +122,11 @@ class TreeAllocator:
         `multipliers`, one per bidder; the requests' own bids without) and cached `prefix_lens`
         (None under "unit") the auction read; `changes`, how the queue changed since the round
         before (None: not known). Raises ValueError on a bad bid or prompt, leaving the tree as it was."""
+        if multipliers is not None and not sum(bids) < math.inf:
+            # The tree checks the urgencies it holds, not their products, which may overflow to inf
+            # (and give NaN payments) where both factors are finite. A NaN or inf bid makes the sum
+            # NaN or inf (one C-level pass); a negative one has a negative urgency, which the tree names.
+            check_bids(requests, bids)
         base = bids if multipliers is None else [r.urgency for r in requests]
         delta = None
         if changes is not None and self._following:

@@ -20,7 +20,7 @@ import math
 from itertools import repeat
 from operator import attrgetter
 
-from ..policy import AdmissionPolicy, WaitingRound, check_bidders, check_multipliers, round_bids
+from ..policy import AdmissionPolicy, WaitingRound, check_bidders, check_bids, check_multipliers, round_bids
 from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
@@ -76,9 +76,11 @@ class CongestionPricing(AdmissionPolicy):
             check_bidders(queue, multipliers, "multipliers")
         held = self._held
         new = held.follow(queue, round.changes, multipliers is None, round.cache)
+        bids = round_bids(new, multipliers)
+        check_bids(new, bids)  # a bid changed after construction, or a product that overflows
         (paying, bought), unpaid = held.paying(multipliers)  # those held in standard, in priority
         paying += bought  # ahead in standard
-        for r, b in zip(new, round_bids(new, multipliers)):
+        for r, b in zip(new, bids):
             chosen = b > 0 and best_tier(b, r.prompt_len, (paying, bought), (0.0, price),
                                          self.seconds_per_request) == 1
             paying += b > 0

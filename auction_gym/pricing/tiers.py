@@ -13,7 +13,15 @@ import math
 from operator import mul
 from typing import Sequence
 
-from ..policy import AdmissionPolicy, WaitingRound, check_bidders, check_multipliers, check_remaining, round_bids
+from ..policy import (
+    AdmissionPolicy,
+    WaitingRound,
+    check_bidders,
+    check_bids,
+    check_multipliers,
+    check_remaining,
+    round_bids,
+)
 from ..request import Request
 from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
@@ -109,8 +117,10 @@ class ServiceTiers(AdmissionPolicy):
                 check_bidders(queue, per_bidder, name)
         held = self._held
         new = held.follow(queue, round.changes, multipliers is None, round.cache)
+        bids = round_bids(new, multipliers)
+        check_bids(new, bids)  # a bid changed after construction, or a product that overflows
         counts, unpaid = held.paying(multipliers)
-        ahead = self._buy(new, round_bids(new, multipliers), counts, unpaid, remaining)
+        ahead = self._buy(new, bids, counts, unpaid, remaining)
         inside = queue
         if self.inside == "lpm":
             lens = round.prefix_lens

@@ -40,8 +40,11 @@ _request_id = attrgetter("id")
 
 def priority_level(bid: float) -> int:
     """SGLang's integer priority of a request bidding `bid` (>= 0): round(LEVELS_PER_DECADE x
-    log10(bid)), LOWEST for a bid of 0, and never below LOWEST."""
+    log10(bid)), LOWEST for a bid of 0, and never below LOWEST. ValueError for a bid that is < 0 or
+    NaN, OverflowError for inf."""
     if bid <= 0:
+        if bid < 0:  # a bid or urgency changed after construction: not a bid of 0
+            raise ValueError(f"bid must be finite and >= 0, got {bid!r}")
         return LOWEST
     level = round(LEVELS_PER_DECADE * math.log10(bid))
     return level if level > LOWEST else LOWEST  # not max(): called for every request of every round
