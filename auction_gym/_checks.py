@@ -1,5 +1,6 @@
 """The one test of "is an integer count" that requests, the cache, the engine's config, the schedulers
-and the market's config share, and the 64-bit bound the compiled core holds integers in. It imports
+and the market's config share, of "is a real number" for the market's and the envs' numbers, and the
+64-bit bound the compiled core holds integers in. It imports
 nothing of the package, so any module may use it."""
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ def is_int(x: object) -> bool:
         return not isinstance(x, bool) and math.isfinite(x) and int(x) == x
     except (TypeError, OverflowError):
         return False
+
+
+def is_real(x: object) -> bool:
+    """Whether `x` is a real number: an int or a float, Python's or numpy's (np.float32 too), not a
+    bool (True is no budget or rate). inf and nan are (test them with math.isfinite after this);
+    strings and None are not."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def check_count(name: str, value: object, least: int = 1) -> int:

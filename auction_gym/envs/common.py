@@ -9,12 +9,14 @@ import functools
 import inspect
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
+from .._checks import is_real
 from ..action import DEFAULT_ACTION_TYPE, ActionMap, action_map
 from ..market import Market, MarketConfig, RoundReport
 from ..market.observation import feature_table
@@ -40,7 +42,10 @@ ENV_MARKET_ARGUMENTS = tuple(f.name for f in dataclasses.fields(MarketConfig) if
 def market_config(**arguments: Any) -> MarketConfig:
     """The MarketConfig of an environment's market arguments (a None kwargs dict means empty)."""
     for name in ("workload_kwargs", "engine_kwargs", "backend_kwargs", "router_kwargs", "episode_draws"):
-        arguments[name] = dict(arguments.get(name) or {})
+        given = arguments.get(name)
+        if given is not None and not isinstance(given, Mapping):  # dict() of a string or list fails obscurely
+            raise ValueError(f"{name} must be a dict or None, got {given!r}")
+        arguments[name] = dict(given or {})
     return MarketConfig(**arguments)
 
 
@@ -73,7 +78,7 @@ def grouped(arguments: dict[str, Any], *groups: Iterable[str]) -> list[dict[str,
 
 def check_env_arguments(reward_scale: float, render_mode: str | None, render_modes: list[str]) -> None:
     """The checks both environments make of their own (non-market) arguments."""
-    if not math.isfinite(reward_scale) or reward_scale <= 0:
+    if not (is_real(reward_scale) and math.isfinite(reward_scale) and reward_scale > 0):
         raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
     if render_mode is not None and render_mode not in render_modes:
         raise ValueError(f"render_mode must be one of {render_modes}, got {render_mode!r}")
