@@ -16,6 +16,7 @@ from agents.baselines import tune
 from agents.callbacks import EvalMetricsCallback
 from agents.evaluation import evaluate
 from agents.stats import mean_ci
+from agents.training import TrainConfig, run_settings
 from auction_gym.action import action_value
 from auction_gym.envs.common import check_env_kwargs
 from auction_gym.envs.parallel_env import parallel_env
@@ -148,6 +149,15 @@ def test_the_eval_callback_refuses_its_arguments_before_training(kwargs, named):
 def test_evaluate_refuses_a_fractional_episode_count():
     with pytest.raises(ValueError, match="episodes"):
         evaluate(make_policy("truthful", 2.0), SHORT, episodes=2.5, progress=False)
+
+
+@pytest.mark.parametrize("field", ["timesteps", "n_envs"])
+def test_run_settings_refuse_a_fractional_count(field):
+    # int() made 2.5 envs 2 (and timesteps=0.5 a refusal of "0").
+    with pytest.raises(ValueError, match=field):
+        run_settings(TrainConfig(**{field: 2.5}), 1000)
+    _, timesteps, n_envs = run_settings(TrainConfig(**{field: 2.0}), 1000)
+    assert {"timesteps": timesteps, "n_envs": n_envs}[field] == 2
 
 
 def test_tune_refuses_no_candidates():
