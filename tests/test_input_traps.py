@@ -119,6 +119,21 @@ def test_an_action_that_is_not_a_number_is_named():
     assert action_value([[0.5]]) == 0.5  # a nested list of one number, as an array of that shape is read
 
 
+@pytest.mark.parametrize("observation", [np.zeros((3, 12)), np.zeros(3)])
+def test_action_for_names_an_observation_it_cannot_read(observation):
+    # The residual map's base pacer reads the row's features: a batch's rows, or a short row, was an IndexError.
+    env = make(action_type="residual", **SHORT).unwrapped
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="observation must be one agent's 12 features"):
+        env.action_for(1.0, observation)
+
+
+def test_the_parallel_env_action_for_asks_for_a_reset_first():
+    env = parallel_env("v1", **SHORT)
+    with pytest.raises(RuntimeError, match="reset"):  # was an IndexError of its agents' last multipliers
+        env.action_for(1.0, np.zeros(12), "bidder_0")
+
+
 def test_a_vector_env_that_fails_to_build_raises_only_its_own_error():
     unraisable = []
     previous, sys.unraisablehook = sys.unraisablehook, unraisable.append

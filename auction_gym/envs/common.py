@@ -18,7 +18,7 @@ import numpy as np
 
 from .._checks import is_real
 from ..action import DEFAULT_ACTION_TYPE, ActionMap, action_map
-from ..market import Market, MarketConfig, RoundReport
+from ..market import Market, MarketConfig, Obs, RoundReport
 from ..market.observation import feature_table
 from ..pacing import TUNED_PI, Policy, make_policy, named_pacer
 from ..registry import resolve
@@ -64,6 +64,21 @@ class ActionArguments:
         """The ActionMap, its residual base resolved from its name; ValueError for any bad argument."""
         base = named_pacer(self.residual_base, alpha_max, "residual_base")
         return action_map(self.action_type, alpha_max, self.delta_bound, self.delta_start, base, self.residual_scale)
+
+
+def action_for_observation(action_map: ActionMap, alpha: float, observation: np.ndarray | list[float],
+                           prev_alpha: float) -> float:
+    """`action_map.action` of one agent's `observation` (both envs' `action_for`). ValueError naming
+    its shape for one the map cannot read, a batch of rows or a short one (an IndexError or
+    TypeError from inside the base pacer), told apart on the failing path only."""
+    row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
+    try:
+        return action_map.action(alpha, row, prev_alpha)
+    except (IndexError, TypeError):
+        if np.shape(observation) == (Obs.SIZE,):
+            raise
+        raise ValueError(f"observation must be one agent's {Obs.SIZE} features, got shape "
+                         f"{np.shape(observation)}") from None
 
 
 def field_names(cls: type) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from ..market import Market, MarketConfig, Obs
 from ..scenarios import V1_KWARGS, V2_KWARGS
 from .common import (
     ActionArguments,
+    action_for_observation,
     check_env_arguments,
     field_names,
     grouped,
@@ -113,8 +114,10 @@ class RadixAuctionParallelEnv(ParallelEnv):
         """The action of `agent` that plays multiplier `alpha` in the next step, given its current
         `observation` (the inverse of the action map; see `RadixAuctionEnv.action_for`)."""
         self._check_agent(agent)
-        row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
-        return self.action_map.action(alpha, row, self._prev_alpha[self.possible_agents.index(agent)])
+        if not self._prev_alpha:  # its last multiplier, which the delta map reads, comes with the first reset
+            raise RuntimeError("call reset() before action_for()")
+        prev_alpha = self._prev_alpha[self.possible_agents.index(agent)]
+        return action_for_observation(self.action_map, alpha, observation, prev_alpha)
 
     def _check_agent(self, agent: str) -> None:
         if agent not in self.possible_agents:

@@ -19,6 +19,7 @@ from ..workload.registry import with_workload_table
 from .common import (
     ENV_MARKET_ARGUMENTS,
     ActionArguments,
+    action_for_observation,
     check_env_arguments,
     field_names,
     grouped,
@@ -260,8 +261,7 @@ class RadixAuctionEnv(gym.Env):
         """The action that plays multiplier `alpha` in the next step, given the focal bidder's
         current `observation` (the inverse of the action map, `auction_gym.action`): how
         `auction_gym.pacing.focal_policy` plays a built-in pacer under any action type."""
-        row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
-        return self.action_map.action(alpha, row, self._prev_alpha)
+        return action_for_observation(self.action_map, alpha, observation, self._prev_alpha)
 
     def _step_shadow(self) -> float:
         """Steps the shadow market of the paired reward (see Rewards) with the focal bidder
