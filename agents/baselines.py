@@ -83,6 +83,8 @@ def tune(name: str, candidates: dict[str, Policy], env_kwargs: dict[str, Any], e
          seed: int = TUNING_SEED) -> Tuned:
     """The candidate with the highest mean focal utility over `episodes` episodes seeded `seed + k`
     (ties: the first in order). ValueError when the tuning seeds reach the evaluation seeds."""
+    if not candidates:  # else max() of no utilities, after nothing was played
+        raise ValueError("candidates must hold at least one policy, got none")
     if seed + episodes > DEFAULT_EVAL_SEED:
         raise ValueError(f"tuning seeds {seed}..{seed + episodes - 1} overlap the evaluation seeds "
                          f"({DEFAULT_EVAL_SEED} on)")

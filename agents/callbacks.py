@@ -13,6 +13,9 @@ from tensorboard.plugins.hparams.metadata import PLUGIN_DATA_VERSION, PLUGIN_NAM
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData, SessionEndInfo
 from torch.utils.tensorboard.summary import hparams
 
+from auction_gym._checks import check_count, check_int
+from auction_gym.envs.common import check_env_kwargs
+
 from .evaluation import DEFAULT_EVAL_SEED, METRICS, episode_metrics, evaluate, mean_metrics
 from .sb3 import ENV_ID, SB3Policy
 
@@ -98,8 +101,10 @@ class EvalMetricsCallback(BaseCallback):
                  seed: int = DEFAULT_EVAL_SEED, env_id: str = ENV_ID,
                  on_evaluation: OnEvaluation | None = None) -> None:
         super().__init__()
-        if eval_freq < 1:
-            raise ValueError(f"eval_freq must be >= 1, got {eval_freq}")
+        # Checked now: the first evaluation, which would meet a wrong one, comes after a tenth of the run.
+        eval_freq, episodes = check_count("eval_freq", eval_freq), check_count("episodes", episodes)
+        seed = check_int("seed", seed, 0)  # a Python int: Gymnasium's reset refuses numpy's
+        check_env_kwargs(env_kwargs, env_id)
         self.env_kwargs, self.eval_freq, self.episodes, self.seed = env_kwargs, eval_freq, episodes, seed
         self.env_id, self.on_evaluation = env_id, on_evaluation
         self._next = 0

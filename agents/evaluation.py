@@ -37,6 +37,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm.auto import tqdm
 
+from auction_gym._checks import check_count
 from auction_gym.pacing import (
     MultiplierPolicy,
     Policy,
@@ -107,8 +108,7 @@ def evaluate(policy: Policy, env_kwargs: dict[str, Any] | None = None, episodes:
     actions, a built-in in multipliers (`scored_kwargs`); the METRICS of each episode, in order.
     ValueError when `policy` declares an `action_space` other than the env's (see the module
     docstring)."""
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    episodes = check_count("episodes", episodes)  # before the env is made; 2.5 would fail in range()
     env = gym.make(env_id, **scored_kwargs(policy, env_kwargs))
     try:
         policy = _for_env(policy, env)

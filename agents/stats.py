@@ -22,8 +22,12 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     A single value has no interval: its half-width is NaN (`format_ci` then prints the mean alone).
     NaNs are left out; with no value left both are NaN. A mean or half-width below the float
     resolution of the values themselves (1e-12 of the largest magnitude: what summing them in
-    another order can leave) is 0, so identical or cancelling values print 0, not float noise."""
+    another order can leave) is 0, so identical or cancelling values print 0, not float noise.
+    ValueError for values of more than one dimension (seeds x episodes, say), which would be pooled
+    into one sample as if independent: pass one number per unit, e.g. each row's mean."""
     x = np.asarray(values, dtype=float)
+    if x.ndim > 1:
+        raise ValueError(f"values must be one number per sample (1-D), got shape {x.shape}")
     x = x[~np.isnan(x)]
     if len(x) == 0:
         return math.nan, math.nan

@@ -21,6 +21,7 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
 from auction_gym import core
+from auction_gym._checks import check_count
 from auction_gym.registry import resolve
 
 from .callbacks import EvalMetricsCallback, HParamsCallback, OnEvaluation
@@ -167,10 +168,10 @@ def run_settings(config: TrainConfig, default_timesteps: int) -> tuple[dict[str,
     """The run's hyperparameters (the file's entry for its env id, with the config's overrides),
     steps to train and envs (the config's, else the file's)."""
     hp = load_hyperparams(config.algo, config.hyperparams_file, env_id=config.env_id, overrides=config.hyperparams)
-    timesteps = int(config.timesteps if config.timesteps is not None else hp.get("n_timesteps", default_timesteps))
-    n_envs = int(config.n_envs if config.n_envs is not None else hp.get("n_envs", 1))
-    if timesteps < 1:
-        raise ValueError(f"timesteps must be >= 1, got {timesteps}")
+    # check_count, not int(): int() made 2.5 envs 2 and 0.5 timesteps 0 ("got 0"); 1e5 as a float is taken.
+    timesteps = check_count("timesteps", config.timesteps if config.timesteps is not None
+                            else hp.get("n_timesteps", default_timesteps))
+    n_envs = check_count("n_envs", config.n_envs if config.n_envs is not None else hp.get("n_envs", 1))
     return hp, timesteps, n_envs
 
 

@@ -1,7 +1,7 @@
 """The one test of "is an integer count" that requests, the cache, the engine's config, the schedulers
-and the market's config share, the one range check of a number setting (the routers', the
-workloads'), and the 64-bit bound the compiled core holds integers in. It imports nothing of the
-package, so any module may use it."""
+and the market's config share, of "is a real number" for the market's and the envs' numbers, the
+one range check of a number setting (the routers', the workloads'), and the 64-bit bound the
+compiled core holds integers in. It imports nothing of the package, so any module may use it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,13 @@ def is_int(x: object) -> bool:
         return not isinstance(x, bool) and math.isfinite(x) and int(x) == x
     except (TypeError, OverflowError):
         return False
+
+
+def is_real(x: object) -> bool:
+    """Whether `x` is a real number: an int or a float, Python's or numpy's (np.float32 too), not a
+    bool (True is no budget or rate). inf and nan are (test them with math.isfinite after this);
+    strings and None are not."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def check_count(name: str, value: object, least: int = 1) -> int:
@@ -49,7 +56,7 @@ def check_number(name: str, value: object, least: float = -math.inf, most: float
     flag given for a number is a mistake), >= `least` (> `least` if `above`) and <= `most`, and
     finite if `finite`. NaN fails, which every comparison would let pass. `unit`, e.g. "(s)",
     ends the message."""
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = (is_real(value)
           and (value > least if above else value >= least) and value <= most
           and (not finite or math.isfinite(value)))
     if not ok:

@@ -223,7 +223,13 @@ def action_value(action: Any, what: str = "action") -> float:
     elif np.size(action) != 1:
         raise ValueError(f"{what} must hold one number, got shape {np.shape(action)}")
     else:
-        a = float(action[0] if np.ndim(action) else action)
+        try:
+            a = float(action[0] if np.ndim(action) else action)
+        except (TypeError, ValueError):  # a nested list ([[0.5]]) read whole; None, a dict, ... named
+            array = np.asarray(action)
+            if array.dtype.kind not in "biuf":
+                raise TypeError(f"{what} must be a number or an array of one number, got {action!r:.80}") from None
+            a = float(array.item())
     if not math.isfinite(a):
         raise ValueError(f"{what} must be finite, got {a}")
     return a

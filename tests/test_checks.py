@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from auction_gym import EngineConfig, RadixCache, Request
-from auction_gym._checks import check_count, check_number, is_int
+from auction_gym._checks import check_count, check_number, is_int, is_real
 from auction_gym.cluster import make_router
 from auction_gym.market import MarketConfig
 from auction_gym.scheduler import make_scheduler
@@ -23,6 +23,13 @@ def test_is_int_takes_integer_values(x):
 @pytest.mark.parametrize("x", [True, False, 2.5, float("inf"), float("nan"), None, "4", [4], 1j])
 def test_is_int_rejects_the_rest_without_raising(x):
     assert not is_int(x)
+
+
+@pytest.mark.parametrize("x, real", [(2, True), (2.5, True), (np.float32(0.1), True), (np.int64(3), True),
+                                     (float("nan"), True), (True, False), (np.bool_(True), False), ("2", False),
+                                     (None, False), ([2.0], False), (1j, False)])
+def test_is_real_takes_numbers_of_any_kind_but_bools(x, real):
+    assert is_real(x) is real
 
 
 def test_check_count_returns_an_int_and_names_the_field():

@@ -9,14 +9,16 @@ import functools
 import inspect
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
+from .._checks import is_real
 from ..action import DEFAULT_ACTION_TYPE, ActionMap, action_map
-from ..market import Market, MarketConfig, RoundReport
+from ..market import Market, MarketConfig, Obs, RoundReport
 from ..market.observation import feature_table
 from ..pacing import TUNED_PI, Policy, make_policy, named_pacer
 from ..registry import resolve
@@ -40,7 +42,10 @@ ENV_MARKET_ARGUMENTS = tuple(f.name for f in dataclasses.fields(MarketConfig) if
 def market_config(**arguments: Any) -> MarketConfig:
     """The MarketConfig of an environment's market arguments (a None kwargs dict means empty)."""
     for name in ("workload_kwargs", "engine_kwargs", "backend_kwargs", "router_kwargs", "episode_draws"):
-        arguments[name] = dict(arguments.get(name) or {})
+        given = arguments.get(name)
+        if given is not None and not isinstance(given, Mapping):  # dict() of a string or list fails obscurely
+            raise ValueError(f"{name} must be a dict or None, got {given!r}")
+        arguments[name] = dict(given or {})
     return MarketConfig(**arguments)
 
 
@@ -61,6 +66,21 @@ class ActionArguments:
         return action_map(self.action_type, alpha_max, self.delta_bound, self.delta_start, base, self.residual_scale)
 
 
+def action_for_observation(action_map: ActionMap, alpha: float, observation: np.ndarray | list[float],
+                           prev_alpha: float) -> float:
+    """`action_map.action` of one agent's `observation` (both envs' `action_for`). ValueError naming
+    its shape for one the map cannot read, a batch of rows or a short one (an IndexError or
+    TypeError from inside the base pacer), told apart on the failing path only."""
+    row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
+    try:
+        return action_map.action(alpha, row, prev_alpha)
+    except (IndexError, TypeError):
+        if np.shape(observation) == (Obs.SIZE,):
+            raise
+        raise ValueError(f"observation must be one agent's {Obs.SIZE} features, got shape "
+                         f"{np.shape(observation)}") from None
+
+
 def field_names(cls: type) -> tuple[str, ...]:
     """The fields of the dataclass `cls`, in order."""
     return tuple(f.name for f in dataclasses.fields(cls))
@@ -73,7 +93,7 @@ def grouped(arguments: dict[str, Any], *groups: Iterable[str]) -> list[dict[str,
 
 def check_env_arguments(reward_scale: float, render_mode: str | None, render_modes: list[str]) -> None:
     """The checks both environments make of their own (non-market) arguments."""
-    if not math.isfinite(reward_scale) or reward_scale <= 0:
+    if not (is_real(reward_scale) and math.isfinite(reward_scale) and reward_scale > 0):
         raise ValueError(f"reward_scale must be finite and > 0, got {reward_scale!r}")
     if render_mode is not None and render_mode not in render_modes:
         raise ValueError(f"render_mode must be one of {render_modes}, got {render_mode!r}")

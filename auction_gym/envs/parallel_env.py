@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from .._checks import check_int
 from ..action import action_value
 from ..market import Market, MarketConfig, Obs
 from ..scenarios import V1_KWARGS, V2_KWARGS
 from .common import (
     ActionArguments,
+    action_for_observation,
     check_env_arguments,
     field_names,
     grouped,
@@ -111,16 +114,18 @@ class RadixAuctionParallelEnv(ParallelEnv):
         """The action of `agent` that plays multiplier `alpha` in the next step, given its current
         `observation` (the inverse of the action map; see `RadixAuctionEnv.action_for`)."""
         self._check_agent(agent)
-        row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
-        return self.action_map.action(alpha, row, self._prev_alpha[self.possible_agents.index(agent)])
+        if not self._prev_alpha:  # its last multiplier, which the delta map reads, comes with the first reset
+            raise RuntimeError("call reset() before action_for()")
+        prev_alpha = self._prev_alpha[self.possible_agents.index(agent)]
+        return action_for_observation(self.action_map, alpha, observation, prev_alpha)
 
     def _check_agent(self, agent: str) -> None:
         if agent not in self.possible_agents:
             raise ValueError(f"no agent {agent!r} in this env; its agents: {self.possible_agents}")
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
+        if seed is not None:  # checked here: numpy's refusal speaks of "entropy", not the seed
+            self._rng = np.random.default_rng(check_int("seed", seed, 0))
         self.market.reset(int(self._rng.integers(2**31 - 1)))
         self.agents = list(self.possible_agents)
         obs = self.market.observations()
@@ -134,6 +139,8 @@ class RadixAuctionParallelEnv(ParallelEnv):
             raise RuntimeError("call reset() before step()" if self.market.engine is None
                                else "the episode is over; call reset()")
         if missing := set(self.agents) - set(actions):
+            if not isinstance(actions, Mapping):  # a list of actions, say: named here, on the failing path only
+                raise ValueError(f"actions must be a dict of each agent's action, {{agent: action}}, got {actions!r:.80}")
             raise ValueError(f"missing actions for {sorted(missing)}")
         if unknown := set(actions) - set(self.agents):  # every agent lives the whole episode
             raise ValueError(f"actions for agents this env does not have: {sorted(map(str, unknown))}; "

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .._checks import check_int
 from ..action import action_value, clip_multiplier, parse_action
 from ..market import Market, Obs, RoundReport
 from ..pacing import TUNED_PI, MultiplierPolicy, Policy, named_pacer
@@ -18,6 +19,7 @@ from ..workload.registry import with_workload_table
 from .common import (
     ENV_MARKET_ARGUMENTS,
     ActionArguments,
+    action_for_observation,
     check_env_arguments,
     field_names,
     grouped,
@@ -185,8 +187,8 @@ class RadixAuctionEnv(gym.Env):
         self.config = market_config(**{"tie_break": "request_id", **market})
         learner = LearnerArguments(**learner)
         num_bidders, alpha_max = self.config.num_bidders, self.config.alpha_max
-        if not 0 <= learner.focal_bidder < num_bidders:
-            raise ValueError(f"focal_bidder must be in 0..{num_bidders - 1}, got {learner.focal_bidder}")
+        # An int object: 1.5 would match no bidder (all of them playing the other bidders' policies), True bidder 1.
+        focal_bidder = check_int("focal_bidder", learner.focal_bidder, 0, num_bidders - 1)
         check_env_arguments(learner.reward_scale, render_mode, self.metadata["render_modes"])
         self.action_map = ActionArguments(**action).action_map(alpha_max)
         if learner.reward not in REWARDS:
@@ -195,8 +197,8 @@ class RadixAuctionEnv(gym.Env):
         self._reference = (named_pacer(learner.reference_policy, alpha_max, "reference_policy")
                            if learner.reward == "paired" or learner.reference_policy is not None else None)
         warn_if_queue_unstable(self.config)
-        self.reward, self.action_type, self.focal = learner.reward, self.action_map.action_type, learner.focal_bidder
-        self.others = [i for i in range(num_bidders) if i != learner.focal_bidder]
+        self.reward, self.action_type, self.focal = learner.reward, self.action_map.action_type, focal_bidder
+        self.others = [i for i in range(num_bidders) if i != focal_bidder]
         self._groups = opponent_groups(learner.other_bidders, self.others, alpha_max)
         self.reward_scale = float(learner.reward_scale)
         self.render_mode = render_mode
@@ -259,8 +261,7 @@ class RadixAuctionEnv(gym.Env):
         """The action that plays multiplier `alpha` in the next step, given the focal bidder's
         current `observation` (the inverse of the action map, `auction_gym.action`): how
         `auction_gym.pacing.focal_policy` plays a built-in pacer under any action type."""
-        row = observation.tolist() if isinstance(observation, np.ndarray) else list(observation)
-        return self.action_map.action(alpha, row, self._prev_alpha)
+        return action_for_observation(self.action_map, alpha, observation, self._prev_alpha)
 
     def _step_shadow(self) -> float:
         """Steps the shadow market of the paired reward (see Rewards) with the focal bidder

@@ -82,7 +82,10 @@ class RadixAuctionVectorEnv(VectorEnv):
             env.set_wrapper_attr(name, value)
 
     def close_extras(self, **kwargs: Any) -> None:
-        self.batch.close()
+        # Gymnasium's __del__ closes a vector env whose __init__ raised (a wrong autoreset_mode, an
+        # env factory's error) too: without a batch there is nothing to close, not an AttributeError.
+        if (batch := getattr(self, "batch", None)) is not None:
+            batch.close()
 
 
 def batch_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[str, Any] | None:

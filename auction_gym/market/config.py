@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .._checks import check_count
+from .._checks import check_count, is_real
 from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
 from ..mechanism.smith import check_tie_break
+from ..mechanism.validation import validate_cost_model
 from ..policy import AdmissionPolicy
 from ..registry import AuctionClasses, Names, get_mechanism, make_scheduler, mechanism_names, resolve
 from ..request import Request
@@ -155,7 +157,9 @@ class MarketConfig:
     yet; 20 s would fill about 90% of the KV.)"""
 
     def __post_init__(self) -> None:
-        check_count("num_bidders", self.num_bidders)
+        # Kept as the int check_count returns: an integral float (4.0, as JSON or 2e4 give) is
+        # accepted, and a float count would break the lists and ranges built from it.
+        self.num_bidders = check_count("num_bidders", self.num_bidders)
         get_mechanism(self.mechanism)  # ValueError listing the valid names
         if self.mechanism_kwargs:  # refused now, not at the first reset
             try:
@@ -169,11 +173,13 @@ class MarketConfig:
             check_readable_file(self.trace_path, "trace_path")
         if self.cost_model not in COST_MODELS:
             raise ValueError(f"unknown cost_model {self.cost_model!r}; valid: {', '.join(COST_MODELS)}")
+        if self.cost_model != "service":  # "service" sets its own overhead
+            validate_cost_model(self.cost_model, self.request_overhead)
         self._check_episode_draws()
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
-        check_count("horizon", self.horizon)
-        check_count("replicas", self.replicas)
+        self.horizon = check_count("horizon", self.horizon)
+        self.replicas = check_count("replicas", self.replicas)
         if self.router != "identity" and self.router not in ROUTERS:
             raise ValueError(f"unknown router {self.router!r}; valid: identity, {', '.join(ROUTERS)}")
         if self.replicas > 1 and self.router == "identity":
@@ -182,15 +188,20 @@ class MarketConfig:
         known = {f.name for f in fields(EngineConfig)}
         if unknown := set(self.engine_kwargs) - known:
             raise ValueError(f"unknown engine_kwargs {sorted(unknown)}; known: {sorted(known)}")
+        # The engine's and the workload's values, which the first reset would meet: refused now,
+        # so that a check that only builds the config (`check_env_kwargs`) refuses them too.
+        EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         workload.check_kwargs(self.workload_kwargs)
-        if not math.isfinite(self.warmup) or self.warmup < 0:
+        workload.check_values(self.num_bidders, self.workload_kwargs)
+        if not (is_real(self.warmup) and math.isfinite(self.warmup) and self.warmup >= 0):
             raise ValueError(f"warmup must be finite and >= 0, got {self.warmup!r}")
-        if not math.isfinite(self.alpha_max) or self.alpha_max <= 0:
+        if not (is_real(self.alpha_max) and math.isfinite(self.alpha_max) and self.alpha_max > 0):
             raise ValueError(f"alpha_max must be finite and > 0, got {self.alpha_max!r}")
-        if not (math.isfinite(self.initial_multiplier) and self.initial_multiplier >= 0):
+        if not (is_real(self.initial_multiplier) and math.isfinite(self.initial_multiplier)
+                and self.initial_multiplier >= 0):
             raise ValueError(f"initial_multiplier must be finite and >= 0, got {self.initial_multiplier!r}")
         if self.budget_rounds is not None:
-            check_count("budget_rounds", self.budget_rounds)
+            self.budget_rounds = check_count("budget_rounds", self.budget_rounds)
         check_tie_break(self.tie_break)
         self.budgets()  # validates the budget settings
 
@@ -216,6 +227,11 @@ class MarketConfig:
     def _check_episode_draws(self) -> None:
         if unknown := set(self.episode_draws) - set(EPISODE_DRAWS):
             raise ValueError(f"unknown episode_draws {sorted(unknown)}; known: {', '.join(EPISODE_DRAWS)}")
+        for name, given in self.episode_draws.items():
+            values = list(given) if isinstance(given, Iterable) and not isinstance(given, str) else None
+            if not values or not all(is_real(v) and math.isfinite(v) and v > 0 for v in values):
+                raise ValueError(f"episode_draws[{name!r}] must be a non-empty list of finite numbers > 0, "
+                                 f"got {given if values is None else values!r}")
         if "rate" in self.episode_draws and not get_workload(self.workload).open_ended:
             # RadixAuction-v1 and v2 draw the rate by default, so a user who only named a workload lands here.
             raise ValueError(
@@ -229,11 +245,6 @@ class MarketConfig:
                 f"workload_kwargs['rate'] = {self.workload_kwargs['rate']!r} would never be used: each episode draws "
                 f"its rate from episode_draws['rate'] = {list(self.episode_draws['rate'])!r}. For a fixed rate, give "
                 "it as episode_draws['rate'] (one value) or leave 'rate' out of episode_draws")
-        for name, values in self.episode_draws.items():
-            values = list(values)
-            if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
-                raise ValueError(f"episode_draws[{name!r}] must be a non-empty list of finite numbers > 0, "
-                                 f"got {values!r}")
 
     def draw_episode(self, seed: int) -> dict[str, Any]:
         """The episode's drawn parameters (`episode_draws`) for `seed`: "rate" a number,
@@ -264,14 +275,19 @@ class MarketConfig:
         """Each bidder's budget for one episode (money)."""
         if self.budget is None:
             rho = self.budget_per_round
-            if not math.isfinite(rho) or rho <= 0:
+            if not (is_real(rho) and math.isfinite(rho) and rho > 0):
                 raise ValueError(f"budget_per_round must be finite and > 0, got {rho!r}")
             return [rho * self.pacing_rounds] * self.num_bidders
-        values = [self.budget] * self.num_bidders if isinstance(self.budget, (int, float)) else list(self.budget)
+        if is_real(self.budget):
+            values = [self.budget] * self.num_bidders
+        elif isinstance(self.budget, Iterable) and not isinstance(self.budget, str):
+            values = list(self.budget)
+        else:
+            raise ValueError(f"budget must be a number > 0, one per bidder, or None, got {self.budget!r}")
         if len(values) != self.num_bidders:
             raise ValueError(f"budget has {len(values)} entries for {self.num_bidders} bidders")
         for b in values:
-            if not math.isfinite(b) or b <= 0:
+            if not (is_real(b) and math.isfinite(b) and b > 0):
                 raise ValueError(f"budgets must be finite and > 0, got {b!r}")
         return [float(b) for b in values]
 

@@ -78,6 +78,26 @@ class WorkloadEntry:
             raise ValueError(f"unknown workload_kwargs {sorted(unknown)} for workload {self.name!r}; "
                              f"known: {sorted(known)}")
 
+    def check_values(self, num_bidders: int, kwargs: Mapping[str, Any]) -> None:
+        """Raise ValueError for a value of `kwargs` (over the market's `defaults`) that the
+        workload's parameters refuse, where they are a dataclass with a `validate` method: what its
+        stream would refuse when an episode starts, refused when a market is configured. A
+        workload with no such parameters (a trace's reader) checks its arguments when it reads."""
+        source = resolve(self.parameters) if self.parameters is not None else None
+        if not (dataclasses.is_dataclass(source) and callable(getattr(source, "validate", None))):
+            return
+        given = {**self.defaults, **kwargs}
+        if "num_bidders" in {f.name for f in dataclasses.fields(source)}:
+            given["num_bidders"] = num_bidders
+        try:
+            parameters = source(**given)
+        except TypeError:  # a required field its stream fills in itself: checked there, as before
+            return
+        try:
+            parameters.validate()
+        except TypeError as e:  # a value of the wrong type, met by a comparison or sum inside validate
+            raise ValueError(f"workload_kwargs for workload {self.name!r}: {e}") from None
+
     def stream(self, num_bidders: int, seed: int, trace: str | Path | None = None,
                **kwargs: Any) -> Iterable[Request]:
         """The requests of `num_bidders` bidders drawn from `seed`, with `kwargs` as given (the
