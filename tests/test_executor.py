@@ -111,16 +111,21 @@ def test_where_says_how_the_tasks_run():
     assert Executor(2, "auto").where() == "the Ray cluster at auto"
 
 
-def test_address_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
-    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as when it is not installed
+def _reproduce_refused(address, monkeypatch, tmp_path, capsys) -> str:
+    """The error of `reproduce --quick --address address` on a tiny sweep, which must exit with
+    status 2 before the sweep's progress bar shows."""
     monkeypatch.setattr(reproduce, "sweep_of", lambda size: TINY)
     monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
     with pytest.raises(SystemExit) as exc:
-        main(["reproduce", "--quick", "--address", "local", "--out", str(tmp_path)])
-    assert exc.value.code == 2
+        main(["reproduce", "--quick", "--address", address, "--out", str(tmp_path)])
     err = capsys.readouterr().err
-    assert 'error: --address needs Ray, the "rllib" extra' in err
-    assert "%|" not in err  # refused before the sweep's progress bar shows
+    assert exc.value.code == 2 and "%|" not in err, err
+    return err
+
+
+def test_address_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as when it is not installed
+    assert 'error: --address needs Ray, the "rllib" extra' in _reproduce_refused("local", monkeypatch, tmp_path, capsys)
 
 
 def test_an_address_ray_cannot_reach_is_refused_before_any_progress_bar(monkeypatch, tmp_path, capsys):
@@ -131,13 +136,8 @@ def test_an_address_ray_cannot_reach_is_refused_before_any_progress_bar(monkeypa
         raise ValueError(f"Invalid address format: {address}")
 
     monkeypatch.setattr(ray_session, "init_ray", unreachable)
-    monkeypatch.setattr(reproduce, "sweep_of", lambda size: TINY)
-    monkeypatch.setattr(reproduce_trace, "DEFAULT_TRACES", (tmp_path / "none.jsonl",))
-    with pytest.raises(SystemExit) as exc:
-        main(["reproduce", "--quick", "--address", "nope", "--out", str(tmp_path)])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert "error: --address nope: cannot start or reach Ray" in err and "%|" not in err
+    err = _reproduce_refused("nope", monkeypatch, tmp_path, capsys)
+    assert "error: --address nope: cannot start or reach Ray" in err
 
 
 def test_compare_budgets_and_explicit_sizes_win():
