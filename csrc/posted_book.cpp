@@ -260,11 +260,15 @@ void Book::follow(Round& r, nb::handle cache, bool replay) {
     for (const auto& swapped : r.swap) hold(swapped.second, drop(swapped.first));
 }
 
+// The fields each request joined with go along: Python reads a held request's weight from them,
+// never from the request again (held.py), so a field changed while it waits moves neither core.
 nb::tuple Book::held() const {
-    nb::list pairs;
-    for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next)
-        pairs.append(nb::make_tuple(slots_[size_t(s)].request, slots_[size_t(s)].choice));
-    return nb::make_tuple(pairs, replay_, cache_);
+    nb::list entries;
+    for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next) {
+        const Slot& x = slots_[size_t(s)];
+        entries.append(nb::make_tuple(x.request, x.choice, x.urgency, x.bid));
+    }
+    return nb::make_tuple(entries, replay_, cache_);
 }
 
 void Book::release() {
@@ -290,5 +294,7 @@ void bind_posted_book(nanobind::module_& m) {
         .def("congestion_round", &Book::congestion_round, nb::arg("queue"), nb::arg("joined").none(),
              nb::arg("left").none(), nb::arg("cache").none(), nb::arg("multipliers").none(), nb::arg("price"),
              "CongestionPricing's round at `price`: (order, bills, bought), or None for inputs not plain.")
-        .def("held", &Book::held, "([(request, choice)] in the held order, replay, cache): HeldChoices' state.");
+        .def("held", &Book::held,
+             "([(request, choice, urgency, bid)] in the held order, urgency and bid as the request joined, "
+             "replay, cache): HeldChoices' state.");
 }

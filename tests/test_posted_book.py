@@ -77,4 +77,4 @@ def test_a_declined_round_changes_nothing_the_book_holds():
     # Changes that lead on are followed: the requests left are dropped, those joined bought.
     delta = QueueDelta(requests[4:], requests[:1], [], {})
     decided = design.decide_round(WaitingRound(requests[1:], None, [1.0, 1.0], [math.inf, math.inf], delta))
-    assert [r for r, _ in design._book.held()[0]] == requests[1:] and sorted(decided.bills) == [1, 2, 3, 4, 5]
+    assert [entry[0] for entry in design._book.held()[0]] == requests[1:] and sorted(decided.bills) == [1, 2, 3, 4, 5]

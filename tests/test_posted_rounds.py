@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from auction_gym import RadixCache, Request, make_scheduler
+from auction_gym import RadixCache, Request, core, make_scheduler
 from auction_gym.market import Market, MarketConfig
 from auction_gym.policy import QueueDelta, WaitingRound, round_bids
 from auction_gym.pricing import CongestionPricing, ServiceTiers
@@ -372,6 +372,51 @@ def test_a_joining_request_whose_bid_is_not_finite_and_ge_0_is_named(mechanism, 
         decided(design, queue, bad_multipliers, [late])
     late.urgency = late.bid = 1e4
     assert decided(design, queue, multipliers, [late]) == decided(kept, queue, multipliers, [late])
+
+
+def _weighted() -> list[Request]:
+    """Two bidders' requests, bid = urgency: bidder 0 holds a weight (1e-5) whose product with a
+    subnormal multiplier underflows, so its requests are looked at one by one (held.py)."""
+    weights = [1.0, 10.0, 100.0, 10.0, 1e-5, 1.0, 100.0, 10.0]
+    return [Request(i, i % 2, np.arange(1, 200 + 50 * i, dtype=np.int64), bid=w, urgency=w)
+            for i, w in enumerate(weights)]
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm", "congestion"])
+@pytest.mark.parametrize("kind", ["market", "replay", "market to replay", "handed over"])
+@pytest.mark.parametrize("value", [1e-9, 1e6, 0.0, math.nan, math.inf, -1.0])
+def test_a_held_requests_weight_is_the_one_it_joined_with(mechanism, kind, value):
+    """A held request's weight (in a market its urgency, in a replay its bid) changed after it
+    joined: every later round (step-down within budgets, the bidders looked at one by one, the
+    bills, the requests that join after it, a change of bid kind, the hand-over to Python of a
+    round the compiled book declines) is the round of a design on the Python core fed the
+    requests unchanged."""
+    changed, unchanged = _weighted(), _weighted()
+    design = make_scheduler(mechanism)
+    with core.use("python"):
+        reference = make_scheduler(mechanism)
+    market = kind != "replay"
+    first = [1.0, 1.0] if market else None
+    cache = RadixCache()
+
+    def same(multipliers, remaining, n):
+        got = design.decide_round(WaitingRound(changed[:n], cache, multipliers, remaining))
+        want = reference.decide_round(WaitingRound(unchanged[:n], cache, multipliers, remaining))
+        assert [r.id for r in got.order] == [r.id for r in want.order]
+        assert got.bills == want.bills and got.prices == want.prices
+
+    same(first, [1.0, 1.0], 6)
+    setattr(changed[2], "urgency" if kind in ("market", "handed over") else "bid", value)
+    if kind == "handed over":
+        same([1, 1], [1.0, 1.0], 6)  # ints: the compiled book hands what it held to Python
+        if core.active() == "compiled":
+            assert design._book is None
+    later = [[1.0, 1.0], [1e-320, 1.0], [0.0, 1.0]] if kind in ("market", "handed over") else [None]
+    same(later[0], [1e-4, 1e-4], 8)  # two join, buying by what the held requests weigh
+    for multipliers in later:
+        for left in (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, math.inf):
+            same(multipliers, [left, left], 8)
 
 
 @pytest.mark.parametrize("ratios", [5, ["a lot"], [1.0, None], [2.0, 1.0]])

@@ -12,6 +12,10 @@ p <- max(floor, p x (1 + eta x (utilization - target))), utilization the share o
 that bought priority (0 for an empty queue), so the price rises while more than `target` of what
 waits pays for priority and falls otherwise. Each round's price is on its `PostedRound.prices`,
 which `RoundReport.decision` carries: that is the price path (`radix-auction markets` logs it).
+
+A request's weight (its urgency in a market, its own bid in a replay) is read once, when the design
+first holds it, and every later round's classes, counts and bills use that value (held.py), on
+either core: a request's fields changed while it waits move none of them.
 """
 
 from __future__ import annotations

@@ -13,6 +13,14 @@ multiplier times the least weight it holds is > 0 has every request bidding (rou
 monotone), so only a bidder at multiplier 0, or one whose products may underflow, is looked at
 request by request.
 
+A request's weight is read once, when the design first holds it (its urgency and its `bid` both,
+as they are then; a new request's bid that is NaN, < 0 or inf is refused then, by the design's
+`check_bids`): every later use (its class, the counts, the tiers' step-down, the bills, a change of bid
+kind, the hand-over from the compiled book) reads the stored value (`HeldChoices.weight`), never
+the request again. A request's fields may be changed while it waits (a caller's own object);
+reading them again in some steps and not in others would price a round by two weights at once,
+and the compiled book, which keeps each request's fields from when it joined, by a third.
+
 On the compiled core (`auction_gym.core`) a design keeps what its requests hold in a `PostedBook`
 (`compiled_book`), which decides its rounds in one call each (docs/design.md section 8); at an
 input it does not take as it is, the design goes on in Python from what the book held (`taken_over`).
@@ -67,13 +75,16 @@ class HeldChoices:
     rank: dict[Request, int] = field(default_factory=dict)
     """Request -> its class when its bidder's multiplier is > 0: its choice if it weighs > 0, else -1."""
     request: dict[int, Request] = field(default_factory=dict)
+    joined: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """Request id -> its (urgency, bid) as read when it was first held: its weights (module docstring)."""
     _bidders: dict[int, Holding] = field(default_factory=dict)
     _replay: bool = False
     _cache: object = None
 
     def weight(self, r: Request) -> float:
-        """What the round's multiplier scales into `r`'s bid: its own bid in a replay."""
-        return r.bid if self._replay else r.urgency
+        """What the round's multiplier scales into held `r`'s bid (its own bid in a replay), as read
+        when it was first held."""
+        return self.joined[r.id][self._replay]
 
     def follow(self, queue: Sequence[Request], changes: QueueDelta | None, replay: bool, cache: object) -> list[Request]:
         """Drop the requests that left since the last round and return those new in `queue`, in
@@ -83,7 +94,8 @@ class HeldChoices:
         if replay != self._replay:  # another weight: every class and count changes with it
             self._replay = replay
             for r in list(self.request.values()):
-                self.hold(r, self.drop(r))
+                fields = self.joined[r.id]  # the fields it joined with, not the request's now
+                self.hold(r, self.drop(r), fields)
         same_engine, self._cache = cache is self._cache, cache
         if changes is not None and same_engine and self._leads_to(queue, changes):
             for r in changes.left:
@@ -119,10 +131,13 @@ class HeldChoices:
                 self.hold(r, self.drop(held))
         return new
 
-    def hold(self, r: Request, k: int) -> None:
-        """`r` (not held) holds choice `k`."""
-        self.request[r.id], self.choice[r.id] = r, k
-        w = self.weight(r)
+    def hold(self, r: Request, k: int, fields: tuple[float, float] | None = None) -> None:
+        """`r` (not held) holds choice `k`; `fields`: its (urgency, bid) when it was first held
+        (None: it is first held now, and they are read)."""
+        if fields is None:
+            fields = (r.urgency, r.bid)
+        self.request[r.id], self.choice[r.id], self.joined[r.id] = r, k, fields
+        w = fields[self._replay]
         if not w > 0:
             self.rank[r] = -1
             return
@@ -144,7 +159,7 @@ class HeldChoices:
     def drop(self, r: Request) -> int:
         """Forget held `r`; returns the choice it held."""
         k = self.choice.pop(r.id)
-        del self.request[r.id]
+        del self.request[r.id], self.joined[r.id]
         if self.rank.pop(r) < 0:
             return k
         bidder = self._bidders[r.bidder]
@@ -225,9 +240,10 @@ def compiled_book(choices: int, prices: Sequence[float] | None, seconds: float) 
 
 def taken_over(book: object, choices: int, prices: Sequence[float] | None) -> HeldChoices:
     """`HeldChoices` holding what `book` held, for a design to go on from in Python: the same
-    choices, so the same rounds (the bills' order in the dict may differ)."""
-    pairs, replay, cache = book.held()
+    choices and the weights the book read when each request joined, so the same rounds (the
+    bills' order in the dict may differ)."""
+    entries, replay, cache = book.held()
     held = HeldChoices(choices, prices, _replay=replay, _cache=cache)
-    for r, k in pairs:
-        held.hold(r, k)
+    for r, k, urgency, bid in entries:
+        held.hold(r, k, (urgency, bid))
     return held

@@ -5,6 +5,10 @@ K tiers, each with a price per prompt token (default: flex 0.5, standard 1.0 and
 (`tiers`) or longest cached prefix first (`tiers_lpm`) inside. Each request buys its tier once by a
 best response to the waits it expects, within its bidder's budget left; a bidder's bills in a round
 never exceed that budget. The rules in full: docs/markets.md ("The best response", "Out of budget").
+
+A request's weight (its urgency in a market, its own bid in a replay) is read once, when the design
+first holds it, and every later round's classes, counts, step-down and bills use that value
+(held.py), on either core: a request's fields changed while it waits move none of them.
 """
 
 from __future__ import annotations
@@ -187,7 +191,7 @@ class ServiceTiers(AdmissionPolicy):
         bills of the tiers held (paying or not) sum to within its budget left by more than the
         rounding of as many subtractions as it has requests covers every bill (the margin holds
         for fewer than 2^25 requests)."""
-        out, stepped, cheapest = set(), {}, self.prices[0]
+        out, stepped, cheapest, weight = set(), {}, self.prices[0], self._held.weight
         for b, m, holding in self._held.bidders(multipliers):
             if m == 0:
                 continue  # none of its requests bids: nothing billed
@@ -200,7 +204,10 @@ class ServiceTiers(AdmissionPolicy):
                 continue
             walked = list(filter(holding.members.__contains__, inside))
             paying = list(map(rank.__getitem__, walked))
-            tiers = self._walk(walked, round_bids(walked, multipliers), paying, ahead, left)
+            # The weights held, as the request joined (held.py), not as it is now; m is 1.0 in a
+            # replay, and 1.0 x a weight > 0 is that weight exactly.
+            bids = [m * weight(r) for r in walked]
+            tiers = self._walk(walked, bids, paying, ahead, left)
             stepped.update((r, k) for r, k, was in zip(walked, tiers, paying) if k != was)
         return out, stepped
 
