@@ -166,10 +166,18 @@ bool Book::read(Round& r, nb::handle queue, nb::handle joined, nb::handle left, 
     }
     for (const auto& swapped : r.swap)
         if (!in_range(r, swapped.second.bidder)) return false;
-    // Every request held may weigh, and be read, once the bids change kind (a replay's own or not).
+    // Every request held may weigh, and be read, once the bids change kind (a replay's own or not);
+    // then its other stored field becomes its weight, which check_bids has not seen: Python names
+    // one that is NaN, < 0 or inf, as it names a new request's.
     const bool every = r.market == replay_;
-    for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next)
-        if ((every || slots_[size_t(s)].rank >= 0) && !in_range(r, slots_[size_t(s)].bidder)) return false;
+    for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next) {
+        const Slot& x = slots_[size_t(s)];
+        if ((every || x.rank >= 0) && !in_range(r, x.bidder)) return false;
+        if (every) {
+            const double b = r.market ? r.alpha[size_t(x.bidder)] * x.urgency : x.bid;
+            if (!(0.0 <= b && b < std::numeric_limits<double>::infinity())) return false;
+        }
+    }
     return true;
 }
 
@@ -260,13 +268,14 @@ void Book::follow(Round& r, nb::handle cache, bool replay) {
     for (const auto& swapped : r.swap) hold(swapped.second, drop(swapped.first));
 }
 
-// The fields each request joined with go along: Python reads a held request's weight from them,
-// never from the request again (held.py), so a field changed while it waits moves neither core.
+// The fields each request joined with go along: Python reads a held request's weights, bidder and
+// prompt length from them, never from the request again (held.py), so a field changed while it
+// waits moves neither core.
 nb::tuple Book::held() const {
     nb::list entries;
     for (int32_t s = first_; s >= 0; s = slots_[size_t(s)].next) {
         const Slot& x = slots_[size_t(s)];
-        entries.append(nb::make_tuple(x.request, x.choice, x.urgency, x.bid));
+        entries.append(nb::make_tuple(x.request, x.choice, x.urgency, x.bid, x.bidder_obj, x.length));
     }
     return nb::make_tuple(entries, replay_, cache_);
 }
@@ -295,6 +304,6 @@ void bind_posted_book(nanobind::module_& m) {
              nb::arg("left").none(), nb::arg("cache").none(), nb::arg("multipliers").none(), nb::arg("price"),
              "CongestionPricing's round at `price`: (order, bills, bought), or None for inputs not plain.")
         .def("held", &Book::held,
-             "([(request, choice, urgency, bid)] in the held order, urgency and bid as the request joined, "
-             "replay, cache): HeldChoices' state.");
+             "([(request, choice, urgency, bid, bidder, prompt_len)] in the held order, each field as the request "
+             "joined, replay, cache): HeldChoices' state.");
 }

@@ -39,8 +39,8 @@ public:
     // CongestionPricing.decide_round at `price`, but the price's move: (order, bills, bought), or None.
     nb::object congestion_round(nb::handle queue, nb::handle joined, nb::handle left, nb::handle cache,
                                 nb::handle multipliers, double price);
-    // (request, choice, urgency, bid) of each held request in HeldChoices.request's order, its
-    // fields as read when it joined (its weights: held.py), whether bids were the requests' own,
+    // (request, choice, urgency, bid, bidder, prompt_len) of each held request in HeldChoices.request's
+    // order, its fields as read when it joined (held.py), whether bids were the requests' own,
     // and the engine's cache of the last round: what HeldChoices needs to go on.
     nb::tuple held() const;
 

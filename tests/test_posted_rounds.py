@@ -419,6 +419,74 @@ def test_a_held_requests_weight_is_the_one_it_joined_with(mechanism, kind, value
             same(multipliers, [left, left], 8)
 
 
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm", "congestion"])
+@pytest.mark.parametrize("kind", ["market", "replay", "market to replay", "replay to market", "handed over"])
+@pytest.mark.parametrize("changed_field", ["bidder", "bidder out of range", "fewer tokens", "more tokens"])
+def test_a_held_requests_bidder_and_tokens_are_the_ones_it_joined_with(mechanism, kind, changed_field):
+    """A held request's bidder or tokens (so its prompt length) changed after it joined: every
+    later round (which bidder's budget it is billed from and stepped down within, the bidders looked
+    at one by one, its bill, a change of bid kind, the hand-over to Python of a round the compiled
+    book declines, its leaving, the check that each bidder read has a multiplier and a budget left)
+    is the round of a design on the Python core fed the requests unchanged. Requests 2 (weight 100) and 4 (1e-5, looked at one by one) are bidder 0's."""
+    changed, unchanged = _weighted(), _weighted()
+    design = make_scheduler(mechanism)
+    with core.use("python"):
+        reference = make_scheduler(mechanism)
+    market = kind in ("market", "market to replay", "handed over")
+    cache = RadixCache()
+
+    def same(queue_ids, multipliers, remaining):
+        got = design.decide_round(WaitingRound([changed[i] for i in queue_ids], cache, multipliers, remaining))
+        want = reference.decide_round(WaitingRound([unchanged[i] for i in queue_ids], cache, multipliers, remaining))
+        assert [r.id for r in got.order] == [r.id for r in want.order]
+        assert got.bills == want.bills and got.prices == want.prices
+
+    same(range(6), [1.0, 1.0] if market else None, [1.0, 1.0])
+    for i in (2, 4):
+        if changed_field.startswith("bidder"):
+            changed[i].bidder = 1 if changed_field == "bidder" else 7  # 7: no multiplier or budget left
+        else:
+            changed[i].tokens = np.arange(1, 3 if changed_field == "fewer tokens" else 5000, dtype=np.int64)
+    if kind == "handed over":
+        same(range(6), [1, 1], [1.0, 1.0])  # ints: the compiled book hands what it held to Python
+        if core.active() == "compiled":
+            assert design._book is None
+    later = [[1.0, 1.0], [1e-320, 1.0], [0.0, 1.0]] if kind in ("market", "handed over", "replay to market") else [None]
+    same(range(8), later[0], [1e-4, 1e-4])  # two join, buying by what the held requests hold
+    for multipliers in later:
+        for left in (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, math.inf):
+            same(range(8), multipliers, [left, left])
+    same([0, 1, 3, 5, 6, 7], later[-1], [1e-4, 1e-4])  # 2 and 4 leave: their bidder's counts go with them
+    same([0, 1, 3, 5, 6, 7], later[0], [1e-4, 1e-4])
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("mechanism", ["tiers", "tiers_lpm", "congestion"])
+@pytest.mark.parametrize("to_market", [False, True])
+@pytest.mark.parametrize("bad", [math.nan, -1.0, math.inf, "overflow"])
+def test_a_held_requests_other_weight_is_checked_when_the_bid_kind_changes(mechanism, to_market, bad):
+    """The field a held request joined with but was not weighed by (its bid in a market, its
+    urgency in a replay) becomes its weight when the bid kind changes: one that is NaN, < 0 or inf
+    there, or whose product with its multiplier overflows, is named then, on either core, and the
+    round of the kind it joined under goes on as before."""
+    if bad == "overflow" and not to_market:
+        pytest.skip("a replay's bid is the request's own: no product")
+    queue, kept = _weighted(), _weighted()
+    design, reference = make_scheduler(mechanism), make_scheduler(mechanism)
+    joined_under = None if to_market else [1.0, 1.0]
+    if bad != "overflow":
+        setattr(queue[2], "urgency" if to_market else "bid", bad)  # read at join, weighed by nothing yet
+    for d, q in ((design, queue), (reference, kept)):
+        d.decide_round(WaitingRound(q, RadixCache(), joined_under, None))
+    switched = ([1e307, 1.0] if bad == "overflow" else [1.0, 1.0]) if to_market else None
+    with pytest.raises(ValueError, match="request 2: bid must be finite and >= 0"):
+        design.decide_round(WaitingRound(queue, RadixCache(), switched, None))
+    got = design.decide_round(WaitingRound(queue, RadixCache(), joined_under, None))
+    want = reference.decide_round(WaitingRound(kept, RadixCache(), joined_under, None))
+    assert [r.id for r in got.order] == [r.id for r in want.order] and got.bills == want.bills
+
+
 @pytest.mark.parametrize("ratios", [5, ["a lot"], [1.0, None], [2.0, 1.0]])
 def test_tier_ratios_that_are_not_increasing_numbers_are_named(ratios):
     with pytest.raises(ValueError, match="ratios must be numbers, finite, > 0 and strictly increasing"):

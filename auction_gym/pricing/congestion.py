@@ -13,9 +13,9 @@ that bought priority (0 for an empty queue), so the price rises while more than 
 waits pays for priority and falls otherwise. Each round's price is on its `PostedRound.prices`,
 which `RoundReport.decision` carries: that is the price path (`radix-auction markets` logs it).
 
-A request's weight (its urgency in a market, its own bid in a replay) is read once, when the design
-first holds it, and every later round's classes, counts and bills use that value (held.py), on
-either core: a request's fields changed while it waits move none of them.
+A request's weight (its urgency in a market, its own bid in a replay), bidder and prompt length are
+read once, when the design first holds it, and every later round's classes, counts and bills use
+those values (held.py), on either core: a request's fields changed while it waits move none of them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import math
 from itertools import repeat
 from operator import attrgetter
 
-from ..policy import AdmissionPolicy, WaitingRound, check_bidders, check_bids, check_multipliers, round_bids
+from ..policy import AdmissionPolicy, WaitingRound, check_bids, check_multipliers, round_bids
 from .held import HeldChoices, compiled_book, taken_over
 from .posted_round import PostedRound
 from .tiers import BASE_PRICE, SECONDS_PER_REQUEST, best_tier
@@ -77,8 +77,9 @@ class CongestionPricing(AdmissionPolicy):
         if self._book is not None and (decided := self._compiled_round(round, price)) is not None:
             return decided
         if multipliers is not None:  # what is held is read too: the compiled book declines it
-            check_bidders(queue, multipliers, "multipliers")
+            self._held.check_bidders(queue, multipliers, "multipliers")
         held = self._held
+        held.check_switch(queue, multipliers)  # before what is held moves
         new = held.follow(queue, round.changes, multipliers is None, round.cache)
         bids = round_bids(new, multipliers)
         check_bids(new, bids)  # a bid changed after construction, or a product that overflows

@@ -13,13 +13,18 @@ multiplier times the least weight it holds is > 0 has every request bidding (rou
 monotone), so only a bidder at multiplier 0, or one whose products may underflow, is looked at
 request by request.
 
-A request's weight is read once, when the design first holds it (its urgency and its `bid` both,
-as they are then; a new request's bid that is NaN, < 0 or inf is refused then, by the design's
-`check_bids`): every later use (its class, the counts, the tiers' step-down, the bills, a change of bid
-kind, the hand-over from the compiled book) reads the stored value (`HeldChoices.weight`), never
-the request again. A request's fields may be changed while it waits (a caller's own object);
-reading them again in some steps and not in others would price a round by two weights at once,
-and the compiled book, which keeps each request's fields from when it joined, by a third.
+Every field a design reads of a request is read once, when the design first holds it: its weights
+(its urgency and its `bid` both, as they are then; a new request's bid that is NaN, < 0 or inf is
+refused then, by the design's `check_bids`), its bidder and its prompt length (`HeldChoices.joined`).
+Every later use (its class, the counts, the tiers' step-down, the bills, its leaving, a change of
+bid kind, the hand-over from the compiled book) reads the stored values (`HeldChoices.weight`,
+`bidder`, `prompt_len`), never the request again. A request's fields may be changed while it waits
+(a caller's own object); reading them again in some steps and not in others would price a round
+by two weights at once, bill or count it under another bidder than the one it is held under (or
+fail to find that bidder's holding when it leaves), and the compiled book, which keeps each
+request's fields from when it joined, would decide a third way. At a change of bid kind the other
+stored field becomes the weight, unchecked until then: `HeldChoices.check_switch` refuses a bid
+from it that is NaN, < 0 or inf, naming the request, before anything moves.
 
 On the compiled core (`auction_gym.core`) a design keeps what its requests hold in a `PostedBook`
 (`compiled_book`), which decides its rounds in one call each (docs/design.md section 8); at an
@@ -33,7 +38,7 @@ from operator import attrgetter, is_
 from typing import Sequence
 
 from ..core import active, compiled_module
-from ..policy import QueueDelta
+from ..policy import QueueDelta, check_bidders, check_bids
 from ..request import Request
 
 _ID = attrgetter("id")
@@ -75,8 +80,8 @@ class HeldChoices:
     rank: dict[Request, int] = field(default_factory=dict)
     """Request -> its class when its bidder's multiplier is > 0: its choice if it weighs > 0, else -1."""
     request: dict[int, Request] = field(default_factory=dict)
-    joined: dict[int, tuple[float, float]] = field(default_factory=dict)
-    """Request id -> its (urgency, bid) as read when it was first held: its weights (module docstring)."""
+    joined: dict[int, tuple[float, float, int, int]] = field(default_factory=dict)
+    """Request id -> its (urgency, bid, bidder, prompt_len) as read when it was first held (module docstring)."""
     _bidders: dict[int, Holding] = field(default_factory=dict)
     _replay: bool = False
     _cache: object = None
@@ -85,6 +90,51 @@ class HeldChoices:
         """What the round's multiplier scales into held `r`'s bid (its own bid in a replay), as read
         when it was first held."""
         return self.joined[r.id][self._replay]
+
+    def bidder(self, r: Request) -> int:
+        """Held `r`'s bidder, as read when it was first held."""
+        return self.joined[r.id][2]
+
+    def prompt_len(self, r: Request) -> int:
+        """Held `r`'s prompt tokens, as read when it was first held."""
+        return self.joined[r.id][3]
+
+    def check_bidders(self, queue: Sequence[Request], per_bidder: Sequence[float], name: str) -> None:
+        """`policy.check_bidders` over the bidders `queue`'s round reads: a held request's as it
+        joined (one weighing > 0 is read through its bidder's holding), a new one's as it is. C-level
+        passes unless a bidder, held or now, has no entry in `per_bidder`."""
+        n, bidders, request, rank = len(per_bidder), self._bidders, self.request, self.rank
+        if bidders and not (0 <= min(bidders) and max(bidders) < n):
+            # One that leaves this round is not read: its holding is gone before the round reads any.
+            late = next((r for r in queue if request.get(r.id) is r and rank[r] >= 0 and not 0 <= self.bidder(r) < n),
+                        None)
+            if late is not None:
+                raise ValueError(f"request {late.id} is bidder {self.bidder(late)}'s, but the round has {n} {name}, "
+                                 "one per bidder")
+        try:
+            check_bidders(queue, per_bidder, name)
+        except ValueError:  # a request whose bidder changed while held is read as it joined, above
+            check_bidders([r for r in queue if request.get(r.id) is not r], per_bidder, name)
+
+    def check_switch(self, queue: Sequence[Request], multipliers: Sequence[float] | None) -> None:
+        """Before a round over `queue` at `multipliers` that changes the bid kind (a replay's own
+        bids or not): ValueError naming the first held request still waiting whose bid by the weight
+        it now takes (its other stored field, which no check has seen) is NaN, < 0 or inf, as
+        `check_bids` names a new one's. Nothing is read when the kind stays."""
+        if (multipliers is None) == self._replay:
+            return
+        request, joined = self.request, self.joined
+        requests = [r for r in queue if request.get(r.id) is r]  # one that leaves is weighed by nothing
+        if multipliers is None:
+            bids = [joined[r.id][1] for r in requests]
+        else:
+            n = len(multipliers)
+            late = next((r for r in requests if not 0 <= joined[r.id][2] < n), None)
+            if late is not None:  # one weighing nothing until now, so not in `check_bidders`' holdings
+                raise ValueError(f"request {late.id} is bidder {joined[late.id][2]}'s, but the round has {n} "
+                                 "multipliers, one per bidder")
+            bids = [multipliers[joined[r.id][2]] * joined[r.id][0] for r in requests]
+        check_bids(requests, bids)
 
     def follow(self, queue: Sequence[Request], changes: QueueDelta | None, replay: bool, cache: object) -> list[Request]:
         """Drop the requests that left since the last round and return those new in `queue`, in
@@ -131,41 +181,42 @@ class HeldChoices:
                 self.hold(r, self.drop(held))
         return new
 
-    def hold(self, r: Request, k: int, fields: tuple[float, float] | None = None) -> None:
-        """`r` (not held) holds choice `k`; `fields`: its (urgency, bid) when it was first held
-        (None: it is first held now, and they are read)."""
+    def hold(self, r: Request, k: int, fields: tuple[float, float, int, int] | None = None) -> None:
+        """`r` (not held) holds choice `k`; `fields`: its (urgency, bid, bidder, prompt_len) when it
+        was first held (None: it is first held now, and they are read)."""
         if fields is None:
-            fields = (r.urgency, r.bid)
+            fields = (r.urgency, r.bid, r.bidder, r.prompt_len)
         self.request[r.id], self.choice[r.id], self.joined[r.id] = r, k, fields
         w = fields[self._replay]
         if not w > 0:
             self.rank[r] = -1
             return
         self.rank[r] = k
-        bidder = self._bidders.get(r.bidder)
+        b, length = fields[2], fields[3]
+        bidder = self._bidders.get(b)
         if bidder is None:
             n = self.choices
-            bidder = self._bidders[r.bidder] = Holding({}, [0] * n, [0] * n, [{} for _ in range(n)])
-        length = r.prompt_len
+            bidder = self._bidders[b] = Holding({}, [0] * n, [0] * n, [{} for _ in range(n)])
         bidder.members[r] = None
         bidder.count[k] += 1
         bidder.tokens[k] += length
         bidder.lens[k][r] = length
         if self.prices is not None:
-            bidder.bills[r.id] = (r.bidder, self.prices[k] * length)
+            bidder.bills[r.id] = (b, self.prices[k] * length)
         bidder.least = min(bidder.least, w)
         bidder.shortest = min(bidder.shortest, length)
 
     def drop(self, r: Request) -> int:
         """Forget held `r`; returns the choice it held."""
         k = self.choice.pop(r.id)
-        del self.request[r.id], self.joined[r.id]
+        b = self.joined.pop(r.id)[2]  # its Holding is the one it joined, whatever its bidder is now
+        del self.request[r.id]
         if self.rank.pop(r) < 0:
             return k
-        bidder = self._bidders[r.bidder]
+        bidder = self._bidders[b]
         del bidder.members[r]
         if not bidder.members:
-            del self._bidders[r.bidder]
+            del self._bidders[b]
             return k
         bidder.count[k] -= 1
         bidder.tokens[k] -= bidder.lens[k].pop(r)
@@ -240,10 +291,10 @@ def compiled_book(choices: int, prices: Sequence[float] | None, seconds: float) 
 
 def taken_over(book: object, choices: int, prices: Sequence[float] | None) -> HeldChoices:
     """`HeldChoices` holding what `book` held, for a design to go on from in Python: the same
-    choices and the weights the book read when each request joined, so the same rounds (the
-    bills' order in the dict may differ)."""
+    choices and the fields the book read when each request joined (its weights, bidder and prompt
+    tokens), so the same rounds (the bills' order in the dict may differ)."""
     entries, replay, cache = book.held()
     held = HeldChoices(choices, prices, _replay=replay, _cache=cache)
-    for r, k, urgency, bid in entries:
-        held.hold(r, k, (urgency, bid))
+    for r, k, *fields in entries:
+        held.hold(r, k, tuple(fields))
     return held

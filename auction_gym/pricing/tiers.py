@@ -6,9 +6,10 @@ K tiers, each with a price per prompt token (default: flex 0.5, standard 1.0 and
 best response to the waits it expects, within its bidder's budget left; a bidder's bills in a round
 never exceed that budget. The rules in full: docs/markets.md ("The best response", "Out of budget").
 
-A request's weight (its urgency in a market, its own bid in a replay) is read once, when the design
-first holds it, and every later round's classes, counts, step-down and bills use that value
-(held.py), on either core: a request's fields changed while it waits move none of them.
+A request's weight (its urgency in a market, its own bid in a replay), bidder and prompt length are
+read once, when the design first holds it, and every later round's classes, counts, step-down and
+bills use those values (held.py), on either core: a request's fields changed while it waits move
+none of them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Sequence
 from ..policy import (
     AdmissionPolicy,
     WaitingRound,
-    check_bidders,
     check_bids,
     check_multipliers,
     check_remaining,
@@ -118,8 +118,9 @@ class ServiceTiers(AdmissionPolicy):
             return decided
         for per_bidder, name in ((multipliers, "multipliers"), (remaining, "budgets left (remaining)")):
             if per_bidder is not None:  # what is held is read too: the compiled book declines it
-                check_bidders(queue, per_bidder, name)
+                self._held.check_bidders(queue, per_bidder, name)
         held = self._held
+        held.check_switch(queue, multipliers)  # before what is held moves
         new = held.follow(queue, round.changes, multipliers is None, round.cache)
         bids = round_bids(new, multipliers)
         check_bids(new, bids)  # a bid changed after construction, or a product that overflows
@@ -137,8 +138,8 @@ class ServiceTiers(AdmissionPolicy):
             for b in out:
                 rank.update(dict.fromkeys(held.holding(b).members, -1))
             for r, k in stepped.items():
-                if k >= 0:
-                    bills[r.id] = (r.bidder, self.prices[k] * r.prompt_len)
+                if k >= 0:  # its bidder and tokens as it joined (held.py), as its bill at its own tier
+                    bills[r.id] = (held.bidder(r), self.prices[k] * held.prompt_len(r))
                 else:
                     del bills[r.id]
         # Stable: the inside order within a tier, the unpaid (-1) last.
@@ -207,16 +208,16 @@ class ServiceTiers(AdmissionPolicy):
             # The weights held, as the request joined (held.py), not as it is now; m is 1.0 in a
             # replay, and 1.0 x a weight > 0 is that weight exactly.
             bids = [m * weight(r) for r in walked]
-            tiers = self._walk(walked, bids, paying, ahead, left)
+            tiers = self._walk(list(map(self._held.prompt_len, walked)), bids, paying, ahead, left)
             stepped.update((r, k) for r, k, was in zip(walked, tiers, paying) if k != was)
         return out, stepped
 
-    def _walk(self, walked: list[Request], bids: list[float], paying: list[int], ahead: list[int], left: float) -> list[int]:
+    def _walk(self, lengths: list[int], bids: list[float], paying: list[int], ahead: list[int], left: float) -> list[int]:
         """Each of one bidder's requests' tier in this round (-1: unpaid) when they are billed out
         of its budget `left` (step 2 of the module docstring): tiers high to low, each in the
-        inside order (`walked`'s), a request its bill does not fit stepping down to the best tier
-        that the rest covers, where it is billed in that tier's turn. `paying`: the tiers bought
-        (-1: it bids 0)."""
+        inside order (`lengths`', their prompt tokens as they joined), a request its bill does not
+        fit stepping down to the best tier that the rest covers, where it is billed in that tier's
+        turn. `paying`: the tiers bought (-1: it bids 0)."""
         prices, tiers = self.prices, list(paying)
         turns: list[list[int]] = [[] for _ in prices]  # each tier's requests, walked in its turn
         for i, k in enumerate(paying):
@@ -225,7 +226,7 @@ class ServiceTiers(AdmissionPolicy):
         for k in range(len(prices) - 1, -1, -1):
             turns[k].sort()  # those stepped down merge in the inside order
             for i in turns[k]:
-                length = walked[i].prompt_len
+                length = lengths[i]
                 bill = prices[k] * length
                 if bill <= left:
                     left -= bill
