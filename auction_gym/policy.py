@@ -77,16 +77,20 @@ def check_remaining(remaining: Sequence[float], multipliers: Sequence[float] | N
         raise ValueError(f"remaining has {n} budgets left for {len(multipliers)} multipliers: one per bidder")
 
 
-def check_bidders(requests: Sequence[Request], per_bidder: Sequence[float], name: str) -> None:
+def check_bidders(requests: Sequence[Request], per_bidder: Sequence[float], name: str,
+                  bidders: Sequence[int] | None = None) -> None:
     """ValueError naming the first of `requests` whose bidder has no entry in `per_bidder`, a
     round's list called `name` ("multipliers", "budgets left (remaining)"), one per bidder; C-level
-    passes unless one has none."""
-    n, bidders = len(per_bidder), list(map(_BIDDER, requests))
+    passes unless one has none. `bidders`: each request's bidder as the caller read it (a posted
+    design's, as the request joined: pricing/held.py); None: as the requests hold it now."""
+    n = len(per_bidder)
+    bidders = list(map(_BIDDER, requests)) if bidders is None else bidders
     if not bidders or 0 <= min(bidders) and max(bidders) < n:
         return
-    late = next(r for r in requests if not 0 <= r.bidder < n)
+    late = next(i for i, b in enumerate(bidders) if not 0 <= b < n)
     # From None: raised while handling the IndexError of a lookup, which says less.
-    raise ValueError(f"request {late.id} is bidder {late.bidder}'s, but the round has {n} {name}, one per bidder") from None
+    raise ValueError(f"request {requests[late].id} is bidder {bidders[late]}'s, but the round has {n} {name}, "
+                     "one per bidder") from None
 
 
 def check_bids(requests: Sequence[Request], bids: Sequence[float]) -> None:

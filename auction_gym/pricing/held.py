@@ -106,11 +106,8 @@ class HeldChoices:
         n, bidders, request, rank = len(per_bidder), self._bidders, self.request, self.rank
         if bidders and not (0 <= min(bidders) and max(bidders) < n):
             # One that leaves this round is not read: its holding is gone before the round reads any.
-            late = next((r for r in queue if request.get(r.id) is r and rank[r] >= 0 and not 0 <= self.bidder(r) < n),
-                        None)
-            if late is not None:
-                raise ValueError(f"request {late.id} is bidder {self.bidder(late)}'s, but the round has {n} {name}, "
-                                 "one per bidder")
+            weighing = [r for r in queue if request.get(r.id) is r and rank[r] >= 0]
+            check_bidders(weighing, per_bidder, name, list(map(self.bidder, weighing)))
         try:
             check_bidders(queue, per_bidder, name)
         except ValueError:  # a request whose bidder changed while held is read as it joined, above
@@ -128,12 +125,10 @@ class HeldChoices:
         if multipliers is None:
             bids = [joined[r.id][1] for r in requests]
         else:
-            n = len(multipliers)
-            late = next((r for r in requests if not 0 <= joined[r.id][2] < n), None)
-            if late is not None:  # one weighing nothing until now, so not in `check_bidders`' holdings
-                raise ValueError(f"request {late.id} is bidder {joined[late.id][2]}'s, but the round has {n} "
-                                 "multipliers, one per bidder")
-            bids = [multipliers[joined[r.id][2]] * joined[r.id][0] for r in requests]
+            stored = list(map(self.bidder, requests))
+            # One weighing nothing until now, so not in `check_bidders`' holdings.
+            check_bidders(requests, multipliers, "multipliers", stored)
+            bids = [multipliers[b] * joined[r.id][0] for r, b in zip(requests, stored)]
         check_bids(requests, bids)
 
     def follow(self, queue: Sequence[Request], changes: QueueDelta | None, replay: bool, cache: object) -> list[Request]:
