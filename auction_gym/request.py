@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from functools import partial
 from numbers import Integral
 from operator import attrgetter
 from typing import Callable, Sequence
 
 import numpy as np
 
+from . import core
 from ._checks import is_int, within_int64
 
 TOKEN_DTYPE = np.int64
@@ -162,6 +165,25 @@ class Request:
     @property
     def prompt_len(self) -> int:
         return self.tokens.size
+
+
+def unchecked_many() -> Callable[..., list[Request]]:
+    """`Request._unchecked_many` as the core active now runs it, which a workload stream picks
+    when it starts: on the compiled core, `_core.unchecked_requests` makes the same requests (the
+    same objects in the same slots) in one call, and declines, for the Python loop, what that loop
+    must read itself (columns other than lists and tuples, or of unequal lengths)."""
+    module = core.compiled_module() if core.active() == "compiled" else None
+    return Request._unchecked_many if module is None else partial(_compiled_many, module.unchecked_requests)
+
+
+_COLUMNS = tuple(f.name for f in dataclass_fields(Request))[1:]
+"""`_unchecked_many`'s columns, in Request's order (its slots' after the id, as the compiled call
+reads them)."""
+
+
+def _compiled_many(make: Callable[..., list[Request] | None], *, first_id: int, **columns: Sequence) -> list[Request]:
+    made = make(Request, first_id, tuple(columns[name] for name in _COLUMNS))
+    return Request._unchecked_many(first_id=first_id, **columns) if made is None else made
 
 
 fcfs_key: Callable[[Request], tuple[float, int]] = attrgetter("arrival", "id")

@@ -18,3 +18,4 @@ void bind_dfs_weight(nanobind::module_ &m);  // dfs_weight.cpp
 void bind_posted_book(nanobind::module_ &m);  // posted_book.cpp
 void bind_priority_round(nanobind::module_ &m);  // priority_round.cpp
 void bind_records_summary(nanobind::module_ &m);  // records_summary.cpp
+void bind_request_slots(nanobind::module_ &m);  // request_slots.cpp

@@ -389,7 +389,7 @@ inline void add_to(nb::handle record, nb::handle field, int64_t n) {
 struct Names {
     nb::str admit, sorts_in_place, in_batch_deprioritizes, remove, id, arrival, tokens, output_len,
         max_new_tokens, output_tokens, rejected, cached_tokens, computed_tokens, first_token, finish,
-        retractions, prefill, decode, idle;
+        retractions, prefill, decode, idle, bidder, urgency, value, bid;
 };
 
 // Python objects of the package the engine makes or calls, and the names, looked up once.

@@ -4,9 +4,11 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "engine.hpp"
+#include "slot_fill.hpp"
 
 namespace engine {
 
@@ -55,6 +57,52 @@ bool remove_request(nb::list &requests, nb::handle r) {
     return false;
 }
 
+// What `new_record` makes a record with, looked up once: RequestRecord's slots, numpy's array
+// type and the defaults of the record's fields that `RequestRecord.of` leaves to them.
+struct RecordMaker {
+    static constexpr std::array<const char *, 8> kLater = {
+        "admit", "first_token", "finish", "cached_tokens", "computed_tokens", "retractions", "preemptions",
+        "rejected"};
+
+    RecordMaker()
+        : slots(record_class(), {"id", "bidder", "arrival", "prompt_len", "output_len", "urgency", "value", "bid",
+                                 kLater[0], kLater[1], kLater[2], kLater[3], kLater[4], kLater[5], kLater[6],
+                                 kLater[7]}),
+          ndarray(reinterpret_cast<PyTypeObject *>(nb::module_::import_("numpy").attr("ndarray").ptr())) {
+        nb::object fields = record_class().attr("__dataclass_fields__");
+        for (std::size_t i = 0; i < kLater.size(); ++i) defaults[i] = fields[kLater[i]].attr("default");
+    }
+
+    static nb::object record_class() {
+        return nb::module_::import_("auction_gym.engine.records").attr("RequestRecord");
+    }
+
+    pyslots::SlotMaker<16> slots;
+    PyTypeObject *ndarray;  // held by the numpy module, which outlives this
+    std::array<nb::object, 8> defaults;
+};
+
+// `RequestRecord.of(obj)`, where `obj` is a Request (of that class exactly: a subclass may read
+// its fields otherwise) holding a numpy array of tokens (whose `size`, which `of` reads as
+// `prompt_len`, is the length `r` read), made slot by slot (slot_fill.hpp) of the objects `of`
+// reads, its later fields the dataclass's defaults (the same objects: a record's equality compares
+// its NaNs by identity); else, or where the record's class was changed since, through `of`.
+nb::object new_record(nb::handle obj, nb::handle rid, const Req &r) {
+    static RecordMaker *maker = new RecordMaker();  // never freed, as python()'s objects
+    if (Py_TYPE(obj.ptr()) != reinterpret_cast<PyTypeObject *>(python().request.ptr()) ||
+        Py_TYPE(r.tokens.ptr()) != maker->ndarray) {
+        return python().record_of(obj);
+    }
+    const Names &name = python().names;
+    nb::object prompt_len = nb::steal(PyLong_FromLongLong(r.prompt_len));
+    if (!prompt_len.is_valid()) throw nb::python_error();
+    const std::array<nb::object, 8> &d = maker->defaults;
+    nb::object record = maker->slots.make({rid, obj.attr(name.bidder), obj.attr(name.arrival), prompt_len,
+                                           obj.attr(name.output_len), obj.attr(name.urgency), obj.attr(name.value),
+                                           obj.attr(name.bid), d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]});
+    return record.is_valid() ? record : python().record_of(obj);
+}
+
 }  // namespace
 
 const Python &python() {
@@ -69,7 +117,7 @@ const Python &python() {
                     name("id"), name("arrival"), name("tokens"), name("output_len"), name("max_new_tokens"),
                     name("output_tokens"), name("rejected"), name("cached_tokens"), name("computed_tokens"),
                     name("first_token"), name("finish"), name("retractions"), name("prefill"), name("decode"),
-                    name("idle")};
+                    name("idle"), name("bidder"), name("urgency"), name("value"), name("bid")};
         return new Python{state.attr("Iteration"), policy.attr("WaitingRound"), policy.attr("unpack_admission"),
                           base.attr("decision_priority"),
                           records.attr("RequestRecord").attr("of"), request.attr("Request"),
@@ -357,7 +405,7 @@ ReqPtr Arrivals::record(nb::handle obj, ReqPtr read_already) {
     if (records.contains(rid)) throw nb::value_error(("request " + nb::cast<std::string>(nb::str(rid)) +
                                                       ": duplicate request id").c_str());
     ReqPtr r = read_already ? std::move(read_already) : read(obj);
-    records[rid] = python().record_of(obj);
+    records[rid] = new_record(obj, rid, *r);
     return r;
 }
 

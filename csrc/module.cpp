@@ -21,4 +21,5 @@ NB_MODULE(_core, m) {
     bind_posted_book(m);
     bind_priority_round(m);
     bind_records_summary(m);
+    bind_request_slots(m);
 }

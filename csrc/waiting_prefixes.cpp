@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "arrival_order.hpp"
+#include "slot_fill.hpp"
 
 namespace radix {
 
@@ -16,6 +17,13 @@ constexpr std::size_t kKeptDeltas = 64;  // waiting_prefixes._KEPT_DELTAS
 nb::handle queue_delta() {
     static const nb::object *cls = new nb::object(nb::module_::import_("auction_gym.policy").attr("QueueDelta"));
     return *cls;  // never freed, as the cache's Python objects
+}
+
+// QueueDelta(joined, left, rematched, length_of), one a round, made slot by slot (slot_fill.hpp).
+nb::object new_delta(nb::handle joined, nb::handle left, nb::handle rematched, nb::handle length_of) {
+    static auto *maker = new pyslots::SlotMaker<4>(queue_delta(), {"joined", "left", "rematched", "length_of"});
+    nb::object delta = maker->make({joined, left, rematched, length_of});  // (never freed, as the class)
+    return delta.is_valid() ? delta : queue_delta()(joined, left, rematched, length_of);
 }
 
 }  // namespace
@@ -108,13 +116,13 @@ nb::object WaitingPrefixes::lengths(nb::handle queue, nb::handle cache_arg) {
 
 nb::object WaitingPrefixes::delta(std::size_t k) const {
     nb::handle joined = deltas[k][0], left = deltas[k][1], rematched = deltas[k][2];
-    return queue_delta()(joined, nb::list(left), rematched, matcher.length_of);
+    return new_delta(joined, nb::list(left), rematched, matcher.length_of);
 }
 
 nb::object WaitingPrefixes::delta_since(int64_t since) const {
     int64_t behind = serial - since;
     if (since < known_from || behind < 0 || behind > static_cast<int64_t>(deltas.size())) return nb::none();
-    if (behind == 0) return queue_delta()(nb::list(), nb::list(), nb::list(), matcher.length_of);
+    if (behind == 0) return new_delta(nb::list(), nb::list(), nb::list(), matcher.length_of);
     if (behind == 1) return delta(deltas.size() - 1);
     nb::list kept;
     for (std::size_t k = deltas.size() - behind; k < deltas.size(); ++k) kept.append(delta(k));

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from .._checks import check_int, check_number, is_int_typed
-from ..request import Request, read_only
+from ..request import Request, read_only, unchecked_many
 from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, normalize_mix
 from .compiled import compiled_twin
 
@@ -353,6 +353,7 @@ def _chunks(cfg: AgenticConfig, seed: int) -> _Generator:
 
 def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
     gen = _chunks(cfg, seed)
+    many = unchecked_many()
     limit = cfg.num_requests if cfg.num_requests is not None else np.inf
     # Drafts not yet yielded, sorted by arrival, equal arrivals in the order drawn (a session's turns
     # and a fan-out's branches in generation order when they arrive together): the order of the
@@ -369,7 +370,7 @@ def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
             t, bidder, prompt, reply, kind, w, v, out, cap = zip(*ready[:k])
             del ready[:k]
             # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
-            yield from Request._unchecked_many(
+            yield from many(
                 first_id=emitted, bidder=bidder, tokens=prompt, bid=w, output_len=out, arrival=t, value=v,
                 urgency=w, output_tokens=reply, kind=kind, max_new_tokens=cap)
             emitted += k

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..request import Request, read_only
+from ..request import Request, read_only, unchecked_many
 from .agentic import check_bursts, check_ints, has_bursts, in_burst
 from .classes import DEFAULT_CLASS_MIX, ClassMix, checked_class_mix, checked_max_new_tokens
 from .compiled import compiled_twin
@@ -152,12 +152,13 @@ def _chunks(cfg: SharedPrefixConfig, seed: int) -> _Chunks:
 
 def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:
     gen = _chunks(cfg, seed)
+    many = unchecked_many()
     emitted = 0
     while emitted < cfg.num_requests:
         arrivals, bidders, prompts, outs, w, v, kinds = gen.chunk(emitted)
         m = len(arrivals)
         # Every field is in checked form by construction (read-only int64 arrays, Python numbers).
-        yield from Request._unchecked_many(
+        yield from many(
             first_id=emitted, bidder=bidders, tokens=prompts, bid=w, output_len=outs, arrival=arrivals, value=v,
             urgency=w, output_tokens=[None] * m, kind=kinds,
             max_new_tokens=outs if cfg.max_new_tokens is None else [int(cfg.max_new_tokens)] * m)
