@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine.hpp"
+#include "request_slots.hpp"
 #include "slot_fill.hpp"
 
 namespace engine {
@@ -57,6 +58,17 @@ bool remove_request(nb::list &requests, nb::handle r) {
     return false;
 }
 
+// `obj.<name>`, its field at `slot`: read in place where `obj` is a plain Request whose slot is
+// set (what the interpreter reads), else by getattr (which raises for an unset one, or reads a
+// field the class made something else).
+nb::object field(nb::handle obj, Py_ssize_t request_slots::Fields::*slot, nb::handle name) {
+    const request_slots::Fields &f = request_slots::fields();
+    if (Py_TYPE(obj.ptr()) == f.type && f.*slot >= 0) {
+        if (PyObject *value = request_slots::at_offset(obj.ptr(), f.*slot)) return nb::borrow(value);
+    }
+    return obj.attr(name);
+}
+
 // What `new_record` makes a record with, looked up once: RequestRecord's slots, numpy's array
 // type and the defaults of the record's fields that `RequestRecord.of` leaves to them.
 struct RecordMaker {
@@ -97,9 +109,12 @@ nb::object new_record(nb::handle obj, nb::handle rid, const Req &r) {
     nb::object prompt_len = nb::steal(PyLong_FromLongLong(r.prompt_len));
     if (!prompt_len.is_valid()) throw nb::python_error();
     const std::array<nb::object, 8> &d = maker->defaults;
-    nb::object record = maker->slots.make({rid, obj.attr(name.bidder), obj.attr(name.arrival), prompt_len,
-                                           obj.attr(name.output_len), obj.attr(name.urgency), obj.attr(name.value),
-                                           obj.attr(name.bid), d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]});
+    using F = request_slots::Fields;
+    nb::object record = maker->slots.make(
+        {rid, field(obj, &F::bidder, name.bidder), field(obj, &F::arrival, name.arrival), prompt_len,
+         field(obj, &F::output_len, name.output_len), field(obj, &F::urgency, name.urgency),
+         field(obj, &F::value, name.value), field(obj, &F::bid, name.bid), d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+         d[7]});
     return record.is_valid() ? record : python().record_of(obj);
 }
 
@@ -388,20 +403,21 @@ ReqPtr Arrivals::read(nb::handle obj) {
     const Names &name = python().names;
     auto r = std::make_shared<Req>();
     r->obj = nb::borrow(obj);
-    r->id = nb::cast<int64_t>(obj.attr(name.id));
-    r->arrival = nb::cast<double>(obj.attr(name.arrival));
-    r->tokens = obj.attr(name.tokens);
+    using F = request_slots::Fields;
+    r->id = nb::cast<int64_t>(field(obj, &F::id, name.id));
+    r->arrival = nb::cast<double>(field(obj, &F::arrival, name.arrival));
+    r->tokens = field(obj, &F::tokens, name.tokens);
     r->data = data_of(r->tokens);
     r->prompt_len = int64_t(nb::len(r->tokens));
-    r->output_len = saturated(obj.attr(name.output_len));
-    r->max_new_tokens = saturated(obj.attr(name.max_new_tokens));
-    r->output_tokens = obj.attr(name.output_tokens);
+    r->output_len = saturated(field(obj, &F::output_len, name.output_len));
+    r->max_new_tokens = saturated(field(obj, &F::max_new_tokens, name.max_new_tokens));
+    r->output_tokens = field(obj, &F::output_tokens, name.output_tokens);
     if (!r->output_tokens.is_none()) r->output = data_of(r->output_tokens);
     return r;
 }
 
 ReqPtr Arrivals::record(nb::handle obj, ReqPtr read_already) {
-    nb::object rid = obj.attr(python().names.id);
+    nb::object rid = field(obj, &request_slots::Fields::id, python().names.id);
     if (records.contains(rid)) throw nb::value_error(("request " + nb::cast<std::string>(nb::str(rid)) +
                                                       ": duplicate request id").c_str());
     ReqPtr r = read_already ? std::move(read_already) : read(obj);

@@ -34,6 +34,10 @@ const Fields& fields() {
                slot_offset(request, "urgency"), slot_offset(request, "tokens"), slot_offset(request, "arrival")};
     if (out.id < 0 || out.bidder < 0 || out.bid < 0 || out.urgency < 0 || out.tokens < 0 || out.arrival < 0)
         out.type = nullptr;
+    out.output_len = slot_offset(request, "output_len");
+    out.value = slot_offset(request, "value");
+    out.output_tokens = slot_offset(request, "output_tokens");
+    out.max_new_tokens = slot_offset(request, "max_new_tokens");
     *f = out;
     version = request->tp_version_tag;  // tagged by the lookups, where the class can be
     return *f;

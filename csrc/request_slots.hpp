@@ -17,6 +17,9 @@ namespace request_slots {
 struct Fields {
     PyTypeObject* type = nullptr;
     Py_ssize_t id = -1, bidder = -1, bid = -1, urgency = -1, tokens = -1, arrival = -1;
+    // The other fields an engine's arrivals read, each -1 alone where it is not a slot (the type
+    // stays set: the rounds do not read them).
+    Py_ssize_t output_len = -1, value = -1, output_tokens = -1, max_new_tokens = -1;
 };
 
 const Fields& fields();

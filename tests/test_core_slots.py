@@ -152,3 +152,16 @@ def test_the_compiled_deltas_are_queue_deltas():
         while engine.step() is not None:
             pass
     assert seen, "the engine passed no changes"
+
+
+def test_the_engine_reads_a_field_made_a_property_through_python(monkeypatch):
+    r = Request(id=0, bidder=0, tokens=[1, 2, 3], bid=1.0, output_len=2, value=5.0)
+    monkeypatch.setattr(Request, "value", property(lambda self: 42.0))
+    assert _submitted([r]).records[0].value == 42.0
+
+
+def test_an_unset_field_is_refused_as_getattr_refuses_it():
+    r = Request(id=0, bidder=0, tokens=[1, 2, 3], bid=1.0, output_len=2)
+    del r.output_tokens
+    with pytest.raises(AttributeError, match="output_tokens"):
+        _submitted([r])
