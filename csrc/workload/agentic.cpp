@@ -73,6 +73,9 @@ public:
             __builtin_add_overflow(row, context_, &row) || __builtin_mul_overflow(row, chunk_, &chunk_tokens)) {
             throw nb::type_error("declined: a chunk's tokens past int64");
         }
+        // `branches` draws a fan-out's or rollout's context into its first row (the configuration's
+        // check asks for one): without one, the Python generator draws.
+        if (width_lo_ < 1 || rollouts_ < 1) throw nb::type_error("declined: a fan-out or rollout without branches");
     }
 
     nb::object rng() const { return draws_.generator(); }
@@ -138,11 +141,10 @@ private:
         return rate;
     }
 
-    std::vector<int64_t> tokens(int64_t n) {
-        std::vector<int64_t> out(n);
-        draws_.integers(out.data(), n, 0, vocab_);
-        return out;
-    }
+    // `_Generator.tokens(n)`, drawn into `out`. A chunk's shape draws its tokens in one call, which
+    // gives the draws of consecutive calls (Draws::integers), so each prompt's tokens are drawn
+    // straight into its array, in the order the one call draws them.
+    void tokens(int64_t *out, int64_t n) { draws_.integers(out, n, 0, vocab_); }
 
     nb::object cap(nb::handle kind) { return caps_[kind]; }
 
@@ -153,14 +155,12 @@ private:
         std::vector<int64_t> ends(n);
         draws_.lengths(ends.data(), n, query_mean_);
         for (int64_t i = 1; i < n; ++i) ends[i] += ends[i - 1];
-        std::vector<int64_t> query = tokens(ends[n - 1]);
         nb::object limit = cap(kind);
         for (int64_t i = 0; i < n; ++i) {
             const Tokens &system = systems_[bidders[i]];
-            const int64_t a = i ? ends[i - 1] : 0;
-            nb::object prompt = new_array(system.size + ends[i] - a, NPY_INT64);
-            int64_t *p = std::copy(system.data, system.data + system.size, data_of<int64_t>(prompt));
-            std::copy(query.begin() + a, query.begin() + ends[i], p);
+            const int64_t query = ends[i] - (i ? ends[i - 1] : 0);
+            nb::object prompt = new_array(system.size + query, NPY_INT64);
+            tokens(std::copy(system.data, system.data + system.size, data_of<int64_t>(prompt)), query);
             drafts.append(draft({py_float(starts[i]), py_int(bidders[i]), sealed(prompt), nb::none(), kind,
                                  py_float(c.urgency[i]), py_float(c.value[i]), py_int(c.output[i]), limit}));
         }
@@ -188,14 +188,12 @@ private:
         std::vector<int64_t> drawn(m);  // tokens drawn up to each turn's end: its user message, then its reply
         draws_.lengths(drawn.data(), m, turn_mean_);
         for (int64_t j = 0; j < m; ++j) drawn[j] = (j ? drawn[j - 1] : 0) + drawn[j] + d.output[j];
-        std::vector<int64_t> tokens_drawn = tokens(drawn[m - 1]);
         for (int64_t i = 0, first = 0, offset = 0; i < n; ++i) {
             const int64_t stop = first + turns[i];
             const Tokens &prefix = with_tools_[bidders[i]];
             nb::object session = new_array(prefix.size + drawn[stop - 1] - offset, NPY_INT64);
             int64_t *s = data_of<int64_t>(session);
-            std::copy(tokens_drawn.begin() + offset, tokens_drawn.begin() + drawn[stop - 1],
-                      std::copy(prefix.data, prefix.data + prefix.size, s));
+            tokens(std::copy(prefix.data, prefix.data + prefix.size, s), drawn[stop - 1] - offset);
             sealed(session);
             nb::handle kind = session_kinds_[c[i]];
             nb::object limit = cap(kind), bidder = py_int(bidders[i]);
@@ -220,26 +218,21 @@ private:
         nb::handle kind = shape == FANOUT ? interactive_ : background_;
         std::vector<int64_t> widths(n, rollouts_);
         if (shape == FANOUT) draws_.integers(widths.data(), n, width_lo_, width_hi_ + 1);
-        int64_t total = 0, size = 0;
-        for (int64_t w : widths) {
-            total += w;
-            size += context_ + w * branch_;
-        }
+        int64_t total = 0;
+        for (int64_t w : widths) total += w;
         ClassDraws d = class_draws(class_normals_[kind], normals(draws_, total));
-        std::vector<int64_t> drawn = tokens(size);
         nb::object limit = cap(kind);
-        for (int64_t i = 0, first = 0, offset = 0; i < n; ++i) {
-            // One row per branch: sys + tools, the shared context, then the branch's own suffix.
+        for (int64_t i = 0, first = 0; i < n; ++i) {
+            // One row per branch: sys + tools, the shared context, then the branch's own suffix;
+            // the context is drawn into the first row, then each branch's suffix into its row.
             const Tokens &prefix = with_tools_[bidders[i]];
             const int64_t row = prefix.size + context_ + branch_;
             npy_intp dims[2] = {npy_intp(widths[i]), npy_intp(row)};
             nb::object prompts = new_array(2, dims, NPY_INT64);
             int64_t *p = data_of<int64_t>(prompts);
-            const int64_t *own = drawn.data() + offset;
-            for (int64_t j = 0; j < widths[i]; ++j) {
-                int64_t *r = std::copy(prefix.data, prefix.data + prefix.size, p + j * row);
-                r = std::copy(own, own + context_, r);
-                std::copy(own + context_ + j * branch_, own + context_ + (j + 1) * branch_, r);
+            tokens(std::copy(prefix.data, prefix.data + prefix.size, p), context_ + branch_);
+            for (int64_t j = 1; j < widths[i]; ++j) {
+                tokens(std::copy(p, p + prefix.size + context_, p + j * row), branch_);
             }
             sealed(prompts);
             nb::object bidder = py_int(bidders[i]), at = py_float(starts[i]);
@@ -249,7 +242,6 @@ private:
                                      py_float(d.urgency[k]), py_float(d.value[k]), py_int(d.output[k]), limit}));
             }
             first += widths[i];
-            offset += context_ + widths[i] * branch_;
         }
     }
 

@@ -16,4 +16,12 @@ NB_MODULE(_workload, m) {
     m.attr("NUMPY_VERSION") = NUMPY_BUILD_VERSION;
     workload::bind_agentic(m);
     workload::bind_shared_prefix(m);
+    // For tests only (tests/test_core_draws.py): `generator.integers(low, high, n)` (int64) as the
+    // workloads draw it in C++, and whether it was drawn inline on numpy's PCG64.
+    m.def("_test_integers", [](nanobind::handle generator, int64_t low, int64_t high, int64_t n) {
+        workload::Draws draws(generator);
+        nanobind::object out = workload::new_array(npy_intp(n), NPY_INT64);
+        draws.integers(workload::data_of<int64_t>(out), n, low, high);
+        return nanobind::make_tuple(out, draws.draws_inline(low, high));
+    });
 }

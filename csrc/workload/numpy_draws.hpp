@@ -7,7 +7,8 @@
 // random(n) random_standard_uniform_fill; standard_normal(shape) random_standard_normal_fill over
 // the shape in C order; exponential(scale, n) random_exponential per element; poisson(lam, n)
 // random_poisson and geometric(p, n) random_geometric per element; integers(low, high, n) (int64,
-// Lemire's method) random_bounded_uint64_fill(low, high - 1 - low), one call for the whole array.
+// Lemire's method) random_bounded_uint64_fill(low, high - 1 - low), one call for the whole array,
+// drawn here instead (pcg64_bounded_fill) on numpy's PCG64 where numpy draws it from 32-bit words.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -30,6 +31,115 @@ namespace workload {
 
 namespace nb = nanobind;
 
+__extension__ typedef unsigned __int128 uint128_t;
+
+// numpy's PCG64 state as numpy/random/src/pcg64/pcg64.h lays it out where the compiler has 128-bit
+// integers: the bit generator's C state is a pcg64_state, whose first field points at the LCG.
+struct Pcg64Lcg {
+    uint128_t state, inc;
+};
+struct Pcg64State {
+    Pcg64Lcg *lcg;
+    int has_uint32;     // next_uint32 buffers a 64-bit output's high half for the next call
+    uint32_t uinteger;  // that half (left as it was once taken)
+};
+
+// A 128-bit unsigned value as a Python int.
+inline nb::object py_uint128(uint128_t x) {
+    return nb::steal(PyLong_FromUnsignedLongLong(uint64_t(x >> 64))) << nb::int_(64) |
+           nb::steal(PyLong_FromUnsignedLongLong(uint64_t(x)));
+}
+
+// The C state of `bit_generator` where it is exactly numpy's PCG64 and that state reads as
+// Pcg64State (the LCG's state and increment and the buffered half equal to what its `state`
+// property reports), else null, and its draws go through libnpyrandom.
+inline Pcg64State *pcg64_state_of(nb::handle bit_generator, const bitgen_t *bitgen) {
+    if (!bit_generator.type().is(nb::module_::import_("numpy.random").attr("PCG64"))) return nullptr;
+    auto *s = static_cast<Pcg64State *>(bitgen->state);
+    if (!s || !s->lcg) return nullptr;
+    nb::object reported = bit_generator.attr("state"), lcg = reported["state"];
+    const bool same = py_uint128(s->lcg->state).equal(lcg["state"]) && py_uint128(s->lcg->inc).equal(lcg["inc"]) &&
+                      nb::int_(s->has_uint32).equal(reported["has_uint32"]) &&
+                      nb::int_(s->uinteger).equal(reported["uinteger"]);
+    return same ? s : nullptr;
+}
+
+// numpy's PCG64 as pcg64.h draws it: the LCG step state * multiplier + inc, the XSL-RR output
+// (the high and low halves xor-ed, rotated right by the state's top 6 bits), and pcg64_next32's
+// buffered halves (a fresh output's low half, then its high half at the next call). A value copied
+// from the C state and written back (pcg64_bounded_fill), so the compiler keeps it in registers.
+struct Pcg64 {
+    uint128_t state;
+    uint128_t inc;
+    int has_half;
+    uint32_t half;  // left as it was once taken, as numpy leaves it
+
+    static Pcg64 of(const Pcg64State *s) { return {s->lcg->state, s->lcg->inc, s->has_uint32, s->uinteger}; }
+
+    void store(Pcg64State *s) const {
+        s->lcg->state = state;
+        s->has_uint32 = has_half;
+        s->uinteger = half;
+    }
+
+    uint64_t next64() {
+        constexpr uint128_t multiplier = uint128_t(2549297995355413924ULL) << 64 | 4865540595714422341ULL;
+        state = state * multiplier + inc;
+        const uint64_t folded = uint64_t(state >> 64) ^ uint64_t(state);
+        const unsigned rot = unsigned(state >> 122);
+        return folded >> rot | folded << (-rot & 63u);
+    }
+
+    uint32_t next32() {
+        if (has_half) {
+            has_half = 0;
+            return half;
+        }
+        const uint64_t x = next64();
+        has_half = 1;
+        half = uint32_t(x >> 32);
+        return uint32_t(x);
+    }
+};
+
+// random_bounded_uint64_fill(off, rng, n) on numpy's PCG64 state `s`, for 0 < rng < 2^32 - 1, where
+// numpy takes buffered_bounded_lemire_uint32 for each draw: Lemire's method, a 32-bit word times
+// rng + 1, its high word the draw unless its low word falls below (2^32 - (rng + 1)) mod (rng + 1),
+// when the word is drawn again (that bound is below rng + 1, so numpy's first test against rng + 1
+// only saves computing it). Where no half is buffered, two draws take the two halves of one
+// output, low then high, as next32 hands them out; where one of them is rejected (rarely, for a
+// small range), they are drawn one word at a time instead. The state is written back after, so
+// the draws that follow, Python's or libnpyrandom's, go on from where these stop.
+inline void pcg64_bounded_fill(Pcg64State *s, uint64_t off, uint32_t rng, int64_t n, uint64_t *out) {
+    const uint32_t excl = rng + 1, threshold = (UINT32_MAX - rng) % excl;
+    Pcg64 g = Pcg64::of(s);
+    auto bounded = [&](uint32_t word) {
+        uint64_t m = uint64_t(word) * excl;
+        while (uint32_t(m) < threshold) m = uint64_t(g.next32()) * excl;
+        return off + (m >> 32);
+    };
+    for (int64_t i = 0; i < n;) {
+        if (g.has_half || i + 1 == n) {
+            out[i++] = bounded(g.next32());
+            continue;
+        }
+        uint64_t x = 0;
+        for (; i + 1 < n; i += 2) {
+            x = g.next64();
+            const uint64_t low = (x & UINT32_MAX) * excl, high = (x >> 32) * excl;
+            if (uint32_t(low) < threshold || uint32_t(high) < threshold) break;
+            out[i] = off + (low >> 32);
+            out[i + 1] = off + (high >> 32);
+        }
+        g.half = uint32_t(x >> 32);
+        if (i + 1 < n) {  // a half rejected: this output's halves one at a time
+            g.has_half = 1;
+            out[i++] = bounded(uint32_t(x));
+        }
+    }
+    g.store(s);
+}
+
 // The draws of one numpy Generator, on its bit generator's state (held while drawing).
 class Draws {
 public:
@@ -38,9 +148,15 @@ public:
         nb::object capsule = bit_generator_.attr("capsule");
         state_ = static_cast<bitgen_t *>(PyCapsule_GetPointer(capsule.ptr(), "BitGenerator"));
         if (!state_) throw nb::python_error();
+        pcg64_ = pcg64_state_of(bit_generator_, state_);
     }
 
     nb::object generator() const { return generator_; }
+    // Whether integers(low, high, n) draws inline (pcg64_bounded_fill) rather than through libnpyrandom.
+    bool draws_inline(int64_t low, int64_t high) const {
+        const uint64_t rng = bounded_range(low, high);
+        return pcg64_ && rng != 0 && rng < UINT32_MAX;
+    }
 
     void uniform(double *out, int64_t n) { random_standard_uniform_fill(state_, n, out); }
     void normal(double *out, int64_t n) { random_standard_normal_fill(state_, n, out); }
@@ -57,17 +173,26 @@ public:
     void geometric(int64_t *out, int64_t n, double p) {
         for (int64_t i = 0; i < n; ++i) out[i] = random_geometric(state_, p);
     }
-    // integers(low, high, n): uniform in [low, high).
+    // integers(low, high, n): uniform in [low, high). Each draw reads nothing but the bit generator's
+    // state (numpy's fill keeps no buffer of its own for int64), so n draws are those of any split
+    // of n into consecutive calls.
     void integers(int64_t *out, int64_t n, int64_t low, int64_t high) {
-        if (n > 0) {
-            random_bounded_uint64_fill(state_, uint64_t(low), uint64_t(high - 1 - low), n, false,
-                                       reinterpret_cast<uint64_t *>(out));
+        if (n <= 0) return;
+        auto *words = reinterpret_cast<uint64_t *>(out);
+        if (draws_inline(low, high)) {
+            pcg64_bounded_fill(pcg64_, uint64_t(low), uint32_t(bounded_range(low, high)), n, words);
+        } else {
+            random_bounded_uint64_fill(state_, uint64_t(low), bounded_range(low, high), n, false, words);
         }
     }
 
 private:
+    // numpy's rng for integers(low, high): the inclusive range high - 1 - low, as a uint64.
+    static uint64_t bounded_range(int64_t low, int64_t high) { return uint64_t(high) - 1 - uint64_t(low); }
+
     nb::object generator_, bit_generator_;
     bitgen_t *state_;
+    Pcg64State *pcg64_;  // the bit generator's state where it is PCG64's as Pcg64State reads it, else null
 };
 
 // A new numpy array of `dims` (C order) of `type`, owning its data.

@@ -53,8 +53,16 @@ public:
         if (m == 0) return nb::make_tuple(at, bidders, prompts, outs, w, v, kinds);
         std::vector<int64_t> ends = lengths(question_, m), out = lengths(output_, m);
         for (int64_t i = 1; i < m; ++i) ends[i] += ends[i - 1];
-        std::vector<int64_t> questions(ends[m - 1]);
-        draws_.integers(questions.data(), ends[m - 1], 0, vocab_);
+        // The questions are one integers() draw, which gives the draws of consecutive calls
+        // (Draws::integers): each is drawn straight into its prompt, after its group's system prompt.
+        for (int64_t i = 0; i < m; ++i) {
+            const Tokens &system = systems_[group_of_[emitted + i]];
+            const int64_t question = ends[i] - (i ? ends[i - 1] : 0);
+            nb::object prompt = new_array(system.size + question, NPY_INT64);
+            int64_t *q = std::copy(system.data, system.data + system.size, data_of<int64_t>(prompt));
+            draws_.integers(q, question, 0, vocab_);
+            prompts.append(sealed(prompt));
+        }
         std::vector<double> r(m);
         draws_.uniform(r.data(), m);
         nb::object which = new_array(npy_intp(m), NPY_INT64);
@@ -62,14 +70,8 @@ public:
         for (int64_t i = 0; i < m; ++i) c[i] = class_of(cdf_, r[i]);
         ClassDraws d = class_draws(from_normals_, normals(draws_, m), which);
         for (int64_t i = 0; i < m; ++i) {
-            const int64_t g = group_of_[emitted + i], a = i ? ends[i - 1] : 0;
-            const Tokens &system = systems_[g];
-            nb::object prompt = new_array(system.size + ends[i] - a, NPY_INT64);
-            std::copy(questions.begin() + a, questions.begin() + ends[i],
-                      std::copy(system.data, system.data + system.size, data_of<int64_t>(prompt)));
             at.append(py_float(arrivals[i]));
-            bidders.append(py_int(g % num_bidders_));
-            prompts.append(sealed(prompt));
+            bidders.append(py_int(group_of_[emitted + i] % num_bidders_));
             outs.append(py_int(out[i]));
             w.append(py_float(d.urgency[i]));
             v.append(py_float(d.value[i]));
