@@ -267,6 +267,13 @@ public:
     nb::tuple play_round(nb::handle multipliers, nb::handle remaining, double busy_time, int64_t admitted_total);
     nb::tuple warm_up(double until, nb::handle multipliers, double busy_time, int64_t admitted_total);
     nb::list in_system() const;
+    // The requests `in_system` lists, in its order (waiting, chunked, running): for a reader in C++
+    // (the market's latency accrual, market_books.cpp) that needs no list of them.
+    template <class F> void for_each_held(F &&f) const {
+        for (nb::handle r : queue.requests) f(r.ptr());
+        if (chunked) f(chunked->r->obj.ptr());
+        for (const RunPtr &run : running) f(run->r->obj.ptr());
+    }
     nb::list running_requests() const;
     // The Python objects it holds, for the garbage collector (a policy or a lazily read workload
     // may hold the engine's owner): `release` lets go of those that may hold it back.
