@@ -119,7 +119,13 @@ private:
     void read_held(nb::handle held) {
         held_.clear();
         if (engine::Engine *e = nullptr; nb::try_cast<engine::Engine *>(held, e) && e) {
-            e->for_each_held([this](PyObject *r) { read(r); });
+            e->for_each_held([this](PyObject *r) {
+                read(r);
+                // A field read through getattr may run Python code: the list keeps that code's reads.
+                bool arrival = !held_.back().since;
+                if (!id_.in_place() || !bidder_.in_place() || !urgency_.in_place() || (arrival && !arrival_.in_place()))
+                    throw Unsupported{};
+            });
             return;
         }
         if (!PyList_CheckExact(held.ptr())) throw Unsupported{};

@@ -7,6 +7,9 @@
 #include <nanobind/nanobind.h>
 
 #include <structmember.h>
+#if PY_VERSION_HEX < 0x030B0000
+#include <longintrepr.h>  // PyLongObject's digits, which Python.h includes from 3.11
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -77,6 +80,8 @@ public:
     double as_double_of(PyObject *obj) { return read(obj, as_double); }
     int64_t as_int_of(PyObject *obj) { return read(obj, as_int); }
     double as_float_of(PyObject *obj) { return read(obj, as_float); }
+    // Whether the last read was in place (a slot), not through getattr, which may run Python code.
+    bool in_place() const { return offset_ >= 0; }
     bool is_none_of(PyObject *obj) {
         return read(obj, [](PyObject *value) { return value == Py_None; });
     }

@@ -22,6 +22,7 @@ from auction_gym.envs.radix_auction_env import REWARDS
 from auction_gym.market import Market, MarketConfig, Obs
 from auction_gym.market.config import COST_MODELS
 from auction_gym.registry import mechanism_names
+from auction_gym.request import Request
 from auction_gym.workload.mooncake import SAMPLE_TRACE
 
 pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core (auction_gym._core) is not built")
@@ -333,3 +334,37 @@ def test_spend_arrays_numpy_holds_its_own_way_agree(variant):
         assert same(markets["python"].observations(), markets["compiled"].observations()), step
         if markets["python"].done:
             break
+
+
+class PropertyUrgency(Request):
+    """A request whose urgency is a property: read through getattr, which may run any Python code."""
+
+    __slots__ = ()
+
+    @property
+    def urgency(self) -> float:
+        return Request.urgency.__get__(self)
+
+
+def test_a_held_request_read_through_getattr_hands_the_accrual_to_python():
+    """On the compiled engine the accrual reads the held requests without a list only while it reads
+    their fields in place; a field read through getattr (a property) makes it decline, and the
+    episode goes on in Python with the Python core's costs."""
+    markets = {}
+    for which in core.CORES:
+        with core.use(which):
+            markets[which] = Market(MarketConfig(horizon=60), accrue_latency_cost=True)
+            markets[which].reset(4)
+    rng = np.random.default_rng(4)
+    for step in range(60):
+        alphas = rng.uniform(0.0, 2.0, 4).tolist()
+        reports = {}
+        for which, market in markets.items():
+            if step == 15:
+                for r in market.engine.in_system():
+                    r.__class__ = PropertyUrgency
+            reports[which] = market.step(alphas)
+        assert same(reports["python"].latency_cost, reports["compiled"].latency_cost), step
+        if markets["python"].done:
+            break
+    assert step >= 15 and markets["compiled"]._accrual is None
