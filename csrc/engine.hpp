@@ -267,6 +267,15 @@ public:
     nb::tuple play_round(nb::handle multipliers, nb::handle remaining, double busy_time, int64_t admitted_total);
     nb::tuple warm_up(double until, nb::handle multipliers, double busy_time, int64_t admitted_total);
     nb::list in_system() const;
+    // The requests `in_system` lists, in its order (waiting, chunked, running): for a reader in C++
+    // (the market's latency accrual, market_books.cpp) that needs no list of them. Read by index,
+    // sizes read again at each: `f` may run Python code (a request's property).
+    template <class F> void for_each_held(F &&f) const {
+        PyObject *waiting = queue.requests.ptr();
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(waiting); ++i) f(PyList_GET_ITEM(waiting, i));
+        if (chunked) f(chunked->r->obj.ptr());
+        for (std::size_t i = 0; i < running.size(); ++i) f(running[i]->r->obj.ptr());
+    }
     nb::list running_requests() const;
     // The Python objects it holds, for the garbage collector (a policy or a lazily read workload
     // may hold the engine's owner): `release` lets go of those that may hold it back.

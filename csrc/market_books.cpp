@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "engine.hpp"
 #include "market_fields.hpp"
 
 namespace nb = nanobind;
@@ -42,21 +43,22 @@ double divide(double a, double b) {
 }
 
 // `Market._accrued`'s state and loop: when each request's accrual last stopped (`_accrued_to`).
+// The requests held are those of `in_system`'s list, or, on the compiled engine, read off it in
+// that order without a list (`Engine::for_each_held`, docs/engine.md section 8). A request's
+// arrival is read only where the Python reads it: for one whose accrual starts in the step.
 class LatencyAccrual {
 public:
     LatencyAccrual(size_t n, double start) : n_(n), start_(start) {}
 
-    nb::object accrue(nb::handle finished, nb::handle records, nb::handle in_system, double end) {
-        std::vector<Finished> done;
-        std::vector<Held> held;
+    nb::object accrue(nb::handle finished, nb::handle records, nb::handle held, double end) {
         try {
-            done = read_finished(finished, records);
-            held = read_held(in_system);
+            read_finished(finished, records);
+            read_held(held);
         } catch (const Unsupported &) {
             return nb::none();
         }
         std::vector<double> cost(n_, 0.0);
-        for (const Finished &f : done) {
+        for (const Finished &f : done_) {
             auto it = since_.find(f.id);
             double t = f.arrival > start_ ? f.arrival : start_;  // Python's max(start, arrival)
             if (it != since_.end()) {
@@ -65,11 +67,12 @@ public:
             }
             cost[f.bidder] += f.urgency * (f.finish - t);
         }
-        for (const Held &h : held) {
-            auto [it, fresh] = since_.try_emplace(h.id, 0.0);
-            double t = fresh ? (h.arrival > start_ ? h.arrival : start_) : it->second;
-            cost[h.bidder] += h.urgency * (end - t);
-            it->second = end;
+        for (const Held &h : held_) {
+            double *since = h.since;
+            if (!since)  // new in the step, unless an earlier entry of the list was this request
+                since = &since_.try_emplace(h.id, h.arrival > start_ ? h.arrival : start_).first->second;
+            cost[h.bidder] += h.urgency * (end - *since);
+            *since = end;
         }
         return array_of(cost);
     }
@@ -82,10 +85,13 @@ public:
     }
 
 private:
+    // A request held: `since` its entry in `since_` (which no insertion moves) where it has one
+    // and did not finish in the step, else null and its `arrival` read.
     struct Held {
         int64_t id;
         size_t bidder;
         double urgency, arrival;
+        double *since;
     };
     struct Finished {
         int64_t id;
@@ -93,9 +99,9 @@ private:
         double urgency, arrival, finish;
     };
 
-    std::vector<Finished> read_finished(nb::handle finished, nb::handle records) {
+    void read_finished(nb::handle finished, nb::handle records) {
         if (!PyList_CheckExact(finished.ptr()) || !PyDict_CheckExact(records.ptr())) throw Unsupported{};
-        std::vector<Finished> out;
+        done_.clear();
         for (Py_ssize_t i = 0, k = PyList_GET_SIZE(finished.ptr()); i < k; ++i) {
             PyObject *rid = PyList_GET_ITEM(finished.ptr(), i);
             PyObject *rec = PyDict_GetItemWithError(records.ptr(), rid);  // borrowed
@@ -103,28 +109,46 @@ private:
                 PyErr_Clear();
                 throw Unsupported{};
             }
-            out.push_back({as_int(rid), index_of(record_bidder_.as_int_of(rec), n_), record_urgency_.as_double_of(rec),
-                           record_arrival_.as_double_of(rec), record_finish_.as_double_of(rec)});
+            done_.push_back({as_int(rid), index_of(record_bidder_.as_int_of(rec), n_),
+                             record_urgency_.as_double_of(rec), record_arrival_.as_double_of(rec),
+                             record_finish_.as_double_of(rec)});
         }
-        return out;
     }
 
-    std::vector<Held> read_held(nb::handle in_system) {
-        if (!PyList_CheckExact(in_system.ptr())) throw Unsupported{};
-        std::vector<Held> out;
-        Py_ssize_t k = PyList_GET_SIZE(in_system.ptr());
-        out.reserve(static_cast<size_t>(k));
-        for (Py_ssize_t i = 0; i < k; ++i) {
-            PyObject *r = PyList_GET_ITEM(in_system.ptr(), i);
-            out.push_back({id_.as_int_of(r), index_of(bidder_.as_int_of(r), n_), urgency_.as_double_of(r),
-                           arrival_.as_double_of(r)});
+    // `held`: the list `in_system` returned, or the compiled engine itself.
+    void read_held(nb::handle held) {
+        held_.clear();
+        if (engine::Engine *e = nullptr; nb::try_cast<engine::Engine *>(held, e) && e) {
+            e->for_each_held([this](PyObject *r) {
+                read(r);
+                // A field read through getattr may run Python code: the list keeps that code's reads.
+                bool arrival = !held_.back().since;
+                if (!id_.in_place() || !bidder_.in_place() || !urgency_.in_place() || (arrival && !arrival_.in_place()))
+                    throw Unsupported{};
+            });
+            return;
         }
-        return out;
+        if (!PyList_CheckExact(held.ptr())) throw Unsupported{};
+        for (Py_ssize_t i = 0, k = PyList_GET_SIZE(held.ptr()); i < k; ++i) read(PyList_GET_ITEM(held.ptr(), i));
+    }
+
+    void read(PyObject *r) {
+        Held h{id_.as_int_of(r), index_of(bidder_.as_int_of(r), n_), urgency_.as_double_of(r), 0.0, nullptr};
+        auto it = since_.find(h.id);
+        bool finishing = false;  // its entry goes first (a list may hold a finished request too)
+        for (const Finished &f : done_) finishing = finishing || f.id == h.id;
+        if (it != since_.end() && !finishing)
+            h.since = &it->second;
+        else
+            h.arrival = arrival_.as_double_of(r);
+        held_.push_back(h);
     }
 
     size_t n_;
     double start_;
     std::unordered_map<int64_t, double> since_;
+    std::vector<Finished> done_;  // the step's, kept for their capacity
+    std::vector<Held> held_;
     Field id_{"id"}, bidder_{"bidder"}, urgency_{"urgency"}, arrival_{"arrival"};  // of requests
     Field record_bidder_{"bidder"}, record_urgency_{"urgency"}, record_arrival_{"arrival"}, record_finish_{"finish"};
 };
@@ -226,10 +250,11 @@ void bind_market_books(nb::module_ &m) {
     nb::class_<LatencyAccrual>(m, "LatencyAccrual",
                                "Market._accrued's state and loop, compiled: each bidder's latency cost in a step.")
         .def(nb::init<size_t, double>(), nb::arg("num_bidders"), nb::arg("episode_start"))
-        .def("accrue", &LatencyAccrual::accrue, nb::arg("finished"), nb::arg("records"), nb::arg("in_system"),
+        .def("accrue", &LatencyAccrual::accrue, nb::arg("finished"), nb::arg("records"), nb::arg("held"),
              nb::arg("end"),
-             "Each bidder's latency cost accrued up to `end` (a float64 array), or None, changing nothing, for input "
-             "the Python code must handle.")
+             "Each bidder's latency cost accrued up to `end` (a float64 array) over the requests finished and those "
+             "`held` (the list `in_system` returns, or the compiled `Engine`, read in that order), or None, changing "
+             "nothing, for input the Python code must handle.")
         .def("accrued_to", &LatencyAccrual::accrued_to, "{request id: time its accrual last stopped}.");
     nb::class_<ObservationRows>(m, "ObservationRows", "Market.observations' rows, compiled.")
         .def(nb::init<size_t, int64_t, double, double, double, double, double, double, std::vector<double>,

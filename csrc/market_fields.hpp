@@ -7,6 +7,9 @@
 #include <nanobind/nanobind.h>
 
 #include <structmember.h>
+#if PY_VERSION_HEX < 0x030B0000
+#include <longintrepr.h>  // PyLongObject's digits, which Python.h includes from 3.11
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -42,6 +45,16 @@ inline double as_float(PyObject *value) {
 
 inline int64_t as_int(PyObject *value) {
     if (!PyLong_CheckExact(value)) throw Unsupported{};
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject *>(value)))
+        return PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject *>(value));
+#else
+    // An int of at most one digit (a bidder, an id), read as CPython's own compact-int path reads it.
+    Py_ssize_t digits = Py_SIZE(value);
+    if (digits == 0) return 0;
+    if (digits == 1 || digits == -1)
+        return digits * static_cast<int64_t>(reinterpret_cast<PyLongObject *>(value)->ob_digit[0]);
+#endif
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
@@ -67,6 +80,8 @@ public:
     double as_double_of(PyObject *obj) { return read(obj, as_double); }
     int64_t as_int_of(PyObject *obj) { return read(obj, as_int); }
     double as_float_of(PyObject *obj) { return read(obj, as_float); }
+    // Whether the last read was in place (a slot), not through getattr, which may run Python code.
+    bool in_place() const { return offset_ >= 0; }
     bool is_none_of(PyObject *obj) {
         return read(obj, [](PyObject *value) { return value == Py_None; });
     }
@@ -124,10 +139,29 @@ inline size_t index_of(int64_t bidder, size_t n) {
     return static_cast<size_t>(bidder);
 }
 
+// The leading fields of a numpy array (numpy's `PyArrayObject_fields`): compiled extensions read
+// them in place through numpy's own accessors (PyArray_DATA, PyArray_NDIM, ...), so numpy keeps
+// their layout from release to release. Read here where the buffer protocol would cost several
+// times the read itself.
+struct ArrayHead {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions, *strides;
+    PyObject *base, *descr;
+};
+
+// Never freed: they may outlive the interpreter's teardown of numpy.
+inline PyObject *numpy_attr(const char *name) {
+    return nb::object(nb::module_::import_("numpy").attr(name)).release().ptr();
+}
+
 // The `n` numbers of a list as Python's arithmetic reads them, or of a float64 numpy array as its
-// `tolist()` gives them.
+// `tolist()` gives them: in place where the array's dtype is numpy's own float64 (every array
+// numpy makes of floats), else through the buffer protocol.
 inline std::vector<double> doubles(nb::handle values, size_t n) {
-    static PyObject *ndarray = nb::object(nb::module_::import_("numpy").attr("ndarray")).release().ptr();  // never freed
+    static PyObject *ndarray = numpy_attr("ndarray");
+    static PyObject *float64 = nb::module_::import_("numpy").attr("dtype")("float64").release().ptr();
     std::vector<double> out(n);
     PyObject *obj = values.ptr();
     if (PyList_CheckExact(obj)) {
@@ -136,43 +170,47 @@ inline std::vector<double> doubles(nb::handle values, size_t n) {
         return out;
     }
     if (Py_TYPE(obj) != reinterpret_cast<PyTypeObject *>(ndarray)) throw Unsupported{};
+    const ArrayHead *array = reinterpret_cast<const ArrayHead *>(obj);
+    if (array->descr == float64 && array->nd == 1) {
+        if (static_cast<size_t>(array->dimensions[0]) != n) throw Unsupported{};
+        for (size_t i = 0; i < n; ++i)
+            std::memcpy(&out[i], array->data + static_cast<Py_ssize_t>(i) * array->strides[0], 8);
+        return out;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
         PyErr_Clear();
         throw Unsupported{};
     }
-    bool float64 = view.ndim == 1 && static_cast<size_t>(view.shape[0]) == n && view.itemsize == 8 && view.format &&
-                   (std::string_view(view.format) == "d" || std::string_view(view.format) == "<d" ||
-                    std::string_view(view.format) == "=d");
-    if (float64) {
+    bool float64_view = view.ndim == 1 && static_cast<size_t>(view.shape[0]) == n && view.itemsize == 8 &&
+                        view.format &&
+                        (std::string_view(view.format) == "d" || std::string_view(view.format) == "<d" ||
+                         std::string_view(view.format) == "=d");
+    if (float64_view) {
         const char *data = static_cast<const char *>(view.buf);
         for (size_t i = 0; i < n; ++i) std::memcpy(&out[i], data + static_cast<Py_ssize_t>(i) * view.strides[0], 8);
     }
     PyBuffer_Release(&view);
-    if (!float64) throw Unsupported{};
+    if (!float64_view) throw Unsupported{};
     return out;
 }
 
 // A new numpy array of `shape` and `dtype` (a numpy dtype, or None: float64) holding `values`
 // (of the dtype's C type), made by numpy.empty as numpy.array makes one of a list: its own data,
-// C-contiguous and writeable. A few times cheaper than an array handed over through nanobind.
+// C-contiguous and writeable, written in place. A few times cheaper than an array handed over
+// through nanobind.
 template <class T>
 nb::object array_of(const std::vector<T> &values, nb::handle shape, nb::handle dtype = nb::none()) {
-    static PyObject *empty = [] {
-        nb::object f = nb::module_::import_("numpy").attr("empty");
-        return f.release().ptr();  // never freed: it may outlive the interpreter's teardown of numpy
-    }();
+    static PyObject *empty = numpy_attr("empty");
     PyObject *args[2] = {shape.ptr(), dtype.ptr()};
     nb::object out = nb::steal(PyObject_Vectorcall(empty, args, 2, nullptr));
     if (!out.is_valid()) throw nb::python_error();
-    Py_buffer view;
-    if (PyObject_GetBuffer(out.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) throw nb::python_error();
-    if (static_cast<size_t>(view.len) != values.size() * sizeof(T)) {
-        PyBuffer_Release(&view);
+    const ArrayHead *array = reinterpret_cast<const ArrayHead *>(out.ptr());
+    Py_ssize_t size = 1;
+    for (int d = 0; d < array->nd; ++d) size *= array->dimensions[d];
+    if (static_cast<size_t>(size) != values.size())
         throw nb::value_error("array_of: the array's size is not the values'");
-    }
-    std::copy(values.begin(), values.end(), static_cast<T *>(view.buf));
-    PyBuffer_Release(&view);
+    std::copy(values.begin(), values.end(), reinterpret_cast<T *>(array->data));
     return out;
 }
 

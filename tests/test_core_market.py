@@ -22,6 +22,7 @@ from auction_gym.envs.radix_auction_env import REWARDS
 from auction_gym.market import Market, MarketConfig, Obs
 from auction_gym.market.config import COST_MODELS
 from auction_gym.registry import mechanism_names
+from auction_gym.request import Request
 from auction_gym.workload.mooncake import SAMPLE_TRACE
 
 pytestmark = pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core (auction_gym._core) is not built")
@@ -249,3 +250,121 @@ def test_inputs_python_treats_its_own_way_give_pythons_answer(waiting):
         except (IndexError, ValueError) as e:
             results[which] = type(e)
     assert same(results["python"], results["compiled"]), results
+
+
+def play_accruals(market: Market, steps: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    costs = []
+    for _ in range(steps):
+        costs.append(market.step(rng.uniform(0.0, 2.0, market.n).tolist()).latency_cost)
+        if market.done:
+            break
+    return costs
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_accrual_reads_the_compiled_engines_requests_as_its_list(seed):
+    """On the compiled engine the accrual reads the requests held off the engine, without the list
+    `in_system` makes; where `in_system` is replaced, it reads the list that returns. Both give
+    the Python core's costs, bit for bit."""
+    config = MarketConfig(horizon=80)
+    with core.use("python"):
+        reference = Market(config, accrue_latency_cost=True)
+        reference.reset(seed)
+    expected = play_accruals(reference, 80, seed)
+    for replaced in (False, True):
+        with core.use("compiled"):  # the engine is made at reset
+            market = Market(config, accrue_latency_cost=True)
+            market.reset(seed)
+        assert market._held_engine is market.engine.in_system.__self__
+        calls = []
+        if replaced:
+            listed = market.engine.in_system
+            market.engine.in_system = lambda: calls.append(1) or listed()
+        costs = play_accruals(market, 80, seed)
+        assert len(costs) == len(expected) and all(same(a, b) for a, b in zip(costs, expected))
+        assert market._accrual is not None and (len(calls) == len(costs) if replaced else not calls)
+
+
+def test_accrual_of_an_engine_with_its_own_in_system_reads_its_list():
+    """A subclass of the compiled engine that overrides `in_system` is not read in C++."""
+    from auction_gym.engine.sim_engine import CompiledSimEngine
+
+    class Listed(CompiledSimEngine):
+        def in_system(self):
+            return super().in_system()
+
+    with core.use("compiled"):
+        market = Market(MarketConfig(horizon=5), accrue_latency_cost=True)
+        market.reset(0)
+        market.engine = Listed()
+        assert market._compiled_in_system() == (None, None)
+
+
+@pytest.mark.parametrize("variant", ["unpickled", "strided", "float32"])
+def test_spend_arrays_numpy_holds_its_own_way_agree(variant):
+    """The compiled bids, settlement and rows read a float64 array of numpy's own dtype in place, and
+    any other through the buffer protocol (an unpickled array's dtype is a copy; a strided view) or
+    not at all (float32: the Python code runs): every number stays the Python core's."""
+    import pickle
+
+    def made(spent: np.ndarray) -> np.ndarray:
+        if variant == "unpickled":
+            return pickle.loads(pickle.dumps(spent))
+        if variant == "strided":
+            return np.repeat(spent, 2)[::2]
+        return spent.astype(np.float32)
+
+    markets = {}
+    for which in core.CORES:
+        with core.use(which):
+            markets[which] = Market(MarketConfig(horizon=40), accrue_latency_cost=True)
+        markets[which].reset(2)
+    rng = np.random.default_rng(2)
+    for step in range(40):
+        alphas = rng.uniform(0.0, 2.0, 4).tolist()
+        reports = {}
+        for which, market in markets.items():
+            market.spent, market.last_spend, market.alpha = (made(a) for a in (market.spent, market.last_spend,
+                                                                               market.alpha))
+            reports[which] = market.step(alphas)
+        py, co = reports["python"], reports["compiled"]
+        assert same(py.payments, co.payments) and same(py.utility, co.utility), step
+        assert same(markets["python"].spent, markets["compiled"].spent), step
+        assert same(markets["python"].observations(), markets["compiled"].observations()), step
+        if markets["python"].done:
+            break
+
+
+class PropertyUrgency(Request):
+    """A request whose urgency is a property: read through getattr, which may run any Python code."""
+
+    __slots__ = ()
+
+    @property
+    def urgency(self) -> float:
+        return Request.urgency.__get__(self)
+
+
+def test_a_held_request_read_through_getattr_hands_the_accrual_to_python():
+    """On the compiled engine the accrual reads the held requests without a list only while it reads
+    their fields in place; a field read through getattr (a property) makes it decline, and the
+    episode goes on in Python with the Python core's costs."""
+    markets = {}
+    for which in core.CORES:
+        with core.use(which):
+            markets[which] = Market(MarketConfig(horizon=60), accrue_latency_cost=True)
+            markets[which].reset(4)
+    rng = np.random.default_rng(4)
+    for step in range(60):
+        alphas = rng.uniform(0.0, 2.0, 4).tolist()
+        reports = {}
+        for which, market in markets.items():
+            if step == 15:
+                for r in market.engine.in_system():
+                    r.__class__ = PropertyUrgency
+            reports[which] = market.step(alphas)
+        assert same(reports["python"].latency_cost, reports["compiled"].latency_cost), step
+        if markets["python"].done:
+            break
+    assert step >= 15 and markets["compiled"]._accrual is None

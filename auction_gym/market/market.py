@@ -180,6 +180,7 @@ class Market:
         self._episode_start = self.engine.now
         self._accrued_to: dict[int, float] = {}
         self._accrual = None if self._compiled is None else self._compiled.LatencyAccrual(n, self._episode_start)
+        self._held_call, self._held_engine = self._compiled_in_system()
         self.spent = np.zeros(n)
         self.alpha = np.full(n, cfg.initial_multiplier)
         self.last_spend = np.zeros(n)
@@ -346,7 +347,9 @@ class Market:
         end or its finish. A request that arrived during the step's last iteration enters the
         engine's queue, and the accrual, in the next step, from its arrival: nothing is lost."""
         if self._accrual is not None:
-            compiled = self._accrual.accrue(report.finished, self.engine.records, self.engine.in_system(), report.time)
+            in_system = self.engine.in_system
+            held = self._held_engine if in_system is self._held_call else in_system()
+            compiled = self._accrual.accrue(report.finished, self.engine.records, held, report.time)
             if compiled is not None:
                 return compiled
             # An input only Python handles: the episode goes on in Python from the compiled state.
@@ -364,6 +367,16 @@ class Market:
             cost[r.bidder] += r.urgency * (end - t)
             since[rid] = end
         return np.array(cost)
+
+    def _compiled_in_system(self) -> tuple[Any, Any]:
+        """(the engine's `in_system`, the compiled engine whose requests it lists) where that method
+        is the compiled engine's own: the compiled accrual then reads those requests off the engine,
+        in the same order, without the list (docs/engine.md section 8). (None, None) otherwise."""
+        in_system = getattr(self.engine, "in_system", None)
+        owner = getattr(in_system, "__self__", None)
+        if self._compiled is not None and type(owner) is self._compiled.Engine:
+            return in_system, owner
+        return None, None
 
     def _account_finished(self, report: RoundReport) -> list[float]:
         """Welfare and latencies of the requests finished in the round; returns each bidder's
