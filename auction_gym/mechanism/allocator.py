@@ -74,9 +74,9 @@ class TreeAllocator:
         self._skipped: list[QueueDelta] = []
         """The changes of the rounds since the tree's, decided without it."""
         self.lone_round = self._tree.lone_round if self.compiled else None
-        """The bids and cached lengths of a market's round of one request read on the compiled core
-        (`CompiledQueueTree.lone_round`, called without a Python layer), whose inputs then need no
-        checks; None where the round's own checks must read them. None on the Python core."""
+        """On the compiled core, `CompiledQueueTree.lone_round`, called without a Python layer: the bids
+        and cached lengths of a market's round of one request, whose inputs then need no checks, or
+        None where the round's own checks must read them. None on the Python core."""
 
     @property
     def compiled(self) -> bool:
