@@ -239,20 +239,18 @@ public:
         const PyTypeObject *type = reinterpret_cast<PyTypeObject *>(cls.ptr());
         for (std::size_t k = 0; k < slots_.size(); ++k) {
             PyObject *d = _PyType_Lookup(const_cast<PyTypeObject *>(type), names_[k].ptr());
-            slots_[k] = d && Py_TYPE(d) == &PyMemberDescr_Type ? d : nullptr;
+            if (d && Py_TYPE(d) == &PyMemberDescr_Type) slots_[k] = nb::borrow(d);
         }
     }
 
     nb::object operator()(std::array<nb::handle, 6> given) const {
-        if (!as_defined()) {
-            return cls_(given[0], given[1], given[2], given[3], given[4], given[5]);
-        }
+        if (!as_defined()) return cls_(given[0], given[1], given[2], given[3], given[4], given[5]);
         PyTypeObject *type = reinterpret_cast<PyTypeObject *>(cls_.ptr());
         nb::object round = nb::steal(type->tp_alloc(type, 0));
         if (!round.is_valid()) throw nb::python_error();
         for (std::size_t k = 0; k < slots_.size(); ++k) {
             PyObject *value = k < given.size() ? given[k].ptr() : Py_None;
-            const Py_ssize_t at = reinterpret_cast<PyMemberDescrObject *>(slots_[k])->d_member->offset;
+            const Py_ssize_t at = reinterpret_cast<PyMemberDescrObject *>(slots_[k].ptr())->d_member->offset;
             *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(round.ptr()) + at) = Py_NewRef(value);
         }
         return round;
@@ -266,8 +264,8 @@ private:
             type->tp_alloc != PyType_GenericAlloc || _PyType_Lookup(type, init_name) != init_.ptr())
             return false;
         for (std::size_t k = 0; k < slots_.size(); ++k)
-            if (!slots_[k] || _PyType_Lookup(type, names_[k].ptr()) != slots_[k] ||
-                reinterpret_cast<PyMemberDescrObject *>(slots_[k])->d_member->type != T_OBJECT_EX)
+            if (!slots_[k].is_valid() || _PyType_Lookup(type, names_[k].ptr()) != slots_[k].ptr() ||
+                reinterpret_cast<PyMemberDescrObject *>(slots_[k].ptr())->d_member->type != T_OBJECT_EX)
                 return false;
         return true;
     }
@@ -275,7 +273,7 @@ private:
     nb::handle cls_;
     nb::object init_;
     std::array<nb::object, 7> names_;
-    std::array<PyObject *, 7> slots_{};  // the member descriptors, which the class holds
+    std::array<nb::object, 7> slots_;  // the member descriptors, held: a replaced one is not freed and reused
 };
 
 }  // namespace
