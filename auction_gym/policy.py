@@ -178,10 +178,9 @@ class WaitingRound:
         self.changes, self._length_of = changes, length_of
         self._lens: list[int] | None = None
 
-    @property
-    def length_of(self) -> Mapping[Request, int] | None:
-        """Each waiting request's cached prefix length as the engine matched it (None: not given)."""
-        return self._length_of
+    # Read by a C-level getter, not a Python function: a radix auction's compiled round reads it every round.
+    length_of = property(attrgetter("_length_of"), doc="""Each waiting request's cached prefix length as the
+        engine matched it (None: not given).""")
 
     @property
     def prefix_lens(self) -> list[int]:
@@ -193,6 +192,11 @@ class WaitingRound:
             else:
                 self._lens = self.cache.prefix_lens([r.tokens for r in self.queue])
         return self._lens
+
+
+_WAITING_ROUND_INIT = WaitingRound.__init__
+"""`WaitingRound`'s own `__init__`: while the class has it, the compiled engine makes its rounds the
+same way without calling it (csrc/engine.cpp)."""
 
 
 class Decision:

@@ -136,8 +136,9 @@ void bind_allocator(nb::module_& m) {
              nb::arg("rematched"), nb::arg("length_of"),
              "IncrementalQueueTree._follow: the queue brought from the tree's by its reported changes.")
         .def("market_round", &RoundTree::market_round, nb::arg("requests"), nb::arg("multipliers"),
-             nb::arg("joined"), nb::arg("left"), nb::arg("rematched"), nb::arg("length_of"), nb::arg("lens_of").none(),
-             "A market's round in one call: its FactoredRound, or None for inputs not plain.")
+             nb::arg("delta"), nb::arg("lens_of").none(),
+             "A market's round in one call, following the queue's changes `delta` (a QueueDelta): its "
+             "FactoredRound, or None for inputs not plain.")
         .def("lone_round", &RoundTree::lone_round, nb::arg("requests"), nb::arg("multipliers"),
              nb::arg("lens_of").none(),
              "A market's round of one request: ([bid], [cached length]) of plain inputs, or None.")

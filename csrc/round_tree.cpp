@@ -29,9 +29,11 @@ struct Items {
     PyObject** item = nullptr;
     Py_ssize_t n = 0;
 
-    explicit Items(nb::handle seq) {
-        fast = nb::steal(PyList_Check(seq.ptr()) ? PyList_GetSlice(seq.ptr(), 0, PY_SSIZE_T_MAX)
-                                                 : PySequence_Fast(seq.ptr(), "expected a sequence"));
+    // `owned`: a list the caller made and holds alone, which nothing else changes: read in place.
+    explicit Items(nb::handle seq, bool owned = false) {
+        fast = owned ? nb::borrow(seq)
+                     : nb::steal(PyList_Check(seq.ptr()) ? PyList_GetSlice(seq.ptr(), 0, PY_SSIZE_T_MAX)
+                                                         : PySequence_Fast(seq.ptr(), "expected a sequence"));
         if (!fast.is_valid()) raised();
         item = PySequence_Fast_ITEMS(fast.ptr());
         n = PySequence_Fast_GET_SIZE(fast.ptr());
@@ -120,8 +122,8 @@ void RoundTree::follow(nb::handle requests, nb::handle bids, nb::handle joined, 
 }
 
 void RoundTree::follow_bids(nb::handle requests, const QueueBids& bid, nb::handle joined, nb::handle left,
-                       nb::handle rematched, nb::handle length_of) {
-    const Items queue(requests), joins(joined), leaves(left), again(rematched);
+                       nb::handle rematched, nb::handle length_of, bool owned) {
+    const Items queue(requests, owned), joins(joined), leaves(left), again(rematched);
     std::vector<int32_t> gone;
     for (Py_ssize_t k = 0; k < leaves.n; ++k) {
         gone.push_back(slot(leaves[k]));

@@ -40,11 +40,14 @@ public:
     // A market's round in one call (radix_auction.RadixTreeAuction.admit on the compiled core):
     // the bids alpha[bidder] x urgency and the cached lengths (of `lens_of`) read over the queue,
     // the tree brought to it by its changes (`follow`, given the urgencies), the round decided over
-    // the skeleton: the FactoredRound, with its bids and lengths. None, with nothing changed, when
+    // the skeleton: (the FactoredRound, with its bids and lengths; the queue, a new list; the
+    // lengths, as the round holds them). None, with nothing changed, when
     // an input is not of the plain kinds (exact floats, int bidders in range, a length for every
-    // request), which the Python layers handle and refuse with their own errors.
-    nanobind::object market_round(nanobind::handle requests, nanobind::handle multipliers, nanobind::handle joined,
-                                  nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of,
+    // request), which the Python layers handle and refuse with their own errors. `delta`: the
+    // queue's changes (a QueueDelta, its lists and length_of read as `follow` takes them). A
+    // TypeError or ValueError the round raises is named as CompiledQueueTree.update names it:
+    // validate_requests(requests) raises its own where it finds the culprit.
+    nanobind::object market_round(nanobind::handle requests, nanobind::handle multipliers, nanobind::handle delta,
                                   nanobind::handle lens_of);
     // What policy.round_bids, WaitingRound.prefix_lens, validation.validate_requests and check_bids
     // find for a market's round of one request (radix_auction.RadixTreeAuction._lone_round): ([bid],
@@ -70,6 +73,11 @@ private:
         Joining joining;
     };
 
+    // market_round over `queue`, the list of the call's own.
+    nanobind::object decide_market_round(nanobind::handle queue, const std::vector<double>& alpha,
+                                         nanobind::handle joined, nanobind::handle left, nanobind::handle rematched,
+                                         nanobind::handle length_of, nanobind::handle lens_of);
+
     QueueTree tree_;
     bool costed_;
     nanobind::object validate_;
@@ -87,8 +95,11 @@ private:
     std::vector<Fresh> fresh_blocks(const std::vector<PyObject*>& fresh, const round_inputs::QueueBids& bid,
                                     const std::vector<Py_ssize_t>& at, const std::vector<int64_t>& lens,
                                     const std::vector<int32_t>& gone);
+    // `follow` of the bids `bid`; `owned`: `requests` is a list this call made and holds alone,
+    // read in place.
     void follow_bids(nanobind::handle requests, const round_inputs::QueueBids& bid, nanobind::handle joined,
-                     nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of);
+                     nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of,
+                     bool owned = false);
     Fresh new_block(PyObject* request, nanobind::handle tokens, double bid, int64_t cached);
     void place(const std::vector<int32_t>& gone, std::vector<Fresh>& added, const std::vector<int32_t>& rebid);
     nanobind::list requests(const std::vector<int32_t>& slots) const;  // the requests in `slots`

@@ -76,6 +76,22 @@ PyObject* looked_up(PyObject* mapping, PyObject* key) {
     return value;
 }
 
+// `error` as the exception being handled (`sys.exception()`) while it lives, as in an except block,
+// so an error raised meanwhile has it for its context; then the one handled before.
+class HandledWhile {
+public:
+    explicit HandledWhile(const nb::python_error& error) {
+        PyErr_GetExcInfo(&type_, &value_, &traceback_);
+        PyErr_SetExcInfo(error.type().inc_ref().ptr(), error.value().inc_ref().ptr(), error.traceback().release().ptr());
+    }
+    ~HandledWhile() { PyErr_SetExcInfo(type_, value_, traceback_); }
+    HandledWhile(const HandledWhile&) = delete;
+    HandledWhile& operator=(const HandledWhile&) = delete;
+
+private:
+    PyObject *type_, *value_, *traceback_;
+};
+
 // False (nothing raised) at the first input that is not plain.
 bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>& alpha, nb::handle lens_of,
                 Reading& out) {
@@ -159,8 +175,13 @@ nb::object RoundTree::lone_round(nb::handle requests, nb::handle multipliers, nb
     return nb::make_tuple(bids, lens);
 }
 
-nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, nb::handle joined, nb::handle left,
-                                   nb::handle rematched, nb::handle length_of, nb::handle lens_of) {
+nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, nb::handle delta,
+                                   nb::handle lens_of) {
+    static PyObject* const names[] = {PyUnicode_InternFromString("joined"), PyUnicode_InternFromString("left"),
+                                      PyUnicode_InternFromString("rematched"), PyUnicode_InternFromString("length_of")};
+    nb::object changes[4];
+    for (int k = 0; k < 4; ++k)
+        if (!(changes[k] = nb::steal(PyObject_GetAttr(delta.ptr(), names[k]))).is_valid()) throw nb::python_error();
     const auto sequence = [](nb::handle o) { return PyList_CheckExact(o.ptr()) || PyTuple_CheckExact(o.ptr()); };
     if (!PyList_CheckExact(requests.ptr()) || !sequence(multipliers)) return nb::none();
     std::vector<double> alpha(PySequence_Fast_GET_SIZE(multipliers.ptr()));
@@ -170,22 +191,43 @@ nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, 
         alpha[i] = PyFloat_AS_DOUBLE(a);
     }
     if (costed_ && lens_of.is_none()) return nb::none();  // the lengths are read from the cache
-    // The queue as a tuple of this call's own, read and followed: reading it calls back into Python
-    // (a field by name, a mapping's __getitem__), which could change the caller's list and free the
-    // requests read from it.
-    nb::object queue = nb::steal(PyList_AsTuple(requests.ptr()));
+    // The queue as a list of this call's own, read and followed, then handed back as the round's
+    // requests: reading it calls back into Python (a field by name, a mapping's __getitem__), which
+    // could change the caller's list and free the requests read from it. Untracked by the collector
+    // until the call ends, so no callback finds it (gc.get_objects) to change it.
+    nb::object queue = nb::steal(PyList_GetSlice(requests.ptr(), 0, PY_SSIZE_T_MAX));
     if (!queue.is_valid()) throw nb::python_error();
+    PyObject_GC_UnTrack(queue.ptr());
+    struct Retrack {
+        PyObject* list;
+        ~Retrack() { PyObject_GC_Track(list); }
+    } retrack{queue.ptr()};
+    try {
+        return decide_market_round(queue, alpha, changes[0], changes[1], changes[2], changes[3], lens_of);
+    } catch (nb::python_error& e) {
+        // CompiledQueueTree.update's `except (TypeError, ValueError): validate_requests(requests); raise`:
+        // the culprit's error raised while the round's is handled, so its context is Python's.
+        if (!e.matches(PyExc_TypeError) && !e.matches(PyExc_ValueError)) throw;
+        HandledWhile handling(e);
+        validate_(queue);
+        throw;
+    }
+}
+
+nb::object RoundTree::decide_market_round(nb::handle queue, const std::vector<double>& alpha, nb::handle joined,
+                                          nb::handle left, nb::handle rematched, nb::handle length_of,
+                                          nb::handle lens_of) {
     Reading read;
-    if (!read_queue(PySequence_Fast_ITEMS(queue.ptr()), PyTuple_GET_SIZE(queue.ptr()), alpha,
+    if (!read_queue(PySequence_Fast_ITEMS(queue.ptr()), PyList_GET_SIZE(queue.ptr()), alpha,
                     costed_ ? lens_of : nb::handle(), read))
         return nb::none();
     nb::object lens = costed_ ? nb::object(steal_list(read.lens)) : nb::none();
-    follow_bids(queue, round_inputs::QueueBids(read.urgency), joined, left, rematched, length_of);
+    follow_bids(queue, round_inputs::QueueBids(read.urgency), joined, left, rematched, length_of, true);
     FactoredRound round = factored(alpha);
     round.queued = std::move(read.queued);
     round.bids = std::move(read.bids);
-    round.lens = std::move(lens);
-    return nb::cast(std::move(round), nb::rv_policy::move);
+    round.lens = lens;
+    return nb::make_tuple(nb::cast(std::move(round), nb::rv_policy::move), queue, lens);
 }
 
 }  // namespace auction_core

@@ -227,8 +227,10 @@ def test_a_queue_emptied_by_a_callback_is_read_as_it_was_given_in_one_call():
         queue = [Request(k, k % 2, [1, 2, k % 3, k], urgency=float(k + 1)) for k in range(5)]
         lens = {r: k % 2 for k, r in enumerate(queue)}
         lens_of = _EmptyingLengths(lens, queue) if emptying else lens
-        round_ = tree.market_round(queue, [1.0, 0.5], QueueDelta(list(lens), [], [], lens), lens_of)
-        decided.append((round_.bids, round_.prefix_lens, [r.id for r in round_.admission]))
+        round_, requests, prefix_lens = tree.market_round(queue, [1.0, 0.5], QueueDelta(list(lens), [], [], lens),
+                                                          lens_of)
+        assert prefix_lens is round_.prefix_lens
+        decided.append((round_.bids, prefix_lens, [r.id for r in requests], [r.id for r in round_.admission]))
         assert len(queue) == (0 if emptying else 5)
     assert decided[1] == decided[0]
 

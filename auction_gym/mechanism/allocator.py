@@ -73,6 +73,10 @@ class TreeAllocator:
         """Whether the tree holds the queue of the last round (so that round's changes lead on)."""
         self._skipped: list[QueueDelta] = []
         """The changes of the rounds since the tree's, decided without it."""
+        self.lone_round = self._tree.lone_round if self.compiled else None
+        """On the compiled core, `CompiledQueueTree.lone_round`, called without a Python layer: the bids
+        and cached lengths of a market's round of one request, whose inputs then need no checks, or
+        None where the round's own checks must read them. None on the Python core."""
 
     @property
     def compiled(self) -> bool:
@@ -80,31 +84,24 @@ class TreeAllocator:
         return isinstance(self._tree, CompiledQueueTree)
 
     def market_round(
-        self, requests: list[Request], multipliers: Sequence[float], changes: QueueDelta,
+        self, queue: Sequence[Request], multipliers: Sequence[float], changes: QueueDelta,
         lens_of: Mapping[Request, int] | None,
-    ) -> Any:
+    ) -> tuple[Any, list[Request], list[int] | None] | None:
         """`allocate` of a market's round of two requests or more on the compiled core, with its bids
         and cached lengths (of `lens_of`) read in the same compiled call: the compiled round, which
-        holds them, or None, with nothing changed, when the tree is not following the queue or the
-        call does not take the inputs as they are (`CompiledQueueTree.market_round`)."""
+        holds them, the requests (a copy of the list `queue`, made there) and the cached lengths
+        (None under "unit"); or None, with nothing changed, when the tree is not following the queue
+        or the call does not take the inputs as they are (`CompiledQueueTree.market_round`)."""
         if not self._following:
             return None
         skipped = self._skipped
         delta = QueueDelta.combine([*skipped, changes]) if skipped else changes
         self._following, self._skipped = False, []
-        decided = self._tree.market_round(requests, multipliers, delta, lens_of)
+        decided = self._tree.market_round(queue, multipliers, delta, lens_of)
         self._following = True
         if decided is None:
             self._skipped = skipped
         return decided
-
-    def lone_round(
-        self, requests: list[Request], multipliers: Sequence[float], lens_of: Mapping[Request, int] | None,
-    ) -> tuple[list[float], list[int]] | None:
-        """The bids and cached lengths of a market's round of one request read on the compiled core
-        (`CompiledQueueTree.lone_round`), whose inputs then need no checks; None where the round's
-        own checks must read them."""
-        return self._tree.lone_round(requests, multipliers, lens_of)
 
     def skip(self, changes: QueueDelta | None) -> None:
         """A round decided without the tree (a lone request, or inputs unchanged): keep its

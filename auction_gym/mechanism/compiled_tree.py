@@ -17,7 +17,7 @@ stats, factored allocations and the payments read from them are the same bit for
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from .. import core
 from ..policy import QueueDelta
@@ -42,6 +42,20 @@ class CompiledQueueTree(IncrementalQueueTree):
         self.costed = costed
         self.cache_ties = cache_ties
         self._tree = core.compiled_module().RoundTree(request_work, costed, cache_ties, validate_requests)
+        # Called once a round by the allocator: the compiled tree's own methods, without a Python layer.
+        self.market_round = self._tree.market_round
+        """`update` by a `QueueDelta` and `factored` in one call, `market_round(requests, multipliers, delta,
+        lens_of)`, with the round's bids (multipliers[bidder] x urgency) and cached lengths (of `lens_of`) read
+        there: (the compiled round, `_core.FactoredRound`, whose `bids` and `prefix_lens` they are; the
+        requests, a copy of the list `requests` made when the call began; the cached lengths). None,
+        with nothing changed, for inputs the compiled call does not take as they are (which the Python
+        layers then check and refuse with their own errors); a bad input the call takes raises what
+        `update` raises, `validate_requests` naming the culprit."""
+        self.lone_round = self._tree.lone_round
+        """The bids and cached lengths (of `lens_of`) of a market's round of one request,
+        `lone_round(requests, multipliers, lens_of)`, read in one call, when the checks of a lone round
+        (`policy.round_bids`, `validate_requests`, `check_bids`) take its inputs as they are; None,
+        nothing raised, otherwise."""
 
     def update(
         self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None,
@@ -59,30 +73,6 @@ class CompiledQueueTree(IncrementalQueueTree):
 
     def _follow(self, requests: Sequence[Request], bids: list[object], delta: QueueDelta) -> None:
         self._tree.follow(requests, bids, delta.joined, delta.left, delta.rematched, delta.length_of)
-
-    def market_round(
-        self, requests: list[Request], multipliers: Sequence[float], delta: QueueDelta,
-        lens_of: Mapping[Request, int] | None,
-    ) -> Any:
-        """`update` by `delta` and `factored` in one call, with the round's bids (multipliers[bidder] x
-        urgency) and cached lengths (of `lens_of`) read there: the compiled round
-        (`_core.FactoredRound`), whose `bids` and `prefix_lens` they are. None, with nothing changed,
-        for inputs the compiled call does not take as they are (which the Python layers then check
-        and refuse with their own errors)."""
-        try:
-            return self._tree.market_round(requests, multipliers, delta.joined, delta.left, delta.rematched,
-                                           delta.length_of, lens_of)
-        except (TypeError, ValueError):
-            validate_requests(requests)  # names the culprit
-            raise
-
-    def lone_round(
-        self, requests: list[Request], multipliers: Sequence[float], lens_of: Mapping[Request, int] | None,
-    ) -> tuple[list[float], list[int]] | None:
-        """The bids and cached lengths (of `lens_of`) of a market's round of one request, read in one
-        call, when the checks of a lone round (`policy.round_bids`, `validate_requests`,
-        `check_bids`) take its inputs as they are; None, nothing raised, otherwise."""
-        return self._tree.lone_round(requests, multipliers, lens_of)
 
     def order(self) -> list[Request]:
         return self._tree.order()

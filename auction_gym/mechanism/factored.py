@@ -79,18 +79,18 @@ class FactoredAllocation:
     _completion: list[float] | None = None
     _start: list[float] | None = None
 
-    @classmethod
-    def of_compiled(cls, requests: list[Request], bids: list[float] | None, prefix_lens: list[int] | None,
+    @staticmethod  # not a classmethod: each round calls it, and a class's bound method is made per call
+    def of_compiled(requests: list[Request], bids: list[float] | None, prefix_lens: list[int] | None,
                     request_work: float, compiled: Any) -> FactoredAllocation:
         """The round `compiled` (`auction_gym._core.FactoredRound`) decided over the queue `requests`:
-        its admission order and cost now, its other fields read from it on first use (most rounds
-        read only the order, and the payments, which `compiled` computes); `bids` None: those
-        `compiled` read itself (`RoundTree.market_round`), made a list on first use too."""
-        a = cls.__new__(cls)
+        its admission order now, its other fields read from it on first use (most rounds read only
+        the order, and the payments, which `compiled` computes); `bids` None: those `compiled` read
+        itself (`RoundTree.market_round`), made a list on first use too."""
+        a = _new(FactoredAllocation)
         a.requests, a.prefix_lens, a.request_work = requests, prefix_lens, request_work
         if bids is not None:
             a.bids = bids
-        a.compiled, a.admission, a.cost = compiled, compiled.admission, compiled.cost
+        a.compiled, a.admission = compiled, compiled.admission
         return a
 
     def __getattr__(self, name: str) -> Any:
@@ -98,7 +98,7 @@ class FactoredAllocation:
         compiled = self.__dict__.get("compiled")
         if compiled is None or name not in _FROM_COMPILED:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        if name in ("leaf_owner", "bids"):  # what the payments read; the round's bids
+        if name in ("leaf_owner", "bids", "cost"):  # what the payments read; the round's bids and cost
             self.__dict__[name] = getattr(compiled, name)
         else:
             (parent, children, attached, edge_work, leaf_node, self.leaf_owner, self.s, self.p, self.f, self.tie,
@@ -154,8 +154,10 @@ class FactoredAllocation:
         return start
 
 
+_new = object.__new__
+
 _FROM_COMPILED = frozenset(
-    ("bids", "tree", "leaf_owner", "s", "p", "f", "tie", "key", "sorted_blocks", "g", "sum_f", "leaf_order"))
+    ("bids", "cost", "tree", "leaf_owner", "s", "p", "f", "tie", "key", "sorted_blocks", "g", "sum_f", "leaf_order"))
 """The fields a round decided on the compiled core reads from it on first use (`of_compiled`)."""
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from ..policy import AdmissionPolicy, Decision, QueueDelta, WaitingRound, check_bids, round_bids
 from ..radix_cache import RadixCache
@@ -103,11 +103,11 @@ class CompiledRound(AuctionRound):
     one more: the same values as `AuctionRound.charges`, bit for bit. Its bids, which a market's
     step does not read, are made a list on first use (`of`)."""
 
-    @classmethod
-    def of(cls, pricing: AuctionMechanism, requests: list[Request], prefix_lens: list[int] | None,
+    @staticmethod  # not a classmethod: each round calls it, and a class's bound method is made per call
+    def of(pricing: AuctionMechanism, requests: list[Request], prefix_lens: list[int] | None,
            allocation: FactoredAllocation) -> CompiledRound:
         """The round `allocation` (`FactoredAllocation.of_compiled`) decided, its bids left unset."""
-        decided = cls.__new__(cls)
+        decided = object.__new__(CompiledRound)
         decided.pricing, decided.requests, decided.prefix_lens, decided.allocation = (
             pricing, requests, prefix_lens, allocation)
         decided._outcome_cache = decided._queued = None
@@ -182,26 +182,27 @@ class RadixTreeAuction(AuctionMechanism):
         that follows the engine's changes is decided in one compiled call (docs/design.md section 8),
         and a round of one request without the layers, with the same order, bids and allocation as
         `decide_round`'s, unless this class overrides a layer they stand in for (`_ROUND_LAYERS`)."""
-        if self._compiled_rounds and round.multipliers is not None:
-            waiting = len(round.queue)
+        if self._compiled_rounds and (multipliers := round.multipliers) is not None:
+            queue = round.queue
+            waiting = len(queue)
             decision = None
             if waiting == 1:
-                decision = self._lone_round(round)
-            elif waiting > 1 and round.changes is not None:
-                decision = self._market_round(round)
+                decision = self._lone_round(round, list(queue), multipliers)
+            elif waiting > 1 and (changes := round.changes) is not None:
+                decision = self._market_round(queue, multipliers, changes, round.length_of)
             if decision is not None:
                 return list(decision.allocation.admission), decision
         return AdmissionPolicy.admit(self, round)
 
-    def _lone_round(self, round: WaitingRound) -> AuctionRound:
-        """`decide_round` of a market's round of one request (about a third of RadixAuction-v1's
-        rounds), its layers written out: the same checks in the same order (of plain inputs made in
-        one compiled call, `TreeAllocator.lone_round`), the round's changes kept for the tree's next
-        round, the last allocation reused when the inputs are the same."""
-        requests, costed = list(round.queue), self.cost_model == "tokens"
-        read = self._allocator.lone_round(requests, round.multipliers, round.length_of)
+    def _lone_round(self, round: WaitingRound, requests: list[Request], multipliers: Sequence[float]) -> AuctionRound:
+        """`decide_round` of a market's round of one request, `requests` (about a third of
+        RadixAuction-v1's rounds), its layers written out: the same checks in the same order (of
+        plain inputs made in one compiled call, `TreeAllocator.lone_round`), the round's changes kept
+        for the tree's next round, the last allocation reused when the inputs are the same."""
+        costed = self.cost_model == "tokens"
+        read = self._allocator.lone_round(requests, multipliers, round.length_of)
         if read is None:
-            bids, lens = round_bids(requests, round.multipliers), round.prefix_lens if costed else None
+            bids, lens = round_bids(requests, multipliers), round.prefix_lens if costed else None
         else:
             bids, lens = read[0], read[1] if costed else None  # "unit" reads no lengths (`decide_round`)
         allocation = self._unchanged(requests, bids, lens)
@@ -212,24 +213,30 @@ class RadixTreeAuction(AuctionMechanism):
                 check_bids(requests, bids)
             allocation = OrderedRound(requests, bids, lens, list(requests))
             self._last = requests, bids, lens, allocation
-        return LoneRound(self.pricing, requests, bids, lens, allocation)
+        return LoneRound(self._pricing or self.pricing, requests, bids, lens, allocation)
 
-    def _market_round(self, round: WaitingRound) -> AuctionRound | None:
-        """`decide_round` of a market's round in one compiled call (`TreeAllocator.market_round`);
-        None, with nothing changed, when that call does not take the round's inputs."""
-        requests = list(round.queue)
-        compiled = self._allocator.market_round(requests, round.multipliers, round.changes, round.length_of)
-        if compiled is None:
+    def _market_round(
+        self, queue: Sequence[Request], multipliers: Sequence[float], changes: QueueDelta,
+        lens_of: Mapping[Request, int] | None,
+    ) -> AuctionRound | None:
+        """`decide_round` of a market's round over `queue` in one compiled call
+        (`TreeAllocator.market_round`, which copies the queue there); None, with nothing changed,
+        when that call does not take the round's inputs."""
+        decided = self._allocator.market_round(queue, multipliers, changes, lens_of)
+        if decided is None:
             return None
-        lens = compiled.prefix_lens
+        compiled, requests, lens = decided
         last = self._last
+        # `pricing` is not overridden here (`_ROUND_LAYERS`), so once made it is read without its frame.
+        pricing = self._pricing or self.pricing
         if last is not None and len(last[0]) == len(requests) and not _bids_differ(compiled, last):
             bids = compiled.bids
             if (kept := self._unchanged(requests, bids, lens)) is not None:
-                return AuctionRound(self.pricing, requests, bids, lens, kept)
-        allocation = FactoredAllocation.of_compiled(requests, None, lens, self.request_work, compiled)
+                return AuctionRound(pricing, requests, bids, lens, kept)
+        # The tree's request work, as the layers' `CompiledQueueTree.factored` passes it.
+        allocation = FactoredAllocation.of_compiled(requests, None, lens, self._allocator.request_work, compiled)
         self._last = requests, None, lens, allocation
-        return CompiledRound.of(self.pricing, requests, lens, allocation)
+        return CompiledRound.of(pricing, requests, lens, allocation)
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
