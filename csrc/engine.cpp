@@ -4,13 +4,12 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/shared_ptr.h>
 
-#include <structmember.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 
 #include "engine.hpp"
+#include "slot_fill.hpp"
 
 namespace engine {
 
@@ -225,55 +224,36 @@ bool Engine::fit(const ReqPtr &r, int64_t budget, int64_t charged, bool later, A
 namespace {
 
 // policy.WaitingRound(queue, cache, multipliers, remaining, changes, length_of) as its __init__
-// makes it, each slot written in place without that Python frame (every admission round makes one;
+// makes it, slot by slot without that Python frame (every admission round makes one; slot_fill.hpp,
 // docs/engine.md section 8), while the class is built as policy.py builds it: its own __init__
 // (`policy._WAITING_ROUND_INIT`), object's __new__ and allocator, a plain slot for each attribute
 // __init__ sets. Otherwise the class is called.
 class RoundMaker {
 public:
     explicit RoundMaker(nb::handle cls)
-        : cls_(cls), init_(nb::module_::import_("auction_gym.policy").attr("_WAITING_ROUND_INIT")) {
-        static const char *const names[] = {"queue", "cache", "multipliers", "remaining", "changes", "_length_of",
-                                            "_lens"};
-        for (std::size_t k = 0; k < slots_.size(); ++k) names_[k] = pycall::interned(names[k]);
-        const PyTypeObject *type = reinterpret_cast<PyTypeObject *>(cls.ptr());
-        for (std::size_t k = 0; k < slots_.size(); ++k) {
-            PyObject *d = _PyType_Lookup(const_cast<PyTypeObject *>(type), names_[k].ptr());
-            if (d && Py_TYPE(d) == &PyMemberDescr_Type) slots_[k] = nb::borrow(d);
-        }
-    }
+        : cls_(cls),
+          init_(nb::module_::import_("auction_gym.policy").attr("_WAITING_ROUND_INIT")),
+          slots_(cls, {"queue", "cache", "multipliers", "remaining", "changes", "_length_of", "_lens"}) {}
 
-    nb::object operator()(std::array<nb::handle, 6> given) const {
-        if (!as_defined()) return cls_(given[0], given[1], given[2], given[3], given[4], given[5]);
-        PyTypeObject *type = reinterpret_cast<PyTypeObject *>(cls_.ptr());
-        nb::object round = nb::steal(type->tp_alloc(type, 0));
-        if (!round.is_valid()) throw nb::python_error();
-        for (std::size_t k = 0; k < slots_.size(); ++k) {
-            PyObject *value = k < given.size() ? given[k].ptr() : Py_None;
-            const Py_ssize_t at = reinterpret_cast<PyMemberDescrObject *>(slots_[k].ptr())->d_member->offset;
-            *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(round.ptr()) + at) = Py_NewRef(value);
+    nb::object operator()(const std::array<nb::handle, 6> &given) {
+        if (as_defined()) {
+            nb::object round = slots_.make({given[0], given[1], given[2], given[3], given[4], given[5], nb::none()});
+            if (round.is_valid()) return round;
         }
-        return round;
+        return cls_(given[0], given[1], given[2], given[3], given[4], given[5]);
     }
 
 private:
     bool as_defined() const {
         PyTypeObject *type = reinterpret_cast<PyTypeObject *>(cls_.ptr());
         static PyObject *const init_name = PyUnicode_InternFromString("__init__");
-        if (Py_TYPE(type) != &PyType_Type || type->tp_new != PyBaseObject_Type.tp_new ||
-            type->tp_alloc != PyType_GenericAlloc || _PyType_Lookup(type, init_name) != init_.ptr())
-            return false;
-        for (std::size_t k = 0; k < slots_.size(); ++k)
-            if (!slots_[k].is_valid() || _PyType_Lookup(type, names_[k].ptr()) != slots_[k].ptr() ||
-                reinterpret_cast<PyMemberDescrObject *>(slots_[k].ptr())->d_member->type != T_OBJECT_EX)
-                return false;
-        return true;
+        return Py_TYPE(type) == &PyType_Type && type->tp_new == PyBaseObject_Type.tp_new &&
+               type->tp_alloc == PyType_GenericAlloc && _PyType_Lookup(type, init_name) == init_.ptr();
     }
 
     nb::handle cls_;
     nb::object init_;
-    std::array<nb::object, 7> names_;
-    std::array<nb::object, 7> slots_;  // the member descriptors, held: a replaced one is not freed and reused
+    pyslots::SlotMaker<7> slots_;
 };
 
 }  // namespace
@@ -284,7 +264,7 @@ nb::object Engine::order(nb::handle multipliers, nb::handle remaining, nb::objec
     nb::list waiting = queue.requests;
     nb::object changes = prefixes->refresh(waiting, cache_object, queue.take_changes());
     note_matches();
-    static const RoundMaker *make_round = new RoundMaker(py.waiting_round);  // never freed, as `python()`
+    static RoundMaker *make_round = new RoundMaker(py.waiting_round);  // never freed, as `python()`
     nb::object round = (*make_round)({waiting, cache_object, multipliers, remaining, changes,
                                       prefixes->matcher.length_of});
     bool holds = in_batch_deprioritized(waiting);

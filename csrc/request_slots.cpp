@@ -1,6 +1,8 @@
 // The slots of auction_gym.request.Request and a round's plain numbers (request_slots.hpp).
 #include "request_slots.hpp"
 
+#include <nanobind/stl/string.h>
+
 #include <array>
 #include <string>
 

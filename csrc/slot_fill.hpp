@@ -9,13 +9,10 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/string.h>
 #include <structmember.h>
 
 #include <array>
 #include <cstddef>
-#include <stdexcept>
-#include <string>
 
 namespace pyslots {
 
@@ -49,16 +46,15 @@ public:
     // their values.
     SlotMaker(nb::handle cls, const std::array<const char *, N> &names)
         : cls_(nb::borrow(cls)), type_(reinterpret_cast<PyTypeObject *>(cls.ptr())) {
-        if (nb::len(nb::object(cls.attr("__slots__"))) != N) throw std::runtime_error(repr() + ": other slots than expected");
         for (std::size_t i = 0; i < N; ++i) names_[i] = nb::steal(PyUnicode_InternFromString(names[i]));
-        if (!look_up()) throw std::runtime_error(repr() + ": a field that is not a plain slot");
+        whole_ = nb::len(nb::object(cls.attr("__slots__"))) == N;
     }
 
     // A new instance holding `values` (borrowed; each slot takes its own reference); a null object
-    // where a field is no longer a plain slot since the class was changed, for the caller to call
-    // the class instead.
+    // where the class has other slots than the names, or one of them is not a plain slot (the class
+    // changed since the import), for the caller to call the class instead.
     nb::object make(const std::array<nb::handle, N> &values) {
-        if (!same_version(type_, version_) && !look_up()) return nb::object();
+        if (!whole_ || (!same_version(type_, version_) && !look_up())) return nb::object();
         PyObject *obj = type_->tp_alloc(type_, 0);
         if (!obj) throw nb::python_error();
         nb::object out = nb::steal(obj);
@@ -80,18 +76,17 @@ private:
         for (std::size_t i = 0; i < N; ++i) {
             PyMemberDescrObject *member = plain_slot(type_, names_[i].ptr());
             if (member == nullptr) return false;
-            members_[i] = member->d_member;  // lives as long as the class, which this holds
+            members_[i] = member->d_member;
         }
         version_ = type_->tp_version_tag;  // tagged by the lookups, where the class can be
         return true;
     }
 
-    std::string repr() const { return nb::cast<std::string>(nb::repr(cls_)); }
-
     nb::object cls_;
     PyTypeObject *type_;
     std::array<nb::object, N> names_;
-    std::array<PyMemberDef *, N> members_{};
+    bool whole_;
+    std::array<PyMemberDef *, N> members_{};  // in the class's own memory, which this holds
     unsigned int version_ = 0;
 };
 
