@@ -170,30 +170,43 @@ def test_compiled_market_runs_compiled():
         assert (market._rows is not None) is expect and (market._accrual is not None) is expect
 
 
-def test_an_input_only_python_reads_hands_the_episode_to_python():
-    """Requests in the system whose urgency is a numpy float (not a Python float): the compiled loops
-    decline it without changing anything, the market goes on in Python from the compiled state,
-    and every number stays the Python core's."""
+def _played_with_a_change(seed: int, at: int, change) -> int:
+    """A 60-round episode of `seed` played on both cores with the same random multipliers, `change`
+    applied to every request in the system before round `at`: every round's latency costs,
+    utilities and observations compared; the last round played, after which the compiled market's
+    accrual has handed the episode to Python."""
     markets = {}
     for which in core.CORES:
         with core.use(which):
             markets[which] = Market(MarketConfig(horizon=60), accrue_latency_cost=True)
-        markets[which].reset(3)
-    rng = np.random.default_rng(3)
+        markets[which].reset(seed)
+    rng = np.random.default_rng(seed)
     for step in range(60):
         alphas = rng.uniform(0.0, 2.0, 4).tolist()
         reports = {}
         for which, market in markets.items():
-            if step == 20:
+            if step == at:
                 for r in market.engine.in_system():
-                    r.urgency = np.float64(r.urgency)
+                    change(r)
             reports[which] = market.step(alphas)
         py, co = reports["python"], reports["compiled"]
         assert same(py.latency_cost, co.latency_cost) and same(py.utility, co.utility), step
         assert same(markets["python"].observations(), markets["compiled"].observations()), step
         if markets["python"].done:
             break
-    assert step >= 20 and markets["compiled"]._accrual is None
+    assert markets["compiled"]._accrual is None
+    return step
+
+
+def test_an_input_only_python_reads_hands_the_episode_to_python():
+    """Requests in the system whose urgency is a numpy float (not a Python float): the compiled loops
+    decline it without changing anything, the market goes on in Python from the compiled state,
+    and every number stays the Python core's."""
+
+    def numpy_urgency(r: Request) -> None:
+        r.urgency = np.float64(r.urgency)
+
+    assert _played_with_a_change(3, 20, numpy_urgency) >= 20
 
 
 @dataclass(slots=True)
@@ -350,21 +363,8 @@ def test_a_held_request_read_through_getattr_hands_the_accrual_to_python():
     """On the compiled engine the accrual reads the held requests without a list only while it reads
     their fields in place; a field read through getattr (a property) makes it decline, and the
     episode goes on in Python with the Python core's costs."""
-    markets = {}
-    for which in core.CORES:
-        with core.use(which):
-            markets[which] = Market(MarketConfig(horizon=60), accrue_latency_cost=True)
-            markets[which].reset(4)
-    rng = np.random.default_rng(4)
-    for step in range(60):
-        alphas = rng.uniform(0.0, 2.0, 4).tolist()
-        reports = {}
-        for which, market in markets.items():
-            if step == 15:
-                for r in market.engine.in_system():
-                    r.__class__ = PropertyUrgency
-            reports[which] = market.step(alphas)
-        assert same(reports["python"].latency_cost, reports["compiled"].latency_cost), step
-        if markets["python"].done:
-            break
-    assert step >= 15 and markets["compiled"]._accrual is None
+
+    def property_urgency(r: Request) -> None:
+        r.__class__ = PropertyUrgency
+
+    assert _played_with_a_change(4, 15, property_urgency) >= 15
