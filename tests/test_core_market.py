@@ -177,9 +177,9 @@ def _played_with_a_change(seed: int, at: int, change) -> int:
     accrual has handed the episode to Python."""
     markets = {}
     for which in core.CORES:
-        with core.use(which):
+        with core.use(which):  # the reset too: it builds the engine, on the core active then
             markets[which] = Market(MarketConfig(horizon=60), accrue_latency_cost=True)
-        markets[which].reset(seed)
+            markets[which].reset(seed)
     rng = np.random.default_rng(seed)
     for step in range(60):
         alphas = rng.uniform(0.0, 2.0, 4).tolist()
