@@ -31,6 +31,13 @@ namespace workload {
 
 namespace nb = nanobind;
 
+struct Pcg64State;
+
+// The inline draws need 128-bit integers (GCC and Clang have them); without, every draw goes
+// through libnpyrandom, the same numbers.
+#if defined(__SIZEOF_INT128__)
+#define WORKLOAD_INLINE_PCG64 1
+
 __extension__ typedef unsigned __int128 uint128_t;
 
 // numpy's PCG64 state as numpy/random/src/pcg64/pcg64.h lays it out where the compiler has 128-bit
@@ -140,6 +147,8 @@ inline void pcg64_bounded_fill(Pcg64State *s, uint64_t off, uint32_t rng, int64_
     g.store(s);
 }
 
+#endif  // __SIZEOF_INT128__
+
 // The draws of one numpy Generator, on its bit generator's state (held while drawing).
 class Draws {
 public:
@@ -148,7 +157,9 @@ public:
         nb::object capsule = bit_generator_.attr("capsule");
         state_ = static_cast<bitgen_t *>(PyCapsule_GetPointer(capsule.ptr(), "BitGenerator"));
         if (!state_) throw nb::python_error();
+#ifdef WORKLOAD_INLINE_PCG64
         pcg64_ = pcg64_state_of(bit_generator_, state_);
+#endif
     }
 
     nb::object generator() const { return generator_; }
@@ -179,11 +190,13 @@ public:
     void integers(int64_t *out, int64_t n, int64_t low, int64_t high) {
         if (n <= 0) return;
         auto *words = reinterpret_cast<uint64_t *>(out);
+#ifdef WORKLOAD_INLINE_PCG64
         if (draws_inline(low, high)) {
             pcg64_bounded_fill(pcg64_, uint64_t(low), uint32_t(bounded_range(low, high)), n, words);
-        } else {
-            random_bounded_uint64_fill(state_, uint64_t(low), bounded_range(low, high), n, false, words);
+            return;
         }
+#endif
+        random_bounded_uint64_fill(state_, uint64_t(low), bounded_range(low, high), n, false, words);
     }
 
 private:
@@ -192,7 +205,7 @@ private:
 
     nb::object generator_, bit_generator_;
     bitgen_t *state_;
-    Pcg64State *pcg64_;  // the bit generator's state where it is PCG64's as Pcg64State reads it, else null
+    Pcg64State *pcg64_ = nullptr;  // the bit generator's state where it is PCG64's as Pcg64State reads it
 };
 
 // A new numpy array of `dims` (C order) of `type`, owning its data.
