@@ -24,4 +24,10 @@ NB_MODULE(_workload, m) {
         draws.integers(workload::data_of<int64_t>(out), n, low, high);
         return nanobind::make_tuple(out, draws.draws_inline(low, high));
     });
+    // Whether this build draws numpy's PCG64 inline (numpy_draws.hpp: where the compiler has 128-bit integers).
+#ifdef WORKLOAD_INLINE_PCG64
+    m.attr("INLINE_PCG64") = true;
+#else
+    m.attr("INLINE_PCG64") = false;
+#endif
 }
