@@ -158,10 +158,8 @@ private:
         nb::object limit = cap(kind);
         for (int64_t i = 0; i < n; ++i) {
             const Tokens &system = systems_[bidders[i]];
-            const int64_t query = ends[i] - (i ? ends[i - 1] : 0);
-            nb::object prompt = new_array(system.size + query, NPY_INT64);
-            tokens(std::copy(system.data, system.data + system.size, data_of<int64_t>(prompt)), query);
-            drafts.append(draft({py_float(starts[i]), py_int(bidders[i]), sealed(prompt), nb::none(), kind,
+            nb::object prompt = after_prefix(draws_, system, ends[i] - (i ? ends[i - 1] : 0), vocab_);
+            drafts.append(draft({py_float(starts[i]), py_int(bidders[i]), prompt, nb::none(), kind,
                                  py_float(c.urgency[i]), py_float(c.value[i]), py_int(c.output[i]), limit}));
         }
     }
@@ -191,10 +189,8 @@ private:
         for (int64_t i = 0, first = 0, offset = 0; i < n; ++i) {
             const int64_t stop = first + turns[i];
             const Tokens &prefix = with_tools_[bidders[i]];
-            nb::object session = new_array(prefix.size + drawn[stop - 1] - offset, NPY_INT64);
+            nb::object session = after_prefix(draws_, prefix, drawn[stop - 1] - offset, vocab_);
             int64_t *s = data_of<int64_t>(session);
-            tokens(std::copy(prefix.data, prefix.data + prefix.size, s), drawn[stop - 1] - offset);
-            sealed(session);
             nb::handle kind = session_kinds_[c[i]];
             nb::object limit = cap(kind), bidder = py_int(bidders[i]);
             double t = starts[i];

@@ -264,6 +264,14 @@ inline Tokens tokens_of(nb::handle obj) {
     return {nb::borrow(obj), static_cast<const int64_t *>(PyArray_DATA(a)), PyArray_DIM(a, 0)};
 }
 
+// A new read-only int64 array: `prefix`, then `n` tokens drawn after it (`integers(0, vocab, n)`):
+// a prompt of a fixed prefix and fresh tokens, as the generators concatenate one.
+inline nb::object after_prefix(Draws &draws, const Tokens &prefix, int64_t n, int64_t vocab) {
+    nb::object out = new_array(prefix.size + n, NPY_INT64);
+    draws.integers(std::copy(prefix.data, prefix.data + prefix.size, data_of<int64_t>(out)), n, 0, vocab);
+    return sealed(out);
+}
+
 inline nb::object interned(const char *s) { return nb::steal(PyUnicode_InternFromString(s)); }
 inline nb::object py_float(double x) { return nb::steal(PyFloat_FromDouble(x)); }
 inline nb::object py_int(int64_t x) { return nb::steal(PyLong_FromLongLong(x)); }

@@ -56,12 +56,8 @@ public:
         // The questions are one integers() draw, which gives the draws of consecutive calls
         // (Draws::integers): each is drawn straight into its prompt, after its group's system prompt.
         for (int64_t i = 0; i < m; ++i) {
-            const Tokens &system = systems_[group_of_[emitted + i]];
-            const int64_t question = ends[i] - (i ? ends[i - 1] : 0);
-            nb::object prompt = new_array(system.size + question, NPY_INT64);
-            int64_t *q = std::copy(system.data, system.data + system.size, data_of<int64_t>(prompt));
-            draws_.integers(q, question, 0, vocab_);
-            prompts.append(sealed(prompt));
+            prompts.append(
+                after_prefix(draws_, systems_[group_of_[emitted + i]], ends[i] - (i ? ends[i - 1] : 0), vocab_));
         }
         std::vector<double> r(m);
         draws_.uniform(r.data(), m);
