@@ -69,6 +69,9 @@ public:
     // Whether it makes instances of `cls` (that class itself).
     bool makes(nb::handle cls) const { return cls.ptr() == cls_.ptr(); }
 
+    // The class it makes instances of.
+    nb::handle cls() const { return cls_; }
+
 private:
     // The slots' members found again (after the class changed); false where one is not plain.
     bool look_up() {

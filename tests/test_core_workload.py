@@ -13,8 +13,9 @@ import pytest
 from test_workload_digest import DIGESTS, WORKLOADS, digest
 
 from auction_gym import core
-from auction_gym.workload import compiled, shared_prefix
-from auction_gym.workload.agentic import AgenticConfig, _chunks, _Generator, iter_agentic
+from auction_gym.request import Request
+from auction_gym.workload import agentic, classes, compiled, shared_prefix
+from auction_gym.workload.agentic import AgenticConfig, _chunks, _Generator, iter_agentic, wave_shape
 from auction_gym.workload.shared_prefix import SharedPrefixConfig, iter_shared_prefix
 
 pytestmark = pytest.mark.skipif(compiled._module() is None, reason="auction_gym._workload is not built here")
@@ -210,3 +211,85 @@ def test_episode_sizes_past_int64_are_drawn_in_python(fields):
         with pytest.raises(ValueError) as compiled_error:
             list(iter_agentic(cfg, 1))
     assert str(compiled_error.value) == str(python_error.value)
+
+
+def test_the_compiled_core_streams_agentic_requests_from_cpp():
+    cfg = AgenticConfig(duration=10.0)
+    with core.use("compiled"):
+        stream = iter_agentic(cfg, 2)
+    assert type(stream) is compiled._module().AgenticStream and iter(stream) is stream
+    with core.use("python"):
+        assert type(iter_agentic(cfg, 2)).__name__ == "generator"
+
+
+def test_the_compiled_stream_draws_nothing_until_read(monkeypatch):
+    started = []
+    monkeypatch.setattr(agentic, "_chunks", lambda *a: started.append(a) or _chunks(*a))
+    with core.use("compiled"):
+        stream = iter_agentic(AgenticConfig(duration=10.0), 2)
+    assert not started
+    assert next(stream).id == 0 and len(started) == 1
+    next(stream)
+    assert len(started) == 1
+
+
+@pytest.mark.parametrize("fields", [{"num_requests": np.int64(45)}, {"vocab_size": np.int64(1000), "duration": 9.0}])
+def test_a_stream_the_compiled_chunks_do_not_take_is_read_from_python(fields):
+    """The limit or a number the compiled code does not take: the compiled stream reads the
+    Python stream, which gives the same requests (ids as Python ints)."""
+    _assert_same(*_both(iter_agentic, AgenticConfig(**fields), 4, None))
+
+
+def test_a_request_field_made_a_property_is_set_through_python(monkeypatch):
+    cfg = AgenticConfig(duration=8.0)
+    monkeypatch.setattr(Request, "kind", property(lambda self: "changed", lambda self, kind: None))
+    python, got = _both(iter_agentic, cfg, 3, None)
+    assert got and {r.kind for r in got} == {"changed"}
+    _assert_same(python, got)
+
+
+def test_an_error_ends_the_compiled_stream_as_it_ends_a_generator(monkeypatch):
+    def failing(t, cfg):
+        calls.append(t)
+        if len(calls) == 4:
+            raise RuntimeError("wave")
+        return wave_shape(t, cfg)
+
+    read = {}
+    for which in core.CORES:
+        calls = []
+        monkeypatch.setattr(agentic, "wave_shape", failing)
+        with core.use(which):
+            stream = iter_agentic(AgenticConfig(duration=60.0, wave_amplitude=0.5), 5)
+        got = []
+        with pytest.raises(RuntimeError, match="wave"):
+            got.extend(stream)
+        assert next(stream, None) is None
+        read[which] = got
+    _assert_same(read["python"], read["compiled"])
+
+
+def test_class_draws_replaced_in_python_are_called_from_cpp(monkeypatch):
+    """A replaced `_from_normals` (or a class that draws its own way) is called, not stood in for."""
+    def doubled(*parameters):
+        w, v, out = plain(*parameters)
+        return 2 * w, v, out
+
+    plain = classes._from_normals
+    assert classes.class_laws(classes.CLASSES["urgent"])[1] is not None
+    monkeypatch.setattr(classes, "_from_normals", doubled)
+    assert classes.class_laws(classes.CLASSES["urgent"])[1] is None
+    cfg = AgenticConfig(duration=10.0, shape_mix={"session": 1, "fanout": 1, "urgent": 1})
+    python, got = _both(iter_agentic, cfg, 6, None)
+    _assert_same(python, got)
+    _assert_same(*_both(iter_shared_prefix, SharedPrefixConfig(num_groups=4, prompts_per_group=8), 6, None))
+    monkeypatch.undo()
+    assert [r.urgency for r in got] != [r.urgency for r in _both(iter_agentic, cfg, 6, None)[1]]
+
+
+def test_a_request_class_subclass_draws_through_its_own_from_normals():
+    class Mine(classes.RequestClass):
+        pass
+
+    mine = Mine(*(getattr(classes.URGENT, f) for f in ("name", *classes._PARAMETERS)))
+    assert classes.class_laws(mine)[1] is None and classes.class_laws(classes.URGENT)[1] is not None

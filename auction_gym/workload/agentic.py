@@ -20,8 +20,8 @@ import numpy as np
 
 from .._checks import check_int, check_number, is_int_typed
 from ..request import Request, read_only, unchecked_many
-from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, normalize_mix
-from .compiled import compiled_twin
+from .classes import CLASSES, ClassMix, checked_class_mix, checked_max_new_tokens, class_laws, normalize_mix
+from .compiled import compiled_module, compiled_twin
 
 SHAPES = ("session", "fanout", "rollout", "urgent")
 
@@ -347,12 +347,33 @@ def _chunks(cfg: AgenticConfig, seed: int) -> _Generator:
     (`compiled.compiled_twin`), which draws the same chunks."""
     gen = _Generator(cfg, seed)
     wave = partial(wave_shape, cfg=cfg) if cfg.wave_amplitude > 0 else None
-    normals = {name: c.from_normals for name, c in CLASSES.items()}
-    return compiled_twin(gen, lambda module: module.AgenticChunks(gen, wave, normals))
+    return compiled_twin(gen, lambda module: module.AgenticChunks(
+        gen, wave, {name: class_laws(c) for name, c in CLASSES.items()}, class_laws(gen.session_classes)))
 
 
 def _stream(cfg: AgenticConfig, seed: int) -> Iterator[Request]:
+    """`seed`'s requests as the core active now streams them: on the compiled core the compiled
+    stream (`_workload.AgenticStream`: the drafts merged and the requests made in C++, no Python
+    code run per request), which reads `_requests` where the Python generator draws; elsewhere
+    `_requests`, the reference. Either draws nothing until it is first read."""
+    module = compiled_module()
+    return _requests(cfg, seed) if module is None else module.AgenticStream(partial(_started, cfg, seed))
+
+
+def _started(cfg: AgenticConfig, seed: int) -> tuple[Any, int | None] | Iterator[Request]:
+    """What the compiled stream reads, made at its first read: the compiled chunks and the request
+    limit, or `_requests` where the Python generator draws (or the limit is not a plain int)."""
     gen = _chunks(cfg, seed)
+    if type(gen) is _Generator or not (cfg.num_requests is None or type(cfg.num_requests) is int):
+        return _requests(cfg, seed, gen)
+    return gen, cfg.num_requests
+
+
+def _requests(cfg: AgenticConfig, seed: int, gen: Any = None) -> Iterator[Request]:
+    """The stream in Python, the reference: the requests of `gen`'s chunks (by default `_chunks(cfg,
+    seed)`, made at the first read) in order of arrival, as far as they are read."""
+    if gen is None:
+        gen = _chunks(cfg, seed)
     many = unchecked_many()
     limit = cfg.num_requests if cfg.num_requests is not None else np.inf
     # Drafts not yet yielded, sorted by arrival, equal arrivals in the order drawn (a session's turns

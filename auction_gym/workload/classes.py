@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -89,6 +89,23 @@ class ClassMix:
         """Each request's `RequestClass.from_normals` (its class's) from its column of `z`, in one pass."""
         return _from_normals(*self._parameters[:, which], z)
 
+
+def class_laws(of: RequestClass | ClassMix) -> tuple[Callable[..., tuple], list[tuple[float, ...]] | None]:
+    """`of.from_normals`, and the parameters of each class it draws in `_from_normals`' order (one
+    class's, or each of a mix's names'), for a compiled twin to draw as `_from_normals` does; None
+    where `of` draws otherwise (a subclass, or `from_normals` or `_from_normals` replaced), and the
+    twin calls its `from_normals`."""
+    if (RequestClass.from_normals, ClassMix.from_normals, _from_normals) != _PLAIN_DRAWS:
+        return of.from_normals, None
+    if type(of) is RequestClass:
+        return of.from_normals, [tuple(getattr(of, p) for p in _PARAMETERS)]
+    if type(of) is ClassMix:
+        return of.from_normals, [tuple(law) for law in of._parameters.T.tolist()]
+    return of.from_normals, None
+
+
+_PLAIN_DRAWS = (RequestClass.from_normals, ClassMix.from_normals, _from_normals)
+"""The draws `class_laws` names: this module's own."""
 
 URGENT = RequestClass("urgent", 10.0, 0.5, 3.0, 0.5, 32.0, 0.6, 256)
 INTERACTIVE = RequestClass("interactive", 1.0, 0.6, 10.0, 0.6, 128.0, 0.8, 2048)

@@ -31,12 +31,15 @@ def _module() -> ModuleType | None:
     return module if module.NUMPY_VERSION == np.__version__ else None
 
 
+def compiled_module() -> ModuleType | None:
+    """`auction_gym._workload` where the compiled core is active and the extension runs here, else None."""
+    return _module() if core.active() == "compiled" else None
+
+
 def compiled_draws(rng: np.random.Generator) -> ModuleType | None:
     """The extension that draws on `rng` as its own methods would, or None where the Python
     generator draws (the module docstring's conditions)."""
-    if type(rng) is not np.random.Generator or core.active() != "compiled":
-        return None
-    return _module()
+    return compiled_module() if type(rng) is np.random.Generator else None
 
 
 def compiled_twin(gen: G, build: Callable[[ModuleType], Any]) -> G | Any:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..request import Request, read_only, unchecked_many
 from .agentic import check_bursts, check_ints, has_bursts, in_burst
-from .classes import DEFAULT_CLASS_MIX, ClassMix, checked_class_mix, checked_max_new_tokens
+from .classes import DEFAULT_CLASS_MIX, ClassMix, checked_class_mix, checked_max_new_tokens, class_laws
 from .compiled import compiled_twin
 
 CHUNK = 256
@@ -147,7 +147,7 @@ def _chunks(cfg: SharedPrefixConfig, seed: int) -> _Chunks:
     """The drawer of `seed`'s chunks: `_Chunks`, or after its first draws its compiled twin
     (`compiled.compiled_twin`), which draws the same chunks."""
     gen = _Chunks(cfg, seed)
-    return compiled_twin(gen, lambda module: module.SharedPrefixChunks(gen))
+    return compiled_twin(gen, lambda module: module.SharedPrefixChunks(gen, class_laws(gen.classes)))
 
 
 def _stream(cfg: SharedPrefixConfig, seed: int) -> Iterator[Request]:

@@ -356,23 +356,6 @@ inline int64_t class_of(const std::vector<double> &cdf, double u) {
     return std::min(int64_t(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin()), int64_t(cdf.size()) - 1);
 }
 
-// A class's draws read back from its `from_normals`: urgencies, values, output lengths.
-struct ClassDraws {
-    nb::object w, v, out;
-    const double *urgency, *value;
-    const int64_t *output;
-};
-
-inline ClassDraws class_draws(nb::handle from_normals, nb::handle z, nb::handle which = nb::handle()) {
-    nb::object drawn = which.is_valid() ? from_normals(which, z) : from_normals(z);
-    ClassDraws d{as_array(drawn[0], NPY_FLOAT64), as_array(drawn[1], NPY_FLOAT64), as_array(drawn[2], NPY_INT64),
-                 nullptr, nullptr, nullptr};
-    d.urgency = data_of<double>(d.w);
-    d.value = data_of<double>(d.v);
-    d.output = data_of<int64_t>(d.out);
-    return d;
-}
-
 // Standard normals of shape (3, n), as `standard_normal((3, n))` draws them.
 inline nb::object normals(Draws &draws, int64_t n) {
     npy_intp dims[2] = {3, npy_intp(n)};
@@ -380,5 +363,80 @@ inline nb::object normals(Draws &draws, int64_t n) {
     draws.normal(data_of<double>(z), 3 * n);
     return z;
 }
+
+// Requests' urgencies, values and output lengths, as a class's `from_normals` draws them.
+struct ClassDraws {
+    std::vector<double> urgency, value;
+    std::vector<int64_t> output;
+};
+
+// One class's parameters, in `classes._from_normals`' order.
+struct ClassLaw {
+    double urgency_median, urgency_sigma, horizon_median, horizon_sigma, output_median, output_sigma, output_max;
+};
+
+// The draws of a class or a mix of classes, `(from_normals, laws)` as `classes.class_laws` gives
+// them: where it names the laws (the classes' own `_from_normals`), `classes._from_normals`'
+// arithmetic made here, each multiplication, rounding and clip the same double operation as numpy's
+// (exact, or correctly rounded), and each exp numpy's own: the `numpy.exp` ufunc called on a fresh
+// array of the same n products, as the Python calls it, since numpy's vectorized exp may round
+// otherwise than libm. Elsewhere (a class that draws its own way) its `from_normals` is called.
+class ClassLaws {
+public:
+    explicit ClassLaws(nb::handle class_laws) : from_normals_(class_laws[0]) {
+        nb::object laws = class_laws[1];
+        if (laws.is_none()) return;
+        exp_ = nb::module_::import_("numpy").attr("exp");
+        for (nb::handle law : laws) {
+            laws_.push_back({as_double(law[0]), as_double(law[1]), as_double(law[2]), as_double(law[3]),
+                             as_double(law[4]), as_double(law[5]), as_double(law[6])});
+        }
+    }
+
+    // `n` requests' draws over n fresh normals (3, n): of the one class, or request i of class
+    // which[i] of the mix (`which` an int64 array).
+    ClassDraws draw(Draws &draws, int64_t n, nb::handle which = nb::handle()) const {
+        nb::object z = normals(draws, n);
+        if (laws_.empty()) return called(which.is_valid() ? from_normals_(which, z) : from_normals_(z));
+        const int64_t *c = which.is_valid() ? data_of<int64_t>(which) : nullptr;
+        const double *z0 = data_of<double>(z), *z1 = z0 + n, *z2 = z1 + n;
+        auto law = [&](int64_t i) -> const ClassLaw & { return laws_[c ? c[i] : 0]; };
+        ClassDraws d{std::vector<double>(n), std::vector<double>(n), std::vector<int64_t>(n)};
+        nb::object e = exp_of(n, [&](int64_t i) { return law(i).urgency_sigma * z0[i]; });
+        for (int64_t i = 0; i < n; ++i) d.urgency[i] = law(i).urgency_median * data_of<double>(e)[i];
+        e = exp_of(n, [&](int64_t i) { return law(i).horizon_sigma * z1[i]; });
+        for (int64_t i = 0; i < n; ++i) d.value[i] = d.urgency[i] * (law(i).horizon_median * data_of<double>(e)[i]);
+        e = exp_of(n, [&](int64_t i) { return law(i).output_sigma * z2[i]; });
+        for (int64_t i = 0; i < n; ++i) {
+            // np.maximum and np.minimum keep a NaN; astype(int64) of one is x86's INT64_MIN
+            double out = std::nearbyint(law(i).output_median * data_of<double>(e)[i]);
+            out = out >= 1.0 || std::isnan(out) ? out : 1.0;
+            out = out <= law(i).output_max || std::isnan(out) ? out : law(i).output_max;
+            d.output[i] = std::isnan(out) ? INT64_MIN : int64_t(out);
+        }
+        return d;
+    }
+
+private:
+    template <class F>
+    nb::object exp_of(int64_t n, F product) const {
+        nb::object x = new_array(npy_intp(n), NPY_FLOAT64);
+        for (int64_t i = 0; i < n; ++i) data_of<double>(x)[i] = product(i);
+        return as_array(exp_(x), NPY_FLOAT64);
+    }
+
+    // What a Python `from_normals` handed back, read into vectors.
+    static ClassDraws called(nb::handle drawn) {
+        nb::object w = as_array(drawn[0], NPY_FLOAT64), v = as_array(drawn[1], NPY_FLOAT64),
+                   out = as_array(drawn[2], NPY_INT64);
+        const auto n = PyArray_SIZE(reinterpret_cast<PyArrayObject *>(w.ptr()));
+        return {std::vector<double>(data_of<double>(w), data_of<double>(w) + n),
+                std::vector<double>(data_of<double>(v), data_of<double>(v) + n),
+                std::vector<int64_t>(data_of<int64_t>(out), data_of<int64_t>(out) + n)};
+    }
+
+    nb::object from_normals_, exp_;
+    std::vector<ClassLaw> laws_;
+};
 
 }  // namespace workload

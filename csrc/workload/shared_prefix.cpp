@@ -3,7 +3,7 @@
 //
 // Built from a Python `_Chunks` after its own draws (the groups' system prompts and order), it draws
 // every chunk: the same numpy draws in the same order (numpy_draws.hpp) and the same fields, the
-// classes' urgencies and values left to the same Python `from_normals` (numpy's own exp).
+// classes' urgencies and values drawn as the Python `from_normals` draws them (ClassLaws: numpy's own exp).
 #include "numpy_draws.hpp"
 
 #include <algorithm>
@@ -15,7 +15,8 @@ namespace {
 
 class SharedPrefixChunks {
 public:
-    explicit SharedPrefixChunks(nb::handle gen) : draws_(gen.attr("rng")), bursts_(Bursts::of(gen)) {
+    SharedPrefixChunks(nb::handle gen, nb::handle class_laws)
+        : draws_(gen.attr("rng")), bursts_(Bursts::of(gen)), laws_(class_laws) {
         nb::object cfg = gen.attr("cfg");
         chunk_ = exact_int(nb::module_::import_("auction_gym.workload.shared_prefix").attr("CHUNK"));
         num_requests_ = exact_int(cfg.attr("num_requests"));
@@ -32,7 +33,6 @@ public:
         for (nb::handle name : gen.attr("names")) names_.push_back(nb::borrow(name));
         nb::object cdf = as_array(gen.attr("cdf"), NPY_FLOAT64);
         cdf_.assign(data_of<double>(cdf), data_of<double>(cdf) + names_.size());
-        from_normals_ = gen.attr("classes").attr("from_normals");
     }
 
     nb::object rng() const { return draws_.generator(); }
@@ -64,7 +64,7 @@ public:
         nb::object which = new_array(npy_intp(m), NPY_INT64);
         int64_t *c = data_of<int64_t>(which);
         for (int64_t i = 0; i < m; ++i) c[i] = class_of(cdf_, r[i]);
-        ClassDraws d = class_draws(from_normals_, normals(draws_, m), which);
+        ClassDraws d = laws_.draw(draws_, m, which);
         for (int64_t i = 0; i < m; ++i) {
             at.append(py_float(arrivals[i]));
             bidders.append(py_int(group_of_[emitted + i] % num_bidders_));
@@ -93,14 +93,14 @@ private:
     std::vector<int64_t> group_of_;
     std::vector<nb::object> names_;
     std::vector<double> cdf_;
-    nb::object from_normals_;
+    ClassLaws laws_;
 };
 
 }  // namespace
 
 void bind_shared_prefix(nb::module_ &m) {
     nb::class_<SharedPrefixChunks>(m, "SharedPrefixChunks")
-        .def(nb::init<nb::handle>(), nb::arg("generator"))
+        .def(nb::init<nb::handle, nb::handle>(), nb::arg("generator"), nb::arg("class_laws"))
         .def("chunk", &SharedPrefixChunks::chunk, nb::arg("emitted"))
         .def_prop_ro("rng", &SharedPrefixChunks::rng)
         .def_prop_ro("t", &SharedPrefixChunks::t);
