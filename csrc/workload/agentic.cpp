@@ -360,7 +360,7 @@ private:
         ended_ = false;
     }
 
-    // `_stream`'s loop: chunks drawn until some drafts are due (no later chunk has a request before
+    // `_requests`' loop: chunks drawn until some drafts are due (no later chunk has a request before
     // the last candidate start) or the limit or horizon is reached; false where none is due.
     bool draw() {
         head_ = due_ = 0;
