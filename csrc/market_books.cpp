@@ -176,7 +176,8 @@ private:
             h.id = reading->rid, h.bidder = reading->bidder_index, h.urgency = reading->urgency_value;
             h.since = reading->since;
         } else {
-            h.id = id_.as_int_of(r), h.bidder = index_of(bidder_.as_int_of(r), n_), h.urgency = urgency_.as_double_of(r);
+            h.id = id_.as_int_of(r), h.bidder = index_of(bidder_.as_int_of(r), n_);
+            h.urgency = urgency_.as_double_of(r);
             in_place = id_.in_place() && bidder_.in_place() && urgency_.in_place();
         }
         if (finishing(h.id)) {
@@ -212,7 +213,8 @@ private:
     // earlier entry of the list was this request.
     Since &start_accrual(const Held &h) {
         Since &since = since_.try_emplace(h.id, Since{h.arrival > start_ ? h.arrival : start_}).first->second;
-        if (Reading *reading = readings_.find(h.request); reading && reading->rid == h.id) link(h.request, *reading, since);
+        if (Reading *reading = readings_.find(h.request); reading && reading->rid == h.id)
+            link(h.request, *reading, since);
         return since;
     }
 
@@ -269,7 +271,8 @@ public:
                     double hit) {
         out_.resize(n_ * SIZE);
         try {
-            fill(out_.data(), waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price, hit);
+            fill(out_.data(), waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price,
+                 hit);
         } catch (const Unsupported &) {
             return nb::none();
         }
