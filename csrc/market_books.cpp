@@ -46,6 +46,13 @@ double divide(double a, double b) {
 // The requests held are those of `in_system`'s list, or, on the compiled engine, read off it in
 // that order without a list (`Engine::for_each_held`, docs/engine.md section 8). A request's
 // arrival is read only where the Python reads it: for one whose accrual starts in the step.
+//
+// Each held request's id, bidder and urgency, where all three are slots, are read once and kept
+// (`Reading`) with the objects its slots held, which the reading keeps alive: a later step finds
+// the reading by the request's address and takes it while the slots hold those same objects (an
+// int or float object is its value for as long as it lives), and reads the fields again where
+// anything changed, the request's address reused included. The reading also points at the
+// request's accrual, so a step looks nothing up by id for a request it met before.
 class LatencyAccrual {
 public:
     LatencyAccrual(size_t n, double start) : n_(n), start_(start) {}
@@ -57,41 +64,55 @@ public:
         } catch (const Unsupported &) {
             return nb::none();
         }
-        std::vector<double> cost(n_, 0.0);
+        cost_.assign(n_, 0.0);
         for (const Finished &f : done_) {
             auto it = since_.find(f.id);
             double t = f.arrival > start_ ? f.arrival : start_;  // Python's max(start, arrival)
             if (it != since_.end()) {
-                t = it->second;
-                since_.erase(it);
+                t = it->second.t;
+                forget(it);
             }
-            cost[f.bidder] += f.urgency * (f.finish - t);
+            cost_[f.bidder] += f.urgency * (f.finish - t);
         }
         for (const Held &h : held_) {
-            double *since = h.since;
-            if (!since)  // new in the step, unless an earlier entry of the list was this request
-                since = &since_.try_emplace(h.id, h.arrival > start_ ? h.arrival : start_).first->second;
-            cost[h.bidder] += h.urgency * (end - *since);
-            *since = end;
+            Since *since = h.since ? h.since : &start_accrual(h);
+            cost_[h.bidder] += h.urgency * (end - since->t);
+            since->t = end;
         }
-        return array_of(cost);
+        return array_of(cost_);
     }
 
     // The accrual's state as the Python market keeps it, {request id: time}, to go on in Python.
     nb::dict accrued_to() const {
         nb::dict out;
-        for (const auto &[id, t] : since_) out[nb::int_(id)] = nb::float_(t);
+        for (const auto &[id, since] : since_) out[nb::int_(id)] = nb::float_(since.t);
         return out;
     }
 
 private:
-    // A request held: `since` its entry in `since_` (which no insertion moves) where it has one
-    // and did not finish in the step, else null and its `arrival` read.
+    // A request's accrual: when it last stopped, and the address of the request whose reading
+    // points here (null: none), so that reading goes when the accrual does.
+    struct Since {
+        double t;
+        PyObject *reader = nullptr;
+    };
+    using SinceMap = std::unordered_map<int64_t, Since>;  // no insertion moves an entry
+    // A held request's slots as last read: the objects (kept alive) and their values.
+    struct Reading {
+        nb::object id, bidder, urgency;
+        int64_t rid;
+        size_t bidder_index;
+        double urgency_value;
+        Since *since = nullptr;  // its accrual, where linked (`link`)
+    };
+    // A request held: `since` its accrual where it has one and did not finish in the step, else
+    // null and its `arrival` read.
     struct Held {
         int64_t id;
         size_t bidder;
         double urgency, arrival;
-        double *since;
+        Since *since;
+        PyObject *request;
     };
     struct Finished {
         int64_t id;
@@ -120,11 +141,8 @@ private:
         held_.clear();
         if (engine::Engine *e = nullptr; nb::try_cast<engine::Engine *>(held, e) && e) {
             e->for_each_held([this](PyObject *r) {
-                read(r);
                 // A field read through getattr may run Python code: the list keeps that code's reads.
-                bool arrival = !held_.back().since;
-                if (!id_.in_place() || !bidder_.in_place() || !urgency_.in_place() || (arrival && !arrival_.in_place()))
-                    throw Unsupported{};
+                if (!read(r)) throw Unsupported{};
             });
             return;
         }
@@ -132,24 +150,99 @@ private:
         for (Py_ssize_t i = 0, k = PyList_GET_SIZE(held.ptr()); i < k; ++i) read(PyList_GET_ITEM(held.ptr(), i));
     }
 
-    void read(PyObject *r) {
-        Held h{id_.as_int_of(r), index_of(bidder_.as_int_of(r), n_), urgency_.as_double_of(r), 0.0, nullptr};
-        auto it = since_.find(h.id);
-        bool finishing = false;  // its entry goes first (a list may hold a finished request too)
-        for (const Finished &f : done_) finishing = finishing || f.id == h.id;
-        if (it != since_.end() && !finishing)
-            h.since = &it->second;
-        else
+    // Reads held `r`: whether every field it read was in place (a slot). A request met before
+    // whose accrual goes on needs nothing more than its reading.
+    bool read(PyObject *r) {
+        Reading *reading = reading_of(r);
+        if (reading && reading->since && !finishing(reading->rid)) {
+            held_.push_back({reading->rid, reading->bidder_index, reading->urgency_value, 0.0, reading->since, r});
+            return true;
+        }
+        return read_anew(r, reading);
+    }
+
+    // Whether request `rid` finished in the step: its accrual goes first (a list may hold it too).
+    bool finishing(int64_t rid) const {
+        bool found = false;
+        for (const Finished &f : done_) found = found || f.id == rid;
+        return found;
+    }
+
+    // `read` of a request new in the step (or whose fields changed, or not slots, or finishing).
+    bool read_anew(PyObject *r, Reading *reading) {
+        Held h{0, 0, 0.0, 0.0, nullptr, r};
+        bool in_place = reading != nullptr;
+        if (reading) {
+            h.id = reading->rid, h.bidder = reading->bidder_index, h.urgency = reading->urgency_value;
+            h.since = reading->since;
+        } else {
+            h.id = id_.as_int_of(r), h.bidder = index_of(bidder_.as_int_of(r), n_);
+            h.urgency = urgency_.as_double_of(r);
+            in_place = id_.in_place() && bidder_.in_place() && urgency_.in_place();
+        }
+        if (finishing(h.id)) {
+            h.since = nullptr;
+        } else if (!h.since) {
+            if (auto it = since_.find(h.id); it != since_.end()) {
+                h.since = &it->second;
+                if (reading) link(r, *reading, it->second);
+            }
+        }
+        if (!h.since) {
             h.arrival = arrival_.as_double_of(r);
+            in_place = in_place && arrival_.in_place();
+        }
         held_.push_back(h);
+        return in_place;
+    }
+
+    // Held `r`'s reading: the last one where its slots hold the objects read then, else a new one;
+    // null where its id, bidder and urgency are not all slots (each is then read as Python reads it).
+    Reading *reading_of(PyObject *r) {
+        PyObject *slots[3];
+        if (!request_slots_.read(r, slots)) return nullptr;
+        Reading *last = readings_.find(r);
+        if (last && last->id.ptr() == slots[0] && last->bidder.ptr() == slots[1] && last->urgency.ptr() == slots[2])
+            return last;
+        if (!slots[0] || !slots[1] || !slots[2]) return nullptr;  // unset: read as Python reads it, which raises
+        return &readings_.insert(r, Reading{nb::borrow(slots[0]), nb::borrow(slots[1]), nb::borrow(slots[2]),
+                                            as_int(slots[0]), index_of(as_int(slots[1]), n_), as_double(slots[2])});
+    }
+
+    // The accrual of a request new in the step, from its arrival or the episode's start, unless an
+    // earlier entry of the list was this request.
+    Since &start_accrual(const Held &h) {
+        Since &since = since_.try_emplace(h.id, Since{h.arrival > start_ ? h.arrival : start_}).first->second;
+        if (Reading *reading = readings_.find(h.request); reading && reading->rid == h.id)
+            link(h.request, *reading, since);
+        return since;
+    }
+
+    // The reading at `request` points at `since` from now on, the one that pointed there before no longer.
+    void link(PyObject *request, Reading &reading, Since &since) {
+        if (since.reader && since.reader != request)
+            if (Reading *other = readings_.find(since.reader); other && other->since == &since) other->since = nullptr;
+        since.reader = request;
+        reading.since = &since;
+    }
+
+    // A finished request's accrual ends, and its reading with it.
+    void forget(SinceMap::iterator it) {
+        PyObject *request = it->second.reader;
+        if (Reading *reading = readings_.find(request); reading && reading->since == &it->second)
+            readings_.erase(request);
+        since_.erase(it);
     }
 
     size_t n_;
     double start_;
-    std::unordered_map<int64_t, double> since_;
+    SinceMap since_;
+    market_fields::AddressTable<Reading> readings_;
     std::vector<Finished> done_;  // the step's, kept for their capacity
     std::vector<Held> held_;
+    std::vector<double> cost_;
     Field id_{"id"}, bidder_{"bidder"}, urgency_{"urgency"}, arrival_{"arrival"};  // of requests
+    market_fields::SlotGroup<3> request_slots_{{&id_, &bidder_, &urgency_}};
     Field record_bidder_{"bidder"}, record_urgency_{"urgency"}, record_arrival_{"arrival"}, record_finish_{"finish"};
 };
 
@@ -176,13 +269,14 @@ public:
     nb::object rows(nb::handle waiting, nb::handle budget, nb::handle rho, nb::handle spent, nb::handle last_spend,
                     nb::handle latency_ema, nb::handle ttft_ema, nb::handle alpha, int64_t round, double price,
                     double hit) {
-        std::vector<float> out(n_ * SIZE);
+        out_.resize(n_ * SIZE);
         try {
-            fill(out.data(), waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price, hit);
+            fill(out_.data(), waiting, {budget, rho, spent, last_spend, latency_ema, ttft_ema, alpha}, round, price,
+                 hit);
         } catch (const Unsupported &) {
             return nb::none();
         }
-        return array_of(out, shape_, float32_);
+        return array_of(out_, shape_, float32_);
     }
 
 private:
@@ -192,32 +286,34 @@ private:
 
     void fill(float *out, nb::handle waiting, const Bidders &lists, int64_t round, double price, double hit) {
         if (!PyList_CheckExact(waiting.ptr())) throw Unsupported{};
-        std::vector<int64_t> count(n_, 0);
-        std::vector<double> urgency(n_, 0.0);
+        count_.assign(n_, 0);
+        urgency_sum_.assign(n_, 0.0);
         Py_ssize_t queued = PyList_GET_SIZE(waiting.ptr());
         for (Py_ssize_t i = 0; i < queued; ++i) {
             PyObject *r = PyList_GET_ITEM(waiting.ptr(), i);
-            size_t b = index_of(bidder_.as_int_of(r), n_);
-            count[b] += 1;
-            urgency[b] += urgency_.as_double_of(r);
+            PyObject *slots[2];
+            bool in_place = waiting_slots_.read(r, slots) && slots[0] && slots[1];
+            size_t b = index_of(in_place ? as_int(slots[0]) : bidder_.as_int_of(r), n_);
+            count_[b] += 1;
+            urgency_sum_[b] += in_place ? as_double(slots[1]) : urgency_.as_double_of(r);
         }
-        std::vector<double> budget = doubles(lists.budget, n_), rho = doubles(lists.rho, n_),
-                            spent = doubles(lists.spent, n_), last = doubles(lists.last_spend, n_),
-                            latency = doubles(lists.latency_ema, n_), ttft = doubles(lists.ttft_ema, n_),
-                            alpha = doubles(lists.alpha, n_);
+        const std::vector<double> &budget = numbers(lists.budget, 0), &rho = numbers(lists.rho, 1),
+                                  &spent = numbers(lists.spent, 2), &last = numbers(lists.last_spend, 3),
+                                  &latency = numbers(lists.latency_ema, 4), &ttft = numbers(lists.ttft_ema, 5),
+                                  &alpha = numbers(lists.alpha, 6);
         if (T_ == 0) throw Unsupported{};
         double rounds = static_cast<double>(round > 1 ? round : 1);
         double time_left = static_cast<double>(T_ - round > 0 ? T_ - round : 0) / static_cast<double>(T_);
         double total_queue = log1p_checked(divide(static_cast<double>(queued), total_queue_scale_));
         for (size_t i = 0; i < n_; ++i) {
-            double b = budget[i], p = rho[i], s = spent[i], c = static_cast<double>(count[i]);
+            double b = budget[i], p = rho[i], s = spent[i], c = static_cast<double>(count_[i]);
             double row[SIZE] = {
                 divide(b - s, b),
                 time_left,
                 divide(divide(s, rounds), p),
                 log1p_checked(divide(last[i], p)),
                 log1p_checked(divide(c, queue_scale_)),
-                divide(log1p_checked(urgency[i] / (count[i] ? c : 1.0)), urgency_log_scale_),
+                divide(log1p_checked(urgency_sum_[i] / (count_[i] ? c : 1.0)), urgency_log_scale_),
                 total_queue,
                 divide(price, p),
                 log1p_checked(divide(latency[i], latency_scale_)),
@@ -227,6 +323,12 @@ private:
             };
             for (size_t j = 0; j < SIZE; ++j) out[i * SIZE + j] = clipped(static_cast<float>(row[j]), j);
         }
+    }
+
+    // The `n_` numbers of `values` into the `k`th of the per-bidder vectors, kept for their capacity.
+    const std::vector<double> &numbers(nb::handle values, size_t k) {
+        doubles(values, n_, per_bidder_[k]);
+        return per_bidder_[k];
     }
 
     // numpy's minimum(maximum(v, low), high): NaN passes, and where v equals a bound the bound wins.
@@ -242,6 +344,13 @@ private:
     float low_[SIZE], high_[SIZE];
     nb::object shape_ = nb::make_tuple(n_, SIZE), float32_ = nb::module_::import_("numpy").attr("float32");
     Field bidder_{"bidder"}, urgency_{"urgency"};  // of the waiting requests
+    market_fields::SlotGroup<2> waiting_slots_{{&bidder_, &urgency_}};
+    // A call's scratch, kept for its capacity: the rows, each bidder's waiting requests and their
+    // urgency, and the per-bidder numbers read.
+    std::vector<float> out_;
+    std::vector<int64_t> count_;
+    std::vector<double> urgency_sum_;
+    std::vector<double> per_bidder_[7];
 };
 
 }  // namespace

@@ -12,11 +12,14 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
 #include <vector>
+
+#include "py_calls.hpp"
 
 namespace market_fields {
 
@@ -64,6 +67,14 @@ inline int64_t as_int(PyObject *value) {
     return x;
 }
 
+// Whether `type` is as it was when its version tag was `version` (0: never tagged, so unknown).
+inline bool unchanged(PyTypeObject *type, unsigned int version) {
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+    if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) return false;
+#endif
+    return version != 0 && type->tp_version_tag == version;
+}
+
 // One attribute of the objects read at one place (the requests' `urgency`, the records' `finish`),
 // read as CPython's specialized interpreter reads a __slots__ field: at its offset in the object,
 // once the object's type is seen to hold it as a slot, and while that type is unchanged (its
@@ -85,30 +96,29 @@ public:
     bool is_none_of(PyObject *obj) {
         return read(obj, [](PyObject *value) { return value == Py_None; });
     }
+    // The object `obj`'s slot holds (borrowed), where its type holds the field as a slot; null
+    // where it does not, or where the slot is unset.
+    PyObject *slot_of(PyObject *obj) {
+        Py_ssize_t offset = offset_in(Py_TYPE(obj));
+        return offset >= 0 ? *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(obj) + offset) : nullptr;
+    }
+    // The offset of the slot in which `type` holds the field, or -1 where it does not (getattr).
+    Py_ssize_t offset_in(PyTypeObject *type) {
+        if (type != type_ || !unchanged(type_, version_)) learn(type);
+        return offset_;
+    }
 
 private:
     template <class Convert>
     auto read(PyObject *obj, Convert convert) -> decltype(convert(obj)) {
-        PyTypeObject *type = Py_TYPE(obj);
-        if (type != type_ || !current()) learn(type);
-        if (offset_ >= 0) {
-            PyObject *value = *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(obj) + offset_);
-            if (!value) throw Unsupported{};  // an unset slot: Python raises AttributeError
-            return convert(value);
-        }
+        if (PyObject *value = slot_of(obj)) return convert(value);
+        if (in_place()) throw Unsupported{};  // an unset slot: Python raises AttributeError
         nb::object value = nb::steal(PyObject_GetAttr(obj, name_));
         if (!value.is_valid()) {  // Python's code raises its own error
             PyErr_Clear();
             throw Unsupported{};
         }
         return convert(value.ptr());
-    }
-
-    bool current() const {
-#ifdef Py_TPFLAGS_VALID_VERSION_TAG
-        if (!PyType_HasFeature(type_, Py_TPFLAGS_VALID_VERSION_TAG)) return false;
-#endif
-        return version_ != 0 && type_->tp_version_tag == version_;
     }
 
     // Where `type` keeps the field: the offset of its slot, else -1 (getattr).
@@ -134,48 +144,72 @@ private:
     Py_ssize_t offset_ = -1;
 };
 
+// Fields of the objects read at one place (a held request's id, bidder and urgency) read together
+// where the object's type holds them all as slots: at their offsets, the type checked once for all
+// of them, as `Field` checks it for one.
+template <size_t N>
+class SlotGroup {
+public:
+    explicit SlotGroup(std::array<Field *, N> fields) : fields_(fields) {}
+
+    // `obj`'s slots of the fields (borrowed; null where unset) into `values`; false where its type
+    // does not hold them all as slots.
+    bool read(PyObject *obj, PyObject *(&values)[N]) {
+        PyTypeObject *type = Py_TYPE(obj);
+        if (type != type_ || !unchanged(type_, version_)) learn(type);
+        if (!in_place_) return false;
+        for (size_t i = 0; i < N; ++i)
+            values[i] = *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(obj) + offsets_[i]);
+        return true;
+    }
+
+private:
+    void learn(PyTypeObject *type) {
+        type_ = type;
+        in_place_ = true;
+        for (size_t i = 0; i < N; ++i) {
+            offsets_[i] = fields_[i]->offset_in(type);
+            in_place_ = in_place_ && offsets_[i] >= 0;
+        }
+        version_ = type->tp_version_tag;  // tagged by the fields' lookups, where the type can be
+    }
+
+    std::array<Field *, N> fields_;
+    PyTypeObject *type_ = nullptr;
+    unsigned int version_ = 0;
+    bool in_place_ = false;
+    Py_ssize_t offsets_[N] = {};
+};
+
 inline size_t index_of(int64_t bidder, size_t n) {
     if (bidder < 0 || static_cast<uint64_t>(bidder) >= n) throw Unsupported{};  // Python would wrap or raise
     return static_cast<size_t>(bidder);
 }
 
-// The leading fields of a numpy array (numpy's `PyArrayObject_fields`): compiled extensions read
-// them in place through numpy's own accessors (PyArray_DATA, PyArray_NDIM, ...), so numpy keeps
-// their layout from release to release. Read here where the buffer protocol would cost several
-// times the read itself.
-struct ArrayHead {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions, *strides;
-    PyObject *base, *descr;
-};
-
-// Never freed: they may outlive the interpreter's teardown of numpy.
-inline PyObject *numpy_attr(const char *name) {
-    return nb::object(nb::module_::import_("numpy").attr(name)).release().ptr();
-}
+using pycall::ArrayHead;
+using pycall::ndarray_head;
+using pycall::numpy_attr;
 
 // The `n` numbers of a list as Python's arithmetic reads them, or of a float64 numpy array as its
-// `tolist()` gives them: in place where the array's dtype is numpy's own float64 (every array
-// numpy makes of floats), else through the buffer protocol.
-inline std::vector<double> doubles(nb::handle values, size_t n) {
-    static PyObject *ndarray = numpy_attr("ndarray");
-    static PyObject *float64 = nb::module_::import_("numpy").attr("dtype")("float64").release().ptr();
-    std::vector<double> out(n);
+// `tolist()` gives them, into `out` (whose capacity the caller keeps from call to call): in place
+// where the array's dtype is numpy's own float64 (every array numpy makes of floats), else through
+// the buffer protocol.
+inline void doubles(nb::handle values, size_t n, std::vector<double> &out) {
+    static PyObject *float64 = numpy_attr("float64", true);
+    out.resize(n);
     PyObject *obj = values.ptr();
     if (PyList_CheckExact(obj)) {
         if (static_cast<size_t>(PyList_GET_SIZE(obj)) != n) throw Unsupported{};
         for (size_t i = 0; i < n; ++i) out[i] = as_double(PyList_GET_ITEM(obj, static_cast<Py_ssize_t>(i)));
-        return out;
+        return;
     }
-    if (Py_TYPE(obj) != reinterpret_cast<PyTypeObject *>(ndarray)) throw Unsupported{};
-    const ArrayHead *array = reinterpret_cast<const ArrayHead *>(obj);
+    const ArrayHead *array = ndarray_head(obj);
+    if (!array) throw Unsupported{};
     if (array->descr == float64 && array->nd == 1) {
         if (static_cast<size_t>(array->dimensions[0]) != n) throw Unsupported{};
         for (size_t i = 0; i < n; ++i)
             std::memcpy(&out[i], array->data + static_cast<Py_ssize_t>(i) * array->strides[0], 8);
-        return out;
+        return;
     }
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
@@ -192,7 +226,6 @@ inline std::vector<double> doubles(nb::handle values, size_t n) {
     }
     PyBuffer_Release(&view);
     if (!float64_view) throw Unsupported{};
-    return out;
 }
 
 // A new numpy array of `shape` and `dtype` (a numpy dtype, or None: float64) holding `values`
@@ -217,5 +250,68 @@ nb::object array_of(const std::vector<T> &values, nb::handle shape, nb::handle d
 inline nb::object array_of(const std::vector<double> &values) {
     return array_of(values, nb::int_(static_cast<Py_ssize_t>(values.size())));
 }
+
+// Values keyed by the address of a live Python object (a held request): open addressing on the
+// address, without a bucket's allocation or a division per lookup. An address is a key only while
+// its object lives: a value must say itself whether it still describes the object found there.
+template <class V>
+class AddressTable {
+public:
+    V *find(PyObject *o) {
+        if (slots_.empty() || !o) return nullptr;
+        for (size_t i = home(o);; i = (i + 1) & (slots_.size() - 1)) {
+            if (slots_[i].key == o) return &slots_[i].value;
+            if (!slots_[i].key) return nullptr;
+        }
+    }
+
+    // `value` at `o`, replacing any there; where it lies until the next insert or erase.
+    V &insert(PyObject *o, V value) {
+        if (2 * (count_ + 1) > slots_.size()) grow();
+        size_t i = home(o);
+        while (slots_[i].key && slots_[i].key != o) i = (i + 1) & (slots_.size() - 1);
+        if (!slots_[i].key) ++count_;
+        slots_[i] = Slot{o, std::move(value)};
+        return slots_[i].value;
+    }
+
+    // Removal by shifting back the entries after it that probed past it, so no slot is a tombstone.
+    void erase(PyObject *o) {
+        if (slots_.empty()) return;
+        const size_t mask = slots_.size() - 1;
+        size_t i = home(o);
+        while (slots_[i].key != o) {
+            if (!slots_[i].key) return;
+            i = (i + 1) & mask;
+        }
+        for (size_t j = (i + 1) & mask; slots_[j].key; j = (j + 1) & mask) {
+            size_t h = home(slots_[j].key);
+            if (((j - h) & mask) >= ((j - i) & mask)) {  // its home is at or before the gap: it moves there
+                slots_[i] = std::move(slots_[j]);
+                i = j;
+            }
+        }
+        slots_[i] = Slot{};
+        --count_;
+    }
+
+private:
+    struct Slot {
+        PyObject *key = nullptr;  // null: empty
+        V value{};
+    };
+    size_t home(PyObject *o) const {
+        return static_cast<size_t>((reinterpret_cast<uintptr_t>(o) >> 4) * 0x9E3779B97F4A7C15ull) & (slots_.size() - 1);
+    }
+    void grow() {
+        std::vector<Slot> old(std::max<size_t>(16, 2 * slots_.size()));
+        old.swap(slots_);
+        count_ = 0;
+        for (Slot &slot : old)
+            if (slot.key) insert(slot.key, std::move(slot.value));
+    }
+    std::vector<Slot> slots_;
+    size_t count_ = 0;
+};
 
 }  // namespace market_fields

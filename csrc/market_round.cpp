@@ -32,12 +32,20 @@ using market_fields::index_of;
 using auction_core::PySum;
 using market_fields::Unsupported;
 
-// What `Market._settle` computes of a round; `charged` whether any payment is not 0.
+// What `Market._settle` computes of a round; `charged` whether any payment is not 0. The
+// vectors are the ledger's, kept for their capacity from round to round.
 struct Settlement {
     std::vector<double> utility, payments, latency_ema, ttft_ema;
     double welfare = 0.0, mean_latency = NAN, mean_ttft = NAN, hit_rate = NAN, hit_ema = 0.0, price_ema = 0.0;
-    nb::list capped_ids;
+    std::vector<int64_t> capped;
     bool charged = false;
+
+    void start(double hit_average, double price_average) {
+        welfare = 0.0, mean_latency = mean_ttft = hit_rate = NAN;
+        hit_ema = hit_average, price_ema = price_average;
+        capped.clear();
+        charged = false;
+    }
 };
 
 class RoundLedger {
@@ -48,42 +56,42 @@ public:
     nb::object settle(nb::handle finished, nb::handle admitted, nb::handle decision, nb::handle records,
                       nb::handle budget, nb::handle spent, nb::handle latency_ema, nb::handle ttft_ema,
                       double hit_ema, double price_ema, double seconds_per_unit) {
-        Settlement s;
-        s.hit_ema = hit_ema;
-        s.price_ema = price_ema;
-        std::vector<double> spent_before;
+        Settlement &s = settlement_;
+        s.start(hit_ema, price_ema);
         try {
             if (!PyList_CheckExact(finished.ptr()) || !PyList_CheckExact(admitted.ptr()) ||
                 !PyDict_CheckExact(records.ptr()) || !PyList_CheckExact(latency_ema.ptr()) ||
                 !PyList_CheckExact(ttft_ema.ptr()))
                 throw Unsupported{};
-            spent_before = doubles(spent, n_);
-            s.latency_ema = doubles(latency_ema, n_);
-            s.ttft_ema = doubles(ttft_ema, n_);
+            doubles(spent, n_, spent_);
+            doubles(latency_ema, n_, s.latency_ema);
+            doubles(ttft_ema, n_, s.ttft_ema);
             account_finished(s, finished, records);
             s.payments.assign(n_, 0.0);
-            if (PyList_GET_SIZE(admitted.ptr()) > 0)
-                charge(s, admitted, decision, records, doubles(budget, n_), spent_before, seconds_per_unit);
+            if (PyList_GET_SIZE(admitted.ptr()) > 0) {
+                doubles(budget, n_, budget_);
+                charge(s, admitted, decision, records, seconds_per_unit);
+            }
         } catch (const Unsupported &) {
             return nb::none();
         }
         store(latency_ema, s.latency_ema);
         store(ttft_ema, s.ttft_ema);
-        return result(s, spent_before);
+        return result();
     }
 
     // `Market._bids`: (the multipliers as an array, the round's multipliers, budgets left), or None
     // where Python raises or reads the multipliers its own way (anything but a list of floats or a
     // 1-d float64 array, whose items `tolist` makes floats of the same values).
-    nb::object bids(nb::handle multipliers, nb::handle spent, nb::handle budget) const {
-        std::vector<double> alpha, s, b;
+    nb::object bids(nb::handle multipliers, nb::handle spent, nb::handle budget) {
+        std::vector<double> &alpha = alpha_, &s = spent_, &b = budget_;
         const bool listed = PyList_CheckExact(multipliers.ptr());
         try {
             for (Py_ssize_t i = 0; listed && i < PyList_GET_SIZE(multipliers.ptr()); ++i)
                 if (!PyFloat_CheckExact(PyList_GET_ITEM(multipliers.ptr(), i))) throw Unsupported{};
-            alpha = doubles(multipliers, n_);
-            s = doubles(spent, n_);
-            b = doubles(budget, n_);
+            doubles(multipliers, n_, alpha);
+            doubles(spent, n_, s);
+            doubles(budget, n_, b);
         } catch (const Unsupported &) {
             return nb::none();
         }
@@ -123,8 +131,11 @@ private:
         s.utility.assign(n_, 0.0);
         Py_ssize_t k = PyList_GET_SIZE(finished.ptr());
         if (k == 0) return;
-        std::vector<double> lat(n_, 0.0), ttft(n_, 0.0);
-        std::vector<int64_t> count(n_, 0);
+        std::vector<double> &lat = latency_sum_, &ttft = ttft_sum_;
+        std::vector<int64_t> &count = count_;
+        lat.assign(n_, 0.0);
+        ttft.assign(n_, 0.0);
+        count.assign(n_, 0);
         for (Py_ssize_t j = 0; j < k; ++j) {
             PyObject *rec = record(records, PyList_GET_ITEM(finished.ptr(), j));
             size_t b = index_of(bidder_.as_int_of(rec), n_);
@@ -150,11 +161,11 @@ private:
     }
 
     // `Market._charge`: the hit rate, the decision's charges capped by the budgets left, the price.
-    void charge(Settlement &s, nb::handle admitted, nb::handle decision, nb::handle records,
-                const std::vector<double> &budget, const std::vector<double> &spent, double seconds_per_unit) {
+    void charge(Settlement &s, nb::handle admitted, nb::handle decision, nb::handle records, double seconds_per_unit) {
         constexpr int64_t exact = int64_t{1} << 53;  // Python divides the exact ints
         Py_ssize_t k = PyList_GET_SIZE(admitted.ptr());
-        std::vector<int64_t> per_bidder(n_, 0);
+        std::vector<int64_t> &per_bidder = count_;
+        per_bidder.assign(n_, 0);
         int64_t cached = 0, prompt = 0;
         for (Py_ssize_t j = 0; j < k; ++j) {
             PyObject *rec = record(records, PyList_GET_ITEM(admitted.ptr(), j));
@@ -168,7 +179,7 @@ private:
         if (prompt == 0) throw Unsupported{};  // ZeroDivisionError in Python
         s.hit_rate = static_cast<double>(cached) / static_cast<double>(prompt);
         s.hit_ema = ema(s.hit_ema, s.hit_rate);
-        if (!decision.is_none()) apply_charges(s, charges_of(decision, admitted, per_bidder, seconds_per_unit), budget, spent);
+        if (!decision.is_none()) apply_charges(s, charges_of(decision, admitted, per_bidder, seconds_per_unit));
         PySum total;
         for (double p : s.payments) total.add(p);
         s.price_ema = ema(s.price_ema, total.value() / static_cast<double>(k));
@@ -190,17 +201,16 @@ private:
         return out;
     }
 
-    void apply_charges(Settlement &s, nb::handle charges, const std::vector<double> &budget,
-                       const std::vector<double> &spent) const {
+    void apply_charges(Settlement &s, nb::handle charges) const {
         Py_ssize_t pos = 0;
         PyObject *key, *value;
         while (PyDict_Next(charges.ptr(), &pos, &key, &value)) {
             size_t i = index_of(as_int(key), n_);
             double due = as_float(value);
-            double left = budget[i] - spent[i];
+            double left = budget_[i] - spent_[i];
             left = 0.0 > left ? 0.0 : left;  // Python's max(x, 0.0)
             if (due > left) {
-                s.capped_ids.append(nb::int_(static_cast<int64_t>(i)));
+                s.capped.push_back(static_cast<int64_t>(i));
                 due = left;
             }
             s.payments[i] = due;
@@ -221,19 +231,23 @@ private:
 
     // (utility, payments, spent after the round or None when nothing was charged, welfare,
     // mean latency, mean ttft, hit rate, capped, hit average, price average).
-    static nb::object result(const Settlement &s, const std::vector<double> &spent) {
+    nb::object result() {
+        const Settlement &s = settlement_;
         nb::object spent_after = nb::none();
-        std::vector<double> utility = s.utility;
         if (s.charged) {  // numpy's u - p and spent + p, element by element
-            std::vector<double> after(spent.size());
-            for (size_t i = 0; i < spent.size(); ++i) {
-                utility[i] = s.utility[i] - s.payments[i];
-                after[i] = spent[i] + s.payments[i];
+            utility_.resize(n_);
+            for (size_t i = 0; i < n_; ++i) {
+                utility_[i] = s.utility[i] - s.payments[i];
+                spent_[i] = spent_[i] + s.payments[i];
             }
-            spent_after = array_of(after);
+            spent_after = array_of(spent_);
         }
-        return nb::make_tuple(array_of(utility), array_of(s.payments), spent_after, s.welfare, s.mean_latency,
-                              s.mean_ttft, s.hit_rate, nb::tuple(s.capped_ids), s.hit_ema, s.price_ema);
+        nb::tuple capped = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(s.capped.size())));
+        if (!capped.is_valid()) throw nb::python_error();
+        for (size_t i = 0; i < s.capped.size(); ++i)
+            PyTuple_SET_ITEM(capped.ptr(), static_cast<Py_ssize_t>(i), nb::int_(s.capped[i]).release().ptr());
+        return nb::make_tuple(array_of(s.charged ? utility_ : s.utility), array_of(s.payments), spent_after,
+                              s.welfare, s.mean_latency, s.mean_ttft, s.hit_rate, capped, s.hit_ema, s.price_ema);
     }
 
     size_t n_;
@@ -243,6 +257,12 @@ private:
     nb::object zero_ = nb::float_(0.0);
     Field bidder_{"bidder"}, arrival_{"arrival"}, finish_{"finish"}, first_token_{"first_token"}, value_{"value"},
         urgency_{"urgency"}, cached_{"cached_tokens"}, prompt_{"prompt_len"};  // of the records
+    // A call's numbers, kept for their capacity: the round's settlement, each bidder's spend before
+    // it (after it, once charged) and budget, the multipliers read, the sums over the finished
+    // requests and the counts of finished or admitted requests, and the utility less the payments.
+    Settlement settlement_;
+    std::vector<double> spent_, budget_, alpha_, latency_sum_, ttft_sum_, utility_;
+    std::vector<int64_t> count_;
 };
 
 }  // namespace

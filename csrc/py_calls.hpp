@@ -23,19 +23,56 @@ inline nb::object call_method(nb::handle self, nb::handle name, nb::handle arg) 
     return nb::steal(out);
 }
 
-// Whether the caller may change `array` (numpy's `flags.writeable`), read by interned names: a
+// The leading fields of a numpy array (numpy's `PyArrayObject_fields`): compiled extensions read
+// them in place through numpy's own accessors (PyArray_DATA, PyArray_NDIM, PyArray_FLAGS, ...), so
+// numpy keeps their layout from release to release. Read here, for an exact `numpy.ndarray`, where
+// the buffer protocol or an attribute lookup would cost several times the read itself.
+struct ArrayHead {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions, *strides;
+    PyObject *base, *descr;
+    int flags;
+};
+
+// numpy's attribute `name` (its `ndarray`, `empty`, ...), or its dtype of that name where `dtype`;
+// never freed: they may outlive the interpreter's teardown of numpy.
+inline PyObject *numpy_attr(const char *name, bool dtype = false) {
+    nb::module_ numpy = nb::module_::import_("numpy");
+    return (dtype ? numpy.attr("dtype")(name) : numpy.attr(name)).release().ptr();
+}
+
+// `obj` as an exact `numpy.ndarray` (not a subclass, which may redefine what is read), else null.
+inline const ArrayHead *ndarray_head(PyObject *obj) {
+    static PyObject *ndarray = numpy_attr("ndarray");
+    return Py_TYPE(obj) == reinterpret_cast<PyTypeObject *>(ndarray) ? reinterpret_cast<const ArrayHead *>(obj)
+                                                                      : nullptr;
+}
+
+// Whether the caller may change `array` (numpy's `flags.writeable`, which is NPY_ARRAY_WRITEABLE
+// of its flags for an exact ndarray, read there in place; else read by interned names): a
 // structure that keeps a view of a prompt asks it of every array it is given.
 inline bool writeable(nb::handle array) {
+    constexpr int NPY_ARRAY_WRITEABLE = 0x0400;  // numpy's ndarraytypes.h, part of its ABI
+    if (const ArrayHead *head = ndarray_head(array.ptr())) return (head->flags & NPY_ARRAY_WRITEABLE) != 0;
     static const nb::str *flags = new nb::str(interned("flags"));  // never freed, as the core's
     static const nb::str *name = new nb::str(interned("writeable"));  // other interned names
     return nb::cast<bool>(array.attr(*flags).attr(*name));
 }
 
 // The data of `array` where it is a 1-D contiguous buffer of native int64 (a numpy token array, as
-// requests hold them), read through the buffer protocol; null for any other, which the caller's
-// nanobind cast reads (a subset of what that cast takes, read at the same address); `size`, where
-// given, is set to its length. The data lives as long as `array`.
+// requests hold them): read in place where it is an exact ndarray of numpy's own int64 dtype (every
+// array numpy makes of int64), else through the buffer protocol; null for any other, which the
+// caller's nanobind cast reads (a subset of what that cast takes, read at the same address);
+// `size`, where given, is set to its length. The data lives as long as `array`.
 inline const int64_t *int64_buffer(nb::handle array, int64_t *size = nullptr) {
+    static PyObject *int64 = numpy_attr("int64", true);
+    if (const ArrayHead *head = ndarray_head(array.ptr()); head && head->descr == int64 && head->nd == 1) {
+        if (head->dimensions[0] > 1 && head->strides[0] != 8) return nullptr;
+        if (size) *size = int64_t(head->dimensions[0]);
+        return reinterpret_cast<const int64_t *>(head->data);
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
         PyErr_Clear();

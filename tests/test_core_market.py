@@ -170,11 +170,11 @@ def test_compiled_market_runs_compiled():
         assert (market._rows is not None) is expect and (market._accrual is not None) is expect
 
 
-def _played_with_a_change(seed: int, at: int, change) -> int:
+def _played_with_a_change(seed: int, at: int, change, handed_to_python: bool = True) -> int:
     """A 60-round episode of `seed` played on both cores with the same random multipliers, `change`
     applied to every request in the system before round `at`: every round's latency costs,
     utilities and observations compared; the last round played, after which the compiled market's
-    accrual has handed the episode to Python."""
+    accrual has handed the episode to Python (or not, where `handed_to_python` is False)."""
     markets = {}
     for which in core.CORES:
         with core.use(which):  # the reset too: it builds the engine, on the core active then
@@ -194,7 +194,7 @@ def _played_with_a_change(seed: int, at: int, change) -> int:
         assert same(markets["python"].observations(), markets["compiled"].observations()), step
         if markets["python"].done:
             break
-    assert markets["compiled"]._accrual is None
+    assert (markets["compiled"]._accrual is None) is handed_to_python
     return step
 
 
@@ -207,6 +207,17 @@ def test_an_input_only_python_reads_hands_the_episode_to_python():
         r.urgency = np.float64(r.urgency)
 
     assert _played_with_a_change(3, 20, numpy_urgency) >= 20
+
+
+def test_a_held_requests_new_urgency_is_read_as_python_reads_it():
+    """The compiled accrual keeps what it read of a request from step to step only while its slots
+    hold the same objects: an urgency changed mid-episode costs the new one, as in Python, and the
+    episode stays compiled."""
+
+    def new_urgency(r: Request) -> None:
+        r.urgency = r.urgency * 1.5 + 0.25
+
+    assert _played_with_a_change(3, 20, new_urgency, handed_to_python=False) >= 20
 
 
 @dataclass(slots=True)
@@ -368,3 +379,121 @@ def test_a_held_request_read_through_getattr_hands_the_accrual_to_python():
         r.__class__ = PropertyUrgency
 
     assert _played_with_a_change(4, 15, property_urgency) >= 15
+
+
+@dataclass(slots=True)
+class Held:
+    """A stand-in request in the system: what the accrual reads of one, as slots."""
+
+    id: int
+    bidder: int
+    urgency: float
+    arrival: float
+
+
+class HeldByAttribute:
+    """The same fields in an instance dict, which the accrual reads through getattr."""
+
+    def __init__(self, id: int, bidder: int, urgency: float, arrival: float) -> None:
+        self.id, self.bidder, self.urgency, self.arrival = id, bidder, urgency, arrival
+
+
+@dataclass(slots=True)
+class Finished:
+    """A stand-in record of a finished request."""
+
+    bidder: int
+    urgency: float
+    arrival: float
+    finish: float
+
+
+def python_accrue(since: dict, start: float, n: int, finished: list, records: dict, held: list,
+                  end: float) -> np.ndarray:
+    """`Market._accrued`'s Python loops on `since` ({request id: time}), its `_accrued_to`."""
+    cost = [0.0] * n
+    for rid in finished:
+        rec = records[rid]
+        cost[rec.bidder] += rec.urgency * (rec.finish - since.pop(rid, max(start, rec.arrival)))
+    for r in held:
+        rid = r.id
+        t = since.get(rid)
+        if t is None:
+            t = r.arrival if r.arrival > start else start
+        cost[r.bidder] += r.urgency * (end - t)
+        since[rid] = end
+    return np.array(cost)
+
+
+def _accrual_round(rng: random.Random, held: list, made: list, n: int, end: float) -> tuple[list, dict, list]:
+    """One random step's changes to the requests `held` (in place): some finish (their records
+    returned), some leave unfinished or are dropped and replaced (a freed request's address is then
+    often a new one's), fields change, requests arrive (returned); `made` counts the ids given so far."""
+    finished, records, new = [], {}, []
+    for r in list(held):
+        roll = rng.random()
+        if roll < 0.15:  # finishes: its record, and at times it is listed as held too
+            held.remove(r)
+            finished.append(r.id)
+            records[r.id] = Finished(r.bidder, r.urgency, r.arrival, end - rng.random())
+            if rng.random() < 0.1:
+                held.append(r)
+        elif roll < 0.2:  # leaves without finishing, or the same id comes back as another object
+            held.remove(r)
+            if rng.random() < 0.5:
+                new.append(Held(r.id, rng.randrange(n), rng.choice([r.urgency, rng.random()]), r.arrival))
+        elif roll < 0.3:  # a field changes: an urgency (at times to an equal, new float), a bidder, an id
+            which = rng.randrange(4)
+            if which == 0:
+                r.urgency = rng.random()
+            elif which == 1:
+                r.urgency = float(repr(r.urgency))
+            elif which == 2:
+                r.bidder = rng.randrange(n)
+            else:
+                r.id, made[0] = made[0], made[0] + 1
+    for _ in range(rng.randrange(4)):  # arrivals, before the episode's start at times
+        kind = Held if rng.random() < 0.9 else HeldByAttribute
+        new.append(kind(made[0], rng.randrange(n), rng.random() * 3, end - 2 * rng.random()))
+        made[0] += 1
+    held += new
+    if held and rng.random() < 0.05:  # listed twice
+        held.append(held[rng.randrange(len(held))])
+    rng.shuffle(held)
+    return finished, records, new
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_accrual_reads_what_each_step_holds_as_python_reads_it(seed):
+    """The compiled accrual keeps what it read of each request and reads it again wherever anything
+    changed: random steps of requests arriving, finishing, leaving, changing their urgency, bidder
+    or id, and dropped so their addresses are reused, give Python's costs and state, bit for bit."""
+    rng = random.Random(seed)
+    n, start = 3, 1.0
+    accrual = core.compiled_module().LatencyAccrual(n, start)
+    since: dict = {}
+    held: list = []
+    made = [0]
+    reused = 0
+    for step in range(300):
+        end = 1.0 + step * 0.5
+        addresses = {id(r) for r in held}
+        finished, records, new = _accrual_round(rng, held, made, n, end)
+        reused += sum(id(r) in addresses for r in new)  # an address that was a request's, now freed
+        expected = python_accrue(since, start, n, finished, records, held, end)
+        assert same(accrual.accrue(finished, records, list(held), end), expected), step
+        assert accrual.accrued_to() == since, step
+    assert reused  # some new request took a dropped one's address
+
+
+def test_an_accrual_that_declines_a_field_changes_nothing():
+    """A held request's urgency that is no Python float (a numpy float) makes the accrual decline
+    even where it read the request before, changing nothing: read again as a float, it goes on."""
+    accrual = core.compiled_module().LatencyAccrual(2, 0.0)
+    held = [Held(0, 0, 1.5, 0.0), Held(1, 1, 2.0, 0.5)]
+    assert same(accrual.accrue([], {}, held, 1.0), np.array([1.5, 1.0]))
+    held[1].urgency = np.float64(2.0)
+    assert accrual.accrue([], {}, held, 2.0) is None
+    assert accrual.accrued_to() == {0: 1.0, 1: 1.0}
+    held[1].urgency = 3.0
+    assert same(accrual.accrue([], {}, held, 2.0), np.array([1.5, 3.0]))

@@ -182,6 +182,51 @@ def test_both_cores_agree_on_random_operations(seed, policy, page_size):
     assert sides[0].freed and len(ops) >= 15  # the sequence did evict values and ran nearly every operation
 
 
+class SaysWriteable(np.ndarray):
+    """A view that says it is writeable, read-only or not: the caches ask it, as Python does, and
+    keep a copy of what they take of it, not a view of an array its owner goes on changing."""
+
+    @property
+    def flags(self):
+        class Flags:
+            writeable = True
+
+        return Flags()
+
+
+def _token_forms(base: np.ndarray) -> dict:
+    """Arrays of the tokens of `base` (a writable int64 array, whose tokens change after each form is
+    taken) as a caller may hand them: read in place (an exact ndarray of numpy's own int64, the
+    view of a subclass), through the buffer protocol (a copied dtype) or not at all (strided,
+    byte-swapped)."""
+    import pickle
+
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    says = base.view(SaysWriteable)
+    np.ndarray.flags.__get__(says).writeable = False  # the array's own flags, under the property
+    return {"writable": base, "read_only": read_only, "subclass": says,
+            "unpickled": pickle.loads(pickle.dumps(base)), "strided": np.repeat(base, 2)[::2],
+            "reversed": base[::-1].copy()[::-1], "byte_swapped": base.astype(">i8")}
+
+
+@pytest.mark.parametrize("form", ["writable", "read_only", "subclass", "unpickled",
+                                  "strided", "reversed", "byte_swapped"])
+def test_both_caches_read_every_kind_of_token_array_alike(form):
+    """Token arrays read in place, through the buffer protocol or converted, and kept as views only
+    where their owner says they are read-only (`flags.writeable`, asked of a subclass as Python
+    asks it): the caches agree after the arrays they took change."""
+    sides = [Side("python", 1, "lru"), Side("compiled", 1, "lru")]
+    results = []
+    for side in sides:
+        base = np.arange(10, dtype=np.int64)
+        tokens = _token_forms(base)[form]
+        first = side.plain(side.cache.insert(tokens))
+        base[:] = 7  # what the caller may do to an array it handed over
+        results.append([first, side.plain(side.cache.match_prefix(np.arange(10, dtype=np.int64))), side.state()])
+    assert results[0] == results[1]
+
+
 def test_the_compiled_cache_is_a_radix_cache_with_its_nodes_shared():
     with core.use("compiled"):
         c = RadixCache()
