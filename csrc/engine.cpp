@@ -94,19 +94,23 @@ Step Engine::iterate(nb::handle multipliers, nb::handle remaining) {
 
 Ids Engine::let_in_arrivals() {
     Ids rejected;
-    std::vector<ReqPtr> arrived;
-    for (const ReqPtr &r : arrivals.due(now)) {
+    std::vector<ReqPtr> arrived = arrivals.due(now);
+    auto kept = arrived.begin();  // those let in, moved down in their order over the rejected
+    for (ReqPtr &r : arrived) {
         if (r->output_len > config.output_room(r->prompt_len)) {
             const Names &name = python().names;
             record(*r).attr(name.rejected) =
                 config_object.attr("rejection")(r->prompt_len, r->obj.attr(name.output_len));
             rejected.push_back(r->id);
         } else {
-            arrived.push_back(r);
+            if (&*kept != &r) *kept = std::move(r);
+            ++kept;
         }
     }
+    arrived.erase(kept, arrived.end());
     if (!arrived.empty()) {
         std::vector<int64_t> needs;
+        needs.reserve(arrived.size());
         for (const ReqPtr &r : arrived) needs.push_back(smallest_need(*r, 0, cap(*r)));
         queue.arrive(arrived, needs);
     }
