@@ -49,12 +49,48 @@ size_t bisect_keys(const std::vector<SortKey>& keys, const SortKey& key) {
 // A bidder's top blocks, (parent node, block), grouped by parent node in the order the nodes were met.
 using Tops = std::vector<std::pair<int64_t, int64_t>>;
 
-// The optimal cost without one bidder, piece by piece. Its lists are scratch kept across the bidders a
-// round prices (cleared, capacity kept): a round allocates them once, not once per node and bidder.
+struct BidderTop {
+    int64_t bidder;  // its index among the round's bidders
+    std::pair<int64_t, int64_t> top;
+};
+
+}  // namespace
+
+struct PricingScratch {
+    std::vector<int64_t> bidders, owner, pos, affected, ranks;
+    std::vector<BidderTop> tops;
+    Tops mine;
+    std::vector<NodeIndex> indexes;
+    std::vector<double> start, cum_xp, cum_xs;
+    std::vector<char> seen, covered;
+    std::vector<std::pair<int64_t, Changed>> entering;
+    std::vector<Changed> back;
+    std::vector<Leaving> gone;
+    std::vector<Entering> coming;
+};
+
+std::shared_ptr<PricingScratch> new_pricing_scratch() { return std::make_shared<PricingScratch>(); }
+
+namespace {
+
+// The optimal cost without one bidder, piece by piece, its lists in a PricingScratch (each cleared
+// where it is filled).
 class Pricing {
 public:
-    Pricing(const Factored& a, bool compensated)
-        : a_(a), compensated_(compensated), nn_(a.parent.size()), pos_(a.s.size(), 0), indexes_(nn_) {}
+    Pricing(const Factored& a, bool compensated, PricingScratch& scratch)
+        : a_(a), compensated_(compensated), nn_(a.parent.size()), pos_(scratch.pos), indexes_(scratch.indexes),
+          start_(scratch.start), covered_(scratch.covered), affected_(scratch.affected), seen_(scratch.seen),
+          entering_(scratch.entering), back_(scratch.back), gone_(scratch.gone), coming_(scratch.coming),
+          ranks_(scratch.ranks), cum_xp_(scratch.cum_xp), cum_xs_(scratch.cum_xs) {
+        pos_.assign(a.s.size(), 0);
+        if (indexes_.size() < nn_) indexes_.resize(nn_);
+        for (size_t v = 0; v < nn_; ++v) {  // none built yet
+            indexes_[v].keys.clear();
+            indexes_[v].cum_p.clear();
+            indexes_[v].cum_s.clear();
+        }
+        start_.clear();
+    }
 
     // radix_auction._cost_without, given the bidder's top blocks (`leaving`, as _cost_without takes them).
     double cost_without(const Tops& leaving) {
@@ -105,17 +141,19 @@ private:
     const Factored& a_;
     bool compensated_;
     size_t nn_;
-    std::vector<int64_t> pos_;
-    std::vector<NodeIndex> indexes_;  // a node's, built when first read (cum_p empty until then)
-    std::vector<double> start_;
-    std::vector<int64_t> affected_;
-    std::vector<char> seen_;
-    std::vector<std::pair<int64_t, Changed>> entering_;
-    std::vector<Changed> back_;
-    std::vector<Leaving> gone_;
-    std::vector<Entering> coming_;
-    std::vector<int64_t> ranks_;
-    std::vector<double> cum_xp_, cum_xs_;
+    std::vector<int64_t>& pos_;
+    std::vector<NodeIndex>& indexes_;  // a node's, built when first read (cum_p empty until then)
+    std::vector<double>& start_;
+    std::vector<char>& covered_;
+    std::vector<int64_t>& affected_;
+    std::vector<char>& seen_;
+    std::vector<std::pair<int64_t, Changed>>& entering_;
+    std::vector<Changed>& back_;
+    std::vector<Leaving>& gone_;
+    std::vector<Entering>& coming_;
+    std::vector<int64_t>& ranks_;
+    std::vector<double>& cum_xp_;
+    std::vector<double>& cum_xs_;
 
     // The nodes whose cost changes without the bidder: each top's node and its ancestors.
     void find_affected(const Tops& leaving) {
@@ -192,7 +230,8 @@ private:
     }
 
     void leaf_starts() {
-        std::vector<char> covered(nn_, 0);
+        std::vector<char>& covered = covered_;
+        covered.assign(nn_, 0);
         covered[0] = 1;
         start_.assign(a_.leaf_owner.size(), 0.0);
         double clock = 0.0;
@@ -209,26 +248,25 @@ private:
 
 }  // namespace
 
-std::vector<double> vcg_payments(const Factored& a, const std::vector<int64_t>& priced, bool compensated) {
+std::vector<double> vcg_payments(const Factored& a, const std::vector<int64_t>& priced, bool compensated,
+                                 PricingScratch& scratch) {
     // Per bidder, its top blocks grouped by parent node, in each node's sorted order.
     const size_t nn = a.parent.size();
     const int64_t mixed = -1;  // index into `bidders` of a block's owner; -1: more than one
-    std::vector<int64_t> bidders;  // in order of first leaf; a round has few, so searched
-    bidders.reserve(a.leaf_owner.size());
+    std::vector<int64_t>& bidders = scratch.bidders;  // in order of first leaf; a round has few, so searched
+    bidders.clear();
     const auto index_of = [&bidders](int64_t bidder) {
         return int64_t(std::find(bidders.begin(), bidders.end(), bidder) - bidders.begin());
     };
-    std::vector<int64_t> owner(a.s.size(), mixed);
+    std::vector<int64_t>& owner = scratch.owner;
+    owner.assign(a.s.size(), mixed);
     for (size_t k = 0; k < a.leaf_owner.size(); ++k) {
         const int64_t i = index_of(a.leaf_owner[k]);
         if (i == int64_t(bidders.size())) bidders.push_back(a.leaf_owner[k]);
         owner[nn + k] = i;
     }
-    struct BidderTop {
-        int64_t bidder;  // its index in `bidders`
-        std::pair<int64_t, int64_t> top;
-    };
-    std::vector<BidderTop> tops;  // every bidder's, each bidder's in its order
+    std::vector<BidderTop>& tops = scratch.tops;  // every bidder's, each bidder's in its order
+    tops.clear();
     for (size_t v = nn; v-- > 0;) {
         const auto& blocks = a.sorted_blocks[v];
         bool one = true;
@@ -240,18 +278,17 @@ std::vector<double> vcg_payments(const Factored& a, const std::vector<int64_t>& 
         for (int64_t b : blocks)
             if (owner[b] != mixed) tops.push_back({owner[b], {int64_t(v), b}});
     }
-    Pricing pricing(a, compensated);
+    Pricing pricing(a, compensated, scratch);
     const double cost = a.f[0];
     std::vector<double> out;
     out.reserve(priced.size());
-    Tops mine;
     for (int64_t bidder : priced) {
         const int64_t i = index_of(bidder);
         if (i == int64_t(bidders.size())) throw std::invalid_argument("a priced bidder without a request in the round");
-        mine.clear();
+        scratch.mine.clear();
         for (const BidderTop& t : tops)
-            if (t.bidder == i) mine.push_back(t.top);
-        const double without = pricing.cost_without(mine);
+            if (t.bidder == i) scratch.mine.push_back(t.top);
+        const double without = pricing.cost_without(scratch.mine);
         out.push_back((cost - pricing.own_cost(bidder)) - without);
     }
     return out;
