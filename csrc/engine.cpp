@@ -95,19 +95,16 @@ Step Engine::iterate(nb::handle multipliers, nb::handle remaining) {
 Ids Engine::let_in_arrivals() {
     Ids rejected;
     std::vector<ReqPtr> arrived = arrivals.due(now);
-    auto kept = arrived.begin();  // those let in, moved down in their order over the rejected
-    for (ReqPtr &r : arrived) {
-        if (r->output_len > config.output_room(r->prompt_len)) {
+    const auto too_long = [this](const ReqPtr &r) { return r->output_len > config.output_room(r->prompt_len); };
+    for (const ReqPtr &r : arrived) {
+        if (too_long(r)) {
             const Names &name = python().names;
             record(*r).attr(name.rejected) =
                 config_object.attr("rejection")(r->prompt_len, r->obj.attr(name.output_len));
             rejected.push_back(r->id);
-        } else {
-            if (&*kept != &r) *kept = std::move(r);
-            ++kept;
         }
     }
-    arrived.erase(kept, arrived.end());
+    arrived.erase(std::remove_if(arrived.begin(), arrived.end(), too_long), arrived.end());  // the rest let in
     if (!arrived.empty()) {
         std::vector<int64_t> needs;
         needs.reserve(arrived.size());
