@@ -49,7 +49,7 @@ nb::tuple fields(const FactoredRound& round) {
 
 std::vector<double> payments(const FactoredRound& round, const std::vector<int64_t>& priced) {
     // Python's sum() adds floats with compensation from 3.12 on; the module is built for one version.
-    return vcg_payments(round.a, priced, auction_core::PY_SUM_COMPENSATED);
+    return vcg_payments(round.a, priced, auction_core::PY_SUM_COMPENSATED, *round.pricing);
 }
 
 // AuctionRound.charges of a round market_round decided: bidder i, with per_bidder[i] of its requests

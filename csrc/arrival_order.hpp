@@ -35,31 +35,44 @@ inline bool plain_arrival_key(PyObject *r, ArrivalKey &out) {
     return true;
 }
 
+// `items` (a list of plain requests, their keys read into `ids` already) stably sorted by fcfs_key into a
+// new list, and `ids` with them.
+inline nb::list sort_by_arrival(const nb::list &items, std::vector<int64_t> &ids) {
+    const Py_ssize_t n = PyList_GET_SIZE(items.ptr());
+    std::vector<std::pair<ArrivalKey, Py_ssize_t>> keyed(std::size_t(n), {{0, 0}, 0});
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        plain_arrival_key(PyList_GET_ITEM(items.ptr(), i), keyed[i].first);
+        keyed[i].second = i;
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+    nb::list out;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        ids[std::size_t(i)] = keyed[i].first.id;
+        out.append(nb::handle(PyList_GET_ITEM(items.ptr(), keyed[i].second)));
+    }
+    return out;
+}
+
 // `requests` (any iterable) as a list in fcfs_key order, stably sorted as Python's sort is; `ids`
 // gets their ids in that order where they were read here, and is left empty where Python sorted.
+// Requests usually come in order already: then the list is made and its keys read, no more.
 inline nb::list by_arrival(nb::handle requests, std::vector<int64_t> &ids) {
     nb::list items = nb::steal<nb::list>(PySequence_List(requests.ptr()));
     if (!items) throw nb::python_error();
     const Py_ssize_t n = PyList_GET_SIZE(items.ptr());
-    std::vector<std::pair<ArrivalKey, Py_ssize_t>> keyed(std::size_t(n), {{0, 0}, 0});
+    ids.resize(std::size_t(n));
+    ArrivalKey key{0, 0}, last{0, 0};
     bool sorted = true;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        if (!plain_arrival_key(PyList_GET_ITEM(items.ptr(), i), keyed[i].first)) {
+        if (!plain_arrival_key(PyList_GET_ITEM(items.ptr(), i), key)) {
             ids.clear();
             return nb::borrow<nb::list>(sorted_by_arrival(items));
         }
-        keyed[i].second = i;
-        sorted = sorted && (i == 0 || !(keyed[i].first < keyed[i - 1].first));
+        ids[std::size_t(i)] = key.id;
+        sorted = sorted && (i == 0 || !(key < last));
+        last = key;
     }
-    if (!sorted)
-        std::stable_sort(keyed.begin(), keyed.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
-    ids.resize(std::size_t(n));
-    nb::list out = sorted ? items : nb::list();
-    for (Py_ssize_t i = 0; i < n; ++i) {
-        ids[std::size_t(i)] = keyed[i].first.id;
-        if (!sorted) out.append(nb::handle(PyList_GET_ITEM(items.ptr(), keyed[i].second)));
-    }
-    return out;
+    return sorted ? items : sort_by_arrival(items, ids);
 }
 
 }  // namespace radix

@@ -94,19 +94,20 @@ Step Engine::iterate(nb::handle multipliers, nb::handle remaining) {
 
 Ids Engine::let_in_arrivals() {
     Ids rejected;
-    std::vector<ReqPtr> arrived;
-    for (const ReqPtr &r : arrivals.due(now)) {
-        if (r->output_len > config.output_room(r->prompt_len)) {
+    std::vector<ReqPtr> arrived = arrivals.due(now);
+    const auto too_long = [this](const ReqPtr &r) { return r->output_len > config.output_room(r->prompt_len); };
+    for (const ReqPtr &r : arrived) {
+        if (too_long(r)) {
             const Names &name = python().names;
             record(*r).attr(name.rejected) =
                 config_object.attr("rejection")(r->prompt_len, r->obj.attr(name.output_len));
             rejected.push_back(r->id);
-        } else {
-            arrived.push_back(r);
         }
     }
+    arrived.erase(std::remove_if(arrived.begin(), arrived.end(), too_long), arrived.end());  // the rest let in
     if (!arrived.empty()) {
         std::vector<int64_t> needs;
+        needs.reserve(arrived.size());
         for (const ReqPtr &r : arrived) needs.push_back(smallest_need(*r, 0, cap(*r)));
         queue.arrive(arrived, needs);
     }

@@ -269,10 +269,16 @@ std::optional<std::string_view> WaitingQueue::head(const Req &r, int64_t n) cons
 }
 
 void WaitingQueue::arrive(const std::vector<ReqPtr> &arrived, const std::vector<int64_t> &needs) {
-    std::vector<ReqPtr> in_order(arrived);
-    std::stable_sort(in_order.begin(), in_order.end(), [](const ReqPtr &a, const ReqPtr &b) {
+    const auto earlier = [](const ReqPtr &a, const ReqPtr &b) {
         return a->arrival < b->arrival || (a->arrival == b->arrival && a->id < b->id);
-    });
+    };
+    // Usually in that order already (Arrivals::due pops them so): then neither copied nor sorted.
+    std::vector<ReqPtr> sorted;
+    if (!std::is_sorted(arrived.begin(), arrived.end(), earlier)) {
+        sorted = arrived;
+        std::stable_sort(sorted.begin(), sorted.end(), earlier);
+    }
+    const std::vector<ReqPtr> &in_order = sorted.empty() ? arrived : sorted;
     for (const ReqPtr &r : in_order) requests.append(r->obj);
     for (const ReqPtr &r : in_order) join(r);
     for (std::size_t i = 0; i < arrived.size(); ++i) set_need(arrived[i]->id, needs[i]);

@@ -15,7 +15,8 @@ void QueueTree::append_flat(const Block* b, std::vector<int32_t>& out) const {
         out.push_back(static_cast<const Req*>(b)->slot);
         return;
     }
-    std::vector<std::pair<const Node*, size_t>> path{{static_cast<const Node*>(b), 0}};
+    auto& path = flat_walk_;
+    path.assign(1, {static_cast<const Node*>(b), 0});
     while (!path.empty()) {
         auto& [v, i] = path.back();
         if (i == v->blocks.size()) {
@@ -42,10 +43,12 @@ void QueueTree::append_zero(Block* b, std::vector<int32_t>& out) {
         out.push_back(static_cast<Req*>(b)->slot);
         return;
     }
-    std::vector<std::pair<Node*, size_t>> path{{static_cast<Node*>(b), 0}};
+    auto& path = zero_walk_;
+    path.assign(1, {static_cast<Node*>(b), 0});
     while (!path.empty()) {
         auto& [v, i] = path.back();
         if (!v->zero_valid) {
+            v->zero_sorted.reserve(v->blocks.capacity());  // grown as the blocks grow, not by one
             v->zero_sorted = v->blocks;
             stable_sort_short(v->zero_sorted.begin(), v->zero_sorted.end(), [](const Block* x, const Block* y) {
                 const bool xw = x->p != 0, yw = y->p != 0;
@@ -71,7 +74,9 @@ namespace {
 void tree_stats(Factored& a) {
     const size_t nn = a.parent.size();
     for (size_t v = nn; v-- > 0;) {
-        std::vector<int64_t> blocks = a.children[v];
+        std::vector<int64_t> blocks;
+        blocks.reserve(a.children[v].size() + a.attached[v].size());
+        blocks.assign(a.children[v].begin(), a.children[v].end());
         for (int64_t r : a.attached[v]) blocks.push_back(int64_t(nn) + r);
         if (blocks.empty()) throw std::invalid_argument("a skeleton node without blocks (an empty queue)");
         stable_sort_short(blocks.begin(), blocks.end(),
@@ -98,11 +103,13 @@ void tree_stats(Factored& a) {
     }
 }
 
-// smith.depth_first: the leaves in the order that visits each node's sorted blocks from the root.
-std::vector<int64_t> depth_first(const Factored& a) {
+// smith.depth_first: the leaves in the order that visits each node's sorted blocks from the root;
+// `path` is scratch.
+std::vector<int64_t> depth_first(const Factored& a, std::vector<std::pair<int64_t, size_t>>& path) {
     const int64_t nn = int64_t(a.parent.size());
     std::vector<int64_t> order;
-    std::vector<std::pair<int64_t, size_t>> path{{0, 0}};
+    order.reserve(a.leaf_owner.size());
+    path.assign(1, {0, 0});
     while (!path.empty()) {
         auto& [v, i] = path.back();
         const auto& blocks = a.sorted_blocks[v];
@@ -121,17 +128,22 @@ std::vector<int64_t> depth_first(const Factored& a) {
 
 }  // namespace
 
-Factored QueueTree::factored(const std::vector<double>& alpha) {
-    Factored a;
+// factored._skeleton: the nodes holding more than one bidder (`a`'s tree, each node's children and
+// attached leaves) and, in leaves_, the block of each leaf.
+void QueueTree::skeleton(Factored& a) {
     a.parent = {-1};
     a.children = {{}};
     a.attached = {{}};
     a.edge_work = {0.0};
-    std::vector<Block*> leaves;
-    std::vector<std::pair<const Node*, int64_t>> stack{{root_, 0}};
-    while (!stack.empty()) {  // factored._skeleton
-        auto [v, k] = stack.back();
-        stack.pop_back();
+    leaves_.clear();
+    skeleton_.assign(1, {root_, 0});
+    while (!skeleton_.empty()) {
+        auto [v, k] = skeleton_.back();
+        skeleton_.pop_back();
+        const auto mixed =
+            std::count_if(v->blocks.begin(), v->blocks.end(), [](const Block* b) { return !b->has_owner; });
+        a.children[k].reserve(size_t(mixed));
+        a.attached[k].reserve(v->blocks.size() - size_t(mixed));
         for (Block* b : v->blocks) {
             if (!b->has_owner) {  // a node holding more than one bidder
                 const int64_t c = int64_t(a.parent.size());
@@ -140,28 +152,36 @@ Factored QueueTree::factored(const std::vector<double>& alpha) {
                 a.attached.emplace_back();
                 a.edge_work.push_back(static_cast<Node*>(b)->edge);
                 a.children[k].push_back(c);
-                stack.emplace_back(static_cast<const Node*>(b), c);
+                skeleton_.emplace_back(static_cast<const Node*>(b), c);
             } else {
-                a.attached[k].push_back(int64_t(leaves.size()));
-                a.leaf_node.push_back(k);
-                leaves.push_back(b);
+                a.attached[k].push_back(int64_t(leaves_.size()));
+                leaves_.push_back(b);
             }
         }
     }
-    const size_t nn = a.parent.size(), total = nn + leaves.size();
+    a.leaf_node.resize(leaves_.size());
+    for (size_t k = 0; k < a.attached.size(); ++k)
+        for (int64_t leaf : a.attached[k]) a.leaf_node[leaf] = int64_t(k);
+}
+
+Factored QueueTree::factored(const std::vector<double>& alpha) {
+    Factored a;
+    skeleton(a);
+    const size_t nn = a.parent.size(), total = nn + leaves_.size();
     a.s.assign(total, 0.0);
     a.p.assign(total, 0.0);
     a.f.assign(total, 0.0);
     a.tie.assign(total, 0);
     a.key.assign(total, SortKey{});
-    std::vector<double> scale;
-    for (size_t k = 0; k < leaves.size(); ++k) {
-        const Block* b = leaves[k];
+    a.leaf_owner.reserve(leaves_.size());
+    scale_.clear();
+    for (size_t k = 0; k < leaves_.size(); ++k) {
+        const Block* b = leaves_[k];
         int64_t o = b->owner;
         if (o < 0) o += int64_t(alpha.size());  // a Python sequence's index
         if (o < 0 || o >= int64_t(alpha.size())) throw std::out_of_range("multiplier index out of range");
         const double x = alpha[o];
-        scale.push_back(x);
+        scale_.push_back(x);
         a.leaf_owner.push_back(b->owner);
         a.s[nn + k] = x * b->s;
         a.p[nn + k] = b->p;
@@ -173,13 +193,13 @@ Factored QueueTree::factored(const std::vector<double>& alpha) {
     a.g.assign(nn, 0.0);
     a.sum_f.assign(nn, 0.0);
     tree_stats(a);
-    a.leaf_order = depth_first(a);
+    a.leaf_order = depth_first(a, leaf_walk_);
     a.admission.reserve(reqs_.size());  // the slots, at least the requests held
     for (int64_t k : a.leaf_order) {
-        if (scale[k] > 0)
-            append_flat(leaves[k], a.admission);
+        if (scale_[k] > 0)
+            append_flat(leaves_[k], a.admission);
         else
-            append_zero(leaves[k], a.admission);
+            append_zero(leaves_[k], a.admission);
     }
     return a;
 }

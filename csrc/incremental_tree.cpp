@@ -208,7 +208,8 @@ void QueueTree::recompute() {
         marked_.push_back(e->node);
     }
     ++epoch_;
-    std::vector<Node*> path;
+    std::vector<Node*>& path = restat_path_;
+    path.clear();
     for (Node* v : marked_) {
         while (v != nullptr && v->alive && v->mark != epoch_) {
             v->mark = epoch_;

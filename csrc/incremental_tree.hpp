@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace auction_core {
@@ -159,6 +160,15 @@ private:
     std::vector<Node*> marked_;
     std::vector<std::unique_ptr<Block>> graveyard_;  // freed once the round is re-costed
     uint64_t epoch_ = 0;
+    // Scratch kept between rounds (cleared, its capacity kept), so that a round allocates little more
+    // than the Factored it hands back; each holds at most the tree's nodes or blocks.
+    std::vector<Node*> restat_path_;                           // recompute's nodes to re-cost
+    std::vector<std::pair<const Node*, int64_t>> skeleton_;    // factored's walk: node, skeleton index
+    std::vector<Block*> leaves_;                               // factored's leaves, in walk order
+    std::vector<double> scale_;                                // each leaf's multiplier
+    std::vector<std::pair<int64_t, size_t>> leaf_walk_;        // depth_first's path over the skeleton
+    std::vector<std::pair<Node*, size_t>> zero_walk_;          // append_zero's path
+    mutable std::vector<std::pair<const Node*, size_t>> flat_walk_;  // append_flat's path (order() is const)
 
     void insert(Req* e);
     void remove(Req* e);
@@ -169,6 +179,7 @@ private:
     void mark_changed(Req* e);
     void append_flat(const Block* b, std::vector<int32_t>& out) const;
     void append_zero(Block* b, std::vector<int32_t>& out);
+    void skeleton(Factored& a);
 };
 
 }  // namespace auction_core

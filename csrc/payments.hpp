@@ -11,6 +11,11 @@ namespace auction_core {
 // Each of `priced` (bidders with a request in the round)'s payment before the rounding clip:
 // (cost of the others in the chosen order) - (optimal cost without it). `compensated`: sums as
 // Python 3.12's sum() adds (radix_auction.RadixTreeAuction.payments).
-std::vector<double> vcg_payments(const Factored& a, const std::vector<int64_t>& priced, bool compensated);
+// `scratch`: the lists it fills while it prices, kept by the caller between rounds (each cleared where it
+// is filled, its capacity kept), so that a round's pricing allocates little more than its result.
+struct PricingScratch;
+std::shared_ptr<PricingScratch> new_pricing_scratch();
+std::vector<double> vcg_payments(const Factored& a, const std::vector<int64_t>& priced, bool compensated,
+                                 PricingScratch& scratch);
 
 }  // namespace auction_core

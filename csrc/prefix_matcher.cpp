@@ -160,18 +160,20 @@ void PrefixMatcher::release() {
 }
 
 std::vector<int64_t> PrefixMatcher::affected(std::size_t from) const {
-    std::unordered_set<int64_t> out;
+    std::vector<int64_t> out;
     for (std::size_t i = from; i < cache->log.size(); ++i) {
         const auto &[node, key] = cache->log[i];
         auto by_key = hanging.find(node.get());
         if (by_key == hanging.end()) continue;
         if (!key) {
-            for (const auto &entry : by_key->second) out.insert(entry.second.begin(), entry.second.end());
+            for (const auto &entry : by_key->second) out.insert(out.end(), entry.second.begin(), entry.second.end());
         } else if (auto rids = by_key->second.find(*key); rids != by_key->second.end()) {
-            out.insert(rids->second.begin(), rids->second.end());
+            out.insert(out.end(), rids->second.begin(), rids->second.end());
         }
     }
-    return {out.begin(), out.end()};
+    std::sort(out.begin(), out.end());  // as a set: ascending, each once
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
 }
 
 void PrefixMatcher::peek(nb::handle request, const NodePtr &start) {
@@ -196,7 +198,8 @@ void PrefixMatcher::peek(nb::handle request, const NodePtr &start) {
     Key next = node->depth + cache->page_size > view.size ? kNoKey : cache->key_at(view.data + node->depth);
     match[nb::int_(rid)] = nb::make_tuple(length, node);
     length_of[request] = length;
-    hanging[node.get()][next].insert(rid);
+    std::vector<int64_t> &rids = hanging[node.get()][next];
+    if (std::find(rids.begin(), rids.end(), rid) == rids.end()) rids.push_back(rid);
     held[rid] = Held{std::move(node), std::move(next), length};
 }
 
@@ -210,8 +213,12 @@ NodePtr PrefixMatcher::forget(int64_t rid) {
     del_item(length_of, requests[key]);
     auto by_key = hanging.find(was.node.get());
     auto rids = by_key->second.find(was.next);
-    rids->second.erase(rid);
-    if (rids->second.empty()) {
+    std::vector<int64_t> &ids = rids->second;
+    if (auto at = std::find(ids.begin(), ids.end(), rid); at != ids.end()) {
+        *at = ids.back();
+        ids.pop_back();
+    }
+    if (ids.empty()) {
         by_key->second.erase(rids);
         if (by_key->second.empty()) hanging.erase(by_key);
     }

@@ -265,6 +265,7 @@ nb::list RoundTree::order() const { return requests(tree_.order()); }
 FactoredRound RoundTree::factored(const std::vector<double>& alpha) {
     FactoredRound round{tree_.factored(alpha), {}};
     round.admission = requests(round.a.admission);
+    round.pricing = pricing_;
     return round;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "incremental_tree.hpp"
+#include "payments.hpp"
 #include "round_tree_inputs.hpp"
 
 namespace auction_core {
@@ -23,6 +24,7 @@ struct FactoredRound {
     std::vector<int64_t> queued;
     std::vector<double> bids;
     nanobind::object lens = nanobind::none();
+    std::shared_ptr<PricingScratch> pricing;  // its tree's, which every round of the tree shares
 };
 
 class RoundTree {
@@ -79,6 +81,7 @@ private:
                                          nanobind::handle length_of, nanobind::handle lens_of);
 
     QueueTree tree_;
+    std::shared_ptr<PricingScratch> pricing_ = new_pricing_scratch();
     bool costed_;
     nanobind::object validate_;
     PyTypeObject* ndarray_type_;  // numpy.ndarray, which lives as long as the interpreter

@@ -62,7 +62,9 @@ private:
     int64_t cursor_epoch = 0;
     std::size_t cursor_pos = 0;
     std::unordered_map<int64_t, Held> held;
-    std::unordered_map<const Node *, std::unordered_map<Key, std::unordered_set<int64_t>>> hanging;
+    // The requests whose match ends at a node, by the child key each follows out of it: a few each, in
+    // no order (affected() sorts what it reads), kept in one small vector rather than a hash set.
+    std::unordered_map<const Node *, std::unordered_map<Key, std::vector<int64_t>>> hanging;
 };
 
 class WaitingPrefixes {

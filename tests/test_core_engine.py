@@ -281,6 +281,21 @@ def test_a_strided_reply_is_read_as_the_python_engine_reads_it() -> None:
     assert runs[0] == runs[1]
 
 
+def test_arrivals_due_out_of_order_wait_in_arrival_order() -> None:
+    """Requests submitted as a list and read lazily can fall due in one step out of arrival order
+    (the list's, then the lazy ones' that came earlier): both engines queue them by (arrival, id)."""
+    config = EngineConfig(cost_model=CostModel(prefill_base=5.0))  # the first prefill ends past them all
+    runs = []
+    for engine in both_engines(config=config):
+        engine.submit([Request(0, 0, np.arange(4), output_len=3), Request(1, 0, np.arange(10, 14), arrival=2.0)])
+        engine.submit(iter([Request(3, 0, np.arange(20, 24), arrival=1.0), Request(2, 0, np.arange(30, 34),
+                                                                                   arrival=1.5)]))
+        first, second = engine.step(), engine.step()
+        runs.append((first.admitted, second.admitted, finished_records(engine)))
+    assert runs[0] == runs[1]
+    assert runs[0][:2] == ([0], [3, 2, 1])
+
+
 @pytest.mark.parametrize("later", [1e18, 1e300])
 def test_an_arrival_far_ahead_bounds_the_decode_count(later: float) -> None:
     """Decoding until an arrival further off than 2**62 steps counts 2**62 of them at most (no
