@@ -42,18 +42,21 @@ public:
     // A market's round in one call (radix_auction.RadixTreeAuction.admit on the compiled core):
     // the bids alpha[bidder] x urgency and the cached lengths (of `lens_of`) read over the queue,
     // the tree brought to it by its changes (`follow`, given the urgencies), the round decided over
-    // the skeleton: (the FactoredRound, with its bids and lengths; the queue, a new list; the
-    // lengths, as the round holds them). None, with nothing changed, when
-    // an input is not of the plain kinds (exact floats, int bidders in range, a length for every
-    // request), which the Python layers handle and refuse with their own errors. `delta`: the
+    // the skeleton, and its Python values made as radix_auction.RadixTreeAuction.admit returns them
+    // (round_tree_market.cpp: the order, a new list; a CompiledRound holding the queue, a new list,
+    // and a FactoredAllocation of the FactoredRound, which holds the bids and lengths). None, with
+    // nothing changed, when an input is not of the plain kinds (exact floats, int bidders in range,
+    // a length for every request), which the Python layers handle and refuse with their own errors. `delta`: the
     // queue's changes (a QueueDelta, its lists and length_of read as `follow` takes them). A
     // TypeError or ValueError the round raises is named as CompiledQueueTree.update names it:
     // validate_requests(requests) raises its own where it finds the culprit.
     nanobind::object market_round(nanobind::handle requests, nanobind::handle multipliers, nanobind::handle delta,
                                   nanobind::handle lens_of);
     // What policy.round_bids, WaitingRound.prefix_lens, validation.validate_requests and check_bids
-    // find for a market's round of one request (radix_auction.RadixTreeAuction._lone_round): ([bid],
-    // [cached length]) when they would take its inputs as they are; None, nothing raised, otherwise.
+    // find for a market's round of one request (radix_auction.RadixTreeAuction._lone_round): when they
+    // would take its inputs as they are, its Python values made as RadixTreeAuction.admit returns
+    // them (the order; a LoneRound holding `requests`, [bid], [cached length] or None when not costed,
+    // and an OrderedRound); None, nothing raised, otherwise.
     nanobind::object lone_round(nanobind::handle requests, nanobind::handle multipliers,
                                 nanobind::handle lens_of) const;
     nanobind::list order() const;

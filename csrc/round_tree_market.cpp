@@ -1,9 +1,13 @@
 // A market's round over the queue tree in one call (RoundTree::market_round, round_tree.hpp): what
 // policy.round_bids, WaitingRound.prefix_lens, TreeAllocator.allocate and CompiledQueueTree.factored
-// do in Python, for the plain inputs only, so the bids are the same float products bit for bit.
+// do in Python, for the plain inputs only, so the bids are the same float products bit for bit, and
+// the round's Python values made as radix_auction.RadixTreeAuction.admit returns them; likewise a
+// market's round of one request (RoundTree::lone_round).
 #include "round_tree.hpp"
 
 #include <structmember.h>
+
+#include "slot_fill.hpp"
 
 #include <cmath>
 #include <limits>
@@ -133,6 +137,103 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
     return true;
 }
 
+// `object.__new__(cls)` with `setattr(obj, names[k], values[k])` in order: how radix_auction.py's
+// rounds set what they hold where the class is not made slot by slot.
+template <std::size_t N>
+nb::object set_on_new(nb::handle cls, const std::array<nb::object, N>& names,
+                      const std::array<nb::handle, N>& values) {
+    PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+    static PyObject* const no_args = PyTuple_New(0);
+    nb::object obj = type->tp_new == PyBaseObject_Type.tp_new
+                         ? nb::steal(PyBaseObject_Type.tp_new(type, no_args, nullptr))
+                         : nb::handle(reinterpret_cast<PyObject*>(&PyBaseObject_Type)).attr("__new__")(cls);
+    if (!obj.is_valid()) throw nb::python_error();
+    for (std::size_t k = 0; k < N; ++k)
+        if (PyObject_SetAttr(obj.ptr(), names[k].ptr(), values[k].ptr()) < 0) throw nb::python_error();
+    return obj;
+}
+
+// A slots class's instance made slot by slot where its slots are plain and it sets attributes as
+// `object` does (slot_fill.hpp), by `set_on_new` otherwise; the slots not named left unset.
+template <std::size_t N>
+class DecisionMaker {
+public:
+    DecisionMaker(nb::handle cls, const std::array<const char*, N>& names)
+        : cls_(nb::borrow(cls)), slots_(cls, names, typename pyslots::SlotMaker<N>::Some{}) {
+        for (std::size_t k = 0; k < N; ++k) names_[k] = nb::steal(PyUnicode_InternFromString(names[k]));
+    }
+    nb::object operator()(const std::array<nb::handle, N>& values) {
+        nb::object made;
+        if (reinterpret_cast<PyTypeObject*>(cls_.ptr())->tp_setattro == PyObject_GenericSetAttr)
+            made = slots_.make(values);
+        return made.is_valid() ? made : set_on_new(cls_, names_, values);
+    }
+
+private:
+    nb::object cls_;
+    std::array<nb::object, N> names_;
+    pyslots::SlotMaker<N> slots_;
+};
+
+nb::object interned(const char* s) { return nb::steal(PyUnicode_InternFromString(s)); }
+
+// The Python values of a round decided in one call, as RadixTreeAuction.admit returns them: (the
+// admission order, a new list; the decision), the decision's `pricing` left for the auction to set
+// (docs/engine.md section 8). The classes are the modules' own, found on first use.
+class RoundObjects {
+public:
+    RoundObjects()
+        : rounds_(nb::module_::import_("auction_gym.mechanism.radix_auction")),
+          compiled_(rounds_.attr("CompiledRound")),
+          lone_(rounds_.attr("LoneRound"),
+                {"requests", "bids", "prefix_lens", "allocation", "_outcome_cache", "_queued"}),
+          factored_(nb::module_::import_("auction_gym.mechanism.factored").attr("FactoredAllocation")),
+          ordered_(nb::module_::import_("auction_gym.mechanism.allocator").attr("OrderedRound")) {}
+
+    // radix_auction.CompiledRound holding the factored.FactoredAllocation of `round` (the allocation's
+    // `request_work` left for the auction to set, its other fields read from `round` on first use).
+    nb::object market(nb::handle queue, nb::handle lens, nb::handle round, nb::handle admission) {
+        nb::object allocation = set_on_new(factored_, factored_names_, {queue, lens, round, admission});
+        return decided(admission, set_on_new(compiled_, compiled_names_,
+                                             {queue, lens, allocation, nb::none(), nb::none()}));
+    }
+
+    // radix_auction.LoneRound of the one request in `requests`, holding its allocation.OrderedRound.
+    nb::object lone(nb::handle requests, nb::handle bids, nb::handle lens) {
+        nb::object admission = copied(requests);
+        nb::object allocation = set_on_new(ordered_, ordered_names_, {requests, bids, lens, admission, nb::none()});
+        return decided(admission, lone_({requests, bids, lens, allocation, nb::none(), nb::none()}));
+    }
+
+private:
+    static nb::object copied(nb::handle list) {
+        nb::object copy = nb::steal(PyList_GetSlice(list.ptr(), 0, PY_SSIZE_T_MAX));
+        if (!copy.is_valid()) throw nb::python_error();
+        return copy;
+    }
+    static nb::object decided(nb::handle admission, nb::handle decision) {
+        return nb::make_tuple(copied(admission), decision);
+    }
+
+    nb::module_ rounds_;
+    nb::object compiled_;  // made by `set_on_new`: its `__getattr__` is a lookup of its own (slot_fill.hpp)
+    DecisionMaker<6> lone_;
+    nb::object factored_, ordered_;
+    // What CompiledRound is given (its pricing and bids left unset), FactoredAllocation.of_compiled
+    // and OrderedRound's __init__ set, in their order.
+    std::array<nb::object, 5> compiled_names_{interned("requests"), interned("prefix_lens"), interned("allocation"),
+                                              interned("_outcome_cache"), interned("_queued")};
+    std::array<nb::object, 4> factored_names_{interned("requests"), interned("prefix_lens"), interned("compiled"),
+                                              interned("admission")};
+    std::array<nb::object, 5> ordered_names_{interned("requests"), interned("bids"), interned("prefix_lens"),
+                                             interned("admission"), interned("full")};
+};
+
+RoundObjects& round_objects() {
+    static RoundObjects* objects = new RoundObjects();  // never freed, as the classes it holds
+    return *objects;
+}
+
 }  // namespace
 
 nb::object RoundTree::lone_round(nb::handle requests, nb::handle multipliers, nb::handle lens_of) const {
@@ -169,10 +270,15 @@ nb::object RoundTree::lone_round(nb::handle requests, nb::handle multipliers, nb
     }
     std::vector<PyObject*> one{request.ptr()};
     if (!plain(one).is_valid()) return nb::none();  // validate_requests checks it
-    nb::list bids, lens;
+    nb::list bids;
     bids.append(nb::float_(bid));
-    lens.append(length);
-    return nb::make_tuple(bids, lens);
+    nb::object lens = nb::none();  // "unit" reads no lengths (`decide_round`)
+    if (costed_) {
+        nb::list read;
+        read.append(length);
+        lens = read;
+    }
+    return round_objects().lone(requests, bids, lens);
 }
 
 nb::object RoundTree::market_round(nb::handle requests, nb::handle multipliers, nb::handle delta,
@@ -227,7 +333,9 @@ nb::object RoundTree::decide_market_round(nb::handle queue, const std::vector<do
     round.queued = std::move(read.queued);
     round.bids = std::move(read.bids);
     round.lens = lens;
-    return nb::make_tuple(nb::cast(std::move(round), nb::rv_policy::move), queue, lens);
+    nb::object admission = round.admission;
+    nb::object decided = nb::cast(std::move(round), nb::rv_policy::move);
+    return round_objects().market(queue, lens, decided, admission);
 }
 
 }  // namespace auction_core

@@ -50,6 +50,15 @@ public:
         whole_ = nb::len(nb::object(cls.attr("__slots__"))) == N;
     }
 
+    // Tag of the constructor whose names are some of the class's slots, its own or inherited: an
+    // instance it makes leaves the others unset, for the caller to set.
+    struct Some {};
+
+    SlotMaker(nb::handle cls, const std::array<const char *, N> &names, Some)
+        : cls_(nb::borrow(cls)), type_(reinterpret_cast<PyTypeObject *>(cls.ptr())), whole_(true) {
+        for (std::size_t i = 0; i < N; ++i) names_[i] = nb::steal(PyUnicode_InternFromString(names[i]));
+    }
+
     // A new instance holding `values` (borrowed; each slot takes its own reference); a null object
     // where the class has other slots than the names, or one of them is not a plain slot (the class
     // changed since the import), for the caller to call the class instead.

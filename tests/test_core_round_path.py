@@ -227,10 +227,10 @@ def test_a_queue_emptied_by_a_callback_is_read_as_it_was_given_in_one_call():
         queue = [Request(k, k % 2, [1, 2, k % 3, k], urgency=float(k + 1)) for k in range(5)]
         lens = {r: k % 2 for k, r in enumerate(queue)}
         lens_of = _EmptyingLengths(lens, queue) if emptying else lens
-        round_, requests, prefix_lens = tree.market_round(queue, [1.0, 0.5], QueueDelta(list(lens), [], [], lens),
-                                                          lens_of)
-        assert prefix_lens is round_.prefix_lens
-        decided.append((round_.bids, prefix_lens, [r.id for r in requests], [r.id for r in round_.admission]))
+        order, decision = tree.market_round(queue, [1.0, 0.5], QueueDelta(list(lens), [], [], lens), lens_of)
+        round_, prefix_lens = decision.allocation.compiled, decision.prefix_lens
+        assert prefix_lens is round_.prefix_lens and decision.allocation.requests is decision.requests
+        decided.append((round_.bids, prefix_lens, [r.id for r in decision.requests], [r.id for r in order]))
         assert len(queue) == (0 if emptying else 5)
     assert decided[1] == decided[0]
 
@@ -356,3 +356,103 @@ def test_a_lone_round_reads_its_multiplier_after_python_code_ran():
     done = subprocess.run([sys.executable, "-c", _SHRINKING_BIDDER], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "request 1 is bidder 0's, but the round has 0 multipliers, one per bidder"
+
+
+def _made_alike(fast: tuple, layered: tuple, pricing: RadixTreeAuction) -> None:
+    """A round the compiled call made (`fast`: its order and decision) holds what the layers' holds:
+    its pricing, its allocation's fields (those read on first use unread yet), request work and
+    completion times, and an order that is a list of its own."""
+    (order, decision), (layered_order, layered_decision) = fast, layered
+    allocation, kept = decision.allocation, layered_decision.allocation
+    assert type(allocation) is type(kept) and decision.pricing is pricing
+    fields = sorted(vars(allocation))
+    if type(decision) is CompiledRound:  # the layers' allocation holds its bids; a compiled one's are read later
+        assert fields == ["admission", "compiled", "prefix_lens", "request_work", "requests"]
+        assert allocation.request_work == kept.request_work
+    else:
+        assert fields == sorted(vars(kept)) == ["admission", "bids", "full", "prefix_lens", "requests"]
+    assert allocation.requests is decision.requests and allocation.prefix_lens is decision.prefix_lens
+    completion = [allocation.whole(pricing).completion, kept.whole(layered_decision.pricing).completion]
+    assert [c.hex() for c in completion[0]] == [c.hex() for c in completion[1]]
+    assert order == allocation.admission == layered_order and order is not allocation.admission
+    order.reverse()
+    assert [r.id for r in allocation.admission] == [r.id for r in layered_order]
+
+
+@pytest.mark.parametrize("cost_model", ["tokens", "unit"])
+def test_the_one_call_rounds_are_made_as_the_layers_make_them(cost_model):
+    recorded = _rounds("RadixAuction-v1")
+    with core.use("compiled"):
+        fast = [RadixTreeAuction(cost_model, *rest) for _, (_, *rest) in recorded.auctions]
+        layered = [_layered("_decide")(cost_model, *rest) for _, (_, *rest) in recorded.auctions]
+    made = []
+    for a, queue, multipliers, remaining, changes, lens in recorded.rounds:
+        rounds = [auctions[a].admit(WaitingRound(queue, None, multipliers, remaining, changes, lens))
+                  for auctions in (fast, layered)]
+        if type(rounds[0][1]) is CompiledRound:
+            _made_alike(*rounds, fast[a].pricing)
+            made.append(rounds[0][1])
+    assert len(made) > 50
+    queue = [Request(k, k % 2, [1, 2, k % 3, k], urgency=float(k + 1)) for k in range(5)]
+    lens = {r: k % 2 for k, r in enumerate(queue)}
+    with core.use("compiled"):
+        auctions = [kind(cost_model) for kind in (RadixTreeAuction, _layered("_decide"))]
+    rounds = [WaitingRound(queue, None, [1.0, 0.5], None, QueueDelta(list(queue), [], [], lens), lens),
+              WaitingRound(queue[3:4], None, [0.5, 2.0], None, QueueDelta([], queue[:3] + queue[4:], [], lens), lens)]
+    rounds = [[a.admit(r) for a in auctions] for r in rounds][-1]
+    assert type(rounds[0][1]) is LoneRound
+    _made_alike(*rounds, auctions[0].pricing)
+
+
+def _lone_then_three() -> list[AuctionRound]:
+    """The decisions of a lone round and a round of three after `_market`'s first round."""
+    auction, queue, _, lens = _market()
+    rounds = [WaitingRound(queue[:1], None, [1.0, 0.5], None, QueueDelta([], queue[1:], [], lens), lens),
+              WaitingRound(queue[:3], None, [1.0, 0.5], None, QueueDelta(queue[1:3], [], [], lens), lens)]
+    return [auction.admit(r)[1] for r in rounds]
+
+
+@pytest.mark.parametrize("kind", [CompiledRound, LoneRound])
+def test_a_round_class_setting_attributes_its_own_way_has_them_set(kind, monkeypatch):
+    """The compiled call fills a round's slots in place only while its class sets attributes as
+    `object` does and its slots are plain; otherwise it sets each through the class."""
+    seen: list[str] = []
+
+    def setattr_seen(self, name, value):
+        seen.append(name)
+        object.__setattr__(self, name, value)
+
+    expected = _lone_then_three()
+    monkeypatch.setattr(kind, "__setattr__", setattr_seen)
+    decisions = _lone_then_three()
+    assert [type(d) for d in decisions] == [LoneRound, CompiledRound]
+    filled = ["requests", "prefix_lens", "allocation"] if kind is CompiledRound else \
+        ["requests", "bids", "prefix_lens", "allocation"]
+    assert seen == [*filled, "_outcome_cache", "_queued", "pricing"]
+    assert [(d.bids, d.prefix_lens, [r.id for r in d.admission_order()]) for d in decisions] == \
+        [(d.bids, d.prefix_lens, [r.id for r in d.admission_order()]) for d in expected]
+    monkeypatch.undo()
+    seen.clear()
+    _lone_then_three()
+    assert not seen
+
+
+@pytest.mark.parametrize("kind", [CompiledRound, LoneRound])
+def test_a_round_class_whose_slot_is_not_plain_has_it_set_through_the_class(kind, monkeypatch):
+    queued: list[object] = []
+    monkeypatch.setattr(kind, "_queued", property(lambda self: None, lambda self, value: queued.append(value)))
+    decisions = _lone_then_three()
+    assert [type(d) for d in decisions] == [LoneRound, CompiledRound] and queued == [None]
+    assert [len(d.requests) for d in decisions] == [1, 3]
+
+
+def test_the_one_call_rounds_charge_alike_when_asked_again():
+    """Their charges keep no state (`stateless_charges`): the market asks them without keeping the
+    first answer."""
+    auction, queue, delta, lens = _market()
+    _, decision = auction.admit(WaitingRound(queue, None, [0.5, 1.0], None, delta, lens))
+    assert type(decision) is CompiledRound and CompiledRound.stateless_charges and LoneRound.stateless_charges
+    first = decision.charges([0, 1], [1, 1], 0.25)
+    assert first and decision.charges([0, 1], [1, 1], 0.25) == first
+    decision.outcome  # the rule reads the outcome where it is there: the same charges
+    assert decision.charges([0, 1], [1, 1], 0.25) == first

@@ -74,9 +74,9 @@ class TreeAllocator:
         self._skipped: list[QueueDelta] = []
         """The changes of the rounds since the tree's, decided without it."""
         self.lone_round = self._tree.lone_round if self.compiled else None
-        """On the compiled core, `CompiledQueueTree.lone_round`, called without a Python layer: the bids
-        and cached lengths of a market's round of one request, whose inputs then need no checks, or
-        None where the round's own checks must read them. None on the Python core."""
+        """On the compiled core, `CompiledQueueTree.lone_round`, called without a Python layer: a market's
+        round of one request as `RadixTreeAuction.admit` returns it, made where its inputs need no
+        checks, or None where the round's own checks must read them. None on the Python core."""
 
     @property
     def compiled(self) -> bool:
@@ -86,12 +86,12 @@ class TreeAllocator:
     def market_round(
         self, queue: Sequence[Request], multipliers: Sequence[float], changes: QueueDelta,
         lens_of: Mapping[Request, int] | None,
-    ) -> tuple[Any, list[Request], list[int] | None] | None:
+    ) -> tuple[list[Request], Any] | None:
         """`allocate` of a market's round of two requests or more on the compiled core, with its bids
-        and cached lengths (of `lens_of`) read in the same compiled call: the compiled round, which
-        holds them, the requests (a copy of the list `queue`, made there) and the cached lengths
-        (None under "unit"); or None, with nothing changed, when the tree is not following the queue
-        or the call does not take the inputs as they are (`CompiledQueueTree.market_round`)."""
+        and cached lengths (of `lens_of`) read in the same compiled call, which makes the round's
+        values as `RadixTreeAuction.admit` returns them (`CompiledQueueTree.market_round`); or None,
+        with nothing changed, when the tree is not following the queue or the call does not take the
+        inputs as they are."""
         if not self._following:
             return None
         skipped = self._skipped

@@ -46,16 +46,21 @@ class CompiledQueueTree(IncrementalQueueTree):
         self.market_round = self._tree.market_round
         """`update` by a `QueueDelta` and `factored` in one call, `market_round(requests, multipliers, delta,
         lens_of)`, with the round's bids (multipliers[bidder] x urgency) and cached lengths (of `lens_of`) read
-        there: (the compiled round, `_core.FactoredRound`, whose `bids` and `prefix_lens` they are; the
-        requests, a copy of the list `requests` made when the call began; the cached lengths). None,
-        with nothing changed, for inputs the compiled call does not take as they are (which the Python
-        layers then check and refuse with their own errors); a bad input the call takes raises what
-        `update` raises, `validate_requests` naming the culprit."""
+        there, and the round's values made there as `RadixTreeAuction.admit` returns them: (its admission
+        order, a new list; a `radix_auction.CompiledRound`, whose requests are a copy of the list `requests`
+        made when the call began, whose allocation is a `FactoredAllocation` holding the compiled round,
+        `_core.FactoredRound`, which holds the bids and cached lengths; the decision's `pricing` and the
+        allocation's `request_work` left for the auction to set). None, with nothing changed, for inputs
+        the compiled call does not take as they are (which the Python layers then check and refuse with
+        their own errors); a bad input the call takes raises what `update` raises, `validate_requests`
+        naming the culprit."""
         self.lone_round = self._tree.lone_round
-        """The bids and cached lengths (of `lens_of`) of a market's round of one request,
-        `lone_round(requests, multipliers, lens_of)`, read in one call, when the checks of a lone round
-        (`policy.round_bids`, `validate_requests`, `check_bids`) take its inputs as they are; None,
-        nothing raised, otherwise."""
+        """A market's round of one request, `lone_round(requests, multipliers, lens_of)`, its bid and
+        cached length (of `lens_of`) read in one call, when the checks of a lone round (`policy.round_bids`,
+        `validate_requests`, `check_bids`) take its inputs as they are, and its values made there as
+        `RadixTreeAuction.admit` returns them: (its order, a new list; a `radix_auction.LoneRound`
+        holding the list `requests` and an `allocator.OrderedRound`, its `pricing` left for the auction
+        to set). None, nothing raised, otherwise."""
 
     def update(
         self, requests: Sequence[Request], bids: Sequence[object], prefix_lens: Sequence[int] | None,

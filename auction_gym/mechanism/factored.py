@@ -80,17 +80,16 @@ class FactoredAllocation:
     _start: list[float] | None = None
 
     @staticmethod  # not a classmethod: each round calls it, and a class's bound method is made per call
-    def of_compiled(requests: list[Request], bids: list[float] | None, prefix_lens: list[int] | None,
+    def of_compiled(requests: list[Request], bids: list[float], prefix_lens: list[int] | None,
                     request_work: float, compiled: Any) -> FactoredAllocation:
         """The round `compiled` (`auction_gym._core.FactoredRound`) decided over the queue `requests`:
         its admission order now, its other fields read from it on first use (most rounds read only
-        the order, and the payments, which `compiled` computes); `bids` None: those `compiled` read
-        itself (`RoundTree.market_round`), made a list on first use too."""
+        the order, and the payments, which `compiled` computes). A market's round decided in one
+        compiled call (`RoundTree.market_round`) is made so there, its bids, which `compiled` read
+        itself, left unset too (made a list on first use)."""
         a = _new(FactoredAllocation)
         a.requests, a.prefix_lens, a.request_work = requests, prefix_lens, request_work
-        if bids is not None:
-            a.bids = bids
-        a.compiled, a.admission = compiled, compiled.admission
+        a.bids, a.compiled, a.admission = bids, compiled, compiled.admission
         return a
 
     def __getattr__(self, name: str) -> Any:

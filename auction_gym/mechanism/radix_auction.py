@@ -99,19 +99,14 @@ of them has its rounds decided through them."""
 
 @dataclass(eq=False, slots=True)
 class CompiledRound(AuctionRound):
-    """A market's round decided in one compiled call (`RadixTreeAuction.admit`), whose charges are
-    one more: the same values as `AuctionRound.charges`, bit for bit. Its bids, which a market's
-    step does not read, are made a list on first use (`of`)."""
+    """A market's round decided in one compiled call (`RadixTreeAuction.admit`, which makes it with
+    its allocation, a `FactoredAllocation` read from the compiled round on first use), whose charges
+    are one more: the same values as `AuctionRound.charges`, bit for bit. Its bids, which a market's
+    step does not read, are made a list on first use."""
 
-    @staticmethod  # not a classmethod: each round calls it, and a class's bound method is made per call
-    def of(pricing: AuctionMechanism, requests: list[Request], prefix_lens: list[int] | None,
-           allocation: FactoredAllocation) -> CompiledRound:
-        """The round `allocation` (`FactoredAllocation.of_compiled`) decided, its bids left unset."""
-        decided = object.__new__(CompiledRound)
-        decided.pricing, decided.requests, decided.prefix_lens, decided.allocation = (
-            pricing, requests, prefix_lens, allocation)
-        decided._outcome_cache = decided._queued = None
-        return decided
+    stateless_charges = True
+    """Its charges are a function of the round (the compiled call's, or the rule's where that one
+    declines the counts), so the market asks them without keeping the first answer."""
 
     def __getattr__(self, name: str) -> object:
         # Called only for a slot not set yet: the bids, the allocation's (made a list there now).
@@ -136,6 +131,8 @@ class LoneRound(AuctionRound):
     """A market's round of one request decided without the layers (`RadixTreeAuction.admit`): a
     lone bidder delays nobody, so it charges nothing, as `AuctionRound.charges` finds (its payment
     is 0 whether or not the outcome was read)."""
+
+    stateless_charges = True
 
     def charges(
         self, admitted: Sequence[int], per_bidder: Sequence[int], seconds_per_unit: float
@@ -185,32 +182,45 @@ class RadixTreeAuction(AuctionMechanism):
         if self._compiled_rounds and (multipliers := round.multipliers) is not None:
             queue = round.queue
             waiting = len(queue)
-            decision = None
             if waiting == 1:
-                decision = self._lone_round(round, list(queue), multipliers)
-            elif waiting > 1 and (changes := round.changes) is not None:
-                decision = self._market_round(queue, multipliers, changes, round.length_of)
-            if decision is not None:
-                return list(decision.allocation.admission), decision
+                return self._lone_round(round, multipliers)
+            if waiting > 1 and (changes := round.changes) is not None and (
+                    admitted := self._market_round(queue, multipliers, changes, round.length_of)) is not None:
+                return admitted
         return AdmissionPolicy.admit(self, round)
 
-    def _lone_round(self, round: WaitingRound, requests: list[Request], multipliers: Sequence[float]) -> AuctionRound:
-        """`decide_round` of a market's round of one request, `requests` (about a third of
-        RadixAuction-v1's rounds), its layers written out: the same checks in the same order (of
-        plain inputs made in one compiled call, `TreeAllocator.lone_round`), the round's changes kept
-        for the tree's next round, the last allocation reused when the inputs are the same."""
-        costed = self.cost_model == "tokens"
+    def _lone_round(self, round: WaitingRound, multipliers: Sequence[float]) -> tuple[list[Request], AuctionRound]:
+        """`admit` of a market's round of one request (about a third of RadixAuction-v1's rounds),
+        `decide_round`'s layers written out: the same checks in the same order (of plain inputs made
+        in one compiled call, `TreeAllocator.lone_round`, which makes the round's values), the
+        round's changes kept for the tree's next round, the last allocation reused when the inputs
+        are the same."""
+        requests = list(round.queue)
         read = self._allocator.lone_round(requests, multipliers, round.length_of)
         if read is None:
-            bids, lens = round_bids(requests, multipliers), round.prefix_lens if costed else None
-        else:
-            bids, lens = read[0], read[1] if costed else None  # "unit" reads no lengths (`decide_round`)
+            decision = self._checked_lone_round(round, requests, multipliers)
+            return list(decision.allocation.admission), decision
+        decision = read[1]
+        bids, lens = decision.bids, decision.prefix_lens
+        kept = self._unchanged(requests, bids, lens)
+        self._allocator.skip(round.changes)
+        decision.pricing = self._pricing or self.pricing
+        if kept is None:
+            self._last = requests, bids, lens, decision.allocation
+            return read
+        decision.allocation = kept
+        return list(kept.admission), decision
+
+    def _checked_lone_round(
+        self, round: WaitingRound, requests: list[Request], multipliers: Sequence[float]
+    ) -> AuctionRound:
+        """`_lone_round` of inputs the compiled call does not take as they are, checked here."""
+        bids, lens = round_bids(requests, multipliers), round.prefix_lens if self.cost_model == "tokens" else None
         allocation = self._unchanged(requests, bids, lens)
         self._allocator.skip(round.changes)
         if allocation is None:
-            if read is None:  # else the compiled call checked them
-                validate_requests(requests, self._memo.held)
-                check_bids(requests, bids)
+            validate_requests(requests, self._memo.held)
+            check_bids(requests, bids)
             allocation = OrderedRound(requests, bids, lens, list(requests))
             self._last = requests, bids, lens, allocation
         return LoneRound(self._pricing or self.pricing, requests, bids, lens, allocation)
@@ -218,25 +228,28 @@ class RadixTreeAuction(AuctionMechanism):
     def _market_round(
         self, queue: Sequence[Request], multipliers: Sequence[float], changes: QueueDelta,
         lens_of: Mapping[Request, int] | None,
-    ) -> AuctionRound | None:
-        """`decide_round` of a market's round over `queue` in one compiled call
-        (`TreeAllocator.market_round`, which copies the queue there); None, with nothing changed,
-        when that call does not take the round's inputs."""
-        decided = self._allocator.market_round(queue, multipliers, changes, lens_of)
-        if decided is None:
+    ) -> tuple[list[Request], AuctionRound] | None:
+        """`admit` of a market's round over `queue` in one compiled call (`TreeAllocator.market_round`,
+        which copies the queue there and makes the round's values), priced and kept here, or the last
+        round's allocation reused when the inputs are the same; None, with nothing changed, when that
+        call does not take the round's inputs."""
+        admitted = self._allocator.market_round(queue, multipliers, changes, lens_of)
+        if admitted is None:
             return None
-        compiled, requests, lens = decided
-        last = self._last
+        decision = admitted[1]
+        allocation, requests, lens = decision.allocation, decision.requests, decision.prefix_lens
+        # The tree's request work, as the layers' `CompiledQueueTree.factored` passes it.
+        allocation.request_work = self._allocator.request_work
         # `pricing` is not overridden here (`_ROUND_LAYERS`), so once made it is read without its frame.
         pricing = self._pricing or self.pricing
-        if last is not None and len(last[0]) == len(requests) and not _bids_differ(compiled, last):
-            bids = compiled.bids
+        last = self._last
+        if last is not None and len(last[0]) == len(requests) and not _bids_differ(allocation.compiled, last):
+            bids = allocation.compiled.bids
             if (kept := self._unchanged(requests, bids, lens)) is not None:
-                return AuctionRound(pricing, requests, bids, lens, kept)
-        # The tree's request work, as the layers' `CompiledQueueTree.factored` passes it.
-        allocation = FactoredAllocation.of_compiled(requests, None, lens, self._allocator.request_work, compiled)
+                return list(kept.admission), AuctionRound(pricing, requests, bids, lens, kept)
+        decision.pricing = pricing
         self._last = requests, None, lens, allocation
-        return CompiledRound.of(pricing, requests, lens, allocation)
+        return admitted
 
     def allocate(
         self, requests: Sequence[Request], cached: Cached = None, prefix_lens: Sequence[int] | None = None,
