@@ -221,7 +221,7 @@ void RoundTree::update(nb::handle requests, nb::handle bids, nb::handle lens) {
     }
     for (size_t k = 0; k < stale.size(); ++k) {
         const Held& h = held_[stale[k]];
-        added.push_back(new_block(h.request.ptr(), replaced[k], h.bid, h.cached));
+        added.push_back(new_block(h.request.ptr(), attr(h.request.ptr(), ID), replaced[k], h.bid, h.cached));
         gone.push_back(stale[k]);
     }
     place(gone, added, rebid);

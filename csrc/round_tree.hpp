@@ -106,7 +106,10 @@ private:
     void follow_bids(nanobind::handle requests, const round_inputs::QueueBids& bid, nanobind::handle joined,
                      nanobind::handle left, nanobind::handle rematched, nanobind::handle length_of,
                      bool owned = false);
-    Fresh new_block(PyObject* request, nanobind::handle tokens, double bid, int64_t cached);
+    // The block of `request` (its id `rid`) with the checked prompt `tokens`; `tokens_read`: they are
+    // the request's `tokens` as read this call, kept as its source without reading them again.
+    Fresh new_block(PyObject* request, nanobind::handle rid, nanobind::handle tokens, double bid, int64_t cached,
+                    bool tokens_read = false);
     void place(const std::vector<int32_t>& gone, std::vector<Fresh>& added, const std::vector<int32_t>& rebid);
     nanobind::list requests(const std::vector<int32_t>& slots) const;  // the requests in `slots`
 };

@@ -71,28 +71,42 @@ namespace {
 
 using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::device::cpu>;
 
-// A 1-d int64 numpy array's data as the buffer protocol gives it, read without a DLPack export
-// (which costs more than the rest of a request's joining the tree); false (nothing raised) for
-// any other object, which nanobind's conversion then takes.
+// A 1-d int64 numpy array's data, read without a DLPack export (which costs more than the rest of
+// a request's joining the tree); false (nothing raised) for any other object, which nanobind's
+// conversion then takes.
 struct Int64Vector {
     const int64_t* data = nullptr;
     Py_ssize_t n = 0, stride = 0;  // stride in bytes
     bool writeable = false;
 };
 
+// An exact ndarray of numpy's own int64 dtype is read through its leading fields, as the buffer
+// protocol reports them (a stride of 8 where it holds at most one token, which numpy's buffer gives
+// whatever its stride; docs/engine.md section 8); any other object through the buffer protocol.
 bool int64_vector(PyTypeObject* ndarray_type, nb::handle o, Int64Vector& out) {
+    constexpr int NPY_ARRAY_WRITEABLE = 0x0400;  // numpy's ndarraytypes.h, part of its ABI
+    static PyObject* const int64 = pycall::numpy_attr("int64", true);
     if (Py_TYPE(o.ptr()) != ndarray_type) return false;
+    const pycall::ArrayHead* head = pycall::ndarray_head(o.ptr());
+    if (head != nullptr && head->descr == int64) {
+        if (head->nd != 1) return false;
+        const Py_ssize_t n = head->dimensions[0];
+        out = Int64Vector{reinterpret_cast<const int64_t*>(head->data), n,
+                          n > 1 ? head->strides[0] : Py_ssize_t(sizeof(int64_t)),
+                          (head->flags & NPY_ARRAY_WRITEABLE) != 0};
+        return true;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(o.ptr(), &view, PyBUF_RECORDS_RO) != 0) {
         PyErr_Clear();
         return false;
     }
     const char* f = view.format;
-    const bool int64 = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
-                       (f[0] == 'l' || f[0] == 'q');
-    if (int64) out = Int64Vector{static_cast<const int64_t*>(view.buf), view.shape[0], view.strides[0], !view.readonly};
+    const bool native = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
+                        (f[0] == 'l' || f[0] == 'q');
+    if (native) out = Int64Vector{static_cast<const int64_t*>(view.buf), view.shape[0], view.strides[0], !view.readonly};
     PyBuffer_Release(&view);
-    return int64;
+    return native;
 }
 
 // The tokens of a request's prompt `array` (`v` its data when an int64 vector, else null): a view
@@ -149,8 +163,8 @@ nb::object RoundTree::plain(const std::vector<PyObject*>& fresh) const {
     return tokens;
 }
 
-RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, double bid, int64_t cached) {
-    nb::object rid = attr(request, ID);
+RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle rid, nb::handle tokens, double bid, int64_t cached,
+                                      bool tokens_read) {
     bool fits = true;
     const int64_t id = as_int64(rid.ptr(), &fits);
     if (!fits) {
@@ -161,7 +175,7 @@ RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle tokens, doub
     Int64Vector v;
     const bool vector = int64_vector(ndarray_type_, tokens, v);
     const bool writeable = vector ? v.writeable : pycall::writeable(tokens);
-    nb::object source = writeable ? nb::none() : attr(request, TOKENS);
+    nb::object source = writeable ? nb::none() : tokens_read ? nb::borrow(tokens) : attr(request, TOKENS);
     const int64_t owner = as_int64(attr(request, BIDDER).ptr());
     return Fresh{nb::borrow(request), source,
                  Joining{-1, id, owner, prompt(tokens, writeable, vector ? &v : nullptr), bid, cached}};
@@ -172,7 +186,8 @@ std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject
                                                       const std::vector<int64_t>& lens,
                                                       const std::vector<int32_t>& gone) {
     nb::object tokens = plain(fresh);
-    if (!tokens.is_valid()) {  // the reference's check names the culprit, or converts the prompts
+    const bool read = tokens.is_valid();  // the requests' own arrays, as plain read them
+    if (!read) {  // the reference's check names the culprit, or converts the prompts
         nb::list asked;
         for (PyObject* r : fresh) asked.append(nb::handle(r));
         tokens = validate_(asked)[0];
@@ -190,7 +205,7 @@ std::vector<RoundTree::Fresh> RoundTree::fresh_blocks(const std::vector<PyObject
         }
         const double b = bid.checked(at[k], rid.ptr());
         nb::object t = tokens[k];
-        added.push_back(new_block(fresh[k], t, b, lens[k]));
+        added.push_back(new_block(fresh[k], rid, t, b, lens[k], read));
     }
     return added;
 }

@@ -228,3 +228,38 @@ def test_a_queue_emptied_by_a_callback_is_read_as_it_was_given(reported):
     py, cc = trees
     assert [(r.id, r.bidder) for r in cc.order()] == [(r.id, r.bidder) for r in py.order()]
     assert len(py.order()) == 6 and cc.node_stats() == py.node_stats()
+
+
+class _Tokens(np.ndarray):
+    """An ndarray subclass, which the compiled tree reads through the buffer protocol."""
+
+
+def _every_kind_of_prompt() -> list[np.ndarray]:
+    """Int64 prompts of every layout the compiled tree reads in place or converts: read-only and
+    writable, contiguous and strided, one token at an odd stride, byte-swapped, a subclass."""
+    base = np.arange(24, dtype=np.int64) % 5
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    return [frozen, base.copy(), base[::2], frozen[1::3], np.arange(9, dtype=np.int64)[4:5:3],
+            base.astype(">i8"), base.copy().view(_Tokens), np.arange(12, dtype=np.int64).reshape(6, 2)[:, 1],
+            np.array([7], dtype=np.int64)]
+
+
+@pytest.mark.parametrize("reported", [False, True])
+def test_every_kind_of_int64_prompt_is_placed_alike(reported):
+    """Each kind of prompt joins both trees (reported or compared) to the same tree; a writable one
+    changed in place is placed again as the Python tree places it."""
+    trees = _trees()
+    queue: list[Request] = []
+    for k, tokens in enumerate(_every_kind_of_prompt()):
+        request = Request(k, k % BIDDERS, [1], bid=1.0)
+        request.tokens = tokens
+        delta = QueueDelta(joined=[request], left=[], rematched=[], length_of={r: 0 for r in queue + [request]})
+        queue.append(request)
+        for t in trees:
+            t.update(queue, [1.0] * len(queue), [0] * len(queue), delta if reported else None)
+        _same(trees, queue, [1.0] * len(queue), [0] * len(queue))
+    queue[1].tokens[3:] = 4
+    for t in trees:
+        t.update(queue, [1.0] * len(queue), [0] * len(queue))
+    _same(trees, queue, [1.0] * len(queue), [0] * len(queue))
