@@ -65,11 +65,29 @@ std::size_t size_of(nb::handle requests) {
     return std::size_t(n);
 }
 
-PrefixMatcher::PrefixMatcher(bool split, bool whole_prompt)
-    : split(split), whole_prompt(whole_prompt), left(nb::steal(PySet_New(nullptr))),
+PrefixMatcher::PrefixMatcher(bool split, bool whole_prompt, bool keeps_match)
+    : split(split), whole_prompt(whole_prompt), keeps_match(keeps_match), left(nb::steal(PySet_New(nullptr))),
       cache_object(nb::none()), objs(nb::steal(PySet_New(nullptr))) {}
 
-nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handle changes) {
+nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache, nb::handle changes) {
+    match_queue(queue, cache, changes);
+    return keeps_match ? match : match_of_held();
+}
+
+// The match a matcher that keeps none in Python would have kept: each request once, in the order
+// it was last matched (each match inserts its id anew, after the forget that removed it).
+nb::dict PrefixMatcher::match_of_held() const {
+    std::vector<const std::pair<const int64_t, Held> *> order;
+    order.reserve(held.size());
+    for (const auto &entry : held) order.push_back(&entry);
+    std::sort(order.begin(), order.end(), [](auto *a, auto *b) { return a->second.peeked < b->second.peeked; });
+    nb::dict out;
+    for (const auto *entry : order)
+        out[nb::int_(entry->first)] = nb::make_tuple(entry->second.length, entry->second.node);
+    return out;
+}
+
+void PrefixMatcher::match_queue(nb::handle queue, nb::handle cache_arg, nb::handle changes) {
     RadixCache *c = compiled_cache(cache_arg, "PrefixMatcher");
     if (!cache_object.is(cache_arg)) {
         cache_object = nb::borrow(cache_arg);
@@ -98,31 +116,36 @@ nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handl
         for (nb::handle r : joined_objs)  // `objs.update(joined)`, without the method call
             if (PySet_Add(objs.ptr(), r.ptr()) != 0) throw nb::python_error();
     }
-    std::unordered_set<int64_t> gone;
-    for (nb::handle r : left_objs) gone.insert(id_of(r));
+    std::vector<int64_t> gone;  // as a set: ascending, each once
+    for (nb::handle r : left_objs) gone.push_back(id_of(r));
+    std::sort(gone.begin(), gone.end());
+    gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+    auto is_gone = [&](int64_t rid) { return std::binary_search(gone.begin(), gone.end(), rid); };
     // sorted: splits and ties deterministic (an empty one has nothing to sort)
     std::vector<int64_t> fresh_ids;
     nb::list fresh = size_of(joined_objs) ? by_arrival(joined_objs, fresh_ids) : nb::list();
     std::vector<int64_t> stale;
     if (known) {
         for (int64_t rid : affected(from))
-            if (!gone.count(rid)) stale.push_back(rid);
+            if (!is_gone(rid)) stale.push_back(rid);
     } else {
         for (const auto &entry : held)
-            if (!gone.count(entry.first)) stale.push_back(entry.first);
+            if (!is_gone(entry.first)) stale.push_back(entry.first);
     }
     std::sort(stale.begin(), stale.end());
-    std::vector<int64_t> drop(gone.begin(), gone.end());
-    drop.insert(drop.end(), stale.begin(), stale.end());
-    std::sort(drop.begin(), drop.end());
+    std::vector<int64_t> drop(gone.size() + stale.size());
+    std::merge(gone.begin(), gone.end(), stale.begin(), stale.end(), drop.begin());
     dropped = nb::list();
-    std::unordered_map<int64_t, NodePtr> starts;
+    std::vector<NodePtr> starts;  // the stale ones' old nodes, in `stale`'s (ascending) order
+    starts.reserve(stale.size());
     for (int64_t rid : drop) {
         dropped.append(rid);
-        starts[rid] = forget(rid);
+        NodePtr node = forget(rid);
+        if (!is_gone(rid)) starts.push_back(std::move(node));
     }
     for (int64_t rid : gone) del_item(requests, nb::int_(rid));
-    for (int64_t rid : stale) peek(requests[nb::int_(rid)], known ? starts[rid] : nullptr);
+    for (std::size_t i = 0; i < stale.size(); ++i)
+        peek(requests[nb::int_(stale[i])], known ? starts[i] : nullptr);
     joined = nb::list();
     left = left_objs;
     rematched = nb::list();
@@ -145,7 +168,6 @@ nb::dict PrefixMatcher::update(nb::handle queue, nb::handle cache_arg, nb::handl
         added.append(rid);
         joined.append(r);
     }
-    return match;
 }
 
 void PrefixMatcher::release() {
@@ -163,13 +185,10 @@ std::vector<int64_t> PrefixMatcher::affected(std::size_t from) const {
     std::vector<int64_t> out;
     for (std::size_t i = from; i < cache->log.size(); ++i) {
         const auto &[node, key] = cache->log[i];
-        auto by_key = hanging.find(node.get());
-        if (by_key == hanging.end()) continue;
-        if (!key) {
-            for (const auto &entry : by_key->second) out.insert(out.end(), entry.second.begin(), entry.second.end());
-        } else if (auto rids = by_key->second.find(*key); rids != by_key->second.end()) {
-            out.insert(out.end(), rids->second.begin(), rids->second.end());
-        }
+        auto at_node = hanging.find(node.get());
+        if (at_node == hanging.end()) continue;
+        for (const Hanging &h : at_node->second)
+            if (!key || h.next == *key) out.push_back(h.rid);
     }
     std::sort(out.begin(), out.end());  // as a set: ascending, each once
     out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -196,11 +215,10 @@ void PrefixMatcher::peek(nb::handle request, const NodePtr &start) {
     if (cache->node_count != nodes)  // the walk split an edge (at most one): node is the upper half
         node->children.for_each([&](const Key &, const NodePtr &lower) { splits[nb::int_(rid)] = nb::cast(lower); });
     Key next = node->depth + cache->page_size > view.size ? kNoKey : cache->key_at(view.data + node->depth);
-    match[nb::int_(rid)] = nb::make_tuple(length, node);
+    if (keeps_match) match[nb::int_(rid)] = nb::make_tuple(length, node);
     length_of[request] = length;
-    std::vector<int64_t> &rids = hanging[node.get()][next];
-    if (std::find(rids.begin(), rids.end(), rid) == rids.end()) rids.push_back(rid);
-    held[rid] = Held{std::move(node), std::move(next), length};
+    hanging[node.get()].push_back(Hanging{std::move(next), rid});  // forgotten before: not there yet
+    held[rid] = Held{std::move(node), length, peeks++};
 }
 
 NodePtr PrefixMatcher::forget(int64_t rid) {
@@ -209,19 +227,14 @@ NodePtr PrefixMatcher::forget(int64_t rid) {
     Held was = std::move(it->second);
     held.erase(it);
     nb::int_ key(rid);
-    del_item(match, key);
+    if (keeps_match) del_item(match, key);
     del_item(length_of, requests[key]);
-    auto by_key = hanging.find(was.node.get());
-    auto rids = by_key->second.find(was.next);
-    std::vector<int64_t> &ids = rids->second;
-    if (auto at = std::find(ids.begin(), ids.end(), rid); at != ids.end()) {
-        *at = ids.back();
-        ids.pop_back();
-    }
-    if (ids.empty()) {
-        by_key->second.erase(rids);
-        if (by_key->second.empty()) hanging.erase(by_key);
-    }
+    auto at_node = hanging.find(was.node.get());
+    std::vector<Hanging> &here = at_node->second;
+    auto at = std::find_if(here.begin(), here.end(), [&](const Hanging &h) { return h.rid == rid; });
+    *at = std::move(here.back());
+    here.pop_back();
+    if (here.empty()) hanging.erase(at_node);
     return std::move(was.node);
 }
 

@@ -34,7 +34,7 @@ WaitingPrefixes::WaitingPrefixes()
 }
 
 void WaitingPrefixes::reset() {
-    matcher = PrefixMatcher(true, true);
+    matcher = PrefixMatcher(true, true, false);
     next_rank = 0;
     ranked.clear();
     ranks_at.clear();
@@ -58,7 +58,7 @@ nb::object WaitingPrefixes::refresh(nb::handle waiting, nb::handle cache_arg, nb
         changes = nb::none();  // relative to a queue the new matcher never saw
         known_from = serial + 1;  // the new matcher's first changes are from nothing
     }
-    matcher.update(waiting, cache_arg, changes);
+    matcher.match_queue(waiting, cache_arg, changes);
     ++serial;
     deltas.push_back(nb::make_tuple(matcher.joined, matcher.left, matcher.rematched));
     if (deltas.size() > kKeptDeltas) deltas.pop_front();

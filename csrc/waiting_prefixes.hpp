@@ -3,7 +3,8 @@
 // (docs/design.md section 8). The Python modules' docstrings state the semantics; this follows their
 // code, name for name. What Python reads back (the match, `requests`, `length_of`, the lists of
 // the last update) is kept in Python dicts and lists, changed in the Python reference's order, so
-// that their iteration order is the reference's too.
+// that their iteration order is the reference's too; a match only C++ reads is kept in C++ alone
+// (`keeps_match`, docs/engine.md section 8).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -26,9 +27,13 @@ inline const Key kNoKey;
 
 class PrefixMatcher {
 public:
-    PrefixMatcher(bool split, bool whole_prompt);
+    // keeps_match: whether `match` (`_match`) is kept as a Python dict request by request. The waiting
+    // prefixes' own matcher keeps it in C++ only (`held`), as nothing reads it there round after round:
+    // its `_match` stays empty and `update` builds the dict it returns.
+    PrefixMatcher(bool split, bool whole_prompt, bool keeps_match = true);
 
     nb::dict update(nb::handle queue, nb::handle cache, nb::handle changes);
+    void match_queue(nb::handle queue, nb::handle cache, nb::handle changes);  // `update` less its result
     const NodePtr &node_of(int64_t rid) const { return held.at(rid).node; }  // where its match ends
     int64_t length(int64_t rid) const { return held.at(rid).length; }      // its `length_of`
     // The Python objects it holds, for the garbage collector (a cache's `on_evict` may hold it
@@ -40,7 +45,7 @@ public:
     }
     void release();
 
-    bool split, whole_prompt;
+    bool split, whole_prompt, keeps_match;
     nb::dict match;  // request id -> (length, node)
     nb::dict requests, length_of, splits;
     nb::list dropped, added, joined, rematched;
@@ -50,10 +55,11 @@ public:
 private:
     struct Held {
         NodePtr node;
-        Key next;
         int64_t length;
+        uint64_t peeked;  // when it was matched: `match`'s order, a dict's insertion order
     };
     std::vector<int64_t> affected(std::size_t from) const;
+    nb::dict match_of_held() const;
     void peek(nb::handle request, const NodePtr &start);
     NodePtr forget(int64_t rid);
 
@@ -61,10 +67,16 @@ private:
     bool has_cursor = false;
     int64_t cursor_epoch = 0;
     std::size_t cursor_pos = 0;
+    uint64_t peeks = 0;
     std::unordered_map<int64_t, Held> held;
-    // The requests whose match ends at a node, by the child key each follows out of it: a few each, in
-    // no order (affected() sorts what it reads), kept in one small vector rather than a hash set.
-    std::unordered_map<const Node *, std::unordered_map<Key, std::vector<int64_t>>> hanging;
+    // The requests whose match ends at a node, each with the child key it follows out of it: a few a
+    // node, in no order (affected() sorts what it reads), kept in one flat vector rather than a hash
+    // map of sets by key, which a new match would allocate.
+    struct Hanging {
+        Key next;
+        int64_t rid;
+    };
+    std::unordered_map<const Node *, std::vector<Hanging>> hanging;
 };
 
 class WaitingPrefixes {
@@ -83,7 +95,7 @@ public:
     }
     void release();
 
-    PrefixMatcher matcher{true, true};
+    PrefixMatcher matcher{true, true, false};  // its match read in C++ only (node_of, length)
     int64_t serial = 0;
 
 private:

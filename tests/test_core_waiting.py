@@ -215,3 +215,41 @@ def test_both_cores_rank_joining_requests_in_arrival_order(seed):
                 prefixes.refresh(list(waiting), cache, None)
             python, compiled = (prefixes._rank for _, prefixes in sides.values())
             assert python == compiled and set(python) == {r.id for r in waiting}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_waiting_prefixes_matcher_returns_the_match_it_keeps_in_cpp(seed):
+    """The compiled waiting prefixes' own matcher keeps no `_match` dict, request by request: its
+    `update` builds it, each request in the order it was last matched, as the Python one's dict
+    iterates (ids re-matched after cache changes move to the end)."""
+    rng = np.random.default_rng([seed, 11])
+    sides = [Waiting("python", 1, "lru"), Waiting("compiled", 1, "lru")]
+    for side in sides:
+        with core.use(side.which):
+            side.matchers = [side.prefixes._matcher if side.which == "compiled" else PrefixMatcher(True, True)]
+    assert not sides[1].prefixes._matcher._match  # kept in C++ only
+    stems = [np.arange(6, dtype=np.int64)]
+    queue, moved = Queue(), 0
+    for _ in range(150):
+        op = str(rng.choice(["join", "leave", "insert", "evict", "update"], p=[.25, .1, .25, .1, .3]))
+        n = int(rng.integers(0, 40))
+        tokens = _tokens(rng, stems)
+        if op == "join":
+            queue.join(Request(queue.next_id, 0, [*_tokens(rng, stems), 9], 1.0, arrival=float(n % 3)))
+            queue.next_id += 1
+        elif op == "leave" and queue.requests:
+            queue.leave(queue.requests[n % len(queue.requests)])
+        results = []
+        for side in sides:
+            m = side.matchers[0]
+            if op == "insert":
+                side.cache.insert(tokens)
+            elif op == "evict":
+                side.cache.evict(n)
+            elif op == "update":
+                match = m.update(queue.requests, side.cache)
+                results.append(side.plain([match, m.dropped, m.added, m.splits, m.length_of, m.requests]))
+                moved += list(match) != sorted(match)
+        assert results[:1] == results[1:], op
+        assert sides[0].state() == sides[1].state()
+    assert moved  # some re-match reordered the match

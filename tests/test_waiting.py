@@ -175,7 +175,7 @@ def test_marks_follow_the_queue_under_an_engine():
         queue, cache = round_.queue, round_.cache
         expect: dict = {}
         for r in queue:
-            length, node = waiting._matcher._match[r.id]
+            length, node = waiting.length_of[r], waiting.start(r, len(r.tokens))  # where the refresh matched
             assert length == cache.prefix_len(r.tokens) == node.depth
             if node is not cache.root:
                 expect[node] = max(expect.get(node, -1), waiting._rank[r.id])
