@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "address_table.hpp"
+
 #include "radix_cache.hpp"
 #include "heapq.hpp"
 #include "py_calls.hpp"
@@ -111,26 +113,20 @@ private:
     std::unordered_map<int64_t, std::pair<int64_t, bool>> where;
 };
 
-// The waiting requests by their objects, which a round looks up for each waiting request: open
-// addressing on the object's address, without a bucket's allocation or a division per lookup.
+// The waiting requests by their objects (`pycall::AddressTable`), which a round looks up for each
+// waiting request, and how many times the table changed.
 class RequestTable {
 public:
-    const ReqPtr *find(PyObject *o) const;  // null where `o` does not wait
-    void insert(PyObject *o, const ReqPtr &r);
-    void erase(PyObject *o);
+    const ReqPtr *find(PyObject *o) const { return table.find(o); }  // null where `o` does not wait
+    void insert(PyObject *o, const ReqPtr &r) {
+        table.insert(o, r);
+        ++edits;
+    }
+    void erase(PyObject *o) { edits += table.erase(o); }
     uint64_t edits = 0;  // inserts and erases so far: a Req read before it changed may be gone
 
 private:
-    struct Slot {
-        PyObject *key = nullptr;  // null: empty
-        ReqPtr r;
-    };
-    std::size_t home(PyObject *o) const {
-        return std::size_t((uintptr_t(o) >> 4) * 0x9E3779B97F4A7C15ull) & (slots.size() - 1);
-    }
-    void grow();
-    std::vector<Slot> slots;
-    std::size_t count = 0;
+    pycall::AddressTable<ReqPtr> table;
 };
 
 // queue.WaitingQueue: the waiting requests in joining order (a Python list, the one policies read),

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "address_table.hpp"
 #include "py_calls.hpp"
 
 namespace market_fields {
@@ -189,6 +190,7 @@ inline size_t index_of(int64_t bidder, size_t n) {
 using pycall::ArrayHead;
 using pycall::ndarray_head;
 using pycall::numpy_attr;
+using pycall::AddressTable;
 
 // The `n` numbers of a list as Python's arithmetic reads them, or of a float64 numpy array as its
 // `tolist()` gives them, into `out` (whose capacity the caller keeps from call to call): in place
@@ -250,68 +252,5 @@ nb::object array_of(const std::vector<T> &values, nb::handle shape, nb::handle d
 inline nb::object array_of(const std::vector<double> &values) {
     return array_of(values, nb::int_(static_cast<Py_ssize_t>(values.size())));
 }
-
-// Values keyed by the address of a live Python object (a held request): open addressing on the
-// address, without a bucket's allocation or a division per lookup. An address is a key only while
-// its object lives: a value must say itself whether it still describes the object found there.
-template <class V>
-class AddressTable {
-public:
-    V *find(PyObject *o) {
-        if (slots_.empty() || !o) return nullptr;
-        for (size_t i = home(o);; i = (i + 1) & (slots_.size() - 1)) {
-            if (slots_[i].key == o) return &slots_[i].value;
-            if (!slots_[i].key) return nullptr;
-        }
-    }
-
-    // `value` at `o`, replacing any there; where it lies until the next insert or erase.
-    V &insert(PyObject *o, V value) {
-        if (2 * (count_ + 1) > slots_.size()) grow();
-        size_t i = home(o);
-        while (slots_[i].key && slots_[i].key != o) i = (i + 1) & (slots_.size() - 1);
-        if (!slots_[i].key) ++count_;
-        slots_[i] = Slot{o, std::move(value)};
-        return slots_[i].value;
-    }
-
-    // Removal by shifting back the entries after it that probed past it, so no slot is a tombstone.
-    void erase(PyObject *o) {
-        if (slots_.empty()) return;
-        const size_t mask = slots_.size() - 1;
-        size_t i = home(o);
-        while (slots_[i].key != o) {
-            if (!slots_[i].key) return;
-            i = (i + 1) & mask;
-        }
-        for (size_t j = (i + 1) & mask; slots_[j].key; j = (j + 1) & mask) {
-            size_t h = home(slots_[j].key);
-            if (((j - h) & mask) >= ((j - i) & mask)) {  // its home is at or before the gap: it moves there
-                slots_[i] = std::move(slots_[j]);
-                i = j;
-            }
-        }
-        slots_[i] = Slot{};
-        --count_;
-    }
-
-private:
-    struct Slot {
-        PyObject *key = nullptr;  // null: empty
-        V value{};
-    };
-    size_t home(PyObject *o) const {
-        return static_cast<size_t>((reinterpret_cast<uintptr_t>(o) >> 4) * 0x9E3779B97F4A7C15ull) & (slots_.size() - 1);
-    }
-    void grow() {
-        std::vector<Slot> old(std::max<size_t>(16, 2 * slots_.size()));
-        old.swap(slots_);
-        count_ = 0;
-        for (Slot &slot : old)
-            if (slot.key) insert(slot.key, std::move(slot.value));
-    }
-    std::vector<Slot> slots_;
-    size_t count_ = 0;
-};
 
 }  // namespace market_fields

@@ -36,6 +36,10 @@ struct ArrayHead {
     int flags;
 };
 
+// ArrayHead's `flags` bit of a writeable array (NPY_ARRAY_WRITEABLE, numpy's ndarraytypes.h, part
+// of its ABI).
+constexpr int ARRAY_WRITEABLE = 0x0400;
+
 // numpy's attribute `name` (its `ndarray`, `empty`, ...), or its dtype of that name where `dtype`;
 // never freed: they may outlive the interpreter's teardown of numpy.
 inline PyObject *numpy_attr(const char *name, bool dtype = false) {
@@ -54,8 +58,7 @@ inline const ArrayHead *ndarray_head(PyObject *obj) {
 // of its flags for an exact ndarray, read there in place; else read by interned names): a
 // structure that keeps a view of a prompt asks it of every array it is given.
 inline bool writeable(nb::handle array) {
-    constexpr int NPY_ARRAY_WRITEABLE = 0x0400;  // numpy's ndarraytypes.h, part of its ABI
-    if (const ArrayHead *head = ndarray_head(array.ptr())) return (head->flags & NPY_ARRAY_WRITEABLE) != 0;
+    if (const ArrayHead *head = ndarray_head(array.ptr())) return (head->flags & ARRAY_WRITEABLE) != 0;
     static const nb::str *flags = new nb::str(interned("flags"));  // never freed, as the core's
     static const nb::str *name = new nb::str(interned("writeable"));  // other interned names
     return nb::cast<bool>(array.attr(*flags).attr(*name));

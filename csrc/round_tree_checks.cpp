@@ -84,7 +84,6 @@ struct Int64Vector {
 // protocol reports them (a stride of 8 where it holds at most one token, which numpy's buffer gives
 // whatever its stride; docs/engine.md section 8); any other object through the buffer protocol.
 bool int64_vector(PyTypeObject* ndarray_type, nb::handle o, Int64Vector& out) {
-    constexpr int NPY_ARRAY_WRITEABLE = 0x0400;  // numpy's ndarraytypes.h, part of its ABI
     static PyObject* const int64 = pycall::numpy_attr("int64", true);
     if (Py_TYPE(o.ptr()) != ndarray_type) return false;
     const pycall::ArrayHead* head = pycall::ndarray_head(o.ptr());
@@ -93,7 +92,7 @@ bool int64_vector(PyTypeObject* ndarray_type, nb::handle o, Int64Vector& out) {
         const Py_ssize_t n = head->dimensions[0];
         out = Int64Vector{reinterpret_cast<const int64_t*>(head->data), n,
                           n > 1 ? head->strides[0] : Py_ssize_t(sizeof(int64_t)),
-                          (head->flags & NPY_ARRAY_WRITEABLE) != 0};
+                          (head->flags & pycall::ARRAY_WRITEABLE) != 0};
         return true;
     }
     Py_buffer view;
