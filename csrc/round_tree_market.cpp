@@ -7,6 +7,7 @@
 
 #include <structmember.h>
 
+#include "py_calls.hpp"
 #include "slot_fill.hpp"
 
 #include <cmath>
@@ -137,6 +138,8 @@ bool read_queue(PyObject* const* queue, Py_ssize_t n, const std::vector<double>&
     return true;
 }
 
+using pycall::interned;
+
 // `object.__new__(cls)` with `setattr(obj, names[k], values[k])` in order: how radix_auction.py's
 // rounds set what they hold where the class is not made slot by slot.
 template <std::size_t N>
@@ -160,7 +163,7 @@ class DecisionMaker {
 public:
     DecisionMaker(nb::handle cls, const std::array<const char*, N>& names)
         : cls_(nb::borrow(cls)), slots_(cls, names, typename pyslots::SlotMaker<N>::Some{}) {
-        for (std::size_t k = 0; k < N; ++k) names_[k] = nb::steal(PyUnicode_InternFromString(names[k]));
+        for (std::size_t k = 0; k < N; ++k) names_[k] = interned(names[k]);
     }
     nb::object operator()(const std::array<nb::handle, N>& values) {
         nb::object made;
@@ -174,8 +177,6 @@ private:
     std::array<nb::object, N> names_;
     pyslots::SlotMaker<N> slots_;
 };
-
-nb::object interned(const char* s) { return nb::steal(PyUnicode_InternFromString(s)); }
 
 // The Python values of a round decided in one call, as RadixTreeAuction.admit returns them: (the
 // admission order, a new list; the decision), the decision's `pricing` left for the auction to set
