@@ -92,3 +92,16 @@ def test_the_reset_floor_is_the_reset_over_the_episode_and_what_it_leaves_of_the
     # 200 rounds an episode: 4 ms / 200 = 20 us a step; 1 / 40,000 s = 25 us, so 5 us are left.
     assert "200 rounds" in note and "20.0 µs per env step" in note
     assert "40,000 steps/s per env, 25.0 µs per env step all told, which leaves 5.0 µs" in note
+
+
+def test_a_reset_is_timed_in_cpu_time_after_a_garbage_collection(monkeypatch):
+    from experiments.bench import core_speed
+
+    calls = []
+    clock = iter([10.0, 10.5])
+    monkeypatch.setattr(core_speed.gc, "collect", lambda: calls.append("collect"))
+    monkeypatch.setattr(core_speed.time, "process_time", lambda: (calls.append("clock"), next(clock))[1])
+    monkeypatch.setattr(core_speed.time, "perf_counter", lambda: pytest.fail("a reset is timed in CPU time"))
+    seconds = core_speed.reset_seconds("python", 2, "RadixAuction-v0")
+    assert calls == ["collect", "clock", "clock"]
+    assert seconds == pytest.approx(0.25)

@@ -13,6 +13,7 @@ it measures the Python one and says so.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from typing import Callable, Sequence
@@ -48,8 +49,12 @@ def steps_per_second(which: str, warm: int, steps: int, env_id: str = "RadixAuct
 
 
 def reset_seconds(which: str, resets: int, env_id: str = "RadixAuction-v2") -> float:
-    """The wall seconds of one of `env_id`'s resets on core `which` (seeds 1..`resets`, after one
-    untimed reset): the engine's warm-up and the workload's draw, which every episode pays once."""
+    """The CPU seconds of one of `env_id`'s resets on core `which` (seeds 1..`resets`, after one
+    untimed reset): the engine's warm-up and the workload's draw, which every episode pays once.
+
+    CPU time, after a full garbage collection: a reset lasts milliseconds, so a window of wall time
+    moves several-fold with what else the machine runs, and a collection of the garbage an earlier
+    measurement left (envs whose objects refer to each other) would be charged to the resets."""
     import gymnasium as gym
 
     import auction_gym  # noqa: F401  (registers the envs)
@@ -57,10 +62,11 @@ def reset_seconds(which: str, resets: int, env_id: str = "RadixAuction-v2") -> f
     with core.use(which):
         env = gym.make(env_id)
         env.reset(seed=0)
-        start = time.perf_counter()
+        gc.collect()
+        start = time.process_time()
         for seed in range(1, resets + 1):
             env.reset(seed=seed)
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         env.close()
     return elapsed / resets
 
