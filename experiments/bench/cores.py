@@ -68,8 +68,11 @@ TIMED_COLUMNS = frozenset({"wall_s"})
 
 @dataclass(frozen=True)
 class Sizes:
-    """How much each part runs: env steps after `warm`, `repeats` runs per core, rounds per env in a
-    batch (`batch_sizes` of them), PPO's steps (0: no PPO rows) and the env's steps beside them."""
+    """How much each part runs: env steps after `warm`, `repeats` runs per core (of the batches, the
+    reset and the commands), rounds per env in a batch (`batch_sizes` of them), PPO's steps (0: no
+    PPO rows) and the env's steps beside them, and `env_repeats` runs per core of one env's steps:
+    seconds each, so more of them cost little, and their median is what a slow stretch of a shared
+    machine would otherwise move most."""
 
     steps: int
     warm: int
@@ -77,10 +80,11 @@ class Sizes:
     batch_rounds: int
     ppo_steps: int
     ppo_env_steps: int
+    env_repeats: int = 7
     batch_sizes: tuple[int, ...] = BATCH_SIZES
 
 
-QUICK = Sizes(steps=1000, warm=100, repeats=3, batch_rounds=50, ppo_steps=0, ppo_env_steps=0)
+QUICK = Sizes(steps=1000, warm=100, repeats=3, batch_rounds=50, ppo_steps=0, ppo_env_steps=0, env_repeats=3)
 PAGE = Sizes(steps=3000, warm=300, repeats=3, batch_rounds=200, ppo_steps=10240, ppo_env_steps=10000)
 
 
@@ -103,13 +107,13 @@ def env_rows(sizes: Sizes) -> tuple[list[tuple[str, ...]], list[str]]:
     rows, notes = [], []
     for label, env_id, kwargs in ENVS:
         figures = in_turn_medians(lambda which: steps_per_second(which, sizes.warm, sizes.steps, env_id, **kwargs),
-                                  sizes.repeats)
+                                  sizes.env_repeats)
         rows.append(_speed_row(f"{label}, steps/s", figures))
         if env_id == TARGET_ENV and not kwargs:
             ratio = figures["compiled"] / figures["python"]
             notes.append(_target(f"one {TARGET_ENV} env's steps/s", ratio, ratio >= 5, "at least 5x the Python core's"))
     notes.insert(0, f"One env: random actions, resets included, {sizes.steps:,} steps after {sizes.warm}, median of "
-                    f"{sizes.repeats} run(s) per core, the cores in turn.")
+                    f"{sizes.env_repeats} run(s) per core, the cores in turn.")
     return rows, notes
 
 
@@ -330,15 +334,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="the env rows at small sizes (about a minute)")
     parser.add_argument("--steps", type=int, default=None, help=f"one env's steps (default {PAGE.steps}, quick "
                         f"{QUICK.steps})")
-    parser.add_argument("--repeats", type=int, default=None, help="runs per core (default 3, quick 1)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help=f"runs per core of every part (default {PAGE.repeats}, one env's {PAGE.env_repeats}; "
+                        f"quick {QUICK.repeats})")
     parser.add_argument("--commands", type=commands_of, default=(),
                         help=f"comma-separated, of {','.join(COMMANDS)}: whole commands to time on each core "
                         "(minutes each; default none)")
     parser.add_argument("--full", action="store_true", help="compare at its defaults (about 15 minutes per core)")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else PAGE
-    sizes = Sizes(**{**vars(sizes), **{k: getattr(args, k) for k in ("steps", "repeats")
-                                       if getattr(args, k) is not None}})
+    given = {"steps": args.steps, "repeats": args.repeats, "env_repeats": args.repeats}
+    sizes = Sizes(**{**vars(sizes), **{k: v for k, v in given.items() if v is not None}})
     print(cores_table(sizes, args.commands, args.full).markdown())
 
 
