@@ -109,7 +109,8 @@ def test_a_reset_is_timed_in_cpu_time_after_a_garbage_collection(monkeypatch):
 
 def test_one_envs_rows_take_the_median_of_their_own_count_of_runs_in_turn(monkeypatch):
     calls = []
-    rates = {"python": iter([1.0, 9.0, 2.0, 3.0, 2.0] * len(ENVS)), "compiled": iter([10.0, 1.0, 20.0, 30.0, 25.0] * len(ENVS))}
+    rates = {"python": iter([1.0, 9.0, 2.0, 3.0, 2.0] * len(ENVS)),
+             "compiled": iter([10.0, 1.0, 20.0, 30.0, 25.0] * len(ENVS))}
     monkeypatch.setattr(cores, "steps_per_second",
                         lambda which, warm, steps, env_id, **kwargs: (calls.append(which), next(rates[which]))[1])
     rows, notes = cores.env_rows(Sizes(steps=1, warm=0, repeats=1, batch_rounds=1, ppo_steps=0, ppo_env_steps=0,
@@ -121,7 +122,8 @@ def test_one_envs_rows_take_the_median_of_their_own_count_of_runs_in_turn(monkey
 
 def test_the_command_lines_repeats_sets_every_parts_runs(monkeypatch):
     seen = []
-    monkeypatch.setattr(cores, "cores_table", lambda sizes, commands, full: seen.append(sizes) or cores.Table(("a",), []))
+    monkeypatch.setattr(cores, "cores_table",
+                        lambda sizes, commands, full: seen.append(sizes) or cores.Table(("a",), []))
     cores.main(["--repeats", "2"])
     cores.main([])
     assert (seen[0].repeats, seen[0].env_repeats) == (2, 2)
