@@ -6,7 +6,6 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
-#include <cstring>
 
 namespace pycall {
 
@@ -64,29 +63,49 @@ inline bool writeable(nb::handle array) {
     return nb::cast<bool>(array.attr(*flags).attr(*name));
 }
 
-// The data of `array` where it is a 1-D contiguous buffer of native int64 (a numpy token array, as
-// requests hold them): read in place where it is an exact ndarray of numpy's own int64 dtype (every
-// array numpy makes of int64), else through the buffer protocol; null for any other, which the
-// caller's nanobind cast reads (a subset of what that cast takes, read at the same address);
-// `size`, where given, is set to its length. The data lives as long as `array`.
-inline const int64_t *int64_buffer(nb::handle array, int64_t *size = nullptr) {
+// A 1-D array of native int64 as `int64_view` reads it: its data (alive as long as the array), its
+// length, its stride in bytes and whether it is writeable.
+struct Int64View {
+    const int64_t *data = nullptr;
+    Py_ssize_t n = 0, stride = 0;
+    bool writeable = false;
+};
+
+// `array` where it is a 1-D array of native int64 (a numpy token array, as requests hold them),
+// read without a DLPack export: in place through its leading fields where it is an exact ndarray of
+// numpy's own int64 dtype (every array numpy makes of int64), its stride as the buffer protocol
+// reports it (8 where it holds at most one token, whatever its stride; docs/engine.md section 8);
+// else through the buffer protocol. False, nothing raised, for any other object.
+inline bool int64_view(nb::handle array, Int64View &out) {
     static PyObject *int64 = numpy_attr("int64", true);
-    if (const ArrayHead *head = ndarray_head(array.ptr()); head && head->descr == int64 && head->nd == 1) {
-        if (head->dimensions[0] > 1 && head->strides[0] != 8) return nullptr;
-        if (size) *size = int64_t(head->dimensions[0]);
-        return reinterpret_cast<const int64_t *>(head->data);
+    if (const ArrayHead *head = ndarray_head(array.ptr()); head && head->descr == int64) {
+        if (head->nd != 1) return false;
+        const Py_ssize_t n = head->dimensions[0];
+        out = Int64View{reinterpret_cast<const int64_t *>(head->data), n,
+                        n > 1 ? head->strides[0] : Py_ssize_t(sizeof(int64_t)), (head->flags & ARRAY_WRITEABLE) != 0};
+        return true;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
+    if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_RECORDS_RO) != 0) {
         PyErr_Clear();
-        return nullptr;
+        return false;
     }
-    bool native = view.format && (std::strcmp(view.format, "l") == 0 || std::strcmp(view.format, "q") == 0);
-    bool fits = native && view.ndim == 1 && view.itemsize == 8 && (view.shape[0] <= 1 || view.strides[0] == 8);
-    const int64_t *data = fits ? static_cast<const int64_t *>(view.buf) : nullptr;
-    if (fits && size) *size = int64_t(view.shape[0]);
+    const char *f = view.format;
+    const bool native = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
+                        (f[0] == 'l' || f[0] == 'q');
+    if (native) out = Int64View{static_cast<const int64_t *>(view.buf), view.shape[0], view.strides[0], !view.readonly};
     PyBuffer_Release(&view);
-    return data;
+    return native;
+}
+
+// The data of `array` where `int64_view` reads it and it is contiguous; null for any other, which
+// the caller's nanobind cast reads (a subset of what that cast takes, read at the same address);
+// `size`, where given, is set to its length. The data lives as long as `array`.
+inline const int64_t *int64_buffer(nb::handle array, int64_t *size = nullptr) {
+    Int64View v;
+    if (!int64_view(array, v) || (v.n > 1 && v.stride != Py_ssize_t(sizeof(int64_t)))) return nullptr;
+    if (size) *size = int64_t(v.n);
+    return v.data;
 }
 
 }  // namespace pycall

@@ -71,50 +71,22 @@ namespace {
 
 using TokenArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::device::cpu>;
 
-// A 1-d int64 numpy array's data, read without a DLPack export (which costs more than the rest of
-// a request's joining the tree); false (nothing raised) for any other object, which nanobind's
-// conversion then takes.
-struct Int64Vector {
-    const int64_t* data = nullptr;
-    Py_ssize_t n = 0, stride = 0;  // stride in bytes
-    bool writeable = false;
-};
+using pycall::Int64View;
 
-// An exact ndarray of numpy's own int64 dtype is read through its leading fields, as the buffer
-// protocol reports them (a stride of 8 where it holds at most one token, which numpy's buffer gives
-// whatever its stride; docs/engine.md section 8); any other object through the buffer protocol.
-bool int64_vector(PyTypeObject* ndarray_type, nb::handle o, Int64Vector& out) {
-    static PyObject* const int64 = pycall::numpy_attr("int64", true);
-    if (Py_TYPE(o.ptr()) != ndarray_type) return false;
-    const pycall::ArrayHead* head = pycall::ndarray_head(o.ptr());
-    if (head != nullptr && head->descr == int64) {
-        if (head->nd != 1) return false;
-        const Py_ssize_t n = head->dimensions[0];
-        out = Int64Vector{reinterpret_cast<const int64_t*>(head->data), n,
-                          n > 1 ? head->strides[0] : Py_ssize_t(sizeof(int64_t)),
-                          (head->flags & pycall::ARRAY_WRITEABLE) != 0};
-        return true;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(o.ptr(), &view, PyBUF_RECORDS_RO) != 0) {
-        PyErr_Clear();
-        return false;
-    }
-    const char* f = view.format;
-    const bool native = view.ndim == 1 && view.itemsize == 8 && f != nullptr && f[0] != 0 && f[1] == 0 &&
-                        (f[0] == 'l' || f[0] == 'q');
-    if (native) out = Int64Vector{static_cast<const int64_t*>(view.buf), view.shape[0], view.strides[0], !view.readonly};
-    PyBuffer_Release(&view);
-    return native;
+// An exact ndarray's data as `pycall::int64_view` reads it, without a DLPack export (which costs
+// more than the rest of a request's joining the tree); false (nothing raised) for any other object,
+// which nanobind's conversion then takes.
+bool int64_vector(PyTypeObject* ndarray_type, nb::handle o, Int64View& out) {
+    return Py_TYPE(o.ptr()) == ndarray_type && pycall::int64_view(o, out);
 }
 
 // The tokens of a request's prompt `array` (`v` its data when an int64 vector, else null): a view
 // of a read-only array, kept alive by a reference (released with the GIL held: the tree changes and
 // is freed only in calls from Python); a copy of another.
-std::shared_ptr<const Tokens> prompt(nb::handle array, bool writeable, const Int64Vector* vector) {
+std::shared_ptr<const Tokens> prompt(nb::handle array, bool writeable, const Int64View* vector) {
     auto t = std::make_shared<Tokens>();
     if (vector != nullptr) {
-        const Int64Vector& v = *vector;
+        const Int64View& v = *vector;
         t->n = size_t(v.n);
         if (!writeable && v.stride == Py_ssize_t(sizeof(int64_t))) {
             t->ptr = v.data;
@@ -155,7 +127,7 @@ nb::object RoundTree::plain(const std::vector<PyObject*>& fresh) const {
         const auto at = std::lower_bound(seen.begin(), seen.end(), id);
         if (overflow || (at != seen.end() && *at == id)) return nb::object();
         seen.insert(at, id);
-        Int64Vector v;
+        Int64View v;
         if (!int64_vector(ndarray_type_, t, v) || v.n == 0) return nb::object();
         tokens.append(t);
     }
@@ -171,7 +143,7 @@ RoundTree::Fresh RoundTree::new_block(PyObject* request, nb::handle rid, nb::han
         raised();
     }
     // A prompt that could change in place is placed again every round (without a delta).
-    Int64Vector v;
+    Int64View v;
     const bool vector = int64_vector(ndarray_type_, tokens, v);
     const bool writeable = vector ? v.writeable : pycall::writeable(tokens);
     nb::object source = writeable ? nb::none() : tokens_read ? nb::borrow(tokens) : attr(request, TOKENS);
