@@ -162,19 +162,15 @@ template <std::size_t N>
 class DecisionMaker {
 public:
     DecisionMaker(nb::handle cls, const std::array<const char*, N>& names)
-        : cls_(nb::borrow(cls)), slots_(cls, names, typename pyslots::SlotMaker<N>::Some{}) {
-        for (std::size_t k = 0; k < N; ++k) names_[k] = interned(names[k]);
-    }
+        : slots_(cls, names, typename pyslots::SlotMaker<N>::Some{}) {}
     nb::object operator()(const std::array<nb::handle, N>& values) {
         nb::object made;
-        if (reinterpret_cast<PyTypeObject*>(cls_.ptr())->tp_setattro == PyObject_GenericSetAttr)
+        if (reinterpret_cast<PyTypeObject*>(slots_.cls().ptr())->tp_setattro == PyObject_GenericSetAttr)
             made = slots_.make(values);
-        return made.is_valid() ? made : set_on_new(cls_, names_, values);
+        return made.is_valid() ? made : set_on_new(slots_.cls(), slots_.names(), values);
     }
 
 private:
-    nb::object cls_;
-    std::array<nb::object, N> names_;
     pyslots::SlotMaker<N> slots_;
 };
 

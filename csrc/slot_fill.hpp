@@ -42,17 +42,15 @@ inline bool same_version(PyTypeObject *type, unsigned int version) {
 template <std::size_t N>
 class SlotMaker {
 public:
-    // `names`: the class's slots, every one (so none is left unset), in the order `make` takes
-    // their values.
-    SlotMaker(nb::handle cls, const std::array<const char *, N> &names)
-        : cls_(nb::borrow(cls)), type_(reinterpret_cast<PyTypeObject *>(cls.ptr())) {
-        for (std::size_t i = 0; i < N; ++i) names_[i] = nb::steal(PyUnicode_InternFromString(names[i]));
-        whole_ = nb::len(nb::object(cls.attr("__slots__"))) == N;
-    }
-
     // Tag of the constructor whose names are some of the class's slots, its own or inherited: an
     // instance it makes leaves the others unset, for the caller to set.
     struct Some {};
+
+    // `names`: the class's slots, every one (so none is left unset), in the order `make` takes
+    // their values.
+    SlotMaker(nb::handle cls, const std::array<const char *, N> &names) : SlotMaker(cls, names, Some{}) {
+        whole_ = nb::len(nb::object(cls.attr("__slots__"))) == N;
+    }
 
     SlotMaker(nb::handle cls, const std::array<const char *, N> &names, Some)
         : cls_(nb::borrow(cls)), type_(reinterpret_cast<PyTypeObject *>(cls.ptr())), whole_(true) {
@@ -78,8 +76,9 @@ public:
     // Whether it makes instances of `cls` (that class itself).
     bool makes(nb::handle cls) const { return cls.ptr() == cls_.ptr(); }
 
-    // The class it makes instances of.
+    // The class it makes instances of, and the names of the slots it sets (interned), in `make`'s order.
     nb::handle cls() const { return cls_; }
+    const std::array<nb::object, N> &names() const { return names_; }
 
 private:
     // The slots' members found again (after the class changed); false where one is not plain.
