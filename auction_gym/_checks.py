@@ -71,6 +71,18 @@ def check_number(name: str, value: object, least: float = -math.inf, most: float
     return value
 
 
+def config_or_default(name: str, config: object, cls: type) -> object:
+    """`config`, or `cls()` for None; TypeError naming `name` for anything that is not a `cls`: a
+    dict of its fields, a config of another kind or one given in another argument's place (a
+    config where a scheduler goes) would otherwise fail later on a missing attribute."""
+    if config is None:
+        return cls()
+    if isinstance(config, cls):
+        return config
+    hint = f"; build one with {cls.__name__}(**fields)" if isinstance(config, dict) else ""
+    raise TypeError(f"{name} must be an instance of {cls.__name__} (None: its defaults), got {type(config).__name__}{hint}")
+
+
 def within_int64(n: int) -> bool:
     """Whether the int `n` fits a signed 64-bit integer, what the compiled core holds request ids,
     the engine's counts and round priorities in."""

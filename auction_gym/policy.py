@@ -308,6 +308,10 @@ class AdmissionPolicy:
         registry entry's, for one that declares none."""
         if isinstance(policy, AdmissionPolicy):
             return policy
+        older = callable(getattr(policy, "order", None)) or callable(getattr(policy, "decide", None))
+        if not older or not hasattr(policy, "name"):  # a config in the scheduler's place, say: named here
+            raise TypeError("a scheduler must be an auction_gym.policy.AdmissionPolicy or the name of a registered one "
+                            f"(auction_gym.scheduler_names()), got {type(policy).__name__}: {policy!r:.80}")
         warnings.warn(
             f"{type(policy).__name__} is not an auction_gym.policy.AdmissionPolicy; subclass it (order_round or "
             "decide_round over a WaitingRound): the older protocol is deprecated", DeprecationWarning, stacklevel=3)

@@ -399,7 +399,8 @@ struct Names {
 
 // Python objects of the package the engine makes or calls, and the names, looked up once.
 struct Python {
-    nb::object iteration, waiting_round, unpack_admission, decision_priority, record_of, request, sequence;
+    nb::object iteration, waiting_round, unpack_admission, decision_priority, record_of, request, sequence,
+        refuse_streamed;
     Names names;
 };
 const Python &python();

@@ -127,6 +127,7 @@ const Python &python() {
         nb::module_ base = nb::module_::import_("auction_gym.scheduler.base");
         nb::module_ records = nb::module_::import_("auction_gym.engine.records");
         nb::module_ request = nb::module_::import_("auction_gym.request");
+        nb::module_ arrivals = nb::module_::import_("auction_gym.engine.arrivals");
         auto name = pycall::interned;
         Names names{name("admit"), name("sorts_in_place"), name("in_batch_deprioritizes"), name("remove"),
                     name("id"), name("arrival"), name("tokens"), name("output_len"), name("max_new_tokens"),
@@ -136,7 +137,8 @@ const Python &python() {
         return new Python{state.attr("Iteration"), policy.attr("WaitingRound"), policy.attr("unpack_admission"),
                           base.attr("decision_priority"),
                           records.attr("RequestRecord").attr("of"), request.attr("Request"),
-                          nb::module_::import_("collections.abc").attr("Sequence"), std::move(names)};
+                          nb::module_::import_("collections.abc").attr("Sequence"), arrivals.attr("refuse_streamed"),
+                          std::move(names)};
     }();  // never freed: it may outlive the interpreter's teardown of the modules it holds
     return *py;
 }
@@ -437,9 +439,10 @@ void Arrivals::advance_source() {
     PyObject *next = PyIter_Next(it.ptr());
     if (!next && PyErr_Occurred()) throw nb::python_error();
     nb::object obj = nb::steal(next);
-    if (!next || obj.is_none()) {  // a None ends the workload, as Python's next(source, None) reads it
-        lookahead = nullptr;
+    if (!next || !PyObject_TypeCheck(next, (PyTypeObject *)python().request.ptr())) {
+        lookahead = nullptr;  // the stream ends, exhausted or refused
         source = nb::none();
+        if (next) python().refuse_streamed(obj);  // raises Python's TypeError
         return;
     }
     lookahead = read(obj);

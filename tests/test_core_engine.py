@@ -405,15 +405,18 @@ def test_request_counts_past_int64_run_as_in_python() -> None:
     assert runs[0] == runs[1]
 
 
-def test_a_lazy_workload_ends_at_a_none() -> None:
-    """A lazily read workload that yields None ends there (the requests after it are not read)."""
-    runs = []
+@pytest.mark.parametrize("entry", [None, "oops", {"id": 1}])
+def test_a_lazy_workload_yielding_a_non_request_is_refused_where_the_clock_reaches_it(entry: object) -> None:
+    """An entry of a lazily read workload that is not a Request, None included (the stream's end is
+    its exhaustion; a None ending it would lose the requests after it unseen), raises TypeError from
+    the step that reads it, on both engines alike, and the stream ends there."""
     for engine in both_engines():
-        engine.submit(iter([Request(0, 0, np.arange(4), output_len=3), None,
+        engine.submit(iter([Request(0, 0, np.arange(4), output_len=3), entry,
                             Request(1, 0, np.arange(4, 8), output_len=3, arrival=1.0)]))
-        runs.append(finished_records(engine))
-        assert list(engine.records) == [0]
-    assert runs[0] == runs[1]
+        with pytest.raises(TypeError, match=f"a lazily read workload must yield Request objects, got "
+                                            f"{type(entry).__name__} "):
+            engine.run()
+        assert list(engine.records) == [0] and engine.arrivals.pending == 0
 
 
 class Outsider(AdmissionPolicy):

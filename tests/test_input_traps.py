@@ -18,10 +18,11 @@ from agents.evaluation import evaluate
 from agents.stats import mean_ci
 from agents.training import TrainConfig, run_settings
 from auction_gym.action import action_value
+from auction_gym.engine import EngineConfig, SimEngine
 from auction_gym.envs.common import check_env_kwargs
 from auction_gym.envs.parallel_env import parallel_env
 from auction_gym.envs.vector import make_vec
-from auction_gym.market import MarketConfig
+from auction_gym.market import Market, MarketConfig
 from auction_gym.pacing import make_policy
 
 SHORT = dict(horizon=5, episode_draws={"rate": [40.0]})
@@ -186,3 +187,33 @@ def test_mean_ci_refuses_a_table_it_would_pool():
         mean_ci(table)
     mean, half = mean_ci([np.mean(row) for row in table])
     assert mean == 2.5 and half > 0
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("config", [{"kv_capacity_tokens": 4096}, MarketConfig()])
+def test_an_engine_names_a_config_that_is_not_an_engine_config(config):
+    """A dict of fields, or a config of another kind, failed on a missing attribute deep inside."""
+    with pytest.raises(TypeError, match=r"config must be an instance of EngineConfig \(None: its defaults\), got "
+                                        f"{type(config).__name__}"):
+        SimEngine("fcfs", config)
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("config", [{"num_bidders": 3}, EngineConfig()])
+def test_a_market_names_a_config_that_is_not_a_market_config(config):
+    with pytest.raises(TypeError, match=f"config must be an instance of MarketConfig .*got {type(config).__name__}"):
+        Market(config)
+
+
+def test_a_dict_config_is_told_how_to_become_one():
+    with pytest.raises(TypeError, match=r"build one with MarketConfig\(\*\*fields\)"):
+        Market({"num_bidders": 3})
+
+
+@pytest.mark.both_cores
+@pytest.mark.parametrize("scheduler", [EngineConfig(), 3, object()])
+def test_an_engine_names_a_scheduler_that_is_no_policy(scheduler):
+    """The config given first, in the scheduler's place, failed on the missing `name` of a policy."""
+    with pytest.raises(TypeError, match=r"a scheduler must be an auction_gym.policy.AdmissionPolicy or the name of a "
+                                        rf"registered one \(auction_gym.scheduler_names\(\)\), got {type(scheduler).__name__}"):
+        SimEngine(scheduler)

@@ -23,6 +23,17 @@ def check_batch(requests: Sequence[Request], records: Mapping[int, object]) -> N
         seen.add(r.id)
 
 
+def refuse_streamed(entry: object) -> None:
+    """TypeError for an entry of a lazily read workload that is not a `Request`. None too: a stream
+    ends where it is exhausted, so a None in it is a workload's mistake, not its end, and the
+    requests after it would be lost unseen."""
+    raise TypeError(f"a lazily read workload must yield Request objects, got {type(entry).__name__} {entry!r:.80}")
+
+
+_END = object()
+"""What `next` gives for an exhausted stream, which no entry can be."""
+
+
 class Arrivals:
     """Submitted requests until their arrival time: a heap of those given as a list, and one lazily
     read stream (a long trace is never held in memory whole).
@@ -101,11 +112,13 @@ class Arrivals:
         return out
 
     def _advance_source(self) -> None:
-        prev = self._lookahead
-        self._lookahead = next(self._source, None)
-        if self._lookahead is None:
-            self._source = None
+        prev, entry = self._lookahead, next(self._source, _END)
+        if not isinstance(entry, Request):
+            self._lookahead = self._source = None  # the stream ends, exhausted or refused
+            if entry is not _END:
+                refuse_streamed(entry)
             return
+        self._lookahead = entry
         if prev is not None and self._lookahead.arrival < prev.arrival:
             raise ValueError(
                 f"request {self._lookahead.id}: lazily read workloads must be sorted by arrival "

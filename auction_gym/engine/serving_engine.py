@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from .._checks import config_or_default
 from ..policy import AdmissionPolicy, Decision, WaitingRound, unpack_admission
 from ..radix_cache import MatchResult, RadixCache, TreeNode
 from ..registry import make_scheduler
@@ -104,7 +105,7 @@ class ServingEngine(Replay):
         rules: EngineRules | None = None,
     ) -> None:
         self.scheduler = as_policy(scheduler)
-        self.config = config or EngineConfig()
+        self.config = config_or_default("config", config, EngineConfig)
         self.cost = self.config.cost_model
         self.cache = RadixCache(page_size=self.config.page_size, eviction_policy=self.config.radix_eviction_policy)
         self.rules = rules or rules_for(self.config)

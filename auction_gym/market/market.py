@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import core
+from .._checks import config_or_default
 from ..engine import Iteration, RequestRecord, rejections
 from ..policy import Decision
 from .config import MarketConfig
@@ -131,7 +132,7 @@ class Market:
     """
 
     def __init__(self, config: MarketConfig | None = None, accrue_latency_cost: bool = False) -> None:
-        self.config = config or MarketConfig()
+        self.config = config_or_default("config", config, MarketConfig)
         self.accrue_latency_cost = accrue_latency_cost
         self.n = self.config.num_bidders
         self.draws: dict = {}
