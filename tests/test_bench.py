@@ -18,6 +18,7 @@ import experiments.bench
 from experiments.bench import BENCHES, Bench, Table, bench_names, get_bench
 from experiments.cli import build_parser, main
 from experiments.commands import bench as bench_command
+from experiments.commands.bench_page import Page
 from experiments.provenance import machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,3 +138,69 @@ def test_the_misses_bench_plays_the_same_episodes_both_ways_and_reads_callgrinds
         with pytest.raises(SystemExit) as stop:
             misses.main(wrong)
         assert stop.value.code == 2
+
+
+@pytest.fixture
+def fake_tables(monkeypatch):
+    """Every bench's table made at once, naming its bench and the run's label (`runs[-1]`), each
+    run counted in `runs`: the page's bookkeeping without the benches' minutes."""
+    runs = ["first"]
+
+    def table_function(bench):
+        def table(quick, **more):
+            runs.append(runs[-1])
+            return Table(("bench", "run"), [(bench.name, runs[-1])])
+        return table
+
+    monkeypatch.setattr(Bench, "table_function", table_function)
+    return runs
+
+
+def sections_of(page: str) -> dict[str, str]:
+    return {part.splitlines()[0]: part for part in re.split(r"^(?=## )", page, flags=re.MULTILINE)[1:]}
+
+
+def test_update_replaces_the_sections_run_keeps_the_others_and_names_what_it_regenerated(tmp_path, fake_tables):
+    out = tmp_path / "benchmarks.md"
+    main(["bench", "--benches", "env,waiting,mechanism", "--out", str(out)])
+    before = out.read_text()
+    assert Page.read(before).with_sections({}, [b.title for b in BENCHES], "", bench_command.hand_kept()) == before
+    fake_tables.append("second")
+    main(["bench", "--benches", "waiting", "--update", "--out", str(out)])
+    after = out.read_text()
+    old, new = sections_of(before), sections_of(after)
+    assert list(new) == list(old)  # the same sections in the same order, the hand-kept part last
+    waiting = f"## {get_bench('waiting').title}"
+    assert [h for h in new if new[h] != old[h]] == [waiting]
+    assert "| waiting | second |" in new[waiting] and "| waiting | first |" in old[waiting]
+    made = re.search(r"^Made by `radix-auction bench --benches env,waiting,mechanism --out .*$", after, re.MULTILINE)
+    assert made and made.group(0) in before  # the page's own line is kept
+    listed = re.findall(r'^- "(.+)": regenerated alone\. Made by `(.+?)` on ', after, re.MULTILINE)
+    assert listed == [(get_bench("waiting").title, f"radix-auction bench --benches waiting --out {out} --update")]
+    assert after.index("Sections regenerated alone since:") < after.index(bench_command.INTRO)
+    # Again, and another: one line per section regenerated, in the page's order.
+    fake_tables.append("third")
+    main(["bench", "--benches", "mechanism,waiting", "--update", "--out", str(out)])
+    again = out.read_text()
+    listed = re.findall(r'^- "(.+)": regenerated alone\. ', again, re.MULTILINE)
+    assert listed == [get_bench("waiting").title, get_bench("mechanism").title]
+    assert again.count("Sections regenerated alone since:") == 1 and again.count("\n\n\n") == 0
+    assert sections_of(again)[f"## {get_bench('env').title}"] == old[f"## {get_bench('env').title}"]
+
+
+def test_a_page_that_a_run_would_shorten_is_refused_before_any_bench_runs(tmp_path, fake_tables, capsys):
+    out = tmp_path / "benchmarks.md"
+    main(["bench", "--benches", "env,waiting", "--out", str(out)])
+    before, runs = out.read_text(), len(fake_tables)
+    for argv, message in [
+        (["--benches", "waiting", "--out", str(out)], "holds the sections of env, which this run would drop"),
+        (["--benches", "waiting", "--update", "--quick", "--out", str(out)],
+         "was made without --quick; regenerate the whole page"),
+        (["--benches", "waiting", "--update", "--out", str(tmp_path / "none.md")], "--update needs --out"),
+        (["--benches", "waiting", "--update"], "--update needs --out"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            main(["bench", *argv])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert out.read_text() == before and len(fake_tables) == runs
+    main(["bench", "--benches", "env,waiting", "--out", str(out)])  # the same sections: a whole new page
