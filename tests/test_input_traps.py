@@ -217,3 +217,24 @@ def test_an_engine_names_a_scheduler_that_is_no_policy(scheduler):
     with pytest.raises(TypeError, match=r"a scheduler must be an auction_gym.policy.AdmissionPolicy or the name of a "
                                         rf"registered one \(auction_gym.scheduler_names\(\)\), got {type(scheduler).__name__}"):
         SimEngine(scheduler)
+
+
+@pytest.mark.both_cores
+def test_a_market_takes_its_multipliers_in_one_row_and_refuses_others():
+    """(1, n) and (n, 1) are one row of multipliers; a (2, 2) array for 4 bidders was flattened into
+    some order of bidders, unseen."""
+    config = MarketConfig(horizon=5, warmup=1.0)
+    runs = []
+    for shape in [(4,), (1, 4), (4, 1)]:
+        market = Market(config)
+        market.reset(0)
+        runs.append([market.step(np.full(shape, a)).payments.tolist() for a in (1.0, 0.5, 2.0)])
+    assert runs[0] == runs[1] == runs[2]
+    market = Market(config)
+    market.reset(0)
+    with pytest.raises(ValueError, match=r"need 4 finite multipliers >= 0 in one row, got an array of shape \(2, 2\)"):
+        market.step(np.ones((2, 2)))
+    for bad in ([1.0] * 3, [1.0, 1.0, 1.0, np.nan], [1.0, 1.0, 1.0, -1.0], [1.0, 1.0, 1.0, np.inf]):
+        with pytest.raises(ValueError, match="need 4 finite multipliers >= 0, got"):
+            market.step(bad)
+    assert market.round == 0

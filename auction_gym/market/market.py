@@ -291,6 +291,8 @@ class Market:
         bidder out of budget; ValueError unless they are one per bidder, finite and >= 0."""
         alpha = np.array(multipliers, dtype=np.float64)
         if alpha.ndim != 1:
+            if alpha.size != max(alpha.shape, default=1):  # (1, n) or (n, 1) is one row of them; (2, 2) is not
+                raise ValueError(f"need {self.n} finite multipliers >= 0 in one row, got an array of shape {alpha.shape}")
             alpha = alpha.reshape(-1)
         values, spent = alpha.tolist(), self.spent.tolist()
         if len(values) != self.n or not all(0.0 <= a < math.inf for a in values):  # NaN fails too
