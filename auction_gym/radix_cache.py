@@ -374,6 +374,9 @@ class RadixCache(EvictionOrder, core.EitherCore, metaclass=ABCMeta):
         is on `new`'s path (a locked match extended by an insert from it, say a prompt after its
         prefill): at `old` and above, the reference taken and the one dropped cancel, so only
         the nodes below `old` change, not the whole path twice."""
+        for node, walk in ((new, "lock"), (old, "unlock")):  # before either walk, as the compiled binding refuses
+            if not isinstance(node, TreeNode):
+                self._refuse_detached(node, walk)
         if not self._lock_up_to(new, old):  # `old` is not on `new`'s path
             self.unlock(old)
 

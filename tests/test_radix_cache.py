@@ -246,7 +246,10 @@ def test_a_negative_eviction_is_refused_and_evicts_nothing():
 @pytest.mark.parametrize("call", [
     lambda c, node: c.lock(None), lambda c, node: c.unlock(None), lambda c, node: c.extend(None, [4]),
     lambda c, node: c.insert(None), lambda c, node: c.match_prefix(None), lambda c, node: c.prefix_len(None),
-], ids=["lock", "unlock", "extend", "insert", "match_prefix", "prefix_len"])
+    lambda c, node: c.move_lock(None, None), lambda c, node: c.move_lock(node, None),
+    lambda c, node: c.move_lock(None, node),
+], ids=["lock", "unlock", "extend", "insert", "match_prefix", "prefix_len", "move_lock", "move_lock_to_none",
+        "move_lock_from_none"])
 def test_none_for_a_node_or_tokens_is_a_type_error_on_either_core(call):
     c = RadixCache()
     node = c.insert([1, 2, 3]).last_node
