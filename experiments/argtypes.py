@@ -9,7 +9,7 @@ import argparse
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def json_dict(text: str) -> dict[str, Any]:
@@ -80,12 +80,7 @@ def positive_ints(text: str) -> list[int]:
 def names(text: str) -> list[str]:
     """Comma-separated distinct names, e.g. fcfs,lpm, spaces around each dropped (the command checks
     that it knows each); no part empty, and a repeat refused by name: a command would run it twice."""
-    parts = [part.strip() for part in text.split(",")]
-    if not all(parts):
-        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
-    if repeats := sorted({part for part in parts if parts.count(part) > 1}):
-        raise argparse.ArgumentTypeError(f"{', '.join(repeats)} named more than once in {text!r}")
-    return parts
+    return _distinct_items(text, str.strip, "names")
 
 
 def optional_names(text: str) -> list[str]:
@@ -154,15 +149,15 @@ def _existing_file(text: str, expected: str) -> Path:
     return path
 
 
-def _distinct_items(text: str, item) -> list:
-    """`text` split at commas, each part read by the argument type `item`; no part empty or repeated
-    (a sweep would run a repeated point twice)."""
+def _distinct_items(text: str, item: Callable[[str], Any], what: str = "values") -> list:
+    """`text` split at commas, each part read by the argument type `item`; no part empty, and a
+    repeated value refused by name (a sweep would run a repeated point twice)."""
     parts = text.split(",")
     if not all(part.strip() for part in parts):
-        raise argparse.ArgumentTypeError(f"expected comma-separated values, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}")
     values = [item(part) for part in parts]
-    if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"repeated values in {text!r}")
+    if repeats := sorted({v for v in values if values.count(v) > 1}):
+        raise argparse.ArgumentTypeError(f"{', '.join(map(str, repeats))} named more than once in {text!r}")
     return values
 
 

@@ -9,7 +9,7 @@ import importlib
 
 import pytest
 
-from experiments.argtypes import names, optional_names
+from experiments.argtypes import names, optional_names, positive_floats, positive_ints
 from experiments.cli import COMMANDS, main
 
 
@@ -70,6 +70,15 @@ def test_the_names_argument_types():
             names(text)
     with pytest.raises(argparse.ArgumentTypeError, match=r"^a, b named more than once in 'b,a,b,a'$"):
         names("b,a,b,a")
+
+
+def test_a_list_of_numbers_refuses_a_repeat_by_its_value():
+    """Lists of numbers and of names are read by one reader: "1" and "1.0" are one load."""
+    assert positive_floats("0.7, 1,1.4") == [0.7, 1.0, 1.4] and positive_ints("1,4") == [1, 4]
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^1.0 named more than once in '1,2,1.0'$"):
+        positive_floats("1,2,1.0")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected comma-separated values"):
+        positive_ints("1,,4")
 
 
 @pytest.mark.parametrize("argv", [

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_count, is_real
+from .._checks import check_count, check_number, is_real
 from ..cluster import ROUTERS, ClusterEngine, make_router
 from ..engine import EngineConfig, ServingEngine
 from ..mechanism.smith import check_tie_break
@@ -193,13 +193,9 @@ class MarketConfig:
         EngineConfig(**{**DEFAULT_ENGINE, **self.engine_kwargs})
         workload.check_kwargs(self.workload_kwargs)
         workload.check_values(self.num_bidders, self.workload_kwargs)
-        if not (is_real(self.warmup) and math.isfinite(self.warmup) and self.warmup >= 0):
-            raise ValueError(f"warmup must be finite and >= 0, got {self.warmup!r}")
-        if not (is_real(self.alpha_max) and math.isfinite(self.alpha_max) and self.alpha_max > 0):
-            raise ValueError(f"alpha_max must be finite and > 0, got {self.alpha_max!r}")
-        if not (is_real(self.initial_multiplier) and math.isfinite(self.initial_multiplier)
-                and self.initial_multiplier >= 0):
-            raise ValueError(f"initial_multiplier must be finite and >= 0, got {self.initial_multiplier!r}")
+        check_number("warmup", self.warmup, 0, finite=True, unit="(s)")
+        check_number("alpha_max", self.alpha_max, 0, above=True, finite=True)
+        check_number("initial_multiplier", self.initial_multiplier, 0, finite=True)
         if self.budget_rounds is not None:
             self.budget_rounds = check_count("budget_rounds", self.budget_rounds)
         check_tie_break(self.tie_break)
@@ -274,9 +270,7 @@ class MarketConfig:
     def budgets(self) -> list[float]:
         """Each bidder's budget for one episode (money)."""
         if self.budget is None:
-            rho = self.budget_per_round
-            if not (is_real(rho) and math.isfinite(rho) and rho > 0):
-                raise ValueError(f"budget_per_round must be finite and > 0, got {rho!r}")
+            rho = check_number("budget_per_round", self.budget_per_round, 0, above=True, finite=True)
             return [rho * self.pacing_rounds] * self.num_bidders
         if is_real(self.budget):
             values = [self.budget] * self.num_bidders
@@ -287,8 +281,7 @@ class MarketConfig:
         if len(values) != self.num_bidders:
             raise ValueError(f"budget has {len(values)} entries for {self.num_bidders} bidders")
         for b in values:
-            if not (is_real(b) and math.isfinite(b) and b > 0):
-                raise ValueError(f"budgets must be finite and > 0, got {b!r}")
+            check_number("each budget", b, 0, above=True, finite=True)
         return [float(b) for b in values]
 
     def served_rate(self) -> float:
