@@ -238,3 +238,17 @@ def test_a_market_takes_its_multipliers_in_one_row_and_refuses_others():
         with pytest.raises(ValueError, match="need 4 finite multipliers >= 0, got"):
             market.step(bad)
     assert market.round == 0
+
+
+@pytest.mark.both_cores
+def test_a_market_names_a_seed_that_is_no_int_at_least_0():
+    """numpy's refusal spoke of "entropy" or a negative integer, and a string went through int()."""
+    market = Market(MarketConfig(horizon=3, warmup=1.0))
+    for seed in (-1, "3", 1.5, True, None):
+        with pytest.raises(ValueError, match=rf"seed must be an int >= 0, got {seed!r}"):
+            market.reset(seed)
+    played = []
+    for seed in (3, np.int64(3)):
+        market.reset(seed)
+        played.append([market.step([1.0] * 4).payments.tolist() for _ in range(3)])
+    assert played[0] == played[1]

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import core
-from .._checks import config_or_default
+from .._checks import check_int, config_or_default
 from ..engine import Iteration, RequestRecord, rejections
 from ..policy import Decision
 from .config import MarketConfig
@@ -157,6 +157,10 @@ class Market:
             "actions.")
 
     def reset(self, seed: int) -> None:
+        """A new episode drawn from `seed` (an int >= 0; ValueError otherwise): its parameters
+        (`MarketConfig.episode_draws`), a fresh engine serving its workload, warmed up for
+        `MarketConfig.warmup` seconds with truthful bids and no charges, and full budgets."""
+        seed = check_int("seed", seed, 0)  # numpy's refusal speaks of "entropy", and a string was read by int()
         cfg, n = self.config, self.n
         self.draws = cfg.draw_episode(seed)
         if "budget_scale" in self.draws:
