@@ -11,11 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 import experiments.bench
-from experiments.bench import BENCHES, Bench, Table, bench_names, get_bench
+from auction_gym import core
+from experiments.bench import BENCHES, Bench, Table, bench_names, get_bench, shards
+from experiments.bench.env import uniform_plays
 from experiments.cli import build_parser, main
 from experiments.commands import bench as bench_command
 from experiments.commands.bench_page import Page
@@ -204,3 +207,21 @@ def test_a_page_that_a_run_would_shorten_is_refused_before_any_bench_runs(tmp_pa
         assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert out.read_text() == before and len(fake_tables) == runs
     main(["bench", "--benches", "env,waiting", "--out", str(out)])  # the same sections: a whole new page
+
+
+@pytest.mark.skipif(core.compiled_module() is None, reason="the compiled core is not built")
+def test_the_sharded_batch_plays_each_slice_of_the_one_batchs_episodes(monkeypatch):
+    """A batch of envs lo..lo+n-1 with their actions plays what those envs play inside the whole
+    batch, so the two ways time the same episodes; a process that played others is refused."""
+    plays = uniform_plays(gym.make(shards.ENV_ID).action_space, 6, 4, 0)
+    _, whole = shards.play_batch(0, 4, plays, [(0, 2), (2, 4)])
+    assert whole == [shards.play_batch(lo, 2, plays, [(0, 2)])[1][0] for lo in (0, 2)]
+    assert whole[0] != whole[1]
+    assert shards.sharded(4, 2, plays)[1] == whole
+    got = shards.measure(4, 2, 6, 1)
+    assert set(got) == {"python", "one", "spread"} and all(v > 0 for v in got.values())
+    monkeypatch.setattr(shards, "sharded", lambda n, processes, plays: (1.0, ["other", "episodes"]))
+    with pytest.raises(ValueError, match="the processes played other episodes than the one batch"):
+        shards.measure(4, 2, 6, 1)
+    with pytest.raises(ValueError, match="5 envs do not split evenly over 2 processes"):
+        shards.measure(5, 2, 6, 1)

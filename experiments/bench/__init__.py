@@ -121,6 +121,11 @@ BENCHES: tuple[Bench, ...] = (
           "same 64 envs each stepped 10 rounds in a row before the next, at an arrival rate the engine keeps up with "
           "and at one it does not: CPU time per env step in the first and the last quarter of the episodes, beside "
           "the mean number of requests waiting.", "experiments.bench.queue:table"),
+    Bench("shards", "A batch spread over processes",
+          "The same RadixAuction-v1 episodes as the cores benchmark's batch of 64, played as one MarketBatch in one "
+          "process and as two processes of a MarketBatch of 32 each, started together: env steps per second in wall "
+          "time, against the Python core's one env after another (the batch target's denominator).",
+          "experiments.bench.shards:table"),
     Bench("misses", "Cache misses of a batch",
           "The same RadixAuction-v1 episodes played by one env after another and as one MarketBatch of 64, all "
           "envs alive both ways, counted by callgrind on a simulated cache hierarchy (counts a busy machine does "
