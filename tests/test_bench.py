@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pkgutil
 import re
@@ -225,3 +226,18 @@ def test_the_sharded_batch_plays_each_slice_of_the_one_batchs_episodes(monkeypat
         shards.measure(4, 2, 6, 1)
     with pytest.raises(ValueError, match="5 envs do not split evenly over 2 processes"):
         shards.measure(5, 2, 6, 1)
+
+
+@pytest.mark.skipif(core.compiled_module() is None or "fork" not in multiprocessing.get_all_start_methods(),
+                    reason="the compiled core is not built, or processes are not forked here")
+def test_a_sharded_process_that_fails_stops_the_bench_at_once(monkeypatch):
+    """A process whose batch raises breaks the barrier and says so: the bench raises, not waits."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("a broken batch")
+    monkeypatch.setattr(shards, "play_batch", broken)  # the forked processes inherit it
+    monkeypatch.setattr(shards, "WAIT", 60)
+    plays = uniform_plays(gym.make(shards.ENV_ID).action_space, 2, 4, 0)
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match="a process of the sharded batch failed or took over 60 s"):
+        shards.sharded(4, 2, plays)
+    assert time.perf_counter() - start < 30

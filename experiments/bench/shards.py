@@ -20,10 +20,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import multiprocessing
+import queue
 import statistics
 import sys
+import threading
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -36,12 +39,17 @@ from . import Table
 from .core_speed import available
 from .env import BATCH_WAYS, batched, uniform_plays
 
+if TYPE_CHECKING:
+    from multiprocessing.synchronize import Barrier
+
 ENV_ID = "RadixAuction-v1"
 """The batch target's env (`cores.TARGET_ENV`)."""
+WAIT = 600
+"""Seconds the parent waits for the processes to build their batches, and then to play them."""
 
 
 def play_batch(lo: int, n: int, plays: np.ndarray, slices: list[tuple[int, int]],
-               start: multiprocessing.synchronize.Barrier | None = None) -> tuple[float, list[str]]:
+               start: Barrier | None = None) -> tuple[float, list[str]]:
     """Wall seconds of one `MarketBatch` of the `n` episodes from seed `lo` playing `plays[:, lo:lo + n]`,
     built before the clock starts (and, given `start`, before every process passes it), and the
     sha256 of each slice's observations (`slices`: (first, stop) envs of this batch)."""
@@ -61,10 +69,16 @@ def play_batch(lo: int, n: int, plays: np.ndarray, slices: list[tuple[int, int]]
     return seconds, [h.hexdigest() for h in hashes]
 
 
-def _shard(lo: int, n: int, plays: np.ndarray, start: multiprocessing.synchronize.Barrier,
+def _shard(lo: int, n: int, plays: np.ndarray, start: Barrier,
            out: multiprocessing.Queue) -> None:
-    """A process's batch (`play_batch`), its slice's hash sent back with its first env's seed."""
-    out.put((lo, play_batch(lo, n, plays, [(0, n)], start)[1][0]))
+    """A process's batch (`play_batch`), its slice's hash sent back with its first env's seed; where
+    it fails, the barrier broken and None sent, so that no process waits for it (its error printed)."""
+    try:
+        out.put((lo, play_batch(lo, n, plays, [(0, n)], start)[1][0]))
+    except BaseException:
+        start.abort()
+        out.put((lo, None))
+        raise
 
 
 def sharded(n: int, processes: int, plays: np.ndarray) -> tuple[float, list[str]]:
@@ -77,14 +91,20 @@ def sharded(n: int, processes: int, plays: np.ndarray) -> tuple[float, list[str]
     workers = [context.Process(target=_shard, args=(k * per, per, plays, start, out)) for k in range(processes)]
     for w in workers:
         w.start()
-    start.wait()
-    began = time.perf_counter()
-    got = dict(out.get() for _ in workers)
-    seconds = time.perf_counter() - began
+    try:  # a process that fails before the barrier or its reply would leave this waiting for ever
+        start.wait(timeout=WAIT)
+        began = time.perf_counter()
+        got = dict(out.get(timeout=WAIT) for _ in workers)
+        seconds = time.perf_counter() - began
+        if None in got.values():
+            raise queue.Empty
+    except (threading.BrokenBarrierError, queue.Empty):
+        for w in workers:
+            w.terminate()
+        raise RuntimeError(f"a process of the sharded batch failed or took over {WAIT} s (exit statuses "
+                           f"{[w.exitcode for w in workers]}; its error, if any, above)") from None
     for w in workers:
         w.join()
-        if w.exitcode:
-            raise RuntimeError(f"a process of the sharded batch exited with status {w.exitcode}")
     return seconds, [got[lo] for lo in sorted(got)]
 
 
