@@ -91,14 +91,15 @@ def sharded(n: int, processes: int, plays: np.ndarray) -> tuple[float, list[str]
     workers = [context.Process(target=_shard, args=(k * per, per, plays, start, out)) for k in range(processes)]
     for w in workers:
         w.start()
+    got: dict[int, str | None] = {}
     try:  # a process that fails before the barrier or its reply would leave this waiting for ever
         start.wait(timeout=WAIT)
         began = time.perf_counter()
         got = dict(out.get(timeout=WAIT) for _ in workers)
         seconds = time.perf_counter() - began
-        if None in got.values():
-            raise queue.Empty
     except (threading.BrokenBarrierError, queue.Empty):
+        pass  # `got` lacks a process's reply
+    if len(got) < processes or None in got.values():
         for w in workers:
             w.terminate()
         raise RuntimeError(f"a process of the sharded batch failed or took over {WAIT} s (exit statuses "

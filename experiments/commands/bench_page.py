@@ -32,7 +32,8 @@ class Page:
                 regenerated[entry["title"]] = line
             elif line != REGENERATED:
                 header.append(line)
-        header = [line for i, line in enumerate(header) if line or i == 0 or header[i - 1]]  # the list's blank line
+        # Where the list was, two blank lines meet: one is kept.
+        header = [line for i, line in enumerate(header) if line or i == 0 or header[i - 1]]
         return cls(header, regenerated, {part.splitlines()[0][3:]: part for part in parts[1:]})
 
     def holds_line(self, line: str) -> bool:
