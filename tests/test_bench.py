@@ -214,7 +214,7 @@ def test_a_page_that_a_run_would_shorten_is_refused_before_any_bench_runs(tmp_pa
 def test_the_sharded_batch_plays_each_slice_of_the_one_batchs_episodes(monkeypatch):
     """A batch of envs lo..lo+n-1 with their actions plays what those envs play inside the whole
     batch, so the two ways time the same episodes; a process that played others is refused."""
-    plays = uniform_plays(gym.make(shards.ENV_ID).action_space, 6, 4, 0)
+    plays = uniform_plays(gym.make(shards.TARGET_ENV).action_space, 6, 4, 0)
     _, whole = shards.play_batch(0, 4, plays, [(0, 2), (2, 4)])
     assert whole == [shards.play_batch(lo, 2, plays, [(0, 2)])[1][0] for lo in (0, 2)]
     assert whole[0] != whole[1]
@@ -236,7 +236,7 @@ def test_a_sharded_process_that_fails_stops_the_bench_at_once(monkeypatch):
         raise RuntimeError("a broken batch")
     monkeypatch.setattr(shards, "play_batch", broken)  # the forked processes inherit it
     monkeypatch.setattr(shards, "WAIT", 60)
-    plays = uniform_plays(gym.make(shards.ENV_ID).action_space, 2, 4, 0)
+    plays = uniform_plays(gym.make(shards.TARGET_ENV).action_space, 2, 4, 0)
     start = time.perf_counter()
     with pytest.raises(RuntimeError, match="a process of the sharded batch failed or took over 60 s"):
         shards.sharded(4, 2, plays)

@@ -22,7 +22,6 @@ import hashlib
 import multiprocessing
 import queue
 import statistics
-import sys
 import threading
 import time
 from functools import partial
@@ -37,13 +36,13 @@ from auction_gym.envs.vector import RadixAuctionVectorEnv
 
 from . import Table
 from .core_speed import available
+from .cores import TARGET_ENV
 from .env import BATCH_WAYS, batched, uniform_plays
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Barrier
 
-ENV_ID = "RadixAuction-v1"
-"""The batch target's env (`cores.TARGET_ENV`)."""
+COLUMNS = ("way", "env steps/s", "x the Python core's one env")
 WAIT = 600
 """Seconds the parent waits for the processes to build their batches, and then to play them."""
 
@@ -53,7 +52,7 @@ def play_batch(lo: int, n: int, plays: np.ndarray, slices: list[tuple[int, int]]
     """Wall seconds of one `MarketBatch` of the `n` episodes from seed `lo` playing `plays[:, lo:lo + n]`,
     built before the clock starts (and, given `start`, before every process passes it), and the
     sha256 of each slice's observations (`slices`: (first, stop) envs of this batch)."""
-    vector = RadixAuctionVectorEnv([partial(gym.make, ENV_ID)] * n, AutoresetMode.SAME_STEP)
+    vector = RadixAuctionVectorEnv([partial(gym.make, TARGET_ENV)] * n, AutoresetMode.SAME_STEP)
     hashes = [hashlib.sha256() for _ in slices]
     if start is not None:
         start.wait()
@@ -115,7 +114,7 @@ def measure(n: int, processes: int, rounds: int, repeats: int, seed: int = 0) ->
     slice's episodes differ between the ways."""
     if n % processes:
         raise ValueError(f"{n} envs do not split evenly over {processes} processes")
-    plays = uniform_plays(gym.make(ENV_ID).action_space, rounds, n, seed)
+    plays = uniform_plays(gym.make(TARGET_ENV).action_space, rounds, n, seed)
     per = n // processes
     slices = [(k * per, (k + 1) * per) for k in range(processes)]
     one, spread = [], []
@@ -128,7 +127,7 @@ def measure(n: int, processes: int, rounds: int, repeats: int, seed: int = 0) ->
             if shard_hashes != hashes:
                 raise ValueError("the processes played other episodes than the one batch")
     with core.use("python"):
-        python = 1 / batched(n, rounds, seed, env_id=ENV_ID, ways=(BATCH_WAYS[0],))[BATCH_WAYS[0]].wall
+        python = 1 / batched(n, rounds, seed, env_id=TARGET_ENV, ways=(BATCH_WAYS[0],))[BATCH_WAYS[0]].wall
     return {"python": python, "one": statistics.median(one), "spread": statistics.median(spread)}
 
 
@@ -136,19 +135,18 @@ def table(quick: bool) -> Table:
     """64 envs over 2 processes, 200 rounds, the median of 3 (`quick`: 8 envs, 20 rounds, one run)."""
     n, processes, rounds, repeats = (8, 2, 20, 1) if quick else (64, 2, 200, 3)
     if "compiled" not in available():
-        return Table(("way", "env steps/s", "x the Python core's one env"), [],
-                     ["Skipped: the compiled core is not built here."])
+        return Table(COLUMNS, [], ["Skipped: the compiled core is not built here."])
     got = measure(n, processes, rounds, repeats)
     rows = [("Python core, one env after another", f"{got['python']:,.0f}", "1.00x"),
             (f"compiled core, one MarketBatch of {n}", f"{got['one']:,.0f}", f"{got['one'] / got['python']:.2f}x"),
             (f"compiled core, {processes} processes, a MarketBatch of {n // processes} each",
              f"{got['spread']:,.0f}", f"{got['spread'] / got['python']:.2f}x")]
-    notes = [f"{ENV_ID}, episodes of seeds 0-{n - 1}, seeded random actions, {rounds} rounds each, resets included; "
+    notes = [f"{TARGET_ENV}, episodes of seeds 0-{n - 1}, seeded random actions, {rounds} rounds each, resets included; "
              f"wall time, the median of {repeats} run(s) of the two batch ways in turn (the same episodes, checked: "
              "every observation of each process's slice hashed alike both ways).",
              f"Spread over {processes} processes the batch steps {got['spread'] / got['one']:.2f}x as fast as in one.",
              "The batch target is 20x the Python core's one env."]
-    return Table(("way", "env steps/s", "x the Python core's one env"), rows, notes)
+    return Table(COLUMNS, rows, notes)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -163,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     got = measure(args.envs, args.processes, args.rounds, args.repeats)
     print(f"env steps/s: Python core one env after another {got['python']:,.0f}; compiled one MarketBatch of "
           f"{args.envs} {got['one']:,.0f} ({got['one'] / got['python']:.2f}x); {args.processes} processes "
-          f"{got['spread']:,.0f} ({got['spread'] / got['python']:.2f}x)", file=sys.stdout)
+          f"{got['spread']:,.0f} ({got['spread'] / got['python']:.2f}x)")
 
 
 if __name__ == "__main__":
